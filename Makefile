@@ -1,0 +1,34 @@
+# The two commands of the README. Both set up .venv when it is missing or stale, then do their job.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.trainops-installed
+export AIRFLOW__CORE__LOAD_EXAMPLES ?= False
+
+.PHONY: run test setup mpi clean
+
+run: setup
+	$(VENV)/bin/trainops run examples/digits/pipeline.yaml
+
+test: setup mpi
+	$(PY) -m pytest -q -p no:cacheprovider
+
+setup: $(STAMP)
+
+# constraints.txt pins every package (the lock), so CI installs the same versions on every run.
+$(STAMP): pyproject.toml constraints.txt
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade "pip>=24"
+	$(PY) -m pip install -q -c constraints.txt -e ".[all,dev]"
+	@touch $(STAMP)
+
+# Open MPI is a system package: the MPI tests need mpirun. Installed only when missing, as root.
+mpi:
+	@command -v mpirun >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Open MPI (openmpi-bin) for the MPI tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null; \
+	  else echo "mpirun not found: install openmpi-bin to run the MPI tests" >&2; exit 1; fi; }
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -1,0 +1,55 @@
+"""The project's own errors. Every user-facing failure is one of these, so the CLI can map it to an exit code
+(2 for bad input, 1 for a failure while running) and print it without a traceback."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with an input: where (a dotted field path) and what to do about it."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}" if self.path else self.message
+
+
+class TrainopsError(Exception):
+    """Base class of every error trainops raises on purpose."""
+
+    exit_code = 1
+
+
+class SpecError(TrainopsError):
+    """Invalid input (a spec, a pipeline file, a CLI argument). Carries every problem found, each with its field."""
+
+    exit_code = 2
+
+    def __init__(self, problems: list[Problem] | Problem | str, source: str | None = None):
+        if isinstance(problems, str):
+            problems = [Problem("", problems)]
+        elif isinstance(problems, Problem):
+            problems = [problems]
+        self.problems: list[Problem] = list(problems)
+        self.source = source
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        head = f"invalid {self.source}" if self.source else "invalid input"
+        count = len(self.problems)
+        lines = [f"{head}: {count} problem{'s' if count != 1 else ''}"]
+        lines += [f"  - {problem}" for problem in self.problems]
+        return "\n".join(lines)
+
+
+class JobFailed(TrainopsError):
+    """A job (or a step of a pipeline) ran and did not succeed."""
+
+    exit_code = 1
+
+
+class PreflightError(SpecError):
+    """A backend check before anything is created (subnet AZ, security group, mount name) failed."""
