@@ -166,7 +166,10 @@ def resolve_training_image(
         raise SpecError(Problem("framework", f"no training images for framework {framework!r}; use one of: "
                                               f"{supported}, or set image_uri"))
     title = _FRAMEWORK_TITLES.get(name, name)
-    processor = _processor(instance_type)
+    if not isinstance(instance_type, str) or not instance_type.strip():
+        raise SpecError(Problem("instance_type", "is required to pick the training image (an ml.* type such as "
+                                                 "ml.p4d.24xlarge, or local / local_gpu); or set image_uri"))
+    processor = _processor(instance_type.strip())
 
     if smp_v2 and (neuron or processor != "gpu"):
         raise SpecError(Problem("instance_type", f"SMP v2 images run on NVIDIA GPU instances only, not "

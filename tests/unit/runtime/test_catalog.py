@@ -73,6 +73,7 @@ def test_trn1_has_two_neuron_cores_per_chip_as_the_seed_document_says():
         ("ml.p4d.24xlarge", True, True, 4),
         ("ml.p4de.24xlarge", True, True, 4),
         ("ml.p5.48xlarge", True, True, 32),
+        ("ml.p5.4xlarge", True, True, 1),
         ("ml.p5en.48xlarge", True, True, 16),
         ("ml.trn1.2xlarge", False, False, 0),
         ("ml.trn1.32xlarge", True, True, 8),

@@ -186,6 +186,13 @@ def test_smp_v2_needs_a_gpu_instance(instance_type):
     assert "GPU" in problems_of(excinfo)["instance_type"]
 
 
+@pytest.mark.parametrize("instance_type", [None, "", "  "])
+def test_a_missing_instance_type_names_the_field(instance_type):
+    with pytest.raises(SpecError) as excinfo:
+        resolve_training_image("pytorch", "2.4.0", None, instance_type, "us-east-1")
+    assert set(problems_of(excinfo)) == {"instance_type"}
+
+
 def test_refusing_neuron_on_a_trainium_instance_is_an_error():
     with pytest.raises(SpecError) as excinfo:
         resolve_training_image("pytorch", "2.8.0", None, "ml.trn1.32xlarge", "us-east-1", neuron=False)
