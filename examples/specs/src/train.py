@@ -1,0 +1,2 @@
+import sys
+print("training with", sys.argv[1:])

@@ -1,0 +1,321 @@
+"""The dry run: a job spec rendered to the exact boto3 `create_training_job` keyword arguments.
+
+Nothing here talks to AWS. `submit` sends what `render` returns, unchanged, so `trainops render` shows exactly what
+will be created. Two launchers:
+- `trainops` (default): the trainops runtime is the container's entrypoint; it and the user's code arrive as input
+  channels; the distribution travels as JSON (hyperparameter `trainops_distribution`).
+- `toolkit`: the image's own SageMaker training toolkit launches; hyperparameters carry the SDK's distribution keys
+  with the SDK's encoding (`json.dumps` of each value).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from trainops.errors import Problem, SpecError
+from trainops.runtime import catalog
+from trainops.spec.base import looks_secret
+from trainops.spec.distribution import (
+    MPI,
+    SMDDP,
+    SMP,
+    Distribution,
+    MultiWorkerMirroredStrategy,
+    ParameterServer,
+    PyTorchDDP,
+    PyTorchXLA,
+    TorchDistributed,
+)
+from trainops.spec.inputs import FileSystemInput, TrainingInput, is_local_uri
+from trainops.spec.job import JobSpec
+
+RUNTIME_CHANNEL = "trainops_runtime"
+CODE_CHANNEL = "trainops_code"
+TOOLKIT_CODE_CHANNEL = "code"
+CONTAINER_DATA = "/opt/ml/input/data"
+ENTRYPOINT = ["python3", "-m", "trainops.runtime", "launch"]
+DEFAULT_CHECKPOINT_PATH = "/opt/ml/checkpoints"
+CONTAINER_LOG_LEVEL = 20  # logging.INFO, the SDK's default
+MASK = "****"
+
+
+@dataclass(frozen=True)
+class ArtifactLocations:
+    """Where a job's uploads and outputs live under its output path (the SDK's layout where it has one)."""
+
+    code_prefix: str  # the user's source_dir, file by file (trainops launcher)
+    runtime_prefix: str  # the trainops runtime package, file by file (trainops launcher)
+    source_tarball: str  # sourcedir.tar.gz (toolkit launcher)
+    model_artifact: str  # what SageMaker writes at the end
+    evaluation_prefix: str  # where the evaluation step writes metrics.json
+
+
+def artifact_locations(output_path: str, job_name: str) -> ArtifactLocations:
+    """The S3 locations derived from the output path and the job name."""
+    base = f"{output_path.rstrip('/')}/{job_name}"
+    return ArtifactLocations(
+        code_prefix=f"{base}/trainops/code/",
+        runtime_prefix=f"{base}/trainops/runtime/",
+        source_tarball=f"{base}/source/sourcedir.tar.gz",
+        model_artifact=f"{base}/output/model.tar.gz",
+        evaluation_prefix=f"{base}/evaluation/",
+    )
+
+
+def encode_hyperparameters(values: dict[str, Any]) -> dict[str, str]:
+    """The SDK's script-mode encoding: every value `json.dumps`-ed (strings gain quotes, booleans become true)."""
+    return {str(key): json.dumps(value) for key, value in values.items()}
+
+
+def toolkit_distribution_hyperparameters(distribution: Distribution, instance_type: str | None) -> dict[str, Any]:
+    """The hyperparameters the SDK v2 sets for a distribution (before encoding); reference.md's table."""
+    values: dict[str, Any] = {}
+    if isinstance(distribution, SMP):
+        values["mp_parameters"] = dict(distribution.parameters)
+        values["sagemaker_distributed_dataparallel_enabled"] = False
+        values["sagemaker_instance_type"] = instance_type
+        if distribution.version == 2:
+            values["sagemaker_torch_distributed_enabled"] = True
+        else:
+            values.update(_mpi_values(distribution.processes_per_host, distribution.custom_mpi_options))
+    elif isinstance(distribution, SMDDP):
+        values["sagemaker_distributed_dataparallel_enabled"] = True
+        values["sagemaker_instance_type"] = instance_type
+        values["sagemaker_distributed_dataparallel_custom_mpi_options"] = distribution.custom_mpi_options
+        if distribution.launcher == "torchrun":
+            values["sagemaker_torch_distributed_enabled"] = True
+    elif isinstance(distribution, PyTorchDDP):
+        values["sagemaker_pytorch_ddp_enabled"] = True
+        values["sagemaker_instance_type"] = instance_type
+    elif isinstance(distribution, TorchDistributed):
+        values["sagemaker_torch_distributed_enabled"] = True
+        values["sagemaker_instance_type"] = instance_type
+    elif isinstance(distribution, MPI):
+        values.update(_mpi_values(distribution.processes_per_host, distribution.custom_mpi_options))
+    elif isinstance(distribution, ParameterServer):
+        values["sagemaker_parameter_server_enabled"] = True
+    elif isinstance(distribution, PyTorchXLA):
+        values["sagemaker_pytorch_xla_multi_worker_enabled"] = True
+    elif isinstance(distribution, MultiWorkerMirroredStrategy):
+        values["sagemaker_multi_worker_mirrored_strategy_enabled"] = True
+    if distribution.instance_groups:
+        values["sagemaker_distribution_instance_groups"] = list(distribution.instance_groups)
+    return values
+
+
+def _mpi_values(processes_per_host: int | None, custom_mpi_options: str) -> dict[str, Any]:
+    values: dict[str, Any] = {"sagemaker_mpi_enabled": True}
+    if processes_per_host is not None:
+        values["sagemaker_mpi_num_of_processes_per_host"] = processes_per_host
+    values["sagemaker_mpi_custom_mpi_options"] = custom_mpi_options
+    return values
+
+
+def sagemaker_problems(spec: JobSpec, region: str | None) -> list[Problem]:
+    """What the SageMaker backend needs beyond a valid spec: a role, S3 locations, a region, a real instance type."""
+    problems = []
+    if not spec.role:
+        problems.append(Problem("role", "is required for the sagemaker backend: the IAM role ARN SageMaker assumes"))
+    if not region:
+        problems.append(Problem("region", "is required for the sagemaker backend: set region in the spec, "
+                                          "--region, or AWS_REGION / AWS_DEFAULT_REGION"))
+    if not spec.output_path:
+        problems.append(Problem("output_path", "is required for the sagemaker backend: an s3://bucket/prefix"))
+    elif is_local_uri(spec.output_path):
+        problems.append(Problem("output_path", f"{spec.output_path!r} is local; the sagemaker backend writes to S3: "
+                                               "give an s3://bucket/prefix (local paths are for the local backend)"))
+    for name, channel in spec.channels.items():
+        if isinstance(channel, TrainingInput) and is_local_uri(channel.s3_data):
+            problems.append(Problem(f"inputs.{name}", f"{channel.s3_data!r} is local; the sagemaker backend reads "
+                                                      "S3 or FSx: upload it first (trainops stage SRC s3://...)"))
+    for path, instance_type in _instance_types(spec):
+        if catalog.is_local(instance_type):
+            problems.append(Problem(path, f"{instance_type} runs on this machine only: choose an ml.* instance type "
+                                          "for the sagemaker backend"))
+    if spec.source_dir and spec.source_dir.startswith("file://"):
+        problems.append(Problem("source_dir", "give a local directory path or an s3:// tarball, not a file:// URI"))
+    if not spec.image_uri and not spec.framework_version:
+        problems.append(Problem("framework_version", "is required to pick the AWS Deep Learning Container (or give "
+                                                     "image_uri)"))
+    return problems
+
+
+def _instance_types(spec: JobSpec) -> list[tuple[str, str]]:
+    if spec.instance_groups:
+        return [(f"instance_groups.{index}.instance_type", group.instance_type)
+                for index, group in enumerate(spec.instance_groups)]
+    return [("instance_type", spec.instance_type)] if spec.instance_type else []
+
+
+def training_image(spec: JobSpec, region: str) -> str:
+    """The image URI: the spec's own, else the AWS Deep Learning Container for its framework, version and type."""
+    if spec.image_uri:
+        return spec.image_uri
+    from trainops.spec.images import resolve_training_image
+
+    return resolve_training_image(
+        spec.framework,
+        spec.framework_version,
+        spec.py_version,
+        spec.training_instance_type(),
+        region,
+        smp_v2=isinstance(spec.dist, SMP) and spec.dist.version == 2,
+    )
+
+
+def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region: str | None = None) -> dict[str, Any]:
+    """The exact `create_training_job` keyword arguments for `spec` as job `job_name`.
+
+    Raises `SpecError` listing everything the SageMaker backend needs and the spec lacks.
+    """
+    launcher = launcher or spec.launcher
+    if launcher not in ("trainops", "toolkit"):
+        raise SpecError(Problem("launcher", f"{launcher!r} is not a launcher: use trainops or toolkit"))
+    region = spec.region or region
+    problems = sagemaker_problems(spec, region)
+    from trainops.spec.base import JOB_NAME
+
+    if not JOB_NAME.match(job_name):
+        problems.append(Problem("job_name", f"{job_name!r} is not a valid job name (1-63 letters, digits, hyphens)"))
+    image = None
+    if not problems:
+        try:
+            image = training_image(spec, region)
+        except SpecError as error:
+            problems += error.problems
+    if problems:
+        raise SpecError(problems, "job spec for the sagemaker backend")
+
+    locations = artifact_locations(spec.output_path, job_name)
+    request: dict[str, Any] = {
+        "TrainingJobName": job_name,
+        "RoleArn": spec.role,
+        "AlgorithmSpecification": {"TrainingImage": image, "TrainingInputMode": spec.input_mode},
+        "HyperParameters": {},
+        "InputDataConfig": [_channel(name, channel) for name, channel in spec.channels.items()],
+        "OutputDataConfig": {"S3OutputPath": spec.output_path},
+        "ResourceConfig": _resources(spec),
+        "StoppingCondition": {"MaxRuntimeInSeconds": spec.max_run},
+    }
+    environment = dict(spec.environment)
+    hyperparameters = dict(spec.hyperparameters)
+    script_keys = {"sagemaker_program": spec.entry_point, "sagemaker_job_name": job_name, "sagemaker_region": region}
+    if launcher == "trainops":
+        request["AlgorithmSpecification"]["ContainerEntrypoint"] = list(ENTRYPOINT)
+        hyperparameters.update(script_keys)
+        hyperparameters["trainops_distribution"] = spec.dist.to_canonical()
+        request["InputDataConfig"] += [
+            _s3_prefix_channel(CODE_CHANNEL, locations.code_prefix),
+            _s3_prefix_channel(RUNTIME_CHANNEL, locations.runtime_prefix),
+        ]
+        runtime_path = f"{CONTAINER_DATA}/{RUNTIME_CHANNEL}"
+        existing = environment.get("PYTHONPATH")
+        environment["PYTHONPATH"] = f"{runtime_path}:{existing}" if existing else runtime_path
+    else:
+        submit = locations.source_tarball
+        if spec.enable_network_isolation:
+            # No network in the container: the toolkit cannot download the code, so it arrives as a channel.
+            prefix = locations.source_tarball.rsplit("/", 1)[0] + "/"
+            request["InputDataConfig"].append(_s3_prefix_channel(TOOLKIT_CODE_CHANNEL, prefix))
+            submit = f"{CONTAINER_DATA}/{TOOLKIT_CODE_CHANNEL}/sourcedir.tar.gz"
+        hyperparameters.update(script_keys)
+        hyperparameters["sagemaker_submit_directory"] = submit
+        hyperparameters["sagemaker_container_log_level"] = CONTAINER_LOG_LEVEL
+        hyperparameters.update(toolkit_distribution_hyperparameters(spec.dist, spec.training_instance_type()))
+    request["HyperParameters"] = encode_hyperparameters(hyperparameters)
+    if not request["InputDataConfig"]:
+        del request["InputDataConfig"]
+    _optional_settings(spec, request, environment)
+    return request
+
+
+def _optional_settings(spec: JobSpec, request: dict[str, Any], environment: dict[str, str]) -> None:
+    if spec.output_kms_key:
+        request["OutputDataConfig"]["KmsKeyId"] = spec.output_kms_key
+    if spec.subnets:
+        request["VpcConfig"] = {"SecurityGroupIds": list(spec.security_group_ids or []),
+                                "Subnets": list(spec.subnets)}
+    if spec.use_spot_instances:
+        request["EnableManagedSpotTraining"] = True
+        request["StoppingCondition"]["MaxWaitTimeInSeconds"] = spec.max_wait
+    if spec.checkpoint_s3_uri:
+        request["CheckpointConfig"] = {"S3Uri": spec.checkpoint_s3_uri,
+                                       "LocalPath": spec.checkpoint_local_path or DEFAULT_CHECKPOINT_PATH}
+    if spec.enable_network_isolation:
+        request["EnableNetworkIsolation"] = True
+    if spec.encrypt_inter_container_traffic:
+        request["EnableInterContainerTrafficEncryption"] = True
+    if environment:
+        request["Environment"] = environment
+    if spec.max_retry_attempts:
+        request["RetryStrategy"] = {"MaximumRetryAttempts": spec.max_retry_attempts}
+    if spec.tags:
+        request["Tags"] = [{"Key": tag.key, "Value": tag.value} for tag in spec.tags]
+
+
+def _resources(spec: JobSpec) -> dict[str, Any]:
+    resources: dict[str, Any] = {}
+    if spec.instance_groups:
+        resources["InstanceGroups"] = [
+            {"InstanceType": group.instance_type, "InstanceCount": group.instance_count,
+             "InstanceGroupName": group.instance_group_name}
+            for group in spec.instance_groups
+        ]
+    else:
+        resources["InstanceType"] = spec.instance_type
+        resources["InstanceCount"] = spec.instance_count
+    resources["VolumeSizeInGB"] = spec.volume_size
+    if spec.volume_kms_key:
+        resources["VolumeKmsKeyId"] = spec.volume_kms_key
+    if spec.keep_alive_period_in_seconds is not None:
+        resources["KeepAlivePeriodInSeconds"] = spec.keep_alive_period_in_seconds
+    return resources
+
+
+def _channel(name: str, channel: TrainingInput | FileSystemInput) -> dict[str, Any]:
+    if isinstance(channel, FileSystemInput):
+        entry: dict[str, Any] = {
+            "ChannelName": name,
+            "DataSource": {"FileSystemDataSource": {
+                "FileSystemId": channel.file_system_id,
+                "FileSystemType": channel.file_system_type,
+                "DirectoryPath": channel.directory_path,
+                "FileSystemAccessMode": channel.file_system_access_mode,
+            }},
+        }
+    else:
+        entry = {
+            "ChannelName": name,
+            "DataSource": {"S3DataSource": {
+                "S3DataType": channel.s3_data_type,
+                "S3Uri": channel.s3_data,
+                "S3DataDistributionType": channel.distribution,
+            }},
+        }
+        if channel.input_mode:
+            entry["InputMode"] = channel.input_mode
+    if channel.content_type:
+        entry["ContentType"] = channel.content_type
+    return entry
+
+
+def _s3_prefix_channel(name: str, prefix: str) -> dict[str, Any]:
+    # The launcher's own channels are plain files, whatever the job's input mode.
+    return {
+        "ChannelName": name,
+        "DataSource": {"S3DataSource": {"S3DataType": "S3Prefix", "S3Uri": prefix,
+                                        "S3DataDistributionType": "FullyReplicated"}},
+        "InputMode": "File",
+    }
+
+
+def masked(request: dict[str, Any]) -> dict[str, Any]:
+    """A copy for display (CLI, logs, XCom): environment values whose names look like secrets are masked."""
+    shown = json.loads(json.dumps(request))
+    environment = shown.get("Environment") or {}
+    for key in environment:
+        if looks_secret(key):
+            environment[key] = MASK
+    return shown

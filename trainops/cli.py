@@ -1,0 +1,65 @@
+"""The `trainops` command line.
+
+Exit codes everywhere: 0 success, 2 invalid input, 1 failure while running (130 when interrupted). Errors the
+project raises on purpose are printed as messages, never as tracebacks; set TRAINOPS_DEBUG=1 to see one anyway.
+
+Each command lives in a module of `trainops.commands` with `register(subparsers)`; modules import only argparse at
+module level, so `trainops --help` stays fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+import traceback
+
+from trainops import __version__
+from trainops.errors import TrainopsError
+
+COMMAND_MODULES = [
+    "trainops.commands.spec_commands",
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The whole parser: one sub-command per registered command module."""
+    parser = argparse.ArgumentParser(
+        prog="trainops",
+        description="Distributed training as a typed step: validate, render, run and watch jobs locally or on "
+                    "Amazon SageMaker.",
+        epilog="Exit codes: 0 success, 2 invalid input, 1 failure while running.",
+    )
+    parser.add_argument("--version", action="version", version=f"trainops {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    subparsers.required = True
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(subparsers)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args.handler(args) or 0)
+    except TrainopsError as error:
+        print(f"trainops: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        print("trainops: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception as error:  # noqa: BLE001 - the last line of defence: a message, not a traceback
+        if os.environ.get("TRAINOPS_DEBUG"):
+            traceback.print_exc()
+        print(f"trainops: internal error: {type(error).__name__}: {error} (set TRAINOPS_DEBUG=1 for the traceback)",
+              file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""The command-line commands, one module per group; each module has `register(subparsers)`."""

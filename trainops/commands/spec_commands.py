@@ -1,0 +1,74 @@
+"""`trainops validate`, `trainops render` and `trainops schema`: the spec and its dry run."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the spec commands to the command line."""
+    validate = subparsers.add_parser(
+        "validate", help="check a job spec (YAML or JSON)",
+        description="Check a job spec file. Exit 0 when valid; exit 2 with every problem on stderr when not.")
+    validate.add_argument("file", help="job spec file (YAML or JSON)")
+    validate.add_argument("--quiet", "-q", action="store_true", help="print nothing when valid")
+    validate.set_defaults(handler=validate_command)
+
+    render = subparsers.add_parser(
+        "render", help="print the exact SageMaker CreateTrainingJob request (dry run)",
+        description="Render a job spec to the boto3 create_training_job request, as JSON on stdout. Nothing is "
+                    "created. Environment values whose names look like secrets are masked.")
+    render.add_argument("file", help="job spec file (YAML or JSON)")
+    render.add_argument("--launcher", choices=["trainops", "toolkit"], default=None,
+                        help="who launches the ranks in the container (default: the spec's launcher, trainops)")
+    render.add_argument("--job-name", default=None, help="training job name (default: <name>-<timestamp>)")
+    render.add_argument("--region", default=None, help="AWS region when the spec has none (default: AWS_REGION)")
+    render.set_defaults(handler=render_command)
+
+    schema = subparsers.add_parser(
+        "schema", help="print the JSON Schema of the job spec",
+        description="Print the JSON Schema of the job spec (or of a pipeline file) on stdout.")
+    schema.add_argument("--markdown", action="store_true", help="a Markdown table of the fields instead")
+    schema.set_defaults(handler=schema_command)
+
+
+def validate_command(args: argparse.Namespace) -> int:
+    from trainops.spec import load_job_spec
+
+    spec = load_job_spec(args.file)
+    if not args.quiet:
+        hosts = spec.host_count()
+        print(f"{args.file}: valid ({spec.dist.type} on {hosts} x {spec.training_instance_type()})")
+    return 0
+
+
+def default_region() -> str | None:
+    """The region boto3 would use, read from the environment without importing boto3."""
+    return os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+
+
+def render_command(args: argparse.Namespace) -> int:
+    from trainops.backends.sagemaker.names import timestamped_job_name
+    from trainops.backends.sagemaker.render import masked, render
+    from trainops.spec import load_job_spec
+
+    spec = load_job_spec(args.file)
+    job_name = args.job_name or timestamped_job_name(spec.name or "trainops")
+    request = render(spec, job_name=job_name, launcher=args.launcher, region=args.region or default_region())
+    json.dump(masked(request), sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+def schema_command(args: argparse.Namespace) -> int:
+    from trainops.spec.docs import fields_markdown, job_spec_schema
+
+    if args.markdown:
+        sys.stdout.write(fields_markdown())
+    else:
+        json.dump(job_spec_schema(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    return 0

@@ -1,0 +1,289 @@
+"""The job spec: one typed model of a distributed-training job, validated before anything is created.
+
+Field names follow the SageMaker Python SDK v2 estimator (`PyTorch(...)`), so a user moving an estimator over keeps
+the names. Single-field checks are declared on the fields; rules that need several fields live in
+`trainops.spec.rules` and all run together, so every problem is reported at once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from trainops.spec.base import (
+    CHANNEL_NAME,
+    ENV_NAME,
+    JOB_NAME,
+    REGION,
+    ROLE_ARN,
+    S3_URI,
+    SECURITY_GROUP_ID,
+    SUBNET_ID,
+    CoreModel,
+    raise_problems,
+)
+from trainops.spec.distribution import (
+    Distribution,
+    DistributionInput,
+    NoDistribution,
+    SdkDistribution,
+)
+from trainops.spec.inputs import ChannelInput, FileSystemInput, TrainingInput, check_data_uri, normalise_channel
+
+VERSION = re.compile(r"^\d+(\.\d+){0,2}$")
+PY_VERSION = re.compile(r"^py3\d{0,2}$")
+MAX_RUN_LIMIT = 28 * 24 * 3600  # SageMaker's MaxRuntimeInSeconds ceiling without a quota increase
+
+
+class Tag(CoreModel):
+    """A resource tag, as the SageMaker API and SDK spell it."""
+
+    key: str = Field(alias="Key", min_length=1, max_length=128)
+    value: str = Field(alias="Value", max_length=256)
+
+
+class InstanceGroup(CoreModel):
+    """One group of a heterogeneous cluster (the SDK's `InstanceGroup`)."""
+
+    instance_group_name: str = Field(min_length=1, max_length=64, pattern=r"^.+$")
+    instance_type: str
+    instance_count: int = Field(ge=1, le=1000)
+
+
+class JobSpec(CoreModel):
+    """A distributed-training job. Field names follow the SageMaker Python SDK v2 estimator."""
+
+    name: str | None = Field(default=None, description="Base job name; a timestamp or a stable hash is appended.")
+    role: str | None = Field(default=None, description="IAM role ARN SageMaker assumes (sagemaker backend).")
+    region: str | None = Field(default=None, description="AWS region, e.g. us-east-1 (default: boto3's).")
+    image_uri: str | None = Field(default=None, max_length=255, description="Training image; default: the AWS DLC.")
+    framework: Literal["pytorch", "tensorflow"] = Field(default="pytorch", description="Deep-learning framework.")
+    framework_version: str | None = Field(default=None, description="Framework version, e.g. 2.3.0.")
+    py_version: str | None = Field(default=None, description="Python version of the image, e.g. py311.")
+    entry_point: str = Field(min_length=1, max_length=1024, description="Training script, relative to source_dir.")
+    source_dir: str | None = Field(default=None, max_length=4096, description="Directory holding the code.")
+    launcher: Literal["trainops", "toolkit"] = Field(
+        default="trainops", description="Who launches the ranks in the container: the trainops runtime or the "
+        "image's own SageMaker training toolkit.")
+    instance_type: str | None = Field(default=None, description="e.g. ml.p4d.24xlarge; local and local_gpu too.")
+    instance_count: int = Field(default=1, ge=1, le=1000, description="Number of hosts.")
+    instance_groups: list[InstanceGroup] | None = Field(
+        default=None, description="Heterogeneous cluster instead of instance_type/instance_count.")
+    distribution: DistributionInput = Field(
+        default_factory=NoDistribution,
+        description="SDK dict form ({smdistributed: {dataparallel: {enabled: true}}}) or typed form ({type: smddp}).")
+    hyperparameters: dict[str, Any] = Field(default_factory=dict, description="Passed to the script as --key value.")
+    inputs: dict[str, ChannelInput] = Field(
+        default_factory=dict, description="Channel name -> s3:// URI, TrainingInput fields or FileSystemInput fields.")
+    input_mode: Literal["File", "FastFile", "Pipe"] = Field(default="File", description="Default channel mode.")
+    subnets: list[str] | None = Field(default=None, description="VPC subnet ids (needed for FSx/EFS inputs).")
+    security_group_ids: list[str] | None = Field(default=None, description="VPC security group ids.")
+    output_path: str | None = Field(default=None, description="s3:// prefix (or local path/file:// for local runs).")
+    max_run: int = Field(default=86400, ge=1, le=MAX_RUN_LIMIT, description="Maximum runtime in seconds.")
+    volume_size: int = Field(default=30, ge=1, le=16384, description="EBS volume per host, GB.")
+    volume_kms_key: str | None = Field(default=None, max_length=2048, description="KMS key for the volumes.")
+    output_kms_key: str | None = Field(default=None, max_length=2048, description="KMS key for the output.")
+    use_spot_instances: bool = Field(default=False, description="Managed spot training.")
+    max_wait: int | None = Field(default=None, ge=1, le=2 * MAX_RUN_LIMIT,
+                                 description="Spot: seconds to wait for capacity plus run (>= max_run).")
+    max_retry_attempts: int | None = Field(default=None, ge=1, le=30, description="Retries on InternalServerError.")
+    keep_alive_period_in_seconds: int | None = Field(default=None, ge=0, le=3600,
+                                                     description="Warm pool keep-alive.")
+    checkpoint_s3_uri: str | None = Field(default=None, description="s3:// prefix synced with checkpoint_local_path.")
+    checkpoint_local_path: str | None = Field(default=None, description="Default /opt/ml/checkpoints.")
+    environment: dict[str, str] = Field(default_factory=dict, description="Environment variables of the container.")
+    enable_network_isolation: bool = Field(default=False, description="No outbound network from the container.")
+    encrypt_inter_container_traffic: bool = Field(default=False, description="Encrypt traffic between hosts.")
+    tags: list[Tag] = Field(default_factory=list, description="[{Key, Value}] or a mapping.")
+
+    # --- single-field checks ---------------------------------------------------------------------------------
+    @field_validator("name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        if value is not None and not JOB_NAME.match(value):
+            raise ValueError(
+                f"{value!r} is not a valid job name: 1-63 letters, digits and hyphens, starting and ending with a "
+                "letter or digit")
+        return value
+
+    @field_validator("role")
+    @classmethod
+    def _role(cls, value: str | None) -> str | None:
+        if value is not None and not ROLE_ARN.match(value):
+            raise ValueError(f"{value!r} is not an IAM role ARN: expected arn:aws:iam::<12 digits>:role/<name>")
+        return value
+
+    @field_validator("region")
+    @classmethod
+    def _region(cls, value: str | None) -> str | None:
+        if value is not None and not REGION.match(value):
+            raise ValueError(f"{value!r} is not an AWS region name such as us-east-1")
+        return value
+
+    @field_validator("framework_version")
+    @classmethod
+    def _framework_version(cls, value: str | None) -> str | None:
+        if value is not None and not VERSION.match(value):
+            raise ValueError(f"{value!r} is not a version such as 2.3 or 2.3.0")
+        return value
+
+    @field_validator("py_version")
+    @classmethod
+    def _py_version(cls, value: str | None) -> str | None:
+        if value is not None and not PY_VERSION.match(value):
+            raise ValueError(f"{value!r} is not a Python version tag such as py3 or py311")
+        return value
+
+    @field_validator("subnets")
+    @classmethod
+    def _subnets(cls, value: list[str] | None) -> list[str] | None:
+        return _ids(value, SUBNET_ID, "subnet id (subnet-...)", 16)
+
+    @field_validator("security_group_ids")
+    @classmethod
+    def _security_groups(cls, value: list[str] | None) -> list[str] | None:
+        return _ids(value, SECURITY_GROUP_ID, "security group id (sg-...)", 5)
+
+    @field_validator("output_path")
+    @classmethod
+    def _output_path(cls, value: str | None) -> str | None:
+        return None if value is None else check_data_uri(value)
+
+    @field_validator("checkpoint_s3_uri")
+    @classmethod
+    def _checkpoint_s3_uri(cls, value: str | None) -> str | None:
+        if value is not None and not S3_URI.match(value):
+            raise ValueError(f"{value!r} is not an s3://bucket/prefix URI")
+        return value
+
+    @field_validator("checkpoint_local_path")
+    @classmethod
+    def _checkpoint_local_path(cls, value: str | None) -> str | None:
+        if value is not None and (not value.startswith("/") or ".." in value.split("/") or "\x00" in value):
+            raise ValueError(f"{value!r} must be an absolute container path such as /opt/ml/checkpoints")
+        return value
+
+    @field_validator("inputs")
+    @classmethod
+    def _channel_names(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if len(value) > 20:
+            raise ValueError(f"has {len(value)} channels; SageMaker allows at most 20")
+        bad = [name for name in value if not CHANNEL_NAME.match(name)]
+        if bad:
+            raise ValueError(f"channel names {bad} must be 1-64 of letters, digits, '.', '_' and '-'")
+        return value
+
+    @field_validator("environment", mode="before")
+    @classmethod
+    def _environment(cls, value: Any) -> Any:
+        if not isinstance(value, dict):
+            return value
+        if len(value) > 100:
+            raise ValueError(f"has {len(value)} variables; SageMaker allows at most 100")
+        converted = {}
+        for key, item in value.items():
+            if not isinstance(key, str) or not ENV_NAME.match(key):
+                raise ValueError(f"{key!r} is not a valid environment variable name")
+            if isinstance(item, bool):
+                item = "true" if item else "false"
+            elif isinstance(item, (int, float)):
+                item = str(item)
+            if isinstance(item, str) and len(item) > 512:
+                raise ValueError(f"value of {key} is {len(item)} characters; SageMaker allows 512")
+            converted[key] = item
+        return converted
+
+    @field_validator("hyperparameters")
+    @classmethod
+    def _hyperparameters(cls, value: dict[str, Any]) -> dict[str, Any]:
+        if len(value) > 100:
+            raise ValueError(f"has {len(value)} entries; SageMaker allows at most 100")
+        for key, item in value.items():
+            if not key or len(key) > 256:
+                raise ValueError(f"name {key[:40]!r} must be 1-256 characters")
+            try:
+                encoded = json.dumps(item)
+            except (TypeError, ValueError):
+                raise ValueError(f"{key}: value must be JSON (string, number, boolean, list or mapping)") from None
+            if len(encoded) > 2500:
+                raise ValueError(f"{key}: encoded value is {len(encoded)} characters; SageMaker allows 2500")
+        return value
+
+    @field_validator("tags", mode="before")
+    @classmethod
+    def _tags(cls, value: Any) -> Any:
+        if isinstance(value, dict):
+            value = [{"Key": key, "Value": item} for key, item in value.items()]
+        if isinstance(value, list) and len(value) > 50:
+            raise ValueError(f"has {len(value)} tags; SageMaker allows at most 50")
+        return value
+
+    @field_validator("distribution", mode="after")
+    @classmethod
+    def _typed_distribution(cls, value: Any) -> Distribution:
+        return value.to_typed() if isinstance(value, SdkDistribution) else value
+
+    # --- rules across fields ---------------------------------------------------------------------------------
+    @model_validator(mode="after")
+    def _cross_field_rules(self) -> "JobSpec":
+        from trainops.spec.rules import all_problems
+
+        raise_problems("JobSpec", all_problems(self), self.model_dump(mode="json", by_alias=True))
+        return self
+
+    # --- derived views ---------------------------------------------------------------------------------------
+    @property
+    def channels(self) -> dict[str, TrainingInput | FileSystemInput]:
+        """Every input channel in its full form (bare URIs become `TrainingInput`)."""
+        return {name: normalise_channel(value) for name, value in self.inputs.items()}
+
+    @property
+    def dist(self) -> Distribution:
+        """The typed distribution (the field is typed after validation; this says so to type checkers)."""
+        return self.distribution  # type: ignore[return-value]
+
+    def host_count(self) -> int:
+        """Hosts in the job: instance_count, or the sum of the instance groups."""
+        if self.instance_groups:
+            return sum(group.instance_count for group in self.instance_groups)
+        return self.instance_count
+
+    def training_instance_type(self) -> str | None:
+        """The instance type the distribution runs on (its instance group's, for heterogeneous clusters)."""
+        if self.instance_groups:
+            wanted = self.dist.instance_groups or [self.instance_groups[0].instance_group_name]
+            for group in self.instance_groups:
+                if group.instance_group_name == wanted[0]:
+                    return group.instance_type
+        return self.instance_type
+
+    def to_json_dict(self) -> dict[str, Any]:
+        """The spec as plain JSON data with the distribution in its typed form (what the CLI and XCom carry)."""
+        data = self.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+        data["distribution"] = self.dist.to_canonical()
+        data["entry_point"] = self.entry_point
+        return data
+
+    def spec_hash(self) -> str:
+        """A stable hash of everything that defines the job (for deterministic names and skipping reruns)."""
+        canonical = json.dumps(self.to_json_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _ids(values: list[str] | None, pattern: re.Pattern, what: str, limit: int) -> list[str] | None:
+    if values is None:
+        return None
+    if not values:
+        raise ValueError(f"is empty: give at least one {what} or leave the field out")
+    if len(values) > limit:
+        raise ValueError(f"has {len(values)} entries; SageMaker allows at most {limit}")
+    bad = [value for value in values if not pattern.match(value)]
+    if bad:
+        raise ValueError(f"{bad} {'is not a' if len(bad) == 1 else 'are not'} {what}")
+    if len(set(values)) != len(values):
+        raise ValueError("lists the same id twice")
+    return values

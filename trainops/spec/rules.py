@@ -1,0 +1,313 @@
+"""Rules that need more than one field of the job spec.
+
+Each rule is a named function returning `Problem`s (empty when the spec obeys it); `all_problems` runs them all so
+the user sees every problem at once. The rules are the SageMaker SDK's own (`fw_utils.py`), plus the ones it misses
+where current AWS documentation is clear (SMDDP instance types and versions, VPC settings for file-system inputs,
+spot and warm-pool limits, secrets in hyperparameters). Checks that need AWS calls (subnet AZs, security-group rules,
+FSx mount names) are the SageMaker backend's preflight.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Callable, Iterator
+
+from trainops.errors import Problem
+from trainops.runtime import catalog
+from trainops.spec.base import looks_secret
+from trainops.spec.distribution import (
+    MPI,
+    SMDDP,
+    SMP,
+    MultiWorkerMirroredStrategy,
+    NoDistribution,
+    PyTorchDDP,
+    PyTorchXLA,
+    TorchDistributed,
+)
+from trainops.spec.inputs import FileSystemInput
+from trainops.spec.smp import V2_DEGREE_KEYS
+
+if TYPE_CHECKING:
+    from trainops.spec.job import JobSpec
+
+INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9]+\.[a-z0-9]+$")
+RESERVED_HYPERPARAMETER = re.compile(r"^(sagemaker_|trainops_|mp_parameters$)")
+# Minimum framework versions (AWS documentation; the SDK's tables lag behind).
+TORCH_DISTRIBUTED_MINIMUM = "1.13"
+PYTORCHDDP_MINIMUM = "1.12"
+SMP_V2_MINIMUM = "2.0"
+
+Rule = Callable[["JobSpec"], Iterator[Problem]]
+RULES: list[Rule] = []
+
+
+def rule(function: Rule) -> Rule:
+    """Register a rule; the order of registration is the order of the report."""
+    RULES.append(function)
+    return function
+
+
+def all_problems(spec: "JobSpec") -> list[Problem]:
+    """Every problem of every rule."""
+    return [problem for check in RULES for problem in check(spec)]
+
+
+def _version_at_least(version: str | None, minimum: str) -> bool:
+    from trainops.spec.images import is_version_at_least
+
+    return version is None or is_version_at_least(version, minimum)
+
+
+def _is_local(instance_type: str | None) -> bool:
+    return instance_type is not None and catalog.is_local(instance_type)
+
+
+def _accelerator(instance_type: str | None) -> str | None:
+    info = catalog.lookup(instance_type) if instance_type else None
+    return info.accelerator if info else None
+
+
+def _is_trainium(instance_type: str | None) -> bool:
+    return bool(instance_type) and instance_type.startswith("ml.trn")
+
+
+@rule
+def instance_type_is_known(spec: "JobSpec") -> Iterator[Problem]:
+    """instance_type or instance_groups, well formed; unknown but well-formed ml.* types pass (new types appear)."""
+    if spec.instance_groups and spec.instance_type:
+        yield Problem("instance_groups", "give either instance_type/instance_count or instance_groups, not both")
+    if not spec.instance_groups and not spec.instance_type:
+        yield Problem("instance_type", "is required (e.g. ml.p4d.24xlarge, or local for this machine)")
+    types = [("instance_type", spec.instance_type)] if spec.instance_type else []
+    types += [(f"instance_groups.{index}.instance_type", group.instance_type)
+              for index, group in enumerate(spec.instance_groups or [])]
+    for path, name in types:
+        if not catalog.is_local(name) and not INSTANCE_TYPE.match(name):
+            yield Problem(path, f"{name!r} is not an instance type: expected ml.<family>.<size> (e.g. "
+                                "ml.p4d.24xlarge), local or local_gpu")
+    if spec.instance_groups:
+        names = [group.instance_group_name for group in spec.instance_groups]
+        if len(set(names)) != len(names):
+            yield Problem("instance_groups", "instance_group_name values must be unique")
+
+
+@rule
+def instance_groups_named_by_distribution_exist(spec: "JobSpec") -> Iterator[Problem]:
+    """The SDK's heterogeneous-cluster rules: the distribution names one of the job's instance groups."""
+    wanted = spec.dist.instance_groups or []
+    if not wanted:
+        if spec.instance_groups and len(spec.instance_groups) > 1 and not isinstance(spec.dist, NoDistribution):
+            yield Problem("distribution.instance_groups",
+                          "name the one instance group that runs the distribution (several groups are defined)")
+        return
+    if not spec.instance_groups:
+        yield Problem("distribution.instance_groups", "the job defines no instance_groups: add them or remove this")
+        return
+    defined = {group.instance_group_name for group in spec.instance_groups}
+    for name in wanted:
+        if name not in defined:
+            yield Problem("distribution.instance_groups", f"{name!r} is not one of {sorted(defined)}")
+    if len(wanted) > 1:
+        yield Problem("distribution.instance_groups", "only one instance group can run the distribution")
+
+
+@rule
+def trainium_runs_torch_distributed(spec: "JobSpec") -> Iterator[Problem]:
+    """On ml.trn* only PyTorch with torch_distributed (torchrun over NeuronCores) is supported."""
+    instance_type = spec.training_instance_type()
+    if not _is_trainium(instance_type):
+        if getattr(spec.dist, "neuron_parallel_compile", False):
+            yield Problem("distribution.neuron_parallel_compile", "applies to Trainium (ml.trn*) instances only")
+        return
+    if not isinstance(spec.dist, (TorchDistributed, NoDistribution)):
+        yield Problem("distribution", f"{spec.dist.type} is not supported on Trainium ({instance_type}): use "
+                                      "torch_distributed (torchrun over NeuronCores)")
+    if spec.framework != "pytorch":
+        yield Problem("framework", "Trainium instances run PyTorch (torch-neuronx) only")
+
+
+@rule
+def torch_distributed_needs_accelerators(spec: "JobSpec") -> Iterator[Problem]:
+    """torch_distributed: a .py entry point, GPU or Trainium instances, PyTorch >= 1.13."""
+    if not isinstance(spec.dist, TorchDistributed):
+        return
+    if not spec.entry_point.endswith(".py"):
+        yield Problem("entry_point", "torch_distributed runs Python programs only: the entry point must be a .py file")
+    yield from _needs_pytorch(spec, "torch_distributed", TORCH_DISTRIBUTED_MINIMUM)
+    instance_type = spec.training_instance_type()
+    if instance_type and not _is_local(instance_type) and _accelerator(instance_type) is None \
+            and catalog.lookup(instance_type) is not None:
+        yield Problem("instance_type", f"torch_distributed needs GPU or Trainium instances; {instance_type} has "
+                                       "neither (use mpi for CPU fleets, or a p/g/trn instance type)")
+    limit = _accelerators_per_host(instance_type)
+    wanted = spec.dist.processes_per_host
+    if wanted and limit and wanted > limit:
+        yield Problem("distribution.processes_per_host",
+                      f"{wanted} processes per host exceed the {limit} accelerators of {instance_type}")
+
+
+@rule
+def pytorchddp_versions(spec: "JobSpec") -> Iterator[Problem]:
+    """pytorchddp: PyTorch >= 1.12 with a py3 image."""
+    if isinstance(spec.dist, PyTorchDDP):
+        yield from _needs_pytorch(spec, "pytorchddp", PYTORCHDDP_MINIMUM)
+
+
+@rule
+def smddp_supported(spec: "JobSpec") -> Iterator[Problem]:
+    """SMDDP: PyTorch only, on the instance types and PyTorch versions AWS documents."""
+    if not isinstance(spec.dist, (SMDDP, PyTorchDDP)):
+        return
+    label = "smdistributed.dataparallel" if isinstance(spec.dist, SMDDP) else "pytorchddp"
+    if spec.framework != "pytorch":
+        yield Problem("framework", f"{label} (SMDDP) supports PyTorch only")
+    instance_type = spec.training_instance_type()
+    info = catalog.lookup(instance_type) if instance_type else None
+    if instance_type and not _is_local(instance_type) and (info is None or not info.smddp_supported):
+        supported = sorted(item.name for item in map(catalog.lookup, catalog.names()) if item and item.smddp_supported)
+        yield Problem(f"distribution.{label}" if isinstance(spec.dist, SMDDP) else "distribution.pytorchddp",
+                      f"SMDDP does not support {instance_type}; supported instance types: {', '.join(supported)}")
+    if isinstance(spec.dist, SMDDP) and spec.framework_version and not spec.image_uri:
+        from trainops.spec.images import smddp_supported_pytorch_versions
+
+        versions = smddp_supported_pytorch_versions()
+        if not any(_same_minor(spec.framework_version, version) for version in versions):
+            yield Problem("framework_version", f"PyTorch {spec.framework_version} images do not carry SMDDP; "
+                                               f"supported versions: {', '.join(versions)}")
+
+
+@rule
+def smp_fits_the_fleet(spec: "JobSpec") -> Iterator[Problem]:
+    """SMP: GPU instances, PyTorch >= 2.0 for v2, degrees that divide the number of GPUs."""
+    if not isinstance(spec.dist, SMP):
+        return
+    if spec.dist.version == 2:
+        yield from _needs_pytorch(spec, "smdistributed.modelparallel (SMP v2)", SMP_V2_MINIMUM)
+    instance_type = spec.training_instance_type()
+    info = catalog.lookup(instance_type) if instance_type else None
+    if info is not None and info.accelerator != "nvidia":
+        yield Problem("instance_type", f"SMP runs on NVIDIA GPU instances; {instance_type} has none")
+    per_host = spec.dist.processes_per_host or (info.gpus if info and info.gpus else None)
+    if per_host is None:
+        return  # local types without a stated process count: the runtime checks the degrees at launch
+    world = per_host * spec.host_count()
+    parameters = spec.dist.parameters
+    remaining = world
+    for key in V2_DEGREE_KEYS if spec.dist.version == 2 else ("tensor_parallel_degree", "pipeline_parallel_degree"):
+        degree = parameters.get(key)
+        if not isinstance(degree, int) or isinstance(degree, bool) or degree < 1:
+            continue
+        if key == "hybrid_shard_degree":
+            if degree and remaining % degree:
+                yield Problem(f"distribution.smdistributed.modelparallel.parameters.{key}",
+                              f"{degree} must divide the {remaining} data-parallel ranks left after the other "
+                              f"degrees ({world} GPUs in all)")
+            continue
+        if remaining % degree:
+            yield Problem(f"distribution.smdistributed.modelparallel.parameters.{key}",
+                          f"{degree} must divide the number of GPUs ({world} = {spec.host_count()} hosts x "
+                          f"{per_host}){' after the other degrees' if remaining != world else ''}")
+        else:
+            remaining //= degree
+
+
+@rule
+def xla_and_tensorflow_strategies(spec: "JobSpec") -> Iterator[Problem]:
+    """pytorchxla needs PyTorch on GPUs; MultiWorkerMirroredStrategy needs TensorFlow."""
+    if isinstance(spec.dist, PyTorchXLA):
+        if spec.framework != "pytorch":
+            yield Problem("framework", "pytorchxla needs the PyTorch framework")
+        instance_type = spec.training_instance_type()
+        if instance_type and catalog.lookup(instance_type) and _accelerator(instance_type) != "nvidia":
+            yield Problem("instance_type", f"pytorchxla (Training Compiler) runs on GPU instances, not {instance_type}")
+    if isinstance(spec.dist, MultiWorkerMirroredStrategy) and spec.framework != "tensorflow":
+        yield Problem("framework", "multi_worker_mirrored_strategy is TensorFlow's: set framework: tensorflow")
+    if isinstance(spec.dist, MPI):
+        limit = _accelerators_per_host(spec.training_instance_type())
+        wanted = spec.dist.processes_per_host
+        if wanted and limit and wanted > limit:
+            yield Problem("distribution.mpi.processes_per_host",
+                          f"{wanted} processes per host exceed the {limit} accelerators of the instance type")
+
+
+@rule
+def file_systems_need_a_vpc(spec: "JobSpec") -> Iterator[Problem]:
+    """FSx/EFS channels are mounted over the VPC: subnets and security groups are required (the SDK misses this)."""
+    file_systems = [name for name, channel in spec.channels.items() if isinstance(channel, FileSystemInput)]
+    if file_systems:
+        if not spec.subnets:
+            yield Problem("subnets", f"channel(s) {file_systems} read a file system: give the subnets of its VPC "
+                                     "(one Availability Zone, the file system's)")
+        if not spec.security_group_ids:
+            yield Problem("security_group_ids", f"channel(s) {file_systems} read a file system: give a security "
+                                                "group that allows Lustre (TCP 988, 1018-1023) / NFS (TCP 2049)")
+        if spec.input_mode != "File":
+            yield Problem("input_mode", f"file-system channels {file_systems} are mounted in File mode; the job's "
+                                        f"input_mode is {spec.input_mode}")
+    if bool(spec.subnets) != bool(spec.security_group_ids):
+        missing = "security_group_ids" if spec.subnets else "subnets"
+        yield Problem(missing, "subnets and security_group_ids go together (VpcConfig needs both)")
+
+
+@rule
+def spot_and_warm_pool_limits(spec: "JobSpec") -> Iterator[Problem]:
+    """Spot training needs max_wait >= max_run; max_wait is for spot only; warm pools don't work with spot."""
+    if spec.use_spot_instances:
+        if spec.max_wait is None:
+            yield Problem("max_wait", "spot training needs max_wait (seconds to wait for capacity plus run time), "
+                                      f"at least max_run ({spec.max_run})")
+        elif spec.max_wait < spec.max_run:
+            yield Problem("max_wait", f"{spec.max_wait} is less than max_run ({spec.max_run}): it must be >= max_run")
+        if spec.keep_alive_period_in_seconds:
+            yield Problem("keep_alive_period_in_seconds", "warm pools are not available for managed spot training")
+    elif spec.max_wait is not None:
+        yield Problem("max_wait", "applies to spot training only: set use_spot_instances: true or remove max_wait")
+
+
+@rule
+def no_secrets_in_hyperparameters(spec: "JobSpec") -> Iterator[Problem]:
+    """Hyperparameters are visible to anyone who can describe the job: no secrets there."""
+    for key in spec.hyperparameters:
+        if looks_secret(key):
+            yield Problem(f"hyperparameters.{key}",
+                          "looks like a secret; hyperparameters are visible to anyone who can describe the job: pass "
+                          "it through environment (masked in trainops output) or read it from AWS Secrets Manager")
+
+
+@rule
+def reserved_names(spec: "JobSpec") -> Iterator[Problem]:
+    """Framework keys and channels are trainops' and the toolkit's own."""
+    for key in spec.hyperparameters:
+        if RESERVED_HYPERPARAMETER.match(key):
+            yield Problem(f"hyperparameters.{key}", "is reserved for the launcher (sagemaker_*, trainops_*, "
+                                                    "mp_parameters): set it through the spec's own fields")
+    for name in spec.inputs:
+        if name.startswith("trainops_"):
+            yield Problem(f"inputs.{name}", "channel names starting with trainops_ are reserved")
+
+
+@rule
+def python_3_images(spec: "JobSpec") -> Iterator[Problem]:
+    """Distributed strategies need py3 images (the SDK's rule)."""
+    if spec.py_version and not spec.py_version.startswith("py3"):
+        yield Problem("py_version", "distributed training images are Python 3 only")
+
+
+def _needs_pytorch(spec: "JobSpec", label: str, minimum: str) -> Iterator[Problem]:
+    if spec.framework != "pytorch":
+        yield Problem("framework", f"{label} needs the PyTorch framework")
+    elif not spec.image_uri and not _version_at_least(spec.framework_version, minimum):
+        yield Problem("framework_version", f"{label} needs PyTorch >= {minimum}, got {spec.framework_version}")
+
+
+def _accelerators_per_host(instance_type: str | None) -> int | None:
+    info = catalog.lookup(instance_type) if instance_type else None
+    if info is None:
+        return None
+    return info.gpus or info.neuron_cores or None
+
+
+def _same_minor(version: str, supported: str) -> bool:
+    return version.split(".")[:2] == supported.split(".")[:2] and (
+        version.count(".") < 2 or supported.count(".") < 2 or version == supported)
