@@ -1,0 +1,52 @@
+"""Shared fixtures. AWS: a moto server for the whole session, and per-test environment pointing boto3 at it."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+# tests/support holds helpers (not tests); make it importable as `support` without __init__.py files under tests/.
+sys.path.insert(0, str(Path(__file__).parent))
+
+AWS_TEST_REGION = "us-east-1"
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint():
+    """The URL of a moto server on 127.0.0.1 (started once per session, stopped at the end)."""
+    from support.moto_server import MotoServer, patch_fsx_descriptions
+
+    server = MotoServer().start()
+    undo = patch_fsx_descriptions()
+    try:
+        yield server.endpoint
+    finally:
+        undo()
+        server.stop()
+
+
+@pytest.fixture
+def aws_environment(monkeypatch, moto_endpoint):
+    """Dummy credentials, a region, and AWS_ENDPOINT_URL pointing boto3 at the moto server; returns the endpoint."""
+    for name in ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", AWS_TEST_REGION)
+    monkeypatch.setenv("AWS_REGION", AWS_TEST_REGION)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", moto_endpoint)
+    # Never read a developer's real AWS files during tests.
+    monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+    return moto_endpoint
+
+
+@pytest.fixture
+def aws_clients(aws_environment):
+    """A trainops client factory (adaptive retries) bound to the moto server."""
+    from trainops.backends.sagemaker.clients import default_client_factory
+
+    return default_client_factory(region=AWS_TEST_REGION)

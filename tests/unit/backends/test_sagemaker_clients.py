@@ -1,0 +1,144 @@
+"""The client factory: adaptive retries really retry throttling, and AWS errors become trainops errors.
+
+Throttling is simulated below the retry layer: a ``before-send`` handler answers the HTTP request itself (a fake
+transport), so botocore's real retry handler sees each throttling answer and decides to retry. (botocore's Stubber
+answers above that layer, where retries never happen, so it cannot test this.)
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from botocore.awsrequest import AWSResponse
+
+from support.sagemaker_shapes import training_description
+from trainops.backends.sagemaker import training
+from trainops.backends.sagemaker.clients import (
+    RETRY_SETTINGS,
+    client_config,
+    client_factory_from_session,
+    default_client_factory,
+    translate_client_error,
+)
+from trainops.errors import JobFailed, SpecError
+
+
+class _Raw:
+    """The minimal raw-body object botocore's response parsing reads."""
+
+    def __init__(self, body: bytes):
+        self._body = body
+
+    def stream(self, **_options):
+        yield self._body
+
+
+class FakeTransport:
+    """Answers every HTTP request of a client: ``throttles`` throttling errors first, then ``final``."""
+
+    def __init__(self, throttles: int, final: dict, code: str = "ThrottlingException"):
+        self.throttles = throttles
+        self.final = final
+        self.code = code
+        self.calls = 0
+
+    def __call__(self, request, **_kwargs):
+        self.calls += 1
+        if self.calls <= self.throttles:
+            body = json.dumps({"__type": self.code, "message": "Rate exceeded"}).encode()
+            return AWSResponse(request.url, 400, {"x-amzn-requestid": str(self.calls)}, _Raw(body))
+        return AWSResponse(request.url, 200, {"x-amzn-requestid": "ok"}, _Raw(json.dumps(self.final, default=str).encode()))
+
+
+def _client_with(transport: FakeTransport, monkeypatch, sleeps: list, rate_limited: list):
+    import botocore.endpoint
+    from botocore.retries.bucket import TokenBucket
+
+    # botocore's retry loop sleeps through time.sleep between attempts, and adaptive mode's client-side rate limiter
+    # (a token bucket, which standard mode does not have) blocks before sends: record both instead of waiting.
+    monkeypatch.setattr(botocore.endpoint.time, "sleep", sleeps.append)
+    monkeypatch.setattr(TokenBucket, "acquire", lambda self, amount=1, block=True: rate_limited.append(amount) or True)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "https://sagemaker.invalid")
+    factory = default_client_factory(region="us-east-1")
+    client = factory("sagemaker")
+    client.meta.events.register("before-send", transport)
+    return factory, client
+
+
+def test_the_config_uses_adaptive_retries_with_ten_attempts():
+    config = client_config()
+    assert config.retries == {"mode": "adaptive", "max_attempts": 10}
+    assert RETRY_SETTINGS["mode"] == "adaptive"
+
+
+def test_throttling_is_retried_until_success(monkeypatch):
+    description = training_description("digits-1", "InProgress", "Training")
+    description["CreationTime"] = "2026-01-02T03:04:05Z"
+    transport = FakeTransport(throttles=2, final=description)
+    sleeps: list = []
+    rate_limited: list = []
+    factory, client = _client_with(transport, monkeypatch, sleeps, rate_limited)
+    summary = training.describe(factory, "digits-1")
+    assert summary.status == "InProgress"
+    assert transport.calls == 3  # two throttled answers, then the real one
+    assert len(sleeps) == 2  # a backoff before each retry
+    assert rate_limited  # the adaptive rate limiter took part (it exists only in adaptive mode)
+
+
+def test_throttling_that_never_ends_gives_up_after_max_attempts(monkeypatch):
+    transport = FakeTransport(throttles=100, final={})
+    factory, client = _client_with(transport, monkeypatch, [], [])
+    with pytest.raises(JobFailed) as raised:
+        training.describe(factory, "digits-1")
+    # botocore's retries "max_attempts" counts retries after the first attempt: 1 + 10.
+    assert transport.calls == 11
+    assert "ThrottlingException" in str(raised.value)
+
+
+def test_factory_caches_one_client_per_service(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    factory = default_client_factory(region="eu-west-1")
+    assert factory("s3") is factory("s3")
+    assert factory("s3") is not factory("logs")
+    assert factory("logs").meta.region_name == "eu-west-1"
+
+
+def test_factory_from_a_session_uses_that_session(monkeypatch):
+    import boto3
+
+    session = boto3.session.Session(aws_access_key_id="a", aws_secret_access_key="b", region_name="ap-southeast-2")
+    factory = client_factory_from_session(session)
+    client = factory("sagemaker")
+    assert client.meta.region_name == "ap-southeast-2"
+    assert client.meta.config.retries["mode"] == "adaptive"
+
+
+def test_endpoint_comes_from_boto3_configuration(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SAGEMAKER", "http://127.0.0.1:9")
+    factory = default_client_factory(region="us-east-1")
+    assert factory("sagemaker").meta.endpoint_url == "http://127.0.0.1:9"
+
+
+def _client_error(code: str, message: str):
+    from botocore.exceptions import ClientError
+
+    return ClientError({"Error": {"Code": code, "Message": message}}, "CreateTrainingJob")
+
+
+def test_validation_errors_become_spec_errors_naming_the_field():
+    error = translate_client_error(_client_error("ValidationException", "bad value"), "CreateTrainingJob x", "instance_type")
+    assert isinstance(error, SpecError)
+    assert error.problems[0].path == "instance_type"
+    assert "bad value" in str(error)
+
+
+def test_other_errors_become_job_failed():
+    error = translate_client_error(_client_error("AccessDeniedException", "no"), "CreateTrainingJob x")
+    assert isinstance(error, JobFailed) and not isinstance(error, SpecError)
+    assert "access denied" in str(error)

@@ -1,0 +1,172 @@
+"""The logs of every host of a training job, from CloudWatch, interleaved by time and prefixed with the host.
+
+SageMaker writes one log stream per host into the group ``/aws/sagemaker/TrainingJobs``, named
+``<job>/algo-<N>-<epoch seconds>``. Reading only the first stream (what most tools do) hides the host that failed;
+here every stream is read, events are merged by timestamp (ties keep host order, then stream order), and each line
+is shown as ``[algo-2] message``.
+
+With ``follow=True`` the reader keeps polling (new streams appear as hosts start) until the job reaches a terminal
+status in the shared states table, then reads once more so the last lines are not lost. Events that arrive late from
+one host after later lines of another were shown stay in arrival order: CloudWatch gives no way to do better without
+holding output back.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from trainops.backends.sagemaker.clients import ClientFactory, error_code, translate_client_error
+from trainops.backends.states import is_terminal
+
+LOG_GROUP = "/aws/sagemaker/TrainingJobs"
+_HOST_PATTERN = re.compile(r"^(?P<host>.+?)-\d+$")
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One log event: when (milliseconds since the epoch), which host, which stream, and the text."""
+
+    timestamp: int
+    host: str
+    stream: str
+    message: str
+
+    def render(self) -> str:
+        """The line as users see it: ``[algo-1] message`` (trailing newline removed)."""
+        return f"[{self.host}] {self.message.rstrip(chr(10))}"
+
+
+def host_of(stream_name: str, job_name: str) -> str:
+    """The host a stream belongs to: ``"my-job/algo-2-1700000000"`` -> ``"algo-2"``.
+
+    Falls back to the stream's part after the job name when it does not end in ``-<epoch>``.
+    """
+    tail = stream_name[len(job_name) + 1 :] if stream_name.startswith(job_name + "/") else stream_name
+    match = _HOST_PATTERN.match(tail)
+    return match.group("host") if match else tail
+
+
+def _host_sort_key(host: str) -> tuple[int, str]:
+    # algo-2 before algo-10: numeric order for the usual names, text order for anything else.
+    number = host.rsplit("-", 1)[-1]
+    return (int(number), host) if number.isdigit() else (1 << 30, host)
+
+
+def list_streams(factory: ClientFactory, job_name: str, log_group: str = LOG_GROUP) -> list[str]:
+    """The names of the job's log streams (one per host; more after a spot restart), sorted by host. Empty when the
+    job has written no logs yet."""
+    from botocore.exceptions import ClientError
+
+    client = factory("logs")
+    names: list[str] = []
+    token: str | None = None
+    try:
+        while True:
+            arguments: dict[str, Any] = {"logGroupName": log_group, "logStreamNamePrefix": job_name + "/"}
+            if token:
+                arguments["nextToken"] = token
+            response = client.describe_log_streams(**arguments)
+            names += [stream["logStreamName"] for stream in response.get("logStreams", [])]
+            token = response.get("nextToken")
+            if not token:
+                break
+    except ClientError as error:
+        if error_code(error) == "ResourceNotFoundException":
+            return []  # the group appears with the first job of the account: no logs yet
+        raise translate_client_error(error, f"DescribeLogStreams {job_name}") from error
+    return sorted(names, key=lambda name: (_host_sort_key(host_of(name, job_name)), name))
+
+
+class _StreamReader:
+    """Reads new events of one stream, remembering where it stopped between polls."""
+
+    def __init__(self, client: Any, log_group: str, stream: str, host: str):
+        self.client = client
+        self.log_group = log_group
+        self.stream = stream
+        self.host = host
+        self.token: str | None = None
+
+    def read_new(self) -> list[LogLine]:
+        lines: list[LogLine] = []
+        while True:
+            arguments: dict[str, Any] = {
+                "logGroupName": self.log_group,
+                "logStreamName": self.stream,
+                "startFromHead": True,
+            }
+            if self.token:
+                arguments["nextToken"] = self.token
+            response = self.client.get_log_events(**arguments)
+            events = response.get("events", [])
+            next_token = response.get("nextForwardToken")
+            lines += [LogLine(int(event["timestamp"]), self.host, self.stream, event["message"]) for event in events]
+            # CloudWatch returns the same token back once the end of the stream is reached.
+            if not events or not next_token or next_token == self.token:
+                if next_token:
+                    self.token = next_token
+                return lines
+            self.token = next_token
+
+
+def _merge(batches: list[list[LogLine]], order: dict[str, int]) -> list[LogLine]:
+    merged = [(line.timestamp, order[line.stream], index, line) for batch in batches for index, line in enumerate(batch)]
+    merged.sort(key=lambda item: item[:3])
+    return [item[3] for item in merged]
+
+
+def iter_log_lines(
+    factory: ClientFactory,
+    job_name: str,
+    *,
+    follow: bool = False,
+    poll_seconds: float = 5.0,
+    log_group: str = LOG_GROUP,
+    sleep: Callable[[float], None] = time.sleep,
+) -> Iterator[LogLine]:
+    """Yield the job's log events from every host, oldest first.
+
+    Args:
+        follow: keep polling until the training job is terminal (checked with DescribeTrainingJob and the states
+            table), then read once more and stop. Without it, read what is there now and stop.
+        poll_seconds: pause between polls when following.
+        sleep: injectable, for tests.
+    """
+    from botocore.exceptions import ClientError
+
+    client = factory("logs")
+    readers: dict[str, _StreamReader] = {}
+    while True:
+        finished = not follow or _job_is_terminal(factory, job_name)
+        streams = list_streams(factory, job_name, log_group)
+        for stream in streams:
+            if stream not in readers:
+                readers[stream] = _StreamReader(client, log_group, stream, host_of(stream, job_name))
+        order = {stream: position for position, stream in enumerate(streams)}
+        try:
+            batches = [readers[stream].read_new() for stream in streams]
+        except ClientError as error:
+            raise translate_client_error(error, f"GetLogEvents {job_name}") from error
+        yield from _merge(batches, order)
+        # The terminal check ran before this read, so the read saw everything the job wrote.
+        if finished:
+            return
+        sleep(poll_seconds)
+
+
+def read_logs(factory: ClientFactory, job_name: str, **options: Any) -> list[str]:
+    """Every log line of the job as rendered text (``[algo-1] ...``); options as for `iter_log_lines`."""
+    return [line.render() for line in iter_log_lines(factory, job_name, **options)]
+
+
+def _job_is_terminal(factory: ClientFactory, job_name: str) -> bool:
+    from botocore.exceptions import ClientError
+
+    try:
+        response = factory("sagemaker").describe_training_job(TrainingJobName=job_name)
+    except ClientError as error:
+        raise translate_client_error(error, f"DescribeTrainingJob {job_name}", "job_name") from error
+    return is_terminal("training_job", response.get("TrainingJobStatus"))

@@ -1,0 +1,364 @@
+"""SageMaker training jobs: submit (with re-attach), describe, wait, stop.
+
+`submit` sends the rendered request to ``CreateTrainingJob`` unchanged, so what ``trainops render`` shows is what
+SageMaker receives. A job name is unique per account and region for ever, which is what makes re-attach safe: a
+retried Airflow task that submits the same deterministic name finds the job its first attempt created.
+
+`describe` reduces ``DescribeTrainingJob`` to a small JSON-able `JobSummary` (what XCom, KFP outputs and the CLI
+show). `wait` polls through the shared states table (`trainops.backends.states`), bounded by the job's own limits.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any, Callable, Literal
+
+from trainops.backends.sagemaker.clients import ClientFactory, error_code, error_message, translate_client_error
+from trainops.backends.sagemaker.names import valid_job_name, with_suffix
+from trainops.backends.sagemaker.waiting import poll
+from trainops.backends.states import classify, explain_secondary_status, wait_bound_seconds
+from trainops.errors import JobFailed, Problem, SpecError
+
+IfExists = Literal["reattach", "fail", "new"]
+IF_EXISTS_CHOICES: tuple[str, ...] = ("reattach", "fail", "new")
+
+#: How many suffixed names (``-2``, ``-3``, ...) ``if_exists="new"`` tries before giving up.
+MAX_NEW_NAME_ATTEMPTS = 50
+
+#: Default wait for a job whose StoppingCondition cannot be read (SageMaker's own default MaxRuntime is one day).
+DEFAULT_MAX_RUN_SECONDS = 86400
+
+
+class JobAlreadyExists(SpecError):
+    """``if_exists="fail"`` and a training job of that name exists already (names are unique for ever)."""
+
+
+class TrainingJobFailed(JobFailed):
+    """A training job ended Failed or Stopped. ``summary`` is its `JobSummary`."""
+
+    def __init__(self, message: str, summary: "JobSummary"):
+        super().__init__(message)
+        self.summary = summary
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """What `submit` did: the job's name, whether this call created it, and its status at that moment."""
+
+    job_name: str
+    created: bool
+    status: str
+    arn: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict (for XCom and KFP outputs)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """What a user needs to know about a training job; every field is JSON-able (times are ISO 8601 strings)."""
+
+    job_name: str
+    status: str
+    secondary_status: str | None = None
+    secondary_status_history: list[dict[str, Any]] = field(default_factory=list)
+    failure_reason: str | None = None
+    billable_seconds: int | None = None
+    training_seconds: int | None = None
+    model_artifact_uri: str | None = None
+    instance_type: str | None = None
+    instance_count: int | None = None
+    instance_groups: list[dict[str, Any]] = field(default_factory=list)
+    spot: bool = False
+    max_runtime_seconds: int | None = None
+    max_wait_seconds: int | None = None
+    creation_time: str | None = None
+    training_start_time: str | None = None
+    training_end_time: str | None = None
+    last_modified_time: str | None = None
+    arn: str | None = None
+
+    @property
+    def outcome(self) -> str:
+        """``"success"``, ``"failure"`` or ``"waiting"``, from the shared states table."""
+        return classify("training_job", self.status)
+
+    @property
+    def explanation(self) -> str:
+        """What the secondary status means, in words (spot interruption, max runtime exceeded, ...)."""
+        return explain_secondary_status(self.secondary_status)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict (for XCom, KFP outputs and ``trainops status --json``)."""
+        return asdict(self)
+
+
+def _iso(value: Any) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, datetime):
+        return value.isoformat()
+    return str(value)
+
+
+def _optional_int(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+def summarize(response: dict[str, Any]) -> JobSummary:
+    """Reduce a ``DescribeTrainingJob`` response to a `JobSummary` (pure: no AWS call; the trigger uses it too)."""
+    resources = response.get("ResourceConfig") or {}
+    groups = [
+        {
+            "name": group.get("InstanceGroupName"),
+            "instance_type": group.get("InstanceType"),
+            "instance_count": _optional_int(group.get("InstanceCount")),
+        }
+        for group in resources.get("InstanceGroups") or []
+    ]
+    stopping = response.get("StoppingCondition") or {}
+    history = [
+        {
+            "status": transition.get("Status"),
+            "start_time": _iso(transition.get("StartTime")),
+            "end_time": _iso(transition.get("EndTime")),
+            "message": transition.get("StatusMessage"),
+        }
+        for transition in response.get("SecondaryStatusTransitions") or []
+    ]
+    instance_count = resources.get("InstanceCount")
+    if instance_count is None and groups:
+        instance_count = sum(group["instance_count"] or 0 for group in groups)
+    return JobSummary(
+        job_name=response["TrainingJobName"],
+        status=response.get("TrainingJobStatus", ""),
+        secondary_status=response.get("SecondaryStatus"),
+        secondary_status_history=history,
+        failure_reason=response.get("FailureReason"),
+        billable_seconds=_optional_int(response.get("BillableTimeInSeconds")),
+        training_seconds=_optional_int(response.get("TrainingTimeInSeconds")),
+        model_artifact_uri=(response.get("ModelArtifacts") or {}).get("S3ModelArtifacts"),
+        instance_type=resources.get("InstanceType"),
+        instance_count=_optional_int(instance_count),
+        instance_groups=groups,
+        spot=bool(response.get("EnableManagedSpotTraining", False)),
+        max_runtime_seconds=_optional_int(stopping.get("MaxRuntimeInSeconds")),
+        max_wait_seconds=_optional_int(stopping.get("MaxWaitTimeInSeconds")),
+        creation_time=_iso(response.get("CreationTime")),
+        training_start_time=_iso(response.get("TrainingStartTime")),
+        training_end_time=_iso(response.get("TrainingEndTime")),
+        last_modified_time=_iso(response.get("LastModifiedTime")),
+        arn=response.get("TrainingJobArn"),
+    )
+
+
+def is_not_found(error: BaseException) -> bool:
+    """Whether a describe call failed because the resource does not exist (SageMaker says so with a validation
+    error, not a dedicated code)."""
+    if error_code(error) not in {"ValidationException", "ResourceNotFound", "ResourceNotFoundException"}:
+        return False
+    message = error_message(error).lower()
+    return "not found" in message or "could not find" in message or "does not exist" in message
+
+
+def _is_name_conflict(error: BaseException) -> bool:
+    code = error_code(error)
+    if code == "ResourceInUse":
+        return True
+    message = error_message(error).lower()
+    return code == "ValidationException" and ("already exists" in message or "must be unique" in message)
+
+
+def _describe_or_none(client: Any, name: str) -> dict[str, Any] | None:
+    from botocore.exceptions import ClientError
+
+    try:
+        return client.describe_training_job(TrainingJobName=name)
+    except ClientError as error:
+        if is_not_found(error):
+            return None
+        raise translate_client_error(error, f"DescribeTrainingJob {name}", "TrainingJobName") from error
+
+
+def _renamed(request: dict[str, Any], name: str) -> dict[str, Any]:
+    # A new name must also reach the container: the script-mode hyperparameter carries it (contracts.md section 2).
+    renamed = dict(request, TrainingJobName=name)
+    hyperparameters = request.get("HyperParameters")
+    if isinstance(hyperparameters, dict) and "sagemaker_job_name" in hyperparameters:
+        renamed["HyperParameters"] = dict(hyperparameters, sagemaker_job_name=json.dumps(name))
+    return renamed
+
+
+def _check_submit_arguments(request: dict[str, Any], if_exists: str) -> str:
+    if if_exists not in IF_EXISTS_CHOICES:
+        raise SpecError(Problem("if_exists", f"{if_exists!r} is not one of {', '.join(IF_EXISTS_CHOICES)}"))
+    name = request.get("TrainingJobName")
+    if not valid_job_name(name):
+        raise SpecError(
+            Problem(
+                "TrainingJobName",
+                f"{name!r} is not a valid SageMaker job name: 1-63 letters, digits and hyphens, starting and ending "
+                "with a letter or digit; use trainops.backends.sagemaker.names.deterministic_job_name()",
+            )
+        )
+    return str(name)
+
+
+def submit(factory: ClientFactory, request: dict[str, Any], if_exists: IfExists = "reattach") -> SubmitResult:
+    """Create the training job described by ``request`` (the exact ``create_training_job`` keyword arguments).
+
+    When a job of that name exists already (found by describing it first, or by the create call losing a race with
+    another submitter):
+
+    - ``"reattach"`` (default): create nothing and return the existing job (``created=False``), whatever its status;
+      the caller's wait then reports its outcome;
+    - ``"fail"``: raise `JobAlreadyExists`;
+    - ``"new"``: create the job as ``<name>-2``, ``<name>-3``, ... (the first free one, cut to 63 characters), with
+      the ``sagemaker_job_name`` hyperparameter updated to match.
+
+    Raises `SpecError` for an invalid name or an ``if_exists`` that is not one of the three, and for a request SageMaker
+    rejects as invalid; `JobFailed` for other AWS errors.
+    """
+    from botocore.exceptions import ClientError
+
+    base_name = _check_submit_arguments(request, if_exists)
+    client = factory("sagemaker")
+    name = base_name
+    for attempt in range(1, MAX_NEW_NAME_ATTEMPTS + 1):
+        existing = _describe_or_none(client, name)
+        if existing is None:
+            to_send = request if name == base_name else _renamed(request, name)
+            try:
+                response = client.create_training_job(**to_send)
+            except ClientError as error:
+                if not _is_name_conflict(error):
+                    raise translate_client_error(error, f"CreateTrainingJob {name}") from error
+                # Someone created it between our describe and our create: treat it like a job found by describe.
+                existing = _describe_or_none(client, name)
+                if existing is None:
+                    raise translate_client_error(error, f"CreateTrainingJob {name}") from error
+            else:
+                return SubmitResult(job_name=name, created=True, status="InProgress", arn=response.get("TrainingJobArn"))
+        status = existing.get("TrainingJobStatus", "")
+        if if_exists == "reattach":
+            return SubmitResult(job_name=name, created=False, status=status, arn=existing.get("TrainingJobArn"))
+        if if_exists == "fail":
+            raise JobAlreadyExists(
+                Problem(
+                    "TrainingJobName",
+                    f"a training job named {name!r} already exists (status {status}); job names are unique for ever "
+                    "in an account and region: choose another name, or use if_exists='reattach' to follow it or "
+                    "'new' to create a suffixed copy",
+                )
+            )
+        name = with_suffix(base_name, str(attempt + 1))
+    raise JobFailed(
+        f"could not find a free name for a new copy of {base_name!r} after {MAX_NEW_NAME_ATTEMPTS} attempts; "
+        "choose another base name"
+    )
+
+
+def describe(factory: ClientFactory, name: str) -> JobSummary:
+    """The `JobSummary` of a training job. Raises `SpecError` (naming the job) when there is no job of that name."""
+    response = _describe_or_none(factory("sagemaker"), name)
+    if response is None:
+        raise SpecError(
+            Problem("job_name", f"no training job named {name!r} in this account and region; check the name and the region")
+        )
+    return summarize(response)
+
+
+def failure_message(summary: JobSummary) -> str:
+    """The one-paragraph message for a job that ended Failed or Stopped: status, reason, what the secondary status
+    means."""
+    parts = [f"training job {summary.job_name} ended {summary.status}"]
+    if summary.secondary_status and summary.secondary_status != summary.status:
+        parts.append(f"({summary.secondary_status}: {summary.explanation})")
+    message = " ".join(parts)
+    if summary.failure_reason:
+        message += f": {summary.failure_reason}"
+    return message
+
+
+def wait(
+    factory: ClientFactory,
+    name: str,
+    *,
+    max_run: float | None = None,
+    max_wait: float | None = None,
+    poll_seconds: float = 30.0,
+    grace_seconds: float = 3600.0,
+    on_update: Callable[[JobSummary], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> JobSummary:
+    """Wait for a training job to end and return its `JobSummary` when it completed.
+
+    Args:
+        max_run, max_wait: the job's MaxRuntimeInSeconds and (spot) MaxWaitTimeInSeconds; the wait gives up after
+            ``max_run + max_wait + grace_seconds`` (`trainops.backends.states.wait_bound_seconds`). When ``max_run``
+            is None both are read from the job's own StoppingCondition.
+        poll_seconds: pause between describe calls (each is one API call: keep it >= 10 s for real jobs).
+        on_update: called with the summary whenever the status or the secondary status changes (a spot
+            interruption shows here as secondary status ``Interrupted``, and the wait goes on).
+        clock, sleep: injectable time, for tests.
+
+    Raises:
+        TrainingJobFailed: the job ended Failed or Stopped; the message carries the failure reason.
+        WaitTimedOut: the bound passed first (the job is left running).
+    """
+    if max_run is None:
+        current = describe(factory, name)
+        max_run = current.max_runtime_seconds or DEFAULT_MAX_RUN_SECONDS
+        if max_wait is None and current.spot:
+            max_wait = current.max_wait_seconds
+    client = factory("sagemaker")
+
+    def describe_once() -> dict[str, Any]:
+        from botocore.exceptions import ClientError
+
+        try:
+            return client.describe_training_job(TrainingJobName=name)
+        except ClientError as error:
+            raise translate_client_error(error, f"DescribeTrainingJob {name}", "job_name") from error
+
+    response = poll(
+        describe_once,
+        resource="training_job",
+        status_of=lambda described: described.get("TrainingJobStatus"),
+        progress_of=lambda described: (described.get("TrainingJobStatus"), described.get("SecondaryStatus")),
+        on_update=(lambda described: on_update(summarize(described))) if on_update else None,
+        bound_seconds=wait_bound_seconds(max_run, max_wait, grace_seconds),
+        poll_seconds=poll_seconds,
+        what=f"training job {name}",
+        clock=clock,
+        sleep=sleep,
+    )
+    summary = summarize(response)
+    if summary.outcome != "success":
+        raise TrainingJobFailed(failure_message(summary), summary)
+    return summary
+
+
+def stop(factory: ClientFactory, name: str) -> str:
+    """Ask SageMaker to stop a training job; return its status afterwards (``"Stopping"``, or the terminal status it
+    had already reached: stopping a finished job is not an error, so ``on_kill`` and retries can call it freely)."""
+    from botocore.exceptions import ClientError
+
+    client = factory("sagemaker")
+    summary = describe(factory, name)
+    if summary.outcome != "waiting" or summary.status == "Stopping":
+        return summary.status
+    try:
+        client.stop_training_job(TrainingJobName=name)
+    except ClientError as error:
+        # The job may have finished between the describe and the stop: report what it is now.
+        latest = _describe_or_none(client, name)
+        if latest is not None and classify("training_job", latest.get("TrainingJobStatus")) != "waiting":
+            return str(latest.get("TrainingJobStatus"))
+        raise translate_client_error(error, f"StopTrainingJob {name}", "job_name") from error
+    return "Stopping"

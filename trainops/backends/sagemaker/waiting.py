@@ -1,0 +1,62 @@
+"""The one polling loop of the SageMaker backend: describe, classify by the states table, sleep, until terminal.
+
+Training jobs, processing jobs, FSx tasks and associations all wait through `poll`; only the describe call and the
+status field differ. The clock and the sleep are parameters so tests walk through states without waiting.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from trainops.backends.states import WaitTimedOut, classify
+
+
+def poll(
+    describe: Callable[[], dict[str, Any]],
+    *,
+    resource: str,
+    status_of: Callable[[dict[str, Any]], str | None],
+    bound_seconds: float,
+    poll_seconds: float = 30.0,
+    what: str = "",
+    progress_of: Callable[[dict[str, Any]], Any] | None = None,
+    on_update: Callable[[dict[str, Any]], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> dict[str, Any]:
+    """Call ``describe`` until the status it reports is terminal, and return that last response.
+
+    Args:
+        describe: returns the resource's current description (one AWS describe call).
+        resource: the kind, a key of `trainops.backends.states.TABLES`.
+        status_of: picks the status out of a description.
+        bound_seconds: how long to keep polling; past it, `WaitTimedOut` is raised (the resource is left running).
+        poll_seconds: the pause between two describe calls.
+        what: how to name the resource in messages (``"training job my-job"``).
+        progress_of: picks what counts as progress (default: the status); ``on_update`` is called when it changes.
+        on_update: called with the description each time the progress changes, including the first time.
+        clock, sleep: injectable time, for tests.
+
+    Success and failure both return: the caller knows what a failure means for its resource and what to raise.
+    """
+    started = clock()
+    progress = progress_of or status_of
+    last_progress: Any = object()  # a sentinel no description equals, so the first one is always reported
+    while True:
+        response = describe()
+        current = progress(response)
+        if current != last_progress:
+            last_progress = current
+            if on_update is not None:
+                on_update(response)
+        status = status_of(response)
+        if classify(resource, status) != "waiting":
+            return response
+        elapsed = clock() - started
+        if elapsed >= bound_seconds:
+            raise WaitTimedOut(
+                f"gave up waiting for {what or resource} after {elapsed:.0f} s (bound {bound_seconds:.0f} s); "
+                f"last status {status!r}. It was not stopped: check it, or stop it."
+            )
+        sleep(max(0.0, min(poll_seconds, bound_seconds - elapsed)))
