@@ -1,0 +1,121 @@
+"""The staging manifest: what was staged into a destination, so a re-run copies only what changed.
+
+The manifest lives at the top of the destination (``.trainops-stage.json``) and records, for every file staged
+there, the source's fingerprint of it and the modification time the staged copy was given:
+
+``{"version": 1, "source": "s3://bucket/prefix", "files": {"a/b.bin": [size, fingerprint, staged_mtime_ns]}}``
+
+The fingerprint is the source file's modification time in nanoseconds for local sources (with the size, the test
+``rsync`` uses by default) and the ETag for S3 objects. A file is skipped on the next run only when its source
+fingerprint is unchanged *and* the staged copy still has the recorded size and modification time, so a copy that was
+edited or deleted in the destination is staged again.
+
+The manifest is only ever trusted as a hint: an unreadable, foreign or malformed manifest means "nothing is known"
+(everything is copied again), and its names are checked like any other name before staging acts on them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from trainops.backends.local.stage_names import MANIFEST_NAME
+
+MANIFEST_VERSION = 1
+
+#: (size, fingerprint, staged_mtime_ns); the fingerprint is an int (mtime_ns) or a str (ETag).
+Entry = tuple[int, "int | str", int]
+
+
+def _valid_entry(value: Any) -> Entry | None:
+    if not isinstance(value, list) or len(value) != 3:
+        return None
+    size, fingerprint, staged_mtime_ns = value
+    if type(size) is not int or type(staged_mtime_ns) is not int or type(fingerprint) not in (int, str):
+        return None
+    return size, fingerprint, staged_mtime_ns
+
+
+def _read_regular_file(path: Path) -> bytes | None:
+    # O_NONBLOCK: a FIFO planted under the manifest's name must not hang staging; it is rejected by the fstat.
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            return None
+        with os.fdopen(descriptor, "rb", closefd=False) as handle:
+            return handle.read()
+    finally:
+        os.close(descriptor)
+
+
+class StageManifest:
+    """The files staged into one destination from one source. Load with `StageManifest.load`."""
+
+    def __init__(self, source: str, files: dict[str, Entry] | None = None, *, note: str | None = None):
+        self.source = source
+        self.files: dict[str, Entry] = dict(files or {})
+        #: Why a manifest on disk was not used (for the report), or None.
+        self.note = note
+        self.changed = False
+
+    @classmethod
+    def load(cls, destination: Path, source: str) -> "StageManifest":
+        """The manifest of ``destination`` for ``source``; empty when there is none, it is unreadable, or it was
+        written for another source (whose files are then left alone: staging never deletes what it did not record)."""
+        raw = _read_regular_file(destination / MANIFEST_NAME)
+        if raw is None:
+            return cls(source)
+        try:
+            document = json.loads(raw)
+        except (ValueError, UnicodeDecodeError):
+            return cls(source, note=f"{MANIFEST_NAME} is not valid JSON; every file is copied again")
+        if not isinstance(document, dict) or document.get("version") != MANIFEST_VERSION:
+            return cls(source, note=f"{MANIFEST_NAME} has an unknown format; every file is copied again")
+        if document.get("source") != source:
+            return cls(source, note=f"the destination was last staged from {document.get('source')!r}; every file "
+                                    "is copied again and files from that source are left in place")
+        files: dict[str, Entry] = {}
+        recorded = document.get("files")
+        for name, value in (recorded.items() if isinstance(recorded, dict) else ()):
+            entry = _valid_entry(value)
+            if entry is not None:
+                files[name] = entry
+        return cls(source, files)
+
+    def entry(self, name: str) -> Entry | None:
+        """What was recorded for ``name``, or None."""
+        return self.files.get(name)
+
+    def record(self, name: str, size: int, fingerprint: int | str, staged_mtime_ns: int) -> None:
+        """Remember that ``name`` was staged (called only after the file has its final name)."""
+        self.files[name] = (size, fingerprint, staged_mtime_ns)
+        self.changed = True
+
+    def forget(self, name: str) -> None:
+        """Drop ``name`` (its staged copy was deleted)."""
+        if self.files.pop(name, None) is not None:
+            self.changed = True
+
+    def to_json(self) -> str:
+        """The manifest document, as written to disk."""
+        document = {"version": MANIFEST_VERSION, "source": self.source,
+                    "files": {name: list(entry) for name, entry in sorted(self.files.items())}}
+        # ensure_ascii: non-UTF-8 file names (surrogate escapes) survive the round trip as \\udcXX escapes.
+        return json.dumps(document, ensure_ascii=True, separators=(",", ":"))
+
+    def save(self, destination: Path, scratch_directory: Path) -> None:
+        """Write the manifest atomically: to ``scratch_directory`` (on the destination's file system), then rename.
+
+        A rename replaces a symbolic link planted under the manifest's name instead of writing through it.
+        """
+        scratch_directory.mkdir(exist_ok=True)
+        temporary = scratch_directory / f"manifest-{os.getpid()}.json"
+        temporary.write_text(self.to_json(), encoding="ascii")
+        os.replace(temporary, destination / MANIFEST_NAME)
+        self.changed = False

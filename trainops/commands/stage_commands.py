@@ -1,0 +1,49 @@
+"""`trainops stage SRC DST`: copy training data into a directory that stands for the FSx mount."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the stage command to the command line."""
+    stage = subparsers.add_parser(
+        "stage", help="copy data (local directory, file:// or s3://) into a local directory standing for FSx",
+        description="Copy SRC (a local directory, a file:// URI or s3://bucket/prefix) into the local directory DST, "
+                    "in parallel, skipping files unchanged since the last stage (manifest DST/.trainops-stage.json). "
+                    "Each file is written under a temporary name and renamed, so an interrupted stage leaves no "
+                    "partial file; run it again to complete it. Names that would land outside DST ('..', absolute "
+                    "paths, links pointing outside SRC, control characters) are refused and printed on stderr. "
+                    "Files deleted from SRC since the last stage are left in DST unless --delete is given. "
+                    "S3 uses boto3's configuration (credentials, region, AWS_ENDPOINT_URL).",
+        epilog="Exit codes: 0 every file staged or unchanged; 1 some files were refused or failed (each is printed); "
+               "2 invalid input (missing source, destination inside the source, ...).")
+    stage.add_argument("source", metavar="SRC", help="local directory, file:// URI or s3://bucket/prefix")
+    stage.add_argument("destination", metavar="DST", help="local directory (created when missing)")
+    stage.add_argument("--workers", type=int, default=8, metavar="N", help="parallel copies (default: 8)")
+    stage.add_argument("--delete", action="store_true",
+                       help="remove files an earlier stage wrote that are no longer in SRC (like rsync --delete)")
+    stage.add_argument("--quiet", "-q", action="store_true",
+                       help="no progress bar, no summary (refused and failed files are still printed)")
+    stage.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
+    stage.set_defaults(handler=stage_command)
+
+
+def stage_command(args: argparse.Namespace) -> int:
+    from trainops.backends.local.staging import stage_tree
+
+    report = stage_tree(args.source, args.destination, workers=args.workers,
+                        progress=False if args.quiet else None, delete=args.delete)
+    for line in report.problem_lines():
+        print(f"trainops stage: {line}", file=sys.stderr)
+    if not args.quiet:
+        for note in report.notes:
+            print(f"trainops stage: note: {note}", file=sys.stderr)
+    if args.json:
+        json.dump(report.to_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    elif not args.quiet:
+        print(report.summary())
+    return 0 if report.ok else 1
