@@ -1,0 +1,93 @@
+"""``python -m trainops.runtime``: the in-container launcher's command line.
+
+``launch`` reads this host's contract, builds the plan and runs it; ``launch --dry-run`` prints the plan as one JSON
+object ``{"argv": [...], "env": {...}}`` and exits 0. Exit codes: 0 success, 1 the job failed (or was stopped),
+2 bad contract input (the message names the file or variable and says what to do). Further subcommands (e.g. a health
+check) plug into :func:`build_parser`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from typing import Mapping
+
+from trainops.errors import TrainopsError
+from trainops.runtime.execute import DEFAULT_STOP_GRACE_SECONDS
+
+
+def _seconds(environ: Mapping[str, str], name: str, default: float | None) -> float | None:
+    text = environ.get(name)
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        from trainops.runtime.contract import ContractError
+
+        raise ContractError(f"environment variable {name}={text!r}: expected a number of seconds") from None
+    return value if value > 0 else default
+
+
+def plan_from_environment(base_dir: str | None = None, environ: Mapping[str, str] | None = None):
+    """Read the contract (``base_dir`` or ``SAGEMAKER_BASE_DIR`` or ``/opt/ml``), probe the host once and build the
+    plan: the whole parse -> config -> plan chain, for callers that want the plan without running it."""
+    from trainops.runtime.config import launch_config
+    from trainops.runtime.contract import read_contract
+    from trainops.runtime.host_facts import detect_host_facts
+    from trainops.runtime.plan import build_plan
+
+    environ = os.environ if environ is None else environ
+    contract = read_contract(base_dir, environ)
+    config = launch_config(contract, environ)
+    return build_plan(config, detect_host_facts(environ))
+
+
+def _launch(arguments: argparse.Namespace) -> int:
+    from trainops.runtime.execute import execute
+
+    plan = plan_from_environment(arguments.base_dir)
+    if arguments.dry_run:
+        print(json.dumps(plan.dry_run(), indent=2))
+        return 0
+    for note in plan.notes:
+        print(f"trainops: note: {note}", file=sys.stderr)
+    outcome = execute(
+        plan,
+        max_run_seconds=_seconds(os.environ, "TRAINOPS_MAX_RUN_SECONDS", None),
+        stop_grace_seconds=_seconds(os.environ, "TRAINOPS_STOP_GRACE_SECONDS", DEFAULT_STOP_GRACE_SECONDS)
+        or DEFAULT_STOP_GRACE_SECONDS,
+    )
+    return outcome.exit_code
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m trainops.runtime`` (one subparser per command)."""
+    parser = argparse.ArgumentParser(
+        prog="python -m trainops.runtime",
+        description="The trainops in-container launcher: reads the SageMaker container contract "
+                    "(SAGEMAKER_BASE_DIR, default /opt/ml) and runs the training script on this host.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+    launch = commands.add_parser(
+        "launch", help="run this host's part of the training job",
+        description="Run this host's part of the job: torchrun, mpirun or one process, as the distribution asks. "
+                    "Exit codes: 0 success, 1 the job failed or was stopped, 2 bad contract input.")
+    launch.add_argument("--dry-run", action="store_true",
+                        help='print the plan as one JSON object {"argv": [...], "env": {...}} and exit 0')
+    launch.add_argument("--base-dir", metavar="DIR",
+                        help="the contract directory (default: $SAGEMAKER_BASE_DIR, else /opt/ml)")
+    launch.set_defaults(handler=_launch)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse the command line and run the command; trainops errors become a message and their exit code."""
+    arguments = build_parser().parse_args(argv)
+    try:
+        return int(arguments.handler(arguments))
+    except TrainopsError as error:
+        print(f"trainops: {error}", file=sys.stderr)
+        return error.exit_code

@@ -1,0 +1,185 @@
+"""The launch configuration: everything the contract and the environment say about this launch, as plain data.
+
+``launch_config(contract, environ)`` reads; it never probes hardware and never writes ``os.environ`` (the torchelastic
+layering: parse -> config -> plan -> run). The local-run variables it reads are in docs/contracts.md, section 3.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from trainops.runtime.contract import Contract, ContractError
+from trainops.runtime.hyperparameters import (
+    DistributionError,
+    decode_value,
+    distribution_from_hyperparameters,
+    script_arguments,
+    user_hyperparameters,
+)
+
+#: The rendezvous port of AWS's toolkit (torchrun ``--master_port``), used whenever no local port is given.
+SAGEMAKER_MASTER_PORT = 7777
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """One host's launch, decided from the contract and the environment; input of :func:`plan.build_plan`."""
+
+    base_dir: str
+    hosts: tuple[str, ...]
+    current_host: str
+    instance_type: str
+    network_interface: str
+    current_group: str | None
+    distribution: dict[str, Any]
+    entry_point: str  # absolute path of the user's script
+    code_dir: str
+    user_hyperparameters: dict[str, Any]
+    script_arguments: list[str]
+    channels: dict[str, str]
+    model_dir: str
+    output_dir: str
+    output_data_dir: str
+    input_dir: str
+    input_config_dir: str
+    checkpoint_dir: str
+    record_dir: str
+    failure_path: str
+    success_path: str
+    resource_config: dict[str, Any] = field(default_factory=dict)
+    input_data_config: dict[str, Any] = field(default_factory=dict)
+    local: bool = False
+    host_addresses: dict[str, str] = field(default_factory=dict)
+    master_port: int | None = None
+    job_name: str = ""
+    region: str = ""
+    processes_per_host_override: int | None = None
+    neuron_parallel_compile: bool = False
+    log_prefix: str | None = None
+    inherited_pythonpath: str = ""
+    python: str = sys.executable
+
+    @property
+    def node_rank(self) -> int:
+        """This host's index in the sorted host list (SageMaker's ranking)."""
+        return self.hosts.index(self.current_host)
+
+    @property
+    def master_host(self) -> str:
+        """The first host in sorted order: where rank 0 runs and torchrun / mpirun rendezvous."""
+        return self.hosts[0]
+
+    @property
+    def is_master(self) -> bool:
+        return self.current_host == self.master_host
+
+    def address_of(self, host: str) -> str:
+        """How a host is reached: its entry in ``TRAINOPS_HOST_ADDRESSES`` locally, its name on SageMaker."""
+        return self.host_addresses.get(host, host)
+
+    @property
+    def rendezvous_port(self) -> int:
+        """``TRAINOPS_MASTER_PORT`` locally, else the toolkit's 7777."""
+        return self.master_port if self.master_port is not None else SAGEMAKER_MASTER_PORT
+
+
+def _positive_int(environ: Mapping[str, str], name: str) -> int | None:
+    text = environ.get(name)
+    if text is None or text.strip() == "":
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise ContractError(f"environment variable {name}={text!r}: expected a positive integer") from None
+    if value < 1 or value > 65535:
+        raise ContractError(f"environment variable {name}={text!r}: expected an integer from 1 to 65535")
+    return value
+
+
+def _host_addresses(environ: Mapping[str, str], hosts: tuple[str, ...]) -> dict[str, str]:
+    text = environ.get("TRAINOPS_HOST_ADDRESSES")
+    if not text:
+        return {}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        raise ContractError("environment variable TRAINOPS_HOST_ADDRESSES: not JSON; expected "
+                            '{"algo-1": "127.0.0.1", ...}') from None
+    if not isinstance(value, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
+        raise ContractError('environment variable TRAINOPS_HOST_ADDRESSES: expected {"algo-1": "127.0.0.1", ...}')
+    missing = [host for host in hosts if host not in value]
+    if missing:
+        raise ContractError(f"environment variable TRAINOPS_HOST_ADDRESSES has no address for {', '.join(missing)}")
+    return dict(value)
+
+
+def _entry_point(contract: Contract, hyperparameters: Mapping[str, Any]) -> tuple[str, str]:
+    hyper_path = os.path.join(contract.input_config_dir, "hyperparameters.json")
+    program = decode_value(hyperparameters.get("sagemaker_program"))
+    if not isinstance(program, str) or not program.strip():
+        raise ContractError(f"{hyper_path}: hyperparameter sagemaker_program is missing: set it to the training "
+                            "script's file name, relative to the code directory")
+    if contract.code_dir is None:
+        raise ContractError(f"no code directory under {contract.base_dir}: put the training code in "
+                            "input/data/trainops_code/ or code/, or set TRAINOPS_CODE_DIR")
+    path = os.path.normpath(os.path.join(contract.code_dir, program))
+    if not os.path.isfile(path):
+        raise ContractError(f"entry point {program!r} (hyperparameter sagemaker_program) is not a file in the code "
+                            f"directory {contract.code_dir}")
+    return path, contract.code_dir
+
+
+def launch_config(contract: Contract, environ: Mapping[str, str] | None = None,
+                  python: str | None = None) -> LaunchConfig:
+    """Decide this host's launch from its contract and the environment. Raises :class:`ContractError` (exit 2) on
+    anything malformed: the message says which file or variable, and what to do."""
+    environ = os.environ if environ is None else environ
+    hyperparameters = contract.hyperparameters
+    try:
+        distribution = distribution_from_hyperparameters(hyperparameters)
+    except DistributionError as error:
+        raise ContractError(f"{os.path.join(contract.input_config_dir, 'hyperparameters.json')}: {error}") from None
+    entry_point, code_dir = _entry_point(contract, hyperparameters)
+    user = user_hyperparameters(hyperparameters)
+    job_name = environ.get("TRAINOPS_JOB_NAME") or decode_value(hyperparameters.get("sagemaker_job_name")) or ""
+    region = decode_value(hyperparameters.get("sagemaker_region")) or environ.get("AWS_REGION", "")
+    return LaunchConfig(
+        base_dir=contract.base_dir,
+        hosts=contract.hosts,
+        current_host=contract.current_host,
+        instance_type=contract.instance_type,
+        network_interface=contract.network_interface,
+        current_group=contract.current_group,
+        distribution=distribution,
+        entry_point=entry_point,
+        code_dir=code_dir,
+        user_hyperparameters=user,
+        script_arguments=script_arguments(user),
+        channels=dict(contract.channels),
+        model_dir=contract.model_dir,
+        output_dir=contract.output_dir,
+        output_data_dir=contract.output_data_dir,
+        input_dir=contract.input_dir,
+        input_config_dir=contract.input_config_dir,
+        checkpoint_dir=os.path.abspath(environ.get("TRAINOPS_CHECKPOINT_DIR") or contract.default_checkpoint_dir),
+        record_dir=contract.record_dir,
+        failure_path=contract.failure_path,
+        success_path=contract.success_path,
+        resource_config=dict(contract.resource_config),
+        input_data_config=dict(contract.input_data_config),
+        local=environ.get("TRAINOPS_LOCAL") == "1",
+        host_addresses=_host_addresses(environ, contract.hosts),
+        master_port=_positive_int(environ, "TRAINOPS_MASTER_PORT"),
+        job_name=str(job_name),
+        region=str(region),
+        processes_per_host_override=_positive_int(environ, "TRAINOPS_PROCESSES_PER_HOST"),
+        neuron_parallel_compile=bool(distribution.get("neuron_parallel_compile"))
+        or environ.get("RUN_NEURON_PARALLEL_COMPILE") == "1",
+        log_prefix=environ.get("TRAINOPS_LOG_PREFIX"),
+        inherited_pythonpath=environ.get("PYTHONPATH", ""),
+        python=python or sys.executable,
+    )

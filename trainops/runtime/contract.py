@@ -1,0 +1,175 @@
+"""Reading the SageMaker container contract: the files a training container finds under its base directory.
+
+The base directory is ``/opt/ml``, or ``SAGEMAKER_BASE_DIR`` when set (the AWS toolkit's own convention); the layout
+is in docs/contracts.md, section 3. Reading is the only thing done here: no hardware probing, no environment writes.
+Every problem is a :class:`ContractError` that names the file and says what to do (the CLI exits 2 on it).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from trainops.errors import TrainopsError
+
+DEFAULT_BASE_DIR = "/opt/ml"
+
+#: Channels whose names start with this carry trainops itself (code, runtime), not the user's data.
+FRAMEWORK_CHANNEL_PREFIX = "trainops_"
+
+CODE_CHANNEL = "trainops_code"
+
+
+class ContractError(TrainopsError):
+    """The container contract is missing or malformed (exit code 2: bad input, not a failed job)."""
+
+    exit_code = 2
+
+
+@dataclass(frozen=True)
+class Contract:
+    """What one host's contract directory says, as read from disk."""
+
+    base_dir: str
+    current_host: str
+    hosts: tuple[str, ...]  # sorted as strings, as SageMaker ranks them: algo-1, algo-10, algo-2
+    instance_type: str
+    network_interface: str
+    current_group: str | None
+    resource_config: dict[str, Any]
+    hyperparameters: dict[str, Any]  # raw: the json-encoded strings of hyperparameters.json
+    input_data_config: dict[str, Any]
+    channels: dict[str, str] = field(default_factory=dict)  # user channels: name -> directory
+    code_dir: str | None = None
+
+    def path(self, *parts: str) -> str:
+        """A path under the base directory."""
+        return os.path.join(self.base_dir, *parts)
+
+    @property
+    def model_dir(self) -> str:
+        return self.path("model")
+
+    @property
+    def output_dir(self) -> str:
+        return self.path("output")
+
+    @property
+    def output_data_dir(self) -> str:
+        return self.path("output", "data")
+
+    @property
+    def input_dir(self) -> str:
+        return self.path("input")
+
+    @property
+    def input_config_dir(self) -> str:
+        return self.path("input", "config")
+
+    @property
+    def failure_path(self) -> str:
+        return self.path("output", "failure")
+
+    @property
+    def success_path(self) -> str:
+        return self.path("output", "success")
+
+    @property
+    def default_checkpoint_dir(self) -> str:
+        return self.path("checkpoints")
+
+    @property
+    def record_dir(self) -> str:
+        """Where each rank of this host leaves its record and stderr tail (docs/contracts.md, section 4)."""
+        return self.path("output", "ranks")
+
+
+def base_directory(environ: Mapping[str, str] | None = None) -> str:
+    """The contract's base directory: ``SAGEMAKER_BASE_DIR`` when set, else ``/opt/ml``."""
+    environ = os.environ if environ is None else environ
+    return os.path.abspath(environ.get("SAGEMAKER_BASE_DIR") or DEFAULT_BASE_DIR)
+
+
+def _read_json(path: str, required: bool, what_to_do: str) -> Any:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except FileNotFoundError:
+        if required:
+            raise ContractError(f"missing {path}: {what_to_do}") from None
+        return None
+    except (OSError, ValueError, UnicodeDecodeError) as error:
+        raise ContractError(f"cannot read {path}: {error}; it must hold a JSON object") from None
+
+
+def _expect_object(value: Any, path: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise ContractError(f"{path}: expected a JSON object, got {type(value).__name__}")
+    return value
+
+
+def find_code_dir(base_dir: str, environ: Mapping[str, str]) -> str | None:
+    """The user's code directory, in the contract's lookup order: ``$TRAINOPS_CODE_DIR``, ``input/data/trainops_code/``,
+    ``code/``. None when none of them exists."""
+    candidates = [environ.get("TRAINOPS_CODE_DIR") or "",
+                  os.path.join(base_dir, "input", "data", CODE_CHANNEL),
+                  os.path.join(base_dir, "code")]
+    for candidate in candidates:
+        if candidate and os.path.isdir(candidate):
+            return os.path.abspath(candidate)
+    return None
+
+
+def _channels(base_dir: str, input_data_config: Mapping[str, Any]) -> dict[str, str]:
+    data_dir = os.path.join(base_dir, "input", "data")
+    names = set(input_data_config)
+    # Channels laid out without an inputdataconfig entry still count (a hand-made local layout).
+    if os.path.isdir(data_dir):
+        names.update(entry for entry in os.listdir(data_dir) if os.path.isdir(os.path.join(data_dir, entry)))
+    return {name: os.path.join(data_dir, name) for name in sorted(names)
+            if not name.startswith(FRAMEWORK_CHANNEL_PREFIX)}
+
+
+def read_contract(base_dir: str | None = None, environ: Mapping[str, str] | None = None) -> Contract:
+    """Read one host's contract directory (``base_dir``, default :func:`base_directory`).
+
+    Raises :class:`ContractError` when ``resourceconfig.json`` is missing or malformed, or when the current host is not
+    one of the hosts. ``hyperparameters.json`` and ``inputdataconfig.json`` may be absent (read as empty).
+    """
+    environ = os.environ if environ is None else environ
+    base_dir = os.path.abspath(base_dir) if base_dir else base_directory(environ)
+    config_dir = os.path.join(base_dir, "input", "config")
+    resource_path = os.path.join(config_dir, "resourceconfig.json")
+    resource = _expect_object(_read_json(
+        resource_path, True,
+        "every training host needs it (SageMaker writes it; locally the local backend does). Point "
+        "SAGEMAKER_BASE_DIR (or --base-dir) at the contract directory that holds input/config/resourceconfig.json"),
+        resource_path)
+    hosts_value = resource.get("hosts")
+    current = resource.get("current_host")
+    if not isinstance(hosts_value, list) or not hosts_value or not all(isinstance(h, str) and h for h in hosts_value):
+        raise ContractError(f"{resource_path}: 'hosts' must be a non-empty list of host names")
+    if not isinstance(current, str) or current not in hosts_value:
+        raise ContractError(f"{resource_path}: 'current_host' ({current!r}) must be one of 'hosts' {hosts_value}")
+    hyper_path = os.path.join(config_dir, "hyperparameters.json")
+    hyperparameters = _expect_object(_read_json(hyper_path, False, ""), hyper_path)
+    data_path = os.path.join(config_dir, "inputdataconfig.json")
+    input_data_config = _expect_object(_read_json(data_path, False, ""), data_path)
+    group = resource.get("current_group_name")
+    return Contract(
+        base_dir=base_dir,
+        current_host=current,
+        hosts=tuple(sorted(hosts_value)),
+        instance_type=str(resource.get("current_instance_type") or ""),
+        network_interface=str(resource.get("network_interface_name") or "eth0"),
+        current_group=str(group) if group else None,
+        resource_config=resource,
+        hyperparameters=hyperparameters,
+        input_data_config=input_data_config,
+        channels=_channels(base_dir, input_data_config),
+        code_dir=find_code_dir(base_dir, environ),
+    )

@@ -1,0 +1,116 @@
+"""The environment variables a launch adds for the ranks: the ``SM_*`` variables user scripts expect (named and
+encoded as the AWS toolkit does) and the EFA / NCCL settings for the instance type.
+
+Pure functions of the config: nothing here reads or writes ``os.environ``. :func:`child_environment` is the one place
+where the parent's environment and a plan's additions meet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from typing import Any, Mapping
+
+from trainops.runtime import catalog
+from trainops.runtime.config import LaunchConfig
+
+
+def env_value(value: Any) -> str:
+    """A value as the toolkit writes it into an environment variable: strings unchanged, everything else compact
+    JSON with sorted keys."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def env_name(name: str) -> str:
+    """A channel or hyperparameter name as an environment variable suffix: upper case, other characters as ``_``."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", name).upper()
+
+
+def script_environment(config: LaunchConfig, gpus: int, neuron_cores: int, cpus: int) -> dict[str, str]:
+    """The ``SM_*`` variables of the AWS toolkit, for this host: hosts, channels, directories, hyperparameters
+    (``SM_HPS`` and one ``SM_HP_<NAME>`` each, user keys only), accelerator counts and ``SM_TRAINING_ENV``."""
+    user_args = config.script_arguments
+    training_env = {
+        "channel_input_dirs": config.channels,
+        "current_host": config.current_host,
+        "current_instance_type": config.instance_type,
+        "distribution": config.distribution,
+        "hosts": list(config.hosts),
+        "hyperparameters": config.user_hyperparameters,
+        "input_config_dir": config.input_config_dir,
+        "input_data_config": config.input_data_config,
+        "input_dir": config.input_dir,
+        "job_name": config.job_name,
+        "model_dir": config.model_dir,
+        "network_interface_name": config.network_interface,
+        "num_cpus": cpus,
+        "num_gpus": gpus,
+        "num_neurons": neuron_cores,
+        "output_data_dir": config.output_data_dir,
+        "output_dir": config.output_dir,
+        "resource_config": config.resource_config,
+        "user_entry_point": os.path.relpath(config.entry_point, config.code_dir),
+    }
+    env = {
+        "SM_HOSTS": env_value(list(config.hosts)),
+        "SM_CURRENT_HOST": config.current_host,
+        "SM_CURRENT_INSTANCE_TYPE": config.instance_type,
+        "SM_NETWORK_INTERFACE_NAME": config.network_interface,
+        "SM_NUM_GPUS": str(gpus),
+        "SM_NUM_NEURONS": str(neuron_cores),
+        "SM_NUM_CPUS": str(cpus),
+        "SM_MODEL_DIR": config.model_dir,
+        "SM_OUTPUT_DIR": config.output_dir,
+        "SM_OUTPUT_DATA_DIR": config.output_data_dir,
+        "SM_OUTPUT_INTERMEDIATE_DIR": os.path.join(config.output_dir, "intermediate"),
+        "SM_INPUT_DIR": config.input_dir,
+        "SM_INPUT_CONFIG_DIR": config.input_config_dir,
+        "SM_RESOURCE_CONFIG": env_value(config.resource_config),
+        "SM_INPUT_DATA_CONFIG": env_value(config.input_data_config),
+        "SM_CHANNELS": env_value(sorted(config.channels)),
+        "SM_HPS": env_value(config.user_hyperparameters),
+        "SM_USER_ENTRY_POINT": training_env["user_entry_point"],
+        "SM_USER_ARGS": env_value(user_args),
+        "SM_MODULE_DIR": config.code_dir,
+        "SM_TRAINING_ENV": env_value(training_env),
+    }
+    if config.current_group:
+        env["SM_CURRENT_INSTANCE_GROUP"] = config.current_group
+    for name, path in config.channels.items():
+        env[f"SM_CHANNEL_{env_name(name)}"] = path
+    for name, value in config.user_hyperparameters.items():
+        env[f"SM_HP_{env_name(name)}"] = env_value(value)
+    parameters = config.distribution.get("parameters")
+    if config.distribution["type"] == "smp":
+        # SMP reads its configuration from the mp_parameters hyperparameter's variable, which the toolkit exports.
+        env["SM_HP_MP_PARAMETERS"] = env_value(parameters or {})
+    return env
+
+
+def network_environment(config: LaunchConfig) -> dict[str, str]:
+    """EFA and NCCL settings for a SageMaker host, from the instance catalog (reference.md, "The container
+    contract"): on EFA types ``FI_PROVIDER=efa``, ``NCCL_PROTO=simple`` and ``NCCL_SOCKET_IFNAME=<interface>``; on
+    types with device RDMA also ``FI_EFA_USE_DEVICE_RDMA=1`` and ``RDMAV_FORK_SAFE=1``. Nothing on other types, and
+    nothing for local runs: a simulated host is not that instance, and its interface names do not exist here.
+    (The toolkit's mpirun command line carries ``-x NCCL_SOCKET_IFNAME`` on every type; see ``mpi_plan``.)"""
+    if config.local:
+        return {}
+    instance = catalog.lookup(config.instance_type)
+    if instance is None or not instance.efa:
+        return {}
+    env = {"FI_PROVIDER": "efa", "NCCL_PROTO": "simple", "NCCL_SOCKET_IFNAME": config.network_interface}
+    if instance.gpudirect_rdma:
+        env["FI_EFA_USE_DEVICE_RDMA"] = "1"
+        env["RDMAV_FORK_SAFE"] = "1"
+    return env
+
+
+def child_environment(parent: Mapping[str, str], additions: Mapping[str, str]) -> dict[str, str]:
+    """The environment of the launched process: the parent's, whole (e.g. ``NCCL_NVLS_ENABLE=0`` set by the machine
+    must reach every rank), with the plan's additions on top."""
+    env = dict(parent)
+    env.update(additions)
+    return env

@@ -1,0 +1,125 @@
+"""What this machine has: GPUs, NeuronCores, CPUs and a few tools. The only place the runtime probes the host.
+
+Everything here feeds :func:`trainops.runtime.plan.build_plan` as one :class:`HostFacts` value, so plans stay pure and
+unit-testable for any instance type (tests pass a ``HostFacts`` made by hand). ``SM_NUM_GPUS`` / ``SM_NUM_NEURONS``
+in the environment override detection, as in the AWS toolkit. Torch is never imported here: on a GPU host the NVIDIA
+driver's ``/proc`` entries or ``nvidia-smi`` answer in milliseconds, where ``import torch`` takes seconds.
+"""
+
+from __future__ import annotations
+
+import glob
+import importlib.util
+import json
+import os
+import shutil
+import site
+import subprocess
+import sys
+from dataclasses import dataclass
+from typing import Mapping
+
+
+@dataclass(frozen=True)
+class HostFacts:
+    """The facts about this host a launch plan depends on."""
+
+    gpus: int = 0
+    neuron_cores: int = 0
+    cpus: int = 1
+    smddprun: str | None = None  # path of SMDDP's smddprun when the image has it
+    is_root: bool = False
+    runtime_path: str | None = None  # directory to put on the ranks' PYTHONPATH so they can import trainops
+
+
+def _int_or_none(text: str | None) -> int | None:
+    if text is None or str(text).strip() == "":
+        return None
+    try:
+        return max(0, int(str(text).strip()))
+    except ValueError:
+        return None
+
+
+def count_nvidia_gpus(proc_root: str = "/proc/driver/nvidia/gpus", run_nvidia_smi: bool = True) -> int:
+    """GPUs the NVIDIA driver exposes: its ``/proc`` entries, else ``nvidia-smi -L``; 0 when there is no driver."""
+    entries = glob.glob(os.path.join(proc_root, "*"))
+    if entries:
+        return len(entries)
+    if run_nvidia_smi and shutil.which("nvidia-smi"):
+        try:
+            listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return 0
+        return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
+    return 0
+
+
+def visible_gpus(detected: int, cuda_visible_devices: str | None) -> int:
+    """GPUs a process may use: ``CUDA_VISIBLE_DEVICES`` narrows what the driver has (``""`` or ``-1``: none)."""
+    if cuda_visible_devices is None:
+        return detected
+    entries = [entry for entry in cuda_visible_devices.split(",") if entry.strip()]
+    if not entries or entries[0].strip() == "-1":
+        return 0
+    return min(detected, len(entries))
+
+
+def count_neuron_cores(sys_root: str = "/sys/class/neuron_device", run_neuron_ls: bool = True) -> int:
+    """NeuronCores of the Trainium/Inferentia devices: each device's ``core_count`` in sysfs, else the sum of
+    ``nc_count`` in ``neuron-ls --json-output``; 0 when there is no Neuron driver."""
+    total = 0
+    for device in sorted(glob.glob(os.path.join(sys_root, "neuron*"))):
+        try:
+            with open(os.path.join(device, "core_count"), encoding="ascii") as handle:
+                total += int(handle.read().strip())
+        except (OSError, ValueError):
+            continue
+    if total:
+        return total
+    if run_neuron_ls and shutil.which("neuron-ls"):
+        try:
+            listing = subprocess.run(["neuron-ls", "--json-output"], capture_output=True, text=True, timeout=30,
+                                     check=False)
+            devices = json.loads(listing.stdout or "[]")
+        except (OSError, subprocess.SubprocessError, ValueError):
+            return 0
+        return sum(int(device.get("nc_count", 0)) for device in devices if isinstance(device, dict))
+    return 0
+
+
+def runtime_search_path() -> str | None:
+    """The directory holding the ``trainops`` package when a fresh interpreter could only import it through
+    ``sys.path`` entries the ranks would not inherit (the current directory, a PYTHONPATH set for the launcher).
+    None when it is installed (site-packages, or an editable install's import hook)."""
+    spec = importlib.util.find_spec("trainops")
+    if spec is None or not spec.origin:
+        return None
+    root = os.path.dirname(os.path.dirname(os.path.abspath(spec.origin)))
+    site_dirs = {os.path.abspath(path) for path in site.getsitepackages()}
+    site_dirs.add(os.path.abspath(site.getusersitepackages()))
+    if root in site_dirs:
+        return None
+    on_path = {os.path.abspath(entry or os.getcwd()) for entry in sys.path}
+    return root if root in on_path else None
+
+
+def detect_host_facts(environ: Mapping[str, str] | None = None) -> HostFacts:
+    """Probe this host once: accelerator counts (``SM_NUM_GPUS`` / ``SM_NUM_NEURONS`` override), CPUs, whether
+    ``smddprun`` is installed, whether we run as root, and where the ranks find trainops."""
+    environ = os.environ if environ is None else environ
+    gpus = _int_or_none(environ.get("SM_NUM_GPUS"))
+    if gpus is None:
+        gpus = visible_gpus(count_nvidia_gpus(), environ.get("CUDA_VISIBLE_DEVICES"))
+    neuron_cores = _int_or_none(environ.get("SM_NUM_NEURONS"))
+    if neuron_cores is None:
+        neuron_cores = count_neuron_cores()
+    cpus = _int_or_none(environ.get("SM_NUM_CPUS")) or os.cpu_count() or 1
+    return HostFacts(
+        gpus=gpus,
+        neuron_cores=neuron_cores,
+        cpus=cpus,
+        smddprun=shutil.which("smddprun"),
+        is_root=hasattr(os, "geteuid") and os.geteuid() == 0,
+        runtime_path=runtime_search_path(),
+    )

@@ -1,0 +1,259 @@
+"""How the hosts of an mpirun job find each other, and what mpirun says when a rank fails.
+
+On SageMaker (as the AWS toolkit does): the master waits until every worker's ssh port answers, then runs mpirun; a
+worker starts ``sshd`` and waits for the Open MPI daemon (``orted``) that the master's mpirun starts on it to appear and
+then end.
+
+In a local simulation there is no ssh: every rank runs on this machine under the master host's mpirun. Each other
+host's launcher registers with the master over a Linux abstract socket named after the job and its rendezvous port
+(nothing on disk, nothing on the network), sending its host name, record directory and plan environment. The master
+writes each host's environment to ``TRAINOPS_HOST_ENV_DIR/<host>.json`` (each rank applies its own host's), runs
+mpirun, and sends every worker the outcome, which each writes to its own ``output/failure`` or ``output/success``.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from trainops.runtime.contract import ContractError
+
+#: How long the master waits for the other hosts, and a worker for the master, by default (the toolkit's hour).
+DEFAULT_WAIT_SECONDS = 3600.0
+
+SSHD = "/usr/sbin/sshd"
+_DAEMON_NAMES = ("orted", "prted")
+
+
+class CoordinationError(RuntimeError):
+    """The hosts of an mpirun job could not meet (a host never came, the master went away)."""
+
+
+def _address(name: str) -> str:
+    return "\0" + name
+
+
+def _send_line(connection: socket.socket, message: dict[str, Any]) -> None:
+    connection.sendall(json.dumps(message).encode("utf-8") + b"\n")
+
+
+def _read_line(connection: socket.socket, should_stop: Callable[[], bool], deadline: float) -> dict[str, Any] | None:
+    """One JSON line from the connection; None when the peer closed it first. Polls ``should_stop``."""
+    buffer = b""
+    connection.settimeout(0.2)
+    while b"\n" not in buffer:
+        if should_stop():
+            raise InterruptedError("stopped")
+        if time.monotonic() > deadline:
+            raise TimeoutError("no answer in time")
+        try:
+            chunk = connection.recv(65536)
+        except socket.timeout:
+            continue
+        except OSError:
+            return None
+        if not chunk:
+            return None
+        buffer += chunk
+    try:
+        return json.loads(buffer.split(b"\n", 1)[0])
+    except ValueError:
+        return None
+
+
+@dataclass
+class Registration:
+    """One worker host as it registered with the master."""
+
+    host: str
+    record_dir: str
+    env: dict[str, str]
+    connection: socket.socket = field(repr=False)
+
+
+class MasterCoordinator:
+    """The master host's side of a local mpirun job: accepts the other hosts' registrations, later tells them how the
+    job ended."""
+
+    def __init__(self, name: str):
+        self.name = name
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            self.server.bind(_address(name))
+        except OSError as error:
+            self.server.close()
+            raise CoordinationError(f"another launcher already serves {name!r} ({error}): is the same job (same "
+                                    "name and TRAINOPS_MASTER_PORT) running twice?") from None
+        self.server.listen(64)
+        self.server.settimeout(0.2)
+        self.workers: dict[str, Registration] = {}
+
+    def wait_for(self, hosts: tuple[str, ...], should_stop: Callable[[], bool],
+                 timeout: float = DEFAULT_WAIT_SECONDS) -> dict[str, Registration]:
+        """Accept registrations until every host in ``hosts`` has registered. Raises :class:`CoordinationError` after
+        ``timeout`` seconds and ``InterruptedError`` when ``should_stop()`` turns true."""
+        deadline = time.monotonic() + timeout
+        while set(hosts) - set(self.workers):
+            if should_stop():
+                raise InterruptedError("stopped")
+            if time.monotonic() > deadline:
+                missing = ", ".join(sorted(set(hosts) - set(self.workers)))
+                raise CoordinationError(f"hosts {missing} did not register with the master within {timeout:.0f} s")
+            try:
+                connection, _ = self.server.accept()
+            except socket.timeout:
+                continue
+            try:
+                message = _read_line(connection, should_stop, time.monotonic() + 30)
+            except TimeoutError:
+                message = None
+            if not message or message.get("host") not in hosts:
+                connection.close()
+                continue
+            self.workers[message["host"]] = Registration(
+                host=message["host"], record_dir=str(message.get("record_dir", "")),
+                env={str(k): str(v) for k, v in (message.get("env") or {}).items()}, connection=connection)
+        return dict(self.workers)
+
+    def finish(self, result: dict[str, Any]) -> None:
+        """Tell every registered worker how the job ended, then close everything."""
+        for registration in self.workers.values():
+            try:
+                _send_line(registration.connection, result)
+            except OSError:
+                pass
+            registration.connection.close()
+        self.server.close()
+
+
+def register_with_master(name: str, host: str, record_dir: str, env: dict[str, str],
+                         should_stop: Callable[[], bool], timeout: float = DEFAULT_WAIT_SECONDS) -> socket.socket:
+    """A worker host's registration with the local master (retried until the master listens). Returns the open
+    connection the outcome will arrive on."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if should_stop():
+            raise InterruptedError("stopped")
+        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            connection.connect(_address(name))
+            _send_line(connection, {"host": host, "record_dir": record_dir, "env": env})
+            return connection
+        except OSError:
+            connection.close()
+            if time.monotonic() > deadline:
+                raise CoordinationError(f"the master host's launcher did not answer on {name!r} within "
+                                        f"{timeout:.0f} s") from None
+            time.sleep(0.2)
+
+
+def wait_for_outcome(connection: socket.socket, should_stop: Callable[[], bool],
+                     timeout: float = 10 * 24 * 3600.0) -> dict[str, Any] | None:
+    """The outcome the master sends when its mpirun ends; None when the master went away without one."""
+    try:
+        return _read_line(connection, should_stop, time.monotonic() + timeout)
+    finally:
+        connection.close()
+
+
+def write_host_environment(directory: str, host: str, env: dict[str, str]) -> str:
+    """Write one simulated host's environment for its ranks (``<directory>/<host>.json``)."""
+    if "/" in host or host in ("", ".", ".."):
+        raise ContractError(f"host name {host!r} cannot name a file")
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"{host}.json")
+    temporary = f"{path}.tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(env, handle)
+    os.replace(temporary, path)
+    return path
+
+
+# --- SageMaker: ssh between hosts, as the toolkit does ---------------------------------------------------------
+
+
+def can_connect(host: str, port: int = 22, timeout: float = 2.0) -> bool:
+    """Whether ``host:port`` accepts a TCP connection (a worker's sshd is up)."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
+
+
+def wait_for_ssh(hosts: tuple[str, ...], should_stop: Callable[[], bool],
+                 timeout: float = DEFAULT_WAIT_SECONDS, interval: float = 1.0) -> None:
+    """Wait until every host's ssh port answers (the master, before mpirun)."""
+    deadline = time.monotonic() + timeout
+    for host in hosts:
+        while not can_connect(host):
+            if should_stop():
+                raise InterruptedError("stopped")
+            if time.monotonic() > deadline:
+                raise CoordinationError(f"host {host} did not open its ssh port within {timeout:.0f} s")
+            time.sleep(interval)
+
+
+def start_sshd() -> subprocess.Popen | None:
+    """Start the ssh daemon mpirun reaches this worker through; None (and a message) when the image has none."""
+    if not os.path.exists(SSHD):
+        return None
+    return subprocess.Popen([SSHD, "-D"])
+
+
+def daemon_pids(proc_root: str = "/proc") -> list[int]:
+    """Pids of the Open MPI daemons (``orted``, ``prted``) running here."""
+    pids = []
+    for entry in os.listdir(proc_root):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(os.path.join(proc_root, entry, "comm"), encoding="utf-8") as handle:
+                if handle.read().strip() in _DAEMON_NAMES:
+                    pids.append(int(entry))
+        except OSError:
+            continue
+    return pids
+
+
+def wait_for_daemon(should_stop: Callable[[], bool], appear_timeout: float = 300.0, interval: float = 1.0) -> bool:
+    """A worker's wait: for the Open MPI daemon to appear (up to ``appear_timeout``), then for it to end. False when
+    it never appeared."""
+    deadline = time.monotonic() + appear_timeout
+    while not daemon_pids():
+        if should_stop():
+            raise InterruptedError("stopped")
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(interval)
+    while daemon_pids():
+        if should_stop():
+            raise InterruptedError("stopped")
+        time.sleep(interval)
+    return True
+
+
+# --- what mpirun reports ---------------------------------------------------------------------------------------
+
+_SIGNALLED = re.compile(r"process rank (\d+) with PID \d+ on node (\S+) exited on signal (\d+)")
+_EXITED = re.compile(r"Process name:\s*\[\[\d+,\d+\],(\d+)\]\s*\n\s*Exit code:\s*(-?\d+)")
+
+
+def parse_mpirun_report(text: str) -> dict[str, Any] | None:
+    """The first failed rank Open MPI's mpirun names in its output: ``{"rank", "exit_code"}`` (negative for a
+    signal, as ``subprocess`` reports it), or None when it names none."""
+    signalled = _SIGNALLED.search(text)
+    exited = _EXITED.search(text)
+    if signalled and (not exited or signalled.start() < exited.start()):
+        return {"rank": int(signalled.group(1)), "exit_code": -int(signalled.group(3))}
+    if exited:
+        return {"rank": int(exited.group(1)), "exit_code": int(exited.group(2))}
+    return None

@@ -1,0 +1,174 @@
+"""A rank's output relay: stderr (and, with a line prefix, stdout) pass through a pipe to a small forked process
+that copies them to where they pointed before, prefixes each line when asked, and appends stderr to a bounded tail
+file.
+
+A separate process, not a thread, because the tail must survive the rank: when a rank is killed by SIGKILL the
+kernel still holds what it wrote last in the pipe, and the relay, still alive, drains it to the tail file and the
+log before it sees end-of-file and exits. It ignores SIGTERM / SIGINT (a teardown signal to the rank's process group
+must not cut the last lines off) and is forked before the user's script starts, while the rank has a single thread.
+
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import time
+
+from trainops.runtime import records
+
+#: How long a partial line is held back waiting for its end, so lines of different ranks do not interleave.
+PARTIAL_LINE_SECONDS = 0.2
+
+
+class _Stream:
+    """One relayed descriptor: where its bytes go, its prefix, and (for stderr) its tail file."""
+
+    def __init__(self, read_end: int, destination: int, prefix: bytes, tail_file: str | None):
+        self.read_end = read_end
+        self.destination = destination
+        self.prefix = prefix
+        self.tail_file = tail_file
+        self.tail_size = 0
+        self.pending = b""
+        self.at_line_start = True
+        self.pending_since = 0.0
+
+    def prefixed(self, data: bytes) -> bytes:
+        if not self.prefix:
+            return data
+        pieces = []
+        for line in data.splitlines(keepends=True):
+            if self.at_line_start:
+                pieces.append(self.prefix)
+            pieces.append(line)
+            self.at_line_start = line.endswith((b"\n", b"\r"))
+        return b"".join(pieces)
+
+    def write(self, data: bytes) -> None:
+        data = self.prefixed(data)
+        try:
+            while data:
+                data = data[os.write(self.destination, data):]
+        except OSError:
+            pass
+
+    def append_tail(self, chunk: bytes) -> None:
+        if not self.tail_file:
+            return
+        try:
+            with open(self.tail_file, "ab") as handle:
+                handle.write(chunk)
+            self.tail_size += len(chunk)
+            if self.tail_size > records.TAIL_LIMIT_BYTES:
+                with open(self.tail_file, "rb") as handle:
+                    handle.seek(-records.TAIL_KEEP_BYTES, os.SEEK_END)
+                    kept = handle.read()
+                with open(self.tail_file, "wb") as handle:
+                    handle.write(kept)
+                self.tail_size = len(kept)
+        except OSError:
+            self.tail_file = None  # a full disk must not stop the rank's output
+
+    def take(self, chunk: bytes) -> None:
+        self.append_tail(chunk)
+        data = self.pending + chunk
+        if self.prefix:
+            cut = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+            if cut < len(data) and not self.pending:
+                self.pending_since = time.monotonic()
+            self.pending = data[cut:]
+            data = data[:cut]
+        if data:
+            self.write(data)
+
+    def flush_pending(self) -> None:
+        if self.pending:
+            self.write(self.pending)
+            self.pending = b""
+
+
+def _relay_loop(streams: list[_Stream]) -> None:
+    open_streams = {stream.read_end: stream for stream in streams}
+    while open_streams:
+        waiting = [s for s in open_streams.values() if s.pending]
+        timeout = None
+        if waiting:
+            oldest = min(s.pending_since for s in waiting)
+            timeout = max(0.0, oldest + PARTIAL_LINE_SECONDS - time.monotonic())
+        ready, _, _ = select.select(list(open_streams), [], [], timeout)
+        if not ready:
+            for stream in waiting:
+                stream.flush_pending()
+            continue
+        for descriptor in ready:
+            stream = open_streams[descriptor]
+            try:
+                chunk = os.read(descriptor, 65536)
+            except OSError:
+                chunk = b""
+            if chunk:
+                stream.take(chunk)
+            else:
+                stream.flush_pending()
+                os.close(descriptor)
+                del open_streams[descriptor]
+
+
+class OutputRelay:
+    """Started with :meth:`start` before the user's script runs; :meth:`stop` puts the descriptors back and waits
+    (bounded) for the relay to drain."""
+
+    def __init__(self, prefix: bytes = b"", tail_file: str | None = None, relay_stdout: bool = False):
+        self.prefix = prefix
+        self.tail_file = tail_file
+        self.descriptors = (1, 2) if relay_stdout else (2,)
+        self.saved: dict[int, int] = {}
+        self.pid = 0
+
+    def start(self) -> None:
+        """Fork the relay and move the descriptors onto its pipes."""
+        pipes = {fd: os.pipe() for fd in self.descriptors}
+        self.saved = {fd: os.dup(fd) for fd in self.descriptors}
+        pid = os.fork()
+        if pid == 0:  # the relay
+            try:
+                for signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+                    signal.signal(signum, signal.SIG_IGN)
+                streams = []
+                for fd, (read_end, write_end) in pipes.items():
+                    os.close(write_end)
+                    streams.append(_Stream(read_end, self.saved[fd], self.prefix,
+                                           self.tail_file if fd == 2 else None))
+                _relay_loop(streams)
+            finally:
+                os._exit(0)
+        self.pid = pid
+        for fd, (read_end, write_end) in pipes.items():
+            os.close(read_end)
+            os.dup2(write_end, fd)
+            os.close(write_end)
+
+    @property
+    def destination(self) -> int:
+        """The descriptor stderr pointed at before the relay (for output that must bypass it)."""
+        return self.saved.get(2, 2)
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Put stdout/stderr back and wait up to ``timeout`` seconds for the relay to finish. Children of the rank
+        that still hold the pipe (a DataLoader worker) keep the relay alive until they end."""
+        for fd, saved in self.saved.items():
+            os.dup2(saved, fd)
+            os.close(saved)
+        self.saved = {}
+        deadline = time.monotonic() + timeout
+        while self.pid and time.monotonic() < deadline:
+            try:
+                done, _ = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if done:
+                break
+            time.sleep(0.01)

@@ -1,0 +1,252 @@
+"""The launch plan: the exact command line and environment additions that start one host's ranks.
+
+``build_plan(config, facts)`` is pure: the same config and host facts always give the same plan, and nothing is
+probed, written or started. It follows what AWS's training toolkits do (reference.md, "The container contract"):
+
+- ``torch_distributed``, ``pytorchxla``, SMP v2 and SMDDP's AllGather path: torchrun (``torch.distributed.run``) with
+  static rendezvous, ``--node_rank`` = index in the sorted host list, master = first host; on Trainium over
+  NeuronCores, optionally under ``neuron_parallel_compile``;
+- ``mpi``, ``pytorchddp``, SMDDP's AllReduce path and SMP v1: mpirun from the first host (see :mod:`mpi_plan`);
+- ``parameter_server`` and ``multi_worker_mirrored_strategy``: one process per host with ``TF_CONFIG``;
+- ``none``: one plain process.
+
+Every rank runs under :mod:`trainops.runtime.rank`, which records how it ended (the failure file's root cause).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from trainops.runtime import catalog
+from trainops.runtime.config import LaunchConfig
+from trainops.runtime.contract import ContractError
+from trainops.runtime.environment import env_value, network_environment, script_environment
+from trainops.runtime.host_facts import HostFacts
+
+RANK_MODULE = "trainops.runtime.rank"
+TORCH_LAUNCHER_MODULE = "trainops.runtime.torch_launcher"
+
+#: The ports the AWS TensorFlow toolkit gives the TF_CONFIG cluster on SageMaker (workers, parameter servers).
+TF_WORKER_PORT = 2222
+TF_PS_PORT = 2223
+
+#: Line prefix of each rank's output in local runs (``TRAINOPS_LOG_PREFIX`` overrides; empty disables).
+DEFAULT_LOCAL_LOG_PREFIX = "[{host} rank {rank}] "
+
+_TORCHRUN_TYPES = ("torch_distributed", "pytorchxla")
+_MPIRUN_TYPES = ("mpi", "pytorchddp")
+_PER_HOST_TYPES = ("parameter_server", "multi_worker_mirrored_strategy")
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """What to run on this host. ``argv`` is executed without a shell, with the parent's environment plus ``env``.
+
+    ``mode`` is ``plain`` (one process), ``torchrun``, ``mpirun`` (this host starts every rank of the job) or
+    ``mpi_worker`` (another host's mpirun starts this host's ranks; ``argv`` is empty and the launcher waits).
+    """
+
+    mode: str
+    argv: list[str]
+    env: dict[str, str]
+    cwd: str
+    processes_per_host: int
+    world_size: int
+    node_rank: int
+    hosts: tuple[str, ...]
+    current_host: str
+    local: bool
+    record_dir: str
+    failure_path: str
+    success_path: str
+    wait_for_hosts: tuple[str, ...] = ()  # mpirun master: the worker hosts that must be ready first
+    coordination: str = ""  # local mpirun: the rendezvous name master and workers meet on
+    notes: list[str] = field(default_factory=list)  # human-readable remarks (e.g. smddprun not installed)
+
+    @property
+    def master_host(self) -> str:
+        return self.hosts[0]
+
+    def dry_run(self) -> dict[str, Any]:
+        """The plan as ``launch --dry-run`` prints it: ``{"argv": [...], "env": {...}}`` (env: only what the launch
+        adds or overrides, keys sorted)."""
+        return {"argv": list(self.argv), "env": {key: self.env[key] for key in sorted(self.env)}}
+
+
+def distribution_kind(distribution: dict[str, Any]) -> str:
+    """Which launcher a canonical distribution needs: ``torchrun``, ``mpirun``, ``per_host`` or ``plain``."""
+    kind = distribution["type"]
+    if kind in _TORCHRUN_TYPES:
+        return "torchrun"
+    if kind in _MPIRUN_TYPES:
+        return "mpirun"
+    if kind in ("smddp", "smp"):
+        return str(distribution["launcher"])
+    if kind in _PER_HOST_TYPES:
+        return "per_host"
+    return "plain"
+
+
+def is_neuron_host(config: LaunchConfig, facts: HostFacts) -> bool:
+    """Whether this host trains on Trainium: NeuronCores detected, or a Neuron instance type and no GPUs."""
+    instance = catalog.lookup(config.instance_type)
+    return facts.neuron_cores > 0 or (facts.gpus == 0 and instance is not None and instance.accelerator == "neuron")
+
+
+def processes_per_host(config: LaunchConfig, facts: HostFacts) -> int:
+    """Ranks per host: ``TRAINOPS_PROCESSES_PER_HOST``, else the distribution's ``processes_per_host``, else one per
+    GPU, else one per NeuronCore, else 1. Plain and TF_CONFIG launches always run one process per host."""
+    kind = distribution_kind(config.distribution)
+    if kind in ("plain", "per_host"):
+        return 1
+    if config.processes_per_host_override:
+        return config.processes_per_host_override
+    configured = config.distribution.get("processes_per_host")
+    if configured:
+        return int(configured)
+    return facts.gpus or facts.neuron_cores or 1
+
+
+def rank_command(config: LaunchConfig) -> list[str]:
+    """How one rank starts the user's script: under the rank wrapper, with the script's ``--key value`` arguments."""
+    return [config.python, "-m", RANK_MODULE, config.entry_point, *config.script_arguments]
+
+
+def _pythonpath(config: LaunchConfig, facts: HostFacts) -> str:
+    # The code directory first (sibling modules import, as with the toolkit), trainops where the ranks would not
+    # find it otherwise, then whatever the parent had: nothing of the parent's is dropped.
+    entries = [config.code_dir]
+    if facts.runtime_path:
+        entries.append(facts.runtime_path)
+    entries += [entry for entry in config.inherited_pythonpath.split(os.pathsep) if entry]
+    unique: list[str] = []
+    for entry in entries:
+        if entry not in unique:
+            unique.append(entry)
+    return os.pathsep.join(unique)
+
+
+def common_environment(config: LaunchConfig, facts: HostFacts, mode: str, processes: int) -> dict[str, str]:
+    """The additions every mode shares: the ``SM_*`` variables, EFA/NCCL settings, and the ``TRAINOPS_*`` variables
+    the rank wrapper and ``trainops.runtime.init()`` read (docs/contracts.md, section 3)."""
+    env = script_environment(config, facts.gpus, facts.neuron_cores, facts.cpus)
+    env.update(network_environment(config))
+    env.update({
+        "PYTHONPATH": _pythonpath(config, facts),
+        "PYTHONUNBUFFERED": "1",
+        "TRAINOPS_BASE_DIR": config.base_dir,
+        "TRAINOPS_DISTRIBUTION": env_value(config.distribution),
+        "TRAINOPS_LAUNCH_MODE": mode,
+        "TRAINOPS_NODE_RANK": str(config.node_rank),
+        "TRAINOPS_PROCESSES_PER_HOST": str(processes),
+        "TRAINOPS_RECORD_DIR": config.record_dir,
+    })
+    if config.local and config.log_prefix is None:
+        env["TRAINOPS_LOG_PREFIX"] = DEFAULT_LOCAL_LOG_PREFIX
+    return env
+
+
+def _base_plan(config: LaunchConfig, mode: str, argv: list[str], env: dict[str, str], processes: int,
+               world_size: int | None = None, **extra: Any) -> LaunchPlan:
+    return LaunchPlan(
+        mode=mode, argv=argv, env=env, cwd=config.code_dir, processes_per_host=processes,
+        world_size=processes * len(config.hosts) if world_size is None else world_size,
+        node_rank=config.node_rank, hosts=config.hosts,
+        current_host=config.current_host, local=config.local, record_dir=config.record_dir,
+        failure_path=config.failure_path, success_path=config.success_path, **extra)
+
+
+def _require_python_script(config: LaunchConfig, launcher: str) -> None:
+    if not config.entry_point.endswith(".py"):
+        raise ContractError(f"entry point {os.path.basename(config.entry_point)!r}: {launcher} launches Python "
+                            "scripts only; use a .py entry point")
+
+
+def torchrun_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
+    """torchrun with static rendezvous: ``--nnodes``, ``--nproc_per_node`` and, with more than one host, the master
+    (first host; locally its ``TRAINOPS_HOST_ADDRESSES`` entry), ``--master_port`` (7777 or
+    ``TRAINOPS_MASTER_PORT``) and ``--node_rank``. Trainium adds the ``neuron_parallel_compile`` prefix on request."""
+    _require_python_script(config, "torchrun")
+    processes = processes_per_host(config, facts)
+    env = common_environment(config, facts, "torchrun", processes)
+    if config.distribution["type"] == "pytorchxla":
+        env["PJRT_DEVICE"] = "CUDA" if facts.gpus else ("NEURON" if is_neuron_host(config, facts) else "CPU")
+    argv: list[str] = []
+    if config.neuron_parallel_compile and is_neuron_host(config, facts):
+        argv.append("neuron_parallel_compile")
+    argv += [config.python, "-m", TORCH_LAUNCHER_MODULE, "--nnodes", str(len(config.hosts)),
+             "--nproc_per_node", str(processes)]
+    if len(config.hosts) > 1:
+        argv += ["--master_addr", config.address_of(config.master_host), "--master_port",
+                 str(config.rendezvous_port), "--node_rank", str(config.node_rank)]
+    # torchrun runs the wrapper as a module (-m); the wrapper then runs the user's script in-process.
+    argv += ["-m", RANK_MODULE, config.entry_point, *config.script_arguments]
+    return _base_plan(config, "torchrun", argv, env, processes)
+
+
+def tf_config(config: LaunchConfig) -> dict[str, Any]:
+    """The TensorFlow cluster spec for this host (the AWS TensorFlow toolkit's shape). Parameter server: the first
+    host is ``master``, the others ``worker``, every host also runs a ``ps`` task when there are several hosts.
+    MultiWorkerMirroredStrategy: every host is a ``worker``. Locally, ports are derived from
+    ``TRAINOPS_MASTER_PORT`` so simulated hosts on one machine do not collide."""
+    hosts = list(config.hosts)
+    count = len(hosts)
+    if config.local and config.master_port is not None:
+        worker_ports = {host: config.master_port + 1 + index for index, host in enumerate(hosts)}
+        ps_ports = {host: config.master_port + 1 + count + index for index, host in enumerate(hosts)}
+    else:
+        worker_ports = {host: TF_WORKER_PORT for host in hosts}
+        ps_ports = {host: TF_PS_PORT for host in hosts}
+
+    def addresses(names: list[str], ports: dict[str, int]) -> list[str]:
+        return [f"{config.address_of(name)}:{ports[name]}" for name in names]
+
+    if config.distribution["type"] == "multi_worker_mirrored_strategy":
+        return {"cluster": {"worker": addresses(hosts, worker_ports)},
+                "task": {"type": "worker", "index": config.node_rank}}
+    cluster: dict[str, Any] = {"master": addresses(hosts[:1], worker_ports)}
+    if count > 1:
+        cluster["worker"] = addresses(hosts[1:], worker_ports)
+        cluster["ps"] = addresses(hosts, ps_ports)
+    if config.is_master:
+        task = {"type": "master", "index": 0}
+    else:
+        task = {"type": "worker", "index": hosts[1:].index(config.current_host)}
+    return {"cluster": cluster, "environment": "cloud", "task": task}
+
+
+def plain_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
+    """One process on this host: the script under the rank wrapper (or run directly when it is not Python), with
+    ``TF_CONFIG`` for the TensorFlow strategies."""
+    kind = distribution_kind(config.distribution)
+    env = common_environment(config, facts, "plain", 1)
+    if kind == "per_host":
+        env["TF_CONFIG"] = env_value(tf_config(config))
+    if config.entry_point.endswith(".py"):
+        argv = rank_command(config)
+    else:
+        argv = [config.entry_point, *config.script_arguments]
+    # Without a distribution each host runs on its own: the world of one process is that process.
+    return _base_plan(config, "plain", argv, env, 1, world_size=len(config.hosts) if kind == "per_host" else 1)
+
+
+def build_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
+    """The launch plan for this host: pure, from the config and the host facts. Raises
+    :class:`~trainops.runtime.contract.ContractError` when the contract asks for something that cannot be launched
+    (e.g. custom MPI options with shell metacharacters, a torchrun job whose entry point is not Python)."""
+    kind = distribution_kind(config.distribution)
+    if kind == "torchrun":
+        return torchrun_plan(config, facts)
+    if kind == "mpirun":
+        from trainops.runtime.mpi_plan import mpirun_plan
+
+        return mpirun_plan(config, facts)
+    return plain_plan(config, facts)
+
+
+def plan_as_json(plan: LaunchPlan) -> str:
+    """The dry-run JSON text of a plan (one object, keys of ``env`` sorted)."""
+    return json.dumps(plan.dry_run(), indent=2)

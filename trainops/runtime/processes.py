@@ -1,0 +1,123 @@
+"""Process bookkeeping for the launcher and the rank wrapper: is a pid still the process we started, signal it and
+its process group, and ask the kernel to signal us when our parent dies. Linux first (``/proc``, ``prctl``), with
+harmless fallbacks elsewhere. Standard library only.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+_PR_SET_PDEATHSIG = 1
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """When a process started (clock ticks since boot, ``/proc/<pid>/stat`` field 22), to tell a pid from a reused
+    one; None when the process does not exist or ``/proc`` is not there."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return None
+    # The command name (field 2) may hold spaces and parentheses: the fields that follow start after the last ')'.
+    fields = text[text.rfind(")") + 2:].split()
+    try:
+        return int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
+def _is_zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            text = handle.read()
+    except OSError:
+        return False
+    fields = text[text.rfind(")") + 2:].split()
+    return bool(fields) and fields[0] in ("Z", "X")
+
+
+def is_alive(pid: int, start_ticks: int | None = None) -> bool:
+    """Whether ``pid`` runs and, when ``start_ticks`` is given, is still the same process (not a reused pid).
+    Zombies (exited, not yet reaped) count as gone."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        pass
+    if _is_zombie(pid):
+        return False
+    if start_ticks is not None:
+        current = process_start_ticks(pid)
+        if current is not None and current != start_ticks:
+            return False
+    return True
+
+
+def signal_group(pgid: int, signum: int) -> bool:
+    """Send a signal to a whole process group; False when the group is gone."""
+    if pgid <= 1:
+        return False
+    try:
+        os.killpg(pgid, signum)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def signal_process(pid: int, signum: int, start_ticks: int | None = None, group: bool = True) -> bool:
+    """Signal a process we started (checked against ``start_ticks``), and its whole group when it leads one (torchrun
+    and Open MPI start every rank as a group leader, so the rank's own children go too)."""
+    if not is_alive(pid, start_ticks):
+        return False
+    if group:
+        try:
+            if os.getpgid(pid) == pid:
+                return signal_group(pid, signum)
+        except ProcessLookupError:
+            return False
+    try:
+        os.kill(pid, signum)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+def set_parent_death_signal(signum: int = signal.SIGTERM) -> bool:
+    """Ask Linux to send ``signum`` to this process when its parent dies (``prctl(PR_SET_PDEATHSIG)``), so a rank or
+    an agent never outlives a launcher that was killed outright. False where unsupported."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_PDEATHSIG, int(signum), 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def parent_death_signal_setter(signum: int = signal.SIGTERM):
+    """A ``preexec_fn`` for ``subprocess.Popen`` that sets the parent-death signal in the child. The C function is
+    looked up here, in the parent, so the child only makes one call between fork and exec."""
+    try:
+        import ctypes
+
+        prctl = ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+    number = int(signum)
+
+    def set_signal() -> None:
+        prctl(_PR_SET_PDEATHSIG, number, 0, 0, 0)
+
+    return set_signal
+
+
+def signal_name(signum: int) -> str:
+    """``SIGKILL`` for 9, and so on; ``signal N`` for numbers Python does not name."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"

@@ -1,0 +1,120 @@
+"""Per-rank records: how each rank of a host started and ended, read back by the launcher to name the root cause.
+
+Each rank's wrapper (:mod:`trainops.runtime.rank`) keeps two files in the host's record directory
+(``output/ranks/``, docs/contracts.md, section 4):
+
+- ``rank-<R>.json``: ``{"rank", "local_rank", "host", "pid", "start_ticks", "started_at", "state": "running"}`` when
+  the rank starts, replaced atomically by ``state: "exited"`` with ``exit_code``, ``ended_at``, ``reason`` and
+  ``exception`` (one line) when the script ends. A rank killed by a signal never gets to write its end: its record
+  stays ``running`` and the launcher tells what happened from what it (or torchrun, or mpirun) observed.
+- ``rank-<R>.stderr``: the last part of the rank's stderr (bounded), written as it goes, so it survives a SIGKILL.
+
+Standard library only, and small: every rank imports it before the user's script starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Iterable
+
+RECORD_PREFIX = "rank-"
+
+#: The tail file is cut back to TAIL_KEEP_BYTES whenever it grows past TAIL_LIMIT_BYTES.
+TAIL_LIMIT_BYTES = 256 * 1024
+TAIL_KEEP_BYTES = 64 * 1024
+
+
+def record_path(record_dir: str, rank: int) -> str:
+    """The record file of one rank."""
+    return os.path.join(record_dir, f"{RECORD_PREFIX}{rank}.json")
+
+
+def tail_path(record_dir: str, rank: int) -> str:
+    """The stderr tail file of one rank."""
+    return os.path.join(record_dir, f"{RECORD_PREFIX}{rank}.stderr")
+
+
+def write_record(record_dir: str, record: dict[str, Any]) -> None:
+    """Write a rank's record atomically (a temporary name, then rename): readers never see half a record."""
+    os.makedirs(record_dir, exist_ok=True)
+    final = record_path(record_dir, int(record["rank"]))
+    temporary = f"{final}.{os.getpid()}.tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump(record, handle)
+    os.replace(temporary, final)
+
+
+def read_records(record_dirs: Iterable[str]) -> list[dict[str, Any]]:
+    """Every rank record found in the given directories (unreadable or half-written files are skipped), sorted by
+    rank."""
+    found: dict[int, dict[str, Any]] = {}
+    for directory in record_dirs:
+        try:
+            names = os.listdir(directory)
+        except OSError:
+            continue
+        for name in names:
+            if not (name.startswith(RECORD_PREFIX) and name.endswith(".json")):
+                continue
+            try:
+                with open(os.path.join(directory, name), encoding="utf-8") as handle:
+                    record = json.load(handle)
+                record["record_dir"] = directory
+                found[int(record["rank"])] = record
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+    return [found[rank] for rank in sorted(found)]
+
+
+def read_tail(record_dir: str, rank: int, lines: int = 40) -> list[str]:
+    """The last ``lines`` lines of a rank's stderr tail file (empty when there is none)."""
+    try:
+        with open(tail_path(record_dir, rank), "rb") as handle:
+            handle.seek(0, os.SEEK_END)
+            size = handle.tell()
+            handle.seek(max(0, size - TAIL_KEEP_BYTES))
+            data = handle.read()
+    except OSError:
+        return []
+    text = data.decode("utf-8", errors="replace").replace("\r", "\n")
+    return [line for line in text.split("\n") if line.strip()][-lines:]
+
+
+def clear_records(record_dir: str) -> None:
+    """Remove the records and tails a previous launch left in this directory (a re-run in the same contract
+    directory must not inherit them)."""
+    try:
+        names = os.listdir(record_dir)
+    except OSError:
+        return
+    for name in names:
+        if name.startswith(RECORD_PREFIX) or name.endswith(".json"):
+            try:
+                os.remove(os.path.join(record_dir, name))
+            except OSError:
+                pass
+
+
+OBSERVED_FILE = "observed-failures.json"
+
+
+def write_observed(record_dir: str, launcher: str, failures: list[dict[str, Any]]) -> None:
+    """Keep what a launcher (torchrun's agent, mpirun) saw of failed ranks: ``[{"rank", "local_rank", "pid",
+    "exit_code", "timestamp"}]`` where ``exit_code`` is negative for a signal, as ``subprocess`` reports it."""
+    os.makedirs(record_dir, exist_ok=True)
+    final = os.path.join(record_dir, OBSERVED_FILE)
+    temporary = f"{final}.{os.getpid()}.tmp"
+    with open(temporary, "w", encoding="utf-8") as handle:
+        json.dump({"launcher": launcher, "failures": failures}, handle)
+    os.replace(temporary, final)
+
+
+def read_observed(record_dir: str) -> list[dict[str, Any]]:
+    """The failures a launcher recorded with :func:`write_observed` (empty when none)."""
+    try:
+        with open(os.path.join(record_dir, OBSERVED_FILE), encoding="utf-8") as handle:
+            failures = json.load(handle).get("failures", [])
+    except (OSError, ValueError, AttributeError):
+        return []
+    return [failure for failure in failures if isinstance(failure, dict)]
