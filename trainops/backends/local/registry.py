@@ -1,0 +1,318 @@
+"""A model registry in a directory: the local stand-in for the SageMaker Model Registry.
+
+Layout (one directory per model group, one per version)::
+
+    <registry>/<group>/.lock               the group's lock file (fcntl)
+    <registry>/<group>/.staging/           artifacts being copied in, before they get a version number
+    <registry>/<group>/v1/entry.json       the version's record (see `ModelVersion`)
+    <registry>/<group>/v1/model.tar.gz     a copy of the model artifact (a directory artifact is copied as model/)
+
+The artifact is copied into the registry, so a registered model survives its run directory being deleted. Several
+processes may register into one group at once: the copy happens outside the lock (it may be large), then, under the
+group's lock, the next version number is chosen and the staged directory is renamed to ``v<N>`` in one step. A
+version therefore appears complete or not at all, and no number is used twice. Approval updates rewrite
+``entry.json`` atomically (temporary file, then rename) under the same lock.
+
+The champion of a group is its latest Approved version, as in the SageMaker Model Registry.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import math
+import os
+import re
+import shutil
+import tempfile
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from trainops.errors import JobFailed, Problem, SpecError
+
+APPROVAL_STATUSES: tuple[str, ...] = ("Approved", "Rejected", "PendingManualApproval")
+ENTRY_FILE = "entry.json"
+LOCK_FILE = ".lock"
+STAGING_DIR = ".staging"
+# The SageMaker model package group rule, so a group name works on both backends.
+_GROUP_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
+_VERSION_DIR = re.compile(r"^v([1-9][0-9]*)$")
+
+
+def default_registry_dir() -> Path:
+    """``$TRAINOPS_HOME/registry`` (``TRAINOPS_HOME`` defaults to ``~/.trainops``), read when called so that a
+    changed environment takes effect."""
+    home = os.environ.get("TRAINOPS_HOME") or str(Path.home() / ".trainops")
+    return Path(home).expanduser().resolve() / "registry"
+
+
+def now_text() -> str:
+    """The current time, UTC, ISO 8601 to the second (how the registry records times)."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclass(frozen=True)
+class ModelVersion:
+    """One registered version of a model.
+
+    Attributes:
+        group: the model group (what the model is: ``digits-classifier``).
+        version: 1, 2, ... within the group, in order of registration.
+        approval_status: Approved, Rejected or PendingManualApproval.
+        model_artifact: the copy of the artifact inside the registry (absolute path).
+        source_artifact: where the artifact was registered from.
+        metrics: metric name -> number, from the evaluation.
+        spec: the job spec that produced the model, as JSON (None when not given).
+        created: registration time (UTC, ISO 8601).
+        description: free text.
+        job_name: the training job that produced the model.
+        approval_history: every approval change, oldest first: ``{"status", "time"}``.
+        path: the version's directory in the registry.
+    """
+
+    group: str
+    version: int
+    approval_status: str
+    model_artifact: str
+    source_artifact: str
+    metrics: dict[str, float]
+    created: str
+    spec: dict[str, Any] | None = None
+    description: str = ""
+    job_name: str | None = None
+    approval_history: list[dict[str, str]] = field(default_factory=list)
+    path: str = ""
+
+    def to_dict(self, include_spec: bool = True) -> dict[str, Any]:
+        """A JSON-able dict; ``include_spec=False`` leaves the (possibly long) spec out, for listings and XCom."""
+        data = asdict(self)
+        if not include_spec:
+            data.pop("spec")
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any], path: Path) -> ModelVersion:
+        """A version from its ``entry.json`` contents (unknown keys are ignored: newer writers may add some)."""
+        known = {name: data[name] for name in cls.__dataclass_fields__ if name in data and name != "path"}
+        # The artifact is stored relative to its version directory, so a registry can be moved or copied whole.
+        known["model_artifact"] = str(path / str(known.get("model_artifact", "")))
+        return cls(**known, path=str(path))
+
+    def stored(self) -> dict[str, Any]:
+        """The ``entry.json`` contents: as `to_dict`, with the artifact relative to the version directory and no
+        path (both are derived from where the entry lies)."""
+        data = self.to_dict()
+        data.pop("path")
+        data["model_artifact"] = Path(self.model_artifact).name
+        return data
+
+
+def check_group(group: Any, field_name: str = "group") -> str:
+    """A valid group name, or `SpecError` naming the field: 1-63 letters, digits and hyphens, as SageMaker requires."""
+    if not isinstance(group, str) or not _GROUP_PATTERN.match(group):
+        raise SpecError(Problem(field_name, f"{group!r} is not a model group name; use 1-63 letters, digits and "
+                                            f"hyphens, starting with a letter or digit (e.g. digits-classifier)"),
+                        source="registry")
+    return group
+
+
+def check_approval(status: Any, field_name: str = "approval") -> str:
+    """A valid approval status, or `SpecError` listing the valid ones."""
+    if status not in APPROVAL_STATUSES:
+        raise SpecError(Problem(field_name, f"{status!r} is not an approval status; use one of "
+                                            f"{', '.join(APPROVAL_STATUSES)}"), source="registry")
+    return status
+
+
+def check_metrics(metrics: Any, field_name: str = "metrics") -> dict[str, float]:
+    """Metrics as a dict of name -> finite number, or `SpecError` naming the first wrong entry."""
+    if not isinstance(metrics, Mapping):
+        raise SpecError(Problem(field_name, "give the evaluation's metrics as a mapping of name -> number"),
+                        source="registry")
+    checked: dict[str, float] = {}
+    for name, value in metrics.items():
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise SpecError(Problem(f"{field_name}.{name}", f"{value!r} is not a finite number"), source="registry")
+        checked[str(name)] = value
+    return checked
+
+
+def _write_json_atomically(path: Path, data: Any) -> None:
+    """Write JSON to a temporary file beside ``path``, flush it to disk, then rename it over ``path``: a reader sees
+    the old contents or the new, never half of them."""
+    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",
+                                         suffix=".tmp", delete=False)
+    try:
+        with handle:
+            json.dump(data, handle, indent=2, sort_keys=True)
+            handle.write("\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(handle.name, path)
+    except BaseException:
+        Path(handle.name).unlink(missing_ok=True)
+        raise
+
+
+class LocalRegistry:
+    """A model registry rooted at a directory (created on first registration).
+
+    Args:
+        root: the registry directory; default `default_registry_dir`.
+    """
+
+    def __init__(self, root: str | os.PathLike[str] | None = None):
+        self.root = Path(root).expanduser().resolve() if root is not None else default_registry_dir()
+
+    def __repr__(self) -> str:
+        return f"LocalRegistry({str(self.root)!r})"
+
+    def group_dir(self, group: str) -> Path:
+        """The directory of a group (whether or not it exists)."""
+        return self.root / check_group(group)
+
+    @contextlib.contextmanager
+    def _locked(self, group: str) -> Iterator[Path]:
+        """Hold the group's exclusive lock (blocking until other processes release it); yields the group directory."""
+        directory = self.group_dir(group)
+        directory.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX)
+            yield directory
+        finally:
+            # Closing the descriptor releases the lock, also when the body raised.
+            os.close(descriptor)
+
+    def groups(self) -> list[str]:
+        """Every group that has a directory in the registry, sorted."""
+        if not self.root.is_dir():
+            return []
+        return sorted(entry.name for entry in self.root.iterdir() if entry.is_dir() and _GROUP_PATTERN.match(entry.name))
+
+    def _version_numbers(self, directory: Path) -> list[int]:
+        if not directory.is_dir():
+            return []
+        numbers = []
+        for entry in directory.iterdir():
+            match = _VERSION_DIR.match(entry.name)
+            if match and (entry / ENTRY_FILE).is_file():
+                numbers.append(int(match.group(1)))
+        return sorted(numbers)
+
+    def _read(self, directory: Path) -> ModelVersion:
+        entry_path = directory / ENTRY_FILE
+        try:
+            data = json.loads(entry_path.read_text(encoding="utf-8"))
+            return ModelVersion.from_dict(data, directory)
+        except (OSError, ValueError, TypeError) as error:
+            raise JobFailed(f"registry entry {entry_path} cannot be read ({error}); restore it or remove {directory}") from error
+
+    def list(self, group: str | None = None) -> list[ModelVersion]:
+        """Every version of one group, or of every group, ordered by group then version."""
+        groups = [check_group(group)] if group is not None else self.groups()
+        versions = []
+        for name in groups:
+            directory = self.root / name
+            versions += [self._read(directory / f"v{number}") for number in self._version_numbers(directory)]
+        return versions
+
+    def get(self, group: str, version: int | None = None) -> ModelVersion:
+        """One version (the latest when ``version`` is None). Raises `SpecError` naming what exists when it does not."""
+        directory = self.group_dir(group)
+        numbers = self._version_numbers(directory)
+        if not numbers:
+            known = ", ".join(self.groups()) or "none"
+            raise SpecError(Problem("group", f"no model group {group!r} in {self.root} (groups: {known})"),
+                            source="registry")
+        chosen = numbers[-1] if version is None else version
+        if chosen not in numbers:
+            raise SpecError(Problem("version", f"{group} has no version {version!r} (versions: "
+                                               f"{', '.join(map(str, numbers))})"), source="registry")
+        return self._read(directory / f"v{chosen}")
+
+    def champion(self, group: str) -> ModelVersion | None:
+        """The latest Approved version of the group, or None (no group, or nothing approved yet)."""
+        approved = [entry for entry in self.list(group) if entry.approval_status == "Approved"]
+        return approved[-1] if approved else None
+
+    def register(
+        self,
+        *,
+        group: str,
+        model_artifact: str | os.PathLike[str],
+        metrics: Mapping[str, Any],
+        approval: str = "Approved",
+        spec: Mapping[str, Any] | None = None,
+        description: str = "",
+        job_name: str | None = None,
+    ) -> ModelVersion:
+        """Copy the artifact into the registry and record a new version of ``group``; return it.
+
+        Args:
+            model_artifact: a ``model.tar.gz`` (local path or ``file://``) or a model directory.
+            metrics: the evaluation's metrics (name -> number).
+            approval: Approved, Rejected or PendingManualApproval.
+            spec: the job spec that produced the model, as a JSON-able mapping.
+        """
+        from trainops.backends.local.evaluate import local_path
+
+        check_group(group)
+        check_approval(approval)
+        checked_metrics = check_metrics(metrics)
+        source = local_path(model_artifact, "model_artifact")
+        if not source.exists():
+            raise SpecError(Problem("model_artifact", f"{source} does not exist; give the training job's "
+                                                      f"model.tar.gz"), source="registry")
+        spec_data = None
+        if spec is not None:
+            try:
+                spec_data = json.loads(json.dumps(dict(spec)))
+            except (TypeError, ValueError) as error:
+                raise SpecError(Problem("spec", f"cannot be stored as JSON ({error})"), source="registry") from error
+        staging_root = self.group_dir(group) / STAGING_DIR
+        staging_root.mkdir(parents=True, exist_ok=True)
+        staged = Path(tempfile.mkdtemp(dir=staging_root))
+        try:
+            # The copy happens before taking the lock: a large model must not hold up other registrations.
+            if source.is_dir():
+                shutil.copytree(source, staged / "model", symlinks=False)
+                artifact_name = "model"
+            else:
+                artifact_name = source.name
+                shutil.copy2(source, staged / artifact_name)
+            created = now_text()
+            with self._locked(group) as directory:
+                numbers = self._version_numbers(directory)
+                version = (numbers[-1] if numbers else 0) + 1
+                final = directory / f"v{version}"
+                record = ModelVersion(
+                    group=group, version=version, approval_status=approval,
+                    model_artifact=str(final / artifact_name), source_artifact=str(source), metrics=checked_metrics,
+                    created=created, spec=spec_data, description=description, job_name=job_name,
+                    approval_history=[{"status": approval, "time": created}], path=str(final),
+                )
+                _write_json_atomically(staged / ENTRY_FILE, record.stored())
+                # One rename publishes the whole version: readers never see a version without its entry or artifact.
+                os.rename(staged, final)
+        except BaseException:
+            shutil.rmtree(staged, ignore_errors=True)
+            raise
+        return record
+
+    def set_approval(self, group: str, version: int, status: str) -> ModelVersion:
+        """Change a version's approval status (recorded in its history); return the updated version."""
+        check_approval(status, "status")
+        self.get(group, version)  # a clear error for an unknown group or version, before locking
+        with self._locked(group) as directory:
+            current = self._read(directory / f"v{version}")
+            if current.approval_status == status:
+                return current
+            history = [*current.approval_history, {"status": status, "time": now_text()}]
+            data = current.stored()
+            data.update(approval_status=status, approval_history=history)
+            _write_json_atomically(directory / f"v{version}" / ENTRY_FILE, data)
+        return self._read(directory / f"v{version}")
