@@ -145,7 +145,8 @@ class SMP(_MpiOptions, _Distribution):
         default="torchrun", alias="launcher", description="torchrun (SMP v2) or mpirun (SMP v1)."
     )
     parameters: dict[str, Any] = Field(default_factory=dict, description="The library's parameters (v2 or v1 keys).")
-    processes_per_host: ProcessesPerHost | None = None
+    processes_per_host: ProcessesPerHost | None = Field(
+        default=None, description="Ranks per host (default: the GPU count).")
 
     @property
     def version(self) -> int:
@@ -179,7 +180,8 @@ class MPI(_MpiOptions, _Distribution):
     """Plain MPI: mpirun starts `processes_per_host` ranks on every host."""
 
     type: Literal["mpi"] = "mpi"
-    processes_per_host: ProcessesPerHost | None = None
+    processes_per_host: ProcessesPerHost | None = Field(
+        default=None, description="Ranks per host; default: GPUs, else NeuronCores, else 1.")
 
     def _sdk_body(self) -> dict[str, Any]:
         mpi: dict[str, Any] = {"enabled": True}
@@ -253,11 +255,12 @@ TypedDistribution = Annotated[
 
 
 class _Enabled(CoreModel):
-    enabled: bool = False
+    enabled: bool = Field(default=False, description="Turns the strategy on.")
 
 
 class _SdkMpi(_MpiOptions, _Enabled):
-    processes_per_host: ProcessesPerHost | None = None
+    processes_per_host: ProcessesPerHost | None = Field(
+        default=None, description="Ranks mpirun starts per host; default: GPUs, else NeuronCores, else 1.")
 
 
 class _SdkDataParallel(_MpiOptions, _Enabled):
@@ -265,25 +268,32 @@ class _SdkDataParallel(_MpiOptions, _Enabled):
 
 
 class _SdkModelParallel(_Enabled):
-    parameters: dict[str, Any] = Field(default_factory=dict)
+    parameters: dict[str, Any] = Field(default_factory=dict, description="SMP parameters (v2 or v1 keys).")
 
 
 class _SdkSmdistributed(CoreModel):
-    dataparallel: _SdkDataParallel | None = None
-    modelparallel: _SdkModelParallel | None = None
+    dataparallel: _SdkDataParallel | None = Field(
+        default=None, description="SMDDP: {enabled, custom_mpi_options}.")
+    modelparallel: _SdkModelParallel | None = Field(
+        default=None, description="SMP: {enabled, parameters}; with torch_distributed (v2) or mpi (v1).")
 
 
 class SdkDistribution(CoreModel):
     """The SageMaker Python SDK's `distribution` dict, with every key the SDK knows."""
 
-    pytorchddp: _Enabled | None = None
-    torch_distributed: _Enabled | None = None
-    smdistributed: _SdkSmdistributed | None = None
-    mpi: _SdkMpi | None = None
-    parameter_server: _Enabled | None = None
-    pytorchxla: _Enabled | None = None
-    multi_worker_mirrored_strategy: _Enabled | None = None
-    instance_groups: list[str] | None = None
+    pytorchddp: _Enabled | None = Field(default=None, description="PyTorch DDP with SMDDP, launched by mpirun.")
+    torch_distributed: _Enabled | None = Field(
+        default=None, description="torchrun (GPU or Trainium); with smdistributed: SMP v2 or SMDDP AllGather.")
+    smdistributed: _SdkSmdistributed | None = Field(
+        default=None, description="The SageMaker libraries: dataparallel (SMDDP) or modelparallel (SMP).")
+    mpi: _SdkMpi | None = Field(
+        default=None, description="mpirun: {enabled, processes_per_host, custom_mpi_options}; with SMP: v1.")
+    parameter_server: _Enabled | None = Field(default=None, description="TensorFlow parameter servers.")
+    pytorchxla: _Enabled | None = Field(default=None, description="PyTorch/XLA multi-worker (Training Compiler).")
+    multi_worker_mirrored_strategy: _Enabled | None = Field(
+        default=None, description="TensorFlow MultiWorkerMirroredStrategy.")
+    instance_groups: list[str] | None = Field(
+        default=None, description="The instance group that runs the distribution (heterogeneous clusters).")
 
     def _enabled(self, name: str) -> bool:
         section = getattr(self, name)

@@ -53,8 +53,9 @@ class TrainingInput(CoreModel):
     input_mode: Literal["File", "FastFile", "Pipe"] | None = Field(
         default=None, description="Overrides the job's input_mode for this channel."
     )
-    content_type: str | None = Field(default=None, max_length=256)
-    s3_data_type: Literal["S3Prefix", "ManifestFile", "AugmentedManifestFile"] = "S3Prefix"
+    content_type: str | None = Field(default=None, max_length=256, description="MIME type of the channel's data.")
+    s3_data_type: Literal["S3Prefix", "ManifestFile", "AugmentedManifestFile"] = Field(
+        default="S3Prefix", description="What s3_data names: a prefix or a manifest file.")
 
     @field_validator("s3_data")
     @classmethod
@@ -70,10 +71,10 @@ class FileSystemInput(CoreModel):
     """The SDK's `FileSystemInput`: FSx for Lustre or EFS mounted into the training containers (needs VpcConfig)."""
 
     file_system_id: str = Field(description="fs-... id of the file system.")
-    file_system_type: Literal["FSxLustre", "EFS"] = "FSxLustre"
+    file_system_type: Literal["FSxLustre", "EFS"] = Field(default="FSxLustre", description="FSx for Lustre or EFS.")
     directory_path: str = Field(description="For FSx for Lustre: /<mount name>/<path>; for EFS: /<path>.")
-    file_system_access_mode: Literal["ro", "rw"] = "ro"
-    content_type: str | None = Field(default=None, max_length=256)
+    file_system_access_mode: Literal["ro", "rw"] = Field(default="ro", description="Read-only or read-write mount.")
+    content_type: str | None = Field(default=None, max_length=256, description="MIME type of the channel's data.")
 
     @field_validator("file_system_id")
     @classmethod

@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from trainops.spec.base import (
     CHANNEL_NAME,
@@ -25,6 +25,7 @@ from trainops.spec.base import (
     SUBNET_ID,
     CoreModel,
     raise_problems,
+    relocated,
 )
 from trainops.spec.distribution import (
     Distribution,
@@ -34,24 +35,44 @@ from trainops.spec.distribution import (
 )
 from trainops.spec.inputs import ChannelInput, FileSystemInput, TrainingInput, check_data_uri, normalise_channel
 
-VERSION = re.compile(r"^\d+(\.\d+){0,2}$")
-PY_VERSION = re.compile(r"^py3\d{0,2}$")
+VERSION = re.compile(r"^\d+(\.\d+){0,2}\Z")
+PY_VERSION = re.compile(r"^py3\d{0,2}\Z")
 MAX_RUN_LIMIT = 28 * 24 * 3600  # SageMaker's MaxRuntimeInSeconds ceiling without a quota increase
+# Validation-context keys (see `trainops.spec.loader.parse_job_spec`): rules to skip because a field they read was
+# invalid, and a flag saying the cross-field rules ran.
+SKIP_RULES_READING = "trainops_skip_rules_reading"
+RULES_RAN = "trainops_rules_ran"
+
+
+# What YAML gives for `team: vision` or `OMP_NUM_THREADS: 4`: both mappings accept scalars and store them as text.
+_SCALAR_MAPPING = {"type": "object", "additionalProperties": {"type": ["string", "number", "boolean"]}}
+
+
+def _also_accepts(*alternatives: dict[str, Any]) -> Any:
+    """A JSON Schema hook: the field's generated schema, or one of `alternatives` (input the validators convert)."""
+    def extend(schema: dict[str, Any]) -> None:
+        kept = {key: schema.pop(key) for key in ("title", "description", "default") if key in schema}
+        generated = dict(schema)
+        schema.clear()
+        schema.update(kept)
+        schema["anyOf"] = [generated, *alternatives]
+
+    return extend
 
 
 class Tag(CoreModel):
     """A resource tag, as the SageMaker API and SDK spell it."""
 
-    key: str = Field(alias="Key", min_length=1, max_length=128)
-    value: str = Field(alias="Value", max_length=256)
+    key: str = Field(alias="Key", min_length=1, max_length=128, description="Tag key.")
+    value: str = Field(alias="Value", max_length=256, description="Tag value.")
 
 
 class InstanceGroup(CoreModel):
     """One group of a heterogeneous cluster (the SDK's `InstanceGroup`)."""
 
-    instance_group_name: str = Field(min_length=1, max_length=64, pattern=r"^.+$")
-    instance_type: str
-    instance_count: int = Field(ge=1, le=1000)
+    instance_group_name: str = Field(min_length=1, max_length=64, pattern=r"^.+$", description="Name of the group.")
+    instance_type: str = Field(description="e.g. ml.p4d.24xlarge.")
+    instance_count: int = Field(ge=1, le=1000, description="Hosts in the group.")
 
 
 class JobSpec(CoreModel):
@@ -59,7 +80,8 @@ class JobSpec(CoreModel):
 
     name: str | None = Field(default=None, description="Base job name; a timestamp or a stable hash is appended.")
     role: str | None = Field(default=None, description="IAM role ARN SageMaker assumes (sagemaker backend).")
-    region: str | None = Field(default=None, description="AWS region, e.g. us-east-1 (default: boto3's).")
+    region: str | None = Field(default=None, description="AWS region, e.g. us-east-1 (default: --region, then "
+                               "AWS_REGION or AWS_DEFAULT_REGION).")
     image_uri: str | None = Field(default=None, max_length=255, description="Training image; default: the AWS DLC.")
     framework: Literal["pytorch", "tensorflow"] = Field(default="pytorch", description="Deep-learning framework.")
     framework_version: str | None = Field(default=None, description="Framework version, e.g. 2.3.0.")
@@ -69,14 +91,17 @@ class JobSpec(CoreModel):
     launcher: Literal["trainops", "toolkit"] = Field(
         default="trainops", description="Who launches the ranks in the container: the trainops runtime or the "
         "image's own SageMaker training toolkit.")
-    instance_type: str | None = Field(default=None, description="e.g. ml.p4d.24xlarge; local and local_gpu too.")
+    instance_type: str | None = Field(default=None, description="e.g. ml.p4d.24xlarge; required unless "
+                                      "instance_groups is given; local and local_gpu run on this machine.")
     instance_count: int = Field(default=1, ge=1, le=1000, description="Number of hosts.")
     instance_groups: list[InstanceGroup] | None = Field(
         default=None, description="Heterogeneous cluster instead of instance_type/instance_count.")
     distribution: DistributionInput = Field(
-        default_factory=NoDistribution,
+        default_factory=NoDistribution, json_schema_extra=_also_accepts({"type": "null"}),
         description="SDK dict form ({smdistributed: {dataparallel: {enabled: true}}}) or typed form ({type: smddp}).")
-    hyperparameters: dict[str, Any] = Field(default_factory=dict, description="Passed to the script as --key value.")
+    hyperparameters: dict[str, Any] = Field(
+        default_factory=dict, description="Passed to the script as --key value, each value JSON-encoded (the SDK's "
+        "encoding); names that look like secrets are refused.")
     inputs: dict[str, ChannelInput] = Field(
         default_factory=dict, description="Channel name -> s3:// URI, TrainingInput fields or FileSystemInput fields.")
     input_mode: Literal["File", "FastFile", "Pipe"] = Field(default="File", description="Default channel mode.")
@@ -95,16 +120,19 @@ class JobSpec(CoreModel):
                                                      description="Warm pool keep-alive.")
     checkpoint_s3_uri: str | None = Field(default=None, description="s3:// prefix synced with checkpoint_local_path.")
     checkpoint_local_path: str | None = Field(default=None, description="Default /opt/ml/checkpoints.")
-    environment: dict[str, str] = Field(default_factory=dict, description="Environment variables of the container.")
+    environment: dict[str, str] = Field(
+        default_factory=dict, json_schema_extra=_also_accepts(_SCALAR_MAPPING), description="Environment variables of the container; values of secret-looking names "
+        "are masked in trainops output.")
     enable_network_isolation: bool = Field(default=False, description="No outbound network from the container.")
     encrypt_inter_container_traffic: bool = Field(default=False, description="Encrypt traffic between hosts.")
-    tags: list[Tag] = Field(default_factory=list, description="[{Key, Value}] or a mapping.")
+    tags: list[Tag] = Field(default_factory=list, json_schema_extra=_also_accepts(_SCALAR_MAPPING),
+                            description="[{Key, Value}] or a mapping.")
 
     # --- single-field checks ---------------------------------------------------------------------------------
     @field_validator("name")
     @classmethod
     def _name(cls, value: str | None) -> str | None:
-        if value is not None and not JOB_NAME.match(value):
+        if value is not None and (len(value) > 63 or not JOB_NAME.match(value)):
             raise ValueError(
                 f"{value!r} is not a valid job name: 1-63 letters, digits and hyphens, starting and ending with a "
                 "letter or digit")
@@ -141,12 +169,12 @@ class JobSpec(CoreModel):
     @field_validator("subnets")
     @classmethod
     def _subnets(cls, value: list[str] | None) -> list[str] | None:
-        return _ids(value, SUBNET_ID, "subnet id (subnet-...)", 16)
+        return _ids(value, SUBNET_ID, "subnet id", "subnet-", 16)
 
     @field_validator("security_group_ids")
     @classmethod
     def _security_groups(cls, value: list[str] | None) -> list[str] | None:
-        return _ids(value, SECURITY_GROUP_ID, "security group id (sg-...)", 5)
+        return _ids(value, SECURITY_GROUP_ID, "security group id", "sg-", 5)
 
     @field_validator("output_path")
     @classmethod
@@ -217,22 +245,48 @@ class JobSpec(CoreModel):
     @classmethod
     def _tags(cls, value: Any) -> Any:
         if isinstance(value, dict):
-            value = [{"Key": key, "Value": item} for key, item in value.items()]
+            # YAML reads `team: 7` or `cost-center: 2024` as numbers; tag values are text.
+            value = [{"Key": key, "Value": _scalar_text(item)} for key, item in value.items()]
         if isinstance(value, list) and len(value) > 50:
             raise ValueError(f"has {len(value)} tags; SageMaker allows at most 50")
         return value
 
-    @field_validator("distribution", mode="after")
+    @field_validator("distribution", mode="wrap")
     @classmethod
-    def _typed_distribution(cls, value: Any) -> Distribution:
-        return value.to_typed() if isinstance(value, SdkDistribution) else value
+    def _typed_distribution(cls, value: Any, handler: Any) -> Distribution:
+        """Either spelling in, the typed variant out; errors at the path the user wrote (no union tags)."""
+        if value is None:
+            value = {}
+        if not isinstance(value, (dict, Distribution, SdkDistribution)):
+            raise ValueError(
+                f"must be a mapping, got {type(value).__name__}: the SDK form, e.g. "
+                "{smdistributed: {dataparallel: {enabled: true}}}, or the typed form, e.g. {type: smddp}")
+        try:
+            parsed = handler(value)
+        except ValidationError as error:
+            raise relocated(error, _without_distribution_tag) from None
+        return parsed.to_typed() if isinstance(parsed, SdkDistribution) else parsed
+
+    @field_validator("inputs", mode="wrap")
+    @classmethod
+    def _inputs_without_tags(cls, value: Any, handler: Any) -> dict[str, Any]:
+        try:
+            return handler(value)
+        except ValidationError as error:
+            raise relocated(error, _without_channel_tag) from None
 
     # --- rules across fields ---------------------------------------------------------------------------------
     @model_validator(mode="after")
-    def _cross_field_rules(self) -> "JobSpec":
+    def _cross_field_rules(self, info: ValidationInfo) -> "JobSpec":
         from trainops.spec.rules import all_problems
 
-        raise_problems("JobSpec", all_problems(self), self.model_dump(mode="json", by_alias=True))
+        context = info.context if isinstance(info.context, dict) else None
+        skip = frozenset(context.get(SKIP_RULES_READING, ())) if context else frozenset()
+        if context is not None:
+            context[RULES_RAN] = True
+        problems = all_problems(self, skip=skip)
+        if problems:
+            raise_problems("JobSpec", problems, self.model_dump(mode="json", by_alias=True))
         return self
 
     # --- derived views ---------------------------------------------------------------------------------------
@@ -274,7 +328,31 @@ class JobSpec(CoreModel):
         return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-def _ids(values: list[str] | None, pattern: re.Pattern, what: str, limit: int) -> list[str] | None:
+def _scalar_text(value: Any) -> Any:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return str(value)
+    return value
+
+
+def _without_distribution_tag(loc: tuple) -> tuple:
+    # pydantic's locations: ("sdk", "smdistributed", ...) or ("typed", "smddp", "custom_mpi_options").
+    if loc[:1] == ("sdk",):
+        return loc[1:]
+    if loc[:1] == ("typed",):
+        return loc[2:]
+    return loc
+
+
+def _without_channel_tag(loc: tuple) -> tuple:
+    # pydantic's locations: (<channel>, "s3" | "uri" | "file_system", ...).
+    if len(loc) >= 2 and loc[1] in ("uri", "s3", "file_system"):
+        return loc[:1] + loc[2:]
+    return loc
+
+
+def _ids(values: list[str] | None, pattern: re.Pattern, what: str, prefix: str, limit: int) -> list[str] | None:
     if values is None:
         return None
     if not values:
@@ -283,7 +361,9 @@ def _ids(values: list[str] | None, pattern: re.Pattern, what: str, limit: int) -
         raise ValueError(f"has {len(values)} entries; SageMaker allows at most {limit}")
     bad = [value for value in values if not pattern.match(value)]
     if bad:
-        raise ValueError(f"{bad} {'is not a' if len(bad) == 1 else 'are not'} {what}")
+        shown = ", ".join(repr(value) for value in bad)
+        verb = f"is not a {what}" if len(bad) == 1 else f"are not {what}s"
+        raise ValueError(f"{shown} {verb} ({prefix} followed by 8-17 hexadecimal digits)")
     if len(set(values)) != len(values):
         raise ValueError("lists the same id twice")
     return values

@@ -9,7 +9,8 @@ from __future__ import annotations
 import difflib
 import json
 from pathlib import Path
-from typing import Any, Iterable
+from types import UnionType
+from typing import Annotated, Any, Iterable, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -63,7 +64,7 @@ def parse_text(text: str, source: str = "document") -> Any:
     """Parse YAML (JSON is YAML too, but is read by the json module when it looks like JSON, for exact errors)."""
     stripped = text.lstrip()
     if not stripped:
-        raise SpecError(f"{source} is empty: write the spec as YAML or JSON (see trainops schema)")
+        raise SpecError(f"{source} is empty: write the spec as YAML or JSON (see trainops schema)", source)
     try:
         if stripped[0] in "{[":
             try:
@@ -117,28 +118,88 @@ def read_document(path: str | Path) -> Any:
     return parse_text(text, source)
 
 
+def _field_key(name: str, field: Any) -> str:
+    return field.alias or name
+
+
 def _known_fields(model: type[BaseModel] | None) -> list[str]:
-    return sorted(model.model_fields) if model else []
+    """The keys a spec file may use for `model` (aliases where a field has one, as the schema shows them)."""
+    return sorted(_field_key(name, field) for name, field in model.model_fields.items()) if model else []
 
 
-def _model_at(model: type[BaseModel], path: list[str]) -> type[BaseModel] | None:
-    """Best effort: the nested model class a path leads to, to list its known keys in messages."""
-    from typing import get_args
+def _field(model: type[BaseModel], key: str) -> Any:
+    for name, field in model.model_fields.items():
+        if key in (name, field.alias):
+            return field
+    return None
 
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
+
+
+def _members(annotation: Any) -> list[Any]:
+    """The alternatives of a (possibly annotated, possibly nested) union; a lone type is its own alternative."""
+    while get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if get_origin(annotation) in (Union, UnionType):
+        return [member for arg in get_args(annotation) for member in _members(arg)]
+    return [annotation]
+
+
+def _choose(candidates: list[Any], node: Any) -> Any:
+    """Which alternative of a union the user's data meant: the typed variant its `type` names, else the model
+    knowing most of its keys (the SDK form of `distribution`, TrainingInput or FileSystemInput)."""
+    candidates = [candidate for candidate in candidates if candidate is not type(None)]
+    models = [candidate for candidate in candidates if _is_model(candidate)]
+    if len(candidates) == 1 or not models:
+        return candidates[0] if candidates else None
+    if not isinstance(node, dict):
+        return None
+    if "type" in node:
+        tagged = [m for m in models if "type" in m.model_fields and m.model_fields["type"].default == node["type"]]
+        return tagged[0] if tagged else None
+    untagged = [m for m in models if "type" not in m.model_fields]
+    return max(untagged, key=lambda m: sum(_field(m, str(key)) is not None for key in node), default=None)
+
+
+def _model_at(model: type[BaseModel], path: list[str], data: Any = None) -> type[BaseModel] | None:
+    """Best effort: the model class a path leads to in the user's data, to list its known keys in messages."""
     current: Any = model
+    node = data
     for part in path:
-        if not (isinstance(current, type) and issubclass(current, BaseModel)):
+        current = _choose(_members(current), node)
+        if _is_model(current):
+            field = _field(current, part)
+            if field is None:
+                return None
+            current = field.annotation
+        elif get_origin(current) is dict:
+            current = get_args(current)[1]
+        elif get_origin(current) is list and part.isdigit():
+            current = get_args(current)[0]
+            part = int(part)  # type: ignore[assignment]
+        else:
             return None
-        field = current.model_fields.get(part)
-        if field is None:
-            return None
-        candidates = [field.annotation, *get_args(field.annotation)]
-        current = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
-    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+        node = _child(node, part)
+    current = _choose(_members(current), node)
+    return current if _is_model(current) else None
 
 
-def problems_from_validation_error(error: ValidationError, model: type[BaseModel] | None = None) -> list[Problem]:
-    """One `Problem` per pydantic error, with a dotted path and a message that says what to do."""
+def _child(node: Any, part: Any) -> Any:
+    if isinstance(node, dict):
+        return node.get(part)
+    if isinstance(node, list) and isinstance(part, int) and part < len(node):
+        return node[part]
+    return None
+
+
+def problems_from_validation_error(error: ValidationError, model: type[BaseModel] | None = None,
+                                   data: Any = None) -> list[Problem]:
+    """One `Problem` per pydantic error, with a dotted path and a message that says what to do.
+
+    `data` (the input that failed) lets unknown-key messages suggest the key meant, inside unions too.
+    """
     problems = []
     for item in error.errors(include_url=False):
         location = clean_location(item["loc"])
@@ -146,7 +207,7 @@ def problems_from_validation_error(error: ValidationError, model: type[BaseModel
         kind = item["type"]
         message = item["msg"]
         if kind == "extra_forbidden":
-            parent = _model_at(model, location[:-1]) if model else None
+            parent = _model_at(model, location[:-1], data) if model else None
             known = _known_fields(parent)
             close = difflib.get_close_matches(location[-1], known, n=1) if known else []
             message = "unknown key" + (f": did you mean {close[0]!r}?" if close else "")
@@ -165,17 +226,12 @@ def problems_from_validation_error(error: ValidationError, model: type[BaseModel
 
 
 def clean_location(loc: tuple) -> list[str]:
-    """Drop the union tags pydantic adds to error locations (`distribution.typed.smddp`, `inputs.x.s3`).
+    """A pydantic location as the dotted path parts of the user's document.
 
-    Position-aware, because a user may well name a channel `s3`: only the segment where the union sits is a tag.
+    The job spec already reports `distribution` and `inputs` errors without pydantic's union tags; what is left to
+    drop are the names of function validators pydantic may add.
     """
-    parts = [str(part) for part in loc]
-    if len(parts) >= 2 and parts[0] == "distribution" and parts[1] in ("typed", "sdk"):
-        variant_tag = parts[1] == "typed" and len(parts) >= 3
-        parts = parts[:1] + parts[3 if variant_tag else 2:]
-    if len(parts) >= 3 and parts[0] == "inputs" and parts[2] in ("uri", "s3", "file_system"):
-        parts = parts[:2] + parts[3:]
-    return [part for part in parts if not part.startswith("function-")]
+    return [str(part) for part in loc if not str(part).startswith("function-")]
 
 
 def _unique(problems: Iterable[Problem]) -> list[Problem]:
@@ -189,20 +245,49 @@ def _unique(problems: Iterable[Problem]) -> list[Problem]:
 
 
 def parse_job_spec(data: Any, source: str = "job spec"):
-    """Validate plain data as a `JobSpec`; every problem comes back in one `SpecError`."""
-    from trainops.spec.job import JobSpec
+    """Validate plain data as a `JobSpec`; every problem comes back in one `SpecError`.
+
+    pydantic checks the fields first and runs the cross-field rules only when every field is valid. So that one run
+    reports everything, a spec with invalid fields is checked a second time without them, running the rules that
+    do not read any of them (`trainops.spec.rules`), and their problems are added to the report.
+    """
+    from trainops.spec.job import RULES_RAN, JobSpec
 
     if isinstance(data, JobSpec):
         return data
     if not isinstance(data, dict):
         kind = type(data).__name__ if data is not None else "nothing"
         raise SpecError(f"a job spec is a mapping of fields (entry_point, instance_type, ...), got {kind}", source)
+    context: dict[str, Any] = {}
     try:
-        return JobSpec.model_validate(data)
+        return JobSpec.model_validate(data, context=context)
     except ValidationError as error:
-        raise SpecError(problems_from_validation_error(error, JobSpec), source) from None
+        problems = problems_from_validation_error(error, JobSpec, data)
+        if not context.get(RULES_RAN):
+            problems += _rule_problems_without(problems, data)
+        raise SpecError(_unique(problems), source) from None
     except RecursionError:
         raise SpecError("the spec is nested too deeply", source) from None
+
+
+def _rule_problems_without(problems: list[Problem], data: dict) -> list[Problem]:
+    """The cross-field problems of `data` without its invalid fields, from the rules that don't read them."""
+    from trainops.spec.job import SKIP_RULES_READING, JobSpec
+
+    invalid = {problem.path.split(".")[0] for problem in problems}
+    fields = _known_fields(JobSpec) + list(JobSpec.model_fields)
+    # A misspelt key stands for the field it meant: rules reading that field would see its default, not the value.
+    meant = {close for key in invalid for close in difflib.get_close_matches(key, fields, n=1)}
+    skip = {name for name, field in JobSpec.model_fields.items() if {name, field.alias} & (invalid | meant)}
+    rest = {key: value for key, value in data.items() if key not in invalid}
+    try:
+        JobSpec.model_validate(rest, context={SKIP_RULES_READING: skip | invalid})
+    except ValidationError as error:
+        return [problem for problem in problems_from_validation_error(error, JobSpec, rest)
+                if problem.path.split(".")[0] not in invalid | skip]
+    except RecursionError:
+        return []
+    return []
 
 
 def load_job_spec(path: str | Path):
@@ -219,6 +304,10 @@ def resolve_relative_paths(spec, base: Path):
     updates: dict[str, Any] = {}
     if spec.source_dir and not spec.source_dir.startswith("s3://") and not Path(spec.source_dir).is_absolute():
         updates["source_dir"] = str((base / spec.source_dir).resolve())
+    elif not spec.source_dir:
+        # As the SDK does without source_dir, the entry point's own directory holds the code.
+        entry = (base / spec.entry_point).resolve()
+        updates["source_dir"], updates["entry_point"] = str(entry.parent), entry.name
     if spec.output_path and is_local_uri(spec.output_path):
         path = Path(local_path(spec.output_path))
         if not path.is_absolute():

@@ -31,7 +31,7 @@ from trainops.spec.smp import V2_DEGREE_KEYS
 if TYPE_CHECKING:
     from trainops.spec.job import JobSpec
 
-INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9]+\.[a-z0-9]+$")
+INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9]+\.[a-z0-9]+\Z")
 RESERVED_HYPERPARAMETER = re.compile(r"^(sagemaker_|trainops_|mp_parameters$)")
 # Minimum framework versions (AWS documentation; the SDK's tables lag behind).
 TORCH_DISTRIBUTED_MINIMUM = "1.13"
@@ -42,15 +42,23 @@ Rule = Callable[["JobSpec"], Iterator[Problem]]
 RULES: list[Rule] = []
 
 
-def rule(function: Rule) -> Rule:
-    """Register a rule; the order of registration is the order of the report."""
-    RULES.append(function)
-    return function
+def rule(*reads: str) -> Callable[[Rule], Rule]:
+    """Register a rule that reads the job-spec fields `reads`; the order of registration is the order of the report.
+
+    The fields a rule reads let `parse_job_spec` run every rule whose fields are valid even when other fields are
+    not, so one run reports everything (a rule reading an invalid field would only add noise).
+    """
+    def register(function: Rule) -> Rule:
+        function.reads = frozenset(reads)  # type: ignore[attr-defined]
+        RULES.append(function)
+        return function
+
+    return register
 
 
-def all_problems(spec: "JobSpec") -> list[Problem]:
-    """Every problem of every rule."""
-    return [problem for check in RULES for problem in check(spec)]
+def all_problems(spec: "JobSpec", skip: frozenset[str] = frozenset()) -> list[Problem]:
+    """Every problem of every rule, leaving out the rules that read a field named in `skip`."""
+    return [problem for check in RULES if not (check.reads & skip) for problem in check(spec)]  # type: ignore
 
 
 def _version_at_least(version: str | None, minimum: str) -> bool:
@@ -72,7 +80,7 @@ def _is_trainium(instance_type: str | None) -> bool:
     return bool(instance_type) and instance_type.startswith("ml.trn")
 
 
-@rule
+@rule("instance_type", "instance_groups")
 def instance_type_is_known(spec: "JobSpec") -> Iterator[Problem]:
     """instance_type or instance_groups, well formed; unknown but well-formed ml.* types pass (new types appear)."""
     if spec.instance_groups and spec.instance_type:
@@ -92,7 +100,7 @@ def instance_type_is_known(spec: "JobSpec") -> Iterator[Problem]:
             yield Problem("instance_groups", "instance_group_name values must be unique")
 
 
-@rule
+@rule("distribution", "instance_groups")
 def instance_groups_named_by_distribution_exist(spec: "JobSpec") -> Iterator[Problem]:
     """The SDK's heterogeneous-cluster rules: the distribution names one of the job's instance groups."""
     wanted = spec.dist.instance_groups or []
@@ -112,7 +120,7 @@ def instance_groups_named_by_distribution_exist(spec: "JobSpec") -> Iterator[Pro
         yield Problem("distribution.instance_groups", "only one instance group can run the distribution")
 
 
-@rule
+@rule("instance_type", "instance_groups", "distribution", "framework")
 def trainium_runs_torch_distributed(spec: "JobSpec") -> Iterator[Problem]:
     """On ml.trn* only PyTorch with torch_distributed (torchrun over NeuronCores) is supported."""
     instance_type = spec.training_instance_type()
@@ -127,7 +135,7 @@ def trainium_runs_torch_distributed(spec: "JobSpec") -> Iterator[Problem]:
         yield Problem("framework", "Trainium instances run PyTorch (torch-neuronx) only")
 
 
-@rule
+@rule("instance_type", "instance_groups", "distribution", "entry_point", "framework", "framework_version", "image_uri")
 def torch_distributed_needs_accelerators(spec: "JobSpec") -> Iterator[Problem]:
     """torch_distributed: a .py entry point, GPU or Trainium instances, PyTorch >= 1.13."""
     if not isinstance(spec.dist, TorchDistributed):
@@ -147,14 +155,14 @@ def torch_distributed_needs_accelerators(spec: "JobSpec") -> Iterator[Problem]:
                       f"{wanted} processes per host exceed the {limit} accelerators of {instance_type}")
 
 
-@rule
+@rule("distribution", "framework", "framework_version", "image_uri")
 def pytorchddp_versions(spec: "JobSpec") -> Iterator[Problem]:
     """pytorchddp: PyTorch >= 1.12 with a py3 image."""
     if isinstance(spec.dist, PyTorchDDP):
         yield from _needs_pytorch(spec, "pytorchddp", PYTORCHDDP_MINIMUM)
 
 
-@rule
+@rule("instance_type", "instance_groups", "distribution", "framework", "framework_version", "image_uri")
 def smddp_supported(spec: "JobSpec") -> Iterator[Problem]:
     """SMDDP: PyTorch only, on the instance types and PyTorch versions AWS documents."""
     if not isinstance(spec.dist, (SMDDP, PyTorchDDP)):
@@ -177,7 +185,7 @@ def smddp_supported(spec: "JobSpec") -> Iterator[Problem]:
                                                f"supported versions: {', '.join(versions)}")
 
 
-@rule
+@rule("instance_type", "instance_groups", "distribution", "instance_count", "framework", "framework_version", "image_uri")
 def smp_fits_the_fleet(spec: "JobSpec") -> Iterator[Problem]:
     """SMP: GPU instances, PyTorch >= 2.0 for v2, degrees that divide the number of GPUs."""
     if not isinstance(spec.dist, SMP):
@@ -212,7 +220,7 @@ def smp_fits_the_fleet(spec: "JobSpec") -> Iterator[Problem]:
             remaining //= degree
 
 
-@rule
+@rule("instance_type", "instance_groups", "distribution", "framework")
 def xla_and_tensorflow_strategies(spec: "JobSpec") -> Iterator[Problem]:
     """pytorchxla needs PyTorch on GPUs; MultiWorkerMirroredStrategy needs TensorFlow."""
     if isinstance(spec.dist, PyTorchXLA):
@@ -231,7 +239,7 @@ def xla_and_tensorflow_strategies(spec: "JobSpec") -> Iterator[Problem]:
                           f"{wanted} processes per host exceed the {limit} accelerators of the instance type")
 
 
-@rule
+@rule("inputs", "subnets", "security_group_ids", "input_mode")
 def file_systems_need_a_vpc(spec: "JobSpec") -> Iterator[Problem]:
     """FSx/EFS channels are mounted over the VPC: subnets and security groups are required (the SDK misses this)."""
     file_systems = [name for name, channel in spec.channels.items() if isinstance(channel, FileSystemInput)]
@@ -250,7 +258,7 @@ def file_systems_need_a_vpc(spec: "JobSpec") -> Iterator[Problem]:
         yield Problem(missing, "subnets and security_group_ids go together (VpcConfig needs both)")
 
 
-@rule
+@rule("use_spot_instances", "max_wait", "max_run", "keep_alive_period_in_seconds")
 def spot_and_warm_pool_limits(spec: "JobSpec") -> Iterator[Problem]:
     """Spot training needs max_wait >= max_run; max_wait is for spot only; warm pools don't work with spot."""
     if spec.use_spot_instances:
@@ -265,7 +273,7 @@ def spot_and_warm_pool_limits(spec: "JobSpec") -> Iterator[Problem]:
         yield Problem("max_wait", "applies to spot training only: set use_spot_instances: true or remove max_wait")
 
 
-@rule
+@rule("hyperparameters")
 def no_secrets_in_hyperparameters(spec: "JobSpec") -> Iterator[Problem]:
     """Hyperparameters are visible to anyone who can describe the job: no secrets there."""
     for key in spec.hyperparameters:
@@ -275,7 +283,7 @@ def no_secrets_in_hyperparameters(spec: "JobSpec") -> Iterator[Problem]:
                           "it through environment (masked in trainops output) or read it from AWS Secrets Manager")
 
 
-@rule
+@rule("hyperparameters", "inputs")
 def reserved_names(spec: "JobSpec") -> Iterator[Problem]:
     """Framework keys and channels are trainops' and the toolkit's own."""
     for key in spec.hyperparameters:
@@ -287,7 +295,7 @@ def reserved_names(spec: "JobSpec") -> Iterator[Problem]:
             yield Problem(f"inputs.{name}", "channel names starting with trainops_ are reserved")
 
 
-@rule
+@rule("py_version")
 def python_3_images(spec: "JobSpec") -> Iterator[Problem]:
     """Distributed strategies need py3 images (the SDK's rule)."""
     if spec.py_version and not spec.py_version.startswith("py3"):
