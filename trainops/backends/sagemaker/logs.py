@@ -22,7 +22,7 @@ from trainops.backends.sagemaker.clients import ClientFactory, error_code, trans
 from trainops.backends.states import is_terminal
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
-_HOST_PATTERN = re.compile(r"^(?P<host>.+?)-\d+$")
+_HOST_PATTERN = re.compile(r"^(?P<host>.+?-\d+)-\d+$")  # algo-2-1700000000 -> algo-2
 
 
 @dataclass(frozen=True)

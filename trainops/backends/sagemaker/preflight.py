@@ -32,6 +32,11 @@ def _channel_label(channel: dict[str, Any], index: int) -> str:
     return f"InputDataConfig[{channel.get('ChannelName') or index}]"
 
 
+def _source_label(label: str) -> str:
+    # Problems point at the field of the request: InputDataConfig[train].DataSource.FileSystemDataSource.<Field>
+    return f"{label}.DataSource.FileSystemDataSource"
+
+
 def _file_system_channels(request: dict[str, Any]) -> list[tuple[str, dict[str, Any], dict[str, Any]]]:
     found = []
     for index, channel in enumerate(request.get("InputDataConfig") or []):
@@ -159,6 +164,7 @@ def _check_subnets(ec2: Any, subnet_ids: list[str], info: FileSystemInfo) -> tup
 
 
 def _check_directory(label: str, source: dict[str, Any], info: FileSystemInfo) -> list[Problem]:
+    label = _source_label(label)
     path = str(source.get("DirectoryPath") or "")
     mount = info.mount_name
     if not mount:
@@ -201,12 +207,12 @@ def check_request(factory: ClientFactory, request: dict[str, Any]) -> list[Probl
             continue  # EFS: only the VpcConfig rule above applies
         file_system_id = str(source.get("FileSystemId") or "")
         try:
-            info = describe_file_system(factory, file_system_id, f"{label}.FileSystemId")
+            info = describe_file_system(factory, file_system_id, f"{_source_label(label)}.FileSystemId")
         except PreflightError as error:
             problems += error.problems
             continue
         if not info.usable:
-            problems.append(Problem(f"{label}.FileSystemId", f"file system {file_system_id} is {info.lifecycle}, not "
+            problems.append(Problem(f"{_source_label(label)}.FileSystemId", f"file system {file_system_id} is {info.lifecycle}, not "
                                     "AVAILABLE; wait for it, or fix it, before training"))
         problems += _check_directory(label, source, info)
         if ec2 is not None and subnet_ids and info.file_system_id not in checked_subnets:
