@@ -38,9 +38,9 @@ OPERATORS: dict[str, Callable[[float, float], bool]] = {
 CHAMPION = "champion"
 
 _OPERATOR_LIST = ", ".join(OPERATORS)
-# METRIC, then a run of comparison characters, then the right-hand side. The operator run is validated afterwards so
-# that a typo such as "=>" gets its own message instead of "does not parse".
-_GATE_PATTERN = re.compile(r"^\s*(?P<metric>[^\s<>=!]*)\s*(?P<operator>[<>=!]+)\s*(?P<right>.*?)\s*$")
+# METRIC (letters, digits and _ . - / :), then a run of other symbols, then the right-hand side. The symbol run is
+# validated afterwards so that a typo such as "=>" or "~" gets its own message instead of "does not parse".
+_GATE_PATTERN = re.compile(r"^\s*(?P<metric>[\w.\-/:]*)\s*(?P<operator>[^\w\s.\-/:]+)\s*(?P<right>.*?)\s*$")
 _MAPPING_KEYS = frozenset({"metric", "operator", "threshold", "champion"})
 
 

@@ -21,7 +21,8 @@ from trainops.steps.gate import (
         ("  val-loss <   2  ", "val-loss", "<", 2.0),
         ("epochs == 10", "epochs", "==", 10.0),
         ("errors != 0", "errors", "!=", 0.0),
-        ("delta >= -1e-3", "delta", ">=", -0.001),
+        ("delta>=-1e-3", "delta", ">=", -0.001),
+        ("eval/top-1:acc >= 0.5", "eval/top-1:acc", ">=", 0.5),
         ("accuracy > champion", "accuracy", ">", None),
         ("loss <= CHAMPION", "loss", "<=", None),
     ],
@@ -47,6 +48,7 @@ def test_parse_mapping_forms_and_round_trip():
     [
         ("accuracy => 0.95", "gate.operator", "'=>' is not a gate operator"),
         ("accuracy = 0.95", "gate.operator", ">="),
+        ("accuracy ~ 0.95", "gate.operator", "'~' is not a gate operator"),
         (">= 0.95", "gate.metric", "metric name is empty"),
         ("accuracy >= high", "gate.threshold", "'high'"),
         ("accuracy >= nan", "gate.threshold", "not a number"),
