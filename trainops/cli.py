@@ -21,6 +21,7 @@ from trainops.errors import TrainopsError
 COMMAND_MODULES = [
     "trainops.commands.spec_commands",
     "trainops.commands.stage_commands",
+    "trainops.commands.models_commands",
 ]
 
 
