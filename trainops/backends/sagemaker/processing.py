@@ -192,8 +192,17 @@ def wait_processing(
     """Wait for a processing job (states table ``processing_job``); return its description when it completed.
     Raises `JobFailed` with the failure reason when it failed or was stopped."""
     client = factory("sagemaker")
+
+    def describe() -> dict[str, Any]:
+        from botocore.exceptions import ClientError
+
+        try:
+            return client.describe_processing_job(ProcessingJobName=name)
+        except ClientError as error:
+            raise translate_client_error(error, f"DescribeProcessingJob {name}", "job_name") from error
+
     response = poll(
-        lambda: client.describe_processing_job(ProcessingJobName=name),
+        describe,
         resource="processing_job",
         status_of=lambda described: described.get("ProcessingJobStatus"),
         bound_seconds=max_runtime_seconds + grace_seconds,
