@@ -36,7 +36,7 @@ from trainops.spec.distribution import (
 from trainops.spec.inputs import ChannelInput, FileSystemInput, TrainingInput, check_data_uri, normalise_channel
 
 VERSION = re.compile(r"^\d+(\.\d+){0,2}\Z")
-PY_VERSION = re.compile(r"^py3\d{0,2}\Z")
+PY_VERSION = re.compile(r"^py[23]\d{0,2}\Z")
 MAX_RUN_LIMIT = 28 * 24 * 3600  # SageMaker's MaxRuntimeInSeconds ceiling without a quota increase
 # Validation-context keys (see `trainops.spec.loader.parse_job_spec`): rules to skip because a field they read was
 # invalid, and a flag saying the cross-field rules ran.

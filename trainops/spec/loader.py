@@ -244,6 +244,10 @@ def _unique(problems: Iterable[Problem]) -> list[Problem]:
     return result
 
 
+# Values for required fields in the second pass of parse_job_spec (never reported, never used by a rule that runs).
+PLACEHOLDERS = {"entry_point": "placeholder.py"}
+
+
 def parse_job_spec(data: Any, source: str = "job spec"):
     """Validate plain data as a `JobSpec`; every problem comes back in one `SpecError`.
 
@@ -280,6 +284,9 @@ def _rule_problems_without(problems: list[Problem], data: dict) -> list[Problem]
     meant = {close for key in invalid for close in difflib.get_close_matches(key, fields, n=1)}
     skip = {name for name, field in JobSpec.model_fields.items() if {name, field.alias} & (invalid | meant)}
     rest = {key: value for key, value in data.items() if key not in invalid}
+    # Required fields stand in with a placeholder (rules reading them are skipped: they are in `skip`).
+    rest.update({name: PLACEHOLDERS[name] for name, field in JobSpec.model_fields.items()
+                 if field.is_required() and name not in rest})
     try:
         JobSpec.model_validate(rest, context={SKIP_RULES_READING: skip | invalid})
     except ValidationError as error:

@@ -46,7 +46,7 @@ def test_entry_point_is_required():
      "not an IAM role ARN"),
     ("region", ["us-east-1", "eu-central-2"], ["us east 1", "useast1", "us-east-1\n"], "not an AWS region"),
     ("framework_version", ["2", "2.3", "2.3.0"], ["2.3.0.1", "latest", "v2.3", "2.3.0\n"], "not a version"),
-    ("py_version", ["py3", "py310", "py311"], ["py2", "python3", "3.11", "py3111"], "not a Python version"),
+    ("py_version", ["py3", "py310", "py311"], ["python3", "3.11", "py3111", "py4"], "not a Python version"),
     ("checkpoint_s3_uri", ["s3://bucket/ckpt"], ["/opt/ml/checkpoints", "s3://B/x"], "not an s3://bucket"),
     ("checkpoint_local_path", ["/opt/ml/checkpoints"], ["checkpoints", "/opt/../etc"], "absolute container path"),
     ("output_path", ["s3://bucket/out", "file:///tmp/out", "out"], ["s3://B/x", "gs://bucket/x"], ""),
