@@ -32,6 +32,16 @@ MAX_LISTED_FILES = 50
 BOOTSTRAP_NAME = "trainops_evaluate_bootstrap.py"
 
 
+class _NotGiven:
+    """The default of ``champion``: tells "not given" (look it up) from an explicit None (there is no champion)."""
+
+    def __repr__(self) -> str:
+        return "NOT_GIVEN"
+
+
+NOT_GIVEN: Any = _NotGiven()
+
+
 @dataclass(frozen=True)
 class EvaluationResult:
     """What an evaluation produced and whether the model passed its gates.
@@ -109,19 +119,23 @@ def _check_backend(backend: str) -> str:
 
 def _champion_metrics(
     gates_need_champion: bool,
-    champion: Mapping[str, Any] | None,
+    champion: Any,
     champion_group: str | None,
     backend: str,
     registry_dir: str | os.PathLike[str] | None,
     client_factory: Callable[[str], Any] | None,
     region: str | None,
 ) -> tuple[Mapping[str, Any] | None, int | str | None]:
-    """The champion's metrics and version for champion gates: given directly, or looked up in the group's registry."""
-    if not gates_need_champion or champion is not None:
+    """The champion's metrics and version for champion gates: given directly (None: there is none yet), or looked up
+    in the group's registry."""
+    if not gates_need_champion:
+        return None, None
+    if champion is not NOT_GIVEN:
         return champion, None
     if champion_group is None:
         raise SpecError(Problem("champion_group", "a gate compares with the champion: name the registry group to look "
-                                                  "it up in, or pass the champion's metrics as champion"),
+                                                  "it up in, or pass the champion's metrics as champion (None when "
+                                                  "there is no champion yet)"),
                         source="evaluation")
     from trainops.steps.register import find_champion
 
@@ -144,7 +158,7 @@ def evaluate(
     hyperparameters: Mapping[str, Any] | None = None,
     environment: Mapping[str, str] | None = None,
     timeout: float | None = None,
-    champion: Mapping[str, Any] | None = None,
+    champion: Mapping[str, Any] | None = NOT_GIVEN,
     champion_group: str | None = None,
     registry_dir: str | os.PathLike[str] | None = None,
     sink: Callable[[str, bool], None] | None = None,
@@ -172,7 +186,8 @@ def evaluate(
         environment: extra environment variables for the script.
         timeout: seconds the script may run (local: then its process group is stopped; SageMaker: the job's
             MaxRuntimeInSeconds, default one hour).
-        champion: the champion's metrics, for gates such as ``accuracy > champion``.
+        champion: the champion's metrics, for gates such as ``accuracy > champion``; None says there is no champion
+            yet (champion gates then pass, saying so).
         champion_group: the registry group to look the champion up in, when ``champion`` is not given.
         registry_dir: the local registry (default ``$TRAINOPS_HOME/registry``).
         sink: receives each output line of a local run (default: printed).

@@ -182,8 +182,8 @@ def _check_metric(metric: Any, field: str) -> str:
 
 def _check_operator(operator: Any, field: str) -> str:
     if operator not in OPERATORS:
-        raise SpecError(Problem(f"{field}.operator", f"{operator!r} is not a gate operator; use one of {_OPERATOR_LIST}"),
-                        source="gate")
+        raise SpecError(Problem(f"{field}.operator",
+                                f"{operator!r} is not a gate operator; use one of {_OPERATOR_LIST}"), source="gate")
     return operator
 
 
@@ -196,8 +196,8 @@ def _check_threshold(threshold: Any, field: str) -> float:
     elif isinstance(threshold, bool) or not isinstance(threshold, (int, float)):
         threshold = None
     if threshold is None or not math.isfinite(threshold):
-        raise SpecError(Problem(f"{field}.threshold", f"the threshold must be a finite number (as in 'accuracy >= 0.95') "
-                                                      f"or the word {CHAMPION!r}"), source="gate")
+        raise SpecError(Problem(f"{field}.threshold", f"the threshold must be a finite number (as in "
+                                                      f"'accuracy >= 0.95') or the word {CHAMPION!r}"), source="gate")
     return float(threshold)
 
 

@@ -133,7 +133,8 @@ def register(
 
 def _register_on_sagemaker(*, model_artifact: str, metrics: Mapping[str, Any], group: str,
                            spec_data: dict[str, Any] | None, approval: str, job_name: str | None, description: str,
-                           image_uri: str | None, metrics_uri: str | None, factory: Callable[[str], Any]) -> dict[str, Any]:
+                           image_uri: str | None, metrics_uri: str | None,
+                           factory: Callable[[str], Any]) -> dict[str, Any]:
     import hashlib
 
     from trainops.backends.local.registry import check_group, check_metrics

@@ -100,6 +100,9 @@ def test_champion_gate_reads_the_registry(setup):
 def test_champion_metrics_may_be_given_directly(setup):
     result = run(setup, 0.9, "accuracy >= champion", champion={"accuracy": 0.95})
     assert not result.passed and result.gate.threshold == 0.95
+    # An explicit None says there is no champion yet (a caller that looked it up and found none).
+    first = run(setup, 0.9, "accuracy >= champion", champion=None)
+    assert first.passed and "no champion yet" in first.gate.message
 
 
 def test_champion_gate_without_a_champion_source_fails_before_running(setup):

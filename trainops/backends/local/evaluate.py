@@ -137,7 +137,8 @@ def channel_environment(channels: Mapping[str, str | os.PathLike[str]]) -> dict[
     return env
 
 
-def contract_environment(channels: Mapping[str, str | os.PathLike[str]], output_dir: str | os.PathLike[str]) -> dict[str, str]:
+def contract_environment(channels: Mapping[str, str | os.PathLike[str]],
+                         output_dir: str | os.PathLike[str]) -> dict[str, str]:
     """Every variable of the evaluation contract (``channels`` includes the ``model`` channel)."""
     env = channel_environment(channels)
     env["SM_OUTPUT_DATA_DIR"] = os.fspath(output_dir)
@@ -318,7 +319,8 @@ def _check_channels(channels: Mapping[str, str | os.PathLike[str]]) -> dict[str,
                             source="evaluation")
         if name.lower() == MODEL_CHANNEL:
             raise SpecError(Problem(field_name, "the model channel is the model_artifact; give the model there and "
-                                                "name this channel otherwise (for example 'test')"), source="evaluation")
+                                                "name this channel otherwise (for example 'test')"),
+                            source="evaluation")
         path = local_path(value, field_name)
         if not path.exists():
             raise SpecError(Problem(field_name, f"{path} does not exist; give the directory holding this data"),
@@ -334,7 +336,8 @@ def prepare_model(model_artifact: str | os.PathLike[str], scratch: Path) -> Path
         return artifact
     if not artifact.is_file():
         raise SpecError(Problem("model_artifact", f"{artifact} does not exist; give the training job's model.tar.gz "
-                                                  f"(<output_path>/<job-name>/output/model.tar.gz)"), source="evaluation")
+                                                  f"(<output_path>/<job-name>/output/model.tar.gz)"),
+                        source="evaluation")
     return extract_model(artifact, scratch / "model")
 
 

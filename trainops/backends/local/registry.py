@@ -191,7 +191,8 @@ class LocalRegistry:
         """Every group that has a directory in the registry, sorted."""
         if not self.root.is_dir():
             return []
-        return sorted(entry.name for entry in self.root.iterdir() if entry.is_dir() and _GROUP_PATTERN.match(entry.name))
+        return sorted(entry.name for entry in self.root.iterdir()
+                      if entry.is_dir() and _GROUP_PATTERN.match(entry.name))
 
     def _version_numbers(self, directory: Path) -> list[int]:
         if not directory.is_dir():
@@ -209,7 +210,8 @@ class LocalRegistry:
             data = json.loads(entry_path.read_text(encoding="utf-8"))
             return ModelVersion.from_dict(data, directory)
         except (OSError, ValueError, TypeError) as error:
-            raise JobFailed(f"registry entry {entry_path} cannot be read ({error}); restore it or remove {directory}") from error
+            raise JobFailed(f"registry entry {entry_path} cannot be read ({error}); restore it or remove "
+                            f"{directory}") from error
 
     def list(self, group: str | None = None) -> list[ModelVersion]:
         """Every version of one group, or of every group, ordered by group then version."""
