@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "trainops.commands.spec_commands",
     "trainops.commands.stage_commands",
     "trainops.commands.models_commands",
+    "trainops.commands.job_commands",
 ]
 
 

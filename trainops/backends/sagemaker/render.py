@@ -14,9 +14,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from trainops.backends.contract import encode_hyperparameters, runtime_hyperparameters
 from trainops.errors import Problem, SpecError
 from trainops.runtime import catalog
-from trainops.spec.base import looks_secret
+from trainops.spec.base import JOB_NAME, REGION, looks_secret
 from trainops.spec.distribution import (
     MPI,
     SMDDP,
@@ -64,11 +65,6 @@ def artifact_locations(output_path: str, job_name: str) -> ArtifactLocations:
     )
 
 
-def encode_hyperparameters(values: dict[str, Any]) -> dict[str, str]:
-    """The SDK's script-mode encoding: every value `json.dumps`-ed (strings gain quotes, booleans become true)."""
-    return {str(key): json.dumps(value) for key, value in values.items()}
-
-
 def toolkit_distribution_hyperparameters(distribution: Distribution, instance_type: str | None) -> dict[str, Any]:
     """The hyperparameters the SDK v2 sets for a distribution (before encoding); reference.md's table."""
     values: dict[str, Any] = {}
@@ -80,15 +76,15 @@ def toolkit_distribution_hyperparameters(distribution: Distribution, instance_ty
             values["sagemaker_torch_distributed_enabled"] = True
         else:
             values.update(_mpi_values(distribution.processes_per_host, distribution.custom_mpi_options))
-    elif isinstance(distribution, SMDDP):
+    elif isinstance(distribution, (SMDDP, PyTorchDDP)):
+        # The SDK rewrites `pytorchddp` into `smdistributed.dataparallel` before encoding (reference.md), so both
+        # reach the toolkit as SMDDP; the toolkit launches them the same way (mpirun with SMDDP AllReduce).
         values["sagemaker_distributed_dataparallel_enabled"] = True
         values["sagemaker_instance_type"] = instance_type
-        values["sagemaker_distributed_dataparallel_custom_mpi_options"] = distribution.custom_mpi_options
+        values["sagemaker_distributed_dataparallel_custom_mpi_options"] = getattr(distribution, "custom_mpi_options",
+                                                                                  "")
         if distribution.launcher == "torchrun":
             values["sagemaker_torch_distributed_enabled"] = True
-    elif isinstance(distribution, PyTorchDDP):
-        values["sagemaker_pytorch_ddp_enabled"] = True
-        values["sagemaker_instance_type"] = instance_type
     elif isinstance(distribution, TorchDistributed):
         values["sagemaker_torch_distributed_enabled"] = True
         values["sagemaker_instance_type"] = instance_type
@@ -121,6 +117,8 @@ def sagemaker_problems(spec: JobSpec, region: str | None) -> list[Problem]:
     if not region:
         problems.append(Problem("region", "is required for the sagemaker backend: set region in the spec, "
                                           "--region, or AWS_REGION / AWS_DEFAULT_REGION"))
+    elif not REGION.match(region):
+        problems.append(Problem("region", f"{region!r} is not an AWS region name such as us-east-1"))
     if not spec.output_path:
         problems.append(Problem("output_path", "is required for the sagemaker backend: an s3://bucket/prefix"))
     elif is_local_uri(spec.output_path):
@@ -175,9 +173,7 @@ def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region:
         raise SpecError(Problem("launcher", f"{launcher!r} is not a launcher: use trainops or toolkit"))
     region = spec.region or region
     problems = sagemaker_problems(spec, region)
-    from trainops.spec.base import JOB_NAME
-
-    if not JOB_NAME.match(job_name):
+    if not isinstance(job_name, str) or len(job_name) > 63 or not JOB_NAME.match(job_name):
         problems.append(Problem("job_name", f"{job_name!r} is not a valid job name (1-63 letters, digits, hyphens)"))
     image = None
     if not problems:
@@ -200,12 +196,9 @@ def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region:
         "StoppingCondition": {"MaxRuntimeInSeconds": spec.max_run},
     }
     environment = dict(spec.environment)
-    hyperparameters = dict(spec.hyperparameters)
-    script_keys = {"sagemaker_program": spec.entry_point, "sagemaker_job_name": job_name, "sagemaker_region": region}
     if launcher == "trainops":
         request["AlgorithmSpecification"]["ContainerEntrypoint"] = list(ENTRYPOINT)
-        hyperparameters.update(script_keys)
-        hyperparameters["trainops_distribution"] = spec.dist.to_canonical()
+        hyperparameters = runtime_hyperparameters(spec, job_name, region)
         request["InputDataConfig"] += [
             _s3_prefix_channel(CODE_CHANNEL, locations.code_prefix),
             _s3_prefix_channel(RUNTIME_CHANNEL, locations.runtime_prefix),
@@ -220,7 +213,8 @@ def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region:
             prefix = locations.source_tarball.rsplit("/", 1)[0] + "/"
             request["InputDataConfig"].append(_s3_prefix_channel(TOOLKIT_CODE_CHANNEL, prefix))
             submit = f"{CONTAINER_DATA}/{TOOLKIT_CODE_CHANNEL}/sourcedir.tar.gz"
-        hyperparameters.update(script_keys)
+        hyperparameters = dict(spec.hyperparameters)
+        hyperparameters.update(sagemaker_program=spec.entry_point, sagemaker_job_name=job_name, sagemaker_region=region)
         hyperparameters["sagemaker_submit_directory"] = submit
         hyperparameters["sagemaker_container_log_level"] = CONTAINER_LOG_LEVEL
         hyperparameters.update(toolkit_distribution_hyperparameters(spec.dist, spec.training_instance_type()))

@@ -1,0 +1,189 @@
+"""`trainops run`, `status`, `logs` and `stop`: jobs (and pipelines) on the local backend or on SageMaker."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the job commands to the command line."""
+    run = subparsers.add_parser(
+        "run", help="run a job spec or a pipeline file (local backend by default)",
+        description="Run a job spec (or a pipeline file: stage, train, evaluate, register) on the local backend "
+                    "(several simulated hosts on this machine) or on SageMaker. Exit 0 when it completed, 1 when it "
+                    "failed or was stopped, 2 on invalid input. Ctrl-C or SIGTERM stops every process of a local job.")
+    run.add_argument("file", help="job spec or pipeline file (YAML or JSON)")
+    run.add_argument("--backend", choices=["local", "sagemaker"], default=None,
+                     help="where to run (default: local, or the pipeline file's backend)")
+    run.add_argument("--job-name", default=None, help="job name (default: <name>-<timestamp>)")
+    run.add_argument("--processes-per-host", type=int, default=None, metavar="N",
+                     help="local backend: ranks per simulated host (default: the spec's, else GPUs, else 1)")
+    run.add_argument("--channel", action="append", default=[], metavar="NAME=PATH",
+                     help="local backend: read channel NAME from PATH (e.g. an FSx channel staged locally)")
+    run.add_argument("--workdir", default=None, help="local backend: state directory (default: $TRAINOPS_HOME)")
+    run.add_argument("--if-exists", choices=["reattach", "fail", "new"], default="reattach",
+                     help="when a job of that name exists: follow it (default), fail, or create a suffixed copy")
+    run.add_argument("--no-wait", action="store_true", help="sagemaker backend: return once the job is created")
+    run.add_argument("--launcher", choices=["trainops", "toolkit"], default=None,
+                     help="sagemaker backend: who launches the ranks in the container")
+    run.add_argument("--region", default=None, help="sagemaker backend: AWS region when the spec has none")
+    run.add_argument("--force", action="store_true", help="pipelines: re-run steps whose inputs did not change")
+    run.set_defaults(handler=run_command)
+
+    for name, text in (("status", "show a job's status"), ("logs", "print a job's logs, every host"),
+                       ("stop", "stop a running job")):
+        command = subparsers.add_parser(name, help=text, description=f"{text[0].upper()}{text[1:]} (a local job "
+                                        "when one has that name, else a SageMaker training job).")
+        command.add_argument("job_name", help="the job's name")
+        command.add_argument("--backend", choices=["local", "sagemaker"], default=None,
+                             help="where the job runs (default: local if a local job has that name)")
+        command.add_argument("--workdir", default=None, help="local backend: state directory")
+        command.add_argument("--region", default=None, help="sagemaker backend: AWS region")
+        if name == "status":
+            command.add_argument("--json", action="store_true", help="print the status as JSON")
+        if name == "logs":
+            command.add_argument("--follow", "-f", action="store_true", help="keep printing until the job ends")
+        command.set_defaults(handler={"status": status_command, "logs": logs_command, "stop": stop_command}[name])
+
+
+def _channel_overrides(items: list[str]) -> dict[str, str]:
+    from trainops.errors import Problem, SpecError
+
+    overrides = {}
+    for item in items:
+        name, separator, path = item.partition("=")
+        if not separator or not name or not path:
+            raise SpecError(Problem("--channel", f"{item!r}: expected NAME=PATH"))
+        overrides[name] = path
+    return overrides
+
+
+def run_command(args: argparse.Namespace) -> int:
+    from trainops.spec.loader import read_document
+
+    document = read_document(args.file)
+    if isinstance(document, dict) and "steps" in document:
+        from trainops.steps.pipeline import run_pipeline_file
+
+        return run_pipeline_file(args.file, backend=args.backend, force=args.force, workdir=args.workdir)
+    return _run_job(args)
+
+
+def _run_job(args: argparse.Namespace) -> int:
+    from trainops.errors import JobFailed
+    from trainops.steps.train import train
+
+    if args.processes_per_host is not None and args.processes_per_host < 1:
+        from trainops.errors import SpecError
+
+        raise SpecError("--processes-per-host must be at least 1")
+    backend = args.backend or "local"
+    jobs = []
+
+    def stop(signum, _frame):
+        for job in jobs:
+            job.request_stop(f"Stopped: trainops received {signal.Signals(signum).name}")
+        if not jobs:
+            raise KeyboardInterrupt
+
+    options = dict(job_name=args.job_name, if_exists=args.if_exists)
+    if backend == "local":
+        options.update(workdir=args.workdir, processes_per_host=args.processes_per_host,
+                       channel_overrides=_channel_overrides(args.channel), on_job=jobs.append)
+        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+    else:
+        options.update(wait=not args.no_wait, launcher=args.launcher, region=args.region)
+        previous = {}
+    try:
+        result = train(args.file, backend=backend, **options)
+        code = 0
+    except JobFailed as error:
+        result = getattr(error, "result", None)
+        if result is None:
+            raise
+        code = 1
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    _print_outcome(result)
+    return code
+
+
+def _print_outcome(result: dict) -> None:
+    lines = [f"job:        {result['job_name']} ({result['backend']})",
+             f"status:     {result['status']}" + (f" ({result['secondary_status']})"
+                                                   if result.get("secondary_status") not in (None, result["status"])
+                                                   else "")]
+    if result.get("duration_seconds") is not None:
+        lines.append(f"duration:   {result['duration_seconds']:.1f} s")
+    for key, label in (("model_artifact", "model"), ("output_artifact", "output"), ("job_dir", "job dir"),
+                       ("checkpoint_dir", "checkpoints"), ("billable_seconds", "billable s")):
+        if result.get(key) not in (None, ""):
+            lines.append(f"{label + ':':<11} {result[key]}")
+    if result.get("failure_reason"):
+        stream = sys.stderr
+        print("\n".join(lines), flush=True)
+        print(f"failure:    {result['failure_reason']}", file=stream, flush=True)
+    else:
+        print("\n".join(lines), flush=True)
+
+
+def _backend_of(args: argparse.Namespace) -> str:
+    if args.backend:
+        return args.backend
+    from trainops.backends.local import status
+
+    return "local" if status.exists(args.job_name, args.workdir) else "sagemaker"
+
+
+def _sagemaker_factory(args: argparse.Namespace):
+    from trainops.backends.sagemaker.clients import default_client_factory
+
+    return default_client_factory(args.region)
+
+
+def status_command(args: argparse.Namespace) -> int:
+    if _backend_of(args) == "local":
+        from trainops.backends.local import status
+
+        record = status.read(args.job_name, args.workdir)
+        record.pop("spec", None)
+    else:
+        from trainops.backends.sagemaker import training
+
+        record = training.describe(_sagemaker_factory(args), args.job_name).to_dict()
+    if args.json:
+        json.dump(record, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        for key, value in record.items():
+            if value not in (None, "", [], {}):
+                print(f"{key}: {value}")
+    return 0
+
+
+def logs_command(args: argparse.Namespace) -> int:
+    if _backend_of(args) == "local":
+        from trainops.backends.local.logs import print_local_logs
+
+        return print_local_logs(args.job_name, args.workdir, follow=args.follow)
+    from trainops.backends.sagemaker.logs import iter_log_lines
+
+    for line in iter_log_lines(_sagemaker_factory(args), args.job_name, follow=args.follow):
+        print(line.render() if hasattr(line, "render") else line, flush=True)
+    return 0
+
+
+def stop_command(args: argparse.Namespace) -> int:
+    if _backend_of(args) == "local":
+        from trainops.backends.local.control import stop_local_job
+
+        print(stop_local_job(args.job_name, args.workdir))
+        return 0
+    from trainops.backends.sagemaker import training
+
+    print(f"{args.job_name}: {training.stop(_sagemaker_factory(args), args.job_name)}")
+    return 0

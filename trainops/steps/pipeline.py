@@ -1,0 +1,264 @@
+"""Running a pipeline file step by step: prepare, stage, train, evaluate (gate), register.
+
+It stops at the first failed step with a message naming the step. Training is keyed by a fingerprint of its inputs
+(the spec's hash and the files of its channels), so re-running a pipeline after, say, a failed evaluation re-attaches
+to the finished training job instead of training again; `force=True` trains anew. Each run's results are written to
+`<workdir>/pipelines/<name>/last-run.json`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from trainops.errors import JobFailed, SpecError
+from trainops.spec.pipeline import PipelineSpec, load_pipeline, resolve
+
+Log = Callable[[str], None]
+
+
+@dataclass
+class PipelineRun:
+    """What happened to each step; `to_dict()` is written next to the pipeline's state."""
+
+    name: str
+    backend: str
+    status: str = "Running"  # Succeeded | Failed | GateFailed
+    message: str = ""
+    steps: dict[str, dict[str, Any]] = field(default_factory=dict)
+    started: float = field(default_factory=time.time)
+    ended: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "backend": self.backend, "status": self.status, "message": self.message,
+                "steps": self.steps, "started": self.started, "ended": self.ended,
+                "duration_seconds": round((self.ended or time.time()) - self.started, 3)}
+
+
+class StepFailed(JobFailed):
+    """A pipeline step failed; the message names it."""
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+def channel_fingerprint(paths: dict[str, str]) -> str:
+    """A cheap identity of the data behind local channels: every file's relative path, size and mtime."""
+    digest = hashlib.sha256()
+    for name in sorted(paths):
+        root = Path(paths[name])
+        digest.update(f"channel:{name}\n".encode())
+        files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
+        for path in files:
+            stat = path.stat()
+            relative = path.relative_to(root) if root.is_dir() else path.name
+            digest.update(f"{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+class PipelineRunner:
+    """Runs one pipeline; every step is a call into `trainops.steps`, the same calls Airflow and KFP make."""
+
+    def __init__(self, pipeline: PipelineSpec, pipeline_dir: Path, *, backend: str | None = None, force: bool = False,
+                 log: Log | None = None):
+        self.pipeline = pipeline
+        self.pipeline_dir = pipeline_dir
+        self.backend = backend or pipeline.backend
+        self.force = force
+        self.log = log or _print
+        self.workdir = Path(pipeline.workdir)
+        self.run_record = PipelineRun(pipeline.name, self.backend)
+
+    def run(self) -> PipelineRun:
+        steps = self.pipeline.steps
+        try:
+            if steps.prepare:
+                self._step("prepare", self._prepare)
+            if steps.stage:
+                self._step("stage", self._stage)
+            trained = self._step("train", self._train)
+            evaluation = self._step("evaluate", lambda: self._evaluate(trained)) if steps.evaluate else None
+            if evaluation is not None and not evaluation["passed"]:
+                self.run_record.status = "GateFailed"
+                self.run_record.message = evaluation.get("message") or "the quality gate failed"
+                if steps.evaluate.on_gate_failure == "fail":
+                    raise StepFailed(f"step evaluate: {self.run_record.message}")
+                self.log(f"[pipeline] {self.run_record.message}: register skipped")
+                return self._finish()
+            if steps.register_step:
+                self._step("register", lambda: self._register(trained, evaluation))
+            self.run_record.status = "Succeeded"
+            return self._finish()
+        except (JobFailed, SpecError) as error:
+            if self.run_record.status not in ("GateFailed",):
+                self.run_record.status = "Failed"
+            self.run_record.message = str(error)
+            self._finish()
+            raise
+
+    # --- bookkeeping ------------------------------------------------------------------------------------------
+    def _step(self, name: str, action: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        self.log(f"[pipeline] step {name}: starting")
+        started = time.time()
+        try:
+            result = action()
+        except SpecError as error:
+            self.run_record.steps[name] = {"status": "Failed", "error": str(error)}
+            raise SpecError(error.problems, f"step {name}") from None
+        except JobFailed as error:
+            self.run_record.steps[name] = {"status": "Failed", "error": str(error),
+                                           **(getattr(error, "result", None) or {})}
+            if isinstance(error, StepFailed):
+                raise
+            raise StepFailed(f"step {name} failed: {error}") from None
+        result = {"status": "Succeeded", **result, "seconds": round(time.time() - started, 3)}
+        self.run_record.steps[name] = result
+        self.log(f"[pipeline] step {name}: {result.get('summary') or 'done'} ({result['seconds']:.1f} s)")
+        return result
+
+    def _finish(self) -> PipelineRun:
+        self.run_record.ended = time.time()
+        state = self.workdir / "pipelines" / self.pipeline.name
+        state.mkdir(parents=True, exist_ok=True)
+        temporary = state / f".last-run.{os.getpid()}.tmp"
+        temporary.write_text(json.dumps(self.run_record.to_dict(), indent=2, default=str), encoding="utf-8")
+        os.replace(temporary, state / "last-run.json")
+        return self.run_record
+
+    # --- steps ------------------------------------------------------------------------------------------------
+    def _prepare(self) -> dict[str, Any]:
+        step = self.pipeline.steps.prepare
+        script = resolve(step.script, self.pipeline_dir)
+        process = subprocess.Popen([sys.executable, script, *step.args], cwd=str(self.pipeline_dir),
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+        for raw in iter(process.stdout.readline, b""):
+            self.log(f"[prepare] {raw.decode('utf-8', 'replace').rstrip()}")
+        try:
+            code = process.wait(timeout=step.timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, 9)
+            raise JobFailed(f"{script} ran longer than {step.timeout} s") from None
+        if code != 0:
+            raise JobFailed(f"{script} exited with code {code}")
+        return {"summary": f"{Path(script).name} ran"}
+
+    def _stage(self) -> dict[str, Any]:
+        from trainops.steps.stage import stage
+
+        step = self.pipeline.steps.stage
+        options = {"s3_prefix": step.s3_prefix} if step.s3_prefix else {}
+        destination = resolve(step.destination, self.pipeline_dir)
+        report = stage(resolve(step.source, self.pipeline_dir), destination, backend=self.backend,
+                       workers=step.workers, **options)
+        summary = {key: report.get(key) for key in ("copied", "skipped", "bytes_copied", "refused", "failed")
+                   if key in report}
+        return {"destination": destination, "report": report,
+                "summary": ", ".join(f"{key} {value if not isinstance(value, list) else len(value)}"
+                                     for key, value in summary.items())}
+
+    def _train_spec(self):
+        from trainops.steps.train import load_spec
+
+        spec = self.pipeline.steps.train.spec
+        if isinstance(spec, str):
+            return load_spec(resolve(spec, self.pipeline_dir))
+        return load_spec(spec, base_dir=self.pipeline_dir)
+
+    def _train(self) -> dict[str, Any]:
+        from trainops.backends.sagemaker.names import deterministic_job_name, timestamped_job_name
+        from trainops.steps.train import train
+
+        step = self.pipeline.steps.train
+        spec = self._train_spec()
+        channels = {name: resolve(path, self.pipeline_dir) for name, path in step.channels.items()}
+        fingerprint = hashlib.sha256(f"{spec.spec_hash()}\n{channel_fingerprint(channels)}".encode()).hexdigest()
+        base = spec.name or self.pipeline.name
+        if step.job_name:
+            job_name = step.job_name
+        elif self.force:
+            job_name = timestamped_job_name(base)
+        else:
+            job_name = deterministic_job_name(base, fingerprint)
+        options: dict[str, Any] = {}
+        if self.backend == "local":
+            options.update(workdir=str(self.workdir), processes_per_host=step.processes_per_host,
+                           channel_overrides=channels)
+        else:
+            options.update(region=self.pipeline.region)
+        result = train(spec, backend=self.backend, job_name=job_name, if_exists="reattach", log=self.log, **options)
+        if result.get("reattached"):
+            self.log(f"[pipeline] training skipped: job {result['job_name']} already completed with the same inputs "
+                     "(spec hash and data); use --force to train again")
+        return {**result, "fingerprint": fingerprint, "spec": spec.to_json_dict(),
+                "summary": f"{result['job_name']} {result['status']}"}
+
+    def _evaluate(self, trained: dict[str, Any]) -> dict[str, Any]:
+        from trainops.steps.evaluate import evaluate
+
+        step = self.pipeline.steps.evaluate
+        register = self.pipeline.steps.register_step
+        output_dir = self.workdir / "evaluations" / trained["job_name"]
+        result = evaluate(
+            entry_point=step.entry_point,
+            source_dir=resolve(step.source_dir or ".", self.pipeline_dir),
+            model_artifact=trained["model_artifact"],
+            channels={name: resolve(path, self.pipeline_dir) for name, path in step.channels.items()},
+            output_dir=str(output_dir),
+            gate=step.gate,
+            backend=self.backend,
+            hyperparameters=step.hyperparameters,
+            timeout=step.timeout,
+            **({"champion_group": register.group, "registry_dir": self._registry_dir()} if register
+               else {"champion": None}),
+        )
+        data = result.to_dict() if hasattr(result, "to_dict") else dict(result)
+        metrics = ", ".join(f"{key}={value:.4g}" if isinstance(value, (int, float)) else f"{key}={value}"
+                            for key, value in (data.get("metrics") or {}).items())
+        gate = data.get("gate") or {}
+        data["message"] = gate.get("message", "")
+        data["summary"] = f"{metrics}; {data['message'] or 'no gate'}"
+        return data
+
+    def _registry_dir(self) -> str:
+        register = self.pipeline.steps.register_step
+        if register and register.registry_dir:
+            return resolve(register.registry_dir, self.pipeline_dir)
+        return str(self.workdir / "registry")
+
+    def _register(self, trained: dict[str, Any], evaluation: dict[str, Any] | None) -> dict[str, Any]:
+        from trainops.steps.register import register
+
+        step = self.pipeline.steps.register_step
+        entry = register(model_artifact=trained["model_artifact"], metrics=(evaluation or {}).get("metrics") or {},
+                         group=step.group, spec=trained.get("spec"), approval=step.approval, backend=self.backend,
+                         registry_dir=self._registry_dir(), job_name=trained["job_name"],
+                         description=step.description)
+        version = entry.get("version") or entry.get("location")
+        return {**entry, "summary": f"{step.group} version {version} ({step.approval})"}
+
+
+def run_pipeline_file(path: str, *, backend: str | None = None, force: bool = False, workdir: str | None = None,
+                      log: Log | None = None) -> int:
+    """`trainops run pipeline.yaml`: run it and print a summary; returns the exit code (0, 1)."""
+    pipeline = load_pipeline(path, workdir_override=workdir)
+    runner = PipelineRunner(pipeline, Path(path).resolve().parent, backend=backend, force=force, log=log)
+    log = runner.log
+    try:
+        record = runner.run()
+    except (JobFailed, SpecError) as error:
+        log(f"[pipeline] {pipeline.name}: {runner.run_record.status}: {error}")
+        if isinstance(error, SpecError):
+            raise
+        return 1
+    log(f"[pipeline] {pipeline.name}: {record.status} in {record.to_dict()['duration_seconds']:.1f} s"
+        + (f" ({record.message})" if record.message else ""))
+    log(f"[pipeline] results: {Path(pipeline.workdir) / 'pipelines' / pipeline.name / 'last-run.json'}")
+    return 0
