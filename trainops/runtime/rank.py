@@ -51,9 +51,10 @@ def _identity(environ: dict[str, str]) -> dict[str, object]:
             "mpi": False}
 
 
-def _apply_mpi_identity(identity: dict[str, object]) -> None:
+def _apply_mpi_identity(identity: dict[str, object], script: str) -> str:
     """Give an mpirun rank the view a torchrun rank has (and, in a local simulation, its simulated host's
-    environment, which the master's launcher wrote to ``TRAINOPS_HOST_ENV_DIR``)."""
+    environment, which the master's launcher wrote to ``TRAINOPS_HOST_ENV_DIR``, and that host's copy of the
+    script). Returns the script to run."""
     host = str(identity["host"])
     host_env_dir = os.environ.get("TRAINOPS_HOST_ENV_DIR")
     if host_env_dir and host:
@@ -62,11 +63,15 @@ def _apply_mpi_identity(identity: dict[str, object]) -> None:
                 os.environ.update({str(k): str(v) for k, v in json.load(handle).items()})
         except (OSError, ValueError):
             pass
+        own = os.path.join(os.environ.get("SM_MODULE_DIR", ""), os.environ.get("SM_USER_ENTRY_POINT", ""))
+        if os.environ.get("SM_MODULE_DIR") and os.path.isfile(own):
+            script = own
     os.environ["SM_CURRENT_HOST"] = host
     os.environ["RANK"] = str(identity["rank"])
     os.environ["LOCAL_RANK"] = str(identity["local_rank"])
     os.environ["WORLD_SIZE"] = str(identity["world_size"])
     os.environ["LOCAL_WORLD_SIZE"] = str(identity["local_world_size"])
+    return script
 
 
 def _user_traceback(error: BaseException) -> str:
@@ -122,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     script, arguments = argv[0], argv[1:]
     identity = _identity(dict(os.environ))
     if identity.get("mpi"):
-        _apply_mpi_identity(identity)
+        script = _apply_mpi_identity(identity, script)
     if os.environ.get("TRAINOPS_LAUNCH_MODE") == "torchrun":
         # torchrun starts ranks from its main thread: die with it rather than linger if it is killed outright.
         processes.set_parent_death_signal(signal.SIGKILL)
