@@ -30,8 +30,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     schema = subparsers.add_parser(
         "schema", help="print the JSON Schema of the job spec",
-        description="Print the JSON Schema of the job spec (or of a pipeline file) on stdout.")
-    schema.add_argument("--markdown", action="store_true", help="a Markdown table of the fields instead")
+        description="Print the JSON Schema of the job spec on stdout (or, with --markdown, the field reference "
+                    "that docs/spec.md holds).")
+    schema.add_argument("--markdown", action="store_true",
+                        help="the Markdown reference of every field instead (what docs/spec.md holds)")
     schema.set_defaults(handler=schema_command)
 
 
@@ -64,10 +66,10 @@ def render_command(args: argparse.Namespace) -> int:
 
 
 def schema_command(args: argparse.Namespace) -> int:
-    from trainops.spec.docs import fields_markdown, job_spec_schema
+    from trainops.spec.docs import job_spec_schema, spec_reference_markdown
 
     if args.markdown:
-        sys.stdout.write(fields_markdown())
+        sys.stdout.write(spec_reference_markdown())
     else:
         json.dump(job_spec_schema(), sys.stdout, indent=2)
         sys.stdout.write("\n")

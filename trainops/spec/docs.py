@@ -1,11 +1,20 @@
-"""Documentation generated from the model itself: the JSON Schema and the README's table of spec fields."""
+"""Documentation generated from the model itself: the JSON Schema and the spec-field reference (docs/spec.md).
+
+`trainops schema --markdown > docs/spec.md` regenerates the reference; a unit test fails when the file is stale, so
+the documentation cannot drift from the model.
+"""
 
 from __future__ import annotations
 
 from types import UnionType
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
 
 from trainops.spec.job import JobSpec
+
+REGENERATE = "trainops schema --markdown > docs/spec.md"
 
 
 def job_spec_schema() -> dict[str, Any]:
@@ -16,9 +25,41 @@ def job_spec_schema() -> dict[str, Any]:
     return schema
 
 
+def _limits(metadata: list[Any]) -> str:
+    """`1-1000`, `>= 0`, `length <= 255` from pydantic's constraint metadata."""
+    bounds: dict[str, Any] = {}
+    for item in metadata:
+        for name in ("ge", "le", "gt", "lt", "min_length", "max_length"):
+            value = getattr(item, name, None)
+            if value is not None:
+                bounds[name] = value
+        for inner in getattr(item, "metadata", ()) or ():  # a FieldInfo inside Annotated[...]
+            for name in ("ge", "le", "min_length", "max_length"):
+                value = getattr(inner, name, None)
+                if value is not None:
+                    bounds[name] = value
+    parts = []
+    if "ge" in bounds and "le" in bounds:
+        parts.append(f"{bounds['ge']}-{bounds['le']}")
+    elif "ge" in bounds:
+        parts.append(f">= {bounds['ge']}")
+    elif "le" in bounds:
+        parts.append(f"<= {bounds['le']}")
+    if "min_length" in bounds and "max_length" in bounds:
+        parts.append(f"length {bounds['min_length']}-{bounds['max_length']}")
+    elif "max_length" in bounds:
+        parts.append(f"length <= {bounds['max_length']}")
+    elif "min_length" in bounds:
+        parts.append(f"length >= {bounds['min_length']}")
+    return ", ".join(parts)
+
+
 def _type_text(annotation: Any) -> str:
-    """A short, readable type: `one of: File, FastFile, Pipe`, `int or None`, `list[str]`."""
+    """A short, readable type: `one of: File, FastFile, Pipe`, `int (1-1024) or None`, `list[str]`."""
     origin, args = get_origin(annotation), get_args(annotation)
+    if origin is Annotated:
+        limits = _limits(list(args[1:]))
+        return _type_text(args[0]) + (f" ({limits})" if limits else "")
     if origin is Literal:
         return "one of: " + ", ".join(str(arg) for arg in args)
     if origin in (Union, UnionType):
@@ -28,21 +69,258 @@ def _type_text(annotation: Any) -> str:
     if origin is not None:
         inner = ", ".join(_type_text(arg) for arg in args)
         return f"{getattr(origin, '__name__', str(origin))}[{inner}]"
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel) and annotation.__name__.startswith("_"):
+        # The SDK form's private section models: say what to write, not the class name.
+        keys = list(annotation.model_fields)
+        return "{enabled: true}" if keys == ["enabled"] else "mapping (below)"
     return getattr(annotation, "__name__", str(annotation))
 
 
+def _default_text(field: FieldInfo) -> str:
+    if field.is_required():
+        return "required"
+    value = field.default_factory() if field.default_factory is not None else field.default  # type: ignore[call-arg]
+    if isinstance(value, BaseModel):
+        return "`" + str(getattr(value, "type", type(value).__name__)) + "`"
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return f"`{str(value).lower()}`"
+    if isinstance(value, str):
+        return f"`{value}`" if value else '`""`'
+    return f"`{value!r}`"
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "or").replace("\n", " ")
+
+
+def _model_rows(model: type[BaseModel], kinds: dict[str, str] | None = None, skip: tuple[str, ...] = ()) -> list[str]:
+    rows = ["| key | type | default | what it is |", "| --- | --- | --- | --- |"]
+    for name, field in model.model_fields.items():
+        if name in skip:
+            continue
+        key = field.alias or name
+        kind = (kinds or {}).get(name) or _type_text(field.annotation)
+        limits = _limits(field.metadata)
+        if limits:
+            kind += f" ({limits})"
+        rows.append(f"| `{key}` | {_cell(kind)} | {_default_text(field)} | {_cell(field.description or '')} |")
+    return rows
+
+
 def fields_markdown() -> str:
-    """A Markdown table of every job-spec field: name, type, default and description."""
-    rows = ["| field | type | default | what it is |", "| --- | --- | --- | --- |"]
-    for name, field in JobSpec.model_fields.items():
-        if field.is_required():
-            default = "required"
-        elif field.default_factory is not None:
-            default = "`" + repr(field.default_factory()).replace("NoDistribution(instance_groups=None, type='none')",
-                                                                 "none") + "`"
-        else:
-            default = f"`{field.default!r}`"
-        kind = {"distribution": "SDK dict or typed form", "inputs": "channel -> URI / TrainingInput / "
-                "FileSystemInput"}.get(name, _type_text(field.annotation))
-        rows.append(f"| `{name}` | {kind.replace('|', 'or')} | {default} | {field.description or ''} |")
-    return "\n".join(rows) + "\n"
+    """A Markdown table of every job-spec field: key, type (with limits), default and description."""
+    kinds = {
+        "distribution": "SDK dict or typed form (see below)",
+        "inputs": "channel name -> `s3://` URI, TrainingInput or FileSystemInput (see below)",
+        "tags": "list of {Key, Value}, or a mapping",
+    }
+    return "\n".join(_model_rows(JobSpec, kinds)) + "\n"
+
+
+def _distribution_section() -> list[str]:
+    from trainops.spec import distribution as d
+
+    lines = [
+        "## `distribution`",
+        "",
+        "Two spellings, parsed into one typed model (`trainops.spec.distribution`). A mapping with a `type` key is the "
+        "typed form; any other mapping is the SageMaker Python SDK's dict form. Leaving the field out (or `null`, or "
+        "`{}`) means one plain process per host.",
+        "",
+        "### The SDK dict form",
+        "",
+        "Every key the SDK's `distribution` argument knows, with the same meaning. One strategy at a time, except "
+        "`smdistributed` with its launcher (`torch_distributed` for SMP v2 or SMDDP AllGather, `mpi` for SMP v1).",
+        "",
+        *_model_rows(d.SdkDistribution),
+        "",
+        "`smdistributed.dataparallel`:",
+        "",
+        *_model_rows(d._SdkDataParallel),
+        "",
+        "`smdistributed.modelparallel`:",
+        "",
+        *_model_rows(d._SdkModelParallel),
+        "",
+        "`mpi`:",
+        "",
+        *_model_rows(d._SdkMpi),
+        "",
+        "### The typed form",
+        "",
+        "`type` picks the variant (docs/contracts.md, section 1, is the JSON the runtime receives). Every variant also "
+        "takes `instance_groups`.",
+        "",
+        "| `type` | launcher in the container | what it is | other keys |",
+        "| --- | --- | --- | --- |",
+    ]
+    variants = [d.NoDistribution, d.TorchDistributed, d.PyTorchDDP, d.SMDDP, d.SMP, d.MPI, d.ParameterServer,
+                d.PyTorchXLA, d.MultiWorkerMirroredStrategy]
+    for variant in variants:
+        instance = variant()
+        keys = [f"`{field.alias or name}`" for name, field in variant.model_fields.items()
+                if name not in ("type", "instance_groups")]
+        doc = (variant.__doc__ or "").strip().splitlines()[0]
+        launcher = instance.launcher
+        if "launcher_kind" in variant.model_fields:
+            choices = get_args(variant.model_fields["launcher_kind"].annotation)
+            launcher = " or ".join(f"{choice}{' (default)' if choice == launcher else ''}" for choice in choices)
+        lines.append(f"| `{instance.type}` | {launcher} | {_cell(doc)} | {', '.join(keys) or '-'} |")
+    lines += ["", "Keys of the typed variants:", ""]
+    seen: set[str] = set()
+    rows = ["| key | variants | type | default | what it is |", "| --- | --- | --- | --- | --- |"]
+    for variant in variants:
+        for name, field in variant.model_fields.items():
+            key = field.alias or name
+            if name == "type" or key in seen:
+                continue
+            seen.add(key)
+            owners = [f"`{v().type}`" for v in variants if name in v.model_fields]
+            owners_text = "all" if len(owners) == len(variants) else ", ".join(owners)
+            kind = _type_text(field.annotation)
+            limits = _limits(field.metadata)
+            kind += f" ({limits})" if limits else ""
+            rows.append(f"| `{key}` | {owners_text} | {_cell(kind)} | {_default_text(field)} | "
+                        f"{_cell(field.description or '')} |")
+    return lines + rows + [""]
+
+
+def _smp_section() -> list[str]:
+    from trainops.spec import smp
+
+    def keys(names: set[str]) -> str:
+        return ", ".join(f"`{name}`" for name in sorted(names))
+
+    return [
+        "### SMP parameters",
+        "",
+        "`parameters` of `smdistributed.modelparallel` (or of `type: smp`) are checked against the library version "
+        "the launcher implies: torchrun means SMP v2 (PyTorch >= 2.0), mpirun means SMP v1. A key of the other "
+        "version is an error that says so.",
+        "",
+        f"- SMP v2, whole numbers: {keys(smp.V2_INTEGER_KEYS)}; true/false: {keys(smp.V2_BOOLEAN_KEYS)}. The "
+        f"degrees ({', '.join(f'`{k}`' for k in smp.V2_DEGREE_KEYS)}) must divide the number of GPUs.",
+        f"- SMP v1, positive whole numbers: {keys(smp.V1_POSITIVE_KEYS)}; true/false: {keys(smp.V1_BOOLEAN_KEYS)}; "
+        + "; ".join(f"`{key}` one of {', '.join(choices)}" for key, choices in sorted(smp.V1_CHOICES.items()))
+        + f"; also {keys(smp.V1_OTHER_KEYS)}. `partitions` (or `pipeline_parallel_degree`) is required.",
+        "",
+    ]
+
+
+def _inputs_section() -> list[str]:
+    from trainops.spec.inputs import FileSystemInput, TrainingInput
+    from trainops.spec.job import InstanceGroup, Tag
+
+    return [
+        "## `inputs`",
+        "",
+        "A mapping of channel name (1-64 of letters, digits, `.`, `_`, `-`; at most 20; `trainops_*` is reserved) "
+        "to one of:",
+        "",
+        "- a URI string: `s3://bucket/prefix` (a `file://` URI or a local path works for the local backend only);",
+        "- the SDK's `TrainingInput` fields:",
+        "",
+        *_model_rows(TrainingInput),
+        "",
+        "- the SDK's `FileSystemInput` fields (FSx for Lustre or EFS; needs `subnets` and `security_group_ids`; "
+        "recognised by its `file_system_id` key):",
+        "",
+        *_model_rows(FileSystemInput),
+        "",
+        "## `instance_groups`",
+        "",
+        "A heterogeneous cluster, instead of `instance_type` / `instance_count`; the distribution names the one group "
+        "that runs it (`distribution.instance_groups`). Each group:",
+        "",
+        *_model_rows(InstanceGroup),
+        "",
+        "## `tags`",
+        "",
+        "A list of `{Key, Value}` (as the API spells them) or a plain mapping (`team: vision`); at most 50.",
+        "",
+        *_model_rows(Tag),
+        "",
+    ]
+
+
+def _rules_section() -> list[str]:
+    from trainops.spec.rules import RULES
+
+    lines = [
+        "## Rules across fields",
+        "",
+        "Checked by `trainops validate` (and before anything is created), all at once: every problem is reported, each "
+        "with its field path and what to do. When some fields are invalid, the rules that do not read them still run.",
+        "",
+        "| rule | reads | what it checks |",
+        "| --- | --- | --- |",
+    ]
+    for check in RULES:
+        doc = " ".join((check.__doc__ or "").split())
+        reads = ", ".join(f"`{name}`" for name in sorted(check.reads))  # type: ignore[attr-defined]
+        lines.append(f"| `{check.__name__}` | {reads} | {_cell(doc)} |")
+    return lines + [""]
+
+
+def _backend_section() -> list[str]:
+    return [
+        "## Checked by the SageMaker backend, not by the spec",
+        "",
+        "- `trainops render` / submission need `role`, a region (the spec's `region`, `--region`, or `AWS_REGION` / "
+        "`AWS_DEFAULT_REGION`), an `s3://` `output_path`, S3 (or FSx/EFS) channels, `ml.*` instance types, and "
+        "`framework_version` (or `image_uri`) to pick the AWS Deep Learning Container. A spec that lacks them is "
+        "still a valid spec for the local backend.",
+        "- Checks that need AWS calls run in the SageMaker backend's preflight, before anything is created: that the "
+        "subnets are in the file system's Availability Zone (one AZ for the instances, the subnet and FSx), that the "
+        "security group allows Lustre traffic (TCP 988, 1018-1023) or NFS (TCP 2049), and that an FSx for Lustre "
+        "`directory_path` starts with the file system's mount name. The spec cannot see AZs, so "
+        "`trainops validate` does not report them.",
+        "",
+    ]
+
+
+def spec_reference_markdown() -> str:
+    """docs/spec.md: every spec field, the distribution forms, channels, SMP parameters and the rules."""
+    lines = [
+        f"<!-- Generated from the model by `{REGENERATE}`; do not edit by hand. -->",
+        "",
+        "# The job spec",
+        "",
+        "A job spec is a YAML or JSON file describing one distributed-training job. Field names follow the SageMaker "
+        "Python SDK v2 estimator (`PyTorch(...)`), so an estimator moves over with its argument names. Unknown keys "
+        "are errors (with a suggestion for a misspelt one). `trainops validate FILE` checks a spec, `trainops render "
+        "FILE` shows the SageMaker request it becomes, `trainops schema` prints its JSON Schema.",
+        "",
+        "```yaml",
+        "name: smddp-p4d",
+        "role: arn:aws:iam::111122223333:role/SageMakerTrainingRole",
+        "region: us-east-1",
+        "framework_version: \"2.3.0\"",
+        "entry_point: train.py",
+        "source_dir: src",
+        "instance_type: ml.p4d.24xlarge",
+        "instance_count: 2",
+        "distribution:",
+        "  smdistributed:",
+        "    dataparallel:",
+        "      enabled: true",
+        "inputs:",
+        "  train: s3://example-training-data/imagenet/train/",
+        "output_path: s3://example-training-output/smddp",
+        "```",
+        "",
+        "More in `examples/specs/`.",
+        "",
+        "## Fields",
+        "",
+        fields_markdown().rstrip("\n"),
+        "",
+        *_distribution_section(),
+        *_smp_section(),
+        *_inputs_section(),
+        *_rules_section(),
+        *_backend_section(),
+    ]
+    return "\n".join(lines).rstrip("\n") + "\n"

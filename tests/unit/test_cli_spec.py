@@ -1,0 +1,267 @@
+"""`trainops validate`, `render` and `schema`: exit codes, what goes to stdout and stderr, hostile input files."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trainops.cli import build_parser, main
+from trainops.spec.job import JobSpec
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted((ROOT / "examples" / "specs").glob("*.yaml"))
+
+VALID = {"name": "demo", "role": "arn:aws:iam::111122223333:role/Training", "region": "us-east-1",
+         "framework_version": "2.3.0", "entry_point": "train.py", "instance_type": "ml.p4d.24xlarge",
+         "instance_count": 2, "distribution": {"smdistributed": {"dataparallel": {"enabled": True}}},
+         "output_path": "s3://bucket/out", "environment": {"HF_TOKEN": "hf_secret_value", "NCCL_DEBUG": "INFO"}}
+
+
+def run(capsys, *argv):
+    """(exit code, stdout, stderr) of `trainops argv...` run in this process."""
+    try:
+        code = main(list(argv))
+    except SystemExit as exit:  # argparse: --help, usage errors
+        code = exit.code
+    out, err = capsys.readouterr()
+    assert "Traceback" not in out + err
+    return code, out, err
+
+
+def write(tmp_path, data, name="spec.yaml"):
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump(data) if not isinstance(data, str) else data)
+    return str(path)
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_region(monkeypatch):
+    monkeypatch.delenv("AWS_REGION", raising=False)
+    monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
+
+
+# --- validate -----------------------------------------------------------------------------------------------------------
+
+def test_validate_a_valid_spec(tmp_path, capsys):
+    code, out, err = run(capsys, "validate", write(tmp_path, VALID))
+    assert code == 0 and err == ""
+    assert "valid (smddp on 2 x ml.p4d.24xlarge)" in out
+
+
+def test_validate_quiet(tmp_path, capsys):
+    assert run(capsys, "validate", "-q", write(tmp_path, VALID)) == (0, "", "")
+
+
+def test_validate_reports_every_problem_on_stderr(tmp_path, capsys):
+    bad = {**VALID, "role": "admin", "instance_count": 0, "hyperparameters": {"hf_token": "x"},
+           "distribution": {"smdistributed": {"dataparallel": {"enabled": True, "custom_mpi_options": "a; b"}}},
+           "instanc_type": "ml.p5.48xlarge"}
+    path = write(tmp_path, bad)
+    code, out, err = run(capsys, "validate", path)
+    assert code == 2 and out == ""
+    assert err.startswith(f"trainops: invalid {path}: 5 problems\n")
+    for line in ["  - role: 'admin' is not an IAM role ARN",
+                 "  - instance_count: Input should be greater than or equal to 1",
+                 "  - hyperparameters.hf_token: looks like a secret",
+                 "  - distribution.smdistributed.dataparallel.custom_mpi_options: contains shell metacharacters",
+                 "  - instanc_type: unknown key: did you mean 'instance_type'?"]:
+        assert line in err
+
+
+def test_validate_accepts_json(tmp_path, capsys):
+    code, _, _ = run(capsys, "validate", write(tmp_path, json.dumps(VALID), "spec.json"))
+    assert code == 0
+
+
+@pytest.mark.parametrize("content, words", [
+    ("a: [1\n", "not valid YAML or JSON at line 2"),
+    ("", "is empty"),
+    (b"\xff\xfe\x00bad", "not UTF-8"),
+    ("- &a [x, x]\n" + "- [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]\n" * 10, "YAML aliases"),
+    ("[" * 100000 + "]" * 100000, "nested"),
+    ("a:\n" + "".join("  " * depth + "b:\n" for depth in range(1, 200)), "nested more than"),
+    ("just a string\n", "a job spec is a mapping"),
+    ("- entry_point: train.py\n", "got list"),
+])
+def test_bad_files_exit_2_with_a_message(tmp_path, capsys, content, words):
+    path = tmp_path / "spec.yaml"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    for command in ("validate", "render"):
+        code, out, err = run(capsys, command, str(path))
+        assert code == 2 and out == ""
+        assert err.startswith(f"trainops: invalid {path}")
+        assert words in err
+
+
+def test_a_directory_or_a_missing_file(tmp_path, capsys):
+    code, _, err = run(capsys, "validate", str(tmp_path))
+    assert code == 2 and "is not a file" in err
+    code, _, err = run(capsys, "validate", str(tmp_path / "missing.yaml"))
+    assert code == 2 and "does not exist" in err
+
+
+# --- render -------------------------------------------------------------------------------------------------------------
+
+def test_render_prints_the_request_as_json(tmp_path, capsys):
+    code, out, err = run(capsys, "render", write(tmp_path, VALID), "--job-name", "demo-1")
+    assert code == 0 and err == ""
+    request = json.loads(out)
+    assert request["TrainingJobName"] == "demo-1"
+    assert request["AlgorithmSpecification"]["ContainerEntrypoint"][:3] == ["python3", "-m", "trainops.runtime"]
+    assert "trainops_distribution" in request["HyperParameters"]
+
+
+def test_render_masks_secrets_in_environment(tmp_path, capsys):
+    _, out, _ = run(capsys, "render", write(tmp_path, VALID), "--job-name", "demo-1")
+    environment = json.loads(out)["Environment"]
+    assert environment["HF_TOKEN"] == "****" and environment["NCCL_DEBUG"] == "INFO"
+    assert "hf_secret_value" not in out
+
+
+def test_render_toolkit_launcher(tmp_path, capsys):
+    code, out, _ = run(capsys, "render", write(tmp_path, VALID), "--launcher", "toolkit", "--job-name", "demo-1")
+    assert code == 0
+    request = json.loads(out)
+    assert "ContainerEntrypoint" not in request["AlgorithmSpecification"]
+    assert request["HyperParameters"]["sagemaker_distributed_dataparallel_enabled"] == "true"
+    assert request["HyperParameters"]["sagemaker_instance_type"] == '"ml.p4d.24xlarge"'
+    assert request["HyperParameters"]["sagemaker_job_name"] == '"demo-1"'
+
+
+def test_render_default_job_name_starts_with_the_spec_name(tmp_path, capsys):
+    code, out, _ = run(capsys, "render", write(tmp_path, VALID))
+    name = json.loads(out)["TrainingJobName"]
+    assert code == 0 and name.startswith("demo-") and len(name) <= 63
+
+
+def test_render_invalid_spec_exits_2(tmp_path, capsys):
+    code, out, err = run(capsys, "render", write(tmp_path, {**VALID, "instance_count": 0}), "--job-name", "a")
+    assert code == 2 and out == ""
+    assert "instance_count" in err
+
+
+def test_render_without_a_region_anywhere(tmp_path, capsys):
+    spec = {key: value for key, value in VALID.items() if key != "region"}
+    code, out, err = run(capsys, "render", write(tmp_path, spec), "--job-name", "a")
+    assert code == 2 and out == ""
+    assert "region: is required for the sagemaker backend" in err
+    assert "AWS_REGION" in err
+
+
+def test_render_region_from_flag_or_environment(tmp_path, capsys, monkeypatch):
+    path = write(tmp_path, {key: value for key, value in VALID.items() if key != "region"})
+    _, out, _ = run(capsys, "render", path, "--job-name", "a", "--region", "eu-west-1")
+    assert json.loads(out)["HyperParameters"]["sagemaker_region"] == '"eu-west-1"'
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-west-2")
+    _, out, _ = run(capsys, "render", path, "--job-name", "a")
+    assert json.loads(out)["HyperParameters"]["sagemaker_region"] == '"us-west-2"'
+    code, _, err = run(capsys, "render", path, "--job-name", "a", "--region", "not a region")
+    assert code == 2 and "not an AWS region" in err
+
+
+def test_render_lists_what_the_sagemaker_backend_needs(tmp_path, capsys):
+    local = {"entry_point": "train.py", "instance_type": "local"}
+    code, _, err = run(capsys, "render", write(tmp_path, local), "--job-name", "a")
+    assert code == 2
+    for field in ("role", "region", "output_path", "instance_type", "framework_version"):
+        assert f"  - {field}: " in err
+
+
+def test_render_bad_job_name(tmp_path, capsys):
+    code, _, err = run(capsys, "render", write(tmp_path, VALID), "--job-name", "bad_name")
+    assert code == 2 and "job_name" in err
+
+
+def test_render_bad_launcher_is_a_usage_error(tmp_path, capsys):
+    code, _, err = run(capsys, "render", write(tmp_path, VALID), "--launcher", "slurm")
+    assert code == 2 and "invalid choice" in err
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: path.name)
+def test_example_specs_validate_and_render(path, capsys):
+    assert run(capsys, "validate", "-q", str(path))[0] == 0
+    for launcher in ("trainops", "toolkit"):
+        code, out, _ = run(capsys, "render", str(path), "--launcher", launcher, "--job-name", "example")
+        assert code == 0
+        assert json.loads(out)["TrainingJobName"] == "example"
+
+
+def test_there_are_example_specs():
+    assert len(EXAMPLES) >= 5
+
+
+# --- schema -------------------------------------------------------------------------------------------------------------
+
+def test_schema_is_a_json_schema_with_every_field(capsys):
+    code, out, _ = run(capsys, "schema")
+    assert code == 0
+    schema = json.loads(out)
+    assert schema["$schema"].startswith("https://json-schema.org/")
+    assert schema["type"] == "object" and schema["additionalProperties"] is False
+    assert set(schema["properties"]) == {field.alias or name for name, field in JobSpec.model_fields.items()}
+    assert schema["required"] == ["entry_point"]
+    assert all(schema["properties"][name].get("description") for name in schema["properties"])
+
+
+def test_schema_accepts_the_examples_and_refuses_typos(capsys):
+    jsonschema = pytest.importorskip("jsonschema")
+    _, out, _ = run(capsys, "schema")
+    validator = jsonschema.Draft202012Validator(json.loads(out))
+    jsonschema.Draft202012Validator.check_schema(validator.schema)
+    for path in EXAMPLES:
+        assert list(validator.iter_errors(yaml.safe_load(path.read_text()))) == [], path.name
+    assert list(validator.iter_errors({**VALID, "instanc_count": 2}))
+    assert list(validator.iter_errors({**VALID, "distribution": {"type": "smddp", "launchr": "mpirun"}}))
+
+
+def test_schema_markdown(capsys):
+    code, out, _ = run(capsys, "schema", "--markdown")
+    assert code == 0
+    assert out.startswith("<!-- Generated")
+    for name, field in JobSpec.model_fields.items():
+        assert f"| `{field.alias or name}` |" in out
+
+
+# --- help and the console script --------------------------------------------------------------------------------------
+
+def _commands():
+    parser = build_parser()
+    (subparsers,) = [action for action in parser._actions if action.__class__.__name__ == "_SubParsersAction"]
+    return sorted(subparsers.choices)
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_help_on_every_command(command, capsys):
+    code, out, _ = run(capsys, command, "--help")
+    assert code == 0
+    assert out.startswith(f"usage: trainops {command}")
+
+
+def test_top_level_help_lists_the_spec_commands(capsys):
+    code, out, _ = run(capsys, "--help")
+    assert code == 0
+    for command in ("validate", "render", "schema"):
+        assert command in out
+    assert "Exit codes: 0 success, 2 invalid input, 1 failure while running." in " ".join(out.split())
+
+
+def test_no_command_is_a_usage_error(capsys):
+    code, _, err = run(capsys)
+    assert code == 2 and "usage:" in err
+
+
+def test_console_script_exit_codes(tmp_path):
+    script = Path(sys.executable).with_name("trainops")
+    if not script.exists():
+        pytest.skip("the trainops console script is not installed next to this interpreter")
+    good = subprocess.run([str(script), "validate", str(EXAMPLES[0])], capture_output=True, text=True, timeout=60)
+    bad = subprocess.run([str(script), "validate", write(tmp_path, {"entry_point": 1})], capture_output=True,
+                         text=True, timeout=60, env={**os.environ, "TRAINOPS_DEBUG": ""})
+    assert good.returncode == 0 and bad.returncode == 2
+    assert "Traceback" not in bad.stderr and "entry_point" in bad.stderr
