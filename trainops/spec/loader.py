@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from datetime import date
 from pathlib import Path
 from types import UnionType
 from typing import Annotated, Any, Iterable, Union, get_args, get_origin
@@ -48,6 +49,27 @@ class _BoundedLoader(yaml.SafeLoader):
         finally:
             self._depth -= 1
 
+    def construct_mapping(self, node, deep=False):  # noqa: D401 - PyYAML hook
+        # PyYAML keeps the last of two equal keys; in a spec that hides a mistake, so it is one.
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value if isinstance(node, yaml.MappingNode) else ():
+            if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node)
+            line = key_node.start_mark.line + 1
+            if key in seen:
+                raise SpecError(f"key {key!r} appears twice (lines {seen[key]} and {line}): keep one")
+            seen[key] = line
+        return super().construct_mapping(node, deep)
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    keys = [key for key, _ in pairs]
+    for key in keys:
+        if keys.count(key) > 1:
+            raise SpecError(f"key {key!r} appears twice in one object: keep one")
+    return dict(pairs)
+
 
 def _check_depth(value: Any, depth: int = 0) -> None:
     if depth > MAX_DEPTH:
@@ -68,7 +90,7 @@ def parse_text(text: str, source: str = "document") -> Any:
     try:
         if stripped[0] in "{[":
             try:
-                data = json.loads(text)
+                data = json.loads(text, object_pairs_hook=_unique_keys)
                 _check_depth(data)
                 return data
             except RecursionError:
@@ -215,6 +237,14 @@ def problems_from_validation_error(error: ValidationError, model: type[BaseModel
                 message += f" (known keys: {', '.join(known)})"
         elif kind == "missing":
             message = "is required"
+        elif location and location[-1] == "[key]":
+            location = location[:-1]
+            path = ".".join(location)
+            message = f"names must be text: write {location[-1]!r} in quotes"
+        elif kind == "string_type" and isinstance(item.get("input"), (bool, int, float, date)):
+            value = item["input"]
+            kind_read = "date" if isinstance(value, date) else "boolean" if isinstance(value, bool) else "number"
+            message = f"must be text: write it in quotes (YAML reads {value!s} as a {kind_read})"
         elif kind == "union_tag_invalid":
             message = f"type {item['ctx'].get('tag')!r} is unknown: use one of {item['ctx'].get('expected_tags')}"
         elif kind == "trainops_rule":

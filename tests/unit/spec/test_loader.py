@@ -57,6 +57,22 @@ def test_alias_bomb_is_refused_before_it_expands():
     assert "aliases" in messages(caught.value)
 
 
+@pytest.mark.parametrize("text, words", [
+    ("entry_point: a.py\ninstance_count: 2\ninstance_count: 4\n", "key 'instance_count' appears twice (lines 2 and 3)"),
+    ("tags:\n  team: a\n  team: b\n", "key 'team' appears twice"),
+    ('{"instance_count": 2, "instance_count": 4}', "key 'instance_count' appears twice in one object"),
+])
+def test_duplicate_keys_are_refused(text, words):
+    with pytest.raises(SpecError) as caught:
+        parse_text(text)
+    assert words in messages(caught.value)
+
+
+def test_merge_keys_may_be_overridden():
+    assert parse_text("base: &b {a: 1, c: 2}\nother:\n  <<: *b\n  a: 3\n")["other"] == {"a": 3, "c": 2}
+    assert parse_text("a: 1\nb: {a: 2}\n") == {"a": 1, "b": {"a": 2}}
+
+
 def test_a_few_aliases_are_fine():
     assert parse_text("base: &b {x: 1}\nother: *b\n") == {"base": {"x": 1}, "other": {"x": 1}}
 
@@ -148,6 +164,20 @@ def test_problems_are_unique_and_ordered():
     paths = [problem.path for problem in caught.value.problems]
     assert paths == ["entry_point", "instance_count", "volume_size", "instance_type"]
     assert len(set(map(str, caught.value.problems))) == len(caught.value.problems)
+
+
+@pytest.mark.parametrize("text, path, words", [
+    ("framework_version: 2.10\n", "framework_version", "write it in quotes (YAML reads 2.1 as a number)"),
+    ("name: 2024-01-01\n", "name", "(YAML reads 2024-01-01 as a date)"),
+    ("region: 1\n", "region", "(YAML reads 1 as a number)"),
+    ("py_version: yes\n", "py_version", "(YAML reads True as a boolean)"),
+    ("hyperparameters:\n  1: x\n", "hyperparameters.1", "names must be text: write '1' in quotes"),
+])
+def test_yaml_scalars_that_should_be_text(text, path, words):
+    with pytest.raises(SpecError) as caught:
+        parse_job_spec(parse_text("entry_point: t.py\ninstance_type: local\n" + text))
+    problems = {problem.path: problem.message for problem in caught.value.problems}
+    assert words in problems[path]
 
 
 def test_messages_are_plain():
