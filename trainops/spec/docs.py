@@ -272,11 +272,13 @@ def _backend_section() -> list[str]:
         "`AWS_DEFAULT_REGION`), an `s3://` `output_path`, S3 (or FSx/EFS) channels, `ml.*` instance types, and "
         "`framework_version` (or `image_uri`) to pick the AWS Deep Learning Container. A spec that lacks them is "
         "still a valid spec for the local backend.",
-        "- Checks that need AWS calls run in the SageMaker backend's preflight, before anything is created: that the "
-        "subnets are in the file system's Availability Zone (one AZ for the instances, the subnet and FSx), that the "
-        "security group allows Lustre traffic (TCP 988, 1018-1023) or NFS (TCP 2049), and that an FSx for Lustre "
-        "`directory_path` starts with the file system's mount name. The spec cannot see AZs, so "
-        "`trainops validate` does not report them.",
+        "- Checks that need AWS calls run in the SageMaker backend's preflight (`trainops.backends.sagemaker."
+        "preflight`), before anything is created, for FSx for Lustre channels: that every subnet is in the file "
+        "system's Availability Zone (one AZ for the instances, the subnet and FSx; several subnets in different AZs "
+        "are an error), that the security groups allow Lustre traffic (TCP 988, 1018-1023) among themselves, and "
+        "that `directory_path` starts with the file system's mount name. The spec cannot see AZs or security-group "
+        "rules without AWS calls, so `trainops validate` does not report these; for EFS only the VPC rule above "
+        "applies.",
         "",
     ]
 
