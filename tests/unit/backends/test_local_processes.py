@@ -1,0 +1,61 @@
+"""Ports that concurrent jobs never share, finding every process of a job, and stale status records."""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import subprocess
+import sys
+import time
+
+from trainops.backends.local import status
+from trainops.backends.local.ports import _locks_dir, reserve_port
+from trainops.backends.local.processes import MARKER, job_processes, kill_job
+
+
+def test_reserved_ports_differ_and_stay_locked_until_released():
+    first, second = reserve_port(), reserve_port()
+    try:
+        assert first.port != second.port
+        with open(_locks_dir() / f"{first.port}.lock", "a+") as handle:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                locked_elsewhere = False
+            except OSError:
+                locked_elsewhere = True
+        assert locked_elsewhere
+    finally:
+        first.release()
+        second.release()
+    with open(_locks_dir() / f"{first.port}.lock", "a+") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)  # free again: raises if still held
+        fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def test_kill_job_finds_orphaned_grandchildren_by_marker():
+    job_id = f"test-{os.getpid()}-{time.time_ns()}"
+    # A child that starts a grandchild in a new session and exits: the grandchild is an orphan nobody waits for.
+    code = ("import subprocess, sys; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(300)'], "
+            "start_new_session=True)")
+    subprocess.run([sys.executable, "-c", code], env={**os.environ, MARKER: job_id}, check=True)
+    deadline = time.monotonic() + 10
+    while not job_processes(job_id) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(job_processes(job_id)) == 1
+    kill_job(job_id, grace_seconds=5)
+    deadline = time.monotonic() + 10
+    while job_processes(job_id) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert job_processes(job_id) == []
+
+
+def test_in_progress_job_without_its_controller_reads_as_failed(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    status.write(tmp_path / "jobs" / "ghost", {"job_name": "ghost", "status": "InProgress",
+                                               "controller_pid": dead.pid})
+    record = status.read("ghost", tmp_path)
+    assert record["status"] == "Failed" and "exited before the job ended" in record["failure_reason"]
+    status.write(tmp_path / "jobs" / "alive", {"job_name": "alive", "status": "InProgress",
+                                               "controller_pid": os.getpid()})
+    assert status.read("alive", tmp_path)["status"] == "InProgress"
