@@ -237,8 +237,8 @@ def problems_from_validation_error(error: ValidationError, model: type[BaseModel
                 message += f" (known keys: {', '.join(known)})"
         elif kind == "missing":
             message = "is required"
-        elif location and location[-1] == "[key]":
-            location = location[:-1]
+        elif location and (location[-1] == "[key]" or kind == "invalid_key"):
+            location = location[:-1] if location[-1] == "[key]" else location
             path = ".".join(location)
             message = f"names must be text: write {location[-1]!r} in quotes"
         elif kind == "string_type" and isinstance(item.get("input"), (bool, int, float, date)):
@@ -313,7 +313,7 @@ def _rule_problems_without(problems: list[Problem], data: dict) -> list[Problem]
     # A misspelt key stands for the field it meant: rules reading that field would see its default, not the value.
     meant = {close for key in invalid for close in difflib.get_close_matches(key, fields, n=1)}
     skip = {name for name, field in JobSpec.model_fields.items() if {name, field.alias} & (invalid | meant)}
-    rest = {key: value for key, value in data.items() if key not in invalid}
+    rest = {key: value for key, value in data.items() if str(key) not in invalid}
     # Required fields stand in with a placeholder (rules reading them are skipped: they are in `skip`).
     rest.update({name: PLACEHOLDERS[name] for name, field in JobSpec.model_fields.items()
                  if field.is_required() and name not in rest})

@@ -180,6 +180,15 @@ def test_yaml_scalars_that_should_be_text(text, path, words):
     assert words in problems[path]
 
 
+def test_non_text_top_level_key_does_not_hide_other_problems():
+    with pytest.raises(SpecError) as caught:
+        parse_job_spec({1: 2, "entry_point": "t.py", "instance_type": "local", "hyperparameters": {"hf_token": 1}})
+    problems = {problem.path: problem.message for problem in caught.value.problems}
+    assert problems == {"1": "names must be text: write '1' in quotes",
+                        "hyperparameters.hf_token": problems["hyperparameters.hf_token"]}
+    assert "looks like a secret" in problems["hyperparameters.hf_token"]
+
+
 def test_messages_are_plain():
     with pytest.raises(SpecError) as caught:
         parse_job_spec({"entry_point": "t.py", "instance_type": "local", "region": "x"})
