@@ -54,6 +54,17 @@ def test_validate_a_valid_spec(tmp_path, capsys):
     assert "valid (smddp on 2 x ml.p4d.24xlarge)" in out
 
 
+def test_validate_names_the_instance_groups(tmp_path, capsys):
+    groups = [{"instance_group_name": "cpus", "instance_type": "ml.c5.xlarge", "instance_count": 1},
+              {"instance_group_name": "gpus", "instance_type": "ml.p4d.24xlarge", "instance_count": 2}]
+    spec = {**{key: value for key, value in VALID.items() if key not in ("instance_type", "instance_count")},
+            "instance_groups": groups,
+            "distribution": {"smdistributed": {"dataparallel": {"enabled": True}}, "instance_groups": ["gpus"]}}
+    code, out, _ = run(capsys, "validate", write(tmp_path, spec))
+    assert code == 0
+    assert "valid (smddp on instance groups 1 x ml.c5.xlarge, 2 x ml.p4d.24xlarge)" in out
+
+
 def test_validate_quiet(tmp_path, capsys):
     assert run(capsys, "validate", "-q", write(tmp_path, VALID)) == (0, "", "")
 

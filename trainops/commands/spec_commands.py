@@ -42,8 +42,12 @@ def validate_command(args: argparse.Namespace) -> int:
 
     spec = load_job_spec(args.file)
     if not args.quiet:
-        hosts = spec.host_count()
-        print(f"{args.file}: valid ({spec.dist.type} on {hosts} x {spec.training_instance_type()})")
+        if spec.instance_groups:
+            groups = ", ".join(f"{group.instance_count} x {group.instance_type}" for group in spec.instance_groups)
+            where = f"instance groups {groups}"
+        else:
+            where = f"{spec.instance_count} x {spec.instance_type}"
+        print(f"{args.file}: valid ({spec.dist.type} on {where})")
     return 0
 
 
