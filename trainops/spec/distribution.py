@@ -344,6 +344,10 @@ class SdkDistribution(CoreModel):
 
     def _model_parallel(self, groups: dict[str, Any]) -> SMP:
         parameters = self.smdistributed.modelparallel.parameters
+        if self._enabled("torch_distributed") and self._enabled("mpi"):
+            raise_problems("distribution", [Problem(
+                "mpi", "smdistributed.modelparallel runs under torch_distributed (SMP v2) or mpi (SMP v1), not both: "
+                       "remove one")], parameters)
         if self._enabled("torch_distributed"):
             return _at_sdk_path(lambda: SMP(launcher="torchrun", parameters=parameters, **groups))
         if self._enabled("mpi"):

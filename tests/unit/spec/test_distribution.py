@@ -107,6 +107,8 @@ def test_none_means_no_distribution():
      "multi_worker_mirrored_strategy", "enable only one"),
     ({"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 2}}}},
      "smdistributed.modelparallel", "needs a launcher"),
+    ({"smdistributed": {"modelparallel": {"enabled": True}}, "torch_distributed": {"enabled": True},
+      "mpi": {"enabled": True}}, "mpi", "not both"),
 ])
 def test_conflicting_sdk_forms_name_the_key(value, path, words):
     errors = _errors(value)
