@@ -89,3 +89,15 @@ def test_an_mpi_rank_that_raises_on_the_second_host(tmp_path):
         failure = read_failure(str(base / "output" / "failure"))
         assert failure["summary"] == "rank 1 on host algo-2 exited with code 1: ValueError: rank 1 fails on purpose"
         assert failure["stderr"][-1] == "ValueError: rank 1 fails on purpose"
+
+
+def test_a_job_past_its_time_limit_is_stopped(tmp_path):
+    bases = lay_out_job(tmp_path, hosts=1, distribution={"type": "none"}, hyperparameters={"sleep": 120})
+    job = LocalJob(bases)
+    job.common["TRAINOPS_MAX_RUN_SECONDS"] = "3"
+    with job:
+        assert job.wait(timeout=60) == [1], job.output()
+        assert_every_rank_gone(job, bases)
+    failure = read_failure(str(bases[0] / "output" / "failure"))
+    assert failure["reason"] == "timeout"
+    assert failure["summary"] == "the job ran longer than its limit of 3 s and was stopped on host algo-1"

@@ -78,11 +78,13 @@ class Launch:
 
     def __init__(self, plan: LaunchPlan, parent_env: Mapping[str, str] | None = None,
                  max_run_seconds: float | None = None, stop_grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS,
-                 wait_seconds: float = coordination.DEFAULT_WAIT_SECONDS):
+                 wait_seconds: float | None = None):
         self.plan = plan
         self.parent_env = dict(os.environ if parent_env is None else parent_env)
         self.max_run_seconds = max_run_seconds
         self.stop_grace_seconds = stop_grace_seconds
+        if wait_seconds is None:
+            wait_seconds = coordination.LOCAL_WAIT_SECONDS if plan.local else coordination.DEFAULT_WAIT_SECONDS
         self.wait_seconds = wait_seconds
         self.record_dirs = [plan.record_dir]
         self.child: subprocess.Popen | None = None
@@ -90,6 +92,7 @@ class Launch:
         self.timed_out = False
         self.started = time.monotonic()
         self.kill_at: float | None = None
+        self.spawn_error = ""
 
     # --- stopping ---------------------------------------------------------------------------------------------
 
@@ -102,6 +105,10 @@ class Launch:
         return self.stop_signal is not None
 
     def _on_signal(self, signum: int, frame: Any) -> None:
+        self._begin_stop(signum)
+
+    def request_stop(self, signum: int = signal.SIGTERM) -> None:
+        """Stop the launch as SIGTERM to the launcher would (forwarded to every rank; reported as stopped)."""
         self._begin_stop(signum)
 
     def _begin_stop(self, signum: int) -> None:
@@ -153,7 +160,11 @@ class Launch:
     def run(self) -> Outcome:
         """Run the plan to its end and report (failure or success file written, outcome returned)."""
         self._prepare()
-        previous = {number: signal.signal(number, self._on_signal) for number in (signal.SIGTERM, signal.SIGINT)}
+        previous = {}
+        if threading.current_thread() is threading.main_thread():
+            # Signal handlers can only be set from the main thread; a caller running a launch in another thread
+            # stops it through request_stop().
+            previous = {number: signal.signal(number, self._on_signal) for number in (signal.SIGTERM, signal.SIGINT)}
         try:
             if self.plan.mode == "mpi_worker":
                 return self._run_mpi_worker()
@@ -183,7 +194,8 @@ class Launch:
         try:
             self.child, relay = self._spawn(capture_stderr)
         except OSError as error:
-            _log(f"cannot start {self.plan.argv[0]}: {error}")
+            self.spawn_error = f"cannot start {self.plan.argv[0]} on host {self.plan.current_host}: {error}"
+            _log(self.spawn_error)
             return 127, ""
         if self.stop_signal is not None:  # a stop that arrived while starting
             self._signal_everything(self.stop_signal)
@@ -233,6 +245,9 @@ class Launch:
     def _failure_for(self, status: int, captured: str) -> failures.Failure | None:
         if self.stop_signal is not None:
             return self._stop_failure()
+        if self.spawn_error:
+            return failures.Failure(reason="error", host=self.plan.current_host, exit_code=status, time=time.time(),
+                                    summary=self.spawn_error, source="launcher")
         rank_records = records.read_records(self.record_dirs)
         unfinished = [r for r in rank_records if r.get("state") != "exited" or r.get("exit_code")]
         if status == 0 and not unfinished:
@@ -302,7 +317,8 @@ class Launch:
                 self.sweep()
                 return self._worker_outcome(result)
             _log(f"host {self.plan.current_host} waits for mpirun from {self.plan.master_host}")
-            coordination.start_sshd()
+            if coordination.start_sshd() is None:
+                _log(f"no ssh daemon ({coordination.SSHD}) on this image: mpirun cannot reach this host")
             coordination.wait_for_daemon(self.should_stop)
             return self._report(self._local_rank_failure())
         except InterruptedError:

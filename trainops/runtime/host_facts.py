@@ -42,17 +42,16 @@ def _int_or_none(text: str | None) -> int | None:
 
 
 def count_nvidia_gpus(proc_root: str = "/proc/driver/nvidia/gpus", run_nvidia_smi: bool = True) -> int:
-    """GPUs the NVIDIA driver exposes: its ``/proc`` entries, else ``nvidia-smi -L``; 0 when there is no driver."""
-    entries = glob.glob(os.path.join(proc_root, "*"))
-    if entries:
-        return len(entries)
+    """GPUs this process may use: ``nvidia-smi -L`` (it lists only the GPUs a container was given), else the NVIDIA
+    driver's ``/proc`` entries (which list every GPU of the host); 0 when there is no driver."""
     if run_nvidia_smi and shutil.which("nvidia-smi"):
         try:
             listing = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=False)
         except (OSError, subprocess.SubprocessError):
-            return 0
-        return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
-    return 0
+            listing = None
+        if listing is not None and listing.returncode == 0:
+            return sum(1 for line in listing.stdout.splitlines() if line.startswith("GPU "))
+    return len(glob.glob(os.path.join(proc_root, "*")))
 
 
 def visible_gpus(detected: int, cuda_visible_devices: str | None) -> int:

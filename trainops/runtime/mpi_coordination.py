@@ -26,8 +26,10 @@ from typing import Any, Callable
 
 from trainops.runtime.contract import ContractError
 
-#: How long the master waits for the other hosts, and a worker for the master, by default (the toolkit's hour).
+#: How long the master waits for the other hosts, and a worker for the master: the toolkit's hour on SageMaker;
+#: five minutes in a local simulation, where every launcher starts within seconds of the others.
 DEFAULT_WAIT_SECONDS = 3600.0
+LOCAL_WAIT_SECONDS = 300.0
 
 SSHD = "/usr/sbin/sshd"
 _DAEMON_NAMES = ("orted", "prted")
