@@ -46,7 +46,7 @@ def _no_ambient_region(monkeypatch):
     monkeypatch.delenv("AWS_DEFAULT_REGION", raising=False)
 
 
-# --- validate -----------------------------------------------------------------------------------------------------------
+# --- validate ---------------------------------------------------------------------------------------------------------
 
 def test_validate_a_valid_spec(tmp_path, capsys):
     code, out, err = run(capsys, "validate", write(tmp_path, VALID))
@@ -117,7 +117,7 @@ def test_a_directory_or_a_missing_file(tmp_path, capsys):
     assert code == 2 and "does not exist" in err
 
 
-# --- render -------------------------------------------------------------------------------------------------------------
+# --- render -----------------------------------------------------------------------------------------------------------
 
 def test_render_prints_the_request_as_json(tmp_path, capsys):
     code, out, err = run(capsys, "render", write(tmp_path, VALID), "--job-name", "demo-1")
@@ -207,7 +207,7 @@ def test_there_are_example_specs():
     assert len(EXAMPLES) >= 5
 
 
-# --- schema -------------------------------------------------------------------------------------------------------------
+# --- schema -----------------------------------------------------------------------------------------------------------
 
 def test_schema_is_a_json_schema_with_every_field(capsys):
     code, out, _ = run(capsys, "schema")

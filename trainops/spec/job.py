@@ -121,8 +121,9 @@ class JobSpec(CoreModel):
     checkpoint_s3_uri: str | None = Field(default=None, description="s3:// prefix synced with checkpoint_local_path.")
     checkpoint_local_path: str | None = Field(default=None, description="Default /opt/ml/checkpoints.")
     environment: dict[str, str] = Field(
-        default_factory=dict, json_schema_extra=_also_accepts(_SCALAR_MAPPING), description="Environment variables of the container; values of secret-looking names "
-        "are masked in trainops output.")
+        default_factory=dict, json_schema_extra=_also_accepts(_SCALAR_MAPPING),
+        description="Environment variables of the container; values of secret-looking names are masked in trainops "
+        "output.")
     enable_network_isolation: bool = Field(default=False, description="No outbound network from the container.")
     encrypt_inter_container_traffic: bool = Field(default=False, description="Encrypt traffic between hosts.")
     tags: list[Tag] = Field(default_factory=list, json_schema_extra=_also_accepts(_SCALAR_MAPPING),

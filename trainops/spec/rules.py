@@ -185,7 +185,8 @@ def smddp_supported(spec: "JobSpec") -> Iterator[Problem]:
                                                f"supported versions: {', '.join(versions)}")
 
 
-@rule("instance_type", "instance_groups", "distribution", "instance_count", "framework", "framework_version", "image_uri")
+@rule("instance_type", "instance_groups", "distribution", "instance_count", "framework", "framework_version",
+      "image_uri")
 def smp_fits_the_fleet(spec: "JobSpec") -> Iterator[Problem]:
     """SMP: GPU instances, PyTorch >= 2.0 for v2, degrees that divide the number of GPUs."""
     if not isinstance(spec.dist, SMP):

@@ -100,7 +100,7 @@ def test_golden_toolkit_hyperparameters_are_json_dumps_of_each_value(case):
         assert json.dumps(json.loads(value)) == value, key
 
 
-# --- the toolkit encoding (reference.md's table) ------------------------------------------------------------------------
+# --- the toolkit encoding (reference.md's table) ----------------------------------------------------------------------
 
 P4D = "ml.p4d.24xlarge"
 TOOLKIT = [
@@ -108,7 +108,8 @@ TOOLKIT = [
                "sagemaker_distributed_dataparallel_custom_mpi_options": ""}),
     (SMDDP(custom_mpi_options="-verbose", launcher="torchrun"),
      {"sagemaker_distributed_dataparallel_enabled": True, "sagemaker_instance_type": P4D,
-      "sagemaker_distributed_dataparallel_custom_mpi_options": "-verbose", "sagemaker_torch_distributed_enabled": True}),
+      "sagemaker_distributed_dataparallel_custom_mpi_options": "-verbose",
+      "sagemaker_torch_distributed_enabled": True}),
     # The SDK rewrites pytorchddp into smdistributed.dataparallel before encoding.
     (PyTorchDDP(), {"sagemaker_distributed_dataparallel_enabled": True, "sagemaker_instance_type": P4D,
                     "sagemaker_distributed_dataparallel_custom_mpi_options": ""}),
@@ -359,7 +360,7 @@ def test_artifact_locations():
     assert locations.evaluation_prefix == "s3://bucket/out/job-1/evaluation/"
 
 
-# --- property-based: render never fails on a valid spec ----------------------------------------------------------------
+# --- property-based: render never fails on a valid spec ---------------------------------------------------------------
 
 PYTORCH_GPU = ["2.0.1", "2.1.0", "2.2.0", "2.3.0"]  # have pytorch-training images and SMDDP
 
@@ -378,7 +379,8 @@ def distributions(draw):
         return (draw(st.sampled_from(["ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p3dn.24xlarge"])), count,
                 "pytorch", draw(st.sampled_from(PYTORCH_GPU)), distribution)
     if kind == "pytorchddp":
-        return "ml.p4d.24xlarge", count, "pytorch", draw(st.sampled_from(PYTORCH_GPU)), {"pytorchddp": {"enabled": True}}
+        version = draw(st.sampled_from(PYTORCH_GPU))
+        return "ml.p4d.24xlarge", count, "pytorch", version, {"pytorchddp": {"enabled": True}}
     if kind == "torchrun":
         instance_type = draw(st.sampled_from(["ml.p4d.24xlarge", "ml.g5.48xlarge", "ml.g5.xlarge", "ml.p5.48xlarge"]))
         return instance_type, count, "pytorch", draw(st.sampled_from(["1.13.1", "2.4.0", "2.9.0"])), {
@@ -414,11 +416,13 @@ NAMES = st.from_regex(r"[a-z][a-z0-9_]{0,15}", fullmatch=True).filter(
     lambda name: not looks_secret(name) and not name.startswith(("sagemaker_", "trainops_", "mp_parameters")))
 VALUES = st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False) \
     | st.text(max_size=20) | st.lists(st.integers(), max_size=3)
-CHANNELS = st.from_regex(r"[a-z][a-z0-9._-]{0,10}", fullmatch=True).filter(lambda name: not name.startswith("trainops_"))
+CHANNELS = st.from_regex(r"[a-z][a-z0-9._-]{0,10}", fullmatch=True).filter(
+    lambda name: not name.startswith("trainops_"))
 S3 = st.from_regex(r"s3://[a-z0-9]{3,10}/[a-z0-9/]{0,12}", fullmatch=True)
-CHANNEL = S3 | st.builds(lambda uri, mode, sharded: {"s3_data": uri, "input_mode": mode,
-                                                      "distribution": "ShardedByS3Key" if sharded else "FullyReplicated"},
-                         S3, st.sampled_from(["File", "FastFile", "Pipe"]), st.booleans())
+CHANNEL = S3 | st.builds(
+    lambda uri, mode, sharded: {"s3_data": uri, "input_mode": mode,
+                                "distribution": "ShardedByS3Key" if sharded else "FullyReplicated"},
+    S3, st.sampled_from(["File", "FastFile", "Pipe"]), st.booleans())
 
 
 @st.composite
