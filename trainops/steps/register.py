@@ -92,7 +92,8 @@ def register(
     client_factory: Callable[[str], Any] | None = None,
     region: str | None = None,
 ) -> dict[str, Any]:
-    """Register a model version; return ``{"backend", "group", "version", "approval_status", "model_artifact",
+    """Register a model version (once per training job: a job already registered in the group returns its
+    version, with ``already_registered`` true); return ``{"backend", "group", "version", "approval_status", "model_artifact",
     "metrics", "champion", "created", "job_name", "location"}`` (``location``: the version's directory locally,
     the model package ARN on SageMaker; ``champion``: whether this version is now the group's champion).
 
@@ -116,14 +117,21 @@ def register(
         from trainops.backends.local.registry import LocalRegistry
 
         registry = LocalRegistry(registry_dir)
-        entry = registry.register(group=group, model_artifact=model_artifact, metrics=metrics, approval=approval,
-                                  spec=spec_data, description=description, job_name=job_name)
+        # A retried task or a re-run pipeline registers the same training job once, not once per run.
+        earlier = [entry for entry in registry.list(group) if job_name and entry.job_name == job_name] \
+            if group in registry.groups() else []
+        if earlier:
+            entry = earlier[-1]
+        else:
+            entry = registry.register(group=group, model_artifact=model_artifact, metrics=metrics, approval=approval,
+                                      spec=spec_data, description=description, job_name=job_name)
         champion = registry.champion(group)
         return {
             "backend": "local", "group": entry.group, "version": entry.version,
             "approval_status": entry.approval_status, "model_artifact": entry.model_artifact,
             "metrics": entry.metrics, "champion": champion is not None and champion.version == entry.version,
             "created": entry.created, "job_name": entry.job_name, "location": entry.path,
+            "already_registered": bool(earlier),
         }
     return _register_on_sagemaker(model_artifact=os.fspath(model_artifact), metrics=metrics, group=group,
                                   spec_data=spec_data, approval=approval, job_name=job_name, description=description,
@@ -169,7 +177,7 @@ def _register_on_sagemaker(*, model_artifact: str, metrics: Mapping[str, Any], g
         "backend": "sagemaker", "group": package.group, "version": package.version,
         "approval_status": package.approval_status, "model_artifact": package.model_artifact_uri or model_artifact,
         "metrics": package.metrics or checked, "champion": package.approval_status == "Approved",
-        "created": None, "job_name": job_name, "location": package.arn,
+        "created": None, "job_name": job_name, "location": package.arn, "already_registered": False,
     }
 
 

@@ -12,7 +12,7 @@ import yaml
 from trainops.errors import SpecError
 from trainops.steps.register import approval_for_gate, find_champion, register, spec_as_json
 
-RESULT_KEYS = {"backend", "group", "version", "approval_status", "model_artifact", "metrics", "champion", "created",
+RESULT_KEYS = {"already_registered", "backend", "group", "version", "approval_status", "model_artifact", "metrics", "champion", "created",
                "job_name", "location"}
 
 
@@ -94,3 +94,16 @@ def test_sagemaker_model_registry_against_moto(aws_clients):
     assert (second["version"], second["champion"]) == (2, False)
     champion = find_champion("digits-sm", backend="sagemaker", client_factory=aws_clients)
     assert champion["version"] == 1 and champion["metrics"] == {"accuracy": 0.93}
+
+
+def test_the_same_training_job_is_registered_once(tmp_path, artifact):
+    registry = tmp_path / "registry"
+    first = register(model_artifact=artifact, metrics={"accuracy": 0.9}, group="digits", registry_dir=registry,
+                     job_name="digits-1")
+    again = register(model_artifact=artifact, metrics={"accuracy": 0.9}, group="digits", registry_dir=registry,
+                     job_name="digits-1")
+    other = register(model_artifact=artifact, metrics={"accuracy": 0.91}, group="digits", registry_dir=registry,
+                     job_name="digits-2")
+    assert (first["version"], again["version"], other["version"]) == (1, 1, 2)
+    assert (first["already_registered"], again["already_registered"], other["already_registered"]) == (
+        False, True, False)
