@@ -22,7 +22,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from trainops.backends.local.stage_names import MANIFEST_NAME
+from trainops.backends.local.stage_names import MANIFEST_NAME, RESERVED_PREFIX, TEMPORARY_SUFFIX
 
 MANIFEST_VERSION = 1
 
@@ -39,7 +39,8 @@ def _valid_entry(value: Any) -> Entry | None:
     return size, fingerprint, staged_mtime_ns
 
 
-def _read_regular_file(path: Path) -> bytes | None:
+def read_regular_file(path: Path) -> bytes | None:
+    """The bytes of ``path`` when it is a regular file (links followed), else None; never blocks on a FIFO."""
     # O_NONBLOCK: a FIFO planted under the manifest's name must not hang staging; it is rejected by the fstat.
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -52,6 +53,15 @@ def _read_regular_file(path: Path) -> bytes | None:
             return handle.read()
     finally:
         os.close(descriptor)
+
+
+def write_new_file(path: Path, text: str) -> None:
+    """Write ``text`` (ASCII) to ``path`` as a new file, never through a link that sits under that name."""
+    path.unlink(missing_ok=True)
+    # O_EXCL: whatever sat under this name is gone, and a link planted meanwhile makes the open fail.
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    with os.fdopen(descriptor, "w", encoding="ascii") as handle:
+        handle.write(text)
 
 
 class StageManifest:
@@ -68,7 +78,7 @@ class StageManifest:
     def load(cls, destination: Path, source: str) -> "StageManifest":
         """The manifest of ``destination`` for ``source``; empty when there is none, it is unreadable, or it was
         written for another source (whose files are then left alone: staging never deletes what it did not record)."""
-        raw = _read_regular_file(destination / MANIFEST_NAME)
+        raw = read_regular_file(destination / MANIFEST_NAME)
         if raw is None:
             return cls(source)
         try:
@@ -109,13 +119,12 @@ class StageManifest:
         # ensure_ascii: non-UTF-8 file names (surrogate escapes) survive the round trip as \\udcXX escapes.
         return json.dumps(document, ensure_ascii=True, separators=(",", ":"))
 
-    def save(self, destination: Path, scratch_directory: Path) -> None:
-        """Write the manifest atomically: to ``scratch_directory`` (on the destination's file system), then rename.
+    def save(self, destination: Path) -> None:
+        """Write the manifest atomically: to a temporary file next to it, then rename.
 
         A rename replaces a symbolic link planted under the manifest's name instead of writing through it.
         """
-        scratch_directory.mkdir(exist_ok=True)
-        temporary = scratch_directory / f"manifest-{os.getpid()}.json"
-        temporary.write_text(self.to_json(), encoding="ascii")
+        temporary = destination / f"{RESERVED_PREFIX}-manifest-{os.getpid()}{TEMPORARY_SUFFIX}"
+        write_new_file(temporary, self.to_json())
         os.replace(temporary, destination / MANIFEST_NAME)
         self.changed = False

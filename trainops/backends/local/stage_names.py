@@ -8,23 +8,39 @@ names made of ordinary segments, and refuses (and reports) everything else befor
 - empty names, and absolute names (starting with ``/``);
 - ``..`` and ``.`` segments, and empty segments (``a//b``): they either escape the destination or make two different
   keys land on one file;
-- control characters anywhere (newlines, tabs, NUL, escape sequences, the C1 range): they break logs, manifests and tools that read
-  one name per line, and can rewrite a terminal when printed;
-- the names staging keeps for itself at the top of the destination (its manifest and its temporary directory).
+- control characters anywhere (newlines, tabs, NUL, escape sequences, the C1 range): they break logs, manifests
+  and tools that read one name per line, and can rewrite a terminal when printed;
+- names staging keeps for itself (any segment starting with ``.trainops-stage``: its manifest, journal and
+  temporary files).
 
 A backslash is an ordinary character on Linux (the local backend and FSx for Lustre mounts), so it is allowed.
 """
 
 from __future__ import annotations
 
+import os
 import re
 
+#: Every name staging keeps for itself starts with this: the manifest, the journal and the temporary files. A
+#: source name with a segment that starts with it is refused, so a source can never collide with them.
+RESERVED_PREFIX = ".trainops-stage"
 #: The manifest of what was staged, at the top of the destination.
-MANIFEST_NAME = ".trainops-stage.json"
-#: Files are written here first and renamed into place, so no partial file ever has its final name.
-TEMPORARY_DIRECTORY_NAME = ".trainops-stage.tmp"
-#: Names a source may not use: they would overwrite staging's own bookkeeping.
-RESERVED_NAMES = frozenset({MANIFEST_NAME, TEMPORARY_DIRECTORY_NAME})
+MANIFEST_NAME = RESERVED_PREFIX + ".json"
+#: Lists the directories that hold temporary files while a stage runs, so the next run can remove what a killed
+#: run left behind.
+JOURNAL_NAME = RESERVED_PREFIX + "-journal.json"
+#: Temporary files are ``.trainops-stage-<pid>-<number>.tmp`` in the directory of their final name.
+TEMPORARY_SUFFIX = ".tmp"
+
+
+def temporary_name(number: int) -> str:
+    """The name of a temporary file (in the directory of the final file, so the rename stays in one directory)."""
+    return f"{RESERVED_PREFIX}-{os.getpid()}-{number}{TEMPORARY_SUFFIX}"
+
+
+def is_temporary_name(name: str) -> bool:
+    """Whether a directory entry is a temporary file of staging (a leftover when no stage is running)."""
+    return name.startswith(RESERVED_PREFIX + "-") and name.endswith(TEMPORARY_SUFFIX)
 
 
 #: C0 controls, DEL and the C1 controls (U+0080-U+009F include CSI, which some terminals obey).
@@ -59,8 +75,19 @@ def refusal_reason(name: str) -> str | None:
         return "'.' segment; names must be plain relative paths"
     if "" in segments:
         return "empty path segment ('//'); two keys would land on one file"
-    if segments[0] in RESERVED_NAMES:
-        return f"{segments[0]!r} is reserved for staging's own bookkeeping"
+    if RESERVED_PREFIX in name and any(segment.startswith(RESERVED_PREFIX) for segment in segments):
+        return f"names starting with {RESERVED_PREFIX!r} are reserved for staging's own files"
+    return None
+
+
+def entry_refusal_reason(entry_name: str) -> str | None:
+    """`refusal_reason` for one directory entry's own name, when its parent's name was already accepted (a local
+    listing: an entry name never holds ``/`` and is never ``.`` or ``..``, so only the rest needs checking)."""
+    control = _control_character(entry_name)
+    if control is not None:
+        return f"name contains the control character {control!r}; rename the file or object"
+    if entry_name.startswith(RESERVED_PREFIX):
+        return f"names starting with {RESERVED_PREFIX!r} are reserved for staging's own files"
     return None
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 from urllib.parse import unquote, urlsplit
 
-from trainops.backends.local.stage_names import refusal_reason
+from trainops.backends.local.stage_names import entry_refusal_reason, refusal_reason
 from trainops.errors import JobFailed, Problem, SpecError
 
 #: Bytes per copy call: large enough to be one system call for most files, small enough to notice a stop request.
@@ -106,7 +106,7 @@ class LocalSource:
             real_directory = os.path.realpath(directory)
             for entry in entries:
                 name = prefix + entry.name
-                reason = refusal_reason(name)
+                reason = entry_refusal_reason(entry.name)
                 if reason is not None:
                     refused.append(Refusal(name, reason))
                     continue

@@ -6,162 +6,58 @@ Guarantees:
 - **Nothing is written outside the destination.** Names are checked before anything is written
   (`trainops.backends.local.stage_names`: ``..``, absolute, control characters, reserved names); local symbolic
   links that point outside the source are refused; directories inside the destination are created one level at a
-  time and a symbolic link (or a file) found where a directory should be stops every file below it, so staging
-  never writes through a link. Every refusal is in the report, with its reason.
-- **No partial file under a final name.** Each file is written into ``.trainops-stage.tmp/`` at the top of the
-  destination (the same file system) and renamed into place with ``os.replace``. Interrupted staging leaves at
-  most that directory, which the next run deletes before it starts; the next run then copies what is missing.
+  time and a symbolic link (or a file) found where a directory should be fails every file below it, so staging
+  never writes through a link. Every refusal and failure is in the report, with its reason.
+- **No partial file under a final name.** Each file is written to a temporary name
+  (``.trainops-stage-<pid>-<n>.tmp``) in the directory of its final name and renamed into place with
+  ``os.replace``. Before copying, the directories that will hold temporary files are listed in a journal
+  (``.trainops-stage-journal.json``); a stage that is killed leaves the journal, and the next run deletes the
+  temporary files it names before it starts, then copies what is missing.
 - **Re-runs copy only what changed**, through the manifest ``.trainops-stage.json``
-  (`trainops.backends.local.stage_manifest`).
-- **Files deleted from the source stay in the destination** by default (a stage never loses data a job may still
-  read); they are listed in the report as ``stale``. With ``delete=True`` (``--delete``) the files that an earlier
-  stage wrote and that are gone from the source are removed, as ``rsync --delete`` would; files staging did not
-  write are never deleted.
-- One stage at a time per destination: a second one fails at once instead of racing (an advisory lock on the
-  destination directory).
+  (`trainops.backends.local.stage_manifest`), saved at the end, every few seconds, and when a stage is interrupted.
+- **Files deleted from the source stay in the destination** by default (a stage never removes data a job may still
+  read); they are listed in the report as ``stale``. With ``delete=True`` (``--delete``) the files an earlier stage
+  wrote that are gone from the source are removed, as ``rsync --delete`` would; files staging did not write are
+  never deleted.
+- **One stage at a time per destination**: a second one fails at once instead of racing (an advisory ``flock`` on
+  the destination directory).
 
-Copies are not fsync'ed (like ``cp`` and ``rsync``): the guarantee covers an interrupted or killed process, not a
+Copies are not fsync'ed (like ``cp`` and ``rsync``): the guarantees cover an interrupted or killed process, not a
 power loss of the machine.
+
+Speed (see bench/README.md): temporary files sit next to their final names, so creating and renaming them takes
+only that directory's lock, and the work is handed out round-robin over directories, largest files first, so
+parallel workers rarely wait on the same directory.
 """
 
 from __future__ import annotations
 
+import collections
 import fcntl
+import itertools
+import json
 import os
-import shutil
+import queue
 import stat
 import sys
 import threading
 import time
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from trainops.backends.local.stage_manifest import StageManifest
-from trainops.backends.local.stage_names import TEMPORARY_DIRECTORY_NAME, printable_name, refusal_reason
-from trainops.backends.local.stage_sources import (LocalSource, Refusal, S3Source, SourceFile, local_path_of,
-                                                   open_source)
+from trainops.backends.local.stage_manifest import StageManifest, read_regular_file, write_new_file
+from trainops.backends.local.stage_names import (JOURNAL_NAME, is_temporary_name, printable_name, refusal_reason,
+                                                 temporary_name)
+from trainops.backends.local.stage_report import Progress, StageReport
+from trainops.backends.local.stage_sources import (LocalSource, Refusal, S3Source, SourceFile, StagingStopped,
+                                                   local_path_of, open_source)
 from trainops.errors import JobFailed, Problem, SpecError
 
-#: The most entries of each list (refused, failed, stale, deleted) that `StageReport.to_dict` carries; XCom values
-#: and KFP outputs must stay small even when a hostile bucket holds a million bad keys. The counts are always exact.
-LISTED_LIMIT = 100
 #: The manifest is saved this often during a long stage, so a killed run keeps most of its progress.
 CHECKPOINT_SECONDS = 5.0
 MAXIMUM_WORKERS = 256
 
-
-@dataclass
-class StageReport:
-    """What a stage did. `to_dict` is JSON-able (an Airflow XCom value, a KFP output)."""
-
-    source: str
-    destination: str
-    files_found: int = 0
-    files_copied: int = 0
-    bytes_copied: int = 0
-    files_skipped: int = 0
-    bytes_skipped: int = 0
-    seconds: float = 0.0
-    refused: list[Refusal] = field(default_factory=list)
-    failed: list[Refusal] = field(default_factory=list)  # the reason is the error
-    stale: list[str] = field(default_factory=list)  # staged earlier, gone from the source, left in place
-    deleted: list[str] = field(default_factory=list)  # staged earlier, gone from the source, removed (delete=True)
-    notes: list[str] = field(default_factory=list)
-
-    @property
-    def ok(self) -> bool:
-        """True when nothing was refused and nothing failed."""
-        return not self.refused and not self.failed
-
-    @property
-    def megabytes_per_second(self) -> float:
-        """Copy throughput in MB/s (10^6 bytes), over the whole run."""
-        return self.bytes_copied / 1e6 / self.seconds if self.seconds > 0 else 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-able dict; lists are cut at `LISTED_LIMIT` entries (the ``*_count`` fields stay exact)."""
-
-        def problems(items: list[Refusal]) -> list[dict[str, str]]:
-            return [{"name": printable_name(item.name), "reason": item.reason} for item in items[:LISTED_LIMIT]]
-
-        return {
-            "source": self.source,
-            "destination": self.destination,
-            "ok": self.ok,
-            "files_found": self.files_found,
-            "files_copied": self.files_copied,
-            "bytes_copied": self.bytes_copied,
-            "files_skipped": self.files_skipped,
-            "bytes_skipped": self.bytes_skipped,
-            "seconds": round(self.seconds, 3),
-            "megabytes_per_second": round(self.megabytes_per_second, 1),
-            "refused_count": len(self.refused),
-            "refused": problems(self.refused),
-            "failed_count": len(self.failed),
-            "failed": problems(self.failed),
-            "stale_count": len(self.stale),
-            "stale": [printable_name(name) for name in self.stale[:LISTED_LIMIT]],
-            "deleted_count": len(self.deleted),
-            "deleted": [printable_name(name) for name in self.deleted[:LISTED_LIMIT]],
-            "notes": list(self.notes),
-        }
-
-    def summary(self) -> str:
-        """One line: files copied, bytes, skipped, refused, failed, seconds, MB/s."""
-        line = (f"staged {self.source} -> {self.destination}: {self.files_copied} files copied "
-                f"({self.bytes_copied / 1e6:.1f} MB), {self.files_skipped} unchanged skipped, "
-                f"{len(self.refused)} refused, {len(self.failed)} failed in {self.seconds:.2f} s "
-                f"({self.megabytes_per_second:.1f} MB/s)")
-        if self.stale:
-            line += f"; {len(self.stale)} files gone from the source were left in place (--delete removes them)"
-        if self.deleted:
-            line += f"; {len(self.deleted)} files gone from the source were deleted"
-        return line
-
-    def problem_lines(self) -> list[str]:
-        """One line per refused or failed file, names escaped so they print on one line."""
-        return ([f"refused {printable_name(item.name)}: {item.reason}" for item in self.refused]
-                + [f"failed {printable_name(item.name)}: {item.reason}" for item in self.failed])
-
-    def raise_for_problems(self) -> None:
-        """Raise `JobFailed` (listing the first problems) when anything was refused or failed."""
-        if self.ok:
-            return
-        lines = self.problem_lines()
-        shown = "\n".join(f"  - {line}" for line in lines[:20])
-        more = f"\n  ... and {len(lines) - 20} more" if len(lines) > 20 else ""
-        raise JobFailed(f"{self.summary()}\n{shown}{more}")
-
-
-class Progress:
-    """A one-line progress bar on a terminal (redrawn at most ten times a second); silent when disabled."""
-
-    def __init__(self, total_files: int, total_bytes: int, stream: TextIO, enabled: bool):
-        self.total_files, self.total_bytes = total_files, total_bytes
-        self.stream, self.enabled = stream, enabled and total_files > 0
-        self.files = self.bytes = 0
-        self.started = time.monotonic()
-        self.drawn = 0.0
-
-    def advance(self, size: int) -> None:
-        self.files += 1
-        self.bytes += size
-        now = time.monotonic()
-        if self.enabled and (now - self.drawn >= 0.1 or self.files == self.total_files):
-            self.drawn = now
-            fraction = self.bytes / self.total_bytes if self.total_bytes else self.files / self.total_files
-            bar = "#" * int(fraction * 30)
-            rate = self.bytes / 1e6 / max(now - self.started, 1e-9)
-            self.stream.write(f"\r[{bar:<30}] {self.files}/{self.total_files} files "
-                              f"{self.bytes / 1e6:.1f}/{self.total_bytes / 1e6:.1f} MB {rate:.1f} MB/s")
-            self.stream.flush()
-
-    def close(self) -> None:
-        if self.enabled and self.drawn:
-            self.stream.write("\n")
-            self.stream.flush()
+Source = LocalSource | S3Source
 
 
 def local_destination(destination: str) -> Path:
@@ -177,7 +73,7 @@ def local_destination(destination: str) -> Path:
     return path
 
 
-def _check_destination(source: LocalSource | S3Source, destination: Path, text: str) -> Path:
+def _check_destination(source: Source, destination: Path, text: str) -> Path:
     if isinstance(source, LocalSource):
         source_real = os.path.realpath(source.root)
         destination_real = os.path.realpath(destination)
@@ -207,17 +103,46 @@ def _lock(destination: Path) -> int:
     return descriptor
 
 
-def _remove_temporary(destination: Path) -> int:
-    """Delete the temporary directory (what an interrupted stage left); return how many files it held."""
-    temporary = destination / TEMPORARY_DIRECTORY_NAME
-    if temporary.is_symlink() or temporary.is_file():
-        temporary.unlink()
-        return 1
-    if not temporary.exists():
-        return 0
-    count = sum(len(files) for _, _, files in os.walk(temporary))
-    shutil.rmtree(temporary)  # rmtree never follows links, so it cannot delete outside
-    return count
+def _has_link_on_the_way(destination: Path, relative: str) -> bool:
+    """Whether a link or a file sits where a directory of ``relative`` should be (then nothing is done there)."""
+    path = destination
+    for segment in [segment for segment in relative.split("/") if segment]:
+        path = path / segment
+        if path.is_symlink() or (path.exists() and not path.is_dir()):
+            return True
+    return False
+
+
+def _remove_leftovers(root: Path) -> int:
+    """Delete the temporary files a killed stage left (in the directories its journal names, and at the top);
+    return how many there were. Runs under the lock, so no other stage is writing them."""
+    directories = [""]
+    raw = read_regular_file(root / JOURNAL_NAME)
+    if raw is not None:
+        try:
+            listed = json.loads(raw)
+        except ValueError:
+            listed = []
+        # The journal is a file in the destination anyone could edit: its names get the same checks as the source's.
+        directories += [name for name in (listed if isinstance(listed, list) else [])
+                        if isinstance(name, str) and refusal_reason(name) is None]
+    removed = 0
+    for relative in directories:
+        if _has_link_on_the_way(root, relative):
+            continue
+        try:
+            entries = list(os.scandir(root / relative))
+        except OSError:
+            continue
+        for entry in entries:
+            if is_temporary_name(entry.name) and not entry.is_dir(follow_symlinks=False):
+                try:
+                    os.unlink(entry.path)
+                    removed += 1
+                except FileNotFoundError:
+                    pass
+    (root / JOURNAL_NAME).unlink(missing_ok=True)
+    return removed
 
 
 class DirectoryMaker:
@@ -231,7 +156,7 @@ class DirectoryMaker:
         """Make sure ``relative`` is a real directory under the destination; return why not, or None."""
         if relative in self.known:
             return self.known[relative]
-        parent, _, _ = relative.rpartition("/")
+        parent = relative.rpartition("/")[0]
         problem = self.prepare(parent)
         if problem is None:
             path = os.path.join(self.destination, relative)
@@ -272,8 +197,6 @@ def _delete_stale(names: list[str], destination: Path, manifest: StageManifest, 
         try:
             if path.is_symlink() or path.is_file():
                 path.unlink()
-        except FileNotFoundError:
-            pass
         except OSError as error:
             report.failed.append(Refusal(name, f"cannot delete the stale copy: {error.strerror}"))
             continue
@@ -285,34 +208,6 @@ def _delete_stale(names: list[str], destination: Path, manifest: StageManifest, 
             except OSError:
                 break
             parent = parent.rpartition("/")[0]
-
-
-def _has_link_on_the_way(destination: Path, relative: str) -> bool:
-    path = destination
-    for segment in [segment for segment in relative.split("/") if segment]:
-        path = path / segment
-        if path.is_symlink() or (path.exists() and not path.is_dir()):
-            return True
-    return False
-
-
-def _copy_one(source: LocalSource | S3Source, item: SourceFile, index: int, temporary: Path, destination: str,
-              stop: threading.Event) -> tuple[int, int | str, int]:
-    temporary_path = os.path.join(temporary, str(index))
-    target = os.open(temporary_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    try:
-        try:
-            result = source.copy(item, target, stop)
-        finally:
-            os.close(target)
-        os.replace(temporary_path, os.path.join(destination, item.name))
-    except BaseException:
-        try:
-            os.unlink(temporary_path)
-        except OSError:
-            pass
-        raise
-    return result
 
 
 def stage_tree(source: str, destination: str, *, workers: int = 8, progress: bool | None = None,
@@ -347,7 +242,7 @@ def stage_tree(source: str, destination: str, *, workers: int = 8, progress: boo
     lock = _lock(root)
     report = StageReport(source=source, destination=destination)
     try:
-        leftovers = _remove_temporary(root)
+        leftovers = _remove_leftovers(root)
         if leftovers:
             report.notes.append(f"removed {leftovers} temporary files left by an interrupted stage")
         manifest = StageManifest.load(root, opened.uri)
@@ -369,16 +264,47 @@ def stage_tree(source: str, destination: str, *, workers: int = 8, progress: boo
             _delete_stale(stale, root, manifest, report)
         else:
             report.stale = stale
-        _copy_all(opened, to_copy, root, manifest, report, workers, stream,
-                  stream.isatty() if progress is None else progress)
+        show_progress = stream.isatty() if progress is None else progress
+        _copy_all(opened, to_copy, root, manifest, report, workers, stream, show_progress)
     finally:
         os.close(lock)
         report.seconds = time.monotonic() - started
     return report
 
 
-def _copy_all(source: LocalSource | S3Source, to_copy: list[SourceFile], root: Path, manifest: StageManifest,
-              report: StageReport, workers: int, stream: TextIO, show_progress: bool) -> None:
+def _work_order(items: list[SourceFile]) -> list[SourceFile]:
+    """Round-robin over directories, largest files first in each: parallel workers then create files in different
+    directories (each directory has its own lock), and no big file is started last while the others sit idle."""
+    by_directory: dict[str, list[SourceFile]] = collections.defaultdict(list)
+    for item in items:
+        by_directory[item.name.rpartition("/")[0]].append(item)
+    groups = [sorted(group, key=lambda item: item.size, reverse=True) for group in by_directory.values()]
+    return [item for row in itertools.zip_longest(*groups) for item in row if item is not None]
+
+
+def _copy_one(source: Source, item: SourceFile, number: int, root: str, stop: threading.Event) -> tuple[int, int | str, int]:
+    """Copy one file to a temporary name next to its final name, then rename it into place."""
+    final = os.path.join(root, item.name)
+    temporary = os.path.join(os.path.dirname(final), temporary_name(number))
+    target = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    try:
+        try:
+            result = source.copy(item, target, stop)
+        finally:
+            os.close(target)
+        os.replace(temporary, final)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
+    return result
+
+
+def _copy_all(source: Source, to_copy: list[SourceFile], root: Path, manifest: StageManifest, report: StageReport,
+              workers: int, stream: TextIO, show_progress: bool) -> None:
+    """Copy ``to_copy`` with ``workers`` threads; record each copy in the manifest as soon as it has its final name."""
     maker = DirectoryMaker(root)
     ready: list[SourceFile] = []
     for item in to_copy:
@@ -389,55 +315,71 @@ def _copy_all(source: LocalSource | S3Source, to_copy: list[SourceFile], root: P
             report.failed.append(Refusal(item.name, problem))
     if not ready:
         if manifest.changed:
-            manifest.save(root, root / TEMPORARY_DIRECTORY_NAME)
-            _remove_temporary(root)
+            manifest.save(root)
         return
-    # Largest first: a big file started last would leave the other workers idle at the end.
-    ready.sort(key=lambda item: item.size, reverse=True)
-    temporary = root / TEMPORARY_DIRECTORY_NAME
-    temporary.mkdir()
-    stop = threading.Event()
+    ready = _work_order(ready)
+    write_new_file(root / JOURNAL_NAME, json.dumps(sorted({item.name.rpartition("/")[0] for item in ready})))
     bar = Progress(len(ready), sum(item.size for item in ready), stream, show_progress)
-    recorded: set[int] = set()
-    futures: dict[Future, int] = {}
-    last_checkpoint = time.monotonic()
+    pending = collections.deque(range(len(ready)))  # popleft is atomic: the workers share it without a lock
+    results: queue.SimpleQueue = queue.SimpleQueue()
+    stop = threading.Event()
+    root_text = str(root)
 
-    def settle(future: Future, index: int) -> None:
-        """Record a finished copy in the manifest and the report (or its failure)."""
+    def work() -> None:
+        while not stop.is_set():
+            try:
+                index = pending.popleft()
+            except IndexError:
+                return
+            try:
+                results.put((index, _copy_one(source, ready[index], index, root_text, stop), None))
+            except BaseException as error:  # noqa: BLE001 - handed to the main thread, which decides
+                results.put((index, None, error))
+
+    def settle(index: int, outcome: tuple[int, int | str, int] | None, error: BaseException | None) -> None:
         item = ready[index]
-        recorded.add(index)
-        error = future.exception()
-        if error is None:
-            written, fingerprint, staged_mtime_ns = future.result()
+        if error is None and outcome is not None:
+            written, fingerprint, staged_mtime_ns = outcome
             manifest.record(item.name, written, fingerprint, staged_mtime_ns)
             report.files_copied += 1
             report.bytes_copied += written
         elif isinstance(error, source.failure_types):
             report.failed.append(Refusal(item.name, _describe(error)))
-        else:
+        elif error is not None and not isinstance(error, StagingStopped):
             raise error
         bar.advance(item.size)
 
-    pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="trainops-stage")
+    threads = [threading.Thread(target=work, name=f"trainops-stage-{number}", daemon=True)
+               for number in range(min(workers, len(ready)))]
+    for thread in threads:
+        thread.start()
+    received, last_checkpoint = 0, time.monotonic()
     try:
-        for index, item in enumerate(ready):
-            futures[pool.submit(_copy_one, source, item, index, temporary, str(root), stop)] = index
-        for future in as_completed(futures):
-            settle(future, futures[future])
-            if time.monotonic() - last_checkpoint > CHECKPOINT_SECONDS:
-                manifest.save(root, temporary)
+        while received < len(ready):
+            try:
+                index, outcome, error = results.get(timeout=CHECKPOINT_SECONDS)
+            except queue.Empty:
+                index = None
+            if index is not None:
+                received += 1
+                settle(index, outcome, error)
+            if time.monotonic() - last_checkpoint >= CHECKPOINT_SECONDS:
+                manifest.save(root)
                 last_checkpoint = time.monotonic()
     finally:
         # Normal end, a bad failure or Ctrl-C: stop the copies in flight, keep what was completed, clean up.
         stop.set()
-        pool.shutdown(wait=True, cancel_futures=True)
-        for future, index in futures.items():
-            if index not in recorded and future.done() and not future.cancelled() and future.exception() is None:
-                settle(future, index)
+        for thread in threads:
+            thread.join()
+        while not results.empty():
+            index, outcome, error = results.get()
+            if error is None or isinstance(error, source.failure_types):
+                settle(index, outcome, error)
         bar.close()
         if manifest.changed:
-            manifest.save(root, temporary)
-        _remove_temporary(root)
+            manifest.save(root)
+        # Every worker removed its own temporary file on the way out, so the journal has nothing left to name.
+        (root / JOURNAL_NAME).unlink(missing_ok=True)
 
 
 def _describe(error: BaseException) -> str:

@@ -1,0 +1,502 @@
+"""Unit tests of local data staging: names, manifest skips, temporary files, interruption, refusals, the step."""
+
+from __future__ import annotations
+
+import fcntl
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from trainops.backends.local import stage_sources
+from trainops.backends.local.stage_names import (JOURNAL_NAME, MANIFEST_NAME, is_temporary_name, printable_name,
+                                                 refusal_reason)
+from trainops.backends.local.stage_sources import S3Source
+from trainops.backends.local.staging import stage_tree
+from trainops.errors import JobFailed, SpecError
+from trainops.steps.stage import parse_fsx_destination, stage
+
+REPOSITORY = Path(__file__).resolve().parents[3]
+
+
+def make_tree(root: Path, count: int = 6) -> dict[str, bytes]:
+    """A small source tree: files of different sizes in nested directories; returns name -> content."""
+    contents = {}
+    for index in range(count):
+        name = f"shard-{index % 2}/deep/sample-{index}.bin" if index % 3 else f"top-{index}.bin"
+        data = bytes([index]) * (1000 * (index + 1))
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_bytes(data)
+        contents[name] = data
+    return contents
+
+
+def staged_files(destination: Path) -> dict[str, bytes]:
+    """Every file under ``destination`` except staging's manifest: relative name -> content."""
+    found = {}
+    for directory, _, files in os.walk(destination):
+        for file_name in files:
+            path = Path(directory) / file_name
+            name = path.relative_to(destination).as_posix()
+            if name != MANIFEST_NAME:
+                found[name] = path.read_bytes()
+    return found
+
+
+def listing(root: Path) -> set[str]:
+    """Every path under ``root`` (links not followed), relative."""
+    paths = set()
+    for directory, directories, files in os.walk(root):
+        for entry in directories + files:
+            paths.add((Path(directory) / entry).relative_to(root).as_posix())
+    return paths
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> tuple[Path, Path, dict[str, bytes]]:
+    source = tmp_path / "source"
+    source.mkdir()
+    return source, tmp_path / "destination", make_tree(source)
+
+
+# --- names -----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["../x", "/etc/x", "a/../../x", "a\nb", "a/./b", "a//b", "", "..", "x/..",
+                                  "tab\there", "esc\x1b[31m", "c1\x9bx", "nul\x00", ".trainops-stage.json",
+                                  "sub/.trainops-stage-1-2.tmp"])
+def test_hostile_names_are_refused_with_a_reason(name):
+    assert refusal_reason(name)
+
+
+@pytest.mark.parametrize("name", ["a", "a/b/c.bin", "with space/ünïcode.txt", "back\\slash", "..hidden", "a/.x",
+                                  "dir/marker/"])
+def test_ordinary_names_are_accepted(name):
+    assert refusal_reason(name) is None
+
+
+def test_printable_name_escapes_control_characters_and_undecodable_bytes():
+    assert printable_name("a\nb") == "a\\nb"
+    assert printable_name("\x1b[31mred") == "\\x1b[31mred"
+    assert printable_name(b"caf\xe9".decode("utf-8", "surrogateescape")) == "caf\\xe9"
+    assert "\n" not in printable_name("x\ny\rz")
+
+
+# --- copying, skipping, re-copying ---------------------------------------------------------------------------------
+
+
+def test_first_stage_copies_every_file_and_a_rerun_skips_them_all(tree):
+    source, destination, contents = tree
+    first = stage_tree(str(source), str(destination), workers=3)
+    assert first.ok and first.files_copied == len(contents) and first.files_skipped == 0
+    assert first.bytes_copied == sum(len(data) for data in contents.values())
+    assert staged_files(destination) == contents
+    second = stage_tree(str(source), str(destination), workers=3)
+    assert (second.files_copied, second.files_skipped, second.bytes_copied) == (0, len(contents), 0)
+    assert second.bytes_skipped == first.bytes_copied
+
+
+def test_a_changed_source_file_is_copied_again_and_only_it(tree):
+    source, destination, contents = tree
+    stage_tree(str(source), str(destination))
+    changed = "shard-1/deep/sample-1.bin"
+    new_data = b"x" * len(contents[changed])  # same size: only the modification time tells
+    (source / changed).write_bytes(new_data)
+    stat_before = (source / changed).stat()
+    os.utime(source / changed, ns=(stat_before.st_atime_ns, stat_before.st_mtime_ns + 1_000_000_000))
+    report = stage_tree(str(source), str(destination))
+    assert report.files_copied == 1 and report.files_skipped == len(contents) - 1
+    assert (destination / changed).read_bytes() == new_data
+
+
+def test_a_staged_copy_edited_or_deleted_in_the_destination_is_staged_again(tree):
+    source, destination, contents = tree
+    stage_tree(str(source), str(destination))
+    (destination / "top-0.bin").write_bytes(b"tampered")
+    (destination / "top-3.bin").unlink()
+    report = stage_tree(str(source), str(destination))
+    assert report.files_copied == 2
+    assert staged_files(destination) == contents
+
+
+def test_copies_keep_the_source_modification_time_and_permissions(tree):
+    source, destination, _ = tree
+    (source / "top-0.bin").chmod(0o600)
+    stage_tree(str(source), str(destination))
+    assert (destination / "top-0.bin").stat().st_mtime_ns == (source / "top-0.bin").stat().st_mtime_ns
+    assert (destination / "top-0.bin").stat().st_mode & 0o777 == 0o600
+
+
+def test_an_unreadable_manifest_means_copy_everything_again(tree):
+    source, destination, contents = tree
+    stage_tree(str(source), str(destination))
+    (destination / MANIFEST_NAME).write_text("{not json")
+    report = stage_tree(str(source), str(destination))
+    assert report.files_copied == len(contents)
+    assert any("not valid JSON" in note for note in report.notes)
+    assert json.loads((destination / MANIFEST_NAME).read_text())["version"] == 1
+
+
+def test_a_manifest_written_for_another_source_is_not_trusted(tree, tmp_path):
+    source, destination, contents = tree
+    other = tmp_path / "other"
+    other.mkdir()
+    (other / "top-0.bin").write_bytes(b"other")
+    stage_tree(str(other), str(destination))
+    report = stage_tree(str(source), str(destination))
+    assert report.files_copied == len(contents)
+    assert any("last staged from" in note for note in report.notes)
+
+
+def test_file_uri_sources_and_destinations_work(tree):
+    source, destination, contents = tree
+    report = stage_tree(source.as_uri(), destination.as_uri())
+    assert report.ok and staged_files(destination) == contents
+
+
+# --- temporary file and rename -----------------------------------------------------------------------------------
+
+
+def test_each_file_is_written_to_a_temporary_name_in_its_directory_then_renamed(tree, monkeypatch):
+    source, destination, contents = tree
+    seen = []
+    original = stage_sources.copy_descriptor
+
+    def observing(source_descriptor, target, size, stop):
+        written_to = Path(os.readlink(f"/proc/self/fd/{target}"))
+        seen.append(written_to)
+        final = written_to.parent / [name for name in contents if len(contents[name]) == size][0].rpartition("/")[2]
+        assert is_temporary_name(written_to.name)
+        assert not final.exists()  # the final name appears only with the rename, complete
+        return original(source_descriptor, target, size, stop)
+
+    monkeypatch.setattr(stage_sources, "copy_descriptor", observing)
+    report = stage_tree(str(source), str(destination), workers=1)
+    assert report.ok and len(seen) == len(contents)
+    assert {path.parent for path in seen} == {(destination / name).parent for name in contents}
+    assert not any(is_temporary_name(Path(name).name) for name in listing(destination))
+    assert not (destination / JOURNAL_NAME).exists()
+
+
+def test_an_exception_mid_stage_leaves_no_partial_file_and_a_rerun_completes(tree, monkeypatch):
+    source, destination, contents = tree
+    original = stage_sources.copy_descriptor
+    calls = []
+
+    def crashing(source_descriptor, target, size, stop):
+        calls.append(size)
+        if len(calls) == 3:
+            os.write(target, b"half" * 10)  # a partial file, then the crash
+            raise RuntimeError("simulated crash")
+        return original(source_descriptor, target, size, stop)
+
+    monkeypatch.setattr(stage_sources, "copy_descriptor", crashing)
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        stage_tree(str(source), str(destination), workers=1)
+    partial = staged_files(destination)
+    assert 0 < len(partial) < len(contents)
+    assert all(contents[name] == data for name, data in partial.items())  # every final name holds a whole file
+    assert not (destination / JOURNAL_NAME).exists()
+    recorded = json.loads((destination / MANIFEST_NAME).read_text())["files"]
+    assert set(recorded) == set(partial)  # the manifest keeps the completed copies
+    monkeypatch.setattr(stage_sources, "copy_descriptor", original)
+    rerun = stage_tree(str(source), str(destination))
+    assert rerun.ok and rerun.files_skipped == len(partial) and rerun.files_copied == len(contents) - len(partial)
+    assert staged_files(destination) == contents
+
+
+def test_a_killed_stage_leaves_only_temporary_files_which_the_next_run_removes(tree):
+    source, destination, contents = tree
+    script = textwrap.dedent(f"""
+        import os, signal
+        from trainops.backends.local import stage_sources
+        from trainops.backends.local.staging import stage_tree
+        original, calls = stage_sources.copy_descriptor, []
+        def dying(source_descriptor, target, size, stop):
+            calls.append(size)
+            if len(calls) == 3:
+                os.write(target, b"half")
+                os.kill(os.getpid(), signal.SIGKILL)
+            return original(source_descriptor, target, size, stop)
+        stage_sources.copy_descriptor = dying
+        stage_tree({str(source)!r}, {str(destination)!r}, workers=1)
+    """)
+    completed = subprocess.run([sys.executable, "-c", script], cwd=REPOSITORY, timeout=60)
+    assert completed.returncode == -signal.SIGKILL
+    leftovers = [name for name in listing(destination) if is_temporary_name(Path(name).name)]
+    assert len(leftovers) == 1 and (destination / JOURNAL_NAME).exists()
+    finals = {name: data for name, data in staged_files(destination).items()
+              if not is_temporary_name(Path(name).name) and name != JOURNAL_NAME}
+    assert len(finals) == 2 and all(contents[name] == data for name, data in finals.items())
+    rerun = stage_tree(str(source), str(destination))
+    assert rerun.ok and any("removed 1 temporary" in note for note in rerun.notes)
+    assert staged_files(destination) == contents
+
+
+# --- hostile local trees --------------------------------------------------------------------------------------------
+
+
+def test_links_out_of_the_tree_odd_names_and_special_files_are_refused_and_nothing_escapes(tmp_path):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("secret")
+    source = tmp_path / "source"
+    (source / "inner").mkdir(parents=True)
+    (source / "inner" / "real.txt").write_text("real")
+    (source / "up").symlink_to("../outside/secret.txt")  # relative link climbing out with '..'
+    (source / "absolute").symlink_to(outside / "secret.txt")  # absolute link out
+    (source / "outside-dir").symlink_to(outside)  # a directory out
+    (source / "dangling").symlink_to(source / "missing")
+    (source / "inner" / "loop").symlink_to(source)  # a directory loop
+    (source / "new\nline.txt").write_text("newline")
+    os.mkfifo(source / "pipe")
+    (source / "inner-link").symlink_to("inner/real.txt")  # inside the tree: fine
+    destination = tmp_path / "destination"
+    before = listing(tmp_path)
+    report = stage_tree(str(source), str(destination))
+    refused = {item.name: item.reason for item in report.refused}
+    assert set(refused) == {"up", "absolute", "outside-dir", "dangling", "inner/loop", "new\nline.txt", "pipe"}
+    assert "outside the source" in refused["up"] and "outside the source" in refused["absolute"]
+    assert "control character" in refused["new\nline.txt"]
+    assert not report.ok and not report.failed
+    assert staged_files(destination) == {"inner/real.txt": b"real", "inner-link": b"real"}
+    assert listing(tmp_path) - before == {"destination"} | {f"destination/{name}" for name in
+                                                            ("inner", "inner/real.txt", "inner-link", MANIFEST_NAME)}
+    assert (outside / "secret.txt").read_text() == "secret"
+
+
+def test_a_link_in_the_destination_is_never_written_through(tree, tmp_path):
+    source, destination, contents = tree
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    destination.mkdir()
+    (destination / "shard-0").symlink_to(elsewhere)
+    report = stage_tree(str(source), str(destination))
+    failed = {item.name for item in report.failed}
+    assert failed == {name for name in contents if name.startswith("shard-0/")}
+    assert all("symbolic link" in item.reason for item in report.failed)
+    assert list(elsewhere.iterdir()) == []
+
+
+def test_refused_and_failed_lists_are_capped_in_the_dict_but_counted_exactly(tmp_path):
+    source = tmp_path / "source"
+    source.mkdir()
+    for index in range(130):
+        (source / f"bad\n{index}").write_text("x")
+    report = stage_tree(str(source), str(tmp_path / "destination"))
+    as_dict = json.loads(json.dumps(report.to_dict()))
+    assert as_dict["refused_count"] == 130 and len(as_dict["refused"]) == 100
+    assert all("\n" not in entry["name"] for entry in as_dict["refused"])
+
+
+# --- files gone from the source -----------------------------------------------------------------------------------
+
+
+def test_files_gone_from_the_source_are_left_and_listed_unless_delete(tree):
+    source, destination, contents = tree
+    stage_tree(str(source), str(destination))
+    (destination / "not-ours.txt").write_text("someone else's")
+    (source / "top-0.bin").unlink()
+    kept = stage_tree(str(source), str(destination))
+    assert kept.stale == ["top-0.bin"] and (destination / "top-0.bin").exists()
+    removed = stage_tree(str(source), str(destination), delete=True)
+    assert removed.deleted == ["top-0.bin"] and not (destination / "top-0.bin").exists()
+    assert (destination / "not-ours.txt").read_text() == "someone else's"  # never staged: never deleted
+    assert stage_tree(str(source), str(destination)).stale == []
+
+
+# --- bad input, locking, progress -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("case", ["missing", "file", "inside", "same", "s3-destination", "fsx-destination", "workers",
+                                  "scheme"])
+def test_bad_input_raises_spec_error_naming_the_field(tree, case):
+    source, destination, _ = tree
+    arguments = {
+        "missing": (str(source / "nope"), str(destination), {}, "source"),
+        "file": (str(source / "top-0.bin"), str(destination), {}, "source"),
+        "inside": (str(source), str(source / "staged"), {}, "destination"),
+        "same": (str(source), str(source), {}, "destination"),
+        "s3-destination": (str(source), "s3://bucket/x", {}, "destination"),
+        "fsx-destination": (str(source), "fsx://fs-0123456789abcdef0/x", {}, "backend='sagemaker'"),
+        "workers": (str(source), str(destination), {"workers": 0}, "workers"),
+        "scheme": ("gs://bucket/x", str(destination), {}, "source"),
+    }[case]
+    with pytest.raises(SpecError, match=arguments[3]):
+        stage_tree(arguments[0], arguments[1], **arguments[2])
+
+
+def test_a_second_stage_into_the_same_destination_fails_while_one_runs(tree):
+    source, destination, _ = tree
+    destination.mkdir()
+    holder = os.open(destination, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(holder, fcntl.LOCK_EX)
+        with pytest.raises(JobFailed, match="another stage"):
+            stage_tree(str(source), str(destination))
+    finally:
+        os.close(holder)
+
+
+def test_progress_bar_is_drawn_only_when_asked_or_on_a_terminal(tree, tmp_path):
+    source, destination, _ = tree
+    drawn = io.StringIO()
+    stage_tree(str(source), str(destination), progress=True, stream=drawn)
+    assert "\r[" in drawn.getvalue() and "files" in drawn.getvalue()
+    silent = io.StringIO()  # not a terminal
+    stage_tree(str(source), str(tmp_path / "second"), stream=silent)
+    assert silent.getvalue() == ""
+
+
+# --- S3 sources, with a stand-in client (the moto server tests are in tests/system) ----------------------------------
+
+
+class FakeBody:
+    def __init__(self, data: bytes):
+        self.data = data
+
+    def iter_chunks(self, size: int):
+        for start in range(0, len(self.data), size):
+            yield self.data[start:start + size]
+
+    def close(self) -> None:
+        pass
+
+
+class FakeS3:
+    """list_objects_v2 pages and get_object from a dict of key -> bytes; records every key downloaded."""
+
+    def __init__(self, objects: dict[str, bytes]):
+        self.objects = objects
+        self.downloaded: list[str] = []
+
+    def get_paginator(self, operation: str):
+        assert operation == "list_objects_v2"
+        objects = self.objects
+
+        class Paginator:
+            def paginate(self, Bucket, Prefix):
+                yield {"Contents": [{"Key": key, "Size": len(data), "ETag": f'"{hash(data)}"'}
+                                    for key, data in sorted(objects.items()) if key.startswith(Prefix)]}
+
+        return Paginator()
+
+    def get_object(self, Bucket, Key):
+        self.downloaded.append(Key)
+        data = self.objects[Key]
+        return {"Body": FakeBody(data), "ContentLength": len(data), "ETag": f'"{hash(data)}"'}
+
+
+def test_s3_keys_that_would_escape_are_refused_before_any_download(tmp_path):
+    client = FakeS3({"data/ok/a.txt": b"a", "data/../x": b"evil", "data//etc/x": b"evil", "data/a/../../x": b"evil",
+                     "data/a\nb": b"evil", "data/marker/": b"", "database/other": b"not under the prefix"})
+    destination = tmp_path / "parent" / "destination"
+    report = stage_tree("s3://bucket/data", str(destination), client_factory=lambda service: client)
+    assert {item.name for item in report.refused} == {"../x", "/etc/x", "a/../../x", "a\nb"}
+    assert client.downloaded == ["data/ok/a.txt"]
+    assert staged_files(destination) == {"ok/a.txt": b"a"}
+    assert listing(tmp_path) == {"parent", "parent/destination", "parent/destination/ok",
+                                 "parent/destination/ok/a.txt", f"parent/destination/{MANIFEST_NAME}"}
+
+
+def test_s3_objects_are_skipped_by_etag_and_copied_again_when_it_changes(tmp_path):
+    client = FakeS3({"p/a.bin": b"first", "p/b.bin": b"second"})
+    destination = tmp_path / "destination"
+    factory = lambda service: client  # noqa: E731
+    assert stage_tree("s3://bucket/p/", str(destination), client_factory=factory).files_copied == 2
+    client.objects["p/a.bin"] = b"FIRST"  # same size, new ETag
+    report = stage_tree("s3://bucket/p/", str(destination), client_factory=factory)
+    assert (report.files_copied, report.files_skipped) == (1, 1)
+    assert (destination / "a.bin").read_bytes() == b"FIRST"
+
+
+def test_an_empty_s3_prefix_is_bad_input():
+    source = S3Source("s3://bucket/none", "bucket", "none/", FakeS3({}))
+    with pytest.raises(SpecError, match="no objects under"):
+        source.list()
+
+
+# --- the stage step ---------------------------------------------------------------------------------------------------
+
+
+def test_local_step_returns_a_json_dict_and_is_strict_about_refusals(tree):
+    source, destination, contents = tree
+    result = stage(str(source), str(destination), workers=2)
+    assert json.loads(json.dumps(result))["files_copied"] == len(contents)
+    (source / "bad\nname").write_text("x")
+    with pytest.raises(JobFailed, match="refused bad\\\\nname"):
+        stage(str(source), str(destination))
+    assert stage(str(source), str(destination), strict=False)["refused_count"] == 1
+
+
+@pytest.mark.parametrize("backend, options, field", [("gcp", {}, "backend"), ("local", {"colour": 1}, "colour"),
+                                                     ("local", {"s3_prefix": "s3://b/p"}, "s3_prefix")])
+def test_step_rejects_unknown_backends_and_options(tree, backend, options, field):
+    source, destination, _ = tree
+    with pytest.raises(SpecError, match=field):
+        stage(str(source), str(destination), backend=backend, **options)
+
+
+@pytest.mark.parametrize("destination, expected", [
+    ("fsx://fs-0123456789abcdef0/data/train", ("fs-0123456789abcdef0", "/data/train")),
+    ("fsx://fs-0123456789abcdef0/data/train/", ("fs-0123456789abcdef0", "/data/train")),
+    ("fsx://fs-0123456789abcdef0", ("fs-0123456789abcdef0", "/")),
+    ("fsx://fs-01234567/", ("fs-01234567", "/")),
+])
+def test_fsx_destinations_parse(destination, expected):
+    assert parse_fsx_destination(destination) == expected
+
+
+@pytest.mark.parametrize("destination, message", [
+    ("fsx://FS-0123456789ABCDEF0/x", "lower case"), ("fsx://fs-123/x", "not an FSx file system id"),
+    ("fsx:///x", "no file system id"), ("fsx://fs-0123456789abcdef0/a/../b", "plain absolute path"),
+    ("fsx://fs-0123456789abcdef0/a//b", "plain absolute path"), ("fsx://fs-0123456789abcdef0/a?b=1", "query"),
+    ("fsx://fs-0123456789abcdef0/a\nb", "control character"), ("/mnt/fsx", "not an fsx:// destination"),
+])
+def test_bad_fsx_destinations_are_refused_with_the_fix(destination, message):
+    with pytest.raises(SpecError, match=message) as raised:
+        parse_fsx_destination(destination)
+    assert "fsx://fs-0123456789abcdef0/path/in/filesystem" in str(raised.value)
+
+
+def test_sagemaker_step_calls_the_fsx_staging_with_the_parsed_destination(monkeypatch):
+    from trainops.backends.sagemaker import fsx
+
+    calls = []
+
+    class Report:
+        def to_dict(self):
+            return {"directory_path": "/abcdefgh/data/train"}
+
+    def fake_stage(factory, **arguments):
+        calls.append(arguments)
+        return Report()
+
+    monkeypatch.setattr(fsx, "stage", fake_stage)
+    result = stage("s3://bucket/train", "fsx://fs-0123456789abcdef0/data/train", backend="sagemaker",
+                   client_factory=lambda service: None, poll_seconds=1, workers=8)
+    assert result == {"directory_path": "/abcdefgh/data/train"}
+    assert calls[0]["file_system_id"] == "fs-0123456789abcdef0"
+    assert calls[0]["file_system_path"] == "/data/train" and calls[0]["s3_uri"] == "s3://bucket/train"
+    assert calls[0]["poll_seconds"] == 1
+    stage(None, "fsx://fs-0123456789abcdef0/d", backend="sagemaker", s3_prefix="s3://bucket/d",
+          client_factory=lambda service: None)
+    assert calls[1]["s3_uri"] == "s3://bucket/d"
+
+
+@pytest.mark.parametrize("source, options, field", [
+    ("/local/data", {}, "source"),
+    ("s3://bucket/a", {"s3_prefix": "s3://bucket/b"}, "s3_prefix"),
+    ("s3://bucket/a", {"delete": True}, "delete"),
+    (None, {}, "source"),
+])
+def test_sagemaker_step_rejects_sources_fsx_cannot_import(source, options, field):
+    with pytest.raises(SpecError, match=field):
+        stage(source, "fsx://fs-0123456789abcdef0/d", backend="sagemaker", client_factory=lambda service: None,
+              **options)
