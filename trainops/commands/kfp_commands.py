@@ -1,0 +1,73 @@
+"""`trainops kfp compile` and `trainops kfp run-local`: a pipeline file as a Kubeflow pipeline.
+
+kfp is imported inside the command functions only: `trainops --help` and every other command stay free of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the kfp commands to the command line."""
+    kfp = subparsers.add_parser(
+        "kfp", help="compile a pipeline file for Kubeflow Pipelines, or run it locally with kfp.local",
+        description="A pipeline file (prepare, stage, train, evaluate with its gate, register) as a Kubeflow "
+                    "Pipelines v2 pipeline of trainops components. See docs/kubeflow.md.")
+    commands = kfp.add_subparsers(dest="kfp_command", metavar="COMMAND")
+    commands.required = True
+
+    compile_command = commands.add_parser(
+        "compile", help="compile a pipeline file to KFP IR YAML",
+        description="Compile PIPELINE (a trainops pipeline file) into a KFP v2 pipeline (IR YAML) for a Kubeflow "
+                    "cluster. Values keep the file's relative paths and ${workdir}; the components resolve them "
+                    "against the pipeline_dir parameter, relative to their working directory (the image's WORKDIR).",
+        epilog="Exit codes: 0 compiled; 2 invalid input (the pipeline file or its job spec).")
+    compile_command.add_argument("pipeline", metavar="PIPELINE", help="pipeline file (YAML or JSON)")
+    compile_command.add_argument("-o", "--output", required=True, metavar="OUT.yaml", help="where to write the YAML")
+    compile_command.add_argument("--image", default=None,
+                                 help="component image, e.g. one built from the repository's Dockerfile (default: "
+                                      "python:3.11-slim installing trainops[aws,kfp] at start-up)")
+    compile_command.add_argument("--package", action="append", default=None, metavar="REQUIREMENT",
+                                 help="pip requirement installed before each component runs (repeatable; default: "
+                                      "trainops[aws,kfp] without --image, nothing with it)")
+    compile_command.add_argument("--pip-index-url", action="append", default=None, metavar="URL",
+                                 help="package index for --package (repeatable)")
+    compile_command.add_argument("--pipeline-dir", default=None, metavar="DIR",
+                                 help="the pipeline file's directory as the components see it (default: its path "
+                                      "relative to the current directory)")
+    compile_command.set_defaults(handler=compile_handler)
+
+    run_local = commands.add_parser(
+        "run-local", help="run the pipeline with kfp.local on this machine (local backend, offline)",
+        description="Run the KFP pipeline of PIPELINE with kfp.local (SubprocessRunner without a virtual "
+                    "environment: nothing is installed, no network), on the local backend, and print each task's "
+                    "state and the metrics. KFP's outputs go under <workdir>/kfp.",
+        epilog="Exit codes: 0 the pipeline succeeded; 1 a task failed (a model that misses its gate fails the run "
+               "when the file says on_gate_failure: fail); 2 invalid input.")
+    run_local.add_argument("pipeline", metavar="PIPELINE", help="pipeline file (YAML or JSON)")
+    run_local.add_argument("--workdir", default=None,
+                           help="local state directory (default: the file's workdir, else $TRAINOPS_HOME)")
+    run_local.add_argument("--gate", default=None,
+                           help='quality gate for this run instead of the file\'s, e.g. "accuracy >= 0.97"')
+    run_local.add_argument("--run-key", default="", metavar="KEY",
+                           help="part of the training job's name: a new key trains anew even with the same inputs")
+    run_local.set_defaults(handler=run_local_handler)
+
+
+def compile_handler(args: argparse.Namespace) -> int:
+    from trainops.components.pipeline import compile_pipeline
+    from trainops.components.settings import settings_for
+
+    settings = settings_for(args.image, args.package, args.pip_index_url)
+    output = compile_pipeline(args.pipeline, args.output, settings=settings, pipeline_dir=args.pipeline_dir)
+    print(f"compiled {args.pipeline} -> {output} (image {settings.base_image}"
+          + (f", installs {' '.join(settings.packages_to_install)}" if settings.packages_to_install else "") + ")")
+    return 0
+
+
+def run_local_handler(args: argparse.Namespace) -> int:
+    from trainops.components.local_run import run_local
+
+    outcome = run_local(args.pipeline, workdir=args.workdir, gate=args.gate, run_key=args.run_key)
+    return 0 if outcome.succeeded else 1

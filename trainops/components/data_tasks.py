@@ -1,0 +1,76 @@
+"""What the prepare and stage components do inside their containers.
+
+Prepare runs the pipeline file's script (as `trainops run` does: the current Python, no shell, its own process
+group, stopped at its timeout). Stage calls the typed stage step and returns a small summary of its report.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+from trainops.components.paths import parse_json, places
+from trainops.errors import JobFailed, Problem, SpecError
+
+#: Report keys worth a KFP output (the whole report may list thousands of files).
+STAGE_SUMMARY_KEYS = ("files_copied", "files_skipped", "bytes_copied", "copied", "skipped", "refused", "failed",
+                      "seconds", "directory_path", "task_id")
+
+
+def run_prepare(*, script: str, args_json: str, timeout: int, workdir: str, pipeline_dir: str) -> str:
+    """Run the prepare script with its arguments (variables substituted); return a one-line summary."""
+    where = places(pipeline_dir, workdir)
+    arguments = parse_json(args_json, "args_json", list) or []
+    path = where.path(script, "script")
+    if not os.path.isfile(path):
+        raise SpecError(Problem("script", f"{path} does not exist"), source="prepare step")
+    command = [sys.executable, path, *[str(where.expand(str(item), f"args.{index}"))
+                                       for index, item in enumerate(arguments)]]
+    print(f"[prepare] {' '.join(command)}", flush=True)
+    process = subprocess.Popen(command, cwd=str(where.pipeline_dir), start_new_session=True)
+    try:
+        code = process.wait(timeout=timeout or None)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise JobFailed(f"{path} ran longer than {timeout} s and was stopped") from None
+    except BaseException:
+        # SIGTERM/SIGINT of the component: take the script's whole process group with it.
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+        raise
+    if code != 0:
+        raise JobFailed(f"{path} exited with code {code}")
+    return f"{os.path.basename(path)} ran"
+
+
+def stage_summary(report: dict[str, Any]) -> dict[str, Any]:
+    """The small part of a stage report: counts and timings (lists become their lengths)."""
+    summary = {}
+    for key in STAGE_SUMMARY_KEYS:
+        if key in report:
+            value = report[key]
+            summary[key] = len(value) if isinstance(value, (list, tuple)) else value
+    return summary
+
+
+def run_stage(*, source: str, destination: str, backend: str, workdir: str, pipeline_dir: str, s3_prefix: str,
+              workers: int, region: str) -> tuple[str, str]:
+    """Stage the data with the typed step; return (destination, summary JSON)."""
+    from trainops.steps.stage import stage
+
+    where = places(pipeline_dir, workdir)
+    options: dict[str, Any] = {"workers": workers}
+    if s3_prefix:
+        options["s3_prefix"] = where.expand(s3_prefix, "s3_prefix")
+    if region and backend == "sagemaker":
+        options["region"] = region
+    target = where.path(destination, "destination")
+    report = stage(where.path(source, "source"), target, backend=backend, **options)
+    summary = stage_summary(report)
+    print(f"[stage] {target}: " + ", ".join(f"{key} {value}" for key, value in summary.items()), flush=True)
+    return target, json.dumps(summary, sort_keys=True, default=str)

@@ -1,0 +1,99 @@
+"""What the evaluate component does inside its container: the typed evaluate step, then KFP metrics and a report.
+
+Every metric of ``metrics.json`` goes to the ``Output[Metrics]`` artifact (the KFP UI compares them across runs); the
+``Output[HTML]`` report embeds the loss curve and the script's report, and its metadata carries the gate's verdict
+and message; the verdict is also the component's one output, a boolean the pipeline branches on (``dsl.If``), so a
+failed gate is a result here, not a failed task. (One output rather than several: kfp.local resolves a condition
+on a task's single ``Output`` but not on a named output of a multi-output task.)
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from trainops.components.paths import Places, parse_json, places
+from trainops.components.report import write_report
+from trainops.components.train_task import load_component_spec, model_location
+from trainops.errors import Problem, SpecError
+
+EVALUATE_KEYS = frozenset({"entry_point", "source_dir", "channels", "hyperparameters", "timeout"})
+
+
+def parse_gate(text: str) -> Any:
+    """A gate parameter: empty (no gate), a JSON document (a mapping or a list of gates) or one gate string such as
+    ``accuracy >= 0.95``."""
+    text = (text or "").strip()
+    if not text:
+        return None
+    if text[0] in "[{":
+        return parse_json(text, "gate", (dict, list))
+    return text
+
+
+def evaluation_prefix(model_artifact: str) -> str:
+    """Where a SageMaker evaluation writes: ``.../<job>/evaluation`` beside the job's ``output/model.tar.gz``."""
+    head = model_artifact.rsplit("/", 1)[0]
+    if head.endswith("/output"):
+        head = head[: -len("/output")]
+    return f"{head}/evaluation"
+
+
+def _backend_options(backend: str, spec_json: str, spec_dir: str, where: Places, artifact: str, job_name: str,
+                     region: str) -> tuple[str, dict[str, Any]]:
+    """The output directory and the backend's own arguments of the evaluate step."""
+    if backend == "local":
+        return str(where.workdir / "evaluations" / job_name), {}
+    from trainops.backends.sagemaker.render import training_image
+
+    spec = load_component_spec(spec_json, spec_dir, where)
+    region = spec.region or region or None
+    if not artifact.startswith("s3://"):
+        raise SpecError(Problem("model", f"{artifact!r} is not an s3:// model artifact"), source="evaluate step")
+    # The training job's role and image evaluate its model: the image has the framework the script needs.
+    return evaluation_prefix(artifact), {"role": spec.role, "image_uri": training_image(spec, region or ""),
+                                         "region": region}
+
+
+def run_evaluate(*, model: Any, spec_json: str, spec_dir: str, backend: str, workdir: str, pipeline_dir: str,
+                 evaluate_json: str, gate: str, champion_group: str, registry_dir: str, region: str,
+                 metrics: Any, report: Any) -> bool:
+    """Evaluate the model with the typed step; fill in the Metrics and HTML artifacts; return whether the model
+    passed its gate."""
+    from trainops.steps.evaluate import evaluate
+
+    where = places(pipeline_dir, workdir)
+    config = parse_json(evaluate_json, "evaluate_json", dict) or {}
+    unknown = sorted(set(config) - EVALUATE_KEYS)
+    if unknown or "entry_point" not in config:
+        raise SpecError([Problem(key, "is not a setting of the evaluate component") for key in unknown]
+                        or [Problem("entry_point", "is required")], source="evaluate_json")
+    artifact = model_location(model)
+    job_name = str((model.metadata or {}).get("job_name") or "model")
+    output_dir, options = _backend_options(backend, spec_json, spec_dir, where, artifact, job_name, region)
+    if champion_group:
+        registry = where.path(registry_dir, "registry_dir") if registry_dir else str(where.workdir / "registry")
+        options.update(champion_group=champion_group, registry_dir=registry)
+    else:
+        options["champion"] = None  # no registry group: a champion gate has nothing to compare with, and passes
+    result = evaluate(
+        entry_point=config["entry_point"],
+        source_dir=where.path(config.get("source_dir") or ".", "source_dir"),
+        model_artifact=artifact,
+        channels={name: where.path(str(path), f"channels.{name}") for name, path in (config.get("channels") or {}).items()},
+        output_dir=output_dir,
+        gate=parse_gate(gate),
+        backend=backend,
+        hyperparameters=config.get("hyperparameters") or {},
+        timeout=config.get("timeout"),
+        **options,
+    )
+    data = result.to_dict()
+    for name, value in sorted(data["metrics"].items()):
+        metrics.log_metric(name, value)
+    message = data["message"] or "no gate"
+    report.metadata.update({"passed": bool(data["passed"]), "message": message, "job_name": job_name,
+                            "output_dir": data["output_dir"]})
+    write_report(report.path, data, title=f"Evaluation of {job_name}")
+    print(f"[evaluate] {json.dumps(data['metrics'], sort_keys=True)}; {message}", flush=True)
+    return bool(data["passed"])

@@ -1,0 +1,69 @@
+"""Paths as the components see them at run time.
+
+The compiled pipeline keeps the pipeline file's values as written (``${workdir}/raw``, ``train.yaml``), so the YAML
+is the same on every machine; each component turns them into absolute paths where it runs:
+
+- ``pipeline_dir``: the pipeline file's directory; relative to the component's working directory (the component
+  image's ``WORKDIR`` holds the repository) unless absolute;
+- ``workdir``: the local state directory; relative to ``pipeline_dir``; empty means ``$TRAINOPS_HOME``;
+- every other value: ``${workdir}`` and ``${pipeline_dir}`` substituted, then relative paths resolved against
+  ``pipeline_dir`` (URIs such as ``s3://`` stay as they are), exactly as `trainops.spec.pipeline` does.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainops.errors import Problem, SpecError
+
+
+@dataclass(frozen=True)
+class Places:
+    """The two directories every relative value of a pipeline file is read against."""
+
+    pipeline_dir: Path
+    workdir: Path
+
+    @property
+    def variables(self) -> dict[str, str]:
+        """The values of ``${pipeline_dir}`` and ``${workdir}``."""
+        return {"pipeline_dir": str(self.pipeline_dir), "workdir": str(self.workdir)}
+
+    def expand(self, value: Any, field: str = "") -> Any:
+        """Substitute the variables in every string of ``value`` (a string, list or mapping)."""
+        from trainops.spec.pipeline import substitute
+
+        return substitute(value, self.variables, field)
+
+    def path(self, value: str, field: str = "") -> str:
+        """A path value of the pipeline file, absolute (URIs are left as they are)."""
+        from trainops.spec.pipeline import resolve
+
+        return resolve(self.expand(value, field), self.pipeline_dir)
+
+
+def places(pipeline_dir: str, workdir: str) -> Places:
+    """Resolve the pipeline directory (against the working directory) and the work directory (against it)."""
+    from trainops.backends.local.paths import trainops_home
+
+    base = Path(pipeline_dir or ".").expanduser().resolve()
+    if workdir:
+        candidate = Path(workdir).expanduser()
+        work = candidate if candidate.is_absolute() else (base / candidate).resolve()
+    else:
+        work = trainops_home()
+    return Places(pipeline_dir=base, workdir=work)
+
+
+def parse_json(text: str, field: str, expected: type | tuple[type, ...] = (dict, list, str)) -> Any:
+    """A JSON parameter of a component, or `SpecError` naming it."""
+    try:
+        value = json.loads(text) if text else None
+    except ValueError as error:
+        raise SpecError(Problem(field, f"is not valid JSON ({error})"), source="component input") from None
+    if value is not None and not isinstance(value, expected):
+        raise SpecError(Problem(field, f"must be JSON of type {expected}"), source="component input")
+    return value

@@ -1,0 +1,193 @@
+"""`retrain_pipeline`: a pipeline file (stage -> train -> evaluate -> gate -> register) as a KFP v2 pipeline.
+
+The pipeline file stays the one description: `trainops run` runs it step by step, this module turns it into a KFP
+pipeline whose tasks are the trainops components:
+
+    prepare-data -> stage-data -> train-model -> evaluate-model -> dsl.If(passed) -> register-model
+                                                                 \\-> dsl.If(not passed) -> gate-failed
+
+(prepare and stage when the file has them; gate-failed when ``on_gate_failure`` is ``fail``, the default, so a model
+that misses its gate fails the run as it fails `trainops run`). Values are kept as the file writes them
+(``${workdir}/raw``, ``train.yaml``'s relative ``source_dir``) and resolved by each component where it runs, so the
+compiled YAML is the same on every machine. Run-level choices are pipeline parameters: ``spec_json`` (the job spec),
+``backend``, ``workdir``, ``pipeline_dir``, ``gate``, ``run_key`` (part of the training job's name: give each
+scheduled run its own, e.g. the schedule time) and ``region``. Caching is off for every task: the data behind a path
+can change between runs, and training re-attaches on its own.
+
+No ``from __future__ import annotations`` in this module: KFP reads the pipeline function's annotations as types.
+"""
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from trainops.components.settings import ComponentSettings
+from trainops.errors import SpecError
+from trainops.spec.pipeline import PipelineSpec, load_pipeline, resolve
+
+
+@dataclass(frozen=True)
+class PipelineSource:
+    """A pipeline file read for KFP: validated, with its values as written (variables kept).
+
+    Attributes:
+        pipeline: the pipeline, values as written (``${workdir}`` kept, paths relative).
+        resolved: the same pipeline as `trainops run` reads it (variables substituted, paths absolute).
+        spec_document: the training job spec as JSON data, as written.
+        spec_dir: the spec's directory, relative to the pipeline file's (its relative paths resolve against it).
+        directory: the pipeline file's directory on this machine.
+    """
+
+    pipeline: PipelineSpec
+    resolved: PipelineSpec
+    spec_document: dict[str, Any]
+    spec_dir: str
+    directory: Path
+
+    @property
+    def spec_json(self) -> str:
+        """The job spec as the JSON string the pipeline parameter carries (keys sorted: stable output)."""
+        return json.dumps(self.spec_document, sort_keys=True, default=str)
+
+
+def read_pipeline_source(path: str | os.PathLike, workdir_override: str | None = None) -> PipelineSource:
+    """Read and validate a pipeline file and its job spec (invalid input raises `SpecError`, exit code 2)."""
+    from trainops.spec.loader import load_job_spec, problems_from_validation_error, read_document
+    from trainops.steps.train import load_spec
+
+    path = Path(path)
+    resolved = load_pipeline(path, workdir_override=workdir_override)  # every check, every message
+    directory = path.resolve().parent
+    raw = dict(read_document(path))
+    raw_workdir = workdir_override or raw.pop("workdir", None)
+    raw.pop("workdir", None)
+    try:
+        pipeline = PipelineSpec.model_validate({**raw, "workdir": raw_workdir})
+    except ValidationError as error:
+        raise SpecError(problems_from_validation_error(error, PipelineSpec), str(path)) from None
+    spec = pipeline.steps.train.spec
+    if isinstance(spec, str):
+        spec_path = Path(resolve(resolved.steps.train.spec, directory))
+        load_job_spec(spec_path)  # validates the spec file, naming its fields
+        document = read_document(spec_path)
+        spec_dir = os.path.relpath(spec_path.parent, directory)
+    else:
+        load_spec(resolved.steps.train.spec, base_dir=directory)
+        document, spec_dir = spec, "."
+    return PipelineSource(pipeline=pipeline, resolved=resolved, spec_document=dict(document), spec_dir=spec_dir,
+                          directory=directory)
+
+
+def default_pipeline_dir(path: str | os.PathLike) -> str:
+    """The pipeline directory as compiled into the YAML: relative to the working directory when it lies below it
+    (the component image's WORKDIR holds the repository, so ``examples/digits`` works there), else absolute."""
+    directory = Path(path).resolve().parent
+    try:
+        return directory.relative_to(Path.cwd().resolve()).as_posix() or "."
+    except ValueError:
+        return str(directory)
+
+
+def gate_parameter(gate: Any) -> str:
+    """The pipeline file's gate as the ``gate`` parameter: a gate string as it is, anything else as JSON."""
+    if gate is None:
+        return ""
+    return gate if isinstance(gate, str) else json.dumps(gate, sort_keys=True)
+
+
+def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = None, *,
+                   pipeline_dir: str | None = None):
+    """The KFP pipeline (a ``@dsl.pipeline`` function) for a pipeline file, with components built for ``settings``."""
+    from kfp import dsl
+
+    from trainops.components.factory import build_components
+
+    ops = build_components(settings)
+    file = source.pipeline
+    steps = file.steps
+    register = steps.register_step
+    defaults = {
+        "spec_json": source.spec_json,
+        "backend": file.backend,
+        "workdir": file.workdir or "",
+        "pipeline_dir": pipeline_dir if pipeline_dir is not None else str(source.directory),
+        "gate": gate_parameter(steps.evaluate.gate) if steps.evaluate else "",
+        "region": file.region or "",
+    }
+
+    def configured(task, display_name: str):
+        task.set_display_name(display_name)
+        task.set_caching_options(False)  # same paths may hold new data; training re-attaches by itself
+        return task
+
+    @dsl.pipeline(name=file.name, description=f"trainops retraining pipeline {file.name}: stage, train, evaluate, "
+                                              "gate, register")
+    def retrain_pipeline(spec_json: str = defaults["spec_json"], backend: str = defaults["backend"],
+                         workdir: str = defaults["workdir"], pipeline_dir: str = defaults["pipeline_dir"],
+                         gate: str = defaults["gate"], run_key: str = "", region: str = defaults["region"]):
+        where = {"workdir": workdir, "pipeline_dir": pipeline_dir}
+        previous = None
+        if steps.prepare:
+            previous = configured(ops.prepare(script=steps.prepare.script, args_json=json.dumps(steps.prepare.args),
+                                              timeout=steps.prepare.timeout, **where), "prepare")
+        if steps.stage:
+            stage = configured(ops.stage(source=steps.stage.source, destination=steps.stage.destination,
+                                         backend=backend, s3_prefix=steps.stage.s3_prefix or "",
+                                         workers=steps.stage.workers, region=region, **where), "stage")
+            if previous is not None:
+                stage.after(previous)
+            previous = stage
+        spec_inputs = {"spec_json": spec_json, "spec_dir": source.spec_dir, "backend": backend, "region": region}
+        train = configured(ops.train(channels_json=json.dumps(steps.train.channels, sort_keys=True),
+                                     job_name=steps.train.job_name or "", name_base=file.name, run_key=run_key,
+                                     processes_per_host=steps.train.processes_per_host or 0,
+                                     **spec_inputs, **where), "train")
+        if previous is not None:
+            train.after(previous)
+        model = train.outputs["model"]
+        if steps.evaluate:
+            evaluate = configured(ops.evaluate(
+                model=model, evaluate_json=json.dumps(evaluate_settings(steps.evaluate), sort_keys=True), gate=gate,
+                champion_group=register.group if register else "",
+                registry_dir=(register.registry_dir or "") if register else "", **spec_inputs, **where), "evaluate")
+            passed = evaluate.outputs["Output"]
+            if steps.evaluate.on_gate_failure == "fail":
+                with dsl.If(passed == False, name="gate-failed"):  # noqa: E712 - a KFP condition, not a Python test
+                    configured(ops.gate_failed(report=evaluate.outputs["report"]), "gate failed")
+            if register:
+                with dsl.If(passed == True, name="gate-passed"):  # noqa: E712 - a KFP condition, not a Python test
+                    register_task(ops, register, model, evaluate.outputs["metrics"], spec_inputs, where, configured)
+        elif register:
+            register_task(ops, register, model, None, spec_inputs, where, configured)
+
+    return retrain_pipeline
+
+
+def evaluate_settings(step) -> dict[str, Any]:
+    """The evaluate component's settings from the pipeline file's evaluate step (the gate is a parameter)."""
+    return {"entry_point": step.entry_point, "source_dir": step.source_dir, "channels": step.channels,
+            "hyperparameters": step.hyperparameters, "timeout": step.timeout}
+
+
+def register_task(ops, register, model, metrics, spec_inputs: dict, where: dict, configured):
+    """The register task of the pipeline (with the evaluation's Metrics artifact)."""
+    evaluation = {"metrics": metrics} if metrics is not None else {}
+    return configured(ops.register(model=model, group=register.group, approval=register.approval,
+                                   registry_dir=register.registry_dir or "", description=register.description or "",
+                                   **evaluation, **spec_inputs, **where), "register")
+
+
+def compile_pipeline(path: str | os.PathLike, output: str | os.PathLike, *,
+                     settings: ComponentSettings | None = None, pipeline_dir: str | None = None) -> str:
+    """Compile the pipeline of a pipeline file to KFP IR YAML at ``output``; return the output path."""
+    from kfp import compiler
+
+    source = read_pipeline_source(path)
+    pipeline = build_pipeline(source, settings, pipeline_dir=pipeline_dir or default_pipeline_dir(path))
+    Path(output).parent.mkdir(parents=True, exist_ok=True)
+    compiler.Compiler().compile(pipeline, str(output))
+    return str(output)

@@ -1,0 +1,46 @@
+"""What the register and gate-failed components do inside their containers.
+
+Register records the model that passed the gate through the typed register step (local registry or the SageMaker
+Model Registry). Gate-failed runs on the other branch of the gate when the pipeline file says a failed gate fails the
+pipeline (``on_gate_failure: fail``, the default), so the run ends Failed with the gate's message, as
+`trainops run` does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainops.components.paths import places
+from trainops.components.train_task import load_component_spec, model_location
+from trainops.steps.gate import GateFailed
+
+
+def run_register(*, model: Any, metrics: Any, spec_json: str, spec_dir: str, backend: str, workdir: str,
+                 pipeline_dir: str, group: str, approval: str, registry_dir: str, description: str,
+                 region: str) -> tuple[int, str, str]:
+    """Register the model with the metrics the evaluation logged; return (version, approval status, location)."""
+    from trainops.steps.register import register
+
+    where = places(pipeline_dir, workdir)
+    spec = load_component_spec(spec_json, spec_dir, where)
+    options: dict[str, Any] = {}
+    if backend == "local":
+        options["registry_dir"] = where.path(registry_dir, "registry_dir") if registry_dir else \
+            str(where.workdir / "registry")
+    else:
+        from trainops.backends.sagemaker.render import training_image
+
+        region = spec.region or region or None
+        options.update(region=region, image_uri=training_image(spec, region or ""))
+    entry = register(model_artifact=model_location(model), metrics=dict(metrics.metadata or {}) if metrics is not None else {},
+                     group=group, spec=spec.to_json_dict(), approval=approval, backend=backend,
+                     job_name=(model.metadata or {}).get("job_name"), description=description or "", **options)
+    print(f"[register] {group} version {entry['version']} ({entry['approval_status']}): {entry['location']}",
+          flush=True)
+    return int(entry["version"] or 0), str(entry["approval_status"]), str(entry["location"])
+
+
+def fail_gate(report: Any) -> None:
+    """Fail the task with the gate's message from the evaluation report's metadata (`GateFailed`, exit code 1)."""
+    message = (report.metadata or {}).get("message") or "the gate failed"
+    raise GateFailed(f"the model did not pass its quality gate: {message}; it was not registered")

@@ -1,0 +1,202 @@
+"""What the train component does inside its container: name the job, run (or re-attach to) it, describe the model.
+
+Re-runs re-attach. The job is named deterministically: ``<spec name>-<hash>`` where the hash covers the spec hash,
+the data behind local channels and an optional ``run_key``, exactly as `trainops run pipeline.yaml` names it (so a
+KFP run and a command-line run of the same pipeline share the job), or the name the pipeline file gives. The step is
+called with ``if_exists="reattach"``: a retried or re-run component whose job exists follows it instead of starting a
+duplicate; a job of that name that failed is retried under a suffixed name (`trainops.steps.train`).
+
+Cancellation stops the job. When the pod is deleted or the run cancelled, the component gets SIGTERM; the handler
+installed here stops what the step started: the local job (its hosts stop in order) or the SageMaker training job
+(``StopTrainingJob``), then the component exits non-zero.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import signal
+from pathlib import Path
+from typing import Any, Callable
+
+from trainops.components.paths import Places, parse_json, places
+from trainops.errors import JobFailed, Problem, SpecError
+
+STOP_REASON = "Stopped: the KFP task received SIGTERM (pod deleted or run cancelled)"
+
+
+class TaskCancelled(JobFailed):
+    """The component got SIGTERM; the message says what was stopped."""
+
+
+def training_fingerprint(spec, channels: dict[str, str]) -> str:
+    """What makes a training run unique besides its name: the spec hash and the files behind local channels.
+
+    The same formula as `trainops.steps.pipeline.PipelineRunner`, so both name the same job the same way.
+    """
+    from trainops.steps.pipeline import channel_fingerprint
+
+    return hashlib.sha256(f"{spec.spec_hash()}\n{channel_fingerprint(channels)}".encode()).hexdigest()
+
+
+def train_job_name(spec, channels: dict[str, str], *, base: str, run_key: str = "", job_name: str = "") -> str:
+    """The job's name: the one given, else ``<spec name or base>-<hash of the fingerprint [and run_key]>``."""
+    from trainops.backends.sagemaker.names import deterministic_job_name
+
+    if job_name:
+        return job_name
+    parts = [training_fingerprint(spec, channels)] + ([run_key] if run_key else [])
+    return deterministic_job_name(spec.name or base, *parts)
+
+
+def load_component_spec(spec_json: str, spec_dir: str, where: Places):
+    """The job spec of a component input: JSON, variables substituted, relative paths against its directory."""
+    from trainops.steps.train import load_spec
+
+    document = parse_json(spec_json, "spec_json", dict)
+    if document is None:
+        raise SpecError(Problem("spec_json", "is empty: give the job spec as a JSON object"), source="component input")
+    document = where.expand(document, "spec")
+    return load_spec(document, base_dir=where.path(spec_dir or ".", "spec_dir"))
+
+
+def local_channels(channels_json: str, where: Places) -> dict[str, str]:
+    """Channel -> absolute local path; every path must exist (the data is staged before training)."""
+    channels = parse_json(channels_json, "channels_json", dict) or {}
+    resolved = {}
+    for name, value in channels.items():
+        path = where.path(str(value), f"channels.{name}")
+        if not Path(path).exists():
+            raise SpecError(Problem(f"channels.{name}", f"{path} does not exist: stage the data first"),
+                            source="component input")
+        resolved[name] = path
+    return resolved
+
+
+class StopOnSigterm:
+    """While the step runs, SIGTERM stops the job it runs instead of leaving it behind.
+
+    Local backend: `LocalJob.request_stop` (only sets a flag; the step then stops every host and returns Stopped),
+    or, for a re-attached job another process runs, `stop_local_job`. SageMaker: ``StopTrainingJob`` for the job and
+    any suffixed copy of it that is still running, then `TaskCancelled` is raised to leave the wait.
+    """
+
+    def __init__(self, backend: str, job_name: str, *, workdir: str | None = None,
+                 client_factory: Callable[[str], Any] | None = None, log: Callable[[str], None] = print):
+        self.backend = backend
+        self.job_name = job_name
+        self.workdir = workdir
+        self.client_factory = client_factory
+        self.log = log
+        self.local_jobs: list[Any] = []
+        self.received = False
+        self._previous: Any = None
+
+    def __enter__(self) -> "StopOnSigterm":
+        self._previous = signal.signal(signal.SIGTERM, self._handle)
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        signal.signal(signal.SIGTERM, self._previous if self._previous is not None else signal.SIG_DFL)
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        if self.received:  # a second SIGTERM while stopping: the first one is being handled
+            return
+        self.received = True
+        self.log(f"[trainops] received {signal.Signals(signum).name}: stopping training job {self.job_name}")
+        if self.backend == "local":
+            if self.local_jobs:
+                for job in self.local_jobs:
+                    job.request_stop(STOP_REASON)
+                return  # the step sees the flag, stops every host and returns Stopped
+            from trainops.backends.local.control import stop_local_job
+            from trainops.backends.local import status
+
+            outcome = (stop_local_job(self.job_name, self.workdir) if status.exists(self.job_name, self.workdir)
+                       else f"{self.job_name}: not started")
+            raise TaskCancelled(f"cancelled by SIGTERM; {outcome}")
+        stopped = stop_sagemaker_jobs(self.client_factory, self.job_name)
+        raise TaskCancelled("cancelled by SIGTERM; " + (", ".join(f"{name}: {state}" for name, state in stopped)
+                                                        or f"no training job named {self.job_name} was running"))
+
+
+def stop_sagemaker_jobs(factory: Callable[[str], Any], job_name: str) -> list[tuple[str, str]]:
+    """Stop the job and each suffixed copy (``-2``, ``-3``, ...) the step may have created; return (name, status)
+    for each one found. Stopping a finished job is not an error (`training.stop` reports its status)."""
+    from trainops.backends.sagemaker import training
+    from trainops.backends.sagemaker.names import with_suffix
+
+    found = []
+    for attempt in range(1, training.MAX_NEW_NAME_ATTEMPTS + 1):
+        name = job_name if attempt == 1 else with_suffix(job_name, str(attempt))
+        try:
+            found.append((name, training.stop(factory, name)))
+        except SpecError:  # no job of that name: the copies end here
+            break
+    return found
+
+
+def run_train(*, spec_json: str, spec_dir: str, backend: str, workdir: str, pipeline_dir: str, channels_json: str,
+              job_name: str, name_base: str, run_key: str, processes_per_host: int, region: str, model: Any,
+              client_factory: Callable[[str], Any] | None = None,
+              poll_seconds: float | None = None) -> tuple[str, str, bool, str]:
+    """Run the train step for the component and fill in its Model artifact; return (job_name, status, reattached,
+    model_artifact). ``client_factory`` and ``poll_seconds`` exist for tests (a component takes only JSON values)."""
+    from trainops.steps.train import check_choice, train
+
+    check_choice(backend, ("local", "sagemaker"), "backend")
+    where = places(pipeline_dir, workdir)
+    spec = load_component_spec(spec_json, spec_dir, where)
+    channels = local_channels(channels_json, where) if backend == "local" else {}
+    name = train_job_name(spec, channels, base=name_base or "trainops", run_key=run_key, job_name=job_name)
+    options: dict[str, Any] = {}
+    if backend == "local":
+        options.update(workdir=str(where.workdir), processes_per_host=processes_per_host or None,
+                       channel_overrides=channels)
+    else:
+        if client_factory is None:
+            from trainops.backends.sagemaker.clients import default_client_factory
+
+            client_factory = default_client_factory(spec.region or region or None)
+        options.update(region=region or None, client_factory=client_factory)
+        if poll_seconds is not None:
+            options["poll_seconds"] = poll_seconds
+    print(f"[trainops] training job {name} ({backend}); re-attaches when it exists", flush=True)
+    with StopOnSigterm(backend, name, workdir=str(where.workdir), client_factory=client_factory) as guard:
+        if backend == "local":
+            options["on_job"] = guard.local_jobs.append
+        result = train(spec, backend=backend, job_name=name, if_exists="reattach", **options)
+    describe_model(model, result, spec)
+    return result["job_name"], result["status"], bool(result.get("reattached")), result.get("model_artifact") or ""
+
+
+def describe_model(model: Any, result: dict[str, Any], spec) -> None:
+    """Point the KFP Model artifact at the trained model.
+
+    Metadata always names it (``model_artifact``), with the job, backend and framework. The URI is the model itself
+    for the local backend (a path on this machine, read as it is by the next components). On SageMaker the URI stays
+    the one KFP assigned: the KFP launcher uploads whatever lies at an output's path to its URI, so pointing the URI
+    at the job's ``s3://.../model.tar.gz`` would overwrite it; a small JSON pointer is written there instead.
+    """
+    artifact = result.get("model_artifact") or ""
+    model.metadata.update({
+        "model_artifact": artifact,
+        "job_name": result["job_name"],
+        "backend": result["backend"],
+        "status": result["status"],
+        "reattached": bool(result.get("reattached")),
+        "framework": spec.framework,
+        "framework_version": spec.framework_version or "",
+        "spec_hash": spec.spec_hash(),
+    })
+    if result["backend"] == "local" and artifact:
+        model.uri = artifact
+        return
+    Path(model.path).parent.mkdir(parents=True, exist_ok=True)
+    Path(model.path).write_text(json.dumps({"model_artifact": artifact, "job_name": result["job_name"]}) + "\n",
+                                encoding="utf-8")
+
+
+def model_location(model: Any) -> str:
+    """Where a Model artifact from the train component really is: its metadata, else its URI."""
+    return str((model.metadata or {}).get("model_artifact") or model.uri)
