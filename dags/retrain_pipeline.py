@@ -1,0 +1,125 @@
+"""Scheduled retraining: prepare -> stage -> train -> evaluate -> gate -> register, from one pipeline file.
+
+Runs every Monday at 03:00 UTC, and also whenever the training data asset is updated (a producer DAG declares it as
+an outlet, or someone posts an asset event through the API), whichever comes first.
+
+Every step is described by the pipeline file the ``pipeline_file`` parameter names, by default the digits example
+(``examples/digits/pipeline.yaml``), the same file ``make run`` runs: the DAG and the command line retrain the same
+way. The default backend is ``local`` (simulated hosts on the worker), so the DAG runs offline:
+
+    airflow dags test retrain_pipeline
+
+Parameters (trigger with config): ``pipeline_file``, ``backend`` (``local`` | ``sagemaker``), ``workdir`` (local
+state; default ``$AIRFLOW_HOME/trainops``), ``hyperparameters`` (merged over the training spec's, e.g.
+``{"epochs": 2}`` for a quick run).
+
+Parsing this file imports ``airflow.sdk`` and the thin trainops operator modules only: the pipeline file, the job
+spec and every heavy library are read when the tasks run, never when the scheduler parses the DAG.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from airflow.sdk import DAG, Asset, AssetOrTimeSchedule, CronTriggerTimetable, Param, task
+
+from trainops.operators.evaluate import EvaluateModelOperator, QualityGateOperator
+from trainops.operators.register import RegisterModelOperator
+from trainops.operators.stage import StageDataOperator
+from trainops.operators.training import DistributedTrainingOperator
+
+DIGITS_PIPELINE = Path(__file__).resolve().parents[1] / "examples" / "digits" / "pipeline.yaml"
+
+#: The training data. A DAG that refreshes it lists this asset in its outlets; that starts a retraining run.
+TRAINING_DATA = Asset(name="digits_training_data", uri="s3://trainops-example-data/digits/")
+
+with DAG(
+    dag_id="retrain_pipeline",
+    description="Weekly or on new data: stage, train (distributed), evaluate, gate, register",
+    schedule=AssetOrTimeSchedule(timetable=CronTriggerTimetable("0 3 * * 1", timezone="UTC"), assets=TRAINING_DATA),
+    catchup=False,
+    max_active_runs=1,  # two runs of one pipeline would train and register over each other
+    tags=["trainops", "retraining"],
+    params={
+        "pipeline_file": Param(str(DIGITS_PIPELINE), type="string", description="the pipeline YAML"),
+        "backend": Param("local", enum=["local", "sagemaker"], description="where to train and evaluate"),
+        "workdir": Param("", type="string", description="local state; empty: $AIRFLOW_HOME/trainops"),
+        "hyperparameters": Param({}, type="object", description="merged over the training spec's"),
+    },
+    doc_md=__doc__,
+) as dag:
+
+    @task(multiple_outputs=True)
+    def prepare(params=None, run_id=None) -> dict:
+        """Read the pipeline file (every problem reported at once, with its field), run its data export."""
+        from trainops.operators.common import task_logger, translated_errors
+        from trainops.operators.pipeline_file import resolve_pipeline_steps, run_prepare_step
+
+        with translated_errors():
+            steps = resolve_pipeline_steps(params["pipeline_file"], workdir=params["workdir"] or None,
+                                           backend=params["backend"], hyperparameters=params["hyperparameters"],
+                                           run_id=run_id)
+            run_prepare_step(params["pipeline_file"], workdir=steps["workdir"], log=print)
+        return steps
+
+    steps = prepare()
+
+    stage = StageDataOperator(
+        task_id="stage",
+        source=steps["stage_source"],
+        destination=steps["stage_destination"],
+        s3_prefix=steps["stage_s3_prefix"],
+        workers=steps["stage_workers"],
+        backend=steps["backend"],
+        inlets=[TRAINING_DATA],
+    )
+
+    train = DistributedTrainingOperator(
+        task_id="train",
+        spec=steps["train_spec"],
+        job_name=steps["train_job_name"],
+        backend=steps["backend"],
+        workdir=steps["workdir"],
+        channel_overrides=steps["train_channels"],
+        processes_per_host=steps["train_processes_per_host"],
+        deferrable=True,  # on SageMaker the wait happens in the triggerer; locally the job runs in the task
+        multiple_outputs=True,
+    )
+
+    evaluate = EvaluateModelOperator(
+        task_id="evaluate",
+        entry_point=steps["evaluate_entry_point"],
+        source_dir=steps["evaluate_source_dir"],
+        model_artifact=train.output["model_artifact"],
+        channels=steps["evaluate_channels"],
+        output_dir=steps["evaluate_output_dir"],
+        gate=steps["evaluate_gate"],
+        hyperparameters=steps["evaluate_hyperparameters"],
+        champion_group=steps["register_group"],
+        registry_dir=steps["register_registry_dir"],
+        backend=steps["backend"],
+        on_gate_failure="continue",  # the gate task decides, so the metrics reach XCom whatever the verdict
+        multiple_outputs=True,
+    )
+
+    gate = QualityGateOperator(
+        task_id="gate",
+        evaluation=evaluate.output,
+        on_gate_failure=steps["evaluate_on_gate_failure"],
+    )
+
+    register = RegisterModelOperator(
+        task_id="register",
+        model_artifact=train.output["model_artifact"],
+        metrics=evaluate.output["metrics"],
+        group=steps["register_group"],
+        approval=steps["register_approval"],
+        spec=steps["train_spec"],
+        registry_dir=steps["register_registry_dir"],
+        job_name=train.output["job_name"],
+        description=steps["register_description"],
+        backend=steps["backend"],
+    )
+
+    stage >> train
+    gate >> register

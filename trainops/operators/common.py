@@ -1,0 +1,106 @@
+"""What every trainops operator shares: errors as Airflow failures, job names from the task, AWS clients from the hook.
+
+Operators only translate: they call the typed steps (`trainops.steps`) and turn what comes back into Airflow terms.
+This module keeps that translation in one place:
+
+- `airflow_error`: a trainops `SpecError` (bad input) becomes an ``AirflowFailException`` (a retry cannot fix a
+  bad spec, so Airflow should not retry it) whose message lists every problem with its field; a `JobFailed` becomes
+  an ``AirflowException`` (a retry may help: spot capacity, a flaky host).
+- `task_job_name`: the deterministic job name of a task instance. It covers the DAG id, task id, run id and map index,
+  but not the try number, so a retried or cleared task finds the job its first try created (re-attach) instead of
+  starting a duplicate.
+- `aws_client_factory`: trainops' client factory built from the Amazon provider's ``AwsBaseHook`` session, so the
+  Airflow connection (``aws_conn_id``) decides credentials, role assumption and endpoint; trainops never handles
+  credentials itself. Tests replace this one function with stubbed clients.
+
+Imports: the standard library and ``airflow.sdk`` only at module level (this module is imported when a DAG file is
+parsed); trainops' steps, boto3 and the Amazon provider are imported inside functions.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+ClientFactory = Callable[[str], Any]
+
+BACKENDS = ("local", "sagemaker")
+
+
+def airflow_error(error: BaseException) -> AirflowException:
+    """The Airflow exception to raise for a trainops error (``raise airflow_error(error) from error``)."""
+    from trainops.errors import SpecError
+
+    if isinstance(error, SpecError):
+        return AirflowFailException(str(error))
+    return AirflowException(str(error))
+
+
+class translated_errors:
+    """``with translated_errors(): ...`` re-raises trainops errors as Airflow ones (see `airflow_error`).
+
+    Other exceptions pass unchanged: they are bugs or infrastructure failures, and their traceback matters.
+    """
+
+    def __enter__(self) -> "translated_errors":
+        return self
+
+    def __exit__(self, kind, error, traceback) -> bool:
+        from trainops.errors import TrainopsError
+
+        if error is not None and isinstance(error, TrainopsError):
+            raise airflow_error(error) from error
+        return False
+
+
+def check_backend(backend: Any) -> str:
+    """The backend, or an ``AirflowFailException`` naming the field when it is not ``local`` or ``sagemaker``."""
+    if backend not in BACKENDS:
+        raise AirflowFailException(f"invalid input: 1 problem\n  - backend: {backend!r} is not one of "
+                                   f"{', '.join(BACKENDS)}")
+    return str(backend)
+
+
+def task_identity(context: Any) -> tuple[str, str, str, int]:
+    """(dag_id, task_id, run_id, map_index) of the running task instance; map_index is -1 when not mapped."""
+    ti = context["ti"]
+    map_index = getattr(ti, "map_index", -1)
+    return str(ti.dag_id), str(ti.task_id), str(ti.run_id), -1 if map_index is None else int(map_index)
+
+
+def task_job_name(context: Any, base: str | None) -> str:
+    """``<base>-<hash of dag id, task id, run id, map index>``, at most 63 characters (docs/contracts.md section 5).
+
+    The try number is deliberately left out: every try of a task instance gets the same name, which is what makes
+    a retry re-attach. ``base`` defaults to the task id.
+    """
+    from trainops.backends.sagemaker.names import deterministic_job_name
+
+    dag_id, task_id, run_id, map_index = task_identity(context)
+    return deterministic_job_name(base or task_id, dag_id, task_id, run_id, map_index)
+
+
+def aws_client_factory(aws_conn_id: str | None, region_name: str | None) -> tuple[ClientFactory, str | None]:
+    """A trainops client factory from the Amazon provider's ``AwsBaseHook``, and the region it resolved.
+
+    The region is ``region_name`` when given, else the connection's (``region_name`` in its extra), else boto3's
+    own default chain (``AWS_DEFAULT_REGION``...).
+    """
+    from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
+
+    from trainops.backends.sagemaker.clients import client_factory_from_session
+
+    hook = AwsBaseHook(aws_conn_id=aws_conn_id, region_name=region_name, client_type="sagemaker")
+    session = hook.get_session(region_name=region_name)
+    return client_factory_from_session(session), region_name or hook.region_name or session.region_name
+
+
+def task_logger(operator: Any) -> Callable[[str], None]:
+    """A one-argument log function that writes each line into the task log (the steps' ``log`` callback)."""
+    log = operator.log
+
+    def write(line: str) -> None:
+        log.info("%s", line)
+
+    return write

@@ -1,0 +1,182 @@
+"""`EvaluateModelOperator` and `QualityGateOperator`: score the model, then let the gate decide what runs next.
+
+The evaluation is `trainops.steps.evaluate.evaluate` (the user's script under the evaluation contract, then the
+gates, champion gates included). What a failed gate does is configurable, because teams want different things:
+
+- ``fail`` (default): the task fails with every failed gate's message (metric, value, threshold);
+- ``skip_downstream``: the task succeeds and every task downstream of it is skipped (no registration);
+- ``continue``: the task succeeds and the result says ``passed: false``; a later `QualityGateOperator` decides.
+
+The retraining DAG evaluates with ``continue`` and decides in a separate ``gate`` task, so the metrics are in XCom
+whatever the verdict, and the verdict is its own box in the grid.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from airflow.sdk import BaseOperator, SkipMixin
+
+from trainops.operators.common import aws_client_factory, check_backend, task_job_name, translated_errors
+from trainops.operators.lineage import LineageMixin, remember_lineage
+
+ON_GATE_FAILURE = ("fail", "skip_downstream", "continue")
+
+
+def apply_gate(operator: Any, context: Any, evaluation: dict[str, Any], on_gate_failure: str,
+               result: Any = None) -> None:
+    """Act on an evaluation result (``EvaluationResult.to_dict()``) as ``on_gate_failure`` says.
+
+    Skipping downstream ends the task with Airflow's skip signal, which loses the return value: ``result``, when
+    given, is pushed as the task's XCom first, so the metrics stay visible.
+    """
+    from airflow.sdk.exceptions import AirflowException, AirflowFailException
+
+    if on_gate_failure not in ON_GATE_FAILURE:
+        raise AirflowFailException(f"invalid input: 1 problem\n  - on_gate_failure: {on_gate_failure!r} is not one of "
+                                   f"{', '.join(ON_GATE_FAILURE)}")
+    if not isinstance(evaluation, dict) or "passed" not in evaluation:
+        raise AirflowFailException(f"evaluation: expected an evaluation result with 'passed' and 'metrics', got "
+                                   f"{type(evaluation).__name__}")
+    message = evaluation.get("message") or ("gate passed" if evaluation["passed"] else "gate failed")
+    if evaluation["passed"]:
+        operator.log.info("%s", message)
+        return
+    if on_gate_failure == "fail":
+        # A failed gate is a verdict on the model, not a flaky step: AirflowException keeps retries possible for
+        # users who want them, but the message is the point.
+        raise AirflowException(message)
+    operator.log.warning("%s", message)
+    if on_gate_failure == "skip_downstream":
+        downstream = [task for task in context["task"].get_flat_relatives(upstream=False)
+                      if not getattr(task, "is_teardown", False)]
+        operator.log.warning("skipping downstream tasks: %s", ", ".join(sorted(t.task_id for t in downstream)))
+        if result is not None:
+            context["ti"].xcom_push(key="return_value", value=result)
+        operator.skip(ti=context["ti"], tasks=downstream)
+
+
+class EvaluateModelOperator(LineageMixin, BaseOperator, SkipMixin):
+    """Evaluate a trained model with the user's script and check the quality gate.
+
+    Args:
+        entry_point, source_dir: the evaluation script and its directory (docs/contracts.md section 6).
+        model_artifact: the training job's ``model.tar.gz`` (local path, or ``s3://`` on SageMaker).
+        channels: data by channel name (``{"test": ...}``).
+        output_dir: where ``metrics.json`` and the script's other files go (an S3 prefix on SageMaker).
+        gate: ``"accuracy >= 0.95"``, a mapping, a list of them, or None; ``... > champion`` compares with the
+            latest Approved version of ``champion_group``.
+        on_gate_failure: ``fail`` (default), ``skip_downstream`` or ``continue`` (see the module docstring).
+        backend: ``local`` (default) or ``sagemaker`` (a processing job, named from the task instance so a retry
+            re-attaches).
+        hyperparameters, environment, timeout: passed to the script.
+        champion_group, registry_dir: where champion gates look up the champion.
+        role, image_uri, instance_type, code_uri, aws_conn_id, region_name: SageMaker only.
+
+    Returns (XCom): ``EvaluationResult.to_dict()``: backend, passed, metrics, gate, gates, message, files...
+    """
+
+    template_fields: Sequence[str] = (
+        "entry_point", "source_dir", "model_artifact", "channels", "output_dir", "gate", "on_gate_failure", "backend",
+        "hyperparameters", "environment", "champion_group", "registry_dir", "role", "image_uri", "code_uri",
+        "aws_conn_id", "region_name",
+    )
+    template_fields_renderers = {"channels": "json", "hyperparameters": "json", "gate": "json"}
+    ui_color = "#f7ecd5"
+
+    def __init__(
+        self,
+        *,
+        entry_point: str,
+        model_artifact: str,
+        channels: dict[str, str],
+        output_dir: str,
+        source_dir: str | None = None,
+        gate: Any = None,
+        on_gate_failure: str = "fail",
+        backend: str = "local",
+        hyperparameters: dict[str, Any] | None = None,
+        environment: dict[str, str] | None = None,
+        timeout: float | None = None,
+        champion_group: str | None = None,
+        registry_dir: str | None = None,
+        role: str | None = None,
+        image_uri: str | None = None,
+        instance_type: str = "ml.m5.xlarge",
+        code_uri: str | None = None,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.entry_point = entry_point
+        self.model_artifact = model_artifact
+        self.channels = channels
+        self.output_dir = output_dir
+        self.source_dir = source_dir
+        self.gate = gate
+        self.on_gate_failure = on_gate_failure
+        self.backend = backend
+        self.hyperparameters = hyperparameters
+        self.environment = environment
+        self.timeout = timeout
+        self.champion_group = champion_group
+        self.registry_dir = registry_dir
+        self.role = role
+        self.image_uri = image_uri
+        self.instance_type = instance_type
+        self.code_uri = code_uri
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        from trainops.steps.evaluate import evaluate
+
+        with translated_errors():
+            backend = check_backend(self.backend)
+            options: dict[str, Any] = {}
+            if backend == "sagemaker":
+                factory, region = aws_client_factory(self.aws_conn_id, self.region_name)
+                options = dict(role=self.role, image_uri=self.image_uri, instance_type=self.instance_type,
+                               code_uri=self.code_uri, client_factory=factory, region=region,
+                               job_name=task_job_name(context, "evaluate"))
+            result = evaluate(
+                entry_point=self.entry_point, source_dir=self.source_dir, model_artifact=self.model_artifact,
+                channels=dict(self.channels or {}), output_dir=self.output_dir, gate=self.gate, backend=backend,
+                hyperparameters=self.hyperparameters, environment=self.environment, timeout=self.timeout,
+                champion_group=self.champion_group, registry_dir=self.registry_dir,
+                sink=lambda line, from_stderr: self.log.info("%s", line), **options,
+            ).to_dict()
+        remember_lineage(self, [self.model_artifact, *dict(self.channels or {}).values()], [self.output_dir])
+        metrics = ", ".join(f"{name}={value:.4g}" for name, value in result["metrics"].items())
+        self.log.info("metrics: %s", metrics)
+        apply_gate(self, context, result, self.on_gate_failure, result=result)
+        return result
+
+
+class QualityGateOperator(BaseOperator, SkipMixin):
+    """The gate as a task of its own: reads an evaluation result (XCom) and fails, skips downstream, or passes.
+
+    Args:
+        evaluation: the evaluation task's result (``evaluate.output``), or any mapping with ``passed`` and
+            ``message``.
+        on_gate_failure: ``fail`` (default), ``skip_downstream`` or ``continue``.
+
+    Returns (XCom): ``{passed, message, metrics}``.
+    """
+
+    template_fields: Sequence[str] = ("evaluation", "on_gate_failure")
+    ui_color = "#f2d7d5"
+
+    def __init__(self, *, evaluation: Any, on_gate_failure: str = "fail", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.evaluation = evaluation
+        self.on_gate_failure = on_gate_failure
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        verdict = None
+        if isinstance(self.evaluation, dict):
+            verdict = {"passed": bool(self.evaluation.get("passed")), "message": self.evaluation.get("message"),
+                       "metrics": dict(self.evaluation.get("metrics") or {})}
+        apply_gate(self, context, self.evaluation, self.on_gate_failure, result=verdict)
+        return verdict

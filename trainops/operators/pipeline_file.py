@@ -1,0 +1,118 @@
+"""A pipeline file (`trainops.spec.pipeline`) as the arguments of the retraining DAG's tasks.
+
+`trainops run pipeline.yaml` (``make run``) and the ``retrain_pipeline`` DAG read the same file, so both retrain the
+same way. The DAG's first task calls `resolve_pipeline_steps` at run time (never at parse time: the pipeline model is
+pydantic, too slow for DAG parsing) and returns a flat mapping; with ``multiple_outputs`` each key is an XCom of its
+own, which the later operators take as arguments (``prepare["train_spec"]``).
+
+Differences from the pipeline runner, on purpose: the training job is named from the task instance (re-attach on
+retry, see `trainops.operators.common.task_job_name`) rather than from the input fingerprint, and the work directory
+defaults to ``$AIRFLOW_HOME/trainops`` instead of the file's (a DAG never writes into the repository it came from).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+#: Steps the DAG has a task for; the pipeline file must describe each of them.
+REQUIRED_STEPS = ("stage", "train", "evaluate", "register")
+#: The pipeline file's ``on_gate_failure`` in the operators' vocabulary.
+GATE_FAILURE = {"fail": "fail", "skip_register": "skip_downstream"}
+
+
+def default_workdir() -> str:
+    """``$AIRFLOW_HOME/trainops`` (``~/airflow/trainops`` when AIRFLOW_HOME is not set)."""
+    home = os.environ.get("AIRFLOW_HOME") or os.path.join(os.path.expanduser("~"), "airflow")
+    return os.path.join(home, "trainops")
+
+
+def _safe(text: str) -> str:
+    # Run ids hold ':' and '+' (timestamps): keep directory names portable.
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "run"
+
+
+def resolve_pipeline_steps(
+    pipeline_file: str | os.PathLike[str],
+    *,
+    workdir: str | None = None,
+    backend: str | None = None,
+    hyperparameters: dict[str, Any] | None = None,
+    run_id: str = "manual",
+) -> dict[str, Any]:
+    """Read and validate a pipeline file; return every task's arguments as one flat JSON mapping.
+
+    Args:
+        pipeline_file: the pipeline YAML (relative paths in it resolve against its directory).
+        workdir: local state (staged data, jobs, registry); default `default_workdir`.
+        backend: overrides the file's backend.
+        hyperparameters: merged over the training spec's (a quick run: ``{"epochs": 2}``).
+        run_id: the DAG run, which names the evaluation directory.
+
+    Raises `SpecError` (every problem, with its field) for a bad file, a bad spec or a missing step.
+    """
+    from trainops.errors import Problem, SpecError
+    from trainops.spec.pipeline import load_pipeline, resolve
+    from trainops.steps.train import load_spec
+
+    path = Path(pipeline_file).resolve()
+    pipeline = load_pipeline(path, workdir_override=str(Path(workdir or default_workdir()).resolve()))
+    steps, here = pipeline.steps, path.parent
+    missing = [Problem(f"steps.{name}", "the retraining DAG has a task for this step: describe it")
+               for name in REQUIRED_STEPS if getattr(steps, "register_step" if name == "register" else name) is None]
+    if missing:
+        raise SpecError(missing, str(path))
+    train_spec = steps.train.spec
+    spec = load_spec(resolve(train_spec, here)) if isinstance(train_spec, str) else load_spec(train_spec,
+                                                                                             base_dir=here)
+    spec_json = spec.to_json_dict()
+    if hyperparameters:
+        spec_json["hyperparameters"] = {**spec_json.get("hyperparameters", {}), **hyperparameters}
+        load_spec(spec_json)  # the merged spec must still be valid; fail here, naming the field, not later
+    register = steps.register_step
+    workdir_path = Path(pipeline.workdir)
+    evaluate = steps.evaluate
+    return {
+        "pipeline_name": pipeline.name,
+        "pipeline_file": str(path),
+        "backend": backend or pipeline.backend,
+        "workdir": str(workdir_path),
+        "prepare_script": resolve(steps.prepare.script, here) if steps.prepare else None,
+        "stage_source": resolve(steps.stage.source, here),
+        "stage_destination": resolve(steps.stage.destination, here),
+        "stage_s3_prefix": steps.stage.s3_prefix,
+        "stage_workers": steps.stage.workers,
+        "train_spec": spec_json,
+        "train_job_name": steps.train.job_name or spec.name or pipeline.name,
+        "train_channels": {name: resolve(value, here) for name, value in steps.train.channels.items()},
+        "train_processes_per_host": steps.train.processes_per_host,
+        "evaluate_entry_point": evaluate.entry_point,
+        "evaluate_source_dir": resolve(evaluate.source_dir or ".", here),
+        "evaluate_channels": {name: resolve(value, here) for name, value in evaluate.channels.items()},
+        "evaluate_hyperparameters": dict(evaluate.hyperparameters),
+        "evaluate_gate": evaluate.gate,
+        "evaluate_on_gate_failure": GATE_FAILURE[evaluate.on_gate_failure],
+        "evaluate_timeout": evaluate.timeout,
+        "evaluate_output_dir": str(workdir_path / "evaluations" / _safe(run_id)),
+        "register_group": register.group,
+        "register_approval": register.approval,
+        "register_registry_dir": (resolve(register.registry_dir, here) if register.registry_dir
+                                  else str(workdir_path / "registry")),
+        "register_description": register.description or "",
+    }
+
+
+def run_prepare_step(pipeline_file: str | os.PathLike[str], *, workdir: str | None,
+                     log: Callable[[str], None]) -> dict[str, Any] | None:
+    """Run the pipeline's ``prepare`` script (the data export), exactly as `trainops run` does; None without one."""
+    from trainops.spec.pipeline import load_pipeline
+    from trainops.steps.pipeline import PipelineRunner
+
+    path = Path(pipeline_file).resolve()
+    pipeline = load_pipeline(path, workdir_override=str(Path(workdir or default_workdir()).resolve()))
+    if pipeline.steps.prepare is None:
+        return None
+    # The runner owns how a prepare script runs (no shell, its timeout, streamed output); reuse it, don't copy it.
+    return PipelineRunner(pipeline, path.parent, log=log)._prepare()

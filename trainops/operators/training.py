@@ -1,0 +1,293 @@
+"""`DistributedTrainingOperator`: one typed job spec, trained on the local backend or on SageMaker, never twice.
+
+The operator calls the train step (`trainops.steps.train.train`) and translates: the job name comes from the task
+instance (DAG id, task id, run id, map index; not the try number), so a retried or cleared task re-attaches to the job
+its first try created; SpecError text (every problem with its field) becomes the task's failure; the XCom value is
+small JSON.
+
+Waiting, SageMaker: ``deferrable=True`` hands the wait to `SageMakerTrainingTrigger` (no worker slot held);
+otherwise the worker waits through the backend's bounded wait while a thread streams the logs of every host from
+CloudWatch into the task log. Both are bounded by the job's ``max_run`` (+ ``max_wait``), not by an attempt count.
+Local: the job runs in the task's process (simulated hosts), its hosts' logs go to the task log, and ``deferrable``
+is ignored (there is nothing remote to wait for), with a log line saying so.
+
+``on_kill`` stops the job: the SageMaker job (StopTrainingJob) or every process of the local job.
+"""
+
+from __future__ import annotations
+
+import threading
+from datetime import timedelta
+from typing import Any, Sequence
+
+from airflow.sdk import BaseOperator
+
+from trainops.operators.common import (
+    aws_client_factory, check_backend, task_job_name, task_logger, translated_errors,
+)
+from trainops.operators.lineage import LineageMixin, remember_lineage, training_datasets
+from trainops.operators.links import SageMakerTrainingJobLink, remember_console_job
+
+IF_JOB_EXISTS = ("reattach", "fail", "new")
+#: Extra time given to Airflow's own deferral timeout beyond the trigger's bound: the trigger should always be the one
+#: to report a timeout, because its message says what to do.
+DEFERRAL_MARGIN_SECONDS = 600
+#: Logs read after a deferred job ended are cut to the last lines (a days-long job may have written millions).
+LOG_LINES_AFTER_DEFERRAL = 500
+XCOM_KEYS = ("backend", "job_name", "status", "secondary_status", "failure_reason", "model_artifact",
+             "billable_seconds", "duration_seconds", "metrics", "reattached", "region")
+
+
+def xcom_result(result: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    """The XCom value of a training task: a fixed set of small JSON keys, whatever the backend returned."""
+    merged = {**result, **extra}
+    value = {key: merged.get(key) for key in XCOM_KEYS}
+    value["metrics"] = dict(value["metrics"] or {})
+    return value
+
+
+class DistributedTrainingOperator(LineageMixin, BaseOperator):
+    """Train a job spec on the local backend or on Amazon SageMaker, re-attaching instead of duplicating on retry.
+
+    Args:
+        spec: the job spec: a mapping (templated, key by key), a YAML/JSON file path, or a ``JobSpec``.
+        backend: ``local`` (default: simulated hosts on the worker) or ``sagemaker``.
+        job_name: the base of the job's name (default: the spec's name, else the task id). The name is
+            ``<base>-<hash of dag id, task id, run id, map index>``, within 63 characters.
+        if_job_exists: ``reattach`` (default: follow the job of that name; a failed one is retried under a suffixed
+            name), ``fail``, or ``new`` (a suffixed copy).
+        wait_for_completion: SageMaker: wait for the job to end (default) or return after submitting it.
+        deferrable: SageMaker: wait in the triggerer instead of the worker.
+        check_interval: seconds between two status checks on SageMaker.
+        aws_conn_id, region_name: SageMaker: the Airflow AWS connection and the region (default: the spec's, else
+            the connection's).
+        launcher, preflight: SageMaker: ``trainops`` or ``toolkit`` launcher; check FSx/VPC settings first.
+        workdir, processes_per_host, channel_overrides: local backend: state directory (default
+            ``$TRAINOPS_HOME``), ranks per simulated host, channel -> local path.
+        stream_logs: put the hosts' logs into the task log (SageMaker: from CloudWatch).
+
+    Returns (XCom): ``{backend, job_name, status, secondary_status, failure_reason, model_artifact,
+    billable_seconds, duration_seconds, metrics, reattached, region}``.
+    """
+
+    template_fields: Sequence[str] = (
+        "spec", "job_name", "backend", "aws_conn_id", "region_name", "workdir", "channel_overrides",
+        "processes_per_host", "if_job_exists",
+    )
+    template_fields_renderers = {"spec": "json", "channel_overrides": "json"}
+    operator_extra_links = (SageMakerTrainingJobLink(),)
+    ui_color = "#d5e8f7"
+
+    def __init__(
+        self,
+        *,
+        spec: Any,
+        backend: str = "local",
+        job_name: str | None = None,
+        if_job_exists: str = "reattach",
+        wait_for_completion: bool = True,
+        deferrable: bool = False,
+        check_interval: float = 30.0,
+        aws_conn_id: str | None = "aws_default",
+        region_name: str | None = None,
+        launcher: str | None = None,
+        preflight: bool = True,
+        workdir: str | None = None,
+        processes_per_host: int | None = None,
+        channel_overrides: dict[str, str] | None = None,
+        stream_logs: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.spec = spec
+        self.backend = backend
+        self.job_name = job_name
+        self.if_job_exists = if_job_exists
+        self.wait_for_completion = wait_for_completion
+        self.deferrable = deferrable
+        self.check_interval = check_interval
+        self.aws_conn_id = aws_conn_id
+        self.region_name = region_name
+        self.launcher = launcher
+        self.preflight = preflight
+        self.workdir = workdir
+        self.processes_per_host = processes_per_host
+        self.channel_overrides = channel_overrides
+        self.stream_logs = stream_logs
+
+    # --- execute ----------------------------------------------------------------------------------------------
+    def execute(self, context: Any) -> dict[str, Any]:
+        from trainops.steps.train import check_choice, load_spec
+
+        self._running_job_name: str | None = None
+        self._local_job = None
+        self._client_factory = None
+        with translated_errors():
+            backend = check_backend(self.backend)
+            check_choice(self.if_job_exists, IF_JOB_EXISTS, "if_job_exists")
+            spec = load_spec(self.spec)  # every problem of the spec at once, each with its field
+            name = task_job_name(context, self.job_name or spec.name)
+            if backend == "local":
+                return self._train_locally(spec, name)
+            return self._train_on_sagemaker(spec, name)
+
+    def _train_locally(self, spec: Any, name: str) -> dict[str, Any]:
+        from trainops.steps.train import train
+
+        if self.deferrable:
+            self.log.info("deferrable=True has no effect on the local backend: the job runs in this task's process "
+                          "(there is no remote job to wait for), so it runs synchronously")
+        self._running_job_name = name
+        log = task_logger(self) if self.stream_logs else (lambda line: None)
+        result = self._run_step(train, spec, backend="local", job_name=name, if_exists=self.if_job_exists, log=log,
+                                workdir=self.workdir, processes_per_host=self.processes_per_host,
+                                channel_overrides=self.channel_overrides, on_job=self._remember_local_job)
+        self._remember_lineage(spec, result.get("model_artifact"))
+        return xcom_result(result, metrics={})
+
+    def _remember_lineage(self, spec: Any, model_artifact: str | None) -> None:
+        datasets = training_datasets(spec, self.channel_overrides if self.backend == "local" else None,
+                                     model_artifact)
+        remember_lineage(self, datasets["inputs"], datasets["outputs"])
+
+    def _remember_local_job(self, job: Any) -> None:
+        self._local_job = job
+
+    def _run_step(self, step: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """Call a step; a job that ran and failed carries its result, whose reason becomes the task's message."""
+        from trainops.errors import JobFailed
+
+        try:
+            return step(*args, **kwargs)
+        except JobFailed as error:
+            result = getattr(error, "result", None)
+            if result:
+                self.log.error("training job %s ended %s: %s", result.get("job_name"), result.get("status"),
+                               result.get("failure_reason"))
+            raise
+
+    def _train_on_sagemaker(self, spec: Any, name: str) -> dict[str, Any]:
+        from trainops.steps.train import train
+
+        factory, region = aws_client_factory(self.aws_conn_id, spec.region or self.region_name)
+        region = spec.region or region
+        self._client_factory = factory
+        remember_console_job(self, name, region)
+        # wait=False: the step submits (or re-attaches) and returns at once; waiting is this operator's business,
+        # in the worker (with logs) or in the triggerer.
+        submitted = self._run_step(train, spec, backend="sagemaker", job_name=name, if_exists=self.if_job_exists,
+                                   wait=False, log=task_logger(self), region=region, launcher=self.launcher,
+                                   client_factory=factory, poll_seconds=self.check_interval, preflight=self.preflight)
+        name = submitted["job_name"]  # a failed job of that name is retried under a suffixed one
+        self._running_job_name = name
+        remember_console_job(self, name, region)
+        if submitted["status"] != "InProgress" or not self.wait_for_completion:
+            self._remember_lineage(spec, submitted.get("model_artifact"))
+            return xcom_result(submitted, region=region)
+        if self.deferrable:
+            self._defer(spec, name, region, reattached=bool(submitted.get("reattached")))
+        return self._wait_in_worker(spec, name, region, submitted)
+
+    def _defer(self, spec: Any, name: str, region: str | None, *, reattached: bool) -> None:
+        from trainops.backends.states import wait_bound_seconds
+        from trainops.operators.triggers import SageMakerTrainingTrigger
+
+        trigger = SageMakerTrainingTrigger(job_name=name, aws_conn_id=self.aws_conn_id, region_name=region,
+                                           poll_seconds=self.check_interval, max_run=spec.max_run,
+                                           max_wait=spec.max_wait)
+        bound = wait_bound_seconds(spec.max_run, spec.max_wait, trigger.grace_seconds)
+        self.log.info("deferring: the triggerer waits for training job %s (at most %.0f s)", name, bound)
+        self.defer(trigger=trigger, method_name="execute_complete", kwargs={"reattached": reattached},
+                   timeout=timedelta(seconds=bound + DEFERRAL_MARGIN_SECONDS))
+
+    def _wait_in_worker(self, spec: Any, name: str, region: str | None, submitted: dict[str, Any]) -> dict[str, Any]:
+        from trainops.backends.sagemaker import training
+        from trainops.operators.triggers import final_metrics
+
+        factory = self._client_factory
+        follower = self._follow_logs(factory, name) if self.stream_logs else None
+        try:
+            summary = training.wait(factory, name, max_run=spec.max_run, max_wait=spec.max_wait,
+                                    poll_seconds=self.check_interval,
+                                    on_update=lambda s: self.log.info("training job %s: %s / %s (%s)", name,
+                                                                      s.status, s.secondary_status, s.explanation))
+        finally:
+            if follower is not None:
+                follower.join(timeout=max(30.0, self.check_interval * 2))  # the last lines come after the end
+        response = factory("sagemaker").describe_training_job(TrainingJobName=name)
+        self._remember_lineage(spec, summary.model_artifact_uri)
+        return xcom_result(submitted, region=region, status=summary.status,
+                           secondary_status=summary.secondary_status, model_artifact=summary.model_artifact_uri,
+                           billable_seconds=summary.billable_seconds, duration_seconds=summary.training_seconds,
+                           metrics=final_metrics(response))
+
+    def _follow_logs(self, factory: Any, name: str) -> threading.Thread:
+        from trainops.backends.sagemaker.logs import iter_log_lines
+
+        def follow() -> None:
+            try:
+                for line in iter_log_lines(factory, name, follow=True, poll_seconds=max(5.0, self.check_interval)):
+                    self.log.info("%s", line.render())
+            except Exception as error:  # noqa: BLE001 - logs are a convenience; the wait decides the outcome
+                self.log.warning("stopped following the logs of %s: %s", name, error)
+
+        thread = threading.Thread(target=follow, name=f"logs-{name}", daemon=True)
+        thread.start()
+        return thread
+
+    # --- after deferral -----------------------------------------------------------------------------------------
+    def execute_complete(self, context: Any, event: dict[str, Any] | None = None,
+                         reattached: bool | None = None) -> dict[str, Any]:
+        """Resume after the trigger: raise on anything but success (with the reason), else return the XCom."""
+        from airflow.sdk.exceptions import AirflowException
+
+        if not event:
+            raise AirflowException("the training trigger ended without an event: the job's outcome is unknown")
+        if event.get("job_name"):
+            remember_console_job(self, event["job_name"], event.get("region"))
+        if self.stream_logs and event.get("job_name") and event.get("status") in ("success", "failed", "stopped"):
+            self._print_logs_after(event["job_name"], event.get("region"))
+        if event.get("status") != "success":
+            raise AirflowException(event.get("message") or f"training job {event.get('job_name')} did not succeed "
+                                                            f"({event.get('status')})")
+        self.log.info("%s", event.get("message"))
+        self._lineage_after_deferral(event.get("model_artifact"))
+        return xcom_result({**event, "status": event.get("job_status")}, backend="sagemaker", reattached=reattached)
+
+    def _lineage_after_deferral(self, model_artifact: str | None) -> None:
+        from trainops.steps.train import load_spec
+
+        try:
+            self._remember_lineage(load_spec(self.spec), model_artifact)
+        except Exception as error:  # noqa: BLE001 - lineage must never fail a finished job
+            self.log.warning("no lineage for this task: %s", error)
+
+    def _print_logs_after(self, name: str, region: str | None) -> None:
+        from collections import deque
+
+        from trainops.backends.sagemaker.logs import iter_log_lines
+
+        try:
+            factory, _ = aws_client_factory(self.aws_conn_id, region or self.region_name)
+            tail = deque((line.render() for line in iter_log_lines(factory, name)), maxlen=LOG_LINES_AFTER_DEFERRAL)
+        except Exception as error:  # noqa: BLE001 - logs are a convenience; the event decides the outcome
+            self.log.warning("could not read the logs of %s: %s", name, error)
+            return
+        self.log.info("last %d log lines of every host of %s:", len(tail), name)
+        for line in tail:
+            self.log.info("%s", line)
+
+    # --- kill -------------------------------------------------------------------------------------------------
+    def on_kill(self) -> None:
+        """Stop what this task started: the SageMaker job, or every process of the local job."""
+        local_job = getattr(self, "_local_job", None)
+        if local_job is not None:
+            self.log.info("task killed: stopping local job %s", local_job.job_name)
+            local_job.request_stop("the Airflow task was killed")
+            return
+        name, factory = getattr(self, "_running_job_name", None), getattr(self, "_client_factory", None)
+        if name and factory is not None:
+            from trainops.backends.sagemaker import training
+
+            status = training.stop(factory, name)
+            self.log.info("task killed: training job %s is %s", name, status)
