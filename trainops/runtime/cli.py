@@ -45,10 +45,30 @@ def plan_from_environment(base_dir: str | None = None, environ: Mapping[str, str
     return build_plan(config, detect_host_facts(environ))
 
 
+def _report_bad_input(base_dir: str | None, error: TrainopsError) -> None:
+    """Write the failure file for input the launcher cannot run, when the contract directory itself was readable,
+    so the reason reaches SageMaker's FailureReason (and the local backend) and not only this host's log."""
+    from trainops.runtime.contract import read_contract
+    from trainops.runtime.failure import Failure, render_failure, write_once
+
+    try:
+        contract = read_contract(base_dir)
+        failure = Failure(reason="error", host=contract.current_host, exit_code=error.exit_code,
+                          summary=f"invalid job input on host {contract.current_host}: {error}")
+        write_once(contract.failure_path, render_failure(failure))
+    except (TrainopsError, OSError):
+        pass
+
+
 def _launch(arguments: argparse.Namespace) -> int:
     from trainops.runtime.execute import execute
 
-    plan = plan_from_environment(arguments.base_dir)
+    try:
+        plan = plan_from_environment(arguments.base_dir)
+    except TrainopsError as error:
+        if not arguments.dry_run:
+            _report_bad_input(arguments.base_dir, error)
+        raise
     if arguments.dry_run:
         print(json.dumps(plan.dry_run(), indent=2))
         return 0

@@ -52,9 +52,16 @@ def test_missing_contract_exits_2_and_says_what_to_do(tmp_path):
 
 def test_shell_metacharacters_in_mpi_options_exit_2(contract_dir):
     base = contract_dir(hyperparameters={"trainops_distribution": {"type": "mpi", "custom_mpi_options": "-v; id"}})
+    dry = runtime("launch", "--dry-run", env={"SAGEMAKER_BASE_DIR": base})
+    assert dry.returncode == 2 and "shell metacharacters" in dry.stderr
+    assert not os.path.exists(os.path.join(base, "output", "failure"))  # a dry run writes nothing
     result = runtime("launch", env={"SAGEMAKER_BASE_DIR": base})
     assert result.returncode == 2 and "shell metacharacters" in result.stderr
-    assert not os.path.exists(os.path.join(base, "output", "failure"))
+    # The reason also reaches the failure file, where SageMaker's FailureReason and the local backend read it.
+    failure = open(os.path.join(base, "output", "failure")).read().splitlines()
+    assert failure[0].startswith("invalid job input on host algo-1: distribution.custom_mpi_options (mpi): contains "
+                                 "shell metacharacters")
+    assert "exit_code: 2" in failure and "reason: error" in failure
 
 
 def test_a_plain_job_runs_and_reports_success(contract_dir):
