@@ -23,7 +23,6 @@ Torch is imported inside :func:`init`, never when ``trainops.runtime`` is import
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import sys
@@ -59,6 +58,8 @@ class RuntimeContext:
     hosts: list[str] = field(default_factory=lambda: ["algo-1"])
     dp_rank: int = 0  # this rank's shard of the data (pure data parallelism: the rank)
     dp_size: int = 1  # how many shards (pure data parallelism: the world size)
+    tp_rank: int = 0  # this rank's place in its tensor-parallel group (SMP tensor_parallel_degree)
+    tp_size: int = 1  # ranks that split each layer and read the same data
 
     @property
     def is_main(self) -> bool:
@@ -150,6 +151,7 @@ def job_context(environ: Mapping[str, str] | None = None) -> RuntimeContext:
     resource = _read_json(os.path.join(base_dir, "input", "config", "resourceconfig.json")) or {}
     hosts = json.loads(environ["SM_HOSTS"]) if environ.get("SM_HOSTS") else sorted(resource.get("hosts") or [])
     current = environ.get("SM_CURRENT_HOST") or resource.get("current_host") or "algo-1"
+    coordinates = _parallel_coordinates(distribution, rank, world)
     return RuntimeContext(
         rank=rank, local_rank=local_rank, world_size=world, local_world_size=local_world,
         model_dir=environ.get("SM_MODEL_DIR") or os.path.join(base_dir, "model"),
@@ -160,9 +162,19 @@ def job_context(environ: Mapping[str, str] | None = None) -> RuntimeContext:
         distribution=distribution,
         current_host=current,
         hosts=list(hosts) or [current],
-        dp_rank=rank,
-        dp_size=world,
+        **coordinates,
     )
+
+
+def _parallel_coordinates(distribution: Mapping[str, Any], rank: int, world: int) -> dict[str, int]:
+    # SMP jobs with tensor parallelism read one shard of the data per tensor-parallel group (trainops.runtime.
+    # smp_native); parameters that do not fit the world are reported by transform(), so here they mean plain DP.
+    from trainops.runtime.smp_native import ParallelismError, layout_for_distribution
+
+    try:
+        return layout_for_distribution(distribution, world).coordinates(rank)
+    except ParallelismError:
+        return {"dp_rank": rank, "dp_size": world, "tp_rank": 0, "tp_size": 1}
 
 
 def _neuron_host(environ: Mapping[str, str]) -> bool:
@@ -178,10 +190,10 @@ def _neuron_host(environ: Mapping[str, str]) -> bool:
 
 
 def _importable(name: str) -> bool:
-    try:
-        return importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError):
-        return False
+    # A trainops stand-in (trainops.runtime.shims, local runs) is not the library.
+    from trainops.runtime.shims import is_real
+
+    return is_real(name)
 
 
 def _log(message: str) -> None:
@@ -241,7 +253,17 @@ def init(backend: str | None = None, timeout_seconds: float | None = None) -> Ru
         context.backend = dist.get_backend()
         if context.is_main:
             _log(f"process group of {context.world_size} ranks, backend {context.backend}, device {context.device}")
+    global _CURRENT
+    _CURRENT = context
     return context
+
+
+_CURRENT: RuntimeContext | None = None
+
+
+def current_context() -> RuntimeContext | None:
+    """The context the last :func:`init` of this process returned (None before it), for :func:`transform`."""
+    return _CURRENT
 
 
 def barrier() -> None:
