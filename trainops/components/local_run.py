@@ -139,6 +139,10 @@ def describe(task: TaskState) -> str:
         detail = str(task.artifact("report").get("metadata", {}).get("message") or "")
     elif task.name == "register-model" and task.state == "SUCCEEDED":
         detail = f"version {values.get('version')} ({values.get('approval_status')}) at {values.get('location')}"
+    elif task.name == "gate-failed" and task.state == "FAILED":
+        detail = "the model missed its quality gate and was not registered (on_gate_failure: fail)"
+    elif task.name == "register-model" and task.state == "SKIPPED":
+        detail = "the model missed its quality gate"
     elif task.name == "stage-data" and task.state == "SUCCEEDED":
         detail = f"{values.get('destination')}: {values.get('summary_json')}"
     return f"{task.state}" + (f": {detail}" if detail else "")

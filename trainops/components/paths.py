@@ -64,6 +64,10 @@ def parse_json(text: str, field: str, expected: type | tuple[type, ...] = (dict,
         value = json.loads(text) if text else None
     except ValueError as error:
         raise SpecError(Problem(field, f"is not valid JSON ({error})"), source="component input") from None
-    if value is not None and not isinstance(value, expected):
-        raise SpecError(Problem(field, f"must be JSON of type {expected}"), source="component input")
+    kinds = expected if isinstance(expected, tuple) else (expected,)
+    if value is not None and not isinstance(value, kinds):
+        names = {dict: "an object", list: "a list", str: "a string"}
+        wanted = " or ".join(names.get(kind, kind.__name__) for kind in kinds)
+        raise SpecError(Problem(field, f"must be JSON holding {wanted}, not {type(value).__name__}"),
+                        source="component input")
     return value
