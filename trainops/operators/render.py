@@ -90,8 +90,8 @@ def summarize_request(request: dict[str, Any], region: str | None, launcher: str
         "instance_type": resources.get("InstanceType"),
         "instance_count": resources.get("InstanceCount"),
         "instance_groups": resources.get("InstanceGroups"),
-        # trainops launcher: the canonical JSON, encoded twice (contracts.md section 2); toolkit: the SDK keys.
-        "distribution": json.loads(json.loads(distribution)) if distribution else
+        # trainops launcher: the canonical JSON (contracts.md sections 1 and 2); toolkit: the SDK's keys.
+        "distribution": _decoded(distribution) if distribution else
         {key: value for key, value in hyperparameters.items()
          if key.startswith(("sagemaker_distributed", "sagemaker_torch", "sagemaker_mpi", "mp_parameters"))},
         "launcher": launcher,
@@ -101,3 +101,13 @@ def summarize_request(request: dict[str, Any], region: str | None, launcher: str
         "spot": bool(request.get("EnableManagedSpotTraining")),
         "vpc": request.get("VpcConfig"),
     }
+
+
+def _decoded(value: str) -> object:
+    # Hyperparameter values are json.dumps-encoded strings; decode until the value is no longer JSON text.
+    while isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            break
+    return value
