@@ -2,8 +2,9 @@
 
 ``launch`` reads this host's contract, builds the plan and runs it; ``launch --dry-run`` prints the plan as one JSON
 object ``{"argv": [...], "env": {...}}`` and exits 0. Exit codes: 0 success, 1 the job failed (or was stopped),
-2 bad contract input (the message names the file or variable and says what to do). Further subcommands (e.g. a health
-check) plug into :func:`build_parser`.
+2 bad contract input (the message names the file or variable and says what to do). ``healthcheck`` measures this
+host's GPUs (:mod:`trainops.runtime.healthcheck`); with ``TRAINOPS_HEALTHCHECK=1`` it is also the first step of
+``launch``.
 """
 
 from __future__ import annotations
@@ -74,11 +75,18 @@ def _launch(arguments: argparse.Namespace) -> int:
         return 0
     for note in plan.notes:
         print(f"trainops: note: {note}", file=sys.stderr)
+    if plan.healthcheck:
+        # Opt-in first step (TRAINOPS_HEALTHCHECK=1 / trainops_healthcheck): a slow GPU fails the job here.
+        from trainops.runtime.healthcheck import preflight
+
+        if preflight(plan):
+            return 1
     outcome = execute(
         plan,
         max_run_seconds=_seconds(os.environ, "TRAINOPS_MAX_RUN_SECONDS", None),
         stop_grace_seconds=_seconds(os.environ, "TRAINOPS_STOP_GRACE_SECONDS", DEFAULT_STOP_GRACE_SECONDS)
         or DEFAULT_STOP_GRACE_SECONDS,
+        collect_orphans=True,
     )
     return outcome.exit_code
 
@@ -100,6 +108,11 @@ def build_parser() -> argparse.ArgumentParser:
     launch.add_argument("--base-dir", metavar="DIR",
                         help="the contract directory (default: $SAGEMAKER_BASE_DIR, else /opt/ml)")
     launch.set_defaults(handler=_launch)
+    from trainops.runtime import healthcheck
+
+    check = commands.add_parser("healthcheck", help="measure this host's GPUs against the instance catalog")
+    healthcheck.build_parser(check)
+    check.set_defaults(handler=lambda arguments: healthcheck.run_command(arguments, os.environ))
     return parser
 
 

@@ -27,7 +27,14 @@ from trainops.runtime import mpi_coordination as coordination
 from trainops.runtime import records
 from trainops.runtime.environment import child_environment
 from trainops.runtime.plan import LaunchPlan
-from trainops.runtime.processes import is_alive, parent_death_signal_setter, signal_group, signal_process
+from trainops.runtime.processes import (
+    become_subreaper,
+    is_alive,
+    parent_death_signal_setter,
+    reap_orphans,
+    signal_group,
+    signal_process,
+)
 
 DEFAULT_STOP_GRACE_SECONDS = 30.0
 _POLL_SECONDS = 0.1
@@ -78,7 +85,7 @@ class Launch:
 
     def __init__(self, plan: LaunchPlan, parent_env: Mapping[str, str] | None = None,
                  max_run_seconds: float | None = None, stop_grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS,
-                 wait_seconds: float | None = None):
+                 wait_seconds: float | None = None, collect_orphans: bool = False):
         self.plan = plan
         self.parent_env = dict(os.environ if parent_env is None else parent_env)
         self.max_run_seconds = max_run_seconds
@@ -93,6 +100,8 @@ class Launch:
         self.started = time.monotonic()
         self.kill_at: float | None = None
         self.spawn_error = ""
+        # Only a process that does nothing but this launch may collect orphans: reaping reaches every exited child.
+        self.collect_orphans = collect_orphans
 
     # --- stopping ---------------------------------------------------------------------------------------------
 
@@ -142,6 +151,19 @@ class Launch:
             alive = self._alive_ranks()
         for record in alive:
             signal_process(int(record["pid"]), signal.SIGKILL, record.get("start_ticks"))
+        self._reap(wait_seconds=1.0 if alive else 0.2)
+
+    def _reap(self, wait_seconds: float = 0.0) -> None:
+        """Collect orphans handed to this launcher (it is their subreaper), waiting a little for the last ones."""
+        if not self.collect_orphans:
+            return
+        keep = {self.child.pid} if self.child is not None and self.child.returncode is None else set()
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            reap_orphans(keep)
+            if time.monotonic() >= deadline:
+                return
+            time.sleep(_POLL_SECONDS)
 
     # --- running ----------------------------------------------------------------------------------------------
 
@@ -160,6 +182,8 @@ class Launch:
     def run(self) -> Outcome:
         """Run the plan to its end and report (failure or success file written, outcome returned)."""
         self._prepare()
+        if self.collect_orphans:
+            become_subreaper()
         previous = {}
         if threading.current_thread() is threading.main_thread():
             # Signal handlers can only be set from the main thread; a caller running a launch in another thread
@@ -199,8 +223,12 @@ class Launch:
             return 127, ""
         if self.stop_signal is not None:  # a stop that arrived while starting
             self._signal_everything(self.stop_signal)
+        polls = 0
         while self.child.poll() is None:
             time.sleep(_POLL_SECONDS)
+            polls += 1
+            if polls % 20 == 0:
+                self._reap()
             self.should_stop()
             if self.kill_at is not None and time.monotonic() > self.kill_at:
                 signal_group(self.child.pid, signal.SIGKILL)
@@ -355,8 +383,10 @@ class Launch:
 
 
 def execute(plan: LaunchPlan, parent_env: Mapping[str, str] | None = None, max_run_seconds: float | None = None,
-            stop_grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS) -> Outcome:
+            stop_grace_seconds: float = DEFAULT_STOP_GRACE_SECONDS, collect_orphans: bool = False) -> Outcome:
     """Run a plan on this host and report its outcome (see the module text). Writes ``output/success`` or
-    ``output/failure``; returns the :class:`Outcome` whose ``exit_code`` the CLI exits with."""
-    return Launch(plan, parent_env, max_run_seconds, stop_grace_seconds).run()
+    ``output/failure``; returns the :class:`Outcome` whose ``exit_code`` the CLI exits with. ``collect_orphans``
+    (the CLI's choice) makes this process the subreaper of everything the launch starts and reaps what is orphaned:
+    only for a process that runs nothing else."""
+    return Launch(plan, parent_env, max_run_seconds, stop_grace_seconds, collect_orphans=collect_orphans).run()
 

@@ -9,6 +9,7 @@ import os
 import signal
 
 _PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
 
 
 def process_start_ticks(pid: int) -> int | None:
@@ -113,6 +114,45 @@ def parent_death_signal_setter(signum: int = signal.SIGTERM):
         prctl(_PR_SET_PDEATHSIG, number, 0, 0, 0)
 
     return set_signal
+
+
+def become_subreaper() -> bool:
+    """Make orphaned descendants (the output relay of a rank that was killed, workers of a torchrun that died) this
+    process's children, so :func:`reap_orphans` can collect them instead of leaving zombies behind (and so a launcher
+    that is PID 1 in a container does its init's duty). False where unsupported."""
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def reap_orphans(keep: set[int] | frozenset[int] = frozenset()) -> list[int]:
+    """Collect this process's exited children other than those in ``keep`` (whose status someone else waits for,
+    like a ``subprocess.Popen``); returns their pids."""
+    me = os.getpid()
+    reaped = []
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return reaped
+    for entry in entries:
+        if not entry.isdigit() or int(entry) in keep:
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        fields = text[text.rfind(")") + 2:].split()
+        if len(fields) > 1 and fields[0] == "Z" and fields[1] == str(me):
+            try:
+                if os.waitpid(int(entry), os.WNOHANG)[0]:
+                    reaped.append(int(entry))
+            except ChildProcessError:
+                continue
+    return reaped
 
 
 def signal_name(signum: int) -> str:

@@ -70,3 +70,24 @@ def test_parent_death_signal_kills_an_orphan(tmp_path):
 def test_signal_names():
     assert processes.signal_name(9) == "SIGKILL"
     assert processes.signal_name(250) == "signal 250"
+
+
+def test_a_subreaper_collects_orphans_but_not_the_children_it_keeps(tmp_path):
+    # A launcher-like process: subreaper, one kept child (as a Popen would be), and a grandchild orphaned by its
+    # parent's death. The orphan comes to the launcher, which reaps it; the kept child stays for its owner.
+    code = f"""
+import os, subprocess, sys, time
+from trainops.runtime.processes import become_subreaper, reap_orphans
+assert become_subreaper()
+kept = subprocess.Popen([sys.executable, "-c", "pass"])
+middle = subprocess.Popen([sys.executable, "-c",
+    "import subprocess, sys; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(0.5)']); "
+    "print(p.pid, flush=True)"], stdout=subprocess.PIPE)
+orphan = int(middle.stdout.readline())
+middle.wait()
+time.sleep(1.5)
+reaped = reap_orphans({{kept.pid}})
+print(reaped == [orphan], kept.wait() == 0)
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.stdout.split() == ["True", "True"], result.stderr
