@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from trainops.runtime.contract import Contract, ContractError
+from trainops.runtime.healthcheck import requested as healthcheck_requested
 from trainops.runtime.hyperparameters import (
     DistributionError,
     decode_value,
@@ -59,6 +60,7 @@ class LaunchConfig:
     region: str = ""
     processes_per_host_override: int | None = None
     neuron_parallel_compile: bool = False
+    healthcheck: bool = False  # run trainops.runtime.healthcheck before the ranks start (opt-in)
     log_prefix: str | None = None
     inherited_pythonpath: str = ""
     python: str = sys.executable
@@ -179,6 +181,7 @@ def launch_config(contract: Contract, environ: Mapping[str, str] | None = None,
         processes_per_host_override=_positive_int(environ, "TRAINOPS_PROCESSES_PER_HOST"),
         neuron_parallel_compile=bool(distribution.get("neuron_parallel_compile"))
         or environ.get("RUN_NEURON_PARALLEL_COMPILE") == "1",
+        healthcheck=healthcheck_requested(environ, hyperparameters),
         log_prefix=environ.get("TRAINOPS_LOG_PREFIX"),
         inherited_pythonpath=environ.get("PYTHONPATH", ""),
         python=python or sys.executable,

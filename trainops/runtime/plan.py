@@ -65,6 +65,7 @@ class LaunchPlan:
     wait_for_hosts: tuple[str, ...] = ()  # mpirun master: the worker hosts that must be ready first
     coordination: str = ""  # local mpirun: the rendezvous name master and workers meet on
     notes: list[str] = field(default_factory=list)  # human-readable remarks (e.g. smddprun not installed)
+    healthcheck: bool = False  # run the GPU health check on this host before starting the ranks
 
     @property
     def master_host(self) -> str:
@@ -156,7 +157,7 @@ def _base_plan(config: LaunchConfig, mode: str, argv: list[str], env: dict[str, 
         world_size=processes * len(config.hosts) if world_size is None else world_size,
         node_rank=config.node_rank, hosts=config.hosts,
         current_host=config.current_host, local=config.local, record_dir=config.record_dir,
-        failure_path=config.failure_path, success_path=config.success_path, **extra)
+        failure_path=config.failure_path, success_path=config.success_path, healthcheck=config.healthcheck, **extra)
 
 
 def _require_python_script(config: LaunchConfig, launcher: str) -> None:
