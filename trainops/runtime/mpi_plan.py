@@ -24,8 +24,8 @@ from trainops.runtime.contract import ContractError
 from trainops.runtime.host_facts import HostFacts
 from trainops.runtime.plan import (
     LaunchPlan,
-    _base_plan,
-    _require_python_script,
+    base_plan,
+    require_python_script,
     common_environment,
     processes_per_host,
     rank_command,
@@ -101,7 +101,7 @@ def _mca(name: str, value: str) -> list[str]:
 def mpirun_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
     """The mpirun plan for this host: the whole job's command on the first host, a waiting ``mpi_worker`` plan on the
     others."""
-    _require_python_script(config, "mpirun")
+    require_python_script(config, "mpirun")
     distribution = config.distribution
     kind = distribution["type"]
     options = str(distribution.get("custom_mpi_options") or "")
@@ -120,7 +120,7 @@ def mpirun_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
     if not config.is_master:
         if config.local:
             env["TRAINOPS_COORDINATION"] = coordination_name(config)
-        return _base_plan(config, "mpi_worker", [], env, processes, wait_for_hosts=(config.master_host,),
+        return base_plan(config, "mpi_worker", [], env, processes, wait_for_hosts=(config.master_host,),
                           coordination=coordination_name(config) if config.local else "")
     if facts.is_root:
         # Open MPI 4 refuses root without both the flag and these two variables.
@@ -161,5 +161,5 @@ def mpirun_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
     instance = catalog.lookup(config.instance_type)
     if smddp and not config.local and instance is not None and not instance.smddp_supported:
         notes.append(f"SMDDP does not support {config.instance_type} (AWS documentation)")
-    return _base_plan(config, "mpirun", argv, env, processes, wait_for_hosts=tuple(hosts[1:]),
+    return base_plan(config, "mpirun", argv, env, processes, wait_for_hosts=tuple(hosts[1:]),
                       coordination=coordination_name(config) if config.local else "", notes=notes)

@@ -150,8 +150,9 @@ def common_environment(config: LaunchConfig, facts: HostFacts, mode: str, proces
     return env
 
 
-def _base_plan(config: LaunchConfig, mode: str, argv: list[str], env: dict[str, str], processes: int,
+def base_plan(config: LaunchConfig, mode: str, argv: list[str], env: dict[str, str], processes: int,
                world_size: int | None = None, **extra: Any) -> LaunchPlan:
+    """A plan with the fields every mode fills the same way (for the plan builders here and in ``mpi_plan``)."""
     return LaunchPlan(
         mode=mode, argv=argv, env=env, cwd=config.code_dir, processes_per_host=processes,
         world_size=processes * len(config.hosts) if world_size is None else world_size,
@@ -160,7 +161,8 @@ def _base_plan(config: LaunchConfig, mode: str, argv: list[str], env: dict[str, 
         failure_path=config.failure_path, success_path=config.success_path, healthcheck=config.healthcheck, **extra)
 
 
-def _require_python_script(config: LaunchConfig, launcher: str) -> None:
+def require_python_script(config: LaunchConfig, launcher: str) -> None:
+    """Refuse (exit 2) a non-Python entry point for a launcher that can only start Python scripts."""
     if not config.entry_point.endswith(".py"):
         raise ContractError(f"entry point {os.path.basename(config.entry_point)!r}: {launcher} launches Python "
                             "scripts only; use a .py entry point")
@@ -170,7 +172,7 @@ def torchrun_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
     """torchrun with static rendezvous: ``--nnodes``, ``--nproc_per_node`` and, with more than one host, the master
     (first host; locally its ``TRAINOPS_HOST_ADDRESSES`` entry), ``--master_port`` (7777 or
     ``TRAINOPS_MASTER_PORT``) and ``--node_rank``. Trainium adds the ``neuron_parallel_compile`` prefix on request."""
-    _require_python_script(config, "torchrun")
+    require_python_script(config, "torchrun")
     processes = processes_per_host(config, facts)
     env = common_environment(config, facts, "torchrun", processes)
     if config.distribution["type"] == "pytorchxla":
@@ -185,7 +187,7 @@ def torchrun_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
                  str(config.rendezvous_port), "--node_rank", str(config.node_rank)]
     # torchrun runs the wrapper as a module (-m); the wrapper then runs the user's script in-process.
     argv += ["-m", RANK_MODULE, config.entry_point, *config.script_arguments]
-    return _base_plan(config, "torchrun", argv, env, processes)
+    return base_plan(config, "torchrun", argv, env, processes)
 
 
 def tf_config(config: LaunchConfig) -> dict[str, Any]:
@@ -231,7 +233,7 @@ def plain_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
     else:
         argv = [config.entry_point, *config.script_arguments]
     # Without a distribution each host runs on its own: the world of one process is that process.
-    return _base_plan(config, "plain", argv, env, 1, world_size=len(config.hosts) if kind == "per_host" else 1)
+    return base_plan(config, "plain", argv, env, 1, world_size=len(config.hosts) if kind == "per_host" else 1)
 
 
 def build_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:

@@ -13,7 +13,8 @@ from trainops.runtime.hyperparameters import normalize_distribution
 
 
 def build_config(instance_type: str = "ml.p4d.24xlarge", hosts: int | list[str] = 1, current: int = 0,
-                 distribution: dict[str, Any] | None = None, base_dir: str = "/opt/ml", **overrides: Any) -> LaunchConfig:
+                 distribution: dict[str, Any] | None = None, base_dir: str = "/opt/ml",
+                 **overrides: Any) -> LaunchConfig:
     """A LaunchConfig for a job on `hosts` hosts (algo-1..N), this host being `current` in sorted order."""
     names = hosts if isinstance(hosts, list) else [f"algo-{index + 1}" for index in range(hosts)]
     ordered = tuple(sorted(names))
