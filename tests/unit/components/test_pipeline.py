@@ -1,0 +1,149 @@
+"""retrain_pipeline: the pipeline file compiled to KFP IR YAML (golden, stable), and its shape for other files.
+
+The golden file (tests/golden/kfp/digits-retrain.yaml) freezes the compiled digits pipeline; regenerate it with
+`TRAINOPS_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/unit/components/test_pipeline.py` and read the diff.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import yaml
+
+from trainops.cli import main
+from trainops.components.pipeline import compile_pipeline, default_pipeline_dir, read_pipeline_source
+from trainops.errors import SpecError
+
+ROOT = Path(__file__).resolve().parents[3]
+GOLDEN = ROOT / "tests" / "golden" / "kfp" / "digits-retrain.yaml"
+
+SPEC = "name: tiny\nentry_point: train.py\nsource_dir: code\ninstance_type: ml.m5.large\n"
+
+
+def compiled(path: Path) -> dict:
+    return yaml.safe_load(path.read_text())
+
+
+def root_tasks(document: dict) -> dict:
+    return document["root"]["dag"]["tasks"]
+
+
+def all_tasks(document: dict) -> dict:
+    """Every task, the ones inside condition sub-DAGs included, by name."""
+    tasks = dict(root_tasks(document))
+    for component in document["components"].values():
+        tasks.update((component.get("dag") or {}).get("tasks") or {})
+    return tasks
+
+
+def write_pipeline(tmp_path: Path, steps: str, extra: str = "") -> Path:
+    (tmp_path / "train.yaml").write_text(SPEC)
+    path = tmp_path / "pipeline.yaml"
+    path.write_text(f"name: tiny-retrain\n{extra}steps:\n{steps}")
+    return path
+
+
+# --- the golden digits pipeline ---------------------------------------------------------------------------------------
+
+def test_the_digits_pipeline_compiles_to_the_golden_yaml_every_time(tmp_path, monkeypatch):
+    monkeypatch.chdir(ROOT)  # the compiled pipeline_dir is the file's directory relative to here: examples/digits
+    outputs = [tmp_path / "first.yaml", tmp_path / "second.yaml"]
+    for output in outputs:
+        assert main(["kfp", "compile", "examples/digits/pipeline.yaml", "-o", str(output)]) == 0
+    text = outputs[0].read_text()
+    assert outputs[1].read_text() == text
+    if os.environ.get("TRAINOPS_UPDATE_GOLDEN"):
+        GOLDEN.parent.mkdir(parents=True, exist_ok=True)
+        GOLDEN.write_text(text)
+    assert GOLDEN.exists(), f"{GOLDEN} is missing: run with TRAINOPS_UPDATE_GOLDEN=1 and review it"
+    assert GOLDEN.read_text() == text, f"{GOLDEN} differs: review the change, then regenerate with TRAINOPS_UPDATE_GOLDEN=1"
+
+
+def test_the_golden_pipeline_has_the_steps_the_gate_branches_and_portable_defaults():
+    document = compiled(GOLDEN)
+    tasks = all_tasks(document)
+    assert set(tasks) >= {"prepare-data", "stage-data", "train-model", "evaluate-model", "register-model",
+                          "gate-failed"}
+    assert tasks["stage-data"]["dependentTasks"] == ["prepare-data"]
+    assert tasks["train-model"]["dependentTasks"] == ["stage-data"]
+    assert tasks["evaluate-model"]["inputs"]["artifacts"]["model"]["taskOutputArtifact"] == {
+        "outputArtifactKey": "model", "producerTask": "train-model"}
+    conditions = {task["taskInfo"]["name"]: task["triggerPolicy"]["condition"]
+                  for task in root_tasks(document).values() if "triggerPolicy" in task}
+    assert conditions == {
+        "gate-passed": "inputs.parameter_values['pipelinechannel--evaluate-model-Output'] == true",
+        "gate-failed": "inputs.parameter_values['pipelinechannel--evaluate-model-Output'] == false"}
+    assert all(task.get("cachingOptions") == {} for task in tasks.values() if "cachingOptions" in task)
+    parameters = {name: spec.get("defaultValue") for name, spec in
+                  document["root"]["inputDefinitions"]["parameters"].items()}
+    assert parameters["pipeline_dir"] == "examples/digits" and parameters["workdir"] == "../../runs/digits"
+    assert parameters["backend"] == "local" and parameters["gate"] == "accuracy >= 0.95"
+    assert json.loads(parameters["spec_json"])["source_dir"] == "."  # as written, resolved where it runs
+    assert "/work/" not in GOLDEN.read_text() and str(ROOT) not in GOLDEN.read_text()
+
+
+# --- other pipeline files ---------------------------------------------------------------------------------------------
+
+def test_without_a_failing_gate_branch_when_a_missed_gate_only_skips_register(tmp_path):
+    path = write_pipeline(tmp_path, "  train: {spec: train.yaml}\n"
+                                    "  evaluate: {entry_point: evaluate.py, gate: 'loss <= 0.3', "
+                                    "on_gate_failure: skip_register}\n  register: {group: tiny}\n")
+    document = compiled(Path(compile_pipeline(path, tmp_path / "out.yaml", pipeline_dir="pipelines/tiny")))
+    tasks = all_tasks(document)
+    assert "gate-failed" not in tasks and "register-model" in tasks
+    assert "prepare-data" not in tasks and "dependentTasks" not in tasks["train-model"]
+
+
+def test_register_without_evaluate_follows_training_directly(tmp_path):
+    path = write_pipeline(tmp_path, "  train: {spec: train.yaml}\n  register: {group: tiny}\n")
+    document = compiled(Path(compile_pipeline(path, tmp_path / "out.yaml")))
+    tasks = root_tasks(document)
+    assert set(tasks) == {"train-model", "register-model"}
+    assert "metrics" not in tasks["register-model"]["inputs"].get("artifacts", {})
+
+
+def test_gates_that_are_not_strings_travel_as_json_and_inline_specs_keep_variables(tmp_path):
+    inline = ("  train:\n    spec: {name: tiny, entry_point: train.py, source_dir: '${pipeline_dir}/code', "
+              "instance_type: ml.m5.large}\n"
+              "  evaluate: {entry_point: e.py, gate: [{metric: accuracy, operator: '>=', threshold: 0.9}, "
+              "'loss < 1']}\n")
+    source = read_pipeline_source(write_pipeline(tmp_path, inline))
+    assert source.spec_document["source_dir"] == "${pipeline_dir}/code" and source.spec_dir == "."
+    document = compiled(Path(compile_pipeline(tmp_path / "pipeline.yaml", tmp_path / "out.yaml")))
+    gate = document["root"]["inputDefinitions"]["parameters"]["gate"]["defaultValue"]
+    assert json.loads(gate) == [{"metric": "accuracy", "operator": ">=", "threshold": 0.9}, "loss < 1"]
+
+
+def test_a_spec_in_another_directory_keeps_its_own_relative_base(tmp_path):
+    (tmp_path / "specs").mkdir()
+    (tmp_path / "specs" / "job.yaml").write_text(SPEC)
+    path = tmp_path / "pipeline.yaml"
+    path.write_text("name: p\nworkdir: state\nsteps:\n  train: {spec: specs/job.yaml}\n")
+    source = read_pipeline_source(path)
+    assert source.spec_dir == "specs" and source.pipeline.workdir == "state"
+    assert source.resolved.workdir == str(tmp_path / "state")
+
+
+def test_invalid_pipeline_files_and_specs_are_bad_input_naming_the_field(tmp_path):
+    bad_step = write_pipeline(tmp_path, "  train: {spec: train.yaml, procesess_per_host: 2}\n")
+    with pytest.raises(SpecError, match="procesess_per_host"):
+        read_pipeline_source(bad_step)
+    (tmp_path / "train.yaml").write_text(SPEC + "instance_count: 0\n")
+    path = tmp_path / "pipeline.yaml"
+    path.write_text("name: tiny-retrain\nsteps:\n  train: {spec: train.yaml}\n")
+    with pytest.raises(SpecError, match="instance_count"):
+        read_pipeline_source(path)
+    assert main(["kfp", "compile", str(path), "-o", str(tmp_path / "never.yaml")]) == 2
+    assert not (tmp_path / "never.yaml").exists()
+
+
+def test_the_compiled_pipeline_dir_is_relative_below_the_working_directory(tmp_path, monkeypatch):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    assert default_pipeline_dir("a/b/pipeline.yaml") == "a/b"
+    assert default_pipeline_dir("pipeline.yaml") == "."
+    monkeypatch.chdir(tmp_path / "a" / "b")
+    assert default_pipeline_dir(tmp_path / "elsewhere.yaml") == str(tmp_path)
