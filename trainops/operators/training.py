@@ -16,7 +16,6 @@ is ignored (there is nothing remote to wait for), with a log line saying so.
 
 from __future__ import annotations
 
-import threading
 from datetime import timedelta
 from typing import Any, Sequence
 
@@ -202,38 +201,33 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
     def _wait_in_worker(self, spec: Any, name: str, region: str | None, submitted: dict[str, Any]) -> dict[str, Any]:
         from trainops.backends.sagemaker import training
+        from trainops.operators.log_follower import LogFollower
         from trainops.operators.triggers import final_metrics
 
         factory = self._client_factory
-        follower = self._follow_logs(factory, name) if self.stream_logs else None
+        follower = None
+        if self.stream_logs:
+            follower = LogFollower(factory, name, task_logger(self), poll_seconds=max(5.0, self.check_interval),
+                                   warn=self.log.warning).start()
+
+        def on_update(summary: Any) -> None:
+            if follower is not None:
+                follower.observe(summary.status)
+            self.log.info("training job %s: %s / %s (%s)", name, summary.status, summary.secondary_status,
+                          summary.explanation)
+
         try:
             summary = training.wait(factory, name, max_run=spec.max_run, max_wait=spec.max_wait,
-                                    poll_seconds=self.check_interval,
-                                    on_update=lambda s: self.log.info("training job %s: %s / %s (%s)", name,
-                                                                      s.status, s.secondary_status, s.explanation))
+                                    poll_seconds=self.check_interval, on_update=on_update)
         finally:
             if follower is not None:
-                follower.join(timeout=max(30.0, self.check_interval * 2))  # the last lines come after the end
-        response = factory("sagemaker").describe_training_job(TrainingJobName=name)
+                follower.finish()
+        response = factory("sagemaker").describe_training_job(TrainingJobName=name)  # for FinalMetricDataList
         self._remember_lineage(spec, summary.model_artifact_uri)
         return xcom_result(submitted, region=region, status=summary.status,
                            secondary_status=summary.secondary_status, model_artifact=summary.model_artifact_uri,
                            billable_seconds=summary.billable_seconds, duration_seconds=summary.training_seconds,
                            metrics=final_metrics(response))
-
-    def _follow_logs(self, factory: Any, name: str) -> threading.Thread:
-        from trainops.backends.sagemaker.logs import iter_log_lines
-
-        def follow() -> None:
-            try:
-                for line in iter_log_lines(factory, name, follow=True, poll_seconds=max(5.0, self.check_interval)):
-                    self.log.info("%s", line.render())
-            except Exception as error:  # noqa: BLE001 - logs are a convenience; the wait decides the outcome
-                self.log.warning("stopped following the logs of %s: %s", name, error)
-
-        thread = threading.Thread(target=follow, name=f"logs-{name}", daemon=True)
-        thread.start()
-        return thread
 
     # --- after deferral -----------------------------------------------------------------------------------------
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None,

@@ -1,0 +1,357 @@
+"""DistributedTrainingOperator: template fields, bad specs, re-attach on retry (stubbed SageMaker), deferral,
+execute_complete on every event, on_kill (SageMaker and a real local job), local + deferrable."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+from support.airflow_home import isolate_airflow_home
+
+isolate_airflow_home()  # before Airflow is imported: never write into ~/airflow
+
+import pytest  # noqa: E402
+from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskDeferred  # noqa: E402
+
+from support.sagemaker_shapes import ROLE_ARN, training_description  # noqa: E402
+from support.stubbed_aws import StubbedAWS  # noqa: E402
+from trainops.backends.sagemaker.names import deterministic_job_name  # noqa: E402
+from trainops.backends.sagemaker.render import render  # noqa: E402
+from trainops.operators import training as training_module  # noqa: E402
+from trainops.operators.links import SageMakerTrainingJobLink  # noqa: E402
+from trainops.operators.training import DistributedTrainingOperator  # noqa: E402
+from trainops.operators.triggers import SageMakerTrainingTrigger  # noqa: E402
+from trainops.steps.train import load_spec  # noqa: E402
+
+SPEC = {
+    "name": "digits",
+    "role": ROLE_ARN,
+    "region": "us-east-1",
+    "framework_version": "2.3.0",
+    "py_version": "py311",
+    "entry_point": "train.py",
+    "source_dir": "s3://trainops-test/code/sourcedir.tar.gz",  # already in S3: nothing to upload
+    "instance_type": "ml.p4d.24xlarge",
+    "instance_count": 2,
+    "distribution": {"torch_distributed": {"enabled": True}},
+    "inputs": {"train": "s3://trainops-test/data/train/"},
+    "output_path": "s3://trainops-test/output",
+    "max_run": 7200,
+}
+NAME = deterministic_job_name("digits", "retrain", "train", "scheduled__2026-01-05", -1)
+
+
+def context(try_number: int = 1, run_id: str = "scheduled__2026-01-05", map_index: int = -1) -> dict:
+    ti = SimpleNamespace(dag_id="retrain", task_id="train", run_id=run_id, map_index=map_index,
+                         try_number=try_number)
+    return {"ti": ti}
+
+
+class CountingAWS(StubbedAWS):
+    """Stubbed clients that also count the CreateTrainingJob calls that reached the client."""
+
+    def __init__(self):
+        super().__init__()
+        self.created: list[str] = []
+        sagemaker = self("sagemaker")
+        sagemaker.meta.events.register(
+            "provide-client-params.sagemaker.CreateTrainingJob",
+            lambda params, **_: self.created.append(params["TrainingJobName"]))
+        self.requested.clear()
+
+
+@pytest.fixture
+def aws(monkeypatch):
+    stubbed = CountingAWS()
+    monkeypatch.setattr(training_module, "aws_client_factory", lambda conn, region: (stubbed, region or "us-east-1"))
+    monkeypatch.setattr("trainops.operators.common.aws_client_factory",
+                        lambda conn, region: (stubbed, region or "us-east-1"))
+    return stubbed
+
+
+def not_found(aws: StubbedAWS, name: str = NAME) -> None:
+    aws.stub("sagemaker").add_client_error(
+        "describe_training_job", service_error_code="ValidationException",
+        service_message="Requested resource not found.", http_status_code=400,
+        expected_params={"TrainingJobName": name})
+
+
+def described(aws: StubbedAWS, status: str, secondary: str, name: str = NAME, **options) -> None:
+    aws.stub("sagemaker").add_response("describe_training_job", training_description(name, status, secondary,
+                                                                                     **options),
+                                       {"TrainingJobName": name})
+
+
+def created(aws: StubbedAWS, name: str = NAME) -> None:
+    request = render(load_spec(SPEC), job_name=name)
+    aws.stub("sagemaker").add_response(
+        "create_training_job", {"TrainingJobArn": f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{name}"},
+        request)
+
+
+def first_try(aws: StubbedAWS) -> None:
+    """What a first try asks: is there a job? (train step, then submit), create it, describe it once."""
+    not_found(aws)
+    not_found(aws)
+    created(aws)
+    described(aws, "InProgress", "Starting")
+
+
+def operator(**overrides) -> DistributedTrainingOperator:
+    arguments = dict(task_id="train", spec=SPEC, backend="sagemaker", deferrable=True, check_interval=0)
+    arguments.update(overrides)
+    return DistributedTrainingOperator(**arguments)
+
+
+# --- structure -----------------------------------------------------------------------------------------------------
+def test_template_fields_cover_the_spec_name_backend_connection_and_region():
+    op = operator()
+    for field in ("spec", "job_name", "backend", "aws_conn_id", "region_name"):
+        assert field in op.template_fields
+        assert hasattr(op, field)
+    assert any(isinstance(link, SageMakerTrainingJobLink) for link in op.operator_extra_links)
+
+
+def test_init_only_assigns_so_a_bad_spec_fails_in_execute_not_at_parse_time():
+    op = operator(spec={"instance_count": "many"}, backend="sagemaker")  # no error here: DAG parsing stays cheap
+    assert op.spec == {"instance_count": "many"}
+
+
+def test_a_bad_spec_fails_the_task_listing_every_problem_with_its_field(aws):
+    bad = dict(SPEC, instance_count=0, max_run=-5, entry_point=None)
+    with pytest.raises(AirflowFailException) as raised:
+        operator(spec=bad).execute(context())
+    message = str(raised.value)
+    for field in ("instance_count", "max_run", "entry_point"):
+        assert field in message
+    assert aws.requested == [], "nothing may reach AWS before the spec is valid"
+
+
+def test_an_unknown_backend_or_if_job_exists_is_refused_with_the_field(aws):
+    with pytest.raises(AirflowFailException, match="backend"):
+        operator(backend="kubernetes").execute(context())
+    with pytest.raises(AirflowFailException, match="if_job_exists"):
+        operator(if_job_exists="sometimes").execute(context())
+
+
+# --- re-attach on retry (issue 10 item 5) -------------------------------------------------------------------------
+def test_a_retry_while_the_job_runs_reattaches_and_creates_no_second_job(aws):
+    # Try 1 creates the job, then defers.
+    first_try(aws)
+    with pytest.raises(TaskDeferred) as first:
+        operator().execute(context(try_number=1))
+    assert aws.created == [NAME]
+    # The worker died; try 2 (a new operator instance, the same task instance) finds the running job.
+    for _ in range(3):  # train step, submit, and the summary after submit: all describes, no create
+        described(aws, "InProgress", "Training")
+    with pytest.raises(TaskDeferred) as second:
+        operator().execute(context(try_number=2))
+    aws.verify()
+    assert aws.created == [NAME], "a retry must never create a second training job"
+    for deferred in (first.value, second.value):
+        assert isinstance(deferred.trigger, SageMakerTrainingTrigger)
+        assert deferred.trigger.job_name == NAME
+    assert second.value.kwargs == {"reattached": True}
+
+
+def test_a_retry_after_the_job_completed_returns_its_result_without_waiting(aws):
+    for _ in range(3):
+        described(aws, "Completed", "Completed", billable=3600, training=3700)
+    result = operator().execute(context(try_number=3))
+    aws.verify()
+    assert aws.created == []
+    assert (result["job_name"], result["status"], result["reattached"]) == (NAME, "Completed", True)
+    assert result["model_artifact"] == f"s3://trainops-test/output/{NAME}/output/model.tar.gz"
+    assert result["billable_seconds"] == 3600
+
+
+def test_names_differ_by_run_and_map_index_but_not_by_try():
+    names = {deterministic_job_name("digits", "retrain", "train", run, index)
+             for run in ("a", "b") for index in (-1, 0)}
+    assert len(names) == 4
+    assert all(len(name) <= 63 for name in names)
+
+
+def test_the_deferral_carries_region_connection_and_the_jobs_bound(aws):
+    first_try(aws)
+    with pytest.raises(TaskDeferred) as deferred:
+        operator(aws_conn_id="aws_training", check_interval=45).execute(context())
+    trigger = deferred.value.trigger
+    assert (trigger.aws_conn_id, trigger.region_name, trigger.poll_seconds) == ("aws_training", "us-east-1", 45)
+    assert (trigger.max_run, trigger.max_wait) == (7200, None)
+    # Airflow's own timeout is later than the trigger's bound, so the trigger reports the timeout, with a reason.
+    assert deferred.value.timeout.total_seconds() > 7200 + trigger.grace_seconds
+    assert deferred.value.method_name == "execute_complete"
+
+
+# --- execute_complete ---------------------------------------------------------------------------------------------
+def _event(status: str, **extra) -> dict:
+    base = {"status": status, "job_name": NAME, "region": "us-east-1", "message": f"job {status}"}
+    base.update(extra)
+    return base
+
+
+@pytest.mark.parametrize("status, message", [
+    ("failed", "training job x ended Failed: AlgorithmError: rank 3 on host algo-2 exited with code 1"),
+    ("stopped", "training job x ended Stopped (MaxRuntimeExceeded: the job ran longer than MaxRuntimeInSeconds)"),
+    ("timeout", "gave up waiting for training job x after 90000 s"),
+    ("error", "waiting for training job x failed: access denied"),
+])
+def test_execute_complete_raises_on_every_non_success_event_with_its_reason(status, message):
+    op = operator(stream_logs=False)
+    with pytest.raises(AirflowException) as raised:
+        op.execute_complete(context(), _event(status, message=message))
+    assert str(raised.value) == message
+
+
+def test_execute_complete_raises_without_an_event():
+    with pytest.raises(AirflowException, match="outcome is unknown"):
+        operator(stream_logs=False).execute_complete(context(), None)
+
+
+def test_execute_complete_returns_small_json_on_success_and_sets_the_console_link():
+    event = _event("success", job_status="Completed", secondary_status="Completed", failure_reason=None,
+                   model_artifact="s3://b/model.tar.gz", billable_seconds=120, duration_seconds=130,
+                   metrics={"loss": 0.1})
+    op = operator(stream_logs=False)
+    result = op.execute_complete(context(), event, reattached=False)
+    assert result == {"backend": "sagemaker", "job_name": NAME, "status": "Completed",
+                      "secondary_status": "Completed", "failure_reason": None, "model_artifact": "s3://b/model.tar.gz",
+                      "billable_seconds": 120, "duration_seconds": 130, "metrics": {"loss": 0.1},
+                      "reattached": False, "region": "us-east-1"}
+    link = SageMakerTrainingJobLink().get_link(op, ti_key=None)
+    assert link == f"https://console.aws.amazon.com/sagemaker/home?region=us-east-1#/jobs/{NAME}"
+
+
+# --- on_kill ------------------------------------------------------------------------------------------------------
+def test_on_kill_stops_the_sagemaker_job_the_task_started(aws):
+    first_try(aws)
+    op = operator(wait_for_completion=False, deferrable=False)
+    result = op.execute(context())
+    assert result["status"] == "InProgress"
+    described(aws, "InProgress", "Training")
+    aws.stub("sagemaker").add_response("stop_training_job", {}, {"TrainingJobName": NAME})
+    op.on_kill()
+    aws.verify()  # the StopTrainingJob call was made, for this job
+
+
+def test_on_kill_before_any_job_does_nothing(aws):
+    operator().on_kill()
+    assert aws.requested == []
+
+
+def test_on_kill_stops_a_running_local_job(tmp_path):
+    source = tmp_path / "code"
+    source.mkdir()
+    (source / "sleepy.py").write_text("import time\nprint('started', flush=True)\ntime.sleep(120)\n")
+    spec = {"name": "sleepy", "entry_point": "sleepy.py", "source_dir": str(source), "instance_type": "ml.m5.large",
+            "instance_count": 1, "max_run": 600}
+    op = DistributedTrainingOperator(task_id="train", spec=spec, backend="local", workdir=str(tmp_path / "work"),
+                                     stream_logs=False)
+    outcome: dict = {}
+
+    def run() -> None:
+        try:
+            outcome["result"] = op.execute(context())
+        except BaseException as error:  # noqa: BLE001 - the test inspects it
+            outcome["error"] = error
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    deadline = time.monotonic() + 60
+    while getattr(op, "_local_job", None) is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert op._local_job is not None, "the local job never started"
+    time.sleep(1.0)  # let the launcher start the script
+    op.on_kill()
+    worker.join(timeout=90)
+    assert not worker.is_alive(), "on_kill did not stop the local job"
+    assert isinstance(outcome.get("error"), AirflowException)
+    assert "Stopped" in str(outcome["error"])
+    assert "the Airflow task was killed" in str(outcome["error"])
+
+
+# --- local + deferrable -------------------------------------------------------------------------------------------
+def test_local_backend_with_deferrable_runs_synchronously_and_says_why(monkeypatch, capsys):
+    calls = []
+
+    def fake_train(spec, **kwargs):
+        calls.append(kwargs)
+        return {"backend": "local", "job_name": kwargs["job_name"], "status": "Completed",
+                "model_artifact": "/tmp/model.tar.gz", "duration_seconds": 1.0, "reattached": False,
+                "hosts": ["algo-1"], "job_dir": "/tmp/x"}
+
+    monkeypatch.setattr("trainops.steps.train.train", fake_train)
+    local_spec = {"name": "digits", "entry_point": "train.py", "source_dir": str(Path(__file__).parent),
+                  "instance_type": "ml.m5.large", "instance_count": 2}
+    op = DistributedTrainingOperator(task_id="train", spec=local_spec, backend="local", deferrable=True,
+                                     workdir="/tmp/w", channel_overrides={"train": "/data"})
+    result = op.execute(context())  # returns: no TaskDeferred
+    assert "runs synchronously" in capsys.readouterr().out  # Airflow's structlog writes the task log to stdout
+    assert calls[0]["job_name"] == NAME and calls[0]["workdir"] == "/tmp/w"
+    assert calls[0]["channel_overrides"] == {"train": "/data"} and calls[0]["on_job"] == op._remember_local_job
+    assert "hosts" not in result and "job_dir" not in result  # the XCom keeps its fixed small shape
+    assert result["status"] == "Completed"
+
+
+def test_importing_the_operator_module_loads_nothing_heavy():
+    import subprocess
+
+    code = ("import sys; import trainops.operators.training, trainops.operators.stage, trainops.operators.evaluate, "
+            "trainops.operators.register, trainops.operators.render; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('boto3', 'botocore', 'torch', 'kfp') "
+            "or m.startswith(('trainops.spec', 'trainops.steps', 'trainops.backends', "
+            "'airflow.providers.amazon.aws'))))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "[]"
+
+
+# --- synchronous SageMaker wait, with every host's logs in the task log -------------------------------------------
+class FakeLogs:
+    """CloudWatch Logs with one stream per host; answers any number of polls the same way (the follower polls on
+    its own schedule)."""
+
+    def __init__(self, job_name: str):
+        self.streams = {f"{job_name}/algo-{host}-1767000000": [
+            {"timestamp": 1767000000000 + 10 * step + host, "message": f"epoch {step} on algo-{host}\n"}
+            for step in (1, 2)] for host in (1, 2)}
+
+    def describe_log_streams(self, logGroupName, logStreamNamePrefix, nextToken=None):  # noqa: N803
+        return {"logStreams": [{"logStreamName": name} for name in self.streams]}
+
+    def get_log_events(self, logGroupName, logStreamName, startFromHead, nextToken=None):  # noqa: N803
+        if nextToken is None:
+            return {"events": self.streams[logStreamName], "nextForwardToken": "f/end"}
+        return {"events": [], "nextForwardToken": nextToken}
+
+
+def test_sync_wait_streams_every_hosts_logs_and_returns_the_final_metrics(aws, monkeypatch, capsys):
+    logs = FakeLogs(NAME)
+    factory = lambda service: logs if service == "logs" else aws(service)  # noqa: E731
+    monkeypatch.setattr(training_module, "aws_client_factory", lambda conn, region: (factory, "us-east-1"))
+    first_try(aws)
+    described(aws, "InProgress", "Training")
+    described(aws, "Completed", "Completed", billable=100, training=110)
+    final = training_description(NAME, "Completed", "Completed", billable=100, training=110)
+    final["FinalMetricDataList"] = [{"MetricName": "train:loss", "Value": 0.25,
+                                     "Timestamp": final["CreationTime"]}]
+    aws.stub("sagemaker").add_response("describe_training_job", final, {"TrainingJobName": NAME})
+    result = operator(deferrable=False).execute(context())
+    aws.verify()  # the log follower asked SageMaker nothing: every describe here is the wait's
+    assert (result["status"], result["billable_seconds"], result["metrics"]) == ("Completed", 100,
+                                                                                 {"train:loss": 0.25})
+    output = capsys.readouterr().out
+    for host in (1, 2):
+        for step in (1, 2):
+            assert output.count(f"[algo-{host}] epoch {step} on algo-{host}") == 1
+
+
+def test_sync_wait_fails_the_task_with_the_jobs_failure_reason(aws):
+    first_try(aws)
+    described(aws, "Failed", "Failed", failure_reason="AlgorithmError: rank 3 on host algo-2 exited with code 1")
+    with pytest.raises(AirflowException, match="rank 3 on host algo-2 exited with code 1"):
+        operator(deferrable=False, stream_logs=False).execute(context())
