@@ -119,8 +119,9 @@ def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = 
         "region": file.region or "",
     }
 
-    def configured(task, display_name: str):
-        task.set_display_name(display_name)
+    def configured(task):
+        # Task names are the components' (train-model...), shown as they are: a display name would only make
+        # kfp.local warn that it ignores it.
         task.set_caching_options(False)  # same paths may hold new data; training re-attaches by itself
         return task
 
@@ -133,11 +134,11 @@ def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = 
         previous = None
         if steps.prepare:
             previous = configured(ops.prepare(script=steps.prepare.script, args_json=json.dumps(steps.prepare.args),
-                                              timeout=steps.prepare.timeout, **where), "prepare")
+                                              timeout=steps.prepare.timeout, **where))
         if steps.stage:
             stage = configured(ops.stage(source=steps.stage.source, destination=steps.stage.destination,
                                          backend=backend, s3_prefix=steps.stage.s3_prefix or "",
-                                         workers=steps.stage.workers, region=region, **where), "stage")
+                                         workers=steps.stage.workers, region=region, **where))
             if previous is not None:
                 stage.after(previous)
             previous = stage
@@ -145,7 +146,7 @@ def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = 
         train = configured(ops.train(channels_json=json.dumps(steps.train.channels, sort_keys=True),
                                      job_name=steps.train.job_name or "", name_base=file.name, run_key=run_key,
                                      processes_per_host=steps.train.processes_per_host or 0,
-                                     **spec_inputs, **where), "train")
+                                     **spec_inputs, **where))
         if previous is not None:
             train.after(previous)
         model = train.outputs["model"]
@@ -153,11 +154,11 @@ def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = 
             evaluate = configured(ops.evaluate(
                 model=model, evaluate_json=json.dumps(evaluate_settings(steps.evaluate), sort_keys=True), gate=gate,
                 champion_group=register.group if register else "",
-                registry_dir=(register.registry_dir or "") if register else "", **spec_inputs, **where), "evaluate")
+                registry_dir=(register.registry_dir or "") if register else "", **spec_inputs, **where))
             passed = evaluate.outputs["Output"]
             if steps.evaluate.on_gate_failure == "fail":
                 with dsl.If(passed == False, name="gate-failed"):  # noqa: E712 - a KFP condition, not a Python test
-                    configured(ops.gate_failed(report=evaluate.outputs["report"]), "gate failed")
+                    configured(ops.gate_failed(report=evaluate.outputs["report"]))
             if register:
                 with dsl.If(passed == True, name="gate-passed"):  # noqa: E712 - a KFP condition, not a Python test
                     register_task(ops, register, model, evaluate.outputs["metrics"], spec_inputs, where, configured)
@@ -178,7 +179,7 @@ def register_task(ops, register, model, metrics, spec_inputs: dict, where: dict,
     evaluation = {"metrics": metrics} if metrics is not None else {}
     return configured(ops.register(model=model, group=register.group, approval=register.approval,
                                    registry_dir=register.registry_dir or "", description=register.description or "",
-                                   **evaluation, **spec_inputs, **where), "register")
+                                   **evaluation, **spec_inputs, **where))
 
 
 def compile_pipeline(path: str | os.PathLike, output: str | os.PathLike, *,
