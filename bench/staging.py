@@ -1,18 +1,23 @@
 """Staging benchmark: `trainops stage` against `cp -r` (first stage) and `rsync -a` (re-stage of an unchanged tree).
 
-Builds a tree of 2,000 files / 200 MB (sizes spread from 4 KB to ~1 MB over 20 directories, random bytes, fixed
-seed) in a temporary directory, then times, side by side in one run and in alternating order:
+Builds a tree of 2,000 files / 200 MB (sizes spread log-normally from 4 KB to a few MB over 20 directories, random
+bytes, fixed seed) in a temporary directory, then times, side by side in one run:
 
-- first stage into an empty directory: ``trainops stage SRC DST --quiet`` vs ``cp -r SRC DST`` (target <= 1.5x);
-- re-stage of the unchanged tree: ``trainops stage SRC DST --quiet`` vs ``rsync -a SRC/ DST/`` (target <= 1.0x).
+- first stage into an empty directory: trainops vs ``cp -r SRC DST`` (target <= 1.5x);
+- re-stage of the unchanged tree: trainops vs ``rsync -a SRC/ DST/`` (target <= 1.0x).
 
-Each is measured twice: as the command (a new Python process each time, as a user types it) and as `stage_tree`
-called in a running process (how the stage step runs inside a pipeline, an Airflow task or a KFP component). The
-source is in the page cache for every run, ``sync`` runs (untimed) before each, and each figure is the median of
-``--repeat`` runs. ``--workers 2,4,8`` adds a sweep of the first stage over worker
-counts. Prints a Markdown table. rsync is needed for the second row: ``apt-get install -y rsync``.
+Trainops is measured two ways: as the command (``trainops stage SRC DST --quiet``, a new Python process each time,
+as a user types it) and as `stage_tree` called in a running process (how the stage step runs inside a pipeline, an
+Airflow task or a KFP component). The source is in the page cache for every run, and ``sync`` runs (untimed) before
+each one so no run pays for the write-back of the previous one.
 
-    .venv/bin/python bench/staging.py [--repeat 5] [--files 2000] [--megabytes 200] [--workers 8]
+Each round times trainops and the baseline back to back, alternating which goes first; the table gives the median
+of each side over ``--repeat`` rounds (with the fastest run in brackets) and the median of the per-round ratios,
+which is what the target is checked against: on a machine shared with other work, a round's two runs see the same
+load, while medians taken separately can come from quiet and busy moments. ``--workers 1,2,4,8`` sweeps the
+worker count. rsync is needed for the re-stage rows: ``apt-get install -y rsync``.
+
+    .venv/bin/python bench/staging.py [--repeat 7] [--files 2000] [--megabytes 200] [--workers 8]
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
+
+Timer = Callable[[], float]
 
 
 def build_tree(root: Path, files: int, total_bytes: int, seed: int = 4) -> int:
@@ -47,112 +55,115 @@ def build_tree(root: Path, files: int, total_bytes: int, seed: int = 4) -> int:
     return written
 
 
-def timed(command: list[str]) -> float:
-    """Seconds one command takes; fails loudly when it does not exit 0."""
-    os.sync()  # start each run with no dirty pages of the previous one still being written back
-    started = time.perf_counter()
-    completed = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    elapsed = time.perf_counter() - started
-    if completed.returncode != 0:
-        raise SystemExit(f"{' '.join(command)} exited {completed.returncode}: {completed.stderr.strip()}")
-    return elapsed
-
-
-def timed_in_process(source: Path, destination: Path, workers: int) -> float:
-    """Seconds `stage_tree` takes when called from a running process (the stage step in a pipeline, a DAG task)."""
-    from trainops.backends.local.staging import stage_tree
-
-    os.sync()
-    started = time.perf_counter()
-    report = stage_tree(str(source), str(destination), workers=workers, progress=False)
-    elapsed = time.perf_counter() - started
-    if not report.ok:
-        raise SystemExit(f"stage_tree failed: {report.problem_lines()[:5]}")
-    return elapsed
-
-
-def trainops_stage(source: Path, destination: Path, workers: int) -> list[str]:
-    return [sys.executable, "-m", "trainops.cli", "stage", str(source), str(destination), "--quiet",
-            "--workers", str(workers)]
-
-
 def fresh(path: Path) -> Path:
+    """``path``, removed if it exists (the first-stage runs copy into a directory that does not exist yet)."""
     shutil.rmtree(path, ignore_errors=True)
     return path
 
 
-def ours_runner(in_process: bool, workers: int):
-    """A function (source, destination) -> seconds: the command, or `stage_tree` in this process."""
-    if in_process:
-        return lambda source, destination: timed_in_process(source, destination, workers)
-    return lambda source, destination: timed(trainops_stage(source, destination, workers))
+def command_timer(make_command: Callable[[], list[str]]) -> Timer:
+    """A timer of one command; ``make_command`` runs untimed first (it may clear the destination)."""
+    def run() -> float:
+        command = make_command()
+        os.sync()
+        started = time.perf_counter()
+        completed = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        elapsed = time.perf_counter() - started
+        if completed.returncode != 0:
+            raise SystemExit(f"{' '.join(command)} exited {completed.returncode}: {completed.stderr.strip()}")
+        return elapsed
+    return run
 
 
-def first_stage(source: Path, work: Path, repeat: int, workers: int, in_process: bool) -> tuple[list[float], list[float]]:
-    """Times of trainops staging and ``cp -r`` into an empty directory, alternating which goes first."""
-    run_ours = ours_runner(in_process, workers)
-    ours, theirs = [], []
+def in_process_timer(source: Path, make_destination: Callable[[], Path], workers: int) -> Timer:
+    """A timer of `stage_tree` called in this process (already imported, as in a pipeline step)."""
+    from trainops.backends.local.staging import stage_tree
+
+    def run() -> float:
+        destination = make_destination()
+        os.sync()
+        started = time.perf_counter()
+        report = stage_tree(str(source), str(destination), workers=workers, progress=False)
+        elapsed = time.perf_counter() - started
+        if not report.ok:
+            raise SystemExit(f"stage_tree failed: {report.problem_lines()[:5]}")
+        return elapsed
+    return run
+
+
+def paired(ours: Timer, theirs: Timer, repeat: int) -> tuple[list[float], list[float]]:
+    """``repeat`` rounds of both timers back to back, alternating which goes first."""
+    ours_times, theirs_times = [], []
     for round_number in range(repeat):
-        pair = [("ours", lambda: run_ours(source, fresh(work / "staged"))),
-                ("theirs", lambda: timed(["cp", "-r", str(source), str(fresh(work / "copied"))]))]
-        for who, run in (pair if round_number % 2 == 0 else pair[::-1]):
-            (ours if who == "ours" else theirs).append(run())
-    return ours, theirs
+        if round_number % 2 == 0:
+            ours_times.append(ours())
+            theirs_times.append(theirs())
+        else:
+            theirs_times.append(theirs())
+            ours_times.append(ours())
+    return ours_times, theirs_times
 
 
-def restage(source: Path, work: Path, repeat: int, workers: int, in_process: bool) -> tuple[list[float], list[float]]:
-    """Times of re-staging an unchanged tree: trainops vs ``rsync -a``, both already up to date."""
-    run_ours = ours_runner(in_process, workers)
-    staged, synced = work / "restaged", work / "synced"
-    timed(trainops_stage(source, fresh(staged), workers))
-    timed(["rsync", "-a", f"{source}/", f"{fresh(synced)}/"])
-    ours, theirs = [], []
-    for round_number in range(repeat):
-        pair = [("ours", lambda: run_ours(source, staged)),
-                ("theirs", lambda: timed(["rsync", "-a", f"{source}/", f"{synced}/"]))]
-        for who, run in (pair if round_number % 2 == 0 else pair[::-1]):
-            (ours if who == "ours" else theirs).append(run())
-    return ours, theirs
-
-
-def row(label: str, ours: list[float], theirs: list[float], baseline: str, target: float) -> str:
-    """A table row: medians (and fastest runs, which show the cost without interference), ratio, verdict."""
-    ratio = statistics.median(ours) / statistics.median(theirs)
+def row(label: str, times: tuple[list[float], list[float]], baseline: str, target: float) -> str:
+    """A Markdown table row: both medians (fastest in brackets), the median per-round ratio and the verdict."""
+    ours, theirs = times
+    ratio = statistics.median(mine / other for mine, other in zip(ours, theirs))
     verdict = "met" if ratio <= target else "MISSED"
     return (f"| {label} | {statistics.median(ours):.3f} ({min(ours):.3f}) | {baseline} | "
             f"{statistics.median(theirs):.3f} ({min(theirs):.3f}) | {ratio:.2f}x | <= {target:.1f}x {verdict} |")
 
 
+def stage_command(source: Path, destination: Path, workers: int) -> list[str]:
+    return [sys.executable, "-m", "trainops.cli", "stage", str(source), str(destination), "--quiet",
+            "--workers", str(workers)]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=5, help="runs per measurement (median reported)")
+    parser.add_argument("--repeat", type=int, default=7, help="rounds per measurement (medians reported)")
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--megabytes", type=int, default=200)
-    parser.add_argument("--workers", default="8", help="worker count, or a comma-separated sweep (2,4,8)")
+    parser.add_argument("--workers", default="8", help="worker count, or a comma-separated sweep (1,2,4,8)")
     arguments = parser.parse_args()
     sweep = [int(value) for value in arguments.workers.split(",")]
-    if shutil.which("rsync") is None:
-        print("rsync is not installed; the re-stage row needs it: apt-get install -y rsync", file=sys.stderr)
+    have_rsync = shutil.which("rsync") is not None
+    if not have_rsync:
+        print("rsync is not installed, so the re-stage rows are skipped; install it with: apt-get install -y rsync",
+              file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="trainops-bench-staging-") as scratch:
         work = Path(scratch)
         source = work / "source"
         total = build_tree(source, arguments.files, arguments.megabytes * 1_000_000)
-        print(f"tree: {arguments.files} files, {total / 1e6:.1f} MB; {os.cpu_count()} CPUs; "
-              f"median of {arguments.repeat} runs; `trainops stage` runs as a command (new process each time)\n")
-        floor = statistics.median(timed([sys.executable, "-m", "trainops.cli", "stage", "--help"])
-                                  for _ in range(arguments.repeat))
-        print(f"fixed cost of the command (interpreter + imports: `trainops stage --help`): {floor:.3f} s\n")
-        print("| measurement | trainops, median (min) s | baseline | baseline, median (min) s | ratio of medians | target |")
+        load = os.getloadavg()[0]
+        print(f"tree: {arguments.files} files, {total / 1e6:.1f} MB; {os.cpu_count()} CPUs, load average "
+              f"{load:.1f} at the start; {arguments.repeat} rounds per row\n")
+        help_command = command_timer(lambda: [sys.executable, "-m", "trainops.cli", "stage", "--help"])
+        floor = statistics.median(help_command() for _ in range(arguments.repeat))
+        print(f"fixed cost of the command (interpreter and imports, `trainops stage --help`): {floor:.3f} s\n")
+        print("| measurement | trainops s, median (fastest) | baseline | baseline s, median (fastest) | ratio "
+              "(median per round) | target |")
         print("| --- | --- | --- | --- | --- | --- |")
+        copy = command_timer(lambda: ["cp", "-r", str(source), str(fresh(work / "copied"))])
+        synced = work / "synced"
+        rsync = command_timer(lambda: ["rsync", "-a", f"{source}/", f"{synced}/"])
         for how, in_process in (("`trainops stage`", False), ("`stage_tree()` in-process", True)):
             for workers in sweep:
-                ours, theirs = first_stage(source, work, arguments.repeat, workers, in_process)
-                print(row(f"first stage, {how}, {workers} workers", ours, theirs, "`cp -r`", 1.5), flush=True)
-            if shutil.which("rsync") is not None:
-                ours, theirs = restage(source, work, arguments.repeat, sweep[-1], in_process)
-                print(row(f"re-stage unchanged, {how}", ours, theirs, "`rsync -a`", 1.0), flush=True)
-            else:
-                print(f"| re-stage unchanged, {how} | - | `rsync -a` | not installed | - | apt-get install -y rsync |")
+                staged = work / "staged"
+                ours = (in_process_timer(source, lambda: fresh(staged), workers) if in_process
+                        else command_timer(lambda: stage_command(source, fresh(staged), workers)))
+                print(row(f"first stage, {how}, {workers} workers", paired(ours, copy, arguments.repeat),
+                          "`cp -r`", 1.5), flush=True)
+            if not have_rsync:
+                print(f"| re-stage unchanged, {how} | - | `rsync -a` | not installed | - | "
+                      "apt-get install -y rsync |")
+                continue
+            restaged = work / "restaged"
+            command_timer(lambda: stage_command(source, fresh(restaged), sweep[-1]))()  # bring both up to date
+            command_timer(lambda: ["rsync", "-a", f"{source}/", f"{fresh(synced)}/"])()
+            ours = (in_process_timer(source, lambda: restaged, sweep[-1]) if in_process
+                    else command_timer(lambda: stage_command(source, restaged, sweep[-1])))
+            print(row(f"re-stage unchanged, {how}, {sweep[-1]} workers", paired(ours, rsync, arguments.repeat),
+                      "`rsync -a`", 1.0), flush=True)
     return 0
 
 

@@ -294,7 +294,10 @@ class S3Source:
         if expected is not None and written != int(expected):
             raise OSError(errno.EIO, f"download ended after {written} of {expected} bytes")
         modified = response.get("LastModified")
-        staged_mtime_ns = int(modified.timestamp() * 1_000_000_000) if modified is not None else os.fstat(target).st_mtime_ns
+        if modified is not None:
+            staged_mtime_ns = int(modified.timestamp() * 1_000_000_000)
+        else:
+            staged_mtime_ns = os.fstat(target).st_mtime_ns
         os.utime(target, ns=(staged_mtime_ns, staged_mtime_ns))
         # The ETag of what was downloaded, not the listed one: the object may have changed in between.
         return written, str(response.get("ETag", item.fingerprint)), staged_mtime_ns
@@ -303,7 +306,8 @@ class S3Source:
 def open_source(source: str, client_factory: Callable[[str], Any] | None, workers: int) -> LocalSource | S3Source:
     """The source named by ``source``. Raises `SpecError` for unsupported schemes and missing local directories."""
     if not isinstance(source, str) or not source:
-        raise SpecError(Problem("source", "no source given; pass a local directory, a file:// URI or s3://bucket/prefix"))
+        raise SpecError(Problem("source", "no source given; pass a local directory, a file:// URI or "
+                                          "s3://bucket/prefix"))
     if source.startswith("s3://"):
         from trainops.backends.sagemaker.s3 import parse_s3_uri
 

@@ -25,36 +25,28 @@ Guarantees:
 Copies are not fsync'ed (like ``cp`` and ``rsync``): the guarantees cover an interrupted or killed process, not a
 power loss of the machine.
 
-Speed (see bench/README.md): temporary files sit next to their final names, so creating and renaming them takes
-only that directory's lock, and the work is handed out round-robin over directories, largest files first, so
-parallel workers rarely wait on the same directory.
+The copying itself (worker threads, temporary names, the journal) is `trainops.backends.local.stage_copy`.
 """
 
 from __future__ import annotations
 
-import collections
 import fcntl
-import itertools
 import json
 import os
-import queue
 import stat
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from trainops.backends.local.stage_manifest import StageManifest, read_regular_file, write_new_file
-from trainops.backends.local.stage_names import (JOURNAL_NAME, is_temporary_name, printable_name, refusal_reason,
-                                                 temporary_name)
-from trainops.backends.local.stage_report import Progress, StageReport
-from trainops.backends.local.stage_sources import (LocalSource, Refusal, S3Source, SourceFile, StagingStopped,
-                                                   local_path_of, open_source)
+from trainops.backends.local.stage_copy import copy_all
+from trainops.backends.local.stage_manifest import StageManifest, read_regular_file
+from trainops.backends.local.stage_names import JOURNAL_NAME, is_temporary_name, printable_name, refusal_reason
+from trainops.backends.local.stage_report import StageReport
+from trainops.backends.local.stage_sources import (LocalSource, Refusal, S3Source, SourceFile, local_path_of,
+                                                   open_source)
 from trainops.errors import JobFailed, Problem, SpecError
 
-#: The manifest is saved this often during a long stage, so a killed run keeps most of its progress.
-CHECKPOINT_SECONDS = 5.0
 MAXIMUM_WORKERS = 256
 
 Source = LocalSource | S3Source
@@ -210,6 +202,19 @@ def _delete_stale(names: list[str], destination: Path, manifest: StageManifest, 
             parent = parent.rpartition("/")[0]
 
 
+def _prepare_directories(items: list[SourceFile], root: Path, report: StageReport) -> list[SourceFile]:
+    """Create the directories ``items`` go into; the items whose directory cannot be made fail (in the report)."""
+    maker = DirectoryMaker(root)
+    ready: list[SourceFile] = []
+    for item in items:
+        problem = maker.prepare(item.name.rpartition("/")[0])
+        if problem is None:
+            ready.append(item)
+        else:
+            report.failed.append(Refusal(item.name, problem))
+    return ready
+
+
 def stage_tree(source: str, destination: str, *, workers: int = 8, progress: bool | None = None,
                client_factory: Callable[[str], Any] | None = None, delete: bool = False,
                stream: TextIO | None = None) -> StageReport:
@@ -234,7 +239,8 @@ def stage_tree(source: str, destination: str, *, workers: int = 8, progress: boo
     """
     started = time.monotonic()
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAXIMUM_WORKERS:
-        raise SpecError(Problem("workers", f"{workers!r} is not a number of parallel copies; use 1 to {MAXIMUM_WORKERS}"))
+        raise SpecError(Problem("workers", f"{workers!r} is not a number of parallel copies; use 1 to "
+                                           f"{MAXIMUM_WORKERS}"))
     stream = stream if stream is not None else sys.stderr
     target_path = local_destination(destination)
     opened = open_source(source, client_factory, workers)
@@ -264,125 +270,10 @@ def stage_tree(source: str, destination: str, *, workers: int = 8, progress: boo
             _delete_stale(stale, root, manifest, report)
         else:
             report.stale = stale
-        show_progress = stream.isatty() if progress is None else progress
-        _copy_all(opened, to_copy, root, manifest, report, workers, stream, show_progress)
+        ready = _prepare_directories(to_copy, root, report)
+        copy_all(opened, ready, root, manifest, report, workers, stream,
+                 stream.isatty() if progress is None else progress)
     finally:
         os.close(lock)
         report.seconds = time.monotonic() - started
     return report
-
-
-def _work_order(items: list[SourceFile]) -> list[SourceFile]:
-    """Round-robin over directories, largest files first in each: parallel workers then create files in different
-    directories (each directory has its own lock), and no big file is started last while the others sit idle."""
-    by_directory: dict[str, list[SourceFile]] = collections.defaultdict(list)
-    for item in items:
-        by_directory[item.name.rpartition("/")[0]].append(item)
-    groups = [sorted(group, key=lambda item: item.size, reverse=True) for group in by_directory.values()]
-    return [item for row in itertools.zip_longest(*groups) for item in row if item is not None]
-
-
-def _copy_one(source: Source, item: SourceFile, number: int, root: str, stop: threading.Event) -> tuple[int, int | str, int]:
-    """Copy one file to a temporary name next to its final name, then rename it into place."""
-    final = os.path.join(root, item.name)
-    temporary = os.path.join(os.path.dirname(final), temporary_name(number))
-    target = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
-    try:
-        try:
-            result = source.copy(item, target, stop)
-        finally:
-            os.close(target)
-        os.replace(temporary, final)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
-    return result
-
-
-def _copy_all(source: Source, to_copy: list[SourceFile], root: Path, manifest: StageManifest, report: StageReport,
-              workers: int, stream: TextIO, show_progress: bool) -> None:
-    """Copy ``to_copy`` with ``workers`` threads; record each copy in the manifest as soon as it has its final name."""
-    maker = DirectoryMaker(root)
-    ready: list[SourceFile] = []
-    for item in to_copy:
-        problem = maker.prepare(item.name.rpartition("/")[0])
-        if problem is None:
-            ready.append(item)
-        else:
-            report.failed.append(Refusal(item.name, problem))
-    if not ready:
-        if manifest.changed:
-            manifest.save(root)
-        return
-    ready = _work_order(ready)
-    write_new_file(root / JOURNAL_NAME, json.dumps(sorted({item.name.rpartition("/")[0] for item in ready})))
-    bar = Progress(len(ready), sum(item.size for item in ready), stream, show_progress)
-    pending = collections.deque(range(len(ready)))  # popleft is atomic: the workers share it without a lock
-    results: queue.SimpleQueue = queue.SimpleQueue()
-    stop = threading.Event()
-    root_text = str(root)
-
-    def work() -> None:
-        while not stop.is_set():
-            try:
-                index = pending.popleft()
-            except IndexError:
-                return
-            try:
-                results.put((index, _copy_one(source, ready[index], index, root_text, stop), None))
-            except BaseException as error:  # noqa: BLE001 - handed to the main thread, which decides
-                results.put((index, None, error))
-
-    def settle(index: int, outcome: tuple[int, int | str, int] | None, error: BaseException | None) -> None:
-        item = ready[index]
-        if error is None and outcome is not None:
-            written, fingerprint, staged_mtime_ns = outcome
-            manifest.record(item.name, written, fingerprint, staged_mtime_ns)
-            report.files_copied += 1
-            report.bytes_copied += written
-        elif isinstance(error, source.failure_types):
-            report.failed.append(Refusal(item.name, _describe(error)))
-        elif error is not None and not isinstance(error, StagingStopped):
-            raise error
-        bar.advance(item.size)
-
-    threads = [threading.Thread(target=work, name=f"trainops-stage-{number}", daemon=True)
-               for number in range(min(workers, len(ready)))]
-    for thread in threads:
-        thread.start()
-    received, last_checkpoint = 0, time.monotonic()
-    try:
-        while received < len(ready):
-            try:
-                index, outcome, error = results.get(timeout=CHECKPOINT_SECONDS)
-            except queue.Empty:
-                index = None
-            if index is not None:
-                received += 1
-                settle(index, outcome, error)
-            if time.monotonic() - last_checkpoint >= CHECKPOINT_SECONDS:
-                manifest.save(root)
-                last_checkpoint = time.monotonic()
-    finally:
-        # Normal end, a bad failure or Ctrl-C: stop the copies in flight, keep what was completed, clean up.
-        stop.set()
-        for thread in threads:
-            thread.join()
-        while not results.empty():
-            index, outcome, error = results.get()
-            if error is None or isinstance(error, source.failure_types):
-                settle(index, outcome, error)
-        bar.close()
-        if manifest.changed:
-            manifest.save(root)
-        # Every worker removed its own temporary file on the way out, so the journal has nothing left to name.
-        (root / JOURNAL_NAME).unlink(missing_ok=True)
-
-
-def _describe(error: BaseException) -> str:
-    if isinstance(error, OSError) and error.strerror:
-        return error.strerror
-    return f"{type(error).__name__}: {error}"
