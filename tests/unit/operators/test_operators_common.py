@@ -1,0 +1,140 @@
+"""The shared operator pieces: job names per task instance, error translation, the console link, lineage datasets,
+the provider description."""
+
+from __future__ import annotations
+
+import importlib
+import json
+from importlib.metadata import entry_points
+from types import SimpleNamespace
+
+from support.airflow_home import isolate_airflow_home
+
+isolate_airflow_home()
+
+import pytest  # noqa: E402
+from airflow.sdk.exceptions import AirflowException, AirflowFailException  # noqa: E402
+
+from trainops.backends.sagemaker.names import valid_job_name  # noqa: E402
+from trainops.errors import JobFailed, Problem, SpecError  # noqa: E402
+from trainops.operators.common import airflow_error, check_backend, task_job_name, translated_errors  # noqa: E402
+from trainops.operators.lineage import (  # noqa: E402
+    LineageMixin, channel_dataset, dataset_for, remember_lineage, training_datasets,
+)
+from trainops.operators.links import training_job_console_url  # noqa: E402
+from trainops.operators.provider import get_provider_info  # noqa: E402
+from trainops.steps.train import load_spec  # noqa: E402
+
+
+def ctx(dag_id="retrain", task_id="train", run_id="scheduled__2026-01-05T03:00:00+00:00", map_index=-1, try_number=1):
+    return {"ti": SimpleNamespace(dag_id=dag_id, task_id=task_id, run_id=run_id, map_index=map_index,
+                                  try_number=try_number)}
+
+
+# --- job names ----------------------------------------------------------------------------------------------------
+def test_every_try_of_a_task_instance_gets_the_same_name():
+    assert task_job_name(ctx(try_number=1), "digits") == task_job_name(ctx(try_number=7), "digits")
+
+
+@pytest.mark.parametrize("change", [{"dag_id": "other"}, {"task_id": "train2"}, {"run_id": "manual__x"},
+                                    {"map_index": 3}])
+def test_anything_else_that_makes_a_task_instance_unique_changes_the_name(change):
+    assert task_job_name(ctx(**change), "digits") != task_job_name(ctx(), "digits")
+
+
+def test_names_are_valid_sagemaker_names_even_from_long_or_odd_bases():
+    for base in ("x" * 200, "my_model.v2 (final)", None, "---"):
+        name = task_job_name(ctx(task_id="a_very_long_task_id_" * 5), base)
+        assert valid_job_name(name), name
+        assert len(name) <= 63
+
+
+# --- errors -------------------------------------------------------------------------------------------------------
+def test_bad_input_fails_without_retry_and_keeps_every_problem():
+    error = SpecError([Problem("instance_count", "must be >= 1"), Problem("max_run", "must be > 0")], "job spec")
+    translated = airflow_error(error)
+    assert isinstance(translated, AirflowFailException)
+    assert "instance_count: must be >= 1" in str(translated) and "max_run: must be > 0" in str(translated)
+
+
+def test_a_failed_job_is_a_retryable_airflow_failure():
+    translated = airflow_error(JobFailed("training job x ended Failed: OOM"))
+    assert isinstance(translated, AirflowException) and not isinstance(translated, AirflowFailException)
+
+
+def test_translated_errors_leaves_other_exceptions_alone():
+    with pytest.raises(KeyError):
+        with translated_errors():
+            raise KeyError("a bug keeps its traceback")
+    with pytest.raises(AirflowFailException, match="backend"):
+        check_backend("ecs")
+
+
+# --- the console link ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("region, domain", [("us-east-1", "console.aws.amazon.com"),
+                                            ("cn-north-1", "console.amazonaws.cn"),
+                                            ("us-gov-west-1", "console.amazonaws-us-gov.com")])
+def test_console_url_per_partition(region, domain):
+    assert training_job_console_url("digits-abc", region) == (
+        f"https://{domain}/sagemaker/home?region={region}#/jobs/digits-abc")
+
+
+# --- lineage ------------------------------------------------------------------------------------------------------
+def test_dataset_names_follow_the_openlineage_conventions(tmp_path):
+    assert dataset_for("s3://bucket/data/train/") == ("s3://bucket", "data/train/")
+    assert dataset_for("file:///srv/data") == ("file", "/srv/data")
+    assert dataset_for(tmp_path) == ("file", str(tmp_path))
+    assert dataset_for("fsx://fs-0123456789abcdef0/bert/train") == ("fsx://fs-0123456789abcdef0", "bert/train")
+    assert dataset_for("") is None
+
+
+def test_training_lineage_has_s3_and_fsx_inputs_and_the_model_output():
+    spec = load_spec({
+        "name": "bert", "entry_point": "train.py", "instance_type": "ml.trn1.32xlarge", "instance_count": 2,
+        "subnets": ["subnet-0a1b2c3d4e5f67890"], "security_group_ids": ["sg-0a1b2c3d4e5f67890"],
+        "inputs": {"train": {"file_system_id": "fs-0123456789abcdef0", "directory_path": "/fsx1a2b3c/bert/train"},
+                   "validation": "s3://data/bert/validation/"},
+    })
+    datasets = training_datasets(spec, None, "s3://out/bert-x/output/model.tar.gz")
+    assert sorted(datasets["inputs"]) == [("fsx://fs-0123456789abcdef0", "/fsx1a2b3c/bert/train"),
+                                          ("s3://data", "bert/validation/")]
+    assert datasets["outputs"] == [("s3://out", "bert-x/output/model.tar.gz")]
+    local = training_datasets(spec, {"train": "/staged/train"}, None)
+    assert ("file", "/staged/train") in local["inputs"] and local["outputs"] == []
+    assert channel_dataset(spec.channels["train"])[0] == "fsx://fs-0123456789abcdef0"
+
+
+def test_lineage_facets_need_the_openlineage_provider():
+    holder = LineageMixin()
+    assert holder.get_openlineage_facets_on_complete(None) is None  # nothing recorded
+    remember_lineage(holder, ["s3://a/b"], ["s3://c/d"])
+    try:
+        import airflow.providers.openlineage  # noqa: F401
+    except ImportError:
+        assert holder.get_openlineage_facets_on_complete(None) is None
+    else:  # pragma: no cover - only where the provider is installed
+        lineage = holder.get_openlineage_facets_on_complete(None)
+        assert [d.name for d in lineage.inputs] == ["b"] and [d.name for d in lineage.outputs] == ["d"]
+
+
+# --- provider -----------------------------------------------------------------------------------------------------
+def test_the_provider_info_is_valid_and_every_module_it_names_imports():
+    import jsonschema
+    from importlib.resources import files
+
+    info = get_provider_info()
+    schema = json.loads(files("airflow").joinpath("provider_info.schema.json").read_text())
+    jsonschema.validate(info, schema)
+    assert info["package-name"] == "trainops"
+    modules = [m for group in ("operators", "triggers") for entry in info[group] for m in entry["python-modules"]]
+    for module in modules:
+        importlib.import_module(module)
+    for path in info["extra-links"]:
+        module, _, name = path.rpartition(".")
+        assert hasattr(importlib.import_module(module), name)
+
+
+def test_the_entry_point_airflow_reads_is_declared():
+    found = [ep for ep in entry_points(group="apache_airflow_provider") if ep.value.startswith("trainops.")]
+    assert [ep.value for ep in found] == ["trainops.operators.provider:get_provider_info"]
+    assert found[0].load() is get_provider_info

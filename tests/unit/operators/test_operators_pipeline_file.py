@@ -1,0 +1,59 @@
+"""The pipeline file as the retraining DAG's task arguments: resolved paths, overrides, every problem reported."""
+
+from __future__ import annotations
+
+from support.airflow_home import REPO, isolate_airflow_home
+
+isolate_airflow_home()
+
+import pytest  # noqa: E402
+
+from trainops.errors import SpecError  # noqa: E402
+from trainops.operators.pipeline_file import resolve_pipeline_steps  # noqa: E402
+
+DIGITS = REPO / "examples" / "digits" / "pipeline.yaml"
+
+
+def test_the_digits_pipeline_resolves_under_the_given_workdir(tmp_path):
+    steps = resolve_pipeline_steps(DIGITS, workdir=str(tmp_path), run_id="scheduled__2026-01-05T03:00:00+00:00")
+    assert steps["backend"] == "local" and steps["workdir"] == str(tmp_path)
+    assert steps["stage_source"] == str(tmp_path / "raw")
+    assert steps["train_channels"] == {"train": str(tmp_path / "fsx" / "digits" / "train")}
+    assert steps["train_spec"]["source_dir"] == str(DIGITS.parent)  # relative paths resolved against the file
+    assert steps["evaluate_gate"] == "accuracy >= 0.95" and steps["evaluate_on_gate_failure"] == "fail"
+    assert steps["evaluate_output_dir"] == str(tmp_path / "evaluations" / "scheduled__2026-01-05T03_00_00_00_00")
+    assert steps["register_registry_dir"] == str(tmp_path / "registry")
+    assert steps["train_job_name"] == "digits"
+
+
+def test_the_workdir_defaults_under_airflow_home_not_the_repository(monkeypatch, tmp_path):
+    monkeypatch.setenv("AIRFLOW_HOME", str(tmp_path))
+    assert resolve_pipeline_steps(DIGITS)["workdir"] == str(tmp_path / "trainops")
+
+
+def test_hyperparameters_and_backend_overrides(tmp_path):
+    steps = resolve_pipeline_steps(DIGITS, workdir=str(tmp_path), backend="sagemaker",
+                                   hyperparameters={"epochs": 2})
+    assert steps["backend"] == "sagemaker"
+    assert steps["train_spec"]["hyperparameters"] == {"epochs": 2, "batch_size": 32, "learning_rate": 0.002}
+
+
+def test_a_pipeline_without_the_dags_steps_names_each_missing_one(tmp_path):
+    pipeline = tmp_path / "pipeline.yaml"
+    (tmp_path / "train.yaml").write_text("name: t\nentry_point: train.py\ninstance_type: ml.m5.large\n")
+    pipeline.write_text("name: partial\nsteps:\n  train:\n    spec: train.yaml\n")
+    with pytest.raises(SpecError) as raised:
+        resolve_pipeline_steps(pipeline, workdir=str(tmp_path))
+    message = str(raised.value)
+    for step in ("steps.stage", "steps.evaluate", "steps.register"):
+        assert step in message
+
+
+def test_a_bad_pipeline_reports_every_problem_with_its_field(tmp_path):
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text("name: bad name\nbackend: mainframe\nsteps:\n  train:\n    spec: 3\n")
+    with pytest.raises(SpecError) as raised:
+        resolve_pipeline_steps(pipeline, workdir=str(tmp_path))
+    message = str(raised.value)
+    for field in ("name", "backend"):
+        assert field in message
