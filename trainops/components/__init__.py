@@ -26,12 +26,14 @@ DIGITS_PIPELINE = Path(__file__).resolve().parents[2] / "examples" / "digits" / 
 
 
 def retrain_pipeline(pipeline_file: str | Path = DIGITS_PIPELINE, settings: Any = None,
-                     pipeline_dir: str | None = None):
+                     pipeline_dir: str | None = None, configure_task: Any = None):
     """The KFP pipeline of a pipeline file (default: the digits example), with components built for ``settings``
-    (default `ComponentSettings()`); ``pipeline_dir`` is the file's directory as the components will see it."""
+    (default `ComponentSettings()`); ``pipeline_dir`` is the file's directory as the components will see it;
+    ``configure_task`` is called with every task (retries, resources, volumes)."""
     from trainops.components.pipeline import build_pipeline, read_pipeline_source
 
-    return build_pipeline(read_pipeline_source(pipeline_file), settings, pipeline_dir=pipeline_dir)
+    return build_pipeline(read_pipeline_source(pipeline_file), settings, pipeline_dir=pipeline_dir,
+                          configure_task=configure_task)
 
 
 def __getattr__(name: str) -> Any:

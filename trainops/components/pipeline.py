@@ -21,7 +21,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from pydantic import ValidationError
 
@@ -100,8 +100,12 @@ def gate_parameter(gate: Any) -> str:
 
 
 def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = None, *,
-                   pipeline_dir: str | None = None):
-    """The KFP pipeline (a ``@dsl.pipeline`` function) for a pipeline file, with components built for ``settings``."""
+                   pipeline_dir: str | None = None, configure_task: Callable[[Any], Any] | None = None):
+    """The KFP pipeline (a ``@dsl.pipeline`` function) for a pipeline file, with components built for ``settings``.
+
+    ``configure_task`` is called with every task as it is created: the place for cluster settings the pipeline file
+    does not describe (``task.set_retry(2)``, resources, ``kfp.kubernetes.mount_pvc`` for a shared work directory).
+    """
     from kfp import dsl
 
     from trainops.components.factory import build_components
@@ -123,6 +127,8 @@ def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = 
         # Task names are the components' (train-model...), shown as they are: a display name would only make
         # kfp.local warn that it ignores it.
         task.set_caching_options(False)  # same paths may hold new data; training re-attaches by itself
+        if configure_task is not None:
+            configure_task(task)
         return task
 
     @dsl.pipeline(name=file.name, description=f"trainops retraining pipeline {file.name}: stage, train, evaluate, "
@@ -183,12 +189,14 @@ def register_task(ops, register, model, metrics, spec_inputs: dict, where: dict,
 
 
 def compile_pipeline(path: str | os.PathLike, output: str | os.PathLike, *,
-                     settings: ComponentSettings | None = None, pipeline_dir: str | None = None) -> str:
+                     settings: ComponentSettings | None = None, pipeline_dir: str | None = None,
+                     configure_task: Callable[[Any], Any] | None = None) -> str:
     """Compile the pipeline of a pipeline file to KFP IR YAML at ``output``; return the output path."""
     from kfp import compiler
 
     source = read_pipeline_source(path)
-    pipeline = build_pipeline(source, settings, pipeline_dir=pipeline_dir or default_pipeline_dir(path))
+    pipeline = build_pipeline(source, settings, pipeline_dir=pipeline_dir or default_pipeline_dir(path),
+                              configure_task=configure_task)
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     compiler.Compiler().compile(pipeline, str(output))
     return str(output)

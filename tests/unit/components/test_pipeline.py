@@ -147,3 +147,18 @@ def test_the_compiled_pipeline_dir_is_relative_below_the_working_directory(tmp_p
     assert default_pipeline_dir("pipeline.yaml") == "."
     monkeypatch.chdir(tmp_path / "a" / "b")
     assert default_pipeline_dir(tmp_path / "elsewhere.yaml") == str(tmp_path)
+
+
+def test_configure_task_sees_every_task(tmp_path):
+    path = write_pipeline(tmp_path, "  train: {spec: train.yaml}\n  evaluate: {entry_point: e.py, gate: 'a > 1'}\n"
+                                    "  register: {group: tiny}\n")
+    seen = []
+
+    def configure(task):
+        seen.append(task.name)
+        task.set_retry(2)
+
+    document = compiled(Path(compile_pipeline(path, tmp_path / "out.yaml", configure_task=configure)))
+    assert sorted(seen) == ["evaluate-model", "gate-failed", "register-model", "train-model"]
+    tasks = all_tasks(document)
+    assert all(tasks[name]["retryPolicy"]["maxRetryCount"] == 2 for name in seen)
