@@ -76,11 +76,13 @@ def run_evaluate(*, model: Any, spec_json: str, spec_dir: str, backend: str, wor
         options.update(champion_group=champion_group, registry_dir=registry)
     else:
         options["champion"] = None  # no registry group: a champion gate has nothing to compare with, and passes
+    channels = {name: where.path(str(path), f"channels.{name}")
+                for name, path in (config.get("channels") or {}).items()}
     result = evaluate(
         entry_point=config["entry_point"],
         source_dir=where.path(config.get("source_dir") or ".", "source_dir"),
         model_artifact=artifact,
-        channels={name: where.path(str(path), f"channels.{name}") for name, path in (config.get("channels") or {}).items()},
+        channels=channels,
         output_dir=output_dir,
         gate=parse_gate(gate),
         backend=backend,

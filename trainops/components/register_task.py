@@ -32,9 +32,10 @@ def run_register(*, model: Any, metrics: Any, spec_json: str, spec_dir: str, bac
 
         region = spec.region or region or None
         options.update(region=region, image_uri=training_image(spec, region or ""))
-    entry = register(model_artifact=model_location(model), metrics=dict(metrics.metadata or {}) if metrics is not None else {},
-                     group=group, spec=spec.to_json_dict(), approval=approval, backend=backend,
-                     job_name=(model.metadata or {}).get("job_name"), description=description or "", **options)
+    logged = dict(metrics.metadata or {}) if metrics is not None else {}
+    entry = register(model_artifact=model_location(model), metrics=logged, group=group, spec=spec.to_json_dict(),
+                     approval=approval, backend=backend, job_name=(model.metadata or {}).get("job_name"),
+                     description=description or "", **options)
     print(f"[register] {group} version {entry['version']} ({entry['approval_status']}): {entry['location']}",
           flush=True)
     return int(entry["version"] or 0), str(entry["approval_status"]), str(entry["location"])

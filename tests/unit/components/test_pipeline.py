@@ -59,7 +59,8 @@ def test_the_digits_pipeline_compiles_to_the_golden_yaml_every_time(tmp_path, mo
         GOLDEN.parent.mkdir(parents=True, exist_ok=True)
         GOLDEN.write_text(text)
     assert GOLDEN.exists(), f"{GOLDEN} is missing: run with TRAINOPS_UPDATE_GOLDEN=1 and review it"
-    assert GOLDEN.read_text() == text, f"{GOLDEN} differs: review the change, then regenerate with TRAINOPS_UPDATE_GOLDEN=1"
+    assert GOLDEN.read_text() == text, \
+        f"{GOLDEN} differs: review the change, then regenerate with TRAINOPS_UPDATE_GOLDEN=1"
 
 
 def test_the_golden_pipeline_has_the_steps_the_gate_branches_and_portable_defaults():

@@ -7,7 +7,8 @@ import re
 
 from trainops.components.report import MAX_EMBEDDED_BYTES, render_report, write_report
 
-PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==")
+PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJ"
+                       "RU5ErkJggg==")
 
 
 def evaluation(tmp_path, **fields):

@@ -262,7 +262,8 @@ def test_sigterm_stops_the_local_job_and_leaves_no_process(tmp_path):
     inputs = local_pipeline(tmp_path, sleep=300)
     script = ("import json, sys\nfrom kfp.dsl import Model\nfrom trainops.components.factory import build_components\n"
               "from trainops.components.settings import LOCAL_SETTINGS\n"
-              f"build_components(LOCAL_SETTINGS).train.python_func(model=Model(name='model', uri={str(tmp_path / 'model')!r}, metadata={{}}), "
+              f"model = Model(name='model', uri={str(tmp_path / 'model')!r}, metadata={{}})\n"
+              "build_components(LOCAL_SETTINGS).train.python_func(model=model, "
               f"**json.loads({json.dumps(inputs)!r}))\n")
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)
