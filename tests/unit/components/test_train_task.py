@@ -306,3 +306,18 @@ def test_a_sigterm_before_any_job_exists_cancels_without_stopping_anything():
     with pytest.raises(JobFailed, match="no training job named never-created was running"):
         guard._handle(signal.SIGTERM, None)
     assert [operation for operation, _ in aws.calls] == ["describe"]
+
+
+def test_the_component_reads_the_same_spec_as_trainops_run_so_both_name_the_job_alike(tmp_path):
+    # The job name hashes the spec: the component (spec as JSON, paths resolved where it runs) and the pipeline
+    # runner of `trainops run` (spec file read from disk) must see the same spec, or they would not share the job.
+    from trainops.components.pipeline import read_pipeline_source
+    from trainops.steps.pipeline import PipelineRunner
+
+    path = HERE.parents[2] / "examples" / "digits" / "pipeline.yaml"
+    source = read_pipeline_source(path, workdir_override=str(tmp_path))
+    runner = PipelineRunner(source.resolved, path.parent)
+    from_file = runner._train_spec()
+    from_component = load_component_spec(source.spec_json, source.spec_dir, places(str(path.parent), str(tmp_path)))
+    assert from_component.spec_hash() == from_file.spec_hash()
+    assert from_component.source_dir == str(path.parent)
