@@ -1,0 +1,132 @@
+"""transform(): one process, refusals, activation wrapping, and the hand-over to the SMP library on SageMaker."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+import torch
+import torch.nn as nn
+
+import trainops.runtime.context as context_module
+from trainops.runtime import RuntimeContext, transform
+from trainops.runtime.smp_native import ParallelismError
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(6, 12)
+        self.fc2 = nn.Linear(12, 6)
+
+    def forward(self, x):
+        return x + self.fc2(torch.relu(self.fc1(x)))
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.blocks = nn.ModuleList(Block() for _ in range(2))
+
+    def forward(self, x):
+        for block in self.blocks:
+            x = block(x)
+        return x
+
+
+def one_process(distribution=None) -> RuntimeContext:
+    return RuntimeContext(device=torch.device("cpu"), distribution=distribution or {"type": "none"})
+
+
+def test_transform_before_init_says_what_to_do(monkeypatch):
+    monkeypatch.setattr(context_module, "_CURRENT", None)
+    with pytest.raises(RuntimeError, match=r"call trainops.runtime.init\(\) first"):
+        transform(Model())
+
+
+def test_transform_uses_the_context_init_returned(monkeypatch):
+    context = one_process({"type": "torch_distributed"})
+    monkeypatch.setattr(context_module, "_CURRENT", context)
+    model = Model()
+    assert transform(model) is model
+
+
+@pytest.mark.parametrize("kind", ["none", "torch_distributed", "mpi", "smddp", "pytorchddp", "pytorchxla"])
+def test_one_process_keeps_the_model(kind):
+    model = Model()
+    assert transform(model, context=one_process({"type": kind})) is model
+
+
+def test_smp_on_one_process_keeps_the_model_and_honours_the_seed():
+    model = Model()
+    context = one_process({"type": "smp", "launcher": "torchrun", "parameters": {"random_seed": 11}})
+    assert transform(model, context=context) is model
+    drawn = torch.rand(3)
+    torch.manual_seed(11)
+    assert torch.equal(drawn, torch.rand(3))
+
+
+@pytest.mark.parametrize("kind", ["parameter_server", "multi_worker_mirrored_strategy"])
+def test_tensorflow_strategies_are_refused(kind):
+    with pytest.raises(ParallelismError, match=f"{kind} is a TensorFlow / MXNet strategy"):
+        transform(Model(), context=one_process({"type": kind}))
+
+
+def test_smp_v1_is_refused():
+    context = one_process({"type": "smp", "launcher": "mpirun", "parameters": {"partitions": 2}})
+    with pytest.raises(ParallelismError, match="SMP v1"):
+        transform(Model(), context=context)
+
+
+def test_smp_parameters_it_cannot_honour_are_refused_before_anything_runs():
+    context = one_process({"type": "smp", "launcher": "torchrun", "parameters": {"context_parallel_degree": 2}})
+    with pytest.raises(ParallelismError, match="context_parallel_degree=2"):
+        transform(Model(), context=context)
+
+
+@pytest.mark.parametrize("distribution, keyword, wrapper", [
+    ({"type": "none"}, {"activation_checkpointing": True}, "CheckpointWrapper"),
+    ({"type": "smp", "launcher": "torchrun", "parameters": {"sm_activation_offloading": True}}, {}, "OffloadWrapper"),
+])
+def test_activation_wrapping_keeps_the_numbers(distribution, keyword, wrapper):
+    torch.manual_seed(0)
+    reference = Model()
+    model = Model()
+    model.load_state_dict(reference.state_dict())
+    result = transform(model, context=one_process(distribution), **keyword)
+    assert [type(block).__name__ for block in result.blocks] == [wrapper, wrapper]
+    x = torch.randn(4, 6)
+    assert torch.allclose(reference(x), result(x))
+
+
+def test_on_sagemaker_the_smp_library_takes_over(monkeypatch):
+    calls = []
+    library = types.ModuleType("torch.sagemaker")
+    library.__spec__ = types.SimpleNamespace(origin="/opt/conda/lib/python3.11/site-packages/torch/sagemaker")
+    library.init = lambda *args, **kwargs: calls.append("init")
+    library.transform = lambda model: calls.append("transform") or model
+
+    class RecordingFSDP:
+        def __init__(self, module, **options):
+            calls.append("fsdp")
+            self.module, self.options = module, options
+
+    import torch.distributed.fsdp as fsdp
+    import trainops.runtime.parallel as parallel
+
+    monkeypatch.setitem(sys.modules, "torch.sagemaker", library)
+    monkeypatch.setattr(fsdp, "FullyShardedDataParallel", RecordingFSDP)
+    monkeypatch.setattr(parallel, "_smp_library_initialised", False)
+    monkeypatch.delenv("TRAINOPS_LOCAL", raising=False)
+    context = one_process({"type": "smp", "launcher": "torchrun", "parameters": {"hybrid_shard_degree": 8}})
+    model = Model()
+    wrapped = transform(model, context=context)
+    assert calls == ["init", "transform", "fsdp"]
+    assert wrapped.module is model and wrapped.options["use_orig_params"] is True
+    # Locally the native mapping is used even where a torch.sagemaker module is importable.
+    monkeypatch.setenv("TRAINOPS_LOCAL", "1")
+    calls.clear()
+    local = one_process({"type": "smp", "launcher": "torchrun", "parameters": {}})
+    model = Model()
+    assert transform(model, context=local) is model and calls == []
