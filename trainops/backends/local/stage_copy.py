@@ -39,13 +39,13 @@ def work_order(items: list[SourceFile]) -> list[SourceFile]:
     return [item for row in itertools.zip_longest(*groups) for item in row if item is not None]
 
 
-def copy_one(source: LocalSource | S3Source, item: SourceFile, number: int, root: str,
-             stop: threading.Event) -> tuple[int, int | str, int]:
+def copy_one(source: LocalSource | S3Source, item: SourceFile, number: int, root: str, stop: threading.Event,
+             process: int | None = None) -> tuple[int, int | str, int]:
     """Copy one file to a temporary name next to its final name, then rename it into place; on any error the
     temporary file is removed. Returns what `LocalSource.copy` / `S3Source.copy` return."""
-    final = os.path.join(root, item.name)
-    temporary = os.path.join(os.path.dirname(final), temporary_name(number))
-    target = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    final = f"{root}/{item.name}"
+    temporary = f"{final.rpartition('/')[0]}/{temporary_name(number, process)}"
+    target = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, item.mode)
     try:
         try:
             result = source.copy(item, target, stop)
@@ -72,6 +72,7 @@ class CopyRun:
         self.lock = threading.Lock()  # guards manifest, report and bar
         self.stop = threading.Event()
         self.error: BaseException | None = None  # the first unexpected error, raised again by `run`
+        self.process = os.getpid()
         self.inline = False  # one worker runs in the calling thread, which then also saves the checkpoints
         self.last_checkpoint = time.monotonic()
 
@@ -84,7 +85,7 @@ class CopyRun:
                 return
             item = self.items[index]
             try:
-                written, fingerprint, staged_mtime_ns = copy_one(self.source, item, index, self.root_text, self.stop)
+                outcome = copy_one(self.source, item, index, self.root_text, self.stop, self.process)
             except StagingStopped:
                 return
             except self.source.failure_types as error:
@@ -97,6 +98,7 @@ class CopyRun:
                     self.error = self.error or error
                 self.stop.set()
                 return
+            written, fingerprint, staged_mtime_ns = outcome
             with self.lock:
                 self.manifest.record(item.name, written, fingerprint, staged_mtime_ns)
                 self.report.files_copied += 1

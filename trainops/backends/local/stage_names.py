@@ -33,9 +33,10 @@ JOURNAL_NAME = RESERVED_PREFIX + "-journal.json"
 TEMPORARY_SUFFIX = ".tmp"
 
 
-def temporary_name(number: int) -> str:
-    """The name of a temporary file (in the directory of the final file, so the rename stays in one directory)."""
-    return f"{RESERVED_PREFIX}-{os.getpid()}-{number}{TEMPORARY_SUFFIX}"
+def temporary_name(number: int, process: int | None = None) -> str:
+    """The name of a temporary file (in the directory of the final file, so the rename stays in one directory);
+    ``process`` is this process's id, passed in by callers that make many names."""
+    return f"{RESERVED_PREFIX}-{process or os.getpid()}-{number}{TEMPORARY_SUFFIX}"
 
 
 def is_temporary_name(name: str) -> bool:

@@ -186,6 +186,11 @@ def _delete_stale(names: list[str], destination: Path, manifest: StageManifest, 
             report.notes.append(f"not deleting {printable_name(name)}: its name or path is unsafe")
             continue
         path = destination / name
+        if path.is_dir() and not path.is_symlink():
+            # Something else replaced the staged file with a directory: not ours to delete any more.
+            report.notes.append(f"not deleting {printable_name(name)}: it is a directory now")
+            manifest.forget(name)
+            continue
         try:
             if path.is_symlink() or path.is_file():
                 path.unlink()
