@@ -157,10 +157,6 @@ def copy_all(source: LocalSource | S3Source, items: list[SourceFile], root: Path
              report: StageReport, workers: int, stream: TextIO, show_progress: bool) -> None:
     """Copy ``items`` (their directories already exist) with ``workers`` threads, recording each copy in the
     manifest as soon as it has its final name; save the manifest at the end, also when interrupted."""
-    if not items:
-        if manifest.changed:
-            manifest.save(root)
-        return
     ordered = work_order(items)
     bar = Progress(len(ordered), sum(item.size for item in ordered), stream, show_progress)
     CopyRun(source, ordered, root, manifest, report, bar).run(workers)

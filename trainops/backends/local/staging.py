@@ -25,7 +25,7 @@ Guarantees:
 Copies are not fsync'ed (like ``cp`` and ``rsync``): the guarantees cover an interrupted or killed process, not a
 power loss of the machine.
 
-The copying itself (worker threads, temporary names, the journal) is `trainops.backends.local.stage_copy`.
+The copying itself (worker threads, temporary names, the journal) is in `trainops.backends.local.stage_copy`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from trainops.backends.local.stage_copy import copy_all
 from trainops.backends.local.stage_manifest import StageManifest, read_regular_file
 from trainops.backends.local.stage_names import JOURNAL_NAME, is_temporary_name, printable_name, refusal_reason
 from trainops.backends.local.stage_report import StageReport
@@ -276,8 +275,14 @@ def stage_tree(source: str, destination: str, *, workers: int = 8, progress: boo
         else:
             report.stale = stale
         ready = _prepare_directories(to_copy, root, report)
-        copy_all(opened, ready, root, manifest, report, workers, stream,
-                 stream.isatty() if progress is None else progress)
+        if ready:
+            # Imported here: a re-stage with nothing to copy (the common case) needs no threads.
+            from trainops.backends.local.stage_copy import copy_all
+
+            copy_all(opened, ready, root, manifest, report, workers, stream,
+                     stream.isatty() if progress is None else progress)
+        elif manifest.changed:
+            manifest.save(root)
     finally:
         os.close(lock)
         report.seconds = time.monotonic() - started
