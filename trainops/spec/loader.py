@@ -1,7 +1,9 @@
 """Reading spec files and turning pydantic's errors into the project's own.
 
 Spec files are YAML or JSON, small, written by people. Hostile ones (YAML alias bombs, deeply nested documents,
-huge files, non-UTF-8 bytes) are refused quickly with a message instead of eating memory or raising a traceback.
+huge files, non-UTF-8 bytes, numbers of thousands of digits, thousands of unknown keys) are refused quickly with a
+message instead of eating memory or time or raising a traceback. YAML is scanned by libyaml when PyYAML has it (the
+pure-Python scanner needs seconds for a long scalar); the composing, where the limits are enforced, stays in Python.
 """
 
 from __future__ import annotations
@@ -15,39 +17,92 @@ from typing import Annotated, Any, Iterable, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
+from yaml.composer import Composer
+from yaml.constructor import SafeConstructor
+from yaml.resolver import Resolver
 
 from trainops.errors import Problem, SpecError
 
 MAX_FILE_BYTES = 1 << 20
 MAX_DEPTH = 64
 MAX_ALIASES = 64
-MAX_NODES = 200_000
+# The values a document may stand for (aliases expanded). The largest spec SageMaker accepts (100 hyperparameters of
+# 2,500 characters, 100 variables, 50 tags) is a few thousand; composing a value costs ~10 µs in Python.
+MAX_NODES = 20_000
+# Python refuses to turn more digits than this into an int (CVE-2020-10735); such a number is never a valid value.
+MAX_INT_DIGITS = 4300
+# Problems reported (and keys given a "did you mean" suggestion) per document: a file of 30,000 stray keys gets a
+# bounded answer in well under a second instead of 30,000 lines after half a minute.
+MAX_PROBLEMS = 100
+MAX_SUGGESTIONS = 50
 
 
-class _BoundedLoader(yaml.SafeLoader):
-    """SafeLoader that refuses alias bombs and absurd nesting while composing, before anything is built."""
+class OversizedNumber:
+    """Stands in for an integer literal too long to convert, so validation reports it at its own field path."""
 
-    def __init__(self, stream: str):
-        super().__init__(stream)
+    def __init__(self, digits: int):
+        self.digits = digits
+
+    def __repr__(self) -> str:
+        return f"<a number of {self.digits} digits>"
+
+
+def _integer(text: str) -> int | OversizedNumber:
+    digits = len(text.lstrip("+-"))
+    return OversizedNumber(digits) if digits > MAX_INT_DIGITS else int(text)
+
+
+class _Limits:
+    """The checks made while composing, before anything is built: depth, alias count, and the number of values
+    the document stands for once its aliases are expanded (an alias bomb stays under any alias count: 9 aliases
+    per level, 7 levels, expand to 4.8 million values)."""
+
+    def _reset_limits(self) -> None:
         self._depth = 0
         self._aliases = 0
-        self._nodes = 0
+        self._nodes = 0  # values composed so far, an alias counting for every value it stands for
+        self._anchored_sizes: dict[int, int] = {}
 
     def compose_node(self, parent, index):  # noqa: D401 - PyYAML hook
         if self.check_event(yaml.AliasEvent):
             self._aliases += 1
             if self._aliases > MAX_ALIASES:
                 raise SpecError(f"the document uses more than {MAX_ALIASES} YAML aliases: write the values out")
-        self._nodes += 1
-        if self._nodes > MAX_NODES:
-            raise SpecError(f"the document has more than {MAX_NODES} nodes: a spec is far smaller than that")
+            node = super().compose_node(parent, index)
+            if id(node) not in self._anchored_sizes:
+                # Its anchor is still open: the value would contain itself (`a: &a [*a]`).
+                raise SpecError("a YAML alias refers to a value that contains it: the document would be endless")
+            self._count(self._anchored_sizes[id(node)])
+            return node
+        anchor = self.peek_event().anchor
+        self._count(1)
+        before = self._nodes
         self._depth += 1
         if self._depth > MAX_DEPTH:
             raise SpecError(f"the document is nested more than {MAX_DEPTH} levels deep")
         try:
-            return super().compose_node(parent, index)
+            node = super().compose_node(parent, index)
         finally:
             self._depth -= 1
+        if anchor is not None:
+            self._anchored_sizes[id(node)] = self._nodes - before + 1
+        return node
+
+    def _count(self, values: int) -> None:
+        self._nodes += values
+        if self._nodes > MAX_NODES:
+            raise SpecError(f"the document stands for more than {MAX_NODES} values (YAML aliases expanded): a spec "
+                            "is far smaller than that")
+
+    def construct_yaml_int(self, node):  # noqa: D401 - PyYAML hook
+        text = str(node.value).replace("_", "")
+        if len(text.lstrip("+-")) > MAX_INT_DIGITS and text.lstrip("+-").isdigit():
+            return OversizedNumber(len(text.lstrip("+-")))
+        return super().construct_yaml_int(node)
+
+
+class _DuplicateKeys:
+    """Duplicate mapping keys are errors."""
 
     def construct_mapping(self, node, deep=False):  # noqa: D401 - PyYAML hook
         # PyYAML keeps the last of two equal keys; in a spec that hides a mistake, so it is one.
@@ -63,12 +118,47 @@ class _BoundedLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep)
 
 
+class _BoundedLoader(_Limits, _DuplicateKeys, yaml.SafeLoader):
+    """The pure-Python SafeLoader with the limits (when PyYAML was built without libyaml)."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self._reset_limits()
+
+
+_BoundedLoader.add_constructor("tag:yaml.org,2002:int", _Limits.construct_yaml_int)
+
+
+try:
+    from yaml.cyaml import CParser as _CParser
+except ImportError:  # PyYAML without libyaml
+    _CParser = None
+
+if _CParser is not None:
+    class _FastBoundedLoader(_Limits, _DuplicateKeys, Composer, _CParser, SafeConstructor, Resolver):
+        """libyaml scans and parses (fast); Python's composer, with the limits above, builds the node graph."""
+
+        def __init__(self, stream: str):
+            _CParser.__init__(self, stream)
+            Composer.__init__(self)
+            SafeConstructor.__init__(self)
+            Resolver.__init__(self)
+            self._reset_limits()
+
+    _FastBoundedLoader.add_constructor("tag:yaml.org,2002:int", _Limits.construct_yaml_int)
+
+
+def _loader(text: str):
+    return _FastBoundedLoader(text) if _CParser is not None else _BoundedLoader(text)
+
+
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    keys = [key for key, _ in pairs]
-    for key in keys:
-        if keys.count(key) > 1:
+    result: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in result:
             raise SpecError(f"key {key!r} appears twice in one object: keep one")
-    return dict(pairs)
+        result[key] = value
+    return result
 
 
 def _check_depth(value: Any, depth: int = 0) -> None:
@@ -90,14 +180,14 @@ def parse_text(text: str, source: str = "document") -> Any:
     try:
         if stripped[0] in "{[":
             try:
-                data = json.loads(text, object_pairs_hook=_unique_keys)
+                data = json.loads(text, object_pairs_hook=_unique_keys, parse_int=_integer)
                 _check_depth(data)
                 return data
             except RecursionError:
                 raise SpecError(f"{source} is nested too deeply") from None
             except json.JSONDecodeError:
                 pass  # flow-style YAML also starts with { or [
-        loader = _BoundedLoader(text)
+        loader = _loader(text)
         try:
             data = loader.get_single_data()
         finally:
@@ -223,12 +313,19 @@ def problems_from_validation_error(error: ValidationError, model: type[BaseModel
     `data` (the input that failed) lets unknown-key messages suggest the key meant, inside unions too.
     """
     problems = []
+    suggestions = 0
     for item in error.errors(include_url=False):
         location = clean_location(item["loc"])
         path = ".".join(location)
         kind = item["type"]
         message = item["msg"]
-        if kind == "extra_forbidden":
+        if isinstance(item.get("input"), OversizedNumber):
+            message = f"{item['input']!r} is far beyond any valid value"
+        elif kind == "extra_forbidden":
+            suggestions += 1
+            if suggestions > MAX_SUGGESTIONS:  # difflib per key is what makes 30,000 stray keys slow
+                problems.append(Problem(path, "unknown key"))
+                continue
             parent = _model_at(model, location[:-1], data) if model else None
             known = _known_fields(parent)
             close = difflib.get_close_matches(location[-1], known, n=1) if known else []
@@ -297,11 +394,19 @@ def parse_job_spec(data: Any, source: str = "job spec"):
         return JobSpec.model_validate(data, context=context)
     except ValidationError as error:
         problems = problems_from_validation_error(error, JobSpec, data)
-        if not context.get(RULES_RAN):
+        if not context.get(RULES_RAN) and len(problems) <= MAX_PROBLEMS:
             problems += _rule_problems_without(problems, data)
-        raise SpecError(_unique(problems), source) from None
+        raise SpecError(capped(_unique(problems)), source) from None
     except RecursionError:
         raise SpecError("the spec is nested too deeply", source) from None
+
+
+def capped(problems: list[Problem]) -> list[Problem]:
+    """At most MAX_PROBLEMS problems, the last one saying how many more there were."""
+    if len(problems) <= MAX_PROBLEMS:
+        return problems
+    hidden = len(problems) - MAX_PROBLEMS
+    return problems[:MAX_PROBLEMS] + [Problem("", f"... and {hidden} more problems (fix the ones above first)")]
 
 
 def _rule_problems_without(problems: list[Problem], data: dict) -> list[Problem]:
