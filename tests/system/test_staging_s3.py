@@ -152,3 +152,4 @@ def test_the_command_exits_0_on_a_clean_prefix_and_2_on_a_missing_bucket(hostile
     missing = run_cli(f"s3://no-such-bucket-{uuid.uuid4().hex[:8]}/data", str(tmp_path / "other"))
     assert missing.returncode == 2
     assert "does not exist" in missing.stderr and "Traceback" not in missing.stderr
+    assert not (tmp_path / "other").exists()

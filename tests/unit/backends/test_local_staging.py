@@ -17,7 +17,6 @@ import pytest
 from trainops.backends.local import stage_sources
 from trainops.backends.local.stage_names import (JOURNAL_NAME, MANIFEST_NAME, is_temporary_name, printable_name,
                                                  refusal_reason)
-from trainops.backends.local.stage_sources import S3Source
 from trainops.backends.local.staging import stage_tree
 from trainops.errors import JobFailed, SpecError
 from trainops.steps.stage import parse_fsx_destination, stage
@@ -158,6 +157,14 @@ def test_file_uri_sources_and_destinations_work(tree):
     source, destination, contents = tree
     report = stage_tree(source.as_uri(), destination.as_uri())
     assert report.ok and staged_files(destination) == contents
+
+
+def test_the_same_source_spelled_differently_is_still_skipped(tree, monkeypatch):
+    source, destination, contents = tree
+    stage_tree(source.as_uri(), str(destination))
+    monkeypatch.chdir(source.parent)
+    again = stage_tree("./source/", str(destination))
+    assert (again.files_copied, again.files_skipped, again.notes) == (0, len(contents), [])
 
 
 # --- temporary file and rename -----------------------------------------------------------------------------------
@@ -414,12 +421,14 @@ def test_s3_objects_are_skipped_by_etag_and_copied_again_when_it_changes(tmp_pat
     report = stage_tree("s3://bucket/p/", str(destination), client_factory=factory)
     assert (report.files_copied, report.files_skipped) == (1, 1)
     assert (destination / "a.bin").read_bytes() == b"FIRST"
+    assert stage_tree("s3://bucket/p", str(destination), client_factory=factory).files_skipped == 2
 
 
-def test_an_empty_s3_prefix_is_bad_input():
-    source = S3Source("s3://bucket/none", "bucket", "none/", FakeS3({}))
+def test_an_empty_s3_prefix_is_bad_input_and_creates_nothing(tmp_path):
+    destination = tmp_path / "destination"
     with pytest.raises(SpecError, match="no objects under"):
-        source.list()
+        stage_tree("s3://bucket/none", str(destination), client_factory=lambda service: FakeS3({"other/x": b"x"}))
+    assert not destination.exists()
 
 
 # --- the stage step ---------------------------------------------------------------------------------------------------

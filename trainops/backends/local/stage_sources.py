@@ -92,6 +92,8 @@ class LocalSource:
     def __init__(self, root: Path, uri: str):
         self.root = root
         self.uri = uri
+        #: What the manifest records as the source: the same directory however it was spelled.
+        self.identity = os.path.realpath(root)
 
     def list(self) -> tuple[list[SourceFile], list[Refusal]]:
         """Every file to stage and every refusal, walking the tree without recursion (deep trees are fine)."""
@@ -242,6 +244,8 @@ class S3Source:
         self.bucket = bucket
         self.prefix = prefix
         self.client = client
+        #: What the manifest records as the source: the same prefix with or without its trailing slash.
+        self.identity = f"s3://{bucket}/{prefix}"
         # A failed download fails that file only; the others go on.
         self.failure_types: tuple[type[BaseException], ...] = (OSError, BotoCoreError, ClientError)
 

@@ -64,7 +64,8 @@ def local_destination(destination: str) -> Path:
     return path
 
 
-def _check_destination(source: Source, destination: Path, text: str) -> Path:
+def _check_destination(source: Source, destination: Path, text: str) -> None:
+    """Raise `SpecError` when ``destination`` is inside a local source or is not a directory."""
     if isinstance(source, LocalSource):
         source_real = os.path.realpath(source.root)
         destination_real = os.path.realpath(destination)
@@ -73,12 +74,14 @@ def _check_destination(source: Source, destination: Path, text: str) -> Path:
                                                    "its own output; choose a destination outside the source"))
     if destination.exists() and not destination.is_dir():
         raise SpecError(Problem("destination", f"{text} exists and is not a directory; choose a directory"))
+
+
+def _create_destination(destination: Path, text: str) -> None:
     try:
         destination.mkdir(parents=True, exist_ok=True)
     except OSError as error:
         raise SpecError(Problem("destination", f"cannot create {text}: {error.strerror}; choose a writable "
                                                "directory")) from error
-    return destination
 
 
 def _lock(destination: Path) -> int:
@@ -246,20 +249,22 @@ def stage_tree(source: str, destination: str, *, workers: int = 8, progress: boo
         raise SpecError(Problem("workers", f"{workers!r} is not a number of parallel copies; use 1 to "
                                            f"{MAXIMUM_WORKERS}"))
     stream = stream if stream is not None else sys.stderr
-    target_path = local_destination(destination)
+    root = local_destination(destination)
     opened = open_source(source, client_factory, workers)
-    root = _check_destination(opened, target_path, destination)
-    lock = _lock(root)
+    _check_destination(opened, root, destination)
     report = StageReport(source=source, destination=destination)
+    # Listed before the destination is created, so a missing bucket or prefix leaves nothing behind.
+    files, report.refused = opened.list()
+    report.files_found = len(files)
+    _create_destination(root, destination)
+    lock = _lock(root)
     try:
         leftovers = _remove_leftovers(root)
         if leftovers:
             report.notes.append(f"removed {leftovers} temporary files left by an interrupted stage")
-        manifest = StageManifest.load(root, opened.uri)
+        manifest = StageManifest.load(root, opened.identity)
         if manifest.note:
             report.notes.append(manifest.note)
-        files, report.refused = opened.list()
-        report.files_found = len(files)
         root_text = str(root)
         to_copy: list[SourceFile] = []
         for item in files:
