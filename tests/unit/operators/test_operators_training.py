@@ -355,3 +355,28 @@ def test_sync_wait_fails_the_task_with_the_jobs_failure_reason(aws):
     described(aws, "Failed", "Failed", failure_reason="AlgorithmError: rank 3 on host algo-2 exited with code 1")
     with pytest.raises(AirflowException, match="rank 3 on host algo-2 exited with code 1"):
         operator(deferrable=False, stream_logs=False).execute(context())
+
+
+def test_local_retry_reattaches_to_the_completed_job_and_a_new_run_trains_again(tmp_path):
+    source = tmp_path / "code"
+    source.mkdir()
+    (source / "train.py").write_text(
+        "import os, pathlib\n"
+        "pathlib.Path(os.environ['SM_MODEL_DIR'], 'model.txt').write_text('trained')\n"
+        "print('trained once', flush=True)\n")
+    spec = {"name": "tiny", "entry_point": "train.py", "source_dir": str(source), "instance_type": "ml.m5.large",
+            "instance_count": 1, "max_run": 300}
+
+    def run(try_number: int, run_id: str = "scheduled__2026-01-05") -> dict:
+        op = DistributedTrainingOperator(task_id="train", spec=spec, backend="local", workdir=str(tmp_path / "w"))
+        return op.execute(context(try_number=try_number, run_id=run_id))
+
+    first = run(1)
+    retry = run(2)
+    assert (first["status"], first["reattached"]) == ("Completed", False)
+    assert (retry["status"], retry["reattached"], retry["job_name"]) == ("Completed", True, first["job_name"])
+    assert retry["model_artifact"] == first["model_artifact"] and Path(first["model_artifact"]).is_file()
+    next_week = run(1, run_id="scheduled__2026-01-12")
+    assert next_week["job_name"] != first["job_name"] and next_week["reattached"] is False
+    assert sorted(p.name for p in (tmp_path / "w" / "jobs").iterdir()) == sorted([first["job_name"],
+                                                                                  next_week["job_name"]])
