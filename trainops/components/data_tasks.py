@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 from typing import Any
 
 from trainops.components.paths import parse_json, places
@@ -28,24 +25,11 @@ def run_prepare(*, script: str, args_json: str, timeout: int, workdir: str, pipe
     path = where.path(script, "script")
     if not os.path.isfile(path):
         raise SpecError(Problem("script", f"{path} does not exist"), source="prepare step")
-    command = [sys.executable, path, *[str(where.expand(str(item), f"args.{index}"))
-                                       for index, item in enumerate(arguments)]]
-    print(f"[prepare] {' '.join(command)}", flush=True)
-    process = subprocess.Popen(command, cwd=str(where.pipeline_dir), start_new_session=True)
-    try:
-        code = process.wait(timeout=timeout or None)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        raise JobFailed(f"{path} ran longer than {timeout} s and was stopped") from None
-    except BaseException:
-        # SIGTERM/SIGINT of the component: take the script's whole process group with it.
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-        raise
-    if code != 0:
-        raise JobFailed(f"{path} exited with code {code}")
-    return f"{os.path.basename(path)} ran"
+    from trainops.steps.prepare import run_script
+
+    expanded = [where.expand(str(item), f"args.{index}") for index, item in enumerate(arguments)]
+    print(f"[prepare] {path} {' '.join(map(str, expanded))}", flush=True)
+    return run_script(path, expanded, cwd=str(where.pipeline_dir), timeout=timeout)
 
 
 def stage_summary(report: dict[str, Any]) -> dict[str, Any]:

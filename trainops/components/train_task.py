@@ -13,7 +13,6 @@ installed here stops what the step started: the local job (its hosts stop in ord
 
 from __future__ import annotations
 
-import hashlib
 import json
 import signal
 from pathlib import Path
@@ -29,24 +28,11 @@ class TaskCancelled(JobFailed):
     """The component got SIGTERM; the message says what was stopped."""
 
 
-def training_fingerprint(spec, channels: dict[str, str]) -> str:
-    """What makes a training run unique besides its name: the spec hash and the files behind local channels.
-
-    The same formula as `trainops.steps.pipeline.PipelineRunner`, so both name the same job the same way.
-    """
-    from trainops.steps.pipeline import channel_fingerprint
-
-    return hashlib.sha256(f"{spec.spec_hash()}\n{channel_fingerprint(channels)}".encode()).hexdigest()
-
-
 def train_job_name(spec, channels: dict[str, str], *, base: str, run_key: str = "", job_name: str = "") -> str:
-    """The job's name: the one given, else ``<spec name or base>-<hash of the fingerprint [and run_key]>``."""
-    from trainops.backends.sagemaker.names import deterministic_job_name
+    """The job's name: the one given, else the pipeline runner's (`trainops.steps.identity.training_job_name`)."""
+    from trainops.steps.identity import training_job_name
 
-    if job_name:
-        return job_name
-    parts = [training_fingerprint(spec, channels)] + ([run_key] if run_key else [])
-    return deterministic_job_name(spec.name or base, *parts)
+    return job_name or training_job_name(spec, channels, base=base, run_key=run_key)
 
 
 def load_component_spec(spec_json: str, spec_dir: str, where: Places):

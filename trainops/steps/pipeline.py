@@ -8,11 +8,8 @@ to the finished training job instead of training again; `force=True` trains anew
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import subprocess
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,20 +45,6 @@ class StepFailed(JobFailed):
 
 def _print(line: str) -> None:
     print(line, flush=True)
-
-
-def channel_fingerprint(paths: dict[str, str]) -> str:
-    """A cheap identity of the data behind local channels: every file's relative path, size and mtime."""
-    digest = hashlib.sha256()
-    for name in sorted(paths):
-        root = Path(paths[name])
-        digest.update(f"channel:{name}\n".encode())
-        files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
-        for path in files:
-            stat = path.stat()
-            relative = path.relative_to(root) if root.is_dir() else path.name
-            digest.update(f"{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-    return digest.hexdigest()
 
 
 class PipelineRunner:
@@ -135,20 +118,12 @@ class PipelineRunner:
 
     # --- steps ------------------------------------------------------------------------------------------------
     def _prepare(self) -> dict[str, Any]:
+        from trainops.steps.prepare import run_script
+
         step = self.pipeline.steps.prepare
-        script = resolve(step.script, self.pipeline_dir)
-        process = subprocess.Popen([sys.executable, script, *step.args], cwd=str(self.pipeline_dir),
-                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-        for raw in iter(process.stdout.readline, b""):
-            self.log(f"[prepare] {raw.decode('utf-8', 'replace').rstrip()}")
-        try:
-            code = process.wait(timeout=step.timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, 9)
-            raise JobFailed(f"{script} ran longer than {step.timeout} s") from None
-        if code != 0:
-            raise JobFailed(f"{script} exited with code {code}")
-        return {"summary": f"{Path(script).name} ran"}
+        summary = run_script(resolve(step.script, self.pipeline_dir), step.args, cwd=str(self.pipeline_dir),
+                             timeout=step.timeout, log=self.log)
+        return {"summary": summary}
 
     def _stage(self) -> dict[str, Any]:
         from trainops.steps.stage import stage
@@ -173,20 +148,20 @@ class PipelineRunner:
         return load_spec(spec, base_dir=self.pipeline_dir)
 
     def _train(self) -> dict[str, Any]:
-        from trainops.backends.sagemaker.names import deterministic_job_name, timestamped_job_name
+        from trainops.backends.sagemaker.names import timestamped_job_name
+        from trainops.steps.identity import training_fingerprint, training_job_name
         from trainops.steps.train import train
 
         step = self.pipeline.steps.train
         spec = self._train_spec()
         channels = {name: resolve(path, self.pipeline_dir) for name, path in step.channels.items()}
-        fingerprint = hashlib.sha256(f"{spec.spec_hash()}\n{channel_fingerprint(channels)}".encode()).hexdigest()
-        base = spec.name or self.pipeline.name
+        fingerprint = training_fingerprint(spec, channels)
         if step.job_name:
             job_name = step.job_name
         elif self.force:
-            job_name = timestamped_job_name(base)
+            job_name = timestamped_job_name(spec.name or self.pipeline.name)
         else:
-            job_name = deterministic_job_name(base, fingerprint)
+            job_name = training_job_name(spec, channels, base=self.pipeline.name)
         options: dict[str, Any] = {}
         if self.backend == "local":
             options.update(workdir=str(self.workdir), processes_per_host=step.processes_per_host,

@@ -1,0 +1,37 @@
+"""What makes a training run the same run: the spec's hash and the data behind its local channels.
+
+The pipeline runner, the KFP train component and the Airflow operator name jobs from this identity, so running the
+same inputs again re-attaches to the finished job instead of training twice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+
+def channel_fingerprint(paths: dict[str, str]) -> str:
+    """A cheap identity of the data behind local channels: every file's relative path, size and mtime."""
+    digest = hashlib.sha256()
+    for name in sorted(paths):
+        root = Path(paths[name])
+        digest.update(f"channel:{name}\n".encode())
+        files = sorted(p for p in root.rglob("*") if p.is_file()) if root.is_dir() else [root]
+        for path in files:
+            stat = path.stat()
+            relative = path.relative_to(root) if root.is_dir() else path.name
+            digest.update(f"{relative}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return digest.hexdigest()
+
+
+def training_fingerprint(spec, channels: dict[str, str]) -> str:
+    """The spec hash and the channels' data, as one hash."""
+    return hashlib.sha256(f"{spec.spec_hash()}\n{channel_fingerprint(channels)}".encode()).hexdigest()
+
+
+def training_job_name(spec, channels: dict[str, str], *, base: str, run_key: str = "") -> str:
+    """`<spec name or base>-<hash of the fingerprint [and run_key]>`: the same inputs give the same name."""
+    from trainops.backends.sagemaker.names import deterministic_job_name
+
+    parts = [training_fingerprint(spec, channels)] + ([run_key] if run_key else [])
+    return deterministic_job_name(spec.name or base, *parts)
