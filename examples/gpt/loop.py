@@ -79,7 +79,10 @@ def train(model: torch.nn.Module, args: argparse.Namespace, device: torch.device
     started = time.perf_counter()
     timed_from = started
     for step in range(args.steps):
-        inputs, targets = (tensor.to(device, non_blocking=True) for tensor in batches.batch(step, dp_rank, dp_size))
+        inputs, targets = batches.batch(step, dp_rank, dp_size)
+        if cuda:
+            # From pinned memory the copy is queued behind the running step instead of waiting for it to finish.
+            inputs, targets = (tensor.pin_memory().to(device, non_blocking=True) for tensor in (inputs, targets))
         with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=cuda):
             logits = step_model(inputs)
         loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), targets.reshape(-1))
@@ -136,6 +139,10 @@ def train(model: torch.nn.Module, args: argparse.Namespace, device: torch.device
         "peak_memory_gib": max(peaks),
         "ranks": identities,
         "compile": bool(args.compile),
+        # What the launcher passed down: NVLink multicast must stay off on shared GPU hosts.
+        "environment": {name: os.environ.get(name) for name in
+                        ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")},
+        "gpu": torch.cuda.get_device_name(device) if cuda else None,
         **(extra or {}),
     }
     path = args.metrics_out or os.path.join(model_dir, "training.json")

@@ -1,0 +1,190 @@
+"""One-GPU benchmark (issue 8): the GPT example (~255 M parameters, bf16 autocast, sequence 1024, torch.compile)
+through ``trainops run`` (local backend, one process) against the same script under plain
+``torchrun --standalone --nproc_per_node 1``, alternating (ABBA order, so drift of clocks or temperature hits both
+alike).
+
+Reports tokens/s, model FLOP/s (6 x non-embedding parameters + attention, per token; examples/gpt/model.py) and
+utilisation against a bf16 matmul ceiling measured in the same run (the health check's 8192^3 product, before and
+after the training runs). Targets: trainops / torchrun >= 0.98, utilisation >= 0.55.
+
+    CUDA_VISIBLE_DEVICES=0 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \\
+        python bench/gpu.py --out /tmp/bench-gpu.json
+
+``--size tiny --steps 6 --no-compile`` runs the same sequence on a CPU in seconds (a check of the script, not a
+benchmark). The helpers here (specs, launches, the ceiling) are shared with bench/multi_gpu.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+GPT = REPO / "examples" / "gpt"
+
+#: NVLink multicast off (the device hosts are shared; see the device notes): set here for every child, and the
+#: launcher passes the whole environment on (trainops.runtime.environment.child_environment).
+NVLS_OFF = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+
+
+def environment(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment with NVLink multicast off, the repository importable, no trainops job variables
+    (a plain torchrun run must not look like a trainops one), unbuffered output."""
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("TRAINOPS_", "SM_"))}
+    env.update(NVLS_OFF)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO), env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    env.update(extra or {})
+    return env
+
+
+def hyperparameters(args: argparse.Namespace, global_batch: int, metrics_out: str, **extra) -> dict:
+    """The GPT example's hyperparameters for a benchmark run."""
+    values = {"size": args.size, "steps": args.steps, "global_batch": global_batch, "compile": args.compile,
+              "timing_warmup": args.timing_warmup, "log_every": 0, "corpus_bytes": 8 * 2**20,
+              "metrics_out": metrics_out}
+    values.update(extra)
+    return values
+
+
+def write_spec(path: Path, name: str, distribution: dict | None, parameters: dict) -> Path:
+    """A local job spec for the GPT example (JSON is YAML)."""
+    spec = {"name": name, "framework": "pytorch", "framework_version": "2.3.0", "py_version": "py311",
+            "entry_point": "train.py", "source_dir": str(GPT), "instance_type": "local", "instance_count": 1,
+            "hyperparameters": parameters, "max_run": 3000}
+    if distribution:
+        spec["distribution"] = distribution
+    path.write_text(json.dumps(spec, indent=1), encoding="utf-8")
+    return path
+
+
+def _read(path: str, what: str, completed: subprocess.CompletedProcess) -> dict:
+    if completed.returncode != 0 or not os.path.exists(path):
+        tail = "\n".join((completed.stdout or "").splitlines()[-25:])
+        raise RuntimeError(f"{what} failed (exit {completed.returncode}):\n{tail}")
+    with open(path, encoding="utf-8") as handle:
+        return json.load(handle)
+
+
+def run_trainops(scratch: Path, label: str, distribution: dict | None, processes: int, parameters_of,
+                 env: dict[str, str]) -> dict:
+    """``trainops run`` (local backend) of the GPT example; returns its training.json plus the wall time."""
+    metrics = scratch / f"{label}.json"
+    spec = write_spec(scratch / f"{label}.spec.json", label, distribution, parameters_of(str(metrics)))
+    command = [sys.executable, "-m", "trainops.cli", "run", str(spec), "--workdir", str(scratch / "trainops"),
+               "--job-name", label, "--processes-per-host", str(processes)]
+    started = time.perf_counter()
+    completed = subprocess.run(command, env=env, cwd=str(REPO), capture_output=True, text=True, check=False)
+    result = _read(str(metrics), f"trainops run {label}", completed)
+    result.update(launcher="trainops", label=label, wall_seconds=time.perf_counter() - started)
+    return result
+
+
+def run_torchrun(scratch: Path, label: str, processes: int, parameters_of, env: dict[str, str]) -> dict:
+    """The same script under plain ``torchrun --standalone --nproc_per_node N`` (no trainops launcher)."""
+    metrics = scratch / f"{label}.json"
+    arguments = []
+    for key, value in parameters_of(str(metrics)).items():
+        arguments += [f"--{key}", str(value)]
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes),
+               str(GPT / "train.py"), *arguments]
+    started = time.perf_counter()
+    completed = subprocess.run(command, env=env, cwd=str(scratch), capture_output=True, text=True, check=False)
+    result = _read(str(metrics), f"torchrun {label}", completed)
+    result.update(launcher="torchrun", label=label, wall_seconds=time.perf_counter() - started)
+    return result
+
+
+def ceiling(scratch: Path, env: dict[str, str]) -> dict:
+    """The health check's figures for this host's GPUs (bf16 matmul TFLOP/s, copy GB/s), measured now."""
+    out = scratch / f"ceiling-{time.monotonic_ns()}"
+    command = [sys.executable, "-m", "trainops.runtime", "healthcheck", "--no-all-reduce", "--host", "bench",
+               "--output-dir", str(out)]
+    completed = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    report = _read(str(out / "healthcheck-bench.json"), "health check", completed)
+    figures = {"gpus": report.get("gpus", 0)}
+    for check in report["checks"]:
+        if check["device"].startswith("GPU 0 "):
+            key = "matmul_tflops" if check["figure"] == "bf16 matmul" else "copy_gbps"
+            figures[key] = check["measured"]
+            figures["device"] = check["device"]
+    return figures
+
+
+def alternate(pairs: int, first, second) -> tuple[list[dict], list[dict]]:
+    """``pairs`` runs of each, in ABBA order: A B, B A, A B, ..."""
+    a_runs, b_runs = [], []
+    for index in range(pairs):
+        order = [(first, a_runs), (second, b_runs)]
+        for run, sink in (order if index % 2 == 0 else order[::-1]):
+            sink.append(run(index))
+    return a_runs, b_runs
+
+
+def summary_line(label: str, runs: list[dict]) -> str:
+    rates = [run["tokens_per_second"] for run in runs]
+    return (f"{label:<28} tokens/s median {statistics.median(rates):>12,.0f}  runs "
+            + ", ".join(f"{rate:,.0f}" for rate in rates))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--size", default="250m")
+    parser.add_argument("--steps", type=int, default=40)
+    parser.add_argument("--timing-warmup", type=int, default=15)
+    parser.add_argument("--global-batch", type=int, default=32)
+    parser.add_argument("--pairs", type=int, default=3)
+    parser.add_argument("--no-compile", dest="compile", action="store_false")
+    parser.add_argument("--out", default="bench-gpu.json")
+    args = parser.parse_args()
+    env = environment()
+    with tempfile.TemporaryDirectory(prefix="bench-gpu-") as directory:
+        scratch = Path(directory)
+        before = ceiling(scratch, env)
+        parameters_of = lambda out: hyperparameters(args, args.global_batch, out)  # noqa: E731
+        trainops_runs, torchrun_runs = alternate(
+            args.pairs,
+            lambda index: run_trainops(scratch, f"gpu-trainops-{index}", None, 1, parameters_of, env),
+            lambda index: run_torchrun(scratch, f"gpu-torchrun-{index}", 1, parameters_of, env))
+        after = ceiling(scratch, env)
+    trainops_rate = statistics.median(run["tokens_per_second"] for run in trainops_runs)
+    torchrun_rate = statistics.median(run["tokens_per_second"] for run in torchrun_runs)
+    flops = trainops_runs[0]["flops_per_token"]
+    ceilings = [figures.get("matmul_tflops") for figures in (before, after) if figures.get("matmul_tflops")]
+    ceiling_tflops = statistics.mean(ceilings) if ceilings else None
+    result = {
+        "size": args.size, "parameters": trainops_runs[0]["parameters"], "seq_len": trainops_runs[0]["seq_len"],
+        "global_batch": args.global_batch, "steps": args.steps, "timing_warmup": args.timing_warmup,
+        "compile": args.compile, "gpu": trainops_runs[0].get("gpu"), "flops_per_token": flops,
+        "ceiling_before": before, "ceiling_after": after, "ceiling_tflops": ceiling_tflops,
+        "trainops_tokens_per_second": trainops_rate, "torchrun_tokens_per_second": torchrun_rate,
+        "ratio": trainops_rate / torchrun_rate,
+        "trainops_model_tflops": trainops_rate * flops / 1e12, "torchrun_model_tflops": torchrun_rate * flops / 1e12,
+        "utilisation_trainops": trainops_rate * flops / 1e12 / ceiling_tflops if ceiling_tflops else None,
+        "utilisation_torchrun": torchrun_rate * flops / 1e12 / ceiling_tflops if ceiling_tflops else None,
+        "nvls_environment_seen_by_ranks": trainops_runs[0].get("environment"),
+        "runs": trainops_runs + torchrun_runs,
+    }
+    with open(args.out, "w", encoding="utf-8") as handle:
+        json.dump(result, handle, indent=1)
+    print(summary_line("trainops run (1 process)", trainops_runs))
+    print(summary_line("torchrun --standalone", torchrun_runs))
+    print(f"ratio trainops/torchrun {result['ratio']:.3f} (target >= 0.98)")
+    if ceiling_tflops:
+        print(f"bf16 matmul ceiling {before.get('matmul_tflops')} / {after.get('matmul_tflops')} TFLOP/s "
+              f"(before / after); model {result['trainops_model_tflops']:.1f} TFLOP/s trainops, "
+              f"{result['torchrun_model_tflops']:.1f} torchrun; utilisation {result['utilisation_trainops']:.3f} "
+              f"trainops, {result['utilisation_torchrun']:.3f} torchrun (target >= 0.55)")
+    print(f"ranks saw {result['nvls_environment_seen_by_ranks']}; wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
