@@ -226,7 +226,10 @@ def init(backend: str | None = None, timeout_seconds: float | None = None) -> Ru
 
         context.device = xla_model.xla_device()
     elif chosen in ("nccl", "smddp") or (cuda and chosen != "gloo"):
-        index = context.local_rank % max(1, torch.cuda.device_count())
+        # A local run's simulated hosts share this machine's GPUs: spread the job's ranks over them by global rank
+        # (two hosts' local rank 0 on one GPU would make NCCL refuse the group). On SageMaker: the local rank.
+        own = context.rank if environ.get("TRAINOPS_LOCAL") == "1" else context.local_rank
+        index = own % max(1, torch.cuda.device_count())
         torch.cuda.set_device(index)
         context.device = torch.device("cuda", index)
     else:
