@@ -232,7 +232,11 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
     # --- after deferral -----------------------------------------------------------------------------------------
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None,
                          reattached: bool | None = None) -> dict[str, Any]:
-        """Resume after the trigger: raise on anything but success (with the reason), else return the XCom."""
+        """Resume after the trigger: raise on anything but success (with the reason), else return the XCom.
+
+        ``reattached`` is the deferral's own keyword argument; Airflow's triggerer merges it with the event, while
+        ``dag.test()`` (Airflow 3.3) passes the event alone, and it is then None.
+        """
         from airflow.sdk.exceptions import AirflowException
 
         if not event:
