@@ -101,3 +101,14 @@ def test_json_duplicate_keys_are_still_found_among_many(yaml_loader):
 def test_a_long_scalar_is_read_and_refused_at_its_field(yaml_loader):
     (problem,) = problems_of("entry_point: " + "a" * 200_000 + "\ninstance_type: ml.p4d.24xlarge\n")
     assert problem.startswith("entry_point: ") and "1024" in problem
+
+
+def test_union_member_tags_never_reach_the_path(tmp_path):
+    from trainops.spec.pipeline import parse_pipeline
+
+    document = {"name": "p", "steps": {"train": {"spec": 5}, "evaluate": {"entry_point": "e.py", "gate": 0.9}}}
+    with pytest.raises(SpecError) as caught:
+        parse_pipeline(document, "pipeline.yaml", tmp_path, str(tmp_path))
+    paths = [problem.path for problem in caught.value.problems]
+    assert paths == ["steps.train.spec", "steps.evaluate.gate"]
+    assert all(problem.message.startswith("fits none of its accepted forms: ") for problem in caught.value.problems)

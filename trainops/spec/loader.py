@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from datetime import date
 from pathlib import Path
 from types import UnionType
@@ -314,6 +315,7 @@ def problems_from_validation_error(error: ValidationError, model: type[BaseModel
     """
     problems = []
     suggestions = 0
+    union_paths: set[str] = set()
     for item in error.errors(include_url=False):
         location = clean_location(item["loc"])
         path = ".".join(location)
@@ -349,16 +351,41 @@ def problems_from_validation_error(error: ValidationError, model: type[BaseModel
         elif message.startswith("Value error, "):
             message = message[len("Value error, "):]
         problems.append(Problem(path, message))
-    return _unique(problems)
+        if any(_is_tag(part) and not str(part).startswith("function-") for part in item["loc"]):
+            union_paths.add(path)
+    return _unique(_merge_union_alternatives(problems, union_paths))
+
+
+# The member tags pydantic puts in the location of an error inside an undiscriminated union (a pipeline's
+# `spec: str | dict[str, Any]` gives `steps.train.spec.str` and `steps.train.spec.dict[str,any]`).
+_UNION_TAG = re.compile(r"^(str|int|float|bool|bytes|none|dict|list|tuple|set|frozenset|literal|union|nullable|"
+                        r"lax-or-strict|json-or-python|is-instance|function-[a-z]+)(\[.*\])?\Z")
+
+
+def _is_tag(part: Any) -> bool:
+    return isinstance(part, str) and (part.startswith("function-") or bool(_UNION_TAG.match(part)))
 
 
 def clean_location(loc: tuple) -> list[str]:
     """A pydantic location as the dotted path parts of the user's document.
 
     The job spec already reports `distribution` and `inputs` errors without pydantic's union tags; what is left to
-    drop are the names of function validators pydantic may add.
+    drop are the names of function validators and the member tags of undiscriminated unions.
     """
-    return [str(part) for part in loc if not str(part).startswith("function-")]
+    return [str(part) for part in loc if not _is_tag(part)]
+
+
+def _merge_union_alternatives(problems: list[Problem], union_paths: set[str]) -> list[Problem]:
+    """One problem per path where every alternative of a union failed, saying what each one wanted."""
+    merged: list[Problem] = []
+    for problem in problems:
+        if problem.path in union_paths:
+            alternatives = [other.message for other in problems if other.path == problem.path]
+            if any(kept.path == problem.path for kept in merged):
+                continue
+            problem = Problem(problem.path, "fits none of its accepted forms: " + "; or ".join(alternatives))
+        merged.append(problem)
+    return merged
 
 
 def _unique(problems: Iterable[Problem]) -> list[Problem]:
