@@ -16,9 +16,11 @@ is the same for every row and is left out). Rows:
 Columns: *cold* (a fresh interpreter: the import of airflow.sdk included) and *warm* (``airflow.sdk``, ``DAG`` and
 ``BaseOperator`` imported before the timer starts: what one more DAG file costs a process that already parsed one).
 Times are the child's CPU time (``time.process_time``): on a machine shared with other work, wall time swings by
-seconds with the load while CPU time stays put; the cold wall time is shown too. ``added`` is the cold time minus the ``import airflow.sdk`` time of the same round; the target is that trainops adds at
-most 100 ms to ``import airflow.sdk``. Medians of ``--repeat`` rounds, with the min-max range; ``added`` is the median of per-round differences
-(every round runs all rows back to back, so both sides of a difference see the same load on a shared machine).
+seconds with the load while CPU time stays put; the cold wall time is shown too.
+
+``added`` is a row's cold time minus the ``import airflow.sdk`` time of the same round, as a median over the rounds
+(every round runs all rows back to back, so both sides of a difference see the same load). The target: trainops adds
+at most 100 ms to ``import airflow.sdk``. Other figures are medians of ``--repeat`` rounds with the min-max range.
 
     .venv/bin/python bench/dag_parse.py [--repeat 9]
 """

@@ -61,7 +61,7 @@ with DAG(
             steps = resolve_pipeline_steps(params["pipeline_file"], workdir=params["workdir"] or None,
                                            backend=params["backend"], hyperparameters=params["hyperparameters"],
                                            run_id=run_id)
-            run_prepare_step(params["pipeline_file"], workdir=steps["workdir"], log=print)
+            run_prepare_step(steps, log=print)
         return steps
 
     steps = prepare()

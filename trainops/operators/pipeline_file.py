@@ -80,6 +80,8 @@ def resolve_pipeline_steps(
         "backend": backend or pipeline.backend,
         "workdir": str(workdir_path),
         "prepare_script": resolve(steps.prepare.script, here) if steps.prepare else None,
+        "prepare_args": list(steps.prepare.args) if steps.prepare else [],
+        "prepare_timeout": steps.prepare.timeout if steps.prepare else None,
         "stage_source": resolve(steps.stage.source, here),
         "stage_destination": resolve(steps.stage.destination, here),
         "stage_s3_prefix": steps.stage.s3_prefix,
@@ -104,15 +106,12 @@ def resolve_pipeline_steps(
     }
 
 
-def run_prepare_step(pipeline_file: str | os.PathLike[str], *, workdir: str | None,
-                     log: Callable[[str], None]) -> dict[str, Any] | None:
-    """Run the pipeline's ``prepare`` script (the data export), exactly as `trainops run` does; None without one."""
-    from trainops.spec.pipeline import load_pipeline
-    from trainops.steps.pipeline import PipelineRunner
+def run_prepare_step(steps: dict[str, Any], *, log: Callable[[str], None]) -> str | None:
+    """Run the pipeline's ``prepare`` script (the data export) from `resolve_pipeline_steps`' result, with the prepare
+    step `trainops run` uses (`trainops.steps.prepare.run_script`); None when the pipeline has no prepare step."""
+    from trainops.steps.prepare import run_script
 
-    path = Path(pipeline_file).resolve()
-    pipeline = load_pipeline(path, workdir_override=str(Path(workdir or default_workdir()).resolve()))
-    if pipeline.steps.prepare is None:
+    if not steps.get("prepare_script"):
         return None
-    # The runner owns how a prepare script runs (no shell, its timeout, streamed output); reuse it, don't copy it.
-    return PipelineRunner(pipeline, path.parent, log=log)._prepare()
+    return run_script(steps["prepare_script"], list(steps["prepare_args"]),
+                      cwd=str(Path(steps["pipeline_file"]).parent), timeout=steps["prepare_timeout"], log=log)

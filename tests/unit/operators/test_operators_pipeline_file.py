@@ -57,3 +57,27 @@ def test_a_bad_pipeline_reports_every_problem_with_its_field(tmp_path):
     message = str(raised.value)
     for field in ("name", "backend"):
         assert field in message
+
+
+def test_the_prepare_step_runs_the_script_with_its_substituted_arguments(tmp_path):
+    from trainops.errors import JobFailed
+    from trainops.operators.pipeline_file import run_prepare_step
+
+    (tmp_path / "export.py").write_text("import sys, pathlib\npathlib.Path(sys.argv[2]).write_text('rows')\n"
+                                        "print('exported')\n")
+    (tmp_path / "train.yaml").write_text("name: t\nentry_point: train.py\ninstance_type: ml.m5.large\n")
+    (tmp_path / "pipeline.yaml").write_text(
+        "name: p\nsteps:\n  prepare:\n    script: export.py\n    args: ['--out', '${workdir}/data.csv']\n"
+        "  stage: {source: '${workdir}/raw', destination: '${workdir}/staged'}\n  train: {spec: train.yaml}\n"
+        "  evaluate: {entry_point: evaluate.py}\n  register: {group: g}\n")
+    work = tmp_path / "work"
+    steps = resolve_pipeline_steps(tmp_path / "pipeline.yaml", workdir=str(work))
+    lines: list[str] = []
+    work.mkdir()
+    run_prepare_step(steps, log=lines.append)
+    assert (work / "data.csv").read_text() == "rows"
+    assert lines == ["[prepare] exported"]
+    (tmp_path / "export.py").write_text("raise SystemExit(3)\n")
+    with pytest.raises(JobFailed, match="exited with code 3"):
+        run_prepare_step(steps, log=lines.append)
+    assert run_prepare_step({**steps, "prepare_script": None}, log=lines.append) is None
