@@ -220,10 +220,69 @@ class PipelineRunner:
         return {**entry, "summary": f"{step.group} version {version} ({step.approval})"}
 
 
+def check_pipeline(pipeline: PipelineSpec, pipeline_dir: Path, backend: str | None = None,
+                   source: str = "pipeline") -> None:
+    """Every input problem the steps would only meet one by one, found before any step runs.
+
+    A pipeline that trains for an hour and then stops at a misspelt gate, or one whose prepare step ran before its
+    inline job spec was read, wastes the run; so the train spec, the gate, and the scripts and code the steps name
+    are checked first, each problem at its path in the pipeline file (`steps.train.spec.instance_count`). Raises one
+    `SpecError` holding them all.
+    """
+    from trainops.errors import Problem
+    from trainops.steps.gate import parse_gates
+
+    steps = pipeline.steps
+    backend = backend or pipeline.backend
+    problems: list[Problem] = []
+
+    def within(prefix: str, error: SpecError, note: str = "") -> None:
+        for problem in error.problems:
+            path = f"{prefix}.{problem.path}" if problem.path else prefix
+            problems.append(Problem(path, problem.message + note))
+
+    def must_exist(path: str, directory: Path, field: str) -> None:
+        if not (directory / path).is_file():
+            problems.append(Problem(field, f"{path} is not a file in {directory}"))
+
+    spec = None
+    try:
+        spec = PipelineRunner(pipeline, pipeline_dir)._train_spec()
+    except SpecError as error:
+        raw = steps.train.spec
+        note = f" (in {error.source})" if isinstance(raw, str) and error.source else ""
+        within("steps.train.spec", error, note)
+    if spec is not None and backend == "local":
+        from trainops.backends.local.inputs import resolve_code_dir
+
+        try:
+            resolve_code_dir(spec)
+        except SpecError as error:
+            within("steps.train.spec", error)
+    if steps.prepare:
+        script = Path(resolve(steps.prepare.script, pipeline_dir))
+        if not script.is_file():
+            problems.append(Problem("steps.prepare.script", f"{script} is not a file"))
+    if steps.evaluate:
+        if steps.evaluate.gate is not None:
+            try:
+                parse_gates(steps.evaluate.gate, "steps.evaluate.gate")
+            except SpecError as error:
+                problems.extend(error.problems)
+        must_exist(steps.evaluate.entry_point, Path(resolve(steps.evaluate.source_dir or ".", pipeline_dir)),
+                   "steps.evaluate.entry_point")
+    if problems:
+        raise SpecError(problems, source)
+
+
 def run_pipeline_file(path: str, *, backend: str | None = None, force: bool = False, workdir: str | None = None,
                       log: Log | None = None) -> int:
-    """`trainops run pipeline.yaml`: run it and print a summary; returns the exit code (0, 1)."""
+    """`trainops run pipeline.yaml`: check it whole, run it and print a summary; returns the exit code (0, 1).
+
+    Invalid input (exit 2) is found before any step runs; see `check_pipeline`.
+    """
     pipeline = load_pipeline(path, workdir_override=workdir)
+    check_pipeline(pipeline, Path(path).resolve().parent, backend, source=str(path))
     runner = PipelineRunner(pipeline, Path(path).resolve().parent, backend=backend, force=force, log=log)
     log = runner.log
     try:
