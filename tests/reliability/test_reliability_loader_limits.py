@@ -112,3 +112,17 @@ def test_union_member_tags_never_reach_the_path(tmp_path):
     paths = [problem.path for problem in caught.value.problems]
     assert paths == ["steps.train.spec", "steps.evaluate.gate"]
     assert all(problem.message.startswith("fits none of its accepted forms: ") for problem in caught.value.problems)
+
+
+@pytest.mark.parametrize("make", ["link-loop", "name-too-long"])
+def test_a_path_the_system_cannot_open_is_a_spec_error(tmp_path, make):
+    from trainops.spec.loader import read_document
+
+    path = tmp_path / "spec.yaml"
+    if make == "link-loop":
+        path.symlink_to(path)  # was an internal error: OSError ELOOP
+    else:
+        path = tmp_path / ("x" * 300 + ".yaml")
+    with pytest.raises(SpecError) as caught:
+        read_document(path)
+    assert str(path) in str(caught.value) and "cannot be read" in str(caught.value)

@@ -222,6 +222,8 @@ def read_document(path: str | Path) -> Any:
         raise SpecError(f"{source} cannot be read (permission denied)", source) from None
     except IsADirectoryError:
         raise SpecError(f"{source} is a directory, not a spec file", source) from None
+    except OSError as error:  # a symbolic-link loop, a name too long, an I/O error: a message, not a traceback
+        raise SpecError(f"{source} cannot be read: {error.strerror or error}", source) from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
