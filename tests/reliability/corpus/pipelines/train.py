@@ -1,0 +1,2 @@
+"""Named by the corpus pipelines so that their code exists; a corpus pipeline never runs."""
+raise SystemExit("corpus pipelines never run")
