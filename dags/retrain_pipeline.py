@@ -54,7 +54,7 @@ with DAG(
     @task(multiple_outputs=True)
     def prepare(params=None, run_id=None) -> dict:
         """Read the pipeline file (every problem reported at once, with its field), run its data export."""
-        from trainops.operators.common import task_logger, translated_errors
+        from trainops.operators.common import translated_errors
         from trainops.operators.pipeline_file import resolve_pipeline_steps, run_prepare_step
 
         with translated_errors():
