@@ -50,7 +50,9 @@ def isolate_airflow_home() -> Path:
         # Too late to move it; say so instead of silently writing into someone's ~/airflow.
         return Path(os.environ.get("AIRFLOW_HOME") or Path.home() / "airflow")
     home = Path(tempfile.mkdtemp(prefix="trainops-airflow-unit-"))
-    os.environ.update(airflow_environment(home, {}))
+    # Airflow's variables only: this process's other settings (TRAINOPS_HOME...) belong to the other tests.
+    os.environ.update({key: value for key, value in airflow_environment(home, {}).items()
+                       if key.startswith("AIRFLOW") or key == _MARKER})
     return home
 
 
