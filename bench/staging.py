@@ -14,8 +14,9 @@ each one so no run pays for the write-back of the previous one.
 Each round times trainops and the baseline back to back, alternating which goes first; the table gives the median
 of each side over ``--repeat`` rounds (with the fastest run in brackets) and the median of the per-round ratios,
 which is what the target is checked against: on a machine shared with other work, a round's two runs see the same
-load, while medians taken separately can come from quiet and busy moments. ``--workers 1,2,4,8`` sweeps the
-worker count. rsync is needed for the re-stage rows: ``apt-get install -y rsync``.
+load, while medians taken separately can come from quiet and busy moments. The last column is the same ratio in CPU
+time (user + system, every thread), which shows the work done whatever the machine's load. ``--workers 1,2,4,8``
+sweeps the worker count. rsync is needed for the re-stage rows: ``apt-get install -y rsync``.
 
     .venv/bin/python bench/staging.py [--repeat 7] [--files 2000] [--megabytes 200] [--workers 8]
 """
@@ -25,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -34,7 +36,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-Timer = Callable[[], float]
+#: A timer runs one measurement and returns (wall seconds, CPU seconds: user + system, all threads).
+Timer = Callable[[], "tuple[float, float]"]
 
 
 def build_tree(root: Path, files: int, total_bytes: int, seed: int = 4) -> int:
@@ -61,17 +64,22 @@ def fresh(path: Path) -> Path:
     return path
 
 
+def cpu_seconds(who: int) -> float:
+    usage = resource.getrusage(who)
+    return usage.ru_utime + usage.ru_stime
+
+
 def command_timer(make_command: Callable[[], list[str]]) -> Timer:
     """A timer of one command; ``make_command`` runs untimed first (it may clear the destination)."""
-    def run() -> float:
+    def run() -> tuple[float, float]:
         command = make_command()
         os.sync()
-        started = time.perf_counter()
+        cpu_before, started = cpu_seconds(resource.RUSAGE_CHILDREN), time.perf_counter()
         completed = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         elapsed = time.perf_counter() - started
         if completed.returncode != 0:
             raise SystemExit(f"{' '.join(command)} exited {completed.returncode}: {completed.stderr.strip()}")
-        return elapsed
+        return elapsed, cpu_seconds(resource.RUSAGE_CHILDREN) - cpu_before
     return run
 
 
@@ -79,21 +87,22 @@ def in_process_timer(source: Path, make_destination: Callable[[], Path], workers
     """A timer of `stage_tree` called in this process (already imported, as in a pipeline step)."""
     from trainops.backends.local.staging import stage_tree
 
-    def run() -> float:
+    def run() -> tuple[float, float]:
         destination = make_destination()
         os.sync()
-        started = time.perf_counter()
+        cpu_before, started = cpu_seconds(resource.RUSAGE_SELF), time.perf_counter()
         report = stage_tree(str(source), str(destination), workers=workers, progress=False)
         elapsed = time.perf_counter() - started
         if not report.ok:
             raise SystemExit(f"stage_tree failed: {report.problem_lines()[:5]}")
-        return elapsed
+        return elapsed, cpu_seconds(resource.RUSAGE_SELF) - cpu_before
     return run
 
 
-def paired(ours: Timer, theirs: Timer, repeat: int) -> tuple[list[float], list[float]]:
+def paired(ours: Timer, theirs: Timer, repeat: int) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
     """``repeat`` rounds of both timers back to back, alternating which goes first."""
-    ours_times, theirs_times = [], []
+    ours_times: list[tuple[float, float]] = []
+    theirs_times: list[tuple[float, float]] = []
     for round_number in range(repeat):
         if round_number % 2 == 0:
             ours_times.append(ours())
@@ -104,13 +113,18 @@ def paired(ours: Timer, theirs: Timer, repeat: int) -> tuple[list[float], list[f
     return ours_times, theirs_times
 
 
-def row(label: str, times: tuple[list[float], list[float]], baseline: str, target: float) -> str:
-    """A Markdown table row: both medians (fastest in brackets), the median per-round ratio and the verdict."""
+def row(label: str, times: tuple[list[tuple[float, float]], list[tuple[float, float]]], baseline: str,
+        target: float) -> str:
+    """A Markdown table row: wall-time medians (fastest in brackets), the median per-round wall ratio and the
+    verdict, then the same ratio in CPU time (user + system), which waiting for a busy CPU does not inflate."""
     ours, theirs = times
-    ratio = statistics.median(mine / other for mine, other in zip(ours, theirs))
+    ours_wall, theirs_wall = [wall for wall, _ in ours], [wall for wall, _ in theirs]
+    ratio = statistics.median(mine[0] / other[0] for mine, other in zip(ours, theirs))
+    cpu_ratio = statistics.median(mine[1] / max(other[1], 1e-6) for mine, other in zip(ours, theirs))
     verdict = "met" if ratio <= target else "MISSED"
-    return (f"| {label} | {statistics.median(ours):.3f} ({min(ours):.3f}) | {baseline} | "
-            f"{statistics.median(theirs):.3f} ({min(theirs):.3f}) | {ratio:.2f}x | <= {target:.1f}x {verdict} |")
+    return (f"| {label} | {statistics.median(ours_wall):.3f} ({min(ours_wall):.3f}) | {baseline} | "
+            f"{statistics.median(theirs_wall):.3f} ({min(theirs_wall):.3f}) | **{ratio:.2f}x** | "
+            f"<= {target:.1f}x {verdict} | {cpu_ratio:.2f}x |")
 
 
 def stage_command(source: Path, destination: Path, workers: int) -> list[str]:
@@ -138,11 +152,11 @@ def main() -> int:
         print(f"tree: {arguments.files} files, {total / 1e6:.1f} MB; {os.cpu_count()} CPUs, load average "
               f"{load:.1f} at the start; {arguments.repeat} rounds per row\n")
         help_command = command_timer(lambda: [sys.executable, "-m", "trainops.cli", "stage", "--help"])
-        floor = statistics.median(help_command() for _ in range(arguments.repeat))
+        floor = statistics.median(help_command()[0] for _ in range(arguments.repeat))
         print(f"fixed cost of the command (interpreter and imports, `trainops stage --help`): {floor:.3f} s\n")
-        print("| measurement | trainops s, median (fastest) | baseline | baseline s, median (fastest) | ratio "
-              "(median per round) | target |")
-        print("| --- | --- | --- | --- | --- | --- |")
+        print("| measurement | trainops s, median (fastest) | baseline | baseline s, median (fastest) | wall ratio "
+              "(median per round) | target | CPU-time ratio |")
+        print("| --- | --- | --- | --- | --- | --- | --- |")
         copy = command_timer(lambda: ["cp", "-r", str(source), str(fresh(work / "copied"))])
         synced = work / "synced"
         rsync = command_timer(lambda: ["rsync", "-a", f"{source}/", f"{synced}/"])
@@ -155,7 +169,7 @@ def main() -> int:
                           "`cp -r`", 1.5), flush=True)
             if not have_rsync:
                 print(f"| re-stage unchanged, {how} | - | `rsync -a` | not installed | - | "
-                      "apt-get install -y rsync |")
+                      "apt-get install -y rsync | - |")
                 continue
             restaged = work / "restaged"
             command_timer(lambda: stage_command(source, fresh(restaged), sweep[-1]))()  # bring both up to date
