@@ -1,7 +1,8 @@
 """What makes a training run the same run: the spec's hash and the data behind its local channels.
 
-The pipeline runner, the KFP train component and the Airflow operator name jobs from this identity, so running the
-same inputs again re-attaches to the finished job instead of training twice.
+The pipeline runner and the KFP train component name jobs from this identity, so running the same inputs again
+re-attaches to the finished job instead of training twice. (Airflow names a job from its task instance instead: dag,
+task, run and map index, so a retry of that task re-attaches.)
 """
 
 from __future__ import annotations
