@@ -4,8 +4,9 @@ through ``trainops run`` (local backend, one process) against the same script un
 alike).
 
 Reports tokens/s, model FLOP/s (6 x non-embedding parameters + attention, per token; examples/gpt/model.py) and
-utilisation against a bf16 matmul ceiling measured in the same run (the health check's 8192^3 product, before and
-after the training runs). Targets: trainops / torchrun >= 0.98, utilisation >= 0.55.
+utilisation against a bf16 matmul ceiling measured in the same run, before and after the training runs: the best of
+several GEMM shapes (the health check's 8192^3, 16384^3, and the model's own fc1 / fc2 shapes at this batch); also
+against the datasheet's dense bf16 peak (the catalog's). Targets: trainops / torchrun >= 0.98, utilisation >= 0.55.
 
     CUDA_VISIBLE_DEVICES=0 NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 \\
         python bench/gpu.py --out /tmp/bench-gpu.json
@@ -102,20 +103,47 @@ def run_torchrun(scratch: Path, label: str, processes: int, parameters_of, env: 
     return result
 
 
-def ceiling(scratch: Path, env: dict[str, str]) -> dict:
-    """The health check's figures for this host's GPUs (bf16 matmul TFLOP/s, copy GB/s), measured now."""
-    out = scratch / f"ceiling-{time.monotonic_ns()}"
-    command = [sys.executable, "-m", "trainops.runtime", "healthcheck", "--no-all-reduce", "--host", "bench",
-               "--output-dir", str(out)]
-    completed = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    report = _read(str(out / "healthcheck-bench.json"), "health check", completed)
-    figures = {"gpus": report.get("gpus", 0)}
-    for check in report["checks"]:
-        if check["device"].startswith("GPU 0 "):
-            key = "matmul_tflops" if check["figure"] == "bf16 matmul" else "copy_gbps"
-            figures[key] = check["measured"]
-            figures["device"] = check["device"]
-    return figures
+_CEILING = """
+import json, sys, torch
+from trainops.runtime.healthcheck import copy_gbps, matmul_tflops
+device = torch.device("cuda", 0)
+shapes = {"8192^3 (health check)": (8192, 8192, 8192), "16384^3": (16384, 16384, 16384)}
+shapes.update({f"model {name} {m}x{k}x{n}": (m, k, n) for name, (m, k, n) in json.loads(sys.argv[1]).items()})
+rates = {name: round(matmul_tflops(device, shape=shape), 1) for name, shape in shapes.items()}
+print(json.dumps({"device": torch.cuda.get_device_name(0), "matmul_tflops_by_shape": rates,
+                  "matmul_tflops": max(rates.values()), "copy_gbps": round(copy_gbps(device), 1)}))
+"""
+
+
+def ceiling(scratch: Path, env: dict[str, str], tokens_per_step: int = 32768, width: int = 1536) -> dict:
+    """The bf16 matmul ceiling of GPU 0, measured now: the best of the health check's 8192^3 product, a 16384^3 one
+    and the model's own largest GEMM shapes (tokens x width x 4 width, and back); plus the copy bandwidth."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return {"gpus": 0}
+    model_shapes = {"fc1": (tokens_per_step, width, 4 * width), "fc2": (tokens_per_step, 4 * width, width)}
+    completed = subprocess.run([sys.executable, "-c", _CEILING, json.dumps(model_shapes)], env=env, cwd=str(REPO),
+                               capture_output=True, text=True, check=False)
+    if completed.returncode != 0:
+        raise RuntimeError(f"ceiling measurement failed: {completed.stderr[-2000:]}")
+    return json.loads(completed.stdout.strip().splitlines()[-1])
+
+
+def _datasheet(gpu_name: str | None) -> float | None:
+    """The catalog's dense bf16 figure for the GPU the runs used."""
+    from trainops.runtime.healthcheck import catalog_model, expected_figures
+
+    return expected_figures(catalog_model(gpu_name or "")).get("bf16_tflops")
+
+
+def _step_shape(args: argparse.Namespace) -> tuple[int, int]:
+    """Tokens per step (one GPU) and model width, for the ceiling's model-shaped GEMMs."""
+    sys.path.insert(0, str(GPT))
+    from model import SIZES
+
+    config = SIZES[args.size]
+    return args.global_batch * config.seq_len, config.d_model
 
 
 def alternate(pairs: int, first, second) -> tuple[list[dict], list[dict]]:
@@ -147,13 +175,14 @@ def main() -> int:
     env = environment()
     with tempfile.TemporaryDirectory(prefix="bench-gpu-") as directory:
         scratch = Path(directory)
-        before = ceiling(scratch, env)
+        tokens, width = _step_shape(args)
+        before = ceiling(scratch, env, tokens, width)
         parameters_of = lambda out: hyperparameters(args, args.global_batch, out)  # noqa: E731
         trainops_runs, torchrun_runs = alternate(
             args.pairs,
             lambda index: run_trainops(scratch, f"gpu-trainops-{index}", None, 1, parameters_of, env),
             lambda index: run_torchrun(scratch, f"gpu-torchrun-{index}", 1, parameters_of, env))
-        after = ceiling(scratch, env)
+        after = ceiling(scratch, env, tokens, width)
     trainops_rate = statistics.median(run["tokens_per_second"] for run in trainops_runs)
     torchrun_rate = statistics.median(run["tokens_per_second"] for run in torchrun_runs)
     flops = trainops_runs[0]["flops_per_token"]
@@ -169,9 +198,12 @@ def main() -> int:
         "trainops_model_tflops": trainops_rate * flops / 1e12, "torchrun_model_tflops": torchrun_rate * flops / 1e12,
         "utilisation_trainops": trainops_rate * flops / 1e12 / ceiling_tflops if ceiling_tflops else None,
         "utilisation_torchrun": torchrun_rate * flops / 1e12 / ceiling_tflops if ceiling_tflops else None,
+        "datasheet_bf16_tflops": _datasheet(trainops_runs[0].get("gpu")),
         "nvls_environment_seen_by_ranks": trainops_runs[0].get("environment"),
         "runs": trainops_runs + torchrun_runs,
     }
+    if result["datasheet_bf16_tflops"]:
+        result["mfu_datasheet_trainops"] = result["trainops_model_tflops"] / result["datasheet_bf16_tflops"]
     with open(args.out, "w", encoding="utf-8") as handle:
         json.dump(result, handle, indent=1)
     print(summary_line("trainops run (1 process)", trainops_runs))
@@ -182,6 +214,11 @@ def main() -> int:
               f"(before / after); model {result['trainops_model_tflops']:.1f} TFLOP/s trainops, "
               f"{result['torchrun_model_tflops']:.1f} torchrun; utilisation {result['utilisation_trainops']:.3f} "
               f"trainops, {result['utilisation_torchrun']:.3f} torchrun (target >= 0.55)")
+    if ceiling_tflops:
+        print(f"ceiling by shape (before): {before.get('matmul_tflops_by_shape')}")
+    if result.get("mfu_datasheet_trainops"):
+        print(f"against the datasheet's {result['datasheet_bf16_tflops']} TFLOP/s: "
+              f"{result['mfu_datasheet_trainops']:.3f} (trainops)")
     print(f"ranks saw {result['nvls_environment_seen_by_ranks']}; wrote {args.out}")
     return 0
 

@@ -75,39 +75,45 @@ def _median_seconds(run, repeats: int, device: Any) -> float:
     return statistics.median(times)
 
 
-def matmul_tflops(device: Any, size: int = MATMUL_SIZE, iterations: int = 20, repeats: int = 5) -> float:
-    """bf16 matrix-multiply rate of one GPU in TFLOP/s (random operands: zeros run faster than real data)."""
+def matmul_tflops(device: Any, size: int = MATMUL_SIZE, iterations: int = 20, repeats: int = 5,
+                  shape: tuple[int, int, int] | None = None) -> float:
+    """bf16 matrix-multiply rate of one GPU in TFLOP/s: ``size``^3, or an ``(m, k, n)`` product (random operands:
+    zeros run faster than real data)."""
     import torch
 
-    generator = torch.Generator(device=device).manual_seed(0)
-    a = torch.randn(size, size, device=device, dtype=torch.bfloat16, generator=generator)
-    b = torch.randn(size, size, device=device, dtype=torch.bfloat16, generator=generator)
-    out = torch.empty(size, size, device=device, dtype=torch.bfloat16)
+    m, k, n = shape or (size, size, size)
+    # Events and kernels on the measured GPU's own stream (the current device may be another one).
+    with torch.cuda.device(device):
+        generator = torch.Generator(device=device).manual_seed(0)
+        a = torch.randn(m, k, device=device, dtype=torch.bfloat16, generator=generator)
+        b = torch.randn(k, n, device=device, dtype=torch.bfloat16, generator=generator)
+        out = torch.empty(m, n, device=device, dtype=torch.bfloat16)
 
-    def run() -> None:
-        for _ in range(iterations):
-            torch.matmul(a, b, out=out)
+        def run() -> None:
+            for _ in range(iterations):
+                torch.matmul(a, b, out=out)
 
-    run()  # warm-up: cuBLAS handle, kernel selection
-    torch.cuda.synchronize(device)
-    seconds = _median_seconds(run, repeats, device)
-    return 2.0 * size ** 3 * iterations / seconds / 1e12
+        run()  # warm-up: cuBLAS handle, kernel selection
+        torch.cuda.synchronize(device)
+        seconds = _median_seconds(run, repeats, device)
+    return 2.0 * m * k * n * iterations / seconds / 1e12
 
 
 def copy_gbps(device: Any, nbytes: int = COPY_BYTES, iterations: int = 20, repeats: int = 5) -> float:
     """Device-memory bandwidth of one GPU in GB/s: a device-to-device copy, counting bytes read plus written."""
     import torch
 
-    source = torch.randint(0, 255, (nbytes,), dtype=torch.uint8, device=device)
-    target = torch.empty_like(source)
+    with torch.cuda.device(device):
+        source = torch.randint(0, 255, (nbytes,), dtype=torch.uint8, device=device)
+        target = torch.empty_like(source)
 
-    def run() -> None:
-        for _ in range(iterations):
-            target.copy_(source)
+        def run() -> None:
+            for _ in range(iterations):
+                target.copy_(source)
 
-    run()
-    torch.cuda.synchronize(device)
-    seconds = _median_seconds(run, repeats, device)
+        run()
+        torch.cuda.synchronize(device)
+        seconds = _median_seconds(run, repeats, device)
     return 2.0 * nbytes * iterations / seconds / 1e9
 
 

@@ -194,10 +194,13 @@ def apply_smp(model: Any, config: SMPConfig, mesh_layout: Layout, device: Any, b
         # hybrid_shard_degree=1 is NO_SHARD: plain replication, which DDP does with one all-reduce per bucket.
         ids = [torch.device(device).index] if device_type == "cuda" else None
         return DistributedDataParallel(model, device_ids=ids)
-    if mesh_layout.dp_size > 1:
+    if mesh_layout.dp_size > 1 or mesh_layout.tp > 1:
         from torch.distributed.fsdp import fully_shard
 
         # A 2-D (replicate, shard) mesh is HSDP; with one replica it is plain FSDP over every data-parallel rank.
+        # With tensor parallelism FSDP2 runs even over a single data-parallel rank: it makes every parameter a
+        # DTensor, so optimizers' foreach / fused kernels never mix plain tensors (norms, embeddings) with the split
+        # layers' DTensors, which DTensor refuses.
         dp_mesh = mesh["replicate", "shard"]
         for block in found:
             fully_shard(block, mesh=dp_mesh)
