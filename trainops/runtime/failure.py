@@ -6,7 +6,9 @@ torchrun's agent, mpirun's report, or the launcher's own child. :func:`root_caus
 signal other than the teardown signals (SIGTERM, SIGINT) is taken first, since the others' errors are usually its
 consequences (a peer's broken connection); otherwise the earliest recorded failure; otherwise the earliest observed
 one. The failure file is written once (first writer wins), so a script or launcher that reported first keeps its
-text.
+text. The values of ``TRAINOPS_MASK_VARIABLES`` (see :mod:`trainops.runtime.output_relay`) are masked in it: a rank
+that fails with its token in the exception message does not put the token in the failure file (which SageMaker
+shows to anyone who can describe the job).
 
 Standard library only.
 """
@@ -19,6 +21,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Iterable
 
+from trainops.runtime.output_relay import mask
 from trainops.runtime.processes import signal_name
 from trainops.runtime.records import read_tail
 
@@ -143,7 +146,7 @@ def render_failure(failure: Failure) -> str:
     if failure.stderr_tail:
         lines.append("--- last lines of stderr ---")
         lines += [line[:TAIL_LINE_LENGTH] for line in failure.stderr_tail]
-    return "\n".join(lines) + "\n"
+    return mask("\n".join(lines) + "\n")
 
 
 def write_once(path: str, text: str) -> bool:
@@ -155,7 +158,7 @@ def write_once(path: str, text: str) -> bool:
     except FileExistsError:
         return False
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(text)
+        handle.write(mask(text))  # also text relayed from another host's launcher
     return True
 
 

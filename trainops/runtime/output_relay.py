@@ -7,6 +7,13 @@ kernel still holds what it wrote last in the pipe, and the relay, still alive, d
 log before it sees end-of-file and exits. It ignores SIGTERM / SIGINT (a teardown signal to the rank's process group
 must not cut the last lines off) and is forked before the user's script starts, while the rank has a single thread.
 
+Secrets: the values of the environment variables named in ``TRAINOPS_MASK_VARIABLES`` (comma-separated; the local
+backend names the job's secret-looking ``environment`` entries) are replaced by ``****`` in everything the relay
+writes, the log and the tail alike, so a script that prints its token, or fails with it in its exception message,
+does not put it in the logs or the failure file. The value still reaches the script's environment untouched. Masking
+works line by line (a partial line is held back up to 0.2 s); values shorter than 4 characters are not masked, they
+would garble every line.
+
 Standard library only.
 """
 
@@ -21,16 +28,46 @@ from trainops.runtime import records
 
 #: How long a partial line is held back waiting for its end, so lines of different ranks do not interleave.
 PARTIAL_LINE_SECONDS = 0.2
+#: A partial line longer than this is written without waiting for its end (all but a secret's length of it).
+PARTIAL_LINE_BYTES = 64 * 1024
+
+MASK_VARIABLES = "TRAINOPS_MASK_VARIABLES"
+MASK = "****"
+MIN_SECRET_LENGTH = 4
+
+
+def secret_values(environ: dict[str, str] | None = None) -> list[str]:
+    """The values to mask: those of the variables named in ``TRAINOPS_MASK_VARIABLES``, longest first (a secret
+    that contains another is masked whole)."""
+    environ = os.environ if environ is None else environ
+    names = [name.strip() for name in environ.get(MASK_VARIABLES, "").split(",") if name.strip()]
+    values = {environ[name] for name in names if len(environ.get(name) or "") >= MIN_SECRET_LENGTH}
+    return sorted(values, key=len, reverse=True)
+
+
+def mask(text: str, secrets: list[str] | None = None) -> str:
+    """``text`` with every secret value replaced by ``****`` (``secrets`` default: :func:`secret_values`)."""
+    for secret in secret_values() if secrets is None else secrets:
+        text = text.replace(secret, MASK)
+    return text
+
+
+def _mask_bytes(data: bytes, secrets: list[bytes]) -> bytes:
+    for secret in secrets:
+        data = data.replace(secret, MASK.encode())
+    return data
 
 
 class _Stream:
     """One relayed descriptor: where its bytes go, its prefix, and (for stderr) its tail file."""
 
-    def __init__(self, read_end: int, destination: int, prefix: bytes, tail_file: str | None):
+    def __init__(self, read_end: int, destination: int, prefix: bytes, tail_file: str | None,
+                 secrets: list[bytes] | None = None):
         self.read_end = read_end
         self.destination = destination
         self.prefix = prefix
         self.tail_file = tail_file
+        self.secrets = secrets or []
         self.tail_size = 0
         self.pending = b""
         self.at_line_start = True
@@ -73,20 +110,31 @@ class _Stream:
             self.tail_file = None  # a full disk must not stop the rank's output
 
     def take(self, chunk: bytes) -> None:
-        self.append_tail(chunk)
         data = self.pending + chunk
-        if self.prefix:
+        if self.prefix or self.secrets:
+            # Whole lines only: a prefix belongs at a line's start, a secret may arrive split across reads.
             cut = max(data.rfind(b"\n"), data.rfind(b"\r")) + 1
+            if cut == 0 and len(data) > PARTIAL_LINE_BYTES:
+                # Masked first, then cut before the last (longest secret - 1) bytes: any secret that begins before
+                # the cut is whole and masked; the start of one that continues in the next read is kept back.
+                data = _mask_bytes(data, self.secrets)
+                cut = len(data) - max((len(secret) for secret in self.secrets), default=1) + 1
             if cut < len(data) and not self.pending:
                 self.pending_since = time.monotonic()
             self.pending = data[cut:]
             data = data[:cut]
         if data:
-            self.write(data)
+            self.emit(data)
+
+    def emit(self, data: bytes) -> None:
+        """Mask, then write to the destination (prefixed) and to the tail (as the rank wrote it)."""
+        data = _mask_bytes(data, self.secrets)
+        self.append_tail(data)
+        self.write(data)
 
     def flush_pending(self) -> None:
         if self.pending:
-            self.write(self.pending)
+            self.emit(self.pending)
             self.pending = b""
 
 
@@ -124,7 +172,8 @@ class OutputRelay:
     def __init__(self, prefix: bytes = b"", tail_file: str | None = None, relay_stdout: bool = False):
         self.prefix = prefix
         self.tail_file = tail_file
-        self.descriptors = (1, 2) if relay_stdout else (2,)
+        # With secrets to mask, stdout goes through the relay too, prefix or not.
+        self.descriptors = (1, 2) if relay_stdout or secret_values() else (2,)
         self.saved: dict[int, int] = {}
         self.pid = 0
 
@@ -132,6 +181,7 @@ class OutputRelay:
         """Fork the relay and move the descriptors onto its pipes."""
         pipes = {fd: os.pipe() for fd in self.descriptors}
         self.saved = {fd: os.dup(fd) for fd in self.descriptors}
+        secrets = [secret.encode("utf-8", "surrogateescape") for secret in secret_values()]
         pid = os.fork()
         if pid == 0:  # the relay
             try:
@@ -141,7 +191,7 @@ class OutputRelay:
                 for fd, (read_end, write_end) in pipes.items():
                     os.close(write_end)
                     streams.append(_Stream(read_end, self.saved[fd], self.prefix,
-                                           self.tail_file if fd == 2 else None))
+                                           self.tail_file if fd == 2 else None, secrets))
                 _relay_loop(streams)
             finally:
                 os._exit(0)
