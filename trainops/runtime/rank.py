@@ -26,7 +26,7 @@ import time
 import traceback
 
 from trainops.runtime import processes, records
-from trainops.runtime.output_relay import OutputRelay
+from trainops.runtime.output_relay import OutputRelay, mask
 
 USAGE = "usage: python -m trainops.runtime.rank SCRIPT [ARGS...]"
 
@@ -163,7 +163,8 @@ def main(argv: list[str] | None = None) -> int:
         shims.install()
     code, reason, exception, ended = run_script(script, arguments)
     if record_dir:
-        record.update(state="exited", exit_code=code, reason=reason, exception=exception, ended_at=ended)
+        # The exception line may quote a secret (TRAINOPS_MASK_VARIABLES): the record keeps it masked.
+        record.update(state="exited", exit_code=code, reason=reason, exception=mask(exception), ended_at=ended)
         try:
             records.write_record(record_dir, record)
         except OSError:
