@@ -148,6 +148,7 @@ class PipelineRunner:
         return load_spec(spec, base_dir=self.pipeline_dir)
 
     def _train(self) -> dict[str, Any]:
+        from trainops.backends.local.secrets import public_spec
         from trainops.backends.sagemaker.names import timestamped_job_name
         from trainops.steps.identity import training_fingerprint, training_job_name
         from trainops.steps.train import train
@@ -172,7 +173,8 @@ class PipelineRunner:
         if result.get("reattached"):
             self.log(f"[pipeline] training skipped: job {result['job_name']} already completed with the same inputs "
                      "(spec hash and data); use --force to train again")
-        return {**result, "fingerprint": fingerprint, "spec": spec.to_json_dict(),
+        # The record (last-run.json, the registry entry) shows secret-looking environment values masked.
+        return {**result, "fingerprint": fingerprint, "spec": public_spec(spec),
                 "summary": f"{result['job_name']} {result['status']}"}
 
     def _evaluate(self, trained: dict[str, Any]) -> dict[str, Any]:

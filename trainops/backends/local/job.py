@@ -25,6 +25,7 @@ from trainops.backends.local.inputs import resolve_channels, resolve_code_dir
 from trainops.backends.local.layout import HostLayout, lay_out_job
 from trainops.backends.local.ports import reserve_port
 from trainops.backends.local.processes import MARKER, job_processes, kill_job
+from trainops.backends.local.secrets import MASK_VARIABLES, job_secrets, mask, mask_variables, public_spec
 from trainops.errors import SpecError
 from trainops.spec.job import JobSpec
 
@@ -99,6 +100,8 @@ class LocalJob:
         self._launchers: dict[str, subprocess.Popen] = {}
         self._readers: list[threading.Thread] = []
         self._log_lock = threading.Lock()
+        # Values never written or returned as they are (logs, status, failure): see trainops.backends.local.secrets.
+        self._secrets = job_secrets(spec, dict(os.environ))
 
     # --- the public surface -------------------------------------------------------------------------------------
     def request_stop(self, reason: str = "Stopped by the user") -> None:
@@ -119,7 +122,7 @@ class LocalJob:
                                 hosts=[layout.name for layout in layouts],
                                 processes_per_host=self.processes_per_host)
         status.write(self.job_dir, {**result.to_dict(), "controller_pid": os.getpid(), "job_id": self.job_id,
-                                    "spec": self.spec.to_json_dict()})
+                                    "spec": public_spec(self.spec)})
         if any(checkpoint_dir.iterdir()):
             self.log(f"[trainops] resuming: checkpoint directory {checkpoint_dir} has content")
         with reserve_port() as port:
@@ -138,8 +141,9 @@ class LocalJob:
             self._finish_outputs(layouts[0], result)
         result.ended = time.time()
         if result.failure_reason:
+            result.failure_reason = mask(result.failure_reason, self._secrets)
             (self.job_dir / "failure").write_text(result.failure_reason, encoding="utf-8")
-        status.write(self.job_dir, {**result.to_dict(), "job_id": self.job_id, "spec": self.spec.to_json_dict()})
+        status.write(self.job_dir, {**result.to_dict(), "job_id": self.job_id, "spec": public_spec(self.spec)})
         return result
 
     # --- pieces -------------------------------------------------------------------------------------------------
@@ -163,6 +167,7 @@ class LocalJob:
             "TRAINOPS_CHECKPOINT_DIR": str(layout.base_dir / "checkpoints"),
             "TRAINOPS_JOB_NAME": self.job_name,
             "PYTHONUNBUFFERED": "1",
+            MASK_VARIABLES: mask_variables(self.spec, os.environ.get(MASK_VARIABLES)),
             MARKER: self.job_id,
         })
         if self.processes_per_host:
@@ -195,7 +200,8 @@ class LocalJob:
     def _pump(self, host: str, process: subprocess.Popen, log_file: Path) -> None:
         with open(log_file, "a", encoding="utf-8", errors="replace") as sink:
             for raw in iter(process.stdout.readline, b""):
-                line = raw.decode("utf-8", errors="replace").rstrip("\n")
+                # Masked here too: the launcher's and torchrun's own lines do not pass the ranks' relays.
+                line = mask(raw.decode("utf-8", errors="replace").rstrip("\n"), self._secrets)
                 sink.write(line + "\n")
                 shown = line if line.startswith("[algo-") else f"[{host}] {line}"
                 with self._log_lock:

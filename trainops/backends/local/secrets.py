@@ -1,0 +1,46 @@
+"""The secrets of a local job: which `environment` values are masked, and the spec as it may be shown.
+
+A value passed through the spec's `environment` under a name that looks secret (`trainops.spec.base.looks_secret`:
+HF_TOKEN, DB_PASSWORD, apiKey) reaches the training script unchanged, but never the logs, the status record, the
+failure file or a step's result: the launchers get `TRAINOPS_MASK_VARIABLES` naming those variables (the runtime's
+output relay and failure file mask their values, `trainops.runtime.output_relay`), and what the backend itself
+writes or returns is masked here.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainops.runtime.output_relay import MASK, MASK_VARIABLES, mask, secret_values
+from trainops.spec.base import looks_secret
+from trainops.spec.job import JobSpec
+
+__all__ = ["MASK", "mask", "mask_variables", "job_secrets", "public_spec"]
+
+
+def secret_names(spec: JobSpec) -> list[str]:
+    """The spec's environment variables whose names look secret, sorted."""
+    return sorted(name for name in spec.environment if looks_secret(name))
+
+
+def mask_variables(spec: JobSpec, inherited: str | None = None) -> str:
+    """The `TRAINOPS_MASK_VARIABLES` value for the job's launchers: its secret names plus any already set."""
+    names = set(secret_names(spec)) | {name.strip() for name in (inherited or "").split(",") if name.strip()}
+    return ",".join(sorted(names))
+
+
+def job_secrets(spec: JobSpec, environ: dict[str, str] | None = None) -> list[str]:
+    """The values to mask in what the backend writes: the spec's secret values and the inherited ones."""
+    environ = dict(environ or {})
+    combined = {**environ, **spec.environment}
+    combined[MASK_VARIABLES] = mask_variables(spec, environ.get(MASK_VARIABLES))
+    return secret_values(combined)
+
+
+def public_spec(spec: JobSpec) -> dict[str, Any]:
+    """`spec.to_json_dict()` with the values of secret-looking environment variables replaced by `****`."""
+    data = spec.to_json_dict()
+    environment = data.get("environment")
+    if environment:
+        data["environment"] = {name: MASK if looks_secret(name) else value for name, value in environment.items()}
+    return data
