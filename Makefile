@@ -1,26 +1,35 @@
 # The two commands of the README. Both set up .venv when it is missing or stale, then do their job.
+# `make run` installs only what the example needs (torch, scikit-learn, matplotlib); `make test` adds the rest
+# (Airflow, KFP, boto3, moto, the test tools). constraints.txt pins every package, so installs are reproducible.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.trainops-installed
+RUN_STAMP := $(VENV)/.trainops-run
+TEST_STAMP := $(VENV)/.trainops-test
 export AIRFLOW__CORE__LOAD_EXAMPLES ?= False
 
 .PHONY: run test setup mpi clean
 
-run: setup
+run: $(RUN_STAMP)
 	$(VENV)/bin/trainops run examples/digits/pipeline.yaml
 
-test: setup mpi
+test: $(TEST_STAMP) mpi
 	$(PY) -m pytest -q -p no:cacheprovider
 
-setup: $(STAMP)
+setup: $(TEST_STAMP)
 
-# constraints.txt pins every package (the lock), so CI installs the same versions on every run.
-$(STAMP): pyproject.toml constraints.txt
+$(VENV)/.created:
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade "pip>=24"
+	@touch $@
+
+$(RUN_STAMP): pyproject.toml constraints.txt $(VENV)/.created
+	$(PY) -m pip install -q -c constraints.txt -e ".[torch,examples]"
+	@touch $@
+
+$(TEST_STAMP): pyproject.toml constraints.txt $(VENV)/.created
 	$(PY) -m pip install -q -c constraints.txt -e ".[all,dev]"
-	@touch $(STAMP)
+	@touch $@ $(RUN_STAMP)
 
 # Open MPI is a system package: the MPI tests need mpirun. Installed only when missing, as root.
 mpi:
@@ -31,4 +40,4 @@ mpi:
 	  else echo "mpirun not found: install openmpi-bin to run the MPI tests" >&2; exit 1; fi; }
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) build *.egg-info .pytest_cache runs
