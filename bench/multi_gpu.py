@@ -125,18 +125,32 @@ def main() -> int:
     ddp = {"type": "torch_distributed"}
     result: dict = {"gpus": largest, "size": args.size, "batch_per_gpu": args.batch_per_gpu, "steps": args.steps,
                     "timing_warmup": args.timing_warmup, "compile_ddp": args.compile, "ddp": [], "sharded": []}
+    def save(run: dict | None = None) -> None:
+        # Progress on the way: a line per run and the JSON so far, so a run cut short still leaves its figures.
+        if run is not None:
+            print(f"  {run['label']:<22} world {run['world_size']} {run['tokens_per_second']:>12,.0f} tokens/s, "
+                  f"peak {run['peak_memory_gib']:.1f} GiB, wall {run['wall_seconds']:.0f} s", flush=True)
+        with open(args.out, "w", encoding="utf-8") as handle:
+            json.dump(result, handle, indent=1)
+
     with tempfile.TemporaryDirectory(prefix="bench-multi-") as directory:
         scratch = Path(directory)
 
         def ddp_parameters(count: int):
             return lambda out: hyperparameters(args, args.batch_per_gpu * count, out)
 
+        def saved(run: dict) -> dict:
+            save(run)
+            return run
+
         for count in gpu_counts(largest)[:-1]:
-            result["ddp"].append(run_trainops(scratch, f"ddp-{count}", ddp, count, ddp_parameters(count), env))
+            result["ddp"].append(saved(run_trainops(scratch, f"ddp-{count}", ddp, count, ddp_parameters(count), env)))
         trainops_runs, torchrun_runs = alternate(
             args.pairs,
-            lambda index: run_trainops(scratch, f"ddp-{largest}-{index}", ddp, largest, ddp_parameters(largest), env),
-            lambda index: run_torchrun(scratch, f"torchrun-{largest}-{index}", largest, ddp_parameters(largest), env))
+            lambda index: saved(run_trainops(scratch, f"ddp-{largest}-{index}", ddp, largest,
+                                             ddp_parameters(largest), env)),
+            lambda index: saved(run_torchrun(scratch, f"torchrun-{largest}-{index}", largest,
+                                             ddp_parameters(largest), env)))
         result["ddp"] += trainops_runs
         result["torchrun"] = torchrun_runs
         # Sharded modes in eager mode (compiling DTensor / FSDP2 graphs costs more than the timed steps).
@@ -149,12 +163,12 @@ def main() -> int:
             parameters_of = lambda out, dp=data_parallel: hyperparameters(eager, args.batch_per_gpu * dp, out)  # noqa
             run = run_trainops(scratch, f"{label}-{largest}", distribution, largest, parameters_of, env)
             run["mode_label"] = label
-            result["sharded"].append(run)
+            result["sharded"].append(saved(run))
         eager_ddp = lambda out: hyperparameters(eager, args.batch_per_gpu * largest, out)  # noqa: E731
         if largest >= 2:
             run = run_trainops(scratch, f"ddp-eager-{largest}", ddp, largest, eager_ddp, env)
             run["mode_label"] = "ddp-eager"
-            result["sharded"].append(run)
+            result["sharded"].append(saved(run))
     one = statistics.median(run["tokens_per_second"] for run in result["ddp"] if run["world_size"] == 1)
     by_count: dict[int, list[float]] = {}
     for run in result["ddp"]:
@@ -173,8 +187,7 @@ def main() -> int:
             result["allreduce_nccl_direct"] = nccl_busbw(largest, PROBE_BYTES)
         except ImportError as error:
             result["allreduce_nccl_direct"] = {"error": f"CuPy's NCCL bindings are not installed: {error}"}
-    with open(args.out, "w", encoding="utf-8") as handle:
-        json.dump(result, handle, indent=1)
+    save()
     for count, figures in result["scaling"].items():
         print(f"DDP {count} GPU(s): {figures['tokens_per_second']:>12,.0f} tokens/s, "
               f"scaling efficiency {figures['efficiency']:.3f}")
