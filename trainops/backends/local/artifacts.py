@@ -35,6 +35,20 @@ def _pack(source: Path, archive: Path) -> None:
             temporary.unlink()
 
 
+def output_location_problem(spec: JobSpec, job_name: str, job_dir: Path) -> str | None:
+    """Why the archives could not be written where they go (a read-only disk, a file in the way), found before the
+    job runs rather than after hours of training; None when a file can be created there."""
+    base = local_output_root(spec, job_dir) / job_name / "output"
+    probe = base / f".write-test.{os.getpid()}"
+    try:
+        base.mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        return f"the output location {base} cannot be written ({error.strerror or error}): nothing was run"
+    return None
+
+
 def pack_outputs(spec: JobSpec, job_name: str, first_host: HostLayout, job_dir: Path) -> tuple[str, str]:
     """Pack host 1's model and output data; returns the two artifact locations (local paths or s3:// URIs)."""
     base = local_output_root(spec, job_dir) / job_name / "output"

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable
 
 from trainops.backends.local import paths, status
-from trainops.backends.local.artifacts import pack_outputs
+from trainops.backends.local.artifacts import output_location_problem, pack_outputs
 from trainops.backends.local.inputs import resolve_channels, resolve_code_dir
 from trainops.backends.local.layout import HostLayout, lay_out_job
 from trainops.backends.local.ports import reserve_port
@@ -113,6 +113,9 @@ class LocalJob:
         """Lay out, launch, watch and finish the job; returns how it ended (never raises for a failed job)."""
         started = time.time()
         self.job_dir.mkdir(parents=True, exist_ok=True)
+        unwritable = output_location_problem(self.spec, self.job_name, self.job_dir)
+        if unwritable:
+            return self._refused(started, unwritable)
         channels = resolve_channels(self.spec, self.job_dir, self.channel_overrides, self.log)
         code_dir = resolve_code_dir(self.spec)
         checkpoint_dir = self._checkpoint_dir()
@@ -147,6 +150,16 @@ class LocalJob:
         return result
 
     # --- pieces -------------------------------------------------------------------------------------------------
+    def _refused(self, started: float, reason: str) -> LocalJobResult:
+        """A job that could not start (nothing was launched): recorded Failed with the reason."""
+        self.log(f"[trainops] {reason}")
+        result = LocalJobResult(job_name=self.job_name, status="Failed", job_dir=str(self.job_dir), started=started,
+                                ended=time.time(), secondary_status="Starting", failure_reason=reason,
+                                processes_per_host=self.processes_per_host)
+        (self.job_dir / "failure").write_text(reason, encoding="utf-8")
+        status.write(self.job_dir, {**result.to_dict(), "job_id": self.job_id, "spec": public_spec(self.spec)})
+        return result
+
     def _checkpoint_dir(self) -> Path:
         key = self.spec.name or f"job-{self.spec.spec_hash()[:12]}"
         if self.spec.checkpoint_s3_uri:
@@ -259,7 +272,8 @@ class LocalJob:
             model, output = pack_outputs(self.spec, self.job_name, first_host, self.job_dir)
         except OSError as error:
             result.status, result.secondary_status = "Failed", "Uploading"
-            result.failure_reason = f"could not write the model artifact: {error}"
+            result.failure_reason = (f"could not write the model artifact: {error}; the model directory is kept in "
+                                     f"{first_host.model_dir} (nothing was written under the archive's final name)")
             return
         result.model_artifact, result.output_artifact = model, output
 
