@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -90,3 +91,32 @@ def test_delete_removes_only_files_an_earlier_stage_wrote(source, tmp_path):
     assert json.loads(deleted.stdout)["deleted"] == ["images/4.png"]
     assert not (destination / "images" / "4.png").exists() and (destination / "notes.txt").exists()
     assert sorted(os.listdir(destination / "images")) == ["0.png", "1.png", "2.png", "3.png"]
+
+
+@pytest.mark.parametrize("workers", [1, 3])
+def test_ctrl_c_stops_with_130_leaving_only_whole_files_and_a_rerun_completes(source, tmp_path, workers):
+    destination = tmp_path / "staged"
+    # The third copy sends SIGINT to the process (Ctrl-C) and goes on; the interrupt lands in the main thread.
+    script = textwrap.dedent(f"""
+        import os, signal, sys
+        from trainops import cli
+        from trainops.backends.local import stage_sources
+        original, calls = stage_sources.copy_descriptor, []
+        def interrupted(source_descriptor, target, size, stop):
+            calls.append(size)
+            if len(calls) == 3:
+                os.kill(os.getpid(), signal.SIGINT)
+            return original(source_descriptor, target, size, stop)
+        stage_sources.copy_descriptor = interrupted
+        sys.exit(cli.main(["stage", {str(source)!r}, {str(destination)!r}, "--workers", "{workers}"]))
+    """)
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert completed.returncode == 130, completed.stderr
+    assert "interrupted" in completed.stderr
+    names = {path.relative_to(destination).as_posix() for path in destination.rglob("*") if path.is_file()}
+    assert not any(name.startswith(".trainops-stage-") or "/.trainops-stage-" in name for name in names)
+    for name in names - {".trainops-stage.json"}:  # how many got done depends on timing; each one is whole
+        assert (destination / name).read_bytes() == (source / name).read_bytes()
+    rerun = run_cli(str(source), str(destination))
+    assert rerun.returncode == 0 and "0 refused" in rerun.stdout
+    assert sorted(os.listdir(destination / "images")) == [f"{index}.png" for index in range(5)]

@@ -137,7 +137,10 @@ class CopyRun:
             # Normal end, an unexpected error or Ctrl-C: stop the copies in flight, keep what was completed.
             self.stop.set()
             for thread in threads:
-                thread.join()
+                # Ctrl-C can land while the threads are being started: join only those that run. One that has not
+                # begun yet finds the stop flag set and ends before touching anything.
+                if thread.is_alive():
+                    thread.join()
             self.bar.close()
             self.checkpoint()
             # Every worker removed its own temporary file on the way out, so the journal has nothing left to name.
