@@ -438,6 +438,7 @@ def test_local_step_returns_a_json_dict_and_is_strict_about_refusals(tree):
     source, destination, contents = tree
     result = stage(str(source), str(destination), workers=2)
     assert json.loads(json.dumps(result))["files_copied"] == len(contents)
+    assert result["summary"].startswith(f"staged {source} -> {destination}: {len(contents)} files copied")
     (source / "bad\nname").write_text("x")
     with pytest.raises(JobFailed, match="refused bad\\\\nname"):
         stage(str(source), str(destination))

@@ -69,6 +69,7 @@ class StageReport:
             "deleted_count": len(self.deleted),
             "deleted": [printable_name(name) for name in self.deleted[:LISTED_LIMIT]],
             "notes": list(self.notes),
+            "summary": self.summary(),
         }
 
     def summary(self) -> str:
