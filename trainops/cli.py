@@ -13,7 +13,6 @@ import argparse
 import importlib
 import os
 import sys
-import traceback
 
 from trainops import __version__
 from trainops.errors import TrainopsError
@@ -59,6 +58,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     except Exception as error:  # noqa: BLE001 - the last line of defence: a message, not a traceback
         if os.environ.get("TRAINOPS_DEBUG"):
+            import traceback
+
             traceback.print_exc()
         print(f"trainops: internal error: {type(error).__name__}: {error} (set TRAINOPS_DEBUG=1 for the traceback)",
               file=sys.stderr)
