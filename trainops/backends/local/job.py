@@ -23,14 +23,16 @@ from trainops.backends.local import paths, status
 from trainops.backends.local.artifacts import output_location_problem, pack_outputs
 from trainops.backends.local.inputs import resolve_channels, resolve_code_dir
 from trainops.backends.local.layout import HostLayout, lay_out_job
+from trainops.backends.local.locks import HeldLock, holder, try_lock
 from trainops.backends.local.ports import reserve_port
 from trainops.backends.local.processes import MARKER, job_processes, kill_job
 from trainops.backends.local.secrets import MASK_VARIABLES, job_secrets, mask, mask_variables, public_spec
-from trainops.errors import SpecError
+from trainops.errors import JobFailed, SpecError
 from trainops.spec.job import JobSpec
 
 POLL_SECONDS = 0.1
 STOP_GRACE_SECONDS = 10.0
+JOB_LOCK = ".controller.lock"  # held by the trainops process running the job (trainops.backends.local.locks)
 FAILURE_REASON_LIMIT = 1024  # SageMaker's FailureReason shows the first 1,024 characters of the failure file
 
 Log = Callable[[str], None]
@@ -102,6 +104,7 @@ class LocalJob:
         self._log_lock = threading.Lock()
         # Values never written or returned as they are (logs, status, failure): see trainops.backends.local.secrets.
         self._secrets = job_secrets(spec, dict(os.environ))
+        self._checkpoint_lock: HeldLock | None = None
 
     # --- the public surface -------------------------------------------------------------------------------------
     def request_stop(self, reason: str = "Stopped by the user") -> None:
@@ -110,9 +113,26 @@ class LocalJob:
             self._stop_reason = reason
 
     def run(self) -> LocalJobResult:
-        """Lay out, launch, watch and finish the job; returns how it ended (never raises for a failed job)."""
+        """Lay out, launch, watch and finish the job; returns how it ended (never raises for a failed job).
+
+        Raises `JobFailed` without running anything when another trainops process is running a job of the same
+        name in the same work directory (two controllers would overwrite each other's hosts and records).
+        """
         started = time.time()
         self.job_dir.mkdir(parents=True, exist_ok=True)
+        claim = try_lock(self.job_dir / JOB_LOCK, f"{self.job_name} (controller pid {os.getpid()})")
+        if claim is None:
+            raise JobFailed(f"local job {self.job_name} is already running in {self.job_dir} "
+                            f"({holder(self.job_dir / JOB_LOCK)}): choose another job name, or follow it with "
+                            f"trainops logs {self.job_name} --follow")
+        try:
+            return self._run(started)
+        finally:
+            for lock in (claim, self._checkpoint_lock):
+                if lock is not None:
+                    lock.release()
+
+    def _run(self, started: float) -> LocalJobResult:
         unwritable = output_location_problem(self.spec, self.job_name, self.job_dir)
         if unwritable:
             return self._refused(started, unwritable)
@@ -161,11 +181,21 @@ class LocalJob:
         return result
 
     def _checkpoint_dir(self) -> Path:
+        """Where the job's checkpoints live: shared by re-runs of the same spec name (so a re-run resumes), but
+        never by two jobs running at once (a sweep of one spec would resume from each other's checkpoints): while
+        one job holds the directory, another gets one of its own, `<key>@<job name>`."""
         key = self.spec.name or f"job-{self.spec.spec_hash()[:12]}"
         if self.spec.checkpoint_s3_uri:
             # The same S3 prefix on SageMaker means the same checkpoints; locally, the same directory.
             key = self.spec.checkpoint_s3_uri[len("s3://"):].strip("/").replace("/", "__")
-        directory = paths.checkpoints_root(self.workdir) / key
+        root = paths.checkpoints_root(self.workdir)
+        directory = root / key
+        self._checkpoint_lock = try_lock(root / f".{key}.lock", self.job_name)
+        if self._checkpoint_lock is None:
+            private = root / f"{key}@{self.job_name}"
+            self.log(f"[trainops] checkpoint directory {directory} is in use by running job "
+                     f"{holder(root / f'.{key}.lock')}: this job keeps its checkpoints in {private}")
+            directory = private
         directory.mkdir(parents=True, exist_ok=True)
         return directory
 

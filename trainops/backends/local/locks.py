@@ -1,0 +1,54 @@
+"""Advisory locks that keep concurrent local jobs apart: one controller per job directory, one running job per
+checkpoint directory.
+
+An exclusive `flock` on a small file, held for as long as the job runs and released by the kernel when the holder
+exits, however it exits: a crashed controller never leaves a stale lock. The file holds the holder's job name, so the
+one who is refused can say by whom.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+from pathlib import Path
+
+
+class HeldLock:
+    """A lock this process holds until `release()` (or until it exits)."""
+
+    def __init__(self, path: Path, handle):
+        self.path = path
+        self._handle = handle
+
+    def release(self) -> None:
+        if self._handle is not None:
+            try:
+                fcntl.flock(self._handle, fcntl.LOCK_UN)
+            finally:
+                self._handle.close()
+                self._handle = None
+
+
+def try_lock(path: Path, owner: str) -> HeldLock | None:
+    """Take the lock at `path` without waiting, recording `owner`; None when another process holds it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle = open(path, "a+", encoding="utf-8")
+    os.set_inheritable(handle.fileno(), False)  # launchers must not keep it after the controller is gone
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        return None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(owner)
+    handle.flush()
+    return HeldLock(path, handle)
+
+
+def holder(path: Path) -> str:
+    """The owner recorded by whoever holds (or last held) the lock at `path`."""
+    try:
+        return path.read_text(encoding="utf-8").strip() or "another job"
+    except OSError:
+        return "another job"
