@@ -38,9 +38,9 @@ def resolve_channels(spec: JobSpec, job_dir: Path, overrides: dict[str, str],
             from trainops.backends.local.staging import stage_tree
 
             report = stage_tree(source, str(destination), progress=False)
-            failures = getattr(report, "failed", None) or getattr(report, "refused", None)
-            if failures:
-                problems.append(Problem(f"inputs.{name}", f"staging {source} refused or failed for {failures}"))
+            problem = _staging_problem(source, list(report.refused) + list(report.failed))
+            if problem:
+                problems.append(Problem(f"inputs.{name}", problem))
             resolved[name] = destination
             continue
         path = Path(local_path(source)).expanduser().resolve()
@@ -51,6 +51,18 @@ def resolve_channels(spec: JobSpec, job_dir: Path, overrides: dict[str, str],
     if problems:
         raise SpecError(problems, "channels of the local job")
     return resolved
+
+
+def _staging_problem(source: str, items: list, shown: int = 10) -> str | None:
+    """Every object staging refused or could not copy, one `name: reason` each (names escaped: a key may hold a
+    newline or a terminal escape), the first `shown` of them."""
+    if not items:
+        return None
+    from trainops.backends.local.stage_names import printable_name
+
+    listed = "; ".join(f"{printable_name(item.name)}: {item.reason}" for item in items[:shown])
+    more = f"; and {len(items) - shown} more" if len(items) > shown else ""
+    return f"staging {source} refused or failed {len(items)} object(s): {listed}{more}"
 
 
 def _single_file_channel(job_dir: Path, name: str, path: Path) -> Path:
