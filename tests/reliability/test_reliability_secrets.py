@@ -7,58 +7,16 @@ fails with it in its exception message proves it.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import json
 import subprocess
 import sys
-import textwrap
-from pathlib import Path
 
 import pytest
 import yaml
 
+from secrets_scenario import SECRET, SECRET_DIGEST, files_holding, leaky_spec
 from trainops.cli import main
-
-SECRET = "hf_Reliability-Secret-7f3a9c"
-SECRET_DIGEST = hashlib.sha256(SECRET.encode()).hexdigest()
-
-LEAKY_SCRIPT = textwrap.dedent('''
-    """Prints its token on stdout and stderr; with FAIL set, rank FAIL raises with the token in the message."""
-    import hashlib, os, sys
-    token = os.environ["HF_TOKEN"]
-    rank = int(os.environ.get("RANK", "0"))
-    print(f"digest {hashlib.sha256(token.encode()).hexdigest()}", flush=True)
-    print(f"rank {rank} stdout token={token}", flush=True)
-    sys.stderr.write(f"rank {rank} stderr token={token}\\n")
-    sys.stderr.flush()
-    sys.stderr.write("split write " + token[:5])
-    sys.stderr.flush()
-    sys.stderr.write(token[5:] + " done\\n")
-    if os.environ.get("FAIL") == str(rank):
-        raise RuntimeError(f"login refused for token {token}")
-    open(os.path.join(os.environ["SM_MODEL_DIR"], "model.txt"), "w").write("a model")
-''')
-
-
-# --- secrets -----------------------------------------------------------------------------------------------------
-
-def leaky_spec(tmp_path: Path, **extra) -> dict:
-    source = tmp_path / "src"
-    source.mkdir(exist_ok=True)
-    (source / "leak.py").write_text(LEAKY_SCRIPT)
-    return {"name": "leaky", "entry_point": "leak.py", "source_dir": str(source), "instance_type": "local",
-            "instance_count": 1, "distribution": {"type": "torch_distributed", "processes_per_host": 2},
-            "output_path": str(tmp_path / "out"),
-            "environment": {"HF_TOKEN": SECRET, "TOKENIZER_NAME": "gpt2", **extra}}
-
-
-def files_holding(root: Path, text: str) -> list[str]:
-    found = []
-    for path in root.rglob("*"):
-        if path.is_file() and not path.is_symlink() and text.encode() in path.read_bytes():
-            found.append(str(path.relative_to(root)))
-    return found
 
 
 def cli(*arguments: str) -> str:
