@@ -68,9 +68,11 @@ def train(model: torch.nn.Module, args: argparse.Namespace, device: torch.device
     batches = Batches(corpus, config.seq_len, args.global_batch, args.seed)
     cuda = device.type == "cuda"
     parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]
-    fused = cuda and not any(type(parameter).__name__ == "DTensor" for parameter in parameters)
+    sharded = any(type(parameter).__name__ == "DTensor" for parameter in parameters)
+    # Fused AdamW for plain CUDA tensors; foreach for DTensors on every device, so CPU runs take the same optimizer
+    # path as GPU runs (CPU would otherwise step tensor by tensor and hide a DTensor / plain-tensor mix).
     optimizer = torch.optim.AdamW(parameters, lr=args.learning_rate, betas=(0.9, 0.95), weight_decay=0.0,
-                                  fused=True if fused else None)
+                                  fused=True if cuda and not sharded else None, foreach=True if sharded else None)
     step_model = torch.compile(model) if args.compile else model
     warmup = args.timing_warmup if args.timing_warmup is not None else min(10, args.steps // 4)
     losses = torch.zeros(args.steps, dtype=torch.float32, device=device)
@@ -139,6 +141,7 @@ def train(model: torch.nn.Module, args: argparse.Namespace, device: torch.device
         "peak_memory_gib": max(peaks),
         "ranks": identities,
         "compile": bool(args.compile),
+        "parameter_types": sorted({type(parameter).__name__ for parameter in parameters}),
         # What the launcher passed down: NVLink multicast must stay off on shared GPU hosts.
         "environment": {name: os.environ.get(name) for name in
                         ("NCCL_NVLS_ENABLE", "TORCH_SYMM_MEM_DISABLE_MULTICAST", "NVSHMEM_DISABLE_NVLS")},

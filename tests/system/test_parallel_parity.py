@@ -111,6 +111,10 @@ def test_every_mode_matches_the_single_process_losses(runs, mode):
 def test_layouts_are_what_the_parameters_say(runs):
     tp = runs.get("tp2")["metrics"]
     assert (tp["world_size"], tp["dp_size"], tp["tp_size"]) == (2, 1, 2)
+    # Every parameter a DTensor under TP (foreach optimizers refuse a mix with plain tensors, as seen on CUDA).
+    assert tp["parameter_types"] == ["DTensor"]
+    assert runs.get("fsdp2")["metrics"]["parameter_types"] == ["DTensor"]
+    assert runs.get("ddp")["metrics"]["parameter_types"] == ["Parameter"]
     hsdp = runs.get("hsdp")["metrics"]
     assert (hsdp["world_size"], hsdp["dp_size"]) == (4, 4)
     assert sorted({rank["host"] for rank in hsdp["ranks"]}) == ["algo-1", "algo-2"]
