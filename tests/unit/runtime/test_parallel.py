@@ -130,3 +130,15 @@ def test_on_sagemaker_the_smp_library_takes_over(monkeypatch):
     local = one_process({"type": "smp", "launcher": "torchrun", "parameters": {}})
     model = Model()
     assert transform(model, context=local) is model and calls == []
+
+
+def test_the_new_runtime_modules_import_neither_torch_nor_pydantic():
+    import subprocess
+
+    code = ("import sys\n"
+            "import trainops.runtime, trainops.runtime.parallel, trainops.runtime.smp_native\n"
+            "import trainops.runtime.tensor_parallel, trainops.runtime.healthcheck, trainops.runtime.shims\n"
+            "print(sorted(name for name in ('torch', 'pydantic', 'numpy') if name in sys.modules))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
