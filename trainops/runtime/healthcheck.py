@@ -1,8 +1,9 @@
 """GPU health check: a few seconds of measurements per host, before training starts, so one slow GPU fails the job
 early instead of slowing a whole fleet for hours.
 
-``python -m trainops.runtime healthcheck`` (and, when asked for, the first step of every launch: ``TRAINOPS_HEALTHCHECK=1``
-in the job's environment or the hyperparameter ``trainops_healthcheck: true``) measures on each GPU of this host:
+``python -m trainops.runtime healthcheck`` (and, when asked for, the first step of every launch:
+``TRAINOPS_HEALTHCHECK=1`` in the job's environment or the hyperparameter ``trainops_healthcheck: true``) measures on
+each GPU of this host:
 
 - the bf16 matrix-multiply rate (TFLOP/s, an 8192^3 product repeated),
 - the device-memory bandwidth (GB/s, a device-to-device copy of 1 GiB, bytes read plus bytes written),
@@ -10,8 +11,8 @@ in the job's environment or the hyperparameter ``trainops_healthcheck: true``) m
 and with several GPUs the all-reduce bus bandwidth (GB/s, NCCL, one process per GPU; ``busbw = algbw * 2(n-1)/n`` as
 nccl-tests reports it). Each figure is compared with what the instance catalog expects of that GPU model
 (:mod:`trainops.runtime.catalog`: ``bf16_tflops``, ``memory_bandwidth_gbps``; the model is read from torch's device
-name, else from the instance type). A figure below ``threshold`` x expected (default 0.5, ``TRAINOPS_HEALTHCHECK_THRESHOLD``
-or ``--threshold``) fails the check with a message naming host, device and figure. The catalog has no all-reduce
+name, else from the instance type). A figure below ``threshold`` x expected (default 0.5,
+``TRAINOPS_HEALTHCHECK_THRESHOLD`` or ``--threshold``) fails the check with a message naming host, device and figure. The catalog has no all-reduce
 figure: it is reported, and checked only against ``TRAINOPS_HEALTHCHECK_MIN_BUSBW_GBPS`` when that is set.
 
 It prints a table and writes the report as JSON (``healthcheck-<host>.json`` in the output data directory). On a host
