@@ -3,8 +3,9 @@ backend in every mode gives the same per-step losses as one process.
 
 Modes: DDP on 2 ranks (torchrun), FSDP2 on 2 (SMP v2 hybrid_shard_degree 2), tensor parallel degree 2 (DTensor),
 hybrid shard 2 x 2 (2 simulated hosts of 2 ranks: 4 processes), MPI on 2 (Open MPI's mpirun), the SMDDP-style script
-on its stand-in backend launched by mpirun (AllReduce path, 2 simulated hosts) and by torchrun (AllGather path), and
-the torch.sagemaker-style script on its stand-in.
+on its stand-in backend launched by mpirun (AllReduce path, 2 simulated hosts) and by torchrun (AllGather path), the
+trainops script in an SMDDP job without the library (init()'s fallback to gloo), and the torch.sagemaker-style script
+on its stand-in.
 
 Why 1e-4 relative holds: every mode reads the same global batch (data-parallel ranks take slices of it), starts from
 the same weights, and computes in fp32; only the order of floating-point sums differs (all-reduce vs one big sum,
@@ -37,6 +38,8 @@ MODES = {
     "hsdp": ("hsdp.yaml", {}, None),
     "mpi": ("mpi.yaml", {}, None),
     "smddp_mpirun": ("smddp.yaml", {}, None),
+    # trainops.runtime.init() under an SMDDP job without the library: the gloo fallback, one line saying so.
+    "smddp_fallback": ("smddp.yaml", {"entry_point": "train.py"}, None),
     # One host of two ranks instead of the spec's two hosts: the same launch path, two processes fewer to start.
     "smddp_torchrun": ("smddp-torchrun.yaml", {"instance_count": 1}, 2),
     "tsm": ("tsm.yaml", {}, None),
@@ -146,3 +149,10 @@ def test_torch_sagemaker_script_runs_on_the_stand_in(runs):
     run = runs.get("tsm")
     assert sum("torch.sagemaker is trainops' stand-in" in line for line in run["log"]) == 1
     assert run["metrics"]["dp_size"] == 2 and run["metrics"]["tp_size"] == 1
+
+
+def test_smddp_job_without_the_library_falls_back_with_one_line(runs):
+    run = runs.get("smddp_fallback")
+    notices = [line for line in run["log"] if "SMDDP library is not installed" in line]
+    assert len(notices) == 1 and notices[0].endswith("using the gloo backend instead of smddp")
+    assert run["metrics"]["backend"] == "gloo" and run["metrics"]["mode"] == "trainops:smddp"
