@@ -47,6 +47,7 @@ class FaultRun:
     failure: str
     output: str
     extra: dict = field(default_factory=dict)
+    since: str = "the fault"  # what seconds_to_end is counted from: "the fault" or "the start"
 
 
 class RunningJob:
@@ -140,6 +141,7 @@ class RunningJob:
         raise AssertionError("no status record")
 
     def result(self, name: str, fault_moment: float, **extra) -> FaultRun:
+        """Wait for the end and measure; `fault_moment` (monotonic) is what the time to end counts from."""
         code = self.finish()
         record = self.status()
         failure_file = self.job_dir / "failure"
@@ -147,7 +149,7 @@ class RunningJob:
                         processes_left=job_processes(record.get("job_id", "-")),
                         pgrep_left=pgrep(str(self.job_dir)), status=record,
                         failure=failure_file.read_text() if failure_file.exists() else "", output=self.output(),
-                        extra=extra)
+                        extra=extra, since="the start" if fault_moment == self.started else "the fault")
 
     def kill(self) -> None:
         """Leave nothing behind even when a scenario fails half-way."""
@@ -270,6 +272,7 @@ def spot_sigterm_then_rerun(root: Path, every: int = 5) -> tuple[FaultRun, Fault
     stopped.extra.update(reached_step=reached, resumed_step=resumed, steps_lost=reached - resumed,
                          checkpoint_every=every, rerun_status=rerun.status.get("status"),
                          rerun_seconds=rerun.seconds_to_end, model_steps=trained)
+    rerun.extra["model_steps"] = trained
     return stopped, rerun
 
 
