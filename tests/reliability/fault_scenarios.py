@@ -180,13 +180,20 @@ def launcher_pid(job_id: str, host: str) -> int:
     raise AssertionError(f"no launcher of host {host} in job {job_id}")
 
 
+class CannotMakeReadOnly(RuntimeError):
+    """This machine cannot make a directory read-only for root (no chattr, or a file system without it)."""
+
+
 @contextmanager
 def read_only(path: Path):
     """Make a directory unwritable, even for root (chattr +i; chmod for other users), and undo it afterwards."""
     if os.geteuid() == 0:
-        made = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True, check=False)
+        try:
+            made = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True, check=False)
+        except FileNotFoundError:
+            raise CannotMakeReadOnly("chattr is not installed") from None
         if made.returncode != 0:
-            raise RuntimeError(f"cannot make {path} read-only: {made.stderr.strip()}")
+            raise CannotMakeReadOnly(f"cannot make {path} read-only: {made.stderr.strip()}")
         undo = ["chattr", "-i", str(path)]
     else:
         path.chmod(0o555)
