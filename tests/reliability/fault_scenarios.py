@@ -181,23 +181,36 @@ def launcher_pid(job_id: str, host: str) -> int:
 
 
 class CannotMakeReadOnly(RuntimeError):
-    """This machine cannot make a directory read-only for root (no chattr, or a file system without it)."""
+    """This machine cannot make a directory read-only for root (neither chattr nor a read-only tmpfs mount works)."""
+
+
+def _root_read_only_commands(path: Path) -> tuple[list[str], list[str]]:
+    """How root makes `path` unwritable here: chattr +i where the file system supports it, else a read-only tmpfs
+    mounted over it (a real "Read-only file system"). Returns the commands that do and undo it."""
+    attempts = [(["chattr", "+i", str(path)], ["chattr", "-i", str(path)]),
+                (["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(path)], ["umount", str(path)])]
+    reasons = []
+    for make, undo in attempts:
+        try:
+            made = subprocess.run(make, capture_output=True, text=True, check=False)
+        except FileNotFoundError:
+            reasons.append(f"{make[0]} is not installed")
+            continue
+        if made.returncode == 0:
+            return make, undo
+        reasons.append(f"{make[0]}: {made.stderr.strip()}")
+    raise CannotMakeReadOnly(f"cannot make {path} read-only: {'; '.join(reasons)}")
 
 
 @contextmanager
 def read_only(path: Path):
-    """Make a directory unwritable, even for root (chattr +i; chmod for other users), and undo it afterwards."""
+    """Make a directory unwritable, even for root (chattr +i, else a read-only tmpfs over it; chmod for other
+    users), and undo it afterwards."""
+    undo = None
     if os.geteuid() == 0:
-        try:
-            made = subprocess.run(["chattr", "+i", str(path)], capture_output=True, text=True, check=False)
-        except FileNotFoundError:
-            raise CannotMakeReadOnly("chattr is not installed") from None
-        if made.returncode != 0:
-            raise CannotMakeReadOnly(f"cannot make {path} read-only: {made.stderr.strip()}")
-        undo = ["chattr", "-i", str(path)]
+        _, undo = _root_read_only_commands(path)
     else:
         path.chmod(0o555)
-        undo = None
     try:
         yield path
     finally:
