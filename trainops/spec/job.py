@@ -24,6 +24,7 @@ from trainops.spec.base import (
     SECURITY_GROUP_ID,
     SUBNET_ID,
     CoreModel,
+    looks_secret,
     raise_problems,
     relocated,
 )
@@ -322,6 +323,11 @@ class JobSpec(CoreModel):
         data["distribution"] = self.dist.to_canonical()
         data["entry_point"] = self.entry_point
         return data
+
+    def secret_environment_names(self) -> list[str]:
+        """The environment variables whose names look secret (HF_TOKEN, DB_PASSWORD): masked wherever trainops shows
+        or records their values, passed unchanged to the script."""
+        return sorted(name for name in self.environment if looks_secret(name))
 
     def spec_hash(self) -> str:
         """A stable hash of everything that defines the job (for deterministic names and skipping reruns)."""

@@ -18,14 +18,9 @@ from trainops.spec.job import JobSpec
 __all__ = ["MASK", "mask", "mask_variables", "job_secrets", "public_spec"]
 
 
-def secret_names(spec: JobSpec) -> list[str]:
-    """The spec's environment variables whose names look secret, sorted."""
-    return sorted(name for name in spec.environment if looks_secret(name))
-
-
 def mask_variables(spec: JobSpec, inherited: str | None = None) -> str:
     """The `TRAINOPS_MASK_VARIABLES` value for the job's launchers: its secret names plus any already set."""
-    names = set(secret_names(spec)) | {name.strip() for name in (inherited or "").split(",") if name.strip()}
+    names = set(spec.secret_environment_names()) | {name.strip() for name in (inherited or "").split(",") if name.strip()}
     return ",".join(sorted(names))
 
 

@@ -17,6 +17,7 @@ from typing import Any
 from trainops.backends.contract import encode_hyperparameters, runtime_hyperparameters
 from trainops.errors import Problem, SpecError
 from trainops.runtime import catalog
+from trainops.runtime.output_relay import MASK_VARIABLES
 from trainops.spec.base import JOB_NAME, REGION, looks_secret
 from trainops.spec.distribution import (
     MPI,
@@ -206,6 +207,9 @@ def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region:
         runtime_path = f"{CONTAINER_DATA}/{RUNTIME_CHANNEL}"
         existing = environment.get("PYTHONPATH")
         environment["PYTHONPATH"] = f"{runtime_path}:{existing}" if existing else runtime_path
+        if spec.secret_environment_names():
+            # The runtime masks these variables' values in the logs and the failure file (FailureReason).
+            environment[MASK_VARIABLES] = ",".join(spec.secret_environment_names())
     else:
         submit = locations.source_tarball
         if spec.enable_network_isolation:
