@@ -8,6 +8,9 @@ import signal
 import sys
 
 
+PIPELINE_KEYS = {"steps", "workdir", "backend"}
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the job commands to the command line."""
     run = subparsers.add_parser(
@@ -65,7 +68,8 @@ def run_command(args: argparse.Namespace) -> int:
     from trainops.spec.loader import read_document
 
     document = read_document(args.file)
-    if isinstance(document, dict) and "steps" in document:
+    # A pipeline file has steps (and maybe a backend or workdir); a job spec has none of these keys.
+    if isinstance(document, dict) and PIPELINE_KEYS.intersection(document):
         from trainops.steps.pipeline import run_pipeline_file
 
         return run_pipeline_file(args.file, backend=args.backend, force=args.force, workdir=args.workdir)

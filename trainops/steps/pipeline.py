@@ -133,11 +133,8 @@ class PipelineRunner:
         destination = resolve(step.destination, self.pipeline_dir)
         report = stage(resolve(step.source, self.pipeline_dir), destination, backend=self.backend,
                        workers=step.workers, **options)
-        summary = {key: report.get(key) for key in ("copied", "skipped", "bytes_copied", "refused", "failed")
-                   if key in report}
         return {"destination": destination, "report": report,
-                "summary": ", ".join(f"{key} {value if not isinstance(value, list) else len(value)}"
-                                     for key, value in summary.items())}
+                "summary": report.get("summary") or f"staged into {destination}"}
 
     def _train_spec(self):
         from trainops.steps.train import load_spec

@@ -35,11 +35,11 @@ def approval_for_gate(passed: bool, manual_approval: bool = False) -> str:
 
 def spec_as_json(spec: Any) -> dict[str, Any] | None:
     """The job spec as JSON data, from a `JobSpec`, a mapping, or a YAML / JSON spec file path (read, not
-    validated: the registry records what was run). None stays None."""
+    validated: the registry records what was run), secret environment values masked. None stays None."""
     if spec is None:
         return None
     if hasattr(spec, "to_json_dict"):
-        return spec.to_json_dict()
+        return _masked(spec.to_json_dict())
     if isinstance(spec, (str, os.PathLike)):
         from trainops.spec import read_document
 
@@ -52,9 +52,20 @@ def spec_as_json(spec: Any) -> dict[str, Any] | None:
     if not isinstance(data, dict):
         raise SpecError(Problem("spec", "the spec file does not hold a mapping"), source="registry")
     try:
-        return json.loads(json.dumps(data))
+        return _masked(json.loads(json.dumps(data)))
     except (TypeError, ValueError) as error:
         raise SpecError(Problem("spec", f"cannot be stored as JSON ({error})"), source="registry") from error
+
+
+def _masked(data: dict[str, Any]) -> dict[str, Any]:
+    """The spec with the values of secret-looking environment variables masked: a registry entry is read by many."""
+    from trainops.runtime.output_relay import MASK
+    from trainops.spec.base import looks_secret
+
+    environment = data.get("environment")
+    if isinstance(environment, dict):
+        data["environment"] = {name: MASK if looks_secret(str(name)) else value for name, value in environment.items()}
+    return data
 
 
 def _check(backend: str, approval: str) -> None:

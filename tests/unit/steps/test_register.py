@@ -107,3 +107,13 @@ def test_the_same_training_job_is_registered_once(tmp_path, artifact):
     assert (first["version"], again["version"], other["version"]) == (1, 1, 2)
     assert (first["already_registered"], again["already_registered"], other["already_registered"]) == (
         False, True, False)
+
+
+def test_secret_environment_values_never_reach_the_registry(tmp_path, artifact):
+    spec = {"name": "digits", "entry_point": "train.py", "instance_type": "local",
+            "environment": {"HF_TOKEN": "hf_verysecretvalue", "NCCL_DEBUG": "INFO"}}
+    entry = register(model_artifact=artifact, metrics={"accuracy": 0.9}, group="digits",
+                     registry_dir=tmp_path / "registry", job_name="digits-1", spec=spec)
+    stored = "".join(path.read_text(errors="replace") for path in (tmp_path / "registry").rglob("*.json"))
+    assert "hf_verysecretvalue" not in stored and "NCCL_DEBUG" in stored
+    assert entry["version"] == 1
