@@ -1,6 +1,4 @@
 # The two commands of the README. Both set up .venv when it is missing or stale, then do their job.
-# The editable install uses a path entry (compat mode) rather than an import hook: the hook costs every `trainops`
-# command ~10 ms of start-up.
 # `make run` installs only what the example needs (torch, scikit-learn, matplotlib); `make test` adds the rest
 # (Airflow, KFP, boto3, moto, the test tools). constraints.txt pins every package, so installs are reproducible.
 PYTHON ?= python3
@@ -26,11 +24,11 @@ $(VENV)/.created:
 	@touch $@
 
 $(RUN_STAMP): pyproject.toml constraints.txt $(VENV)/.created
-	$(PY) -m pip install -q -c constraints.txt -e ".[torch,examples]" --config-settings editable_mode=compat
+	$(PY) -m pip install -q -c constraints.txt -e ".[torch,examples]"
 	@touch $@
 
 $(TEST_STAMP): pyproject.toml constraints.txt $(VENV)/.created
-	$(PY) -m pip install -q -c constraints.txt -e ".[all,dev]" --config-settings editable_mode=compat
+	$(PY) -m pip install -q -c constraints.txt -e ".[all,dev]"
 	@touch $@ $(RUN_STAMP)
 
 # Open MPI is a system package: the MPI tests need mpirun. Installed only when missing, as root.
