@@ -32,12 +32,18 @@ dist.destroy_process_group()
 
 
 def calibrate(seconds: float, torchrun: list[str], env: dict[str, str], cwd: str) -> int:
-    """Steps that make the script run about `seconds` under torchrun: the slope between two short runs (so process
-    start-up, which both launchers pay, is not counted as work)."""
-    short, long = 100, 400
-    first = timed(torchrun, {**env, "BENCH_STEPS": str(short)}, cwd)
-    second = timed(torchrun, {**env, "BENCH_STEPS": str(long)}, cwd)
-    per_step = max((second - first) / (long - short), 1e-5)
+    """Steps that make the script run about `seconds` under torchrun: the slope between a short and a longer run, so
+    process start-up (which both launchers pay) is not counted as work. The longer run doubles until it takes at least
+    a second more than the short one, so the slope is measured, not noise."""
+    short = 100
+    baseline = timed(torchrun, {**env, "BENCH_STEPS": str(short)}, cwd)
+    long = short * 20
+    while True:
+        elapsed = timed(torchrun, {**env, "BENCH_STEPS": str(long)}, cwd)
+        if elapsed - baseline >= 1.0 or long >= 10_000_000:
+            break
+        long *= 4
+    per_step = (elapsed - baseline) / (long - short)
     return max(short, int(seconds / per_step))
 
 
