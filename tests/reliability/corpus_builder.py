@@ -598,7 +598,7 @@ pipeline("pipeline-name-missing", _set("name", _DELETE), fields=["name"])
 pipeline("pipeline-backend-unknown", _set("backend", "kubernetes"), fields=["backend"])
 pipeline("pipeline-unknown-top-key", _set("schedule", "@daily"), fields=["schedule"])
 # Without `steps` the document is read as a job spec, which says what a job spec lacks.
-pipeline("pipeline-steps-missing", _set("steps", _DELETE), fields=["entry_point", "backend"])
+pipeline("pipeline-steps-missing", _set("steps", _DELETE), fields=["steps"])
 pipeline("pipeline-steps-list", _set("steps", ["train"]), fields=["steps"])
 pipeline("pipeline-train-missing", _set("steps.train", _DELETE), fields=["steps.train"])
 pipeline("pipeline-unknown-step", _set("steps.deploy", {"endpoint": "x"}), fields=["steps.deploy"])
