@@ -22,7 +22,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                "2 invalid input (missing source, destination inside the source, ...).")
     stage.add_argument("source", metavar="SRC", help="local directory, file:// URI or s3://bucket/prefix")
     stage.add_argument("destination", metavar="DST", help="local directory (created when missing)")
-    stage.add_argument("--workers", type=int, default=8, metavar="N", help="parallel copies (default: 8)")
+    stage.add_argument("--workers", type=int, default=None, metavar="N",
+                       help="parallel copies (default: one per CPU for local sources, 8 for S3)")
     stage.add_argument("--delete", action="store_true",
                        help="remove files an earlier stage wrote that are no longer in SRC (like rsync --delete)")
     stage.add_argument("--quiet", "-q", action="store_true",

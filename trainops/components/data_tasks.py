@@ -48,7 +48,7 @@ def run_stage(*, source: str, destination: str, backend: str, workdir: str, pipe
     from trainops.steps.stage import stage
 
     where = places(pipeline_dir, workdir)
-    options: dict[str, Any] = {"workers": workers}
+    options: dict[str, Any] = {"workers": workers or None}  # 0: one per CPU (local) or 8 (S3)
     if s3_prefix:
         options["s3_prefix"] = where.expand(s3_prefix, "s3_prefix")
     if region and backend == "sagemaker":

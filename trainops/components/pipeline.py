@@ -144,7 +144,7 @@ def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = 
         if steps.stage:
             stage = configured(ops.stage(source=steps.stage.source, destination=steps.stage.destination,
                                          backend=backend, s3_prefix=steps.stage.s3_prefix or "",
-                                         workers=steps.stage.workers, region=region, **where))
+                                         workers=steps.stage.workers or 0, region=region, **where))
             if previous is not None:
                 stage.after(previous)
             previous = stage

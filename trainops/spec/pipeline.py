@@ -32,7 +32,8 @@ class StageStep(CoreModel):
     source: str = Field(description="Local path, file:// or s3://bucket/prefix.")
     destination: str = Field(description="Local directory, or fsx://fs-.../path with s3_prefix for FSx for Lustre.")
     s3_prefix: str | None = Field(default=None, description="FSx staging: the S3 prefix linked to the file system.")
-    workers: int = Field(default=8, ge=1, le=256)
+    workers: int | None = Field(default=None, ge=1, le=256,
+                                description="Parallel copies (default: one per CPU for local sources, 8 for S3).")
 
 
 class TrainStep(CoreModel):
