@@ -1,18 +1,19 @@
 """Free rendezvous ports that concurrent local jobs never share.
 
 Binding port 0 and closing leaves a window in which another job can pick the same number. Each job instead holds
-an exclusive lock file for its port for as long as it runs, so trainops jobs on this machine never clash; the bind
-test on top keeps clear of ports other programs use.
+an exclusive lock file for its port for as long as it runs (`trainops.backends.local.locks`), so trainops jobs on
+this machine never clash; the bind test on top keeps clear of ports other programs use.
 """
 
 from __future__ import annotations
 
-import fcntl
 import os
 import random
 import socket
 import tempfile
 from pathlib import Path
+
+from trainops.backends.local.locks import HeldLock, try_lock
 
 PORT_RANGE = (20000, 40000)
 
@@ -20,17 +21,12 @@ PORT_RANGE = (20000, 40000)
 class PortReservation:
     """A TCP port on 127.0.0.1 reserved for one job until `release()` (or the process exits)."""
 
-    def __init__(self, port: int, handle):
+    def __init__(self, port: int, lock: HeldLock):
         self.port = port
-        self._handle = handle
+        self._lock = lock
 
     def release(self) -> None:
-        if self._handle is not None:
-            try:
-                fcntl.flock(self._handle, fcntl.LOCK_UN)
-            finally:
-                self._handle.close()
-                self._handle = None
+        self._lock.release()
 
     def __enter__(self) -> "PortReservation":
         return self
@@ -61,14 +57,10 @@ def reserve_port(attempts: int = 200) -> PortReservation:
     generator = random.SystemRandom()
     for _ in range(attempts):
         port = generator.randrange(*PORT_RANGE)
-        handle = open(locks / f"{port}.lock", "a+")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
+        lock = try_lock(locks / f"{port}.lock", f"pid {os.getpid()}")
+        if lock is None:
             continue
         if _bindable(port):
-            return PortReservation(port, handle)
-        fcntl.flock(handle, fcntl.LOCK_UN)
-        handle.close()
+            return PortReservation(port, lock)
+        lock.release()
     raise RuntimeError(f"no free TCP port found on 127.0.0.1 in {PORT_RANGE} after {attempts} attempts")
