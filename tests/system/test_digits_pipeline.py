@@ -63,3 +63,9 @@ def test_a_failing_gate_stops_before_register(pipeline_copy):
     record = last_run(pipeline_copy)
     assert record["status"] == "GateFailed" and "register" not in record["steps"]
     assert "accuracy" in record["message"] and "1.01" in record["message"]
+
+
+def test_forced_retraining_starts_from_scratch_not_from_the_last_checkpoint(pipeline_copy):
+    forced = run_pipeline(pipeline_copy / "pipeline.yaml", "--force")
+    assert forced.returncode == 0, forced.stdout[-3000:] + forced.stderr[-3000:]
+    assert "epoch 1/12" in forced.stdout and "resumed from" not in forced.stdout

@@ -138,7 +138,7 @@ def run_train(*, spec_json: str, spec_dir: str, backend: str, workdir: str, pipe
     options: dict[str, Any] = {}
     if backend == "local":
         options.update(workdir=str(where.workdir), processes_per_host=processes_per_host or None,
-                       channel_overrides=channels)
+                       channel_overrides=channels, checkpoint_key=name)  # a re-run resumes its own checkpoints
     else:
         if client_factory is None:
             from trainops.backends.sagemaker.clients import default_client_factory

@@ -140,7 +140,8 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         log = task_logger(self) if self.stream_logs else (lambda line: None)
         result = self._run_step(train, spec, backend="local", job_name=name, if_exists=self.if_job_exists, log=log,
                                 workdir=self.workdir, processes_per_host=self.processes_per_host,
-                                channel_overrides=self.channel_overrides, on_job=self._remember_local_job)
+                                channel_overrides=self.channel_overrides, on_job=self._remember_local_job,
+                                checkpoint_key=name)  # a retry of this task resumes from its own checkpoints
         self._remember_lineage(spec, result.get("model_artifact"))
         return xcom_result(result, metrics={})
 

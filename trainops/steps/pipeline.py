@@ -162,8 +162,9 @@ class PipelineRunner:
             job_name = training_job_name(spec, channels, base=self.pipeline.name)
         options: dict[str, Any] = {}
         if self.backend == "local":
+            # Checkpoints follow the job's identity: a retry of a failed run resumes, new data or --force starts over.
             options.update(workdir=str(self.workdir), processes_per_host=step.processes_per_host,
-                           channel_overrides=channels)
+                           channel_overrides=channels, checkpoint_key=job_name)
         else:
             options.update(region=self.pipeline.region)
         result = train(spec, backend=self.backend, job_name=job_name, if_exists="reattach", log=self.log, **options)

@@ -61,7 +61,7 @@ def train(
     """Run (or re-attach to) a training job and return its outcome as a dict; raises `JobFailed` when it failed.
 
     Local options: workdir, processes_per_host, channel_overrides, on_job (called with the `LocalJob` before it runs,
-    so a signal handler can stop it). SageMaker options: region, launcher, client_factory, poll_seconds, preflight.
+    so a signal handler can stop it), checkpoint_key (which checkpoints a re-run resumes from: see `LocalJob`). SageMaker options: region, launcher, client_factory, poll_seconds, preflight.
     """
     check_choice(backend, BACKENDS, "backend")
     check_choice(if_exists, IF_EXISTS, "if_exists")
@@ -81,7 +81,7 @@ def train(
 
 
 def _train_locally(spec, job_name: str, if_exists: str, log: Log, *, workdir=None, processes_per_host=None,
-                   channel_overrides=None, on_job=None) -> dict[str, Any]:
+                   channel_overrides=None, on_job=None, checkpoint_key=None) -> dict[str, Any]:
     from trainops.backends.local import status
     from trainops.backends.local.job import LocalJob
     from trainops.backends.sagemaker.names import with_suffix
@@ -99,7 +99,7 @@ def _train_locally(spec, job_name: str, if_exists: str, log: Log, *, workdir=Non
             return _local_summary(_wait_local(name, workdir, record), reattached=True)
         name = with_suffix(job_name, str(attempt))
     job = LocalJob(spec, name, workdir=workdir, processes_per_host=processes_per_host,
-                   channel_overrides=channel_overrides, log=log)
+                   channel_overrides=channel_overrides, log=log, checkpoint_key=checkpoint_key)
     if on_job:
         on_job(job)
     outcome = job.run()

@@ -88,8 +88,10 @@ class LocalJob:
         channel_overrides: dict[str, str] | None = None,
         log: Log | None = None,
         grace_seconds: float = STOP_GRACE_SECONDS,
+        checkpoint_key: str | None = None,
     ):
         self.spec = spec
+        self.checkpoint_key = checkpoint_key
         self.job_name = job_name
         self.workdir = workdir
         self.job_dir = paths.job_dir(job_name, workdir)
@@ -181,12 +183,17 @@ class LocalJob:
         return result
 
     def _checkpoint_dir(self) -> Path:
-        """Where the job's checkpoints live: shared by re-runs of the same spec name (so a re-run resumes), but
-        never by two jobs running at once (a sweep of one spec would resume from each other's checkpoints): while
-        one job holds the directory, another gets one of its own, `<key>@<job name>`."""
-        key = self.spec.name or f"job-{self.spec.spec_hash()[:12]}"
+        """Where the job's checkpoints live, so that a re-run of the same job resumes:
+
+        - the spec's `checkpoint_s3_uri` when it has one (on SageMaker the same prefix means the same checkpoints);
+        - else the caller's `checkpoint_key` (the pipeline runner, the KFP component and the Airflow operator pass
+          the job's identity, so a retry resumes while new data or a forced retrain starts afresh);
+        - else the spec's name (`trainops run` of the same spec file).
+
+        Never shared by two jobs running at once (a sweep of one spec would resume from each other's checkpoints):
+        while one job holds the directory, another gets one of its own, `<key>@<job name>`."""
+        key = self.checkpoint_key or self.spec.name or f"job-{self.spec.spec_hash()[:12]}"
         if self.spec.checkpoint_s3_uri:
-            # The same S3 prefix on SageMaker means the same checkpoints; locally, the same directory.
             key = self.spec.checkpoint_s3_uri[len("s3://"):].strip("/").replace("/", "__")
         root = paths.checkpoints_root(self.workdir)
         directory = root / key
