@@ -24,7 +24,7 @@ from trainops.backends.sagemaker.clients import ClientFactory, translate_client_
 from trainops.backends.sagemaker.names import valid_job_name
 from trainops.backends.sagemaker.s3 import get_bytes, join_uri, parse_s3_uri
 from trainops.backends.sagemaker.training import is_not_found
-from trainops.backends.sagemaker.waiting import poll
+from trainops.backends.sagemaker.waiting import describer, poll
 from trainops.backends.states import classify
 from trainops.errors import JobFailed, Problem, SpecError
 
@@ -193,14 +193,7 @@ def wait_processing(
     Raises `JobFailed` with the failure reason when it failed or was stopped."""
     client = factory("sagemaker")
 
-    def describe() -> dict[str, Any]:
-        from botocore.exceptions import ClientError
-
-        try:
-            return client.describe_processing_job(ProcessingJobName=name)
-        except ClientError as error:
-            raise translate_client_error(error, f"DescribeProcessingJob {name}", "job_name") from error
-
+    describe = describer(client.describe_processing_job, f"DescribeProcessingJob {name}", ProcessingJobName=name)
     response = poll(
         describe,
         resource="processing_job",

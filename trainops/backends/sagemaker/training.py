@@ -18,7 +18,7 @@ from typing import Any, Callable, Literal
 
 from trainops.backends.sagemaker.clients import ClientFactory, error_code, error_message, translate_client_error
 from trainops.backends.sagemaker.names import valid_job_name, with_suffix
-from trainops.backends.sagemaker.waiting import poll
+from trainops.backends.sagemaker.waiting import describer, poll
 from trainops.backends.states import classify, explain_secondary_status, wait_bound_seconds
 from trainops.errors import JobFailed, Problem, SpecError
 
@@ -318,14 +318,7 @@ def wait(
             max_wait = current.max_wait_seconds
     client = factory("sagemaker")
 
-    def describe_once() -> dict[str, Any]:
-        from botocore.exceptions import ClientError
-
-        try:
-            return client.describe_training_job(TrainingJobName=name)
-        except ClientError as error:
-            raise translate_client_error(error, f"DescribeTrainingJob {name}", "job_name") from error
-
+    describe_once = describer(client.describe_training_job, f"DescribeTrainingJob {name}", TrainingJobName=name)
     response = poll(
         describe_once,
         resource="training_job",

@@ -60,3 +60,19 @@ def poll(
                 f"last status {status!r}. It was not stopped: check it, or stop it."
             )
         sleep(max(0.0, min(poll_seconds, bound_seconds - elapsed)))
+
+
+def describer(call: Callable[..., dict[str, Any]], action: str, field: str = "job_name",
+              **arguments: Any) -> Callable[[], dict[str, Any]]:
+    """A `describe` for `poll`: one AWS describe call with these arguments, its ClientError turned into trainops'
+    own error (`translate_client_error`) naming `action` and `field`."""
+    def describe() -> dict[str, Any]:
+        from botocore.exceptions import ClientError
+
+        from trainops.backends.sagemaker.clients import translate_client_error
+
+        try:
+            return call(**arguments)
+        except ClientError as error:
+            raise translate_client_error(error, action, field) from error
+    return describe
