@@ -1,0 +1,291 @@
+"""Why a training attempt ended: one classifier for every backend, as a table of rules (data, not code paths).
+
+A failed attempt is `user` (the script or its input: retrying reproduces it), `infrastructure` (capacity, a lost or
+faulty instance, a failed GPU health check, EFA/NCCL transport errors, spot interruption, throttling: a fresh attempt
+from the last checkpoint is the cure), `timeout` (max_run / max_wait), `stopped` (a person or an orchestrator asked)
+or `unknown`. The retry budgets of the train step spend one budget per class, so the order of the rules matters:
+transport and hardware errors come before the generic "the script exited non-zero" rule, because an NCCL error is
+reported by the user's script too (its rank is the one that notices the lost peer).
+
+Each backend fills one `FailureEvidence` from what it knows (the runtime's failure file, the local supervisor,
+SageMaker's FailureReason and SecondaryStatusTransitions, the health check); `classify()` walks `RULES` and returns the
+first match with the line that decided it, so a user can check the verdict.
+
+Standard library only: the Airflow trigger and the KFP components import it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import asdict, dataclass, field
+from typing import Any, Iterable, Mapping
+
+USER = "user"
+INFRASTRUCTURE = "infrastructure"
+TIMEOUT = "timeout"
+STOPPED = "stopped"
+UNKNOWN = "unknown"
+CLASSES = (USER, INFRASTRUCTURE, TIMEOUT, STOPPED, UNKNOWN)
+
+#: How many characters of the deciding line the verdict keeps (it is shown in `trainops status` and XComs).
+EVIDENCE_LIMIT = 300
+
+
+@dataclass(frozen=True)
+class FailureEvidence:
+    """What a backend knows about how an attempt ended. Every field is optional; the more, the surer the verdict.
+
+    `failure_text` is SageMaker's FailureReason or the local failure file (its first line, `key: value` lines and the
+    stderr tail); `reason` is the failure file's `reason:` key (error | killed | oom | timeout | stopped);
+    `secondary_statuses` are the secondary statuses in the order they were seen; `stop_requested` says a person or an
+    orchestrator called stop; `healthcheck` is a failing health check's summary; `host_lost` names a host whose
+    launcher ended without any failure record (the instance went away, not the script)."""
+
+    status: str = ""
+    failure_text: str = ""
+    reason: str = ""
+    exit_code: int | None = None
+    secondary_statuses: tuple[str, ...] = ()
+    stop_requested: bool = False
+    healthcheck: str = ""
+    host_lost: str = ""
+
+    def sources(self) -> dict[str, str]:
+        """The text each rule source matches against."""
+        return {
+            "healthcheck": self.healthcheck,
+            "stop_request": "stop requested" if self.stop_requested else "",
+            "host_lost": f"host {self.host_lost} was lost" if self.host_lost else "",
+            "secondary_status": "\n".join(self.secondary_statuses),
+            "reason": self.reason,
+            "failure_text": self.failure_text,
+            "exit_code": "" if self.exit_code in (None, 0) else str(self.exit_code),
+            "status": self.status,
+        }
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A line of the table: when `pattern` matches the text of `source`, the attempt ended for reason `failure_class`."""
+
+    failure_class: str
+    source: str
+    pattern: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The class of an ended attempt and the evidence that decided it (the rule and the matched line)."""
+
+    failure_class: str
+    source: str = ""
+    evidence: str = ""
+    why: str = ""
+
+    @property
+    def retryable(self) -> bool:
+        """Whether a fresh attempt can be expected to do better (only infrastructure failures)."""
+        return self.failure_class == INFRASTRUCTURE
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict (job results, XCom, `trainops status`)."""
+        return asdict(self)
+
+    def describe(self) -> str:
+        """One line: the class, then what decided it."""
+        if not self.evidence:
+            return self.failure_class
+        return f"{self.failure_class} ({self.why}; {self.source}: {self.evidence})"
+
+
+_I = "(?i)"
+
+#: The rules, in the order they are tried. Sources: see `FailureEvidence.sources`. Texts are real ones: SageMaker's
+#: FailureReason prefixes (ClientError, AlgorithmError, CapacityError, InternalServerError), NCCL / libfabric / CUDA
+#: messages, the runtime's failure-file sentences.
+RULES: tuple[Rule, ...] = (
+    # Asked for: whatever the job printed while it was being stopped is a consequence.
+    Rule(STOPPED, "stop_request", r".+", "stop was requested by a person or an orchestrator"),
+    # Limits.
+    Rule(TIMEOUT, "secondary_status", r"^(MaxRuntimeExceeded|MaxWaitTimeExceeded)$", "a time limit of the job"),
+    Rule(TIMEOUT, "reason", r"^timeout$", "the runtime stopped the job at its time limit"),
+    Rule(TIMEOUT, "failure_text", _I + r"(MaxRuntimeExceeded|MaxWaitTimeExceeded|ran longer than (its|the) "
+         r"(limit|max_run|MaxRuntimeInSeconds))", "a time limit of the job"),
+    # Before any training time: the machines.
+    Rule(INFRASTRUCTURE, "healthcheck", r".+", "the GPU health check failed on a host"),
+    Rule(INFRASTRUCTURE, "host_lost", r".+", "a host's launcher ended without a failure record"),
+    Rule(INFRASTRUCTURE, "secondary_status", r"^Interrupted$", "spot capacity was reclaimed"),
+    Rule(INFRASTRUCTURE, "failure_text", _I + r"(CapacityError|InsufficientInstanceCapacity|insufficient capacity|"
+         r"not enough capacity|capacity is not available)", "no capacity for the instance type"),
+    Rule(INFRASTRUCTURE, "failure_text", _I + r"(InternalServerError|internal (server )?error|InternalFailure|"
+         r"ServiceUnavailable|service is unavailable)", "an error inside the service"),
+    Rule(INFRASTRUCTURE, "failure_text", _I + r"(ThrottlingException|Rate exceeded|RequestLimitExceeded|"
+         r"SlowDown|TooManyRequests)", "an AWS API throttled the job"),
+    Rule(INFRASTRUCTURE, "failure_text", _I + r"(instance (failure|was terminated|was lost|health)|"
+         r"hardware (failure|error)|unhealthy (instance|host|node)|host was lost|spot interruption)",
+         "an instance failed"),
+    Rule(INFRASTRUCTURE, "failure_text", _I + r"(uncorrectable ECC|ECC error|Xid[ :]+\d+|GPU has fallen off the bus|"
+         r"cudaErrorDevicesUnavailable|busy or unavailable|CUDA error: unknown error|NVLink (error|failure)|"
+         r"nvidia-smi has failed|no CUDA-capable device is detected)", "a GPU fault"),
+    Rule(INFRASTRUCTURE, "failure_text", _I + r"(NCCL (error|WARN).*(unhandled system error|remote process exited|"
+         r"Connection (closed|reset|refused)|socket|NET/|timeout)|NET/OFI|libfabric|fi_[a-z_]+\(|"
+         r"efa(\s|_)(error|device)|EFA (error|device)|ncclSystemError|ncclRemoteError|"
+         r"Connection reset by peer.*(nccl|gloo|c10d)|"
+         r"Watchdog caught collective operation timeout|ProcessGroupNCCL.*(timeout|Timeout))",
+         "a network transport error between hosts (NCCL / EFA)"),
+    # The request itself, or the script.
+    Rule(USER, "failure_text", _I + r"(ResourceLimitExceeded|ValidationException|AccessDenied|"
+         r"ClientError|NoSuchBucket|NoSuchKey|invalid job input)", "the request or its input is invalid"),
+    Rule(USER, "failure_text", _I + r"(CUDA out of memory|OutOfMemoryError)", "the script ran out of GPU memory"),
+    Rule(USER, "reason", r"^oom$", "a rank was killed by SIGKILL, likely out of memory: use a larger instance "
+         "or a smaller batch"),
+    Rule(USER, "failure_text", _I + r"(AlgorithmError|ExecuteUserScriptError|Traceback \(most recent call last\)|"
+         r"^\w*(Error|Exception)\b|exited with code [1-9]\d*)", "the training script failed"),
+    Rule(USER, "failure_text", _I + r"killed by (SIGSEGV|SIGABRT|SIGFPE|SIGILL|SIGBUS)\b",
+         "the process crashed itself (a fault in the script or a library it loads)"),
+    Rule(USER, "reason", r"^error$", "the training script failed"),
+    Rule(STOPPED, "status", r"^Stopped$", "the job was stopped"),
+    Rule(STOPPED, "reason", r"^stopped$", "the job was stopped by a signal"),
+    Rule(INFRASTRUCTURE, "reason", r"^killed$", "a process was killed by a signal nobody in the job sent"),
+    Rule(USER, "exit_code", r".+", "the training script exited non-zero"),
+)
+
+_COMPILED = tuple((rule, re.compile(rule.pattern, re.MULTILINE)) for rule in RULES)
+
+
+def _matched_line(text: str, match: re.Match[str]) -> str:
+    start = text.rfind("\n", 0, match.start()) + 1
+    end = text.find("\n", match.end())
+    line = text[start:] if end < 0 else text[start:end]
+    return line.strip()[:EVIDENCE_LIMIT]
+
+
+def classify(evidence: FailureEvidence) -> Verdict | None:
+    """The verdict for an ended attempt; None when it completed. Nothing matched: `unknown`."""
+    if evidence.status == "Completed":
+        return None
+    sources = evidence.sources()
+    for rule, pattern in _COMPILED:
+        text = sources.get(rule.source, "")
+        if not text:
+            continue
+        match = pattern.search(text)
+        if match:
+            return Verdict(rule.failure_class, rule.source, _matched_line(text, match), rule.why)
+    return Verdict(UNKNOWN, "", (evidence.failure_text or evidence.status)[:EVIDENCE_LIMIT], "no rule matched")
+
+
+def _failure_keys(text: str) -> dict[str, str]:
+    keys: dict[str, str] = {}
+    for line in text.splitlines()[1:]:
+        if line.startswith("---"):
+            break
+        name, sep, value = line.partition(":")
+        if sep and name.strip().isidentifier():
+            keys[name.strip()] = value.strip()
+    return keys
+
+
+def evidence_from_failure_file(text: str, *, status: str = "Failed", stop_requested: bool = False,
+                               host_lost: str = "") -> FailureEvidence:
+    """Evidence from the runtime's failure file (docs/contracts.md, section 4): its sentence, keys and stderr tail."""
+    keys = _failure_keys(text)
+    try:
+        exit_code = int(keys.get("exit_code", "")) if keys.get("exit_code") else None
+    except ValueError:
+        exit_code = None
+    return FailureEvidence(status=status, failure_text=text, reason=keys.get("reason", ""), exit_code=exit_code,
+                           stop_requested=stop_requested, host_lost=host_lost)
+
+
+def evidence_from_description(response: Mapping[str, Any], *, stop_requested: bool = False) -> FailureEvidence:
+    """Evidence from a DescribeTrainingJob response: status, FailureReason, SecondaryStatusTransitions."""
+    transitions: Iterable[Mapping[str, Any]] = response.get("SecondaryStatusTransitions") or []
+    seen = tuple(str(item.get("Status", "")) for item in transitions if item.get("Status"))
+    secondary = str(response.get("SecondaryStatus") or "")
+    if secondary and (not seen or seen[-1] != secondary):
+        seen = seen + (secondary,)
+    return FailureEvidence(status=str(response.get("TrainingJobStatus") or ""),
+                           failure_text=str(response.get("FailureReason") or ""),
+                           secondary_statuses=seen, stop_requested=stop_requested)
+
+
+def classify_result(result: Mapping[str, Any], *, stop_requested: bool = False) -> Verdict | None:
+    """The verdict for a train step's result dict (either backend): status, failure_reason, secondary status,
+    health check and lost host where the backend recorded them."""
+    transitions = tuple(str(item) for item in result.get("secondary_statuses") or ())
+    if not transitions and result.get("secondary_status"):
+        transitions = (str(result["secondary_status"]),)
+    text = str(result.get("failure_reason") or "")
+    base = evidence_from_failure_file(text, status=str(result.get("status") or ""),
+                                      stop_requested=stop_requested or bool(result.get("stop_requested")),
+                                      host_lost=str(result.get("host_lost") or ""))
+    evidence = FailureEvidence(**{**asdict(base), "secondary_statuses": transitions,
+                                  "healthcheck": str(result.get("healthcheck_failure") or "")})
+    return classify(evidence)
+
+
+@dataclass
+class RetryBudgets:
+    """How many fresh attempts each failure class may start. Only infrastructure failures are worth another try by
+    default; `user` defaults to 0 (a script's error is reproduced by a retry), timeouts and stops to 0."""
+
+    infrastructure: int = 3
+    user: int = 0
+    timeout: int = 0
+    unknown: int = 0
+    backoff_seconds: float = 30.0
+    backoff_factor: float = 2.0
+    max_backoff_seconds: float = 600.0
+    used: dict[str, int] = field(default_factory=dict)
+
+    FIELDS = ("infrastructure", "user", "timeout", "unknown")
+
+    @classmethod
+    def parse(cls, value: Any, field_name: str = "retries") -> "RetryBudgets":
+        """From None, a RetryBudgets, a mapping (`{infrastructure: 3, user: 0, backoff_seconds: 30}`) or the CLI text
+        `infrastructure=3,user=0`. Raises ValueError naming the field and the valid keys."""
+        if value is None:
+            return cls()
+        if isinstance(value, RetryBudgets):
+            return cls(**{k: v for k, v in asdict(value).items() if k != "used"})
+        if isinstance(value, str):
+            pairs = [part.split("=", 1) for part in value.split(",") if part.strip()]
+            if any(len(pair) != 2 for pair in pairs):
+                raise ValueError(f"{field_name}: expected NAME=COUNT pairs separated by commas, got {value!r}")
+            value = {name.strip(): count.strip() for name, count in pairs}
+        if not isinstance(value, Mapping):
+            raise ValueError(f"{field_name}: expected a mapping of failure class to count, got {type(value).__name__}")
+        allowed = set(cls.FIELDS) | {"backoff_seconds", "backoff_factor", "max_backoff_seconds"}
+        unknown = sorted(set(value) - allowed)
+        if unknown:
+            raise ValueError(f"{field_name}: unknown key(s) {', '.join(map(str, unknown))}; valid: "
+                             f"{', '.join(sorted(allowed))}")
+        parsed: dict[str, Any] = {}
+        for name, raw in value.items():
+            try:
+                number = float(raw) if name.endswith(("seconds", "factor")) else int(raw)
+            except (TypeError, ValueError):
+                raise ValueError(f"{field_name}.{name}: expected a number, got {raw!r}") from None
+            if number < 0 or (name in cls.FIELDS and number > 20):
+                raise ValueError(f"{field_name}.{name}: must be between 0 and 20 (attempts) or >= 0 (seconds), "
+                                 f"got {raw!r}")
+            parsed[name] = number
+        return cls(**parsed)
+
+    def allows(self, verdict: Verdict) -> bool:
+        """Whether the class of `verdict` has an attempt left (stops are never retried)."""
+        if verdict.failure_class == STOPPED:
+            return False
+        return self.used.get(verdict.failure_class, 0) < int(getattr(self, verdict.failure_class, 0))
+
+    def spend(self, verdict: Verdict) -> float:
+        """Record one retry of this class and return the seconds to wait before it (exponential backoff)."""
+        count = self.used.get(verdict.failure_class, 0)
+        self.used[verdict.failure_class] = count + 1
+        return min(self.max_backoff_seconds, self.backoff_seconds * (self.backoff_factor ** count))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The budgets and what was used of them."""
+        return asdict(self)
