@@ -1,0 +1,158 @@
+"""A train step as a series of attempts: each ended attempt is classified, retried only on the budget of its class,
+and priced, so a run reports why each attempt ended, which budget it used and what all of them cost together.
+
+Attempt 1 runs under the step's job name, attempt N under `<name>-N` (SageMaker names can never be reused; the same
+names on the local backend keep the two alike). A retry resumes from the checkpoint location the attempts share: the
+spec is the same, so its checkpoint S3 URI (or the local checkpoint key) is too.
+
+Backend-neutral: the caller passes `run_attempt(name) -> result dict` (a finished attempt's result, or the result a
+`JobFailed` carries). An orchestrator that runs the step again (an Airflow retry, a re-run of the pipeline) passes
+`known_attempts`, the results of the attempts that already ended, so budgets are never spent twice.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from trainops.backends.failures import RetryBudgets, Verdict, classify_result
+
+Log = Callable[[str], None]
+
+
+def attempt_name(job_name: str, number: int) -> str:
+    """The job name of attempt `number` (1-based): the step's name, then `<name>-2`, `<name>-3`, ..."""
+    if number <= 1:
+        return job_name
+    from trainops.backends.sagemaker.names import with_suffix
+
+    return with_suffix(job_name, str(number))
+
+
+def _local_price(instance_type: str | None, region: str | None) -> float | None:
+    from trainops.runtime import catalog
+
+    if not instance_type:
+        return None
+    return catalog.hourly_price(instance_type, region or "us-east-1")
+
+
+def attempt_cost(result: Mapping[str, Any], *, instance_type: str | None = None, instance_count: int = 1,
+                 region: str | None = None) -> dict[str, Any]:
+    """What one attempt cost: SageMaker's own estimate where the backend made one (billable seconds x instances x
+    price, spot saving included), else the attempt's wall seconds x instance count x the catalog's on-demand price:
+    what the same run would have cost on SageMaker (the `basis` says which)."""
+    estimate = result.get("cost")
+    if isinstance(estimate, Mapping) and "estimated_cost" in estimate:
+        return {"basis": "sagemaker-billable", "seconds": result.get("billable_seconds"),
+                "cost": estimate.get("estimated_cost"), "on_demand_cost": estimate.get("on_demand_cost"),
+                "spot_saving": estimate.get("spot_saving"), "unknown_prices": list(estimate.get("unknown_prices") or [])}
+    seconds = result.get("billable_seconds")
+    basis = "billable"
+    if seconds is None:
+        seconds, basis = result.get("duration_seconds"), "wall-time-at-catalog-price"
+    price = _local_price(instance_type, region)
+    cost = None if price is None or seconds is None else round(float(seconds) * instance_count * price / 3600.0, 6)
+    return {"basis": basis, "seconds": seconds, "cost": cost, "on_demand_cost": cost, "spot_saving": None,
+            "unknown_prices": [] if price is not None or not instance_type else [instance_type]}
+
+
+def total_cost(costs: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """The cost of several attempts (or of several steps' totals): sums where every figure is known, None otherwise
+    (a total that silently leaves out an attempt would understate the run)."""
+    figures = [item.get("cost") for item in costs]
+    on_demand = [item.get("on_demand_cost") for item in costs]
+    known = bool(costs) and all(value is not None for value in figures)
+    total = round(sum(figures), 6) if known else None  # type: ignore[arg-type]
+    full = round(sum(on_demand), 6) if known and all(v is not None for v in on_demand) else None  # type: ignore
+    saving = None
+    if total is not None and full:
+        saving = round(1.0 - total / full, 4) if full > total else 0.0
+    unknown = sorted({name for item in costs for name in item.get("unknown_prices") or []})
+    return {"currency": "USD", "total": total, "on_demand_total": full, "spot_saving": saving,
+            "attempts": sum(int(item.get("attempts", 1)) for item in costs), "unknown_prices": unknown}
+
+
+@dataclass
+class AttemptRecord:
+    """One attempt as reported: its job, how it ended, which budget its retry used, what it cost."""
+
+    number: int
+    job_name: str
+    status: str
+    failure_class: str | None = None
+    evidence: str = ""
+    retried_on: str | None = None  # the budget the next attempt was paid from
+    cost: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"number": self.number, "job_name": self.job_name, "status": self.status,
+                "failure_class": self.failure_class, "evidence": self.evidence, "retried_on": self.retried_on,
+                "cost": self.cost}
+
+
+def run_attempts(
+    run_attempt: Callable[[str], Mapping[str, Any]],
+    *,
+    job_name: str,
+    budgets: RetryBudgets | Mapping[str, Any] | str | None = None,
+    instance_type: str | None = None,
+    instance_count: int = 1,
+    region: str | None = None,
+    known_attempts: list[Mapping[str, Any]] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+    log: Log | None = None,
+) -> dict[str, Any]:
+    """Run attempts until one completes or a failure's class has no budget left; return the last attempt's result
+    with `attempts` (one record each), `failure_class`/`failure_evidence` of the last failure, `retries` (budgets and
+    use) and `cost` (the sum over attempts)."""
+    budgets = RetryBudgets.parse(budgets)
+    log = log or (lambda line: print(line, flush=True))
+    records: list[AttemptRecord] = []
+    results = list(known_attempts or [])
+    number = 0
+    while True:
+        number += 1
+        name = attempt_name(job_name, number)
+        result = dict(results[number - 1]) if number <= len(results) else dict(run_attempt(name))
+        verdict = classify_result(result)
+        record = AttemptRecord(number, str(result.get("job_name") or name), str(result.get("status")),
+                               cost=attempt_cost(result, instance_type=instance_type, instance_count=instance_count,
+                                                 region=region))
+        records.append(record)
+        if verdict is not None:
+            record.failure_class, record.evidence = verdict.failure_class, verdict.describe()
+        if verdict is None or result.get("status") == "InProgress" or not budgets.allows(verdict):
+            return _final(result, records, verdict, budgets)
+        delay = budgets.spend(verdict)
+        record.retried_on = verdict.failure_class
+        log(f"[trainops] attempt {number} ({record.job_name}) ended {verdict.describe()}; "
+            f"retrying on the {verdict.failure_class} budget ({budgets.used[verdict.failure_class]} of "
+            f"{getattr(budgets, verdict.failure_class)}) in {delay:g} s, resuming from the last checkpoint")
+        sleep(delay)
+
+
+def _final(result: dict[str, Any], records: list[AttemptRecord], verdict: Verdict | None,
+           budgets: RetryBudgets) -> dict[str, Any]:
+    result["attempts"] = [record.to_dict() for record in records]
+    result["failure_class"] = verdict.failure_class if verdict else None
+    result["failure_evidence"] = verdict.to_dict() if verdict else None
+    result["retries"] = budgets.to_dict()
+    result["cost"] = total_cost([record.cost for record in records]) | {"per_attempt": [r.cost for r in records]}
+    return result
+
+
+def cost_line(cost: Mapping[str, Any] | None) -> str:
+    """`$12.34 over 3 attempts (spot saved 61 %)`, or what is unknown."""
+    if not cost:
+        return "cost unknown"
+    attempts = int(cost.get("attempts") or 1)
+    plural = "attempt" if attempts == 1 else "attempts"
+    if cost.get("total") is None:
+        missing = ", ".join(cost.get("unknown_prices") or []) or "no duration"
+        return f"cost unknown over {attempts} {plural} (no price for {missing})"
+    text = f"${cost['total']:.2f} over {attempts} {plural}"
+    if cost.get("spot_saving"):
+        text += f" (spot saved {cost['spot_saving'] * 100:.0f} %)"
+    return text
