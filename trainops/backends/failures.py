@@ -115,6 +115,8 @@ RULES: tuple[Rule, ...] = (
     # Before any training time: the machines.
     Rule(INFRASTRUCTURE, "healthcheck", r".+", "the GPU health check failed on a host"),
     Rule(INFRASTRUCTURE, "host_lost", r".+", "a host's launcher ended without a failure record"),
+    Rule(INFRASTRUCTURE, "failure_text", _I + r"^health check (failed on host|on host \S+ could not run)",
+         "the GPU health check failed on a host before training"),
     Rule(INFRASTRUCTURE, "secondary_status", r"^Interrupted$", "spot capacity was reclaimed"),
     Rule(INFRASTRUCTURE, "failure_text", _I + r"(CapacityError|InsufficientInstanceCapacity|insufficient capacity|"
          r"not enough capacity|capacity is not available)", "no capacity for the instance type"),
