@@ -9,9 +9,9 @@ This module keeps that translation in one place:
 - `task_job_name`: the deterministic job name of a task instance. It covers the DAG id, task id, run id and map index,
   but not the try number, so a retried or cleared task finds the job its first try created (re-attach) instead of
   starting a duplicate.
-- `aws_client_factory`: trainops' client factory built from the Amazon provider's ``AwsBaseHook`` session, so the
-  Airflow connection (``aws_conn_id``) decides credentials, role assumption and endpoint; trainops never handles
-  credentials itself. Tests replace this one function with stubbed clients.
+- `aws_client_factory`: trainops' client factory built from the Amazon provider's ``AwsBaseHook``, so the Airflow
+  connection (``aws_conn_id``) decides credentials, role assumption, region, endpoint URL and botocore config;
+  trainops never handles credentials itself. Unit tests replace this one function with stubbed clients.
 
 Imports: the standard library and ``airflow.sdk`` only at module level (this module is imported when a DAG file is
 parsed); trainops' steps, boto3 and the Amazon provider are imported inside functions.
@@ -82,18 +82,38 @@ def task_job_name(context: Any, base: str | None) -> str:
 
 
 def aws_client_factory(aws_conn_id: str | None, region_name: str | None) -> tuple[ClientFactory, str | None]:
-    """A trainops client factory from the Amazon provider's ``AwsBaseHook``, and the region it resolved.
+    """A trainops client factory built from the Airflow connection as the Amazon provider builds its own clients,
+    and the region it resolved.
 
-    The region is ``region_name`` when given, else the connection's (``region_name`` in its extra), else boto3's
-    own default chain (``AWS_DEFAULT_REGION``...).
+    Every client comes from ``AwsBaseHook(aws_conn_id=...)``'s session (credentials, ``role_arn`` assumption,
+    profile), with the connection's ``endpoint_url`` (or the service's own one under ``service_config``), its
+    ``verify`` and its botocore ``config_kwargs`` merged over trainops' retry settings: a connection that points at a
+    VPC endpoint, LocalStack or moto is where the calls go. The region is ``region_name`` when given, else the
+    connection's (``region_name`` in its extra), else boto3's own default chain (``AWS_DEFAULT_REGION``...).
     """
+    import threading
+
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
-    from trainops.backends.sagemaker.clients import client_factory_from_session
+    from trainops.backends.sagemaker.clients import client_config
 
     hook = AwsBaseHook(aws_conn_id=aws_conn_id, region_name=region_name, client_type="sagemaker")
+    wrapper = hook.conn_config
     session = hook.get_session(region_name=region_name)
-    return client_factory_from_session(session), region_name or hook.region_name or session.region_name
+    config = client_config()
+    if wrapper.botocore_config is not None:
+        config = config.merge(wrapper.botocore_config)  # the connection's settings win over trainops' defaults
+    clients: dict[str, Any] = {}
+    lock = threading.Lock()  # a boto3 session is not thread-safe; the log follower and the wait share the factory
+
+    def factory(service: str) -> Any:
+        with lock:
+            if service not in clients:
+                clients[service] = session.client(service, endpoint_url=wrapper.get_service_endpoint_url(service),
+                                                  config=config, verify=wrapper.verify)
+            return clients[service]
+
+    return factory, region_name or hook.region_name or session.region_name
 
 
 def task_logger(operator: Any) -> Callable[[str], None]:
