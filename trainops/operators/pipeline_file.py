@@ -53,20 +53,23 @@ def resolve_pipeline_steps(
 
     Raises `SpecError` (every problem, with its field) for a bad file, a bad spec or a missing step.
     """
-    from trainops.errors import Problem, SpecError
+    from trainops.errors import SpecError
     from trainops.spec.pipeline import load_pipeline, resolve
     from trainops.steps.train import load_spec
 
     path = Path(pipeline_file).resolve()
-    pipeline = load_pipeline(path, workdir_override=str(Path(workdir or default_workdir()).resolve()))
+    problems = []
+    try:
+        pipeline = load_pipeline(path, workdir_override=str(Path(workdir or default_workdir()).resolve()))
+    except SpecError as error:
+        pipeline, problems = None, list(error.problems)
+    # One failure lists everything: the file's own problems, the steps the DAG misses and the job spec's problems.
+    problems += _missing_steps(pipeline, path)
+    spec, spec_problems = _train_spec(pipeline, path)
+    problems += spec_problems
+    if problems:
+        raise SpecError(problems, str(path))
     steps, here = pipeline.steps, path.parent
-    missing = [Problem(f"steps.{name}", "the retraining DAG has a task for this step: describe it")
-               for name in REQUIRED_STEPS if getattr(steps, "register_step" if name == "register" else name) is None]
-    if missing:
-        raise SpecError(missing, str(path))
-    train_spec = steps.train.spec
-    spec = load_spec(resolve(train_spec, here)) if isinstance(train_spec, str) else load_spec(train_spec,
-                                                                                             base_dir=here)
     spec_json = spec.to_json_dict()
     if hyperparameters:
         spec_json["hyperparameters"] = {**spec_json.get("hyperparameters", {}), **hyperparameters}
@@ -104,6 +107,56 @@ def resolve_pipeline_steps(
                                   else str(workdir_path / "registry")),
         "register_description": register.description or "",
     }
+
+
+def _raw_steps(path: Path) -> dict[str, Any]:
+    from trainops.spec.loader import read_document
+
+    try:
+        document = read_document(path)
+    except Exception:  # noqa: BLE001 - an unreadable file is already one of load_pipeline's problems
+        return {}
+    steps = document.get("steps") if isinstance(document, dict) else None
+    return steps if isinstance(steps, dict) else {}
+
+
+def _missing_steps(pipeline: Any, path: Path) -> list:
+    """A problem for each step the DAG has a task for and the file does not describe (read from the raw file when
+    it did not validate, so these come with the file's other problems)."""
+    from trainops.errors import Problem
+
+    if pipeline is not None:
+        present = {name for name in REQUIRED_STEPS
+                   if getattr(pipeline.steps, "register_step" if name == "register" else name) is not None}
+    else:
+        present = {name for name, value in _raw_steps(path).items() if value is not None}
+    return [Problem(f"steps.{name}", "the retraining DAG has a task for this step: describe it")
+            for name in REQUIRED_STEPS if name not in present]
+
+
+def _train_spec(pipeline: Any, path: Path) -> tuple[Any, list]:
+    """(the training job spec, its problems with fields under ``steps.train.spec``); the spec is None when invalid
+    or not described."""
+    from trainops.errors import Problem, SpecError
+    from trainops.spec.pipeline import resolve
+    from trainops.steps.train import load_spec
+
+    here = path.parent
+    if pipeline is not None:
+        given = pipeline.steps.train.spec
+    else:  # the file did not validate: still check the spec it names, as written
+        train = _raw_steps(path).get("train")
+        given = train.get("spec") if isinstance(train, dict) else None
+        if not isinstance(given, (str, dict)) or (isinstance(given, str) and "${" in given):
+            return None, []  # missing, of the wrong type or using variables: load_pipeline has said so already
+    try:
+        if isinstance(given, str):
+            return load_spec(resolve(given, here)), []
+        return load_spec(given, base_dir=here), []
+    except SpecError as error:
+        where = f" ({error.source})" if error.source and isinstance(given, str) else ""
+        return None, [Problem(f"steps.train.spec.{problem.path}" if problem.path else "steps.train.spec",
+                              f"{problem.message}{where}") for problem in error.problems]
 
 
 def run_prepare_step(steps: dict[str, Any], *, log: Callable[[str], None]) -> str | None:

@@ -81,3 +81,28 @@ def test_the_prepare_step_runs_the_script_with_its_substituted_arguments(tmp_pat
     with pytest.raises(JobFailed, match="exited with code 3"):
         run_prepare_step(steps, log=lines.append)
     assert run_prepare_step({**steps, "prepare_script": None}, log=lines.append) is None
+
+
+def test_a_bad_pipeline_file_and_its_bad_spec_and_missing_steps_fail_together(tmp_path):
+    # one failure names the file's own problem, each missing step and the job spec's problems (its own fields)
+    (tmp_path / "train.yaml").write_text("name: t\nentry_point: train.py\ninstance_type: ml.nope\n"
+                                         "instance_count: 0\n")
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text("name: bad name\nsteps:\n  train:\n    spec: train.yaml\n  evaluate: {entry_point: e.py}\n")
+    with pytest.raises(SpecError) as raised:
+        resolve_pipeline_steps(pipeline, workdir=str(tmp_path))
+    fields = [problem.path for problem in raised.value.problems]
+    assert "name" in fields
+    assert "steps.stage" in fields and "steps.register" in fields and "steps.evaluate" not in fields
+    assert "steps.train.spec.instance_type" in fields and "steps.train.spec.instance_count" in fields
+    assert str(tmp_path / "train.yaml") in str(raised.value)
+
+
+def test_a_valid_pipeline_with_a_bad_inline_spec_reports_it_with_the_missing_steps(tmp_path):
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text("name: p\nsteps:\n  train:\n    spec: {name: t, entry_point: train.py, max_run: -5,"
+                        " instance_type: ml.m5.large}\n")
+    with pytest.raises(SpecError) as raised:
+        resolve_pipeline_steps(pipeline, workdir=str(tmp_path))
+    fields = [problem.path for problem in raised.value.problems]
+    assert {"steps.stage", "steps.evaluate", "steps.register", "steps.train.spec.max_run"} <= set(fields), fields
