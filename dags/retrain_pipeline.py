@@ -3,6 +3,11 @@
 Runs every Monday at 03:00 UTC, and also whenever the training data asset is updated (a producer DAG declares it as
 an outlet, or someone posts an asset event through the API), whichever comes first.
 
+The first run is a deliberate act: the DAG is created paused (``is_paused_upon_creation=True``), and unpausing it
+starts one full retrain at once, the run of the most recent Monday 03:00 (``catchup=False`` schedules the latest
+interval only, never the weeks missed while paused). Unpause it when a retrain may start now; to retrain on the
+schedule only, unpause it at a Monday's 03:00 run.
+
 Every step is described by the pipeline file the ``pipeline_file`` parameter names, by default the digits example
 (``examples/digits/pipeline.yaml``), the same file ``make run`` runs: the DAG and the command line retrain the same
 way. The default backend is ``local`` (simulated hosts on the worker), so the DAG runs offline:
@@ -19,6 +24,7 @@ spec and every heavy library are read when the tasks run, never when the schedul
 
 from __future__ import annotations
 
+from datetime import timedelta
 from pathlib import Path
 
 from airflow.sdk import DAG, Asset, AssetOrTimeSchedule, CronTriggerTimetable, Param, task
@@ -40,6 +46,7 @@ with DAG(
     description="Weekly or on new data: stage, train (distributed), evaluate, gate, register",
     schedule=AssetOrTimeSchedule(timetable=CronTriggerTimetable("0 3 * * 1", timezone="UTC"), assets=TRAINING_DATA),
     catchup=False,
+    is_paused_upon_creation=True,  # the first run (at once, on unpause) is someone's decision, not a deployment's
     max_active_runs=1,  # two runs of one pipeline would train and register over each other
     tags=["trainops", "retraining"],
     params={
@@ -51,7 +58,7 @@ with DAG(
     doc_md=__doc__,
 ) as dag:
 
-    @task(multiple_outputs=True)
+    @task(multiple_outputs=True, retries=2, retry_delay=timedelta(minutes=1))
     def prepare(params=None, run_id=None) -> dict:
         """Read the pipeline file (every problem reported at once, with its field), run its data export."""
         from trainops.operators.common import translated_errors
@@ -97,6 +104,7 @@ with DAG(
         output_dir=steps["evaluate_output_dir"],
         gate=steps["evaluate_gate"],
         hyperparameters=steps["evaluate_hyperparameters"],
+        timeout=steps["evaluate_timeout"],
         champion_group=steps["register_group"],
         registry_dir=steps["register_registry_dir"],
         backend=steps["backend"],

@@ -41,6 +41,15 @@ def test_retrain_pipeline_has_the_promised_tasks_order_and_schedule():
     assert isinstance(schedule.asset_condition, Asset) and schedule.asset_condition.name == "digits_training_data"
     assert dag.params["backend"] == "local"  # offline by default
     assert dag.get_task("train").deferrable is True
+    # a retry re-attaches, so every step may retry; the gate is a verdict, not a flaky step
+    for task_id in ("prepare", "stage", "train", "evaluate", "register"):
+        assert dag.get_task(task_id).retries == 2, task_id
+        assert dag.get_task(task_id).retry_delay.total_seconds() == 60, task_id
+    assert dag.get_task("gate").retries == 0
+    # the pipeline file's evaluation timeout reaches the evaluate task (an XCom of prepare, rendered at run time)
+    timeout = dag.get_task("evaluate").timeout
+    assert (timeout.operator.task_id, timeout.key) == ("prepare", "evaluate_timeout")
+    assert dag.is_paused_upon_creation is True  # the first (immediate) run waits for someone to unpause it
 
 
 def test_the_sagemaker_example_dags_render_before_they_train():

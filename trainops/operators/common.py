@@ -25,6 +25,12 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
 ClientFactory = Callable[[str], Any]
 
+#: Every trainops operator retries twice, a minute apart, unless the task or the DAG's default_args say otherwise:
+#: the steps re-attach to what the failed try started (jobs are named per task instance), so a retry never
+#: duplicates work, and most failures a retry can fix (a lost worker, a throttled API, spot capacity) are transient.
+DEFAULT_RETRIES = 2
+DEFAULT_RETRY_DELAY_SECONDS = 60
+
 BACKENDS = ("local", "sagemaker")
 
 
@@ -60,6 +66,18 @@ def check_backend(backend: Any) -> str:
         raise AirflowFailException(f"invalid input: 1 problem\n  - backend: {backend!r} is not one of "
                                    f"{', '.join(BACKENDS)}")
     return str(backend)
+
+
+def with_retry_defaults(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` of an operator with trainops' retry defaults where neither the task nor the DAG's ``default_args``
+    (which Airflow hands to ``__init__`` as ``default_args``) set them."""
+    from datetime import timedelta
+
+    defaults = kwargs.get("default_args") or {}
+    for key, value in (("retries", DEFAULT_RETRIES), ("retry_delay", timedelta(seconds=DEFAULT_RETRY_DELAY_SECONDS))):
+        if key not in kwargs and key not in defaults:
+            kwargs[key] = value
+    return kwargs
 
 
 def task_identity(context: Any) -> tuple[str, str, str, int]:

@@ -17,7 +17,9 @@ from typing import Any, Sequence
 
 from airflow.sdk import BaseOperator, SkipMixin
 
-from trainops.operators.common import aws_client_factory, check_backend, task_job_name, translated_errors
+from trainops.operators.common import (
+    aws_client_factory, check_backend, task_job_name, translated_errors, with_retry_defaults,
+)
 from trainops.operators.lineage import LineageMixin, remember_lineage
 
 ON_GATE_FAILURE = ("fail", "skip_downstream", "continue")
@@ -69,7 +71,8 @@ class EvaluateModelOperator(LineageMixin, BaseOperator, SkipMixin):
         on_gate_failure: ``fail`` (default), ``skip_downstream`` or ``continue`` (see the module docstring).
         backend: ``local`` (default) or ``sagemaker`` (a processing job, named from the task instance so a retry
             re-attaches).
-        hyperparameters, environment, timeout: passed to the script.
+        hyperparameters, environment: passed to the script.
+        timeout: seconds the evaluation may take (templated: the retraining DAG passes the pipeline file's).
         champion_group, registry_dir: where champion gates look up the champion.
         role, image_uri, instance_type, code_uri, aws_conn_id, region_name: SageMaker only.
 
@@ -78,8 +81,8 @@ class EvaluateModelOperator(LineageMixin, BaseOperator, SkipMixin):
 
     template_fields: Sequence[str] = (
         "entry_point", "source_dir", "model_artifact", "channels", "output_dir", "gate", "on_gate_failure", "backend",
-        "hyperparameters", "environment", "champion_group", "registry_dir", "role", "image_uri", "code_uri",
-        "aws_conn_id", "region_name",
+        "hyperparameters", "environment", "timeout", "champion_group", "registry_dir", "role", "image_uri",
+        "code_uri", "aws_conn_id", "region_name",
     )
     template_fields_renderers = {"channels": "json", "hyperparameters": "json", "gate": "json"}
     ui_color = "#f7ecd5"
@@ -108,7 +111,7 @@ class EvaluateModelOperator(LineageMixin, BaseOperator, SkipMixin):
         region_name: str | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**with_retry_defaults(kwargs))
         self.entry_point = entry_point
         self.model_artifact = model_artifact
         self.channels = channels
@@ -143,7 +146,7 @@ class EvaluateModelOperator(LineageMixin, BaseOperator, SkipMixin):
             result = evaluate(
                 entry_point=self.entry_point, source_dir=self.source_dir, model_artifact=self.model_artifact,
                 channels=dict(self.channels or {}), output_dir=self.output_dir, gate=self.gate, backend=backend,
-                hyperparameters=self.hyperparameters, environment=self.environment, timeout=self.timeout,
+                hyperparameters=self.hyperparameters, environment=self.environment, timeout=self._timeout(),
                 champion_group=self.champion_group, registry_dir=self.registry_dir,
                 sink=lambda line, from_stderr: self.log.info("%s", line), **options,
             ).to_dict()
@@ -152,6 +155,22 @@ class EvaluateModelOperator(LineageMixin, BaseOperator, SkipMixin):
         self.log.info("metrics: %s", metrics)
         apply_gate(self, context, result, self.on_gate_failure, result=result)
         return result
+
+
+    def _timeout(self) -> float | None:
+        """The timeout in seconds; a templated value (an XCom, Jinja) may arrive as text or be empty."""
+        from airflow.sdk.exceptions import AirflowFailException
+
+        if self.timeout in (None, ""):
+            return None
+        try:
+            value = float(self.timeout)
+        except (TypeError, ValueError):
+            value = -1.0
+        if value <= 0:
+            raise AirflowFailException(f"invalid input: 1 problem\n  - timeout: {self.timeout!r} is not a positive "
+                                       "number of seconds")
+        return value
 
 
 class QualityGateOperator(BaseOperator, SkipMixin):

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from airflow.sdk import BaseOperator
 
-from trainops.operators.common import aws_client_factory, check_backend, translated_errors
+from trainops.operators.common import aws_client_factory, check_backend, translated_errors, with_retry_defaults
 from trainops.operators.lineage import LineageMixin, remember_lineage
 
 
@@ -58,7 +58,7 @@ class RegisterModelOperator(LineageMixin, BaseOperator):
         region_name: str | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**with_retry_defaults(kwargs))
         self.model_artifact = model_artifact
         self.metrics = metrics
         self.group = group

@@ -13,7 +13,9 @@ from typing import Any, Sequence
 
 from airflow.sdk import BaseOperator
 
-from trainops.operators.common import aws_client_factory, check_backend, task_logger, translated_errors
+from trainops.operators.common import (
+    aws_client_factory, check_backend, task_logger, translated_errors, with_retry_defaults,
+)
 from trainops.operators.lineage import LineageMixin, remember_lineage
 
 
@@ -50,7 +52,7 @@ class StageDataOperator(LineageMixin, BaseOperator):
         options: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**with_retry_defaults(kwargs))
         self.source = source
         self.destination = destination
         self.backend = backend

@@ -22,7 +22,7 @@ from typing import Any, Sequence
 from airflow.sdk import BaseOperator
 
 from trainops.operators.common import (
-    aws_client_factory, check_backend, task_job_name, task_logger, translated_errors,
+    aws_client_factory, check_backend, task_job_name, task_logger, translated_errors, with_retry_defaults,
 )
 from trainops.operators.lineage import LineageMixin, remember_lineage, training_datasets
 from trainops.operators.links import SageMakerTrainingJobLink, remember_console_job
@@ -97,7 +97,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         stream_logs: bool = True,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**with_retry_defaults(kwargs))
         self.spec = spec
         self.backend = backend
         self.job_name = job_name
@@ -183,10 +183,21 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         remember_console_job(self, name, region)
         if submitted["status"] != "InProgress" or not self.wait_for_completion:
             self._remember_lineage(spec, submitted.get("model_artifact"))
-            return xcom_result(submitted, region=region)
+            # A re-attached job that already ended has its final metrics too: the same XCom as after a wait.
+            metrics = self._final_metrics(name) if submitted["status"] == "Completed" else {}
+            return xcom_result(submitted, region=region, metrics=metrics)
         if self.deferrable:
             self._defer(spec, name, region, reattached=bool(submitted.get("reattached")))
         return self._wait_in_worker(spec, name, region, submitted)
+
+    def _final_metrics(self, name: str) -> dict[str, float]:
+        from trainops.operators.triggers import final_metrics
+
+        try:
+            return final_metrics(self._client_factory("sagemaker").describe_training_job(TrainingJobName=name))
+        except Exception as error:  # noqa: BLE001 - metrics are a report; the job's outcome is already known
+            self.log.warning("could not read the final metrics of %s: %s", name, error)
+            return {}
 
     def _defer(self, spec: Any, name: str, region: str | None, *, reattached: bool) -> None:
         from trainops.backends.states import wait_bound_seconds

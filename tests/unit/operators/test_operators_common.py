@@ -138,3 +138,18 @@ def test_the_entry_point_airflow_reads_is_declared():
     found = [ep for ep in entry_points(group="apache_airflow_provider") if ep.value.startswith("trainops.")]
     assert [ep.value for ep in found] == ["trainops.operators.provider:get_provider_info"]
     assert found[0].load() is get_provider_info
+
+
+# --- retry defaults -----------------------------------------------------------------------------------------------
+def test_operators_retry_twice_a_minute_apart_unless_the_task_or_the_dag_says_otherwise():
+    from airflow.sdk import DAG
+
+    from trainops.operators.stage import StageDataOperator
+    from trainops.operators.training import DistributedTrainingOperator
+
+    plain = DistributedTrainingOperator(task_id="train", spec={})
+    assert (plain.retries, plain.retry_delay.total_seconds()) == (2, 60)
+    assert DistributedTrainingOperator(task_id="train", spec={}, retries=0).retries == 0
+    with DAG(dag_id="defaults", schedule=None, default_args={"retries": 5}):
+        from_dag = StageDataOperator(task_id="stage", source="a", destination="b")
+    assert (from_dag.retries, from_dag.retry_delay.total_seconds()) == (5, 60)

@@ -4,6 +4,7 @@ things a failed gate can do (fail with metric/value/threshold, skip downstream, 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 from support.airflow_home import isolate_airflow_home
@@ -117,3 +118,19 @@ def test_a_champion_gate_without_a_group_is_refused_not_silently_passed(evaluati
     arguments = {**evaluation_inputs(0.97), "gate": "accuracy > champion"}
     with pytest.raises(AirflowFailException, match="champion_group"):
         evaluate_operator(**arguments).execute({"ti": SimpleNamespace()})
+
+
+def test_the_evaluation_timeout_is_passed_to_the_step_and_stops_a_slow_script(evaluation_inputs, tmp_path):
+    arguments = evaluation_inputs(0.97)
+    (Path(arguments["source_dir"]) / "evaluate.py").write_text("import time\ntime.sleep(60)\n")
+    # a templated value (the retraining DAG's XCom, or Jinja) arrives as text
+    operator = evaluate_operator(**arguments, timeout="2")
+    with pytest.raises(AirflowException, match="ran past its timeout of 2 s"):
+        operator.execute({"ti": FakeTI()})
+
+
+@pytest.mark.parametrize("value", ["soon", "-1", 0])
+def test_a_bad_evaluation_timeout_fails_without_retry_naming_the_field(evaluation_inputs, value):
+    operator = evaluate_operator(**evaluation_inputs(0.97), timeout=value)
+    with pytest.raises(AirflowFailException, match="timeout"):
+        operator.execute({"ti": FakeTI()})

@@ -160,12 +160,17 @@ def test_a_retry_while_the_job_runs_reattaches_and_creates_no_second_job(aws):
 def test_a_retry_after_the_job_completed_returns_its_result_without_waiting(aws):
     for _ in range(3):
         described(aws, "Completed", "Completed", billable=3600, training=3700)
+    final = training_description(NAME, "Completed", "Completed", billable=3600, training=3700)
+    final["FinalMetricDataList"] = [{"MetricName": "train:loss", "Value": 0.25, "Timestamp": final["CreationTime"]}]
+    aws.stub("sagemaker").add_response("describe_training_job", final, {"TrainingJobName": NAME})
     result = operator().execute(context(try_number=3))
     aws.verify()
     assert aws.created == []
     assert (result["job_name"], result["status"], result["reattached"]) == (NAME, "Completed", True)
     assert result["model_artifact"] == f"s3://trainops-test/output/{NAME}/output/model.tar.gz"
     assert result["billable_seconds"] == 3600
+    # the same XCom as after a wait or a deferral: the job's final metrics too
+    assert result["metrics"] == {"train:loss": 0.25}
 
 
 def test_names_differ_by_run_and_map_index_but_not_by_try():
