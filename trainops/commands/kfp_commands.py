@@ -20,22 +20,29 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     compile_command = commands.add_parser(
         "compile", help="compile a pipeline file to KFP IR YAML",
         description="Compile PIPELINE (a trainops pipeline file) into a KFP v2 pipeline (IR YAML) for a Kubeflow "
-                    "cluster. Values keep the file's relative paths and ${workdir}; the components resolve them "
-                    "against the pipeline_dir parameter, relative to their working directory (the image's WORKDIR).",
-        epilog="Exit codes: 0 compiled; 2 invalid input (the pipeline file or its job spec).")
+                    "cluster. Each component runs `python3 -m trainops.components.executor` in the image built "
+                    "from the repository's Dockerfile. Values keep the file's relative paths and ${workdir}; the "
+                    "components resolve them against the pipeline_dir parameter, relative to the image's WORKDIR, "
+                    "which holds the build context's pipeline files: run it from the build context (the "
+                    "repository root for examples/). A pipeline whose files would not be in the image is refused.",
+        epilog="Exit codes: 0 compiled; 2 invalid input (the pipeline file, its job spec, or a path the image "
+               "would not hold).")
     compile_command.add_argument("pipeline", metavar="PIPELINE", help="pipeline file (YAML or JSON)")
     compile_command.add_argument("-o", "--output", required=True, metavar="OUT.yaml", help="where to write the YAML")
     compile_command.add_argument("--image", default=None,
-                                 help="component image, e.g. one built from the repository's Dockerfile (default: "
-                                      "python:3.11-slim installing trainops[aws,kfp] at start-up)")
+                                 help="component image: the one built from the repository's Dockerfile, pushed "
+                                      "where the cluster pulls from (default: trainops:<version>, the Dockerfile's "
+                                      "tag); its Python runs the installed components, nothing is installed")
     compile_command.add_argument("--package", action="append", default=None, metavar="REQUIREMENT",
-                                 help="pip requirement installed before each component runs (repeatable; default: "
-                                      "trainops[aws,kfp] without --image, nothing with it)")
+                                 help="make lightweight components that pip-install REQUIREMENT when they start "
+                                      "(repeatable; image default python:3.11-slim); without it nothing is "
+                                      "installed at run time")
     compile_command.add_argument("--pip-index-url", action="append", default=None, metavar="URL",
                                  help="package index for --package (repeatable)")
     compile_command.add_argument("--pipeline-dir", default=None, metavar="DIR",
-                                 help="the pipeline file's directory as the components see it (default: its path "
-                                      "relative to the current directory)")
+                                 help="the pipeline file's directory in the image: relative to its WORKDIR "
+                                      "(/opt/trainops) or absolute under it (default: the file's directory relative "
+                                      "to the current directory, the image's build context); checked here")
     compile_command.set_defaults(handler=compile_handler)
 
     run_local = commands.add_parser(
@@ -62,7 +69,8 @@ def compile_handler(args: argparse.Namespace) -> int:
     settings = settings_for(args.image, args.package, args.pip_index_url)
     output = compile_pipeline(args.pipeline, args.output, settings=settings, pipeline_dir=args.pipeline_dir)
     print(f"compiled {args.pipeline} -> {output} (image {settings.base_image}"
-          + (f", installs {' '.join(settings.packages_to_install)}" if settings.packages_to_install else "") + ")")
+          + (f", installs {' '.join(settings.packages_to_install)} at start-up" if settings.packages_to_install
+             else ", containerized: nothing installed at run time") + ")")
     return 0
 
 

@@ -188,15 +188,85 @@ def register_task(ops, register, model, metrics, spec_inputs: dict, where: dict,
                                    **evaluation, **spec_inputs, **where))
 
 
+def image_files(source: PipelineSource) -> list[tuple[str, Path]]:
+    """(field, local path) of every file or directory the components read from the pipeline's own files: the prepare
+    script, the job spec file, the training code and the evaluation code (URIs such as ``s3://`` are not files)."""
+    from trainops.spec.loader import load_job_spec
+    from trainops.steps.train import load_spec
+
+    steps, here = source.resolved.steps, source.directory
+    files: list[tuple[str, Path]] = []
+    if steps.prepare:
+        files.append(("steps.prepare.script", Path(resolve(steps.prepare.script, here))))
+    if isinstance(steps.train.spec, str):
+        spec_path = Path(resolve(steps.train.spec, here))
+        files.append(("steps.train.spec", spec_path))
+        spec = load_job_spec(spec_path)
+    else:
+        spec = load_spec(steps.train.spec, base_dir=here)
+    if spec.source_dir and "://" not in spec.source_dir:
+        files.append(("steps.train.spec.source_dir", Path(spec.source_dir)))
+        files.append(("steps.train.spec.entry_point", Path(spec.source_dir) / spec.entry_point))
+    if steps.evaluate and "://" not in (steps.evaluate.source_dir or ""):
+        code = Path(resolve(steps.evaluate.source_dir or ".", here))
+        files.append(("steps.evaluate.source_dir", code))
+        files.append(("steps.evaluate.entry_point", code / steps.evaluate.entry_point))
+    return files
+
+
+def check_image_paths(source: PipelineSource, pipeline_dir: str, context: Path, where: str) -> None:
+    """Refuse, at compile time, a pipeline whose components would not find its files in the image.
+
+    The image built from the Dockerfile holds its build context's pipeline directory (``examples/`` and the
+    ``PIPELINE_DIR`` build argument) under `IMAGE_WORKDIR`, its working directory. So ``pipeline_dir`` must name the
+    pipeline file's directory as seen from ``context`` (the build context, the current directory by default):
+    relative to it, or absolute under `IMAGE_WORKDIR`; and every file the components read must exist and lie in
+    that directory (it is what travels). Raises `SpecError` naming each problem's field.
+    """
+    from pathlib import PurePosixPath
+
+    from trainops.components.settings import IMAGE_WORKDIR
+    from trainops.errors import Problem
+
+    here = source.directory
+    given = PurePosixPath(pipeline_dir)
+    workdir = PurePosixPath(IMAGE_WORKDIR)
+    how = (f"compile from the image's build context (the directory `docker build` is run in; the pipeline "
+           f"directory must lie below it) or give --pipeline-dir as the directory in the image (relative to its "
+           f"WORKDIR {IMAGE_WORKDIR}, or absolute under it)")
+    if given.is_absolute() and given != workdir and workdir not in given.parents:
+        raise SpecError(Problem("pipeline_dir", f"{pipeline_dir} is not in the image (its files lie under "
+                                                f"{IMAGE_WORKDIR}): {how}"), where)
+    relative = given.relative_to(workdir) if given.is_absolute() else given
+    if ".." in relative.parts or not (context / relative).resolve() == here:
+        raise SpecError(Problem("pipeline_dir", f"{pipeline_dir} would not be the pipeline file's directory in the "
+                                                f"image: from {context} it is {here} ({how})"), where)
+    problems = []
+    for field, path in image_files(source):
+        if not path.exists():
+            problems.append(Problem(field, f"{path} does not exist"))
+        elif path.resolve() != here and here not in path.resolve().parents:
+            problems.append(Problem(field, f"{path} is outside the pipeline directory {here}, which is what the "
+                                           "image holds: move it into that directory"))
+    if problems:
+        raise SpecError(problems, where)
+
+
 def compile_pipeline(path: str | os.PathLike, output: str | os.PathLike, *,
                      settings: ComponentSettings | None = None, pipeline_dir: str | None = None,
-                     configure_task: Callable[[Any], Any] | None = None) -> str:
-    """Compile the pipeline of a pipeline file to KFP IR YAML at ``output``; return the output path."""
+                     configure_task: Callable[[Any], Any] | None = None, context: str | os.PathLike | None = None
+                     ) -> str:
+    """Compile the pipeline of a pipeline file to KFP IR YAML at ``output``; return the output path.
+
+    ``context`` is the image's build context (default: the current directory); a pipeline whose files the
+    components would not find in the image is refused before anything is written (`check_image_paths`).
+    """
     from kfp import compiler
 
     source = read_pipeline_source(path)
-    pipeline = build_pipeline(source, settings, pipeline_dir=pipeline_dir or default_pipeline_dir(path),
-                              configure_task=configure_task)
+    pipeline_dir = pipeline_dir or default_pipeline_dir(path)
+    check_image_paths(source, pipeline_dir, Path(context or Path.cwd()).resolve(), str(path))
+    pipeline = build_pipeline(source, settings, pipeline_dir=pipeline_dir, configure_task=configure_task)
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     compiler.Compiler().compile(pipeline, str(output))
     return str(output)

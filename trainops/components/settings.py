@@ -1,16 +1,20 @@
-"""Where the KFP components run: their image and what pip installs in it before the step starts.
+"""Where the KFP components run: their image, and how the component's Python starts in it.
 
-Two setups work on a cluster with network:
+Two kinds of component, chosen at compile time:
 
-- an image built from the repository's ``Dockerfile`` (trainops with its ``aws`` and ``kfp`` extras, and the
-  examples): ``ComponentSettings(base_image="registry.example.com/trainops:0.1.0")``, nothing to install;
-- a plain Python image that installs trainops at start-up (the default): ``python:3.11-slim`` with
-  ``trainops[aws,kfp]==<this version>`` from the package index (``pip_index_urls`` for a private one).
+- **containerized** (the default): the image already holds trainops and everything the components need (the image
+  the repository's ``Dockerfile`` builds, ``trainops:<version>`` unless ``--image`` names another). The container's
+  command is ``python3 -m trainops.components.executor --executor_input ... --function_to_execute <name>``: Python
+  is the container's first process (no shell in between, so a pod deletion's SIGTERM reaches the component's
+  handler), the function is the installed one (nothing copied into the YAML) and nothing is installed at run time.
+- **lightweight**, only when packages are named (``--package``): KFP's own form, where the function's source travels
+  in the YAML and pip installs the packages when the component starts (``python:3.11-slim`` unless ``--image``).
+  trainops rewrites KFP's start script so that each shell ``exec``s the next step, and Python still ends up as the
+  container's first process. `LOCAL_SETTINGS` (``kfp.local``'s SubprocessRunner, nothing installed) is lightweight
+  too, because kfp.local runs lightweight components only.
 
-`LOCAL_SETTINGS` is for ``kfp.local`` with ``SubprocessRunner(use_venv=False)``: it installs nothing, so a local run
-works offline with the packages of the current interpreter. kfp's own package is never injected
-(``install_kfp_package=False``): every setup above already carries kfp, and kfp would otherwise add a
-``pip install kfp==...`` line to every component, which fails offline.
+kfp's own package is never injected (``install_kfp_package=False``): the image carries kfp through ``trainops[kfp]``,
+and kfp would otherwise add a ``pip install kfp==...`` line to every component, which fails offline.
 
 This module imports no kfp: the command line reads it to build its options.
 """
@@ -21,10 +25,16 @@ from dataclasses import dataclass, field
 
 from trainops import __version__
 
-#: The default image: a Python that matches what trainops supports, with pip.
-DEFAULT_BASE_IMAGE = "python:3.11-slim"
-#: The package the default image installs; pinned to the version that compiled the pipeline, so the component code
-#: embedded in the YAML and the trainops it calls agree.
+#: The image the repository's Dockerfile builds, tagged with this version (``docker build -t trainops:0.1.0 .``);
+#: push it to a registry the cluster pulls from and pass that name with ``--image``.
+DEFAULT_IMAGE = f"trainops:{__version__}"
+#: The Dockerfile's WORKDIR: the build context's pipeline files (examples/, PIPELINE_DIR) lie below it in the image.
+IMAGE_WORKDIR = "/opt/trainops"
+#: The base of lightweight components: a Python that matches what trainops supports, with pip.
+LIGHTWEIGHT_BASE_IMAGE = "python:3.11-slim"
+#: The module a containerized component runs (`trainops.components.executor`).
+EXECUTOR_COMMAND = ("python3", "-m", "trainops.components.executor")
+#: Kept for callers of the lightweight form: the requirement that installs this very trainops.
 DEFAULT_PACKAGE = f"trainops[aws,kfp]=={__version__}"
 
 
@@ -34,35 +44,45 @@ class ComponentSettings:
 
     Attributes:
         base_image: the container image each component runs in.
-        packages_to_install: pip requirements installed before the component function runs (empty: none).
+        packages_to_install: pip requirements installed before a lightweight component's function runs.
         pip_index_urls: package indexes for those requirements (empty: pip's default).
+        containerized: run the installed component functions with `EXECUTOR_COMMAND` (nothing installed, nothing
+            embedded); False for KFP's lightweight form.
     """
 
-    base_image: str = DEFAULT_BASE_IMAGE
-    packages_to_install: tuple[str, ...] = (DEFAULT_PACKAGE,)
+    base_image: str = DEFAULT_IMAGE
+    packages_to_install: tuple[str, ...] = ()
     pip_index_urls: tuple[str, ...] = field(default_factory=tuple)
+    containerized: bool = True
+
+    def __post_init__(self) -> None:
+        if self.containerized and self.packages_to_install:
+            raise ValueError("a containerized component installs nothing: its image holds what it needs "
+                             "(use containerized=False to install packages at start-up)")
 
     def component_options(self) -> dict:
         """The keyword arguments of ``kfp.dsl.component`` these settings stand for."""
-        return {
+        options = {
             "base_image": self.base_image,
             "packages_to_install": list(self.packages_to_install),
             "pip_index_urls": list(self.pip_index_urls) or None,
             "install_kfp_package": False,
         }
+        if self.containerized:
+            options["target_image"] = self.base_image
+        return options
 
 
 def settings_for(image: str | None = None, packages: list[str] | None = None,
                  pip_index_urls: list[str] | None = None) -> ComponentSettings:
-    """Settings from command-line style choices: an image of our own (built from the Dockerfile) needs no packages
-    unless some are named; without an image the default Python image installs trainops."""
-    if image:
-        return ComponentSettings(base_image=image, packages_to_install=tuple(packages or ()),
-                                 pip_index_urls=tuple(pip_index_urls or ()))
-    return ComponentSettings(packages_to_install=tuple(packages) if packages else (DEFAULT_PACKAGE,),
-                             pip_index_urls=tuple(pip_index_urls or ()))
+    """Settings from command-line style choices: the image built from the Dockerfile (or ``image``), containerized,
+    unless packages are named, which makes the components lightweight ones that install them at start-up."""
+    if packages:
+        return ComponentSettings(base_image=image or LIGHTWEIGHT_BASE_IMAGE, packages_to_install=tuple(packages),
+                                 pip_index_urls=tuple(pip_index_urls or ()), containerized=False)
+    return ComponentSettings(base_image=image or DEFAULT_IMAGE, pip_index_urls=tuple(pip_index_urls or ()))
 
 
 #: For kfp.local's SubprocessRunner(use_venv=False): the current interpreter already has everything; the image name
 #: only silences kfp's warning about non-Python images and is never pulled.
-LOCAL_SETTINGS = ComponentSettings(base_image=DEFAULT_BASE_IMAGE, packages_to_install=())
+LOCAL_SETTINGS = ComponentSettings(base_image=LIGHTWEIGHT_BASE_IMAGE, containerized=False)

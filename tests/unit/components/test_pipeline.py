@@ -40,6 +40,10 @@ def all_tasks(document: dict) -> dict:
 
 
 def write_pipeline(tmp_path: Path, steps: str, extra: str = "") -> Path:
+    """A pipeline file with its spec and every script it may name (the compile-time check needs them)."""
+    (tmp_path / "code").mkdir(parents=True, exist_ok=True)
+    for script in ("code/train.py", "evaluate.py", "e.py"):
+        (tmp_path / script).write_text("print('ok')\n")
     (tmp_path / "train.yaml").write_text(SPEC)
     path = tmp_path / "pipeline.yaml"
     path.write_text(f"name: tiny-retrain\n{extra}steps:\n{steps}")
@@ -88,8 +92,9 @@ def test_the_golden_pipeline_has_the_steps_the_gate_branches_and_portable_defaul
 
 # --- other pipeline files ---------------------------------------------------------------------------------------------
 
-def test_without_a_failing_gate_branch_when_a_missed_gate_only_skips_register(tmp_path):
-    path = write_pipeline(tmp_path, "  train: {spec: train.yaml}\n"
+def test_without_a_failing_gate_branch_when_a_missed_gate_only_skips_register(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the image's build context: pipelines/tiny lies below it
+    path = write_pipeline(tmp_path / "pipelines" / "tiny", "  train: {spec: train.yaml}\n"
                                     "  evaluate: {entry_point: evaluate.py, gate: 'loss <= 0.3', "
                                     "on_gate_failure: skip_register}\n  register: {group: tiny}\n")
     document = compiled(Path(compile_pipeline(path, tmp_path / "out.yaml", pipeline_dir="pipelines/tiny")))
@@ -98,7 +103,8 @@ def test_without_a_failing_gate_branch_when_a_missed_gate_only_skips_register(tm
     assert "prepare-data" not in tasks and "dependentTasks" not in tasks["train-model"]
 
 
-def test_register_without_evaluate_follows_training_directly(tmp_path):
+def test_register_without_evaluate_follows_training_directly(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     path = write_pipeline(tmp_path, "  train: {spec: train.yaml}\n  register: {group: tiny}\n")
     document = compiled(Path(compile_pipeline(path, tmp_path / "out.yaml")))
     tasks = root_tasks(document)
@@ -106,7 +112,8 @@ def test_register_without_evaluate_follows_training_directly(tmp_path):
     assert "metrics" not in tasks["register-model"]["inputs"].get("artifacts", {})
 
 
-def test_gates_that_are_not_strings_travel_as_json_and_inline_specs_keep_variables(tmp_path):
+def test_gates_that_are_not_strings_travel_as_json_and_inline_specs_keep_variables(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     inline = ("  train:\n    spec: {name: tiny, entry_point: train.py, source_dir: '${pipeline_dir}/code', "
               "instance_type: ml.m5.large}\n"
               "  evaluate: {entry_point: e.py, gate: [{metric: accuracy, operator: '>=', threshold: 0.9}, "
@@ -150,7 +157,8 @@ def test_the_compiled_pipeline_dir_is_relative_below_the_working_directory(tmp_p
     assert default_pipeline_dir(tmp_path / "elsewhere.yaml") == str(tmp_path)
 
 
-def test_configure_task_sees_every_task(tmp_path):
+def test_configure_task_sees_every_task(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     path = write_pipeline(tmp_path, "  train: {spec: train.yaml}\n  evaluate: {entry_point: e.py, gate: 'a > 1'}\n"
                                     "  register: {group: tiny}\n")
     seen = []
@@ -163,3 +171,37 @@ def test_configure_task_sees_every_task(tmp_path):
     assert sorted(seen) == ["evaluate-model", "gate-failed", "register-model", "train-model"]
     tasks = all_tasks(document)
     assert all(tasks[name]["retryPolicy"]["maxRetryCount"] == 2 for name in seen)
+
+
+# --- what the image holds, checked at compile time ----------------------------------------------------------------------
+
+def test_compiling_from_outside_the_build_context_is_refused_before_anything_is_written(tmp_path, monkeypatch,
+                                                                                          capsys):
+    path = write_pipeline(tmp_path / "pipelines" / "tiny", "  train: {spec: train.yaml}\n")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)  # the default pipeline_dir would be an absolute path of this machine
+    assert main(["kfp", "compile", str(path), "-o", str(tmp_path / "out.yaml")]) == 2
+    assert "pipeline_dir: " in capsys.readouterr().err and not (tmp_path / "out.yaml").exists()
+    monkeypatch.chdir(tmp_path)
+    for wrong in ("pipelines", "pipelines/other", "../tiny", "/opt/trainops/pipelines/other", "/srv/pipelines/tiny"):
+        with pytest.raises(SpecError, match="pipeline_dir"):
+            compile_pipeline(path, tmp_path / "out.yaml", pipeline_dir=wrong)
+    for right in ("pipelines/tiny", "/opt/trainops/pipelines/tiny", None):
+        assert compile_pipeline(path, tmp_path / f"out-{bool(right)}.yaml", pipeline_dir=right)
+
+
+def test_files_the_components_read_must_exist_inside_the_pipeline_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    here = tmp_path / "pipelines" / "tiny"
+    path = write_pipeline(here, "  prepare: {script: ../export.py}\n  train: {spec: train.yaml}\n"
+                                "  evaluate: {entry_point: missing.py, gate: 'a > 1'}\n")
+    (tmp_path / "pipelines" / "export.py").write_text("print('exported')\n")
+    (here / "train.yaml").write_text(SPEC.replace("source_dir: code", "source_dir: ../../shared"))
+    with pytest.raises(SpecError) as raised:
+        compile_pipeline(path, tmp_path / "out.yaml")
+    fields = {problem.path: problem.message for problem in raised.value.problems}
+    assert "outside the pipeline directory" in fields["steps.prepare.script"]
+    assert "does not exist" in fields["steps.train.spec.source_dir"]
+    assert "does not exist" in fields["steps.evaluate.entry_point"]
+    assert not (tmp_path / "out.yaml").exists()
