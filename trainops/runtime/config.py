@@ -181,7 +181,7 @@ def launch_config(contract: Contract, environ: Mapping[str, str] | None = None,
         processes_per_host_override=_positive_int(environ, "TRAINOPS_PROCESSES_PER_HOST"),
         neuron_parallel_compile=bool(distribution.get("neuron_parallel_compile"))
         or environ.get("RUN_NEURON_PARALLEL_COMPILE") == "1",
-        healthcheck=healthcheck_requested(environ, hyperparameters),
+        healthcheck=healthcheck_requested(environ, hyperparameters, contract.hosts, contract.instance_type),
         log_prefix=environ.get("TRAINOPS_LOG_PREFIX"),
         inherited_pythonpath=environ.get("PYTHONPATH", ""),
         python=python or sys.executable,

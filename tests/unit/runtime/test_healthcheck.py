@@ -71,6 +71,19 @@ def test_opt_in(environ, hyperparameters, expected):
     assert healthcheck.requested(environ, hyperparameters) is expected
 
 
+@pytest.mark.parametrize("environ, hyperparameters, hosts, instance_type, expected", [
+    ({}, {}, ["algo-1", "algo-2"], "ml.p4d.24xlarge", True),        # multi-node GPU on SageMaker: on by default
+    ({}, {}, ["algo-1"], "ml.p4d.24xlarge", False),                 # one host: off
+    ({}, {}, ["algo-1", "algo-2"], "ml.c5.xlarge", False),          # no GPU: off
+    ({"TRAINOPS_LOCAL": "1"}, {}, ["algo-1", "algo-2"], "ml.p4d.24xlarge", False),  # simulated hosts share a machine
+    ({"TRAINOPS_HEALTHCHECK": "0"}, {}, ["algo-1", "algo-2"], "ml.p4d.24xlarge", False),  # the spec said no
+    ({"TRAINOPS_HEALTHCHECK": "1", "TRAINOPS_LOCAL": "1"}, {}, ["algo-1"], "ml.c5.xlarge", True),
+    ({}, {"trainops_healthcheck": "false"}, ["algo-1", "algo-2"], "ml.p5.48xlarge", False),
+])
+def test_default_for_multi_node_gpu_jobs(environ, hyperparameters, hosts, instance_type, expected):
+    assert healthcheck.requested(environ, hyperparameters, hosts, instance_type) is expected
+
+
 def test_threshold_from_argument_or_environment():
     assert healthcheck.threshold_from({}) == 0.5
     assert healthcheck.threshold_from({"TRAINOPS_HEALTHCHECK_THRESHOLD": "0.8"}) == 0.8
