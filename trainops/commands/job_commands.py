@@ -29,7 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--workdir", default=None, help="local backend: state directory (default: $TRAINOPS_HOME)")
     run.add_argument("--if-exists", choices=["reattach", "fail", "new"], default="reattach",
                      help="when a job of that name exists: follow it (default), fail, or create a suffixed copy")
-    run.add_argument("--no-wait", action="store_true", help="sagemaker backend: return once the job is created")
+    run.add_argument("--no-wait", action="store_true",
+                     help="return once the job is created (local backend: it runs under a detached supervisor; "
+                          "follow it with trainops logs NAME --follow, end it with trainops stop NAME)")
     run.add_argument("--launcher", choices=["trainops", "toolkit"], default=None,
                      help="sagemaker backend: who launches the ranks in the container")
     run.add_argument("--region", default=None, help="sagemaker backend: AWS region when the spec has none")
@@ -94,7 +96,11 @@ def _run_job(args: argparse.Namespace) -> int:
             raise KeyboardInterrupt
 
     options = dict(job_name=args.job_name, if_exists=args.if_exists)
-    if backend == "local":
+    if backend == "local" and args.no_wait:
+        options.update(workdir=args.workdir, processes_per_host=args.processes_per_host,
+                       channel_overrides=_channel_overrides(args.channel), wait=False)
+        previous = {}
+    elif backend == "local":
         options.update(workdir=args.workdir, processes_per_host=args.processes_per_host,
                        channel_overrides=_channel_overrides(args.channel), on_job=jobs.append)
         previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
@@ -119,7 +125,7 @@ def _run_job(args: argparse.Namespace) -> int:
 def _print_outcome(result: dict) -> None:
     lines = [f"job:        {result['job_name']} ({result['backend']})",
              f"status:     {result['status']}" + (f" ({result['secondary_status']})"
-                                                   if result.get("secondary_status") not in (None, result["status"])
+                                                   if result.get("secondary_status") not in (None, "", result["status"])
                                                    else "")]
     if result.get("duration_seconds") is not None:
         lines.append(f"duration:   {result['duration_seconds']:.1f} s")

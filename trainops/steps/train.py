@@ -69,7 +69,7 @@ def train(
     job_name = job_name or default_job_name(spec)
     log = log or (lambda line: print(line, flush=True))
     if backend == "local":
-        result = _train_locally(spec, job_name, if_exists, log, **options)
+        result = _train_locally(spec, job_name, if_exists, log, wait=wait, **options)
     else:
         result = _train_on_sagemaker(spec, job_name, if_exists, wait, log, **options)
     if result["status"] not in ("Completed", "InProgress"):
@@ -81,7 +81,7 @@ def train(
 
 
 def _train_locally(spec, job_name: str, if_exists: str, log: Log, *, workdir=None, processes_per_host=None,
-                   channel_overrides=None, on_job=None, checkpoint_key=None) -> dict[str, Any]:
+                   channel_overrides=None, on_job=None, checkpoint_key=None, wait: bool = True) -> dict[str, Any]:
     from trainops.backends.local import status
     from trainops.backends.local.job import LocalJob
     from trainops.backends.sagemaker.names import with_suffix
@@ -96,8 +96,14 @@ def _train_locally(spec, job_name: str, if_exists: str, log: Log, *, workdir=Non
                                                 "choose another name or if_exists=reattach/new"))
         if if_exists == "reattach" and record["status"] in ("Completed", "InProgress"):
             log(f"[trainops] re-attaching to local job {name} ({record['status']})")
-            return _local_summary(_wait_local(name, workdir, record), reattached=True)
+            return _local_summary(_wait_local(name, workdir, record) if wait else record, reattached=True)
         name = with_suffix(job_name, str(attempt))
+    if not wait:  # detached: a supervisor process runs the job (trainops.backends.local.detached)
+        from trainops.backends.local.detached import submit_detached
+
+        record = submit_detached(spec, name, workdir=workdir, processes_per_host=processes_per_host,
+                                 channel_overrides=channel_overrides, checkpoint_key=checkpoint_key)
+        return _local_summary(record, reattached=False)
     job = LocalJob(spec, name, workdir=workdir, processes_per_host=processes_per_host,
                    channel_overrides=channel_overrides, log=log, checkpoint_key=checkpoint_key)
     if on_job:
@@ -109,7 +115,7 @@ def _train_locally(spec, job_name: str, if_exists: str, log: Log, *, workdir=Non
 def _wait_local(name: str, workdir, record: dict) -> dict:
     from trainops.backends.local import status
 
-    while record["status"] == "InProgress":
+    while record["status"] in status.ACTIVE:
         time.sleep(1.0)
         record = status.read(name, workdir)
     return record

@@ -9,6 +9,7 @@ import sys
 import time
 
 from trainops.backends.local import status
+from trainops.backends.local.locks import try_lock
 from trainops.backends.local.ports import _locks_dir, reserve_port
 from trainops.backends.local.processes import MARKER, job_processes, kill_job
 
@@ -56,6 +57,15 @@ def test_in_progress_job_without_its_controller_reads_as_failed(tmp_path):
                                                "controller_pid": dead.pid})
     record = status.read("ghost", tmp_path)
     assert record["status"] == "Failed" and "exited before the job ended" in record["failure_reason"]
+    # A live pid alone proves nothing (it may be reused, or pid 1 of a container): the controller's lock does.
+    status.write(tmp_path / "jobs" / "pid-only", {"job_name": "pid-only", "status": "InProgress",
+                                                  "controller_pid": os.getpid()})
+    assert status.read("pid-only", tmp_path)["status"] == "Failed"
     status.write(tmp_path / "jobs" / "alive", {"job_name": "alive", "status": "InProgress",
                                                "controller_pid": os.getpid()})
-    assert status.read("alive", tmp_path)["status"] == "InProgress"
+    lock = try_lock(tmp_path / "jobs" / "alive" / ".controller.lock", "alive")
+    try:
+        assert status.read("alive", tmp_path)["status"] == "InProgress"
+    finally:
+        lock.release()
+    assert status.read("alive", tmp_path)["status"] == "Failed"

@@ -1,4 +1,11 @@
-"""`trainops stop` for local jobs: ask the process running the job to stop it, or clean up after it if it died."""
+"""`trainops stop` for local jobs: ask the job's controller to stop it, or clean up after a controller that died.
+
+Nothing is signalled on the strength of a recorded pid. A running job is asked to stop through a `stop-request`
+file its controller polls (`trainops.backends.local.watch`); what a dead controller left behind is found and stopped
+by `trainops.backends.local.tracking` (its cgroup, or pids whose start time still matches). Only when the controller
+does not answer in time is it killed, and only if its identity is proven (`identity.signalable_controller`): then
+its guard stops the job's processes and records the job.
+"""
 
 from __future__ import annotations
 
@@ -6,26 +13,45 @@ import os
 import signal
 import time
 
-from trainops.backends.local import paths, status
-from trainops.backends.local.processes import kill_job
+from trainops.backends.local import identity, paths, status
+from trainops.backends.local.tracking import stop_processes
+from trainops.backends.local.watch import request_stop
+
+
+def _leftovers(job_dir, record: dict) -> str:
+    found, left = stop_processes(job_dir, record, grace_seconds=5.0)
+    if not found:
+        return ""
+    return f"; stopped {found - left} process(es) it had left running" + (f", {left} could not be stopped"
+                                                                          if left else "")
 
 
 def stop_local_job(job_name: str, workdir: str | os.PathLike | None = None, timeout: float = 60.0) -> str:
     """Stop a running local job; returns a one-line description of what happened."""
+    job_dir = paths.job_dir(job_name, workdir)
     record = status.read(job_name, workdir)
-    if record["status"] != "InProgress":
-        if record.get("job_id"):
-            kill_job(record["job_id"], grace_seconds=1.0)  # a dead controller may have left processes behind
-        return f"{job_name}: {record['status']} (nothing to stop)"
-    pid = record.get("controller_pid")
-    os.kill(pid, signal.SIGTERM)  # its handler stops every host in order and records the status
+    if record["status"] not in status.ACTIVE:
+        return f"{job_name}: {record['status']} (nothing to stop{_leftovers(job_dir, record)})"
+    request_stop(job_dir, "Stopped by trainops stop")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         record = status.read(job_name, workdir)
-        if record["status"] != "InProgress":
-            return f"{job_name}: {record['status']}"
+        if record["status"] not in status.ACTIVE:
+            return f"{job_name}: {record['status']}{_leftovers(job_dir, record)}"
         time.sleep(0.2)
-    kill_job(record["job_id"], grace_seconds=1.0)
-    record.update(status="Stopped", failure_reason="stopped by trainops stop (the controller did not answer)")
-    status.write(paths.job_dir(job_name, workdir), record)
-    return f"{job_name}: Stopped (forced)"
+    pid = identity.signalable_controller(status.read_record(job_dir, job_name))
+    if pid is not None:
+        os.kill(pid, signal.SIGKILL)  # proven to be the job's controller: its guard takes over from here
+        guard_deadline = time.monotonic() + 30.0
+        while identity.lock_held(job_dir) and time.monotonic() < guard_deadline:
+            time.sleep(0.2)
+    if identity.lock_held(job_dir):
+        return (f"{job_name}: still {record['status']}: its controller did not stop it within {timeout:.0f} s and "
+                "could not be proven to be the job's own process, so it was not signalled")
+    record = status.read(job_name, workdir)
+    extra = _leftovers(job_dir, record)
+    record = status.read_record(job_dir, job_name)
+    if record.get("status") in status.ACTIVE:
+        record.update(status="Stopped", failure_reason="stopped by trainops stop (the controller did not answer)")
+        status.write(job_dir, record)
+    return f"{job_name}: Stopped (forced){extra}"

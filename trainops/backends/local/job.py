@@ -25,8 +25,11 @@ from trainops.backends.local.inputs import resolve_channels, resolve_code_dir
 from trainops.backends.local.layout import HostLayout, lay_out_job
 from trainops.backends.local.locks import HeldLock, holder, try_lock
 from trainops.backends.local.ports import reserve_port
-from trainops.backends.local.processes import MARKER, job_processes, kill_job
+from trainops.backends.local.identity import own_identity
+from trainops.backends.local.processes import MARKER, kill_job
+from trainops.backends.local.pump import LogPump
 from trainops.backends.local.secrets import MASK_VARIABLES, job_secrets, mask, mask_variables, public_spec
+from trainops.backends.local.watch import ProcessWatch
 from trainops.errors import JobFailed, SpecError
 from trainops.spec.job import JobSpec
 
@@ -59,7 +62,9 @@ class LocalJobResult:
     checkpoint_dir: str | None = None
     hosts: list[str] = field(default_factory=list)
     processes_per_host: int | None = None
-    processes_left: int = 0
+    processes_left: int = 0  # alive after the job's clean-up: 0 unless some could not be stopped
+    processes_stopped: int = 0  # still running when the job ended, stopped by the clean-up
+    log_lines_lost: int = 0
 
     @property
     def duration_seconds(self) -> float:
@@ -107,6 +112,9 @@ class LocalJob:
         # Values never written or returned as they are (logs, status, failure): see trainops.backends.local.secrets.
         self._secrets = job_secrets(spec, dict(os.environ))
         self._checkpoint_lock: HeldLock | None = None
+        self._claim: HeldLock | None = None
+        self._process_watch: ProcessWatch | None = None  # processes, guard, stop requests (backends.local.watch)
+        self._pumps: list[LogPump] = []
 
     # --- the public surface -------------------------------------------------------------------------------------
     def request_stop(self, reason: str = "Stopped by the user") -> None:
@@ -122,11 +130,17 @@ class LocalJob:
         """
         started = time.time()
         self.job_dir.mkdir(parents=True, exist_ok=True)
-        claim = try_lock(self.job_dir / JOB_LOCK, f"{self.job_name} (controller pid {os.getpid()})")
+        claim = try_lock(self.job_dir / JOB_LOCK, f"{self.job_name} (controller pid {os.getpid()})", patience=0.2)
         if claim is None:
             raise JobFailed(f"local job {self.job_name} is already running in {self.job_dir} "
                             f"({holder(self.job_dir / JOB_LOCK)}): choose another job name, or follow it with "
                             f"trainops logs {self.job_name} --follow")
+        self._claim = claim
+        # Recorded at once, with the controller's identity, so status / stop / a detached caller see the job while
+        # its inputs are being laid out.
+        status.write(self.job_dir, {"job_name": self.job_name, "status": "InProgress", "secondary_status": "Starting",
+                                    "job_dir": str(self.job_dir), "started": started, "job_id": self.job_id,
+                                    "controller_pid": os.getpid(), "controller": own_identity()})
         try:
             return self._run(started)
         finally:
@@ -146,7 +160,12 @@ class LocalJob:
                                 started=started, ended=started, checkpoint_dir=str(checkpoint_dir),
                                 hosts=[layout.name for layout in layouts],
                                 processes_per_host=self.processes_per_host)
+        held = [lock.fileno() for lock in (self._claim, self._checkpoint_lock) if lock is not None]
+        self._process_watch = ProcessWatch(self.job_dir, self.job_id, log=self.log, locked_descriptors=held,
+                                           on_stop_request=self.request_stop)
+        self._process_watch.start()
         status.write(self.job_dir, {**result.to_dict(), "controller_pid": os.getpid(), "job_id": self.job_id,
+                                    "controller": own_identity(), "processes": self._process_watch.describe(),
                                     "spec": public_spec(self.spec)})
         if any(checkpoint_dir.iterdir()):
             self.log(f"[trainops] resuming: checkpoint directory {checkpoint_dir} has content")
@@ -156,11 +175,13 @@ class LocalJob:
                 outcome = self._watch(layouts)
             finally:
                 self._stop_all()
-                leftovers = job_processes(self.job_id)
-                result.processes_left = len(leftovers)
-                kill_job(self.job_id, grace_seconds=1.0)
+                result.processes_stopped, result.processes_left = self._process_watch.finish(grace_seconds=1.0)
                 for reader in self._readers:
                     reader.join(timeout=5)
+                for pump in self._pumps:
+                    result.log_lines_lost += pump.lost_lines + pump.console_lost
+                    if pump.summary():
+                        self.log(f"[trainops] log output lost: {pump.summary()}")
         result.status, result.secondary_status, result.failure_reason = outcome
         if result.status == "Completed":
             self._finish_outputs(layouts[0], result)
@@ -240,23 +261,16 @@ class LocalJob:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # Ctrl-C reaches trainops, which stops hosts in order
+                preexec_fn=self._process_watch.preexec(),  # the job's cgroup, and death with the controller
             )
             self._launchers[layout.name] = process
-            reader = threading.Thread(target=self._pump, args=(layout.name, process, logs_dir / f"{layout.name}.log"),
-                                      daemon=True)
+            self._process_watch.add_launcher(process.pid)
+            pump = LogPump(layout.name, process.stdout.fileno(), logs_dir / f"{layout.name}.log",
+                           secrets=self._secrets, log=self.log, log_lock=self._log_lock)
+            self._pumps.append(pump)
+            reader = threading.Thread(target=pump.run, daemon=True)
             reader.start()
             self._readers.append(reader)
-
-    def _pump(self, host: str, process: subprocess.Popen, log_file: Path) -> None:
-        with open(log_file, "a", encoding="utf-8", errors="replace") as sink:
-            for raw in iter(process.stdout.readline, b""):
-                # Masked here too: the launcher's and torchrun's own lines do not pass the ranks' relays.
-                line = mask(raw.decode("utf-8", errors="replace").rstrip("\n"), self._secrets)
-                sink.write(line + "\n")
-                shown = line if line.startswith("[algo-") else f"[{host}] {line}"
-                with self._log_lock:
-                    self.log(shown)
-            sink.flush()
 
     def _watch(self, layouts: list[HostLayout]) -> tuple[str, str, str | None]:
         deadline = time.monotonic() + self.spec.max_run

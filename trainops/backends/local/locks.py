@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import time
 from pathlib import Path
 
 
@@ -20,6 +21,10 @@ class HeldLock:
         self.path = path
         self._handle = handle
 
+    def fileno(self) -> int | None:
+        """The locked descriptor (a process given a copy holds the lock with it), or None once released."""
+        return None if self._handle is None else self._handle.fileno()
+
     def release(self) -> None:
         if self._handle is not None:
             try:
@@ -29,16 +34,25 @@ class HeldLock:
                 self._handle = None
 
 
-def try_lock(path: Path, owner: str) -> HeldLock | None:
-    """Take the lock at `path` without waiting, recording `owner`; None when another process holds it."""
+def try_lock(path: Path, owner: str, patience: float = 0.0) -> HeldLock | None:
+    """Take the lock at `path` without waiting (or retrying for up to `patience` seconds), recording `owner`; None
+    when another process holds it.
+
+    `patience` is for locks that readers probe (`trainops.backends.local.identity.lock_held` holds a shared lock
+    for a few microseconds): a controller starting at that instant retries instead of calling itself a duplicate."""
     path.parent.mkdir(parents=True, exist_ok=True)
     handle = open(path, "a+", encoding="utf-8")
     os.set_inheritable(handle.fileno(), False)  # launchers must not keep it after the controller is gone
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        handle.close()
-        return None
+    deadline = time.monotonic() + patience
+    while True:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            break
+        except OSError:
+            if time.monotonic() >= deadline:
+                handle.close()
+                return None
+            time.sleep(0.01)
     handle.seek(0)
     handle.truncate()
     handle.write(owner)

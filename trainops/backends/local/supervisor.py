@@ -1,0 +1,113 @@
+"""The supervisor of a detached local job: `python -m trainops.backends.local.supervisor`, started by
+`trainops.backends.local.detached.submit_detached`.
+
+It reads its request (the spec with its secrets, the job name, the local options) from stdin, so nothing secret is
+written to disk or shown in `ps`, then forks: the first process prints the pid of the second and exits at once, so
+the supervisor is nobody's child (the caller may be an Airflow worker that goes away) and runs in a session of its
+own, away from the caller's terminal and process group. The second process is the job's controller: it runs the
+`LocalJob` in its main thread, so everything that protects a foreground job protects it too (the controller lock,
+the guard, the process tracking, the parent-death signal of each launcher).
+
+Handshake on stdout, one line each: `pid N` (from the first process), then `started` once the job's status record
+names this job, or `busy <text>` when another controller already runs a job of that name, or `error <text>`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import traceback
+
+
+def _say(line: str) -> None:
+    try:
+        os.write(1, (line.replace("\n", " ") + "\n").encode("utf-8", "replace"))
+    except OSError:
+        pass  # the caller stopped listening: the job goes on
+
+
+def _close_handshake() -> None:
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.close(null)
+
+
+def _controller_log(line: str) -> None:
+    # The hosts' lines are already in <job dir>/logs (trainops logs shows them); only the controller's own
+    # messages go to the supervisor's log.
+    if line.startswith("[trainops]"):
+        sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}\n")
+        sys.stderr.flush()
+
+
+def _announce_when_recorded(job, stop: threading.Event) -> None:
+    from trainops.backends.local import status
+
+    while not stop.is_set():
+        try:
+            record = status.read_record(job.job_dir, job.job_name)
+        except Exception:  # noqa: BLE001 - not written yet, or half-way through being replaced
+            record = {}
+        if record.get("job_id") == job.job_id:
+            _say("started")
+            _close_handshake()
+            return
+        time.sleep(0.02)
+
+
+def run_supervised(request: dict) -> int:
+    """Run the requested job in this process (the second one after the fork); returns the exit code."""
+    from trainops.backends.local.job import LocalJob
+    from trainops.errors import JobFailed
+    from trainops.spec.loader import parse_job_spec
+
+    spec = parse_job_spec(request["spec"], "detached job spec")
+    job = LocalJob(spec, request["job_name"], workdir=request.get("workdir"), log=_controller_log,
+                   **request.get("options", {}))
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda number, _frame: job.request_stop(
+            f"Stopped: the supervisor received {signal.Signals(number).name}"))
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    done = threading.Event()
+    announcer = threading.Thread(target=_announce_when_recorded, args=(job, done), daemon=True)
+    announcer.start()
+    try:
+        result = job.run()
+    except JobFailed as error:
+        done.set()
+        _say(f"busy {error}")
+        return 3
+    except BaseException as error:  # noqa: BLE001 - told to the caller, and the traceback kept in the log
+        done.set()
+        traceback.print_exc()
+        _say(f"error {type(error).__name__}: {error}")
+        return 1
+    done.set()
+    announcer.join(timeout=1)
+    _say("started")  # a job refused before it ran still recorded itself: the caller reads that record
+    _controller_log(f"[trainops] job {job.job_name} ended {result.status}")
+    return 0 if result.succeeded else 1
+
+
+def main() -> int:
+    request = json.loads(sys.stdin.buffer.read().decode("utf-8"))
+    pid = os.fork()
+    if pid:
+        _say(f"pid {pid}")
+        os._exit(0)
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    try:
+        code = run_supervised(request)
+    finally:
+        sys.stderr.flush()
+    os._exit(code)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

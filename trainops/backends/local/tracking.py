@@ -1,0 +1,397 @@
+"""Every process of a local job, found by something it cannot shed, and stopped without touching anything else.
+
+An environment marker is not enough: a helper started with a minimal environment and `start_new_session=True`
+carries no marker and leaves the launcher's session. So a job's processes are tracked, in this order of strength:
+
+1. **a cgroup v2 group of its own** (`<cgroup2 mount>/<our group>/trainops-<job id>`), where the kernel lets us
+   create one (root, or a delegated group): every launcher joins it before it executes anything, everything they
+   start is born in it, and leaving it takes write access to another group. `cgroup.kill` ends them all at once.
+2. else **the process tree**, recorded while the job runs: the controller is made a child subreaper for the job's
+   duration (an orphan double-forked away from a rank is handed to the controller, not to init), and a scan of
+   `/proc` every half second records each descendant (pid and start time, so a reused pid is never mistaken for
+   one of ours), plus the sessions they lead.
+3. always, the **marker** (`TRAINOPS_LOCAL_JOB_ID` in the environment) as before.
+
+What was recorded is kept in `<job dir>/processes.json`, so that `trainops status` / `stop`, the guard of a job whose
+controller was killed, and a re-run can count and stop what is left. Nothing is signalled unless it is provably the
+job's: pid 1, the caller itself and its ancestors, and pids whose start time differs from the recorded one are
+never signalled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from typing import Callable
+
+from trainops.backends.local.processes import MARKER, job_processes
+from trainops.runtime.processes import process_start_ticks
+
+RECORD = "processes.json"
+CGROUP_PREFIX = "trainops-"
+_PR_SET_PDEATHSIG = 1
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_GET_CHILD_SUBREAPER = 37
+
+
+# --- cgroup v2 --------------------------------------------------------------------------------------------------
+def _cgroup2_base() -> Path | None:
+    """The cgroup v2 directory this process belongs to, or None without a cgroup v2 hierarchy."""
+    try:
+        with open("/proc/self/cgroup", encoding="utf-8") as handle:
+            own = next((line.strip()[3:] for line in handle if line.startswith("0::")), None)
+        with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+            mounts = [line.split() for line in handle]
+    except OSError:
+        return None
+    if own is None:
+        return None
+    for fields in mounts:
+        separator = fields.index("-") if "-" in fields else -1
+        if separator < 0 or fields[separator + 1] != "cgroup2":
+            continue
+        root, mount_point = fields[3], fields[4]
+        relative = own[len(root):] if root != "/" and own.startswith(root) else own
+        return Path(mount_point) / relative.lstrip("/")
+    return None
+
+
+def create_cgroup(job_id: str) -> Path | None:
+    """A new cgroup for the job below our own, or None where we may not create one (then the process tree is the
+    fallback). Empty groups of earlier jobs whose controller died with them are removed on the way."""
+    base = _cgroup2_base()
+    if base is None or not (base / "cgroup.procs").exists():
+        return None
+    try:
+        for stale in base.glob(f"{CGROUP_PREFIX}*"):
+            try:
+                stale.rmdir()  # refused by the kernel while any process is in it
+            except OSError:
+                pass
+        group = base / f"{CGROUP_PREFIX}{job_id}"
+        group.mkdir()
+    except OSError:
+        return None
+    if not os.access(group / "cgroup.procs", os.W_OK):
+        remove_cgroup(group)
+        return None
+    return group
+
+
+def cgroup_pids(group: Path | None) -> set[int]:
+    """The processes in the job's cgroup (empty when there is none or it is gone)."""
+    if group is None:
+        return set()
+    try:
+        text = (group / "cgroup.procs").read_text(encoding="ascii")
+    except OSError:
+        return set()
+    return {int(line) for line in text.split() if line.isdigit()}
+
+
+def kill_cgroup(group: Path) -> None:
+    """SIGKILL every process of the group; `cgroup.kill` (Linux 5.14) does it atomically, even to one forking."""
+    try:
+        (group / "cgroup.kill").write_text("1", encoding="ascii")
+        return
+    except OSError:
+        pass
+    for pid in cgroup_pids(group):
+        _signal(pid, signal.SIGKILL)
+
+
+def remove_cgroup(group: Path | None, wait: float = 2.0) -> bool:
+    """Remove the job's (empty) cgroup; False when processes are still in it."""
+    if group is None:
+        return True
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            group.rmdir()
+            return True
+        except FileNotFoundError:
+            return True
+        except OSError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
+
+# --- the process table ------------------------------------------------------------------------------------------
+class _Process:
+    __slots__ = ("pid", "state", "ppid", "session", "ticks")
+
+    def __init__(self, pid: int, state: str, ppid: int, session: int, ticks: int):
+        self.pid, self.state, self.ppid, self.session, self.ticks = pid, state, ppid, session, ticks
+
+
+def process_table() -> dict[int, _Process]:
+    """Every process visible in /proc: state, parent, session and start time."""
+    table = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
+                text = handle.read()
+        except OSError:
+            continue
+        fields = text[text.rfind(")") + 2:].split()
+        try:
+            table[int(entry)] = _Process(int(entry), fields[0], int(fields[1]), int(fields[3]), int(fields[19]))
+        except (IndexError, ValueError):
+            continue
+    return table
+
+
+def _ancestors(table: dict[int, _Process], pid: int) -> set[int]:
+    seen = {pid}
+    while pid in table and table[pid].ppid not in seen and table[pid].ppid > 0:
+        pid = table[pid].ppid
+        seen.add(pid)
+    return seen
+
+
+def _signal(pid: int, signum: int) -> bool:
+    if pid <= 1 or pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, signum)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+# --- a job's processes ------------------------------------------------------------------------------------------
+class JobProcesses:
+    """The processes of one job: the controller's live view (`adopter` = the controller's pid, a subreaper) or an
+    outsider's view rebuilt from `processes.json` (`load`)."""
+
+    def __init__(self, job_dir: Path, job_id: str, *, cgroup: Path | None = None,
+                 known: dict[int, int] | None = None, sessions: dict[int, int] | None = None,
+                 exclude: set[int] | None = None, adopter: int | None = None, since_ticks: int = 0):
+        self.job_dir = Path(job_dir)
+        self.job_id = job_id
+        self.cgroup = cgroup
+        self.known = dict(known or {})  # pid -> start ticks
+        self.sessions = dict(sessions or {})  # session id -> its leader's start ticks
+        self.exclude = set(exclude or ())
+        self.adopter = adopter
+        self.since_ticks = since_ticks
+        self._lock = threading.Lock()
+
+    @property
+    def mechanism(self) -> str:
+        return "cgroup" if self.cgroup else "process-tree"
+
+    # --- the record ---
+    @classmethod
+    def load(cls, job_dir: Path, record: dict) -> "JobProcesses":
+        """An outsider's view: what the controller recorded (pids only when this is still the same boot)."""
+        from trainops.backends.local.identity import boot_id
+
+        job_id = record.get("job_id") if isinstance(record.get("job_id"), str) else None
+        try:
+            saved = json.loads((Path(job_dir) / RECORD).read_text(encoding="utf-8"))
+            if not isinstance(saved, dict) or saved.get("job_id") != job_id:
+                saved = {}
+        except (OSError, ValueError):
+            saved = {}
+        same_boot = saved.get("boot_id") is not None and saved.get("boot_id") == boot_id()
+        cgroup = saved.get("cgroup")
+        known = sessions = {}
+        if same_boot:
+            known = {int(pid): int(ticks) for pid, ticks in (saved.get("known") or {}).items()
+                     if str(pid).isdigit() and isinstance(ticks, int)}
+            sessions = {int(sid): int(ticks) for sid, ticks in (saved.get("sessions") or {}).items()
+                        if str(sid).isdigit() and isinstance(ticks, int)}
+        controller = record.get("controller") if isinstance(record.get("controller"), dict) else {}
+        exclude = {controller["pid"]} if isinstance(controller.get("pid"), int) and same_boot else set()
+        group = Path(cgroup) if isinstance(cgroup, str) and same_boot and cgroup.startswith("/") else None
+        if group is not None and not group.name.startswith(CGROUP_PREFIX):
+            group = None  # only a group trainops created is trusted as the job's
+        return cls(Path(job_dir), job_id or "", cgroup=group, known=known, sessions=sessions, exclude=exclude)
+
+    def save(self) -> None:
+        from trainops.backends.local.identity import boot_id
+
+        data = {"job_id": self.job_id, "boot_id": boot_id(), "mechanism": self.mechanism,
+                "cgroup": str(self.cgroup) if self.cgroup else None,
+                "known": {str(pid): ticks for pid, ticks in sorted(self.known.items())},
+                "sessions": {str(sid): ticks for sid, ticks in sorted(self.sessions.items())}}
+        temporary = self.job_dir / f".{RECORD}.{os.getpid()}.tmp"
+        try:
+            temporary.write_text(json.dumps(data), encoding="utf-8")
+            os.replace(temporary, self.job_dir / RECORD)
+        except OSError:
+            pass  # a full disk: the live view in memory (and the cgroup) still track everything
+
+    # --- finding them ---
+    def members(self, table: dict[int, _Process] | None = None) -> dict[int, int]:
+        """The job's live processes (zombies excluded): pid -> start ticks."""
+        table = process_table() if table is None else table
+        never = _ancestors(table, os.getpid()) | self.exclude | {1}
+        found: dict[int, int] = {}
+
+        def take(pid: int) -> None:
+            process = table.get(pid)
+            if process is not None and process.state not in ("Z", "X") and pid not in never:
+                found[pid] = process.ticks
+
+        for pid in cgroup_pids(self.cgroup):
+            take(pid)
+        for pid, ticks in self.known.items():
+            if pid in table and table[pid].ticks == ticks:
+                take(pid)
+        if self.job_id:
+            for pid in job_processes(self.job_id):
+                take(pid)
+        if self.adopter is not None:  # orphans handed to the controller (a subreaper) since the job started
+            for process in table.values():
+                if process.ppid == self.adopter and process.ticks >= self.since_ticks:
+                    take(process.pid)
+        sessions = {sid for sid, ticks in self.sessions.items() if
+                    (sid in table and table[sid].ticks == ticks) or any(table[p].session == sid for p in found)}
+        changed = True
+        while changed:  # descendants and session members of what was found, until nothing new
+            changed = False
+            sessions |= {table[pid].session for pid in found if table[pid].session == pid}
+            for process in table.values():
+                if process.pid not in found and (process.ppid in found or process.session in sessions):
+                    before = len(found)
+                    take(process.pid)
+                    changed = changed or len(found) != before
+        return found
+
+    def scan(self) -> dict[int, int]:
+        """Record what is alive now (the controller calls this while the job runs); returns it."""
+        table = process_table()
+        found = self.members(table)
+        with self._lock:
+            new = {pid: ticks for pid, ticks in found.items() if self.known.get(pid) != ticks}
+            led = {pid: ticks for pid, ticks in found.items() if table[pid].session == pid and pid not in self.sessions}
+            self.known.update(new)
+            self.sessions.update(led)
+            if new or led:
+                self.save()
+        self._reap_adopted(table)
+        return found
+
+    def _reap_adopted(self, table: dict[int, _Process]) -> None:
+        if self.adopter is None:
+            return
+        for process in table.values():
+            if process.ppid == self.adopter and process.state == "Z" and process.pid in self.known:
+                try:
+                    os.waitpid(process.pid, os.WNOHANG)
+                except ChildProcessError:
+                    pass
+
+    # --- stopping them ---
+    def stop(self, grace_seconds: float = 5.0) -> tuple[int, int]:
+        """SIGTERM every process of the job, SIGKILL what is left after `grace_seconds`; returns (how many were
+        found running, how many are still alive after all that)."""
+        found = self.members()
+        if not found:
+            return 0, 0
+        stopped = set(found)
+        for pid in found:
+            _signal(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace_seconds
+        while time.monotonic() < deadline:
+            time.sleep(0.05)
+            if self.adopter is not None:
+                self._reap_adopted(process_table())
+            current = self.members()
+            for pid in set(current) - stopped:  # started meanwhile (a launcher restarting a rank)
+                _signal(pid, signal.SIGTERM)
+            stopped |= set(current)
+            if not current:
+                return len(stopped), 0
+        if self.cgroup is not None:
+            kill_cgroup(self.cgroup)
+        for pid in self.members():
+            _signal(pid, signal.SIGKILL)
+        deadline = time.monotonic() + 2.0
+        left = self.members()
+        while left and time.monotonic() < deadline:
+            time.sleep(0.05)
+            if self.adopter is not None:
+                self._reap_adopted(process_table())
+            left = self.members()
+        return len(stopped | set(left)), len(left)
+
+
+def live_processes(record: dict, job_dir: Path | None = None) -> list[int]:
+    """The processes of a recorded job still alive (what a dead controller left behind)."""
+    directory = Path(job_dir or record.get("job_dir") or ".")
+    return sorted(JobProcesses.load(directory, record).members())
+
+
+def stop_processes(job_dir: Path, record: dict, grace_seconds: float = 5.0) -> tuple[int, int]:
+    """Stop what is left of a recorded job; returns (found running, still alive)."""
+    return JobProcesses.load(job_dir, record).stop(grace_seconds)
+
+
+# --- the controller's side --------------------------------------------------------------------------------------
+def clock_ticks_now() -> int:
+    """Clock ticks since boot, as process start times are counted (so `since_ticks` compares with them)."""
+    try:
+        with open("/proc/uptime", encoding="ascii") as handle:
+            return int(float(handle.read().split()[0]) * os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _prctl():
+    try:
+        import ctypes
+
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):
+        return None
+
+
+def launcher_preexec(group: Path | None, parent_death: bool) -> Callable[[], None] | None:
+    """A `preexec_fn` for a launcher: join the job's cgroup before anything runs, and die with the controller
+    (`PR_SET_PDEATHSIG`). The parent-death signal follows the *thread* that forked, so it is only asked for when
+    the launcher is started from the main thread (a worker thread's exit would otherwise kill the job)."""
+    prctl = _prctl() if parent_death else None
+    procs = str(group / "cgroup.procs") if group is not None else None
+    if prctl is None and procs is None:
+        return None
+
+    def prepare() -> None:
+        if procs is not None:
+            descriptor = os.open(procs, os.O_WRONLY)
+            try:
+                os.write(descriptor, b"0")
+            finally:
+                os.close(descriptor)
+        if prctl is not None:
+            prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+
+    return prepare
+
+
+def set_subreaper(enabled: bool) -> bool | None:
+    """Turn this process's child-subreaper flag on or off; returns its previous value (None where unsupported)."""
+    prctl = _prctl()
+    if prctl is None:
+        return None
+    import ctypes
+
+    previous = ctypes.c_int(0)
+    if prctl(_PR_GET_CHILD_SUBREAPER, ctypes.byref(previous), 0, 0, 0) != 0:
+        return None
+    if prctl(_PR_SET_CHILD_SUBREAPER, 1 if enabled else 0, 0, 0, 0) != 0:
+        return None
+    return bool(previous.value)
+
+
+__all__ = ["MARKER", "JobProcesses", "create_cgroup", "launcher_preexec", "live_processes", "process_table",
+           "set_subreaper", "stop_processes"]

@@ -1,0 +1,128 @@
+"""The controller's watch over a running local job's processes: what `LocalJob` starts before its launchers and
+finishes after them.
+
+While the job runs: a cgroup (or the controller as child subreaper plus a `/proc` scan every half second) keeps
+every process of the job in view (`trainops.backends.local.tracking`); a guard process waits to stop them should
+the controller be killed outright (`trainops.backends.local.guard`); each launcher dies with the controller
+(parent-death signal); and a stop asked for by `trainops stop` (a `stop-request` file in the job directory, so no
+process is ever signalled on the strength of a recorded pid) reaches the job within a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Callable
+
+from trainops.backends.local.guard import Guard, start_guard
+from trainops.backends.local.tracking import (
+    JobProcesses,
+    clock_ticks_now,
+    create_cgroup,
+    launcher_preexec,
+    remove_cgroup,
+    set_subreaper,
+)
+from trainops.runtime.processes import process_start_ticks
+
+STOP_REQUEST = "stop-request"
+SCAN_SECONDS = 0.5
+STOP_POLL_SECONDS = 0.2
+
+
+def request_stop(job_dir: Path, reason: str) -> None:
+    """Ask the controller of the job in `job_dir` to stop it (it polls for this file)."""
+    temporary = job_dir / f".{STOP_REQUEST}.{os.getpid()}.tmp"
+    temporary.write_text(reason, encoding="utf-8")
+    os.replace(temporary, job_dir / STOP_REQUEST)
+
+
+class ProcessWatch:
+    """Started by the controller once it holds the job's locks; `finish()` stops whatever is left."""
+
+    def __init__(self, job_dir: Path, job_id: str, *, locked_descriptors: list[int],
+                 on_stop_request: Callable[[str], None], log: Callable[[str], None]):
+        self.job_dir = Path(job_dir)
+        self.job_id = job_id
+        self.locked_descriptors = [fd for fd in locked_descriptors if fd is not None]
+        self.on_stop_request = on_stop_request
+        self.log = log
+        self.processes: JobProcesses | None = None
+        self.guard: Guard | None = None
+        self._previous_subreaper: bool | None = None
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def start(self) -> None:
+        try:
+            (self.job_dir / STOP_REQUEST).unlink()  # a request left from an earlier run of this name
+        except FileNotFoundError:
+            pass
+        self.processes = JobProcesses(self.job_dir, self.job_id, cgroup=create_cgroup(self.job_id),
+                                      adopter=os.getpid(), since_ticks=clock_ticks_now())
+        self._previous_subreaper = set_subreaper(True)
+        self.guard = start_guard(self.job_dir, self.locked_descriptors)
+        if self.guard is None:
+            self.log("[trainops] warning: the job's guard could not start: if this process is killed outright, "
+                     "trainops stop NAME stops what it left")
+        else:
+            self.processes.exclude.add(self.guard.pid)
+        self.processes.save()
+        self._thread = threading.Thread(target=self._run, name="trainops-process-watch", daemon=True)
+        self._thread.start()
+
+    def describe(self) -> dict:
+        """For the status record: how the job's processes are tracked."""
+        processes = self.processes
+        return {"mechanism": processes.mechanism if processes else None,
+                "cgroup": str(processes.cgroup) if processes and processes.cgroup else None,
+                "guard_pid": self.guard.pid if self.guard else None}
+
+    def preexec(self) -> Callable[[], None] | None:
+        """The `preexec_fn` for a launcher started now (see `tracking.launcher_preexec`)."""
+        main_thread = threading.current_thread() is threading.main_thread()
+        return launcher_preexec(self.processes.cgroup if self.processes else None, parent_death=main_thread)
+
+    def add_launcher(self, pid: int) -> None:
+        ticks = process_start_ticks(pid)
+        if self.processes is not None and ticks is not None:
+            self.processes.known[pid] = ticks
+            self.processes.save()
+
+    def _run(self) -> None:
+        waited = 0.0
+        while not self._stopped.wait(STOP_POLL_SECONDS):
+            try:
+                reason = (self.job_dir / STOP_REQUEST).read_text(encoding="utf-8").strip()
+            except (OSError, ValueError):
+                reason = None
+            if reason is not None:
+                self.on_stop_request(reason or "Stopped by trainops stop")
+            waited += STOP_POLL_SECONDS
+            if waited >= SCAN_SECONDS and self.processes is not None:
+                waited = 0.0
+                try:
+                    self.processes.scan()
+                except Exception:  # noqa: BLE001 - a failed scan is retried; it must never end the watch
+                    pass
+
+    def finish(self, grace_seconds: float = 1.0) -> tuple[int, int]:
+        """Stop what is still running of the job; returns (processes found still running, processes left alive)."""
+        self._stopped.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        stopped = left = 0
+        if self.processes is not None:
+            stopped, left = self.processes.stop(grace_seconds)
+            if not left:
+                remove_cgroup(self.processes.cgroup)
+        if self.guard is not None:
+            self.guard.done()
+        if self._previous_subreaper is False:
+            set_subreaper(False)
+        try:
+            (self.job_dir / STOP_REQUEST).unlink()
+        except FileNotFoundError:
+            pass
+        return stopped, left
