@@ -92,6 +92,10 @@ class JobSpec(CoreModel):
     launcher: Literal["trainops", "toolkit"] = Field(
         default="trainops", description="Who launches the ranks in the container: the trainops runtime or the "
         "image's own SageMaker training toolkit.")
+    health_check: bool | None = Field(
+        default=None, description="Run the GPU health check on every host before the ranks start (trainops launcher); "
+        "a failing host ends the attempt as an infrastructure failure before training time is paid. Default: on for "
+        "multi-node GPU jobs on SageMaker, off otherwise.")
     instance_type: str | None = Field(default=None, description="e.g. ml.p4d.24xlarge; required unless "
                                       "instance_groups is given; local and local_gpu run on this machine.")
     instance_count: int = Field(default=1, ge=1, le=1000, description="Number of hosts.")

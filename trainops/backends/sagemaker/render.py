@@ -207,6 +207,9 @@ def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region:
         runtime_path = f"{CONTAINER_DATA}/{RUNTIME_CHANNEL}"
         existing = environment.get("PYTHONPATH")
         environment["PYTHONPATH"] = f"{runtime_path}:{existing}" if existing else runtime_path
+        if spec.health_check is not None:
+            # The runtime's default (on for multi-node GPU jobs) applies unless the spec decided.
+            environment["TRAINOPS_HEALTHCHECK"] = "1" if spec.health_check else "0"
         if spec.secret_environment_names():
             # The runtime masks these variables' values in the logs and the failure file (FailureReason).
             environment[MASK_VARIABLES] = ",".join(spec.secret_environment_names())
