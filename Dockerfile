@@ -1,24 +1,29 @@
-# The image of the trainops Kubeflow Pipelines components (docs/kubeflow.md).
+# The image of the trainops Kubeflow Pipelines components (docs/kubeflow.md): `trainops kfp compile` uses it by
+# default, as trainops:<version>.
 #
-# It holds trainops with its aws and kfp extras (boto3 for the SageMaker backend, kfp for the component executor),
-# pinned by constraints.txt, and a copy of the repository's examples. WORKDIR is the repository root, so a pipeline
-# compiled from the checkout (`trainops kfp compile examples/digits/pipeline.yaml ...`, pipeline_dir
-# examples/digits) finds its files here.
-#
-#   docker build -t registry.example.com/trainops:0.1.0 .
-#   docker push registry.example.com/trainops:0.1.0
+#   docker build -t trainops:0.1.0 .                                   # from the repository root (the build context)
+#   docker tag trainops:0.1.0 registry.example.com/trainops:0.1.0 && docker push registry.example.com/trainops:0.1.0
 #   trainops kfp compile examples/digits/pipeline.yaml -o digits.yaml --image registry.example.com/trainops:0.1.0
 #
-# The local backend inside a pod (small jobs, simulated hosts) also needs torch and the examples' packages:
-#   docker build --build-arg EXTRAS=aws,kfp,torch,examples \
-#                --build-arg PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu -t .../trainops-local:0.1.0 .
+# What it holds:
+# - trainops, installed from its wheel with the extras the components need (EXTRAS), pinned by constraints.txt:
+#   aws (boto3: the SageMaker backend, S3 staging), kfp (the component executor), torch and examples (numpy,
+#   scikit-learn, matplotlib: the local backend in a pod and the digits example's scripts). A SageMaker-only image
+#   can drop the last two (--build-arg EXTRAS=aws,kfp) when its pipeline's own scripts need neither;
+# - the pipeline's own files (PIPELINE_DIR, default examples/, which holds examples/digits) below WORKDIR, at the
+#   same relative path as in the build context. `trainops kfp compile`, run from the build context, refuses a
+#   pipeline whose files would not be here. Your pipeline: --build-arg PIPELINE_DIR=pipelines/fraud.
 #
-# It runs as root, like python images and KFP's own: the KFP launcher creates artifact paths such as /s3/... and
-# /minio/... in the container.
+# Each component's command is `python3 -m trainops.components.executor ...` (no shell, no entrypoint of ours): Python
+# is the container's first process, so a pod deletion's SIGTERM reaches it and the train component stops its job.
+# Nothing is installed when a component starts. It runs as root, like python images and KFP's own: the KFP launcher
+# creates artifact paths such as /s3/... and /minio/... in the container.
 FROM python:3.11-slim
 
-ARG EXTRAS=aws,kfp
-ARG PIP_EXTRA_INDEX_URL=
+ARG EXTRAS=aws,kfp,torch,examples
+# CPU wheels of torch (the CUDA ones add gigabytes the local backend in a pod does not use); empty for PyPI's.
+ARG PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu
+ARG PIPELINE_DIR=examples
 
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
@@ -28,15 +33,17 @@ ENV PYTHONUNBUFFERED=1 \
 
 WORKDIR /opt/trainops
 
-# Dependencies first (they change less often than the code), then the package itself.
-COPY pyproject.toml README.md constraints.txt ./
-COPY trainops ./trainops
-RUN pip install ${PIP_EXTRA_INDEX_URL:+--extra-index-url "$PIP_EXTRA_INDEX_URL"} \
-        --constraint constraints.txt ".[${EXTRAS}]" \
-    && python -c "import trainops.components.train_task, kfp.dsl.executor_main, boto3"
+# The wheel first, as a user's `pip install trainops-<version>-py3-none-any.whl` would get it (package data
+# included), then the package from it with its extras. The source tree is not kept.
+COPY pyproject.toml README.md constraints.txt /tmp/trainops-src/
+COPY trainops /tmp/trainops-src/trainops
+RUN pip wheel --no-deps --wheel-dir /tmp/dist /tmp/trainops-src \
+    && pip install ${PIP_EXTRA_INDEX_URL:+--extra-index-url "$PIP_EXTRA_INDEX_URL"} \
+        --constraint /tmp/trainops-src/constraints.txt "$(ls /tmp/dist/trainops-*.whl)[${EXTRAS}]" \
+    && rm -rf /tmp/trainops-src /tmp/dist \
+    && python -c "import trainops.components.executor, trainops.components.train_task, kfp.dsl.executor, boto3"
 
-COPY examples ./examples
+COPY ${PIPELINE_DIR} ./${PIPELINE_DIR}
 RUN mkdir -p "${TRAINOPS_HOME}"
 
-# KFP runs each component as `sh -c ... python3 -m kfp.dsl.executor_main ...`; no entrypoint of our own.
 CMD ["python3", "-m", "trainops.cli", "--help"]
