@@ -137,3 +137,106 @@ def expansion_bomb(scratch: Path, expanded_bytes: int = 200 * 1024 * 1024, limit
     return {"archive_bytes": archive.stat().st_size, "expanded_bytes": expanded_bytes, "limit": limit,
             "refused": refused, "message": message, "written_bytes": written,
             "seconds": round(time.perf_counter() - started, 3)}
+
+
+# --- items 7 and 8: the registry -----------------------------------------------------------------------------------
+
+def registry_links(scratch: Path) -> dict:
+    """Register a model directory holding a link to a secret file and one to a directory of secrets."""
+    from trainops.backends.local.registry import LocalRegistry
+    from trainops.errors import SpecError
+
+    secrets = scratch / "etc"
+    secrets.mkdir()
+    (secrets / "shadow").write_text("root:hash-of-a-secret\n")
+    registry = LocalRegistry(scratch / "registry")
+    outcomes = {}
+    for label, target in (("file", secrets / "shadow"), ("directory", secrets)):
+        model = scratch / f"model-{label}"
+        model.mkdir()
+        (model / "weights.bin").write_bytes(b"weights")
+        (model / "leak").symlink_to(target)
+        try:
+            registry.register(group="linked", model_artifact=model, metrics={"accuracy": 1.0})
+            outcomes[label] = "registered"
+        except SpecError as error:
+            outcomes[label] = str(error).splitlines()[-1].strip()
+    copied = [str(path) for path in registry.root.rglob("*") if "hash-of-a-secret" in _text(path)]
+    return {"outcomes": outcomes, "secret_copies": len(copied), "versions": len(registry.list())}
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace") if path.is_file() and not path.is_symlink() else ""
+    except OSError:
+        return ""
+
+
+def _register_job(root: str, artifact: str, barrier, results) -> None:
+    from trainops.steps.register import register
+
+    barrier.wait()
+    result = register(model_artifact=artifact, metrics={"accuracy": 0.9}, group="digits", backend="local",
+                      registry_dir=root, job_name="digits-20240101")
+    results.put(result["version"])
+
+
+def concurrent_registrations(scratch: Path, count: int = 10) -> dict:
+    """``count`` processes register the same training job through the register step at once."""
+    import multiprocessing
+    import time
+
+    from trainops.backends.local.registry import LocalRegistry
+
+    artifact = scratch / "model.tar.gz"
+    artifact.write_bytes(b"model bytes")
+    root = scratch / "registry"
+    context = multiprocessing.get_context("fork")
+    barrier, results = context.Barrier(count), context.Queue()
+    processes = [context.Process(target=_register_job, args=(str(root), str(artifact), barrier, results))
+                 for _ in range(count)]
+    started = time.perf_counter()
+    for process in processes:
+        process.start()
+    versions = [results.get(timeout=120) for _ in processes]
+    for process in processes:
+        process.join(timeout=60)
+    seconds = time.perf_counter() - started
+    return {"registrations": count, "exit_codes": [process.exitcode for process in processes],
+            "versions_returned": sorted(set(versions)), "versions_made": len(LocalRegistry(root).list("digits")),
+            "seconds": round(seconds, 2)}
+
+
+def corrupt_entry(scratch: Path) -> dict:
+    """A registry with one corrupt entry.json and one whose artifact points outside: list, register, champion."""
+    import contextlib
+    import io
+    import json
+
+    from trainops.backends.local.registry import LocalRegistry
+    from trainops.cli import main
+    from trainops.steps.register import register
+
+    artifact = scratch / "model.tar.gz"
+    artifact.write_bytes(b"model bytes")
+    (scratch / "outside.bin").write_bytes(b"not the registry's")
+    root = scratch / "registry"
+    registry = LocalRegistry(root)
+    for number in range(3):
+        registry.register(group="digits", model_artifact=artifact, metrics={"accuracy": 0.9}, job_name=f"j{number}")
+    (root / "digits" / "v2" / "entry.json").write_text("{corrupt")
+    entry = json.loads((root / "digits" / "v3" / "entry.json").read_text())
+    entry["model_artifact"] = "../../../outside.bin"
+    (root / "digits" / "v3" / "entry.json").write_text(json.dumps(entry))
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(["models", "list", "--registry", str(root)])
+    try:
+        added = register(model_artifact=artifact, metrics={"accuracy": 0.95}, group="digits", backend="local",
+                         registry_dir=str(root), job_name="j-new")["version"]
+    except Exception as error:  # noqa: BLE001 - recorded: a blocked registration is the failure this measures
+        added = f"{type(error).__name__}: {error}"
+    return {"list_exit": code, "listed": len(out.getvalue().strip().splitlines()) - 1,
+            "warnings": err.getvalue().count("is damaged"), "new_version": added,
+            "served_outside": any(str(scratch / "outside.bin") == version.model_artifact
+                                  for version in registry.list())}

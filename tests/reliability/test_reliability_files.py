@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from files_scenarios import expansion_bomb, tar_slip
+from files_scenarios import (concurrent_registrations, corrupt_entry, expansion_bomb, registry_links, tar_slip)
 
 
 def test_realpath_overflow_archive_cannot_write_outside_the_model_directory(tmp_path):
@@ -24,3 +24,22 @@ def test_expansion_bomb_is_refused_before_filling_the_disk(tmp_path):
     assert outcome["archive_bytes"] < 1024 * 1024
     assert outcome["refused"] and "200.0 MiB" in outcome["message"] and "100.0 MiB" in outcome["message"]
     assert outcome["written_bytes"] == 0
+
+
+def test_registering_a_directory_with_links_copies_nothing_from_outside(tmp_path):
+    outcome = registry_links(tmp_path)
+    assert outcome["secret_copies"] == 0 and outcome["versions"] == 0
+    assert all("symbolic link" in text for text in outcome["outcomes"].values())
+
+
+def test_ten_concurrent_registrations_of_one_job_make_one_version(tmp_path):
+    outcome = concurrent_registrations(tmp_path)
+    assert outcome["exit_codes"] == [0] * 10
+    assert outcome["versions_made"] == 1 and outcome["versions_returned"] == [1]
+
+
+def test_a_corrupt_entry_blocks_neither_listing_nor_registering(tmp_path):
+    outcome = corrupt_entry(tmp_path)
+    assert outcome["list_exit"] == 0 and outcome["listed"] == 1 and outcome["warnings"] == 2
+    assert outcome["new_version"] == 4
+    assert not outcome["served_outside"]

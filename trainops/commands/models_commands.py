@@ -75,7 +75,10 @@ def _table(rows: list[list[str]]) -> str:
 def list_command(args: argparse.Namespace) -> int:
     registry = _registry(args)
     versions = registry.list(args.group)
-    if args.group is not None and not versions:
+    # A damaged version is named on stderr (stdout stays a clean table or JSON); the others are listed as usual.
+    for group, version, why in registry.damaged(args.group):
+        print(f"warning: {group} version {version} is damaged and left out: {why}", file=sys.stderr)
+    if args.group is not None and not versions and not registry.damaged(args.group):
         registry.get(args.group)  # raises the "no such group" error, which lists the groups there are
     champions = {group: registry.champion(group) for group in {entry.group for entry in versions}}
     is_champion = {(group, entry.version) for group, entry in champions.items() if entry is not None}

@@ -117,12 +117,108 @@ def test_unknown_group_or_version(registry, artifact):
     assert caught.value.problems[0].path == "status"
 
 
-def test_a_damaged_entry_is_reported(registry, artifact):
+def test_a_damaged_entry_is_reported_and_the_rest_stays_usable(registry, artifact):
+    """One unreadable entry.json used to make every listing (and so every registration through the step) fail."""
+    first = registry.register(group="digits", model_artifact=artifact, metrics={"accuracy": 0.9}, approval="Approved")
+    broken = registry.register(group="digits", model_artifact=artifact, metrics={"accuracy": 0.8})
+    (Path(broken.path) / "entry.json").write_text("{broken")
+    assert [entry.version for entry in registry.list("digits")] == [1]
+    [(group, version, why)] = registry.damaged("digits")
+    assert (group, version) == ("digits", 2) and "entry.json cannot be read" in why
+    assert registry.champion("digits").version == 1
+    assert registry.get("digits").version == 1  # the latest usable one
+    with pytest.raises(JobFailed):
+        registry.get("digits", 2)
+    later = registry.register(group="digits", model_artifact=artifact, metrics={"accuracy": 0.95})
+    assert later.version == 3  # the damaged version's number is not given out again
+    assert first.version == 1
+
+
+@pytest.mark.parametrize("stored", ["../../../outside.bin", "/etc/hostname", "..", "missing.bin", "linked.bin"])
+def test_an_entry_whose_artifact_is_not_the_registrys_own_copy_is_refused(registry, artifact, tmp_path, stored):
+    outside = tmp_path / "outside.bin"
+    outside.write_bytes(b"not the model")
     entry = registry.register(group="digits", model_artifact=artifact, metrics={"accuracy": 0.9})
-    (Path(entry.path) / "entry.json").write_text("{broken")
-    with pytest.raises(JobFailed) as caught:
-        registry.list("digits")
-    assert "entry.json cannot be read" in str(caught.value)
+    (Path(entry.path) / "linked.bin").symlink_to(outside)
+    entry_file = Path(entry.path) / "entry.json"
+    data = json.loads(entry_file.read_text())
+    data["model_artifact"] = stored
+    entry_file.write_text(json.dumps(data))
+    assert registry.list("digits") == []
+    assert "artifact" in registry.damaged("digits")[0][2]
+
+
+def test_an_entry_json_that_is_a_link_is_not_followed(registry, artifact, tmp_path):
+    entry = registry.register(group="digits", model_artifact=artifact, metrics={"accuracy": 0.9})
+    copy = tmp_path / "elsewhere.json"
+    shutil.copy(Path(entry.path) / "entry.json", copy)
+    (Path(entry.path) / "entry.json").unlink()
+    (Path(entry.path) / "entry.json").symlink_to(copy)
+    assert registry.list("digits") == [] and len(registry.damaged("digits")) == 1
+
+
+@pytest.mark.parametrize("link_to", ["file", "directory"])
+def test_a_model_directory_with_a_link_is_refused(registry, tmp_path, link_to):
+    """A link to /etc/shadow (or to /etc) in a model directory put a copy of its target in the registry."""
+    secret_dir = tmp_path / "etc"
+    secret_dir.mkdir()
+    (secret_dir / "shadow").write_text("root:secret-hash\n")
+    model = tmp_path / "model"
+    (model / "sub").mkdir(parents=True)
+    (model / "weights.bin").write_bytes(b"w")
+    (model / "sub" / "leak").symlink_to(secret_dir / "shadow" if link_to == "file" else secret_dir)
+    with pytest.raises(SpecError) as caught:
+        registry.register(group="digits", model_artifact=model, metrics={"accuracy": 0.9})
+    assert caught.value.problems[0].path == "model_artifact"
+    assert "sub/leak is a symbolic link" in str(caught.value)
+    assert registry.list("digits") == []
+    leaked = [path for path in registry.root.rglob("*") if path.name in ("shadow", "leak")]
+    assert leaked == []
+    assert list((registry.root / "digits" / ".staging").iterdir()) == []
+
+
+def test_a_fifo_in_a_model_directory_is_refused_without_hanging(registry, tmp_path):
+    import os
+
+    model = tmp_path / "model"
+    model.mkdir()
+    os.mkfifo(model / "pipe")
+    with pytest.raises(SpecError) as caught:
+        registry.register(group="digits", model_artifact=model, metrics={"accuracy": 0.9})
+    assert "not a regular file" in str(caught.value)
+
+
+def test_a_deep_model_directory_is_copied(registry, tmp_path):
+    model = tmp_path / "model"
+    deep = model.joinpath(*["d"] * 300)
+    deep.mkdir(parents=True)
+    (deep / "leaf.bin").write_bytes(b"leaf")
+    entry = registry.register(group="digits", model_artifact=model, metrics={"accuracy": 0.9})
+    assert Path(entry.model_artifact).joinpath(*["d"] * 300, "leaf.bin").read_bytes() == b"leaf"
+
+
+def _register_one_job(root: str, artifact: str, barrier, results) -> None:
+    barrier.wait()
+    results.put(LocalRegistry(root).register(group="digits", model_artifact=artifact, metrics={"accuracy": 0.9},
+                                             job_name="digits-2024").version)
+
+
+def test_concurrent_registrations_of_one_job_make_one_version(registry, artifact):
+    """Ten processes registering the same training job at once (a retried task racing the first try) made ten
+    versions: the decision is now taken under the group's lock."""
+    context = multiprocessing.get_context("fork")
+    barrier, results = context.Barrier(10), context.Queue()
+    processes = [context.Process(target=_register_one_job, args=(str(registry.root), str(artifact), barrier, results))
+                 for _ in range(10)]
+    for process in processes:
+        process.start()
+    versions = [results.get(timeout=120) for _ in processes]
+    for process in processes:
+        process.join(timeout=60)
+    assert [process.exitcode for process in processes] == [0] * 10
+    assert versions == [1] * 10
+    assert [entry.version for entry in registry.list("digits")] == [1]
+    assert list((registry.root / "digits" / ".staging").iterdir()) == []
 
 
 def test_default_directory_follows_trainops_home(monkeypatch, tmp_path):

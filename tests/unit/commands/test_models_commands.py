@@ -86,3 +86,16 @@ def test_approve_needs_a_version_number(registry, capsys):
     with pytest.raises(SystemExit) as caught:
         main(["models", "approve", "digits", "two", "--registry", str(registry.root)])
     assert caught.value.code == 2
+
+
+def test_list_names_a_damaged_version_and_shows_the_rest(registry, capsys):
+    """One corrupt entry.json made `models list` fail for the whole registry."""
+    (registry.root / "digits" / "v2" / "entry.json").write_text("{not json")
+    assert main(["models", "list", "--registry", str(registry.root)]) == 0
+    captured = capsys.readouterr()
+    versions = {(row[0], row[1]) for row in table_rows(captured.out)[1:]}
+    assert versions == {("digits", "1"), ("digits", "3"), ("spam", "1")}
+    assert "digits version 2 is damaged" in captured.err and "entry.json" in captured.err
+    assert main(["models", "list", "--registry", str(registry.root), "--group", "digits", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert [record["version"] for record in json.loads(captured.out)] == [1, 3]

@@ -14,23 +14,35 @@ version therefore appears complete or not at all, and no number is used twice. A
 ``entry.json`` atomically (temporary file, then rename) under the same lock.
 
 The champion of a group is its latest Approved version, as in the SageMaker Model Registry.
+
+A training job is registered once: when ``job_name`` is given and a version of that job is already in the group,
+`LocalRegistry.register` returns it instead of adding another. That check is made under the group's lock, so ten
+concurrent registrations of one job (an Airflow retry racing the first try) still make one version.
+
+Nothing is trusted that is read back: a version whose ``entry.json`` cannot be read, or whose artifact is not a plain
+file or directory inside its version directory (a link, ``../..``, an absolute path), is *damaged*: listings and the
+champion leave it out and `LocalRegistry.damaged` names it, so one bad version never blocks the rest of its group.
+A model directory is copied in without following links: a symbolic link anywhere in it refuses the registration.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import json
 import math
 import os
 import re
 import shutil
+import stat
 import tempfile
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from trainops.backends.local.safe_fs import NEW_FILE_FLAGS, make_directory, open_path
 from trainops.errors import JobFailed, Problem, SpecError
 
 APPROVAL_STATUSES: tuple[str, ...] = ("Approved", "Rejected", "PendingManualApproval")
@@ -96,9 +108,23 @@ class ModelVersion:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any], path: Path) -> ModelVersion:
         """A version from its ``entry.json`` contents (unknown keys are ignored: newer writers may add some)."""
+        if not isinstance(data, Mapping):
+            raise TypeError("the entry is not a JSON object")
         known = {name: data[name] for name in cls.__dataclass_fields__ if name in data and name != "path"}
-        # The artifact is stored relative to its version directory, so a registry can be moved or copied whole.
-        known["model_artifact"] = str(path / str(known.get("model_artifact", "")))
+        # The artifact is stored relative to its version directory, so a registry can be moved or copied whole. It
+        # must be a plain name there: an edited entry must not make trainops read or serve a file from elsewhere.
+        artifact = known.get("model_artifact")
+        if not isinstance(artifact, str) or not artifact or "/" in artifact or artifact in (".", "..") \
+                or "\x00" in artifact:
+            raise ValueError(f"its model_artifact {artifact!r} is not a file name inside the version directory")
+        try:
+            details = os.lstat(path / artifact)
+        except OSError as error:
+            raise ValueError(f"its artifact {artifact!r} is missing ({error.strerror})") from None
+        if not (stat.S_ISREG(details.st_mode) or stat.S_ISDIR(details.st_mode)):
+            raise ValueError(f"its artifact {artifact!r} is a link or not a file; the registry serves only its own "
+                             "copies")
+        known["model_artifact"] = str(path / artifact)
         return cls(**known, path=str(path))
 
     def stored(self) -> dict[str, Any]:
@@ -157,6 +183,94 @@ def _write_json_atomically(path: Path, data: Any) -> None:
         raise
 
 
+def _refuse(path: str, why: str) -> SpecError:
+    return SpecError(Problem("model_artifact", f"{path} {why}; the registry copies only regular files and "
+                                               "directories (copy the model without links, then register it)"),
+                     source="registry")
+
+
+def _copy_file_at(name: str, source_parent: int, target_parent: int, shown: str) -> None:
+    """Copy the regular file ``name`` between two open directories, following no link."""
+    try:
+        source = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=source_parent)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise _refuse(shown, "is a symbolic link") from None
+        raise
+    try:
+        details = os.fstat(source)
+        if not stat.S_ISREG(details.st_mode):
+            raise _refuse(shown, "is not a regular file (a FIFO, socket or device)")
+        target = os.open(name, NEW_FILE_FLAGS, stat.S_IMODE(details.st_mode) & 0o755, dir_fd=target_parent)
+        try:
+            copied = 0
+            while copied < details.st_size:
+                count = os.copy_file_range(source, target, details.st_size - copied) \
+                    if hasattr(os, "copy_file_range") else 0
+                if count == 0:
+                    data = os.read(source, 1024 * 1024)
+                    if not data:
+                        break
+                    os.write(target, data)
+                    count = len(data)
+                copied += count
+            os.utime(target, ns=(details.st_atime_ns, details.st_mtime_ns))
+        finally:
+            os.close(target)
+    finally:
+        os.close(source)
+
+
+def copy_model_directory(source: Path, target: Path) -> None:
+    """Copy the directory ``source`` to the new directory ``target`` without following any link: every directory is
+    opened relative to its checked parent (``O_NOFOLLOW``), and a link, FIFO or device anywhere refuses the copy with
+    `SpecError` naming it. Walks without recursion, so deep trees are fine."""
+    source_root = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.mkdir(target, 0o755)
+        target_root = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            pending: list[list[str]] = [[]]
+            while pending:
+                parts = pending.pop()
+                source_fd = open_path(parts, source_root)
+                target_fd = open_path(parts, target_root)
+                try:
+                    with os.scandir(source_fd) as entries:
+                        listed = [(entry.name, entry.stat(follow_symlinks=False).st_mode) for entry in entries]
+                    for name, mode in listed:
+                        shown = os.path.join(source, *parts, name)
+                        if stat.S_ISLNK(mode):
+                            raise _refuse(shown, "is a symbolic link")
+                        if stat.S_ISDIR(mode):
+                            os.close(make_directory(name, target_fd, 0o755))
+                            pending.append([*parts, name])
+                        elif stat.S_ISREG(mode):
+                            _copy_file_at(name, source_fd, target_fd, shown)
+                        else:
+                            raise _refuse(shown, "is not a regular file (a FIFO, socket or device)")
+                finally:
+                    os.close(source_fd)
+                    os.close(target_fd)
+        finally:
+            os.close(target_root)
+    finally:
+        os.close(source_root)
+
+
+def copy_model_file(source: Path, target: Path) -> None:
+    """Copy the artifact file ``source`` to the new file ``target``; a link or a non-file is refused."""
+    parent = os.open(source.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    target_parent = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:
+        if source.name != target.name:
+            raise ValueError("the copy keeps the artifact's name")
+        _copy_file_at(source.name, parent, target_parent, str(source))
+    finally:
+        os.close(parent)
+        os.close(target_parent)
+
+
 class LocalRegistry:
     """A model registry rooted at a directory (created on first registration).
 
@@ -198,29 +312,50 @@ class LocalRegistry:
         if not directory.is_dir():
             return []
         numbers = []
-        for entry in directory.iterdir():
+        for entry in os.scandir(directory):
             match = _VERSION_DIR.match(entry.name)
-            if match and (entry / ENTRY_FILE).is_file():
+            # Every version directory counts, damaged or not, so that its number is never given out again.
+            if match and entry.is_dir(follow_symlinks=False):
                 numbers.append(int(match.group(1)))
         return sorted(numbers)
 
     def _read(self, directory: Path) -> ModelVersion:
         entry_path = directory / ENTRY_FILE
         try:
-            data = json.loads(entry_path.read_text(encoding="utf-8"))
+            # O_NOFOLLOW: an entry replaced by a link to another file is damaged, not followed.
+            descriptor = os.open(entry_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            with os.fdopen(descriptor, "rb") as handle:
+                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                    raise ValueError("entry.json is not a regular file")
+                data = json.loads(handle.read(16 * 1024 * 1024).decode("utf-8"))
             return ModelVersion.from_dict(data, directory)
         except (OSError, ValueError, TypeError) as error:
-            raise JobFailed(f"registry entry {entry_path} cannot be read ({error}); restore it or remove "
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+            raise JobFailed(f"registry entry {entry_path} cannot be read ({reason}); restore it or remove "
                             f"{directory}") from error
 
-    def list(self, group: str | None = None) -> list[ModelVersion]:
-        """Every version of one group, or of every group, ordered by group then version."""
+    def _scan(self, group: str | None) -> tuple[list[ModelVersion], list[tuple[str, int, str]]]:
         groups = [check_group(group)] if group is not None else self.groups()
-        versions = []
+        versions: list[ModelVersion] = []
+        damaged: list[tuple[str, int, str]] = []
         for name in groups:
             directory = self.root / name
-            versions += [self._read(directory / f"v{number}") for number in self._version_numbers(directory)]
-        return versions
+            for number in self._version_numbers(directory):
+                try:
+                    versions.append(self._read(directory / f"v{number}"))
+                except JobFailed as error:
+                    damaged.append((name, number, str(error)))
+        return versions, damaged
+
+    def list(self, group: str | None = None) -> list[ModelVersion]:
+        """Every readable version of one group, or of every group, ordered by group then version (damaged versions
+        are left out: see `damaged`)."""
+        return self._scan(group)[0]
+
+    def damaged(self, group: str | None = None) -> list[tuple[str, int, str]]:
+        """The versions that cannot be used, as ``(group, version, why)``: an unreadable ``entry.json``, or an
+        artifact that is not the registry's own copy."""
+        return self._scan(group)[1]
 
     def get(self, group: str, version: int | None = None) -> ModelVersion:
         """One version (the latest when ``version`` is None). Raises `SpecError` naming what exists when it does not."""
@@ -230,7 +365,12 @@ class LocalRegistry:
             known = ", ".join(self.groups()) or "none"
             raise SpecError(Problem("group", f"no model group {group!r} in {self.root} (groups: {known})"),
                             source="registry")
-        chosen = numbers[-1] if version is None else version
+        if version is None:
+            readable = self.list(group)
+            # The latest usable version: a damaged one must not hide the others.
+            chosen = readable[-1].version if readable else numbers[-1]
+        else:
+            chosen = version
         if chosen not in numbers:
             raise SpecError(Problem("version", f"{group} has no version {version!r} (versions: "
                                                f"{', '.join(map(str, numbers))})"), source="registry")
@@ -259,6 +399,10 @@ class LocalRegistry:
             metrics: the evaluation's metrics (name -> number).
             approval: Approved, Rejected or PendingManualApproval.
             spec: the job spec that produced the model, as a JSON-able mapping.
+            job_name: the training job that produced the model; when a version of it is already in the group, that
+                version is returned and nothing is added (decided under the group's lock).
+
+        Raises `SpecError` for bad input and for a model directory holding a link, FIFO or device.
         """
         from trainops.backends.local.evaluate import local_path
 
@@ -281,13 +425,19 @@ class LocalRegistry:
         try:
             # The copy happens before taking the lock: a large model must not hold up other registrations.
             if source.is_dir():
-                shutil.copytree(source, staged / "model", symlinks=False)
+                copy_model_directory(source, staged / "model")
                 artifact_name = "model"
             else:
                 artifact_name = source.name
-                shutil.copy2(source, staged / artifact_name)
+                copy_model_file(source, staged / artifact_name)
             created = now_text()
             with self._locked(group) as directory:
+                # Decided under the lock: concurrent registrations of one job agree on one version.
+                if job_name:
+                    for earlier in reversed(self._scan(group)[0]):
+                        if earlier.job_name == job_name:
+                            shutil.rmtree(staged, ignore_errors=True)
+                            return earlier
                 numbers = self._version_numbers(directory)
                 version = (numbers[-1] if numbers else 0) + 1
                 final = directory / f"v{version}"
