@@ -240,3 +240,49 @@ def corrupt_entry(scratch: Path) -> dict:
             "warnings": err.getvalue().count("is damaged"), "new_version": added,
             "served_outside": any(str(scratch / "outside.bin") == version.model_artifact
                                   for version in registry.list())}
+
+
+# --- item 10: the port lock directory ------------------------------------------------------------------------------
+
+def planted_port_directory(scratch: Path) -> dict:
+    """Another user pre-creates ``$TMPDIR/trainops-ports-<uid>`` full of links to files the victim can write (as
+    root: the directory is handed to uid 65534; otherwise a link in place of the directory), then the victim
+    reserves a port. Records whether it refused and whether any target was touched."""
+    import tempfile
+
+    from trainops.backends.local import ports
+    from trainops.errors import JobFailed
+
+    temporary = scratch / "tmp"
+    temporary.mkdir()
+    victims = []
+    for number in range(3):
+        victim = scratch / f"victim-{number}.txt"
+        victim.write_text("precious\n")
+        victims.append(victim)
+    planted = temporary / f"trainops-ports-{os.getuid()}"
+    if os.geteuid() == 0:
+        planted.mkdir(mode=0o777)
+        for port, victim in zip(range(30000, 30003), victims):
+            (planted / f"{port}.lock").symlink_to(victim)
+        os.chown(planted, 65534, 65534)
+        how = "directory of uid 65534 with links to the victim's files"
+    else:
+        elsewhere = scratch / "elsewhere"
+        elsewhere.mkdir()
+        for port, victim in zip(range(30000, 30003), victims):
+            (elsewhere / f"{port}.lock").symlink_to(victim)
+        planted.symlink_to(elsewhere)
+        how = "link to a directory of links to the victim's files"
+    saved_tempdir, saved_range = tempfile.tempdir, ports.PORT_RANGE
+    tempfile.tempdir, ports.PORT_RANGE = str(temporary), (30000, 30003)
+    try:
+        reservation = ports.reserve_port(attempts=10)
+        reservation.release()
+        refused, message = False, ""
+    except JobFailed as error:
+        refused, message = True, str(error)
+    finally:
+        tempfile.tempdir, ports.PORT_RANGE = saved_tempdir, saved_range
+    return {"planted": how, "refused": refused, "message": message,
+            "victims_changed": sum(victim.read_text() != "precious\n" for victim in victims)}

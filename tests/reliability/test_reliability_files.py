@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from files_scenarios import (concurrent_registrations, corrupt_entry, expansion_bomb, registry_links, tar_slip)
+from files_scenarios import (concurrent_registrations, corrupt_entry, expansion_bomb, planted_port_directory,
+                             registry_links, tar_slip)
 
 
 def test_realpath_overflow_archive_cannot_write_outside_the_model_directory(tmp_path):
@@ -43,3 +44,9 @@ def test_a_corrupt_entry_blocks_neither_listing_nor_registering(tmp_path):
     assert outcome["list_exit"] == 0 and outcome["listed"] == 1 and outcome["warnings"] == 2
     assert outcome["new_version"] == 4
     assert not outcome["served_outside"]
+
+
+def test_a_port_directory_planted_by_another_user_is_refused(tmp_path):
+    outcome = planted_port_directory(tmp_path)
+    assert outcome["refused"] and "TMPDIR" in outcome["message"]
+    assert outcome["victims_changed"] == 0

@@ -1,19 +1,29 @@
 """Free rendezvous ports that concurrent local jobs never share.
 
 Binding port 0 and closing leaves a window in which another job can pick the same number. Each job instead holds
-an exclusive lock file for its port for as long as it runs (`trainops.backends.local.locks`), so trainops jobs on
-this machine never clash; the bind test on top keeps clear of ports other programs use.
+an exclusive lock file for its port for as long as it runs, so trainops jobs on this machine never clash; the bind
+test on top keeps clear of ports other programs use.
+
+The lock files live in ``$TMPDIR/trainops-ports-<uid>``, a shared place where another user may have created that
+name first (with links to files the victim can write: root's run would truncate them). The directory is therefore
+created ``0700`` and then checked through a descriptor opened without following a link: it must be a directory,
+owned by this user, with no access for group or others; anything else is refused with a message saying what to do.
+Lock files are opened relative to that descriptor with ``O_NOFOLLOW`` and must be plain files of this user.
 """
 
 from __future__ import annotations
 
+import errno
+import fcntl
 import os
 import random
 import socket
+import stat
 import tempfile
 from pathlib import Path
 
-from trainops.backends.local.locks import HeldLock, try_lock
+from trainops.backends.local.locks import HeldLock
+from trainops.errors import JobFailed
 
 PORT_RANGE = (20000, 40000)
 
@@ -36,9 +46,74 @@ class PortReservation:
 
 
 def _locks_dir() -> Path:
-    path = Path(tempfile.gettempdir()) / f"trainops-ports-{os.getuid()}"
-    path.mkdir(mode=0o700, exist_ok=True)
-    return path
+    """The lock directory, created and checked (`open_locks_dir`)."""
+    os.close(open_locks_dir())
+    return Path(tempfile.gettempdir()) / f"trainops-ports-{os.getuid()}"
+
+
+def _refuse(path: Path, why: str) -> JobFailed:
+    return JobFailed(f"the port lock directory {path} {why}; another user may have created it to make trainops write "
+                     f"through it. Remove it (check what it holds first) or set TMPDIR to a directory only you can "
+                     f"write, then run again")
+
+
+def open_locks_dir() -> int:
+    """Create (``0700``) or open the port lock directory and return a descriptor of it, after checking that it is
+    a real directory of this user that nobody else can use; raises `JobFailed` otherwise."""
+    parent_path = Path(tempfile.gettempdir())
+    name = f"trainops-ports-{os.getuid()}"
+    path = parent_path / name
+    parent = os.open(parent_path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        try:
+            os.mkdir(name, 0o700, dir_fd=parent)
+        except FileExistsError:
+            pass
+        try:
+            descriptor = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=parent)
+        except OSError as error:
+            if error.errno in (errno.ELOOP, errno.ENOTDIR):
+                raise _refuse(path, "is a symbolic link or not a directory") from None
+            raise
+    finally:
+        os.close(parent)
+    details = os.fstat(descriptor)
+    problem = None
+    if details.st_uid != os.geteuid():
+        problem = f"belongs to uid {details.st_uid}, not to you (uid {os.geteuid()})"
+    elif stat.S_IMODE(details.st_mode) & 0o077:
+        problem = f"has mode {stat.S_IMODE(details.st_mode):04o}; it must be 0700 (only you may use it)"
+    if problem:
+        os.close(descriptor)
+        raise _refuse(path, problem)
+    return descriptor
+
+
+def _try_port_lock(directory: int, port: int, path: Path) -> HeldLock | None:
+    """Lock ``<port>.lock`` in the open lock directory without waiting; None when another job holds it."""
+    name = f"{port}.lock"
+    try:
+        descriptor = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600,
+                             dir_fd=directory)
+    except OSError as error:
+        if error.errno == errno.ELOOP:
+            raise _refuse(path, f"holds a symbolic link {name}") from None
+        raise
+    details = os.fstat(descriptor)
+    if not stat.S_ISREG(details.st_mode) or details.st_uid != os.geteuid() or details.st_nlink != 1:
+        os.close(descriptor)
+        raise _refuse(path, f"holds {name}, which is not a plain file of yours")
+    handle = os.fdopen(descriptor, "r+", encoding="utf-8")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        return None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"pid {os.getpid()}")
+    handle.flush()
+    return HeldLock(path / name, handle)
 
 
 def _bindable(port: int) -> bool:
@@ -53,14 +128,18 @@ def _bindable(port: int) -> bool:
 
 def reserve_port(attempts: int = 200) -> PortReservation:
     """Reserve a free port: lock-file first (no other trainops job gets it), then check that it can be bound."""
-    locks = _locks_dir()
+    directory = open_locks_dir()
+    path = Path(tempfile.gettempdir()) / f"trainops-ports-{os.getuid()}"
     generator = random.SystemRandom()
-    for _ in range(attempts):
-        port = generator.randrange(*PORT_RANGE)
-        lock = try_lock(locks / f"{port}.lock", f"pid {os.getpid()}")
-        if lock is None:
-            continue
-        if _bindable(port):
-            return PortReservation(port, lock)
-        lock.release()
+    try:
+        for _ in range(attempts):
+            port = generator.randrange(*PORT_RANGE)
+            lock = _try_port_lock(directory, port, path)
+            if lock is None:
+                continue
+            if _bindable(port):
+                return PortReservation(port, lock)
+            lock.release()
+    finally:
+        os.close(directory)
     raise RuntimeError(f"no free TCP port found on 127.0.0.1 in {PORT_RANGE} after {attempts} attempts")
