@@ -43,7 +43,9 @@ def _backend_options(backend: str, spec_json: str, spec_dir: str, where: Places,
                      region: str) -> tuple[str, dict[str, Any]]:
     """The output directory and the backend's own arguments of the evaluate step."""
     if backend == "local":
-        return str(where.workdir / "evaluations" / job_name), {}
+        from trainops.backends.local.paths import child
+
+        return str(child(where.workdir / "evaluations", job_name, "model.metadata.job_name")), {}
     from trainops.backends.sagemaker.render import training_image
 
     spec = load_component_spec(spec_json, spec_dir, where)

@@ -9,6 +9,7 @@ import tarfile
 from pathlib import Path
 
 from trainops.backends.local.layout import HostLayout
+from trainops.backends.local.paths import child
 from trainops.spec.inputs import local_path
 from trainops.spec.job import JobSpec
 
@@ -38,7 +39,7 @@ def _pack(source: Path, archive: Path) -> None:
 def output_location_problem(spec: JobSpec, job_name: str, job_dir: Path) -> str | None:
     """Why the archives could not be written where they go (a read-only disk, a file in the way), found before the
     job runs rather than after hours of training; None when a file can be created there."""
-    base = local_output_root(spec, job_dir) / job_name / "output"
+    base = child(local_output_root(spec, job_dir), job_name) / "output"  # never outside the output root
     probe = base / f".write-test.{os.getpid()}"
     try:
         base.mkdir(parents=True, exist_ok=True)
@@ -51,7 +52,7 @@ def output_location_problem(spec: JobSpec, job_name: str, job_dir: Path) -> str 
 
 def pack_outputs(spec: JobSpec, job_name: str, first_host: HostLayout, job_dir: Path) -> tuple[str, str]:
     """Pack host 1's model and output data; returns the two artifact locations (local paths or s3:// URIs)."""
-    base = local_output_root(spec, job_dir) / job_name / "output"
+    base = child(local_output_root(spec, job_dir), job_name) / "output"  # never outside the output root
     model, output = base / "model.tar.gz", base / "output.tar.gz"
     _pack(first_host.model_dir, model)
     _pack(first_host.output_dir / "data", output)
