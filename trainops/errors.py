@@ -18,10 +18,9 @@ class Problem(NamedTuple):
         return f"{self.path}: {self.message}" if self.path else self.message
 
 
-class TrainopsError(Exception):
-    """Base class of every error trainops raises on purpose."""
-
-    exit_code = 1
+# Defined with the runtime, which travels to the training container without the rest of the package; the same class
+# here, so `except TrainopsError` catches the runtime's errors too.
+from trainops.runtime.errors import TrainopsError  # noqa: E402
 
 
 class SpecError(TrainopsError):

@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Mapping
 
-from trainops.errors import TrainopsError
+from trainops.runtime.errors import TrainopsError
 from trainops.runtime.execute import DEFAULT_STOP_GRACE_SECONDS
 
 

@@ -12,7 +12,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from trainops.errors import TrainopsError
+from trainops.runtime.errors import TrainopsError
 
 DEFAULT_BASE_DIR = "/opt/ml"
 

@@ -4,9 +4,14 @@ themselves run against moto in tests/system/test_sagemaker_uploads_moto.py."""
 from __future__ import annotations
 
 import hashlib
+import json
+import shutil
+import subprocess
+import sys
 import io
 import os
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -59,10 +64,68 @@ def test_tarball_is_byte_for_byte_deterministic(source):
         assert archive.extractfile("pkg/model.py").read() == b"MODEL = 1\n"
 
 
-def test_runtime_files_are_the_package_init_and_the_runtime():
-    names = [name for _, name in runtime_files()]
+def _copy_upload_set(destination: Path) -> list[str]:
+    names = []
+    for path, name in runtime_files():
+        target = destination / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, target)
+        names.append(name)
+    return names
+
+
+def _contract(base: Path, current: str) -> None:
+    config = base / "input" / "config"
+    config.mkdir(parents=True)
+    (config / "resourceconfig.json").write_text(json.dumps(
+        {"current_host": current, "hosts": ["algo-1", "algo-2"], "current_instance_type": "ml.c5.xlarge",
+         "network_interface_name": "eth0"}))
+    hyperparameters = {"sagemaker_program": "train.py", "epochs": 2,
+                       "trainops_distribution": {"type": "torch_distributed"}}
+    (config / "hyperparameters.json").write_text(json.dumps({k: json.dumps(v) for k, v in hyperparameters.items()}))
+    (config / "inputdataconfig.json").write_text(json.dumps({"train": {"TrainingInputMode": "File"}}))
+    (base / "input" / "data" / "train").mkdir(parents=True)
+    (base / "input" / "data" / "trainops_code").mkdir(parents=True)
+    (base / "input" / "data" / "trainops_code" / "train.py").write_text("print('hello')\n")
+
+
+def test_the_upload_set_imports_and_dry_runs_alone(tmp_path):
+    """Exactly the files uploaded as the runtime channel, in an otherwise empty directory, with no site-packages and
+    no environment of ours: `python -m trainops.runtime launch --dry-run` prints the plan.
+
+    `-E -s -S` rather than `-I -S`: since Python 3.11 `-I` also implies `-P`, which leaves the current directory
+    off sys.path; in the container the channel is on PYTHONPATH, here it is the current directory."""
+    channel = tmp_path / "trainops_runtime"
+    names = _copy_upload_set(channel)
     assert names[0] == "trainops/__init__.py"
-    assert "trainops/runtime/__init__.py" in names
     assert all(name == "trainops/__init__.py" or name.startswith("trainops/runtime/") for name in names)
     assert not any("__pycache__" in name or name.endswith(".pyc") for name in names)
     assert any(name.endswith("instances.json") for name in names)  # data files travel too
+    base = tmp_path / "opt-ml"
+    _contract(base, "algo-2")
+    result = subprocess.run(
+        [sys.executable, "-E", "-s", "-S", "-m", "trainops.runtime", "launch", "--dry-run", "--base-dir", str(base)],
+        cwd=channel, capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    argv = plan["argv"]
+    assert argv[1:3] == ["-m", "trainops.runtime.torch_launcher"]
+    assert argv[argv.index("--nnodes") + 1] == "2" and argv[argv.index("--master_addr") + 1] == "algo-1"
+    assert argv[-3:] == [str(base / "input" / "data" / "trainops_code" / "train.py"), "--epochs", "2"]
+
+
+def test_the_upload_set_holds_every_module_the_runtime_imports(tmp_path):
+    """Every runtime module imports from the upload set alone, with no site-packages (a module reached only at run
+    time, such as the health check or the MPI coordination, would otherwise fail on the first real host)."""
+    channel = tmp_path / "trainops_runtime"
+    names = _copy_upload_set(channel)
+    modules = sorted(name[:-3].replace("/", ".").removesuffix(".__init__") for name in names if name.endswith(".py"))
+    # __main__ would run the CLI; the stand-ins of AWS's libraries are imported inside a torch rank (torch is there).
+    torch_only = ("trainops.runtime.shims.smddp", "trainops.runtime.shims.tsm")
+    modules = [module for module in modules if module != "trainops.runtime.__main__" and module not in torch_only]
+    assert "trainops.runtime.healthcheck" in modules and "trainops.runtime.errors" in modules
+    code = "import importlib, sys\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\nprint('ok')\n"
+    result = subprocess.run([sys.executable, "-E", "-s", "-S", "-c", code, *modules], cwd=channel,
+                            capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
