@@ -499,6 +499,8 @@ def render(measured: dict, context: dict) -> str:
         rows += _idempotency_rows(measured["idempotency"])
     if "load" in measured:
         rows.append(_load_row(measured["load"]))
+    if "processes" in measured:  # issue 15 items 1-5, issue 16 item 2: tests/reliability/process_scenarios.py
+        rows += __import__("process_scenarios").render_rows(measured["processes"])
     header = [
         "# Reliability",
         "",
@@ -568,7 +570,8 @@ def render(measured: dict, context: dict) -> str:
 
 
 SECTIONS = {"bad-input": bad_input, "fuzz": fuzz, "hostile-data": hostile_data, "security": security,
-            "faults": faults, "idempotency": idempotency, "load": load}
+            "faults": faults, "idempotency": idempotency, "load": load,
+            "processes": lambda: __import__("process_scenarios").bench_section()}
 
 
 def main() -> int:

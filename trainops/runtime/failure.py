@@ -157,8 +157,16 @@ def write_once(path: str, text: str) -> bool:
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
         return False
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(mask(text))  # also text relayed from another host's launcher
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+            handle.write(mask(text))  # also text relayed from another host's launcher
+    except OSError:
+        # A full disk: no empty or cut failure file (a reader would take it for the whole story); the caller
+        # still logs and returns the text.
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
     return True
 
 

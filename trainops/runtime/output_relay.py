@@ -69,6 +69,8 @@ class _Stream:
         self.tail_file = tail_file
         self.secrets = secrets or []
         self.tail_size = 0
+        self.lost_bytes = 0
+        self.failure = ""
         self.pending = b""
         self.at_line_start = True
         self.pending_since = 0.0
@@ -138,6 +140,29 @@ class _Stream:
             self.pending = b""
 
 
+def _guarded(stream: _Stream, action, *arguments) -> None:
+    """Run one step of the relay; an exception (a MemoryError) loses that output, never the relay: were the relay
+    to exit, the rank's next write to its pipe would kill it with SIGPIPE."""
+    try:
+        action(*arguments)
+    except Exception as error:  # noqa: BLE001
+        stream.lost_bytes += len(stream.pending) + sum(len(argument) for argument in arguments
+                                                      if isinstance(argument, bytes))
+        stream.pending = b""
+        stream.failure = stream.failure or f"{type(error).__name__}: {error}"
+
+
+def _report_losses(streams: list[_Stream]) -> None:
+    for stream in streams:
+        if stream.lost_bytes:
+            note = (f"[trainops relay] {stream.lost_bytes} bytes of this rank's output were lost "
+                    f"({stream.failure})\n").encode()
+            try:
+                os.write(stream.destination, note)
+            except OSError:
+                pass
+
+
 def _relay_loop(streams: list[_Stream]) -> None:
     open_streams = {stream.read_end: stream for stream in streams}
     while open_streams:
@@ -149,7 +174,7 @@ def _relay_loop(streams: list[_Stream]) -> None:
         ready, _, _ = select.select(list(open_streams), [], [], timeout)
         if not ready:
             for stream in waiting:
-                stream.flush_pending()
+                _guarded(stream, stream.flush_pending)
             continue
         for descriptor in ready:
             stream = open_streams[descriptor]
@@ -158,11 +183,12 @@ def _relay_loop(streams: list[_Stream]) -> None:
             except OSError:
                 chunk = b""
             if chunk:
-                stream.take(chunk)
+                _guarded(stream, stream.take, chunk)
             else:
-                stream.flush_pending()
+                _guarded(stream, stream.flush_pending)
                 os.close(descriptor)
                 del open_streams[descriptor]
+    _report_losses(streams)
 
 
 class OutputRelay:

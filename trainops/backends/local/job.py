@@ -188,7 +188,7 @@ class LocalJob:
         result.ended = time.time()
         if result.failure_reason:
             result.failure_reason = mask(result.failure_reason, self._secrets)
-            (self.job_dir / "failure").write_text(result.failure_reason, encoding="utf-8")
+            status.write_failure(self.job_dir, result.failure_reason)
         status.write(self.job_dir, {**result.to_dict(), "job_id": self.job_id, "spec": public_spec(self.spec)})
         return result
 
@@ -199,7 +199,7 @@ class LocalJob:
         result = LocalJobResult(job_name=self.job_name, status="Failed", job_dir=str(self.job_dir), started=started,
                                 ended=time.time(), secondary_status="Starting", failure_reason=reason,
                                 processes_per_host=self.processes_per_host)
-        (self.job_dir / "failure").write_text(reason, encoding="utf-8")
+        status.write_failure(self.job_dir, reason)
         status.write(self.job_dir, {**result.to_dict(), "job_id": self.job_id, "spec": public_spec(self.spec)})
         return result
 
@@ -298,7 +298,8 @@ class LocalJob:
             text = ""
         if not text:
             how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
-            text = f"the launcher of host {layout.name} {how} without writing a failure file"
+            text = (f"the launcher of host {layout.name} {how} without writing a failure file"
+                    + status.disk_full_note(layout.base_dir))
         return text[:FAILURE_REASON_LIMIT]
 
     def _stop_all(self) -> None:

@@ -7,23 +7,87 @@ Failed, with the processes of the job still alive counted honestly (`trainops.ba
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from pathlib import Path
 
 from trainops.backends.local import identity, paths
-from trainops.errors import SpecError
+from trainops.errors import JobFailed, SpecError
 
 STATUS_FILE = "status.json"
+FAILURE_FILE = "failure"
 ACTIVE = ("InProgress", "Stopping")
+# Space set aside when a job starts and given back when its disk is full, so that the status record and the
+# failure file can still say why the job ended.
+RESERVE_FILE = ".space-reserve"
+RESERVE_BYTES = 1 << 20
+FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+
+
+def reserve_space(job_dir: Path) -> None:
+    """Set `RESERVE_BYTES` aside in the job directory (best effort: nothing is reserved on a disk already full)."""
+    path = job_dir / RESERVE_FILE
+    try:
+        with open(path, "wb") as handle:
+            handle.write(b"\0" * RESERVE_BYTES)  # written, not sparse: the blocks are really taken
+    except OSError:
+        try:
+            path.unlink()
+        except OSError:
+            pass
+
+
+def _release_space(job_dir: Path) -> bool:
+    try:
+        (job_dir / RESERVE_FILE).unlink()
+        return True
+    except OSError:
+        return False
+
+
+def _replace(job_dir: Path, name: str, text: str) -> None:
+    """Write `name` in the job directory atomically; on a full disk, give back the reserve and try once more."""
+    job_dir.mkdir(parents=True, exist_ok=True)
+    temporary = job_dir / f".{name}.{os.getpid()}.tmp"
+    for attempt in (1, 2):
+        try:
+            temporary.write_text(text, encoding="utf-8")
+            os.replace(temporary, job_dir / name)
+            return
+        except OSError as error:
+            try:
+                temporary.unlink()
+            except OSError:
+                pass
+            if attempt == 2 or error.errno not in FULL or not _release_space(job_dir):
+                raise JobFailed(f"cannot write {job_dir / name}: {error.strerror or error}"
+                                + (f"{disk_full_note(job_dir)}" if error.errno in FULL else "")) from None
 
 
 def write(job_dir: Path, record: dict) -> None:
     """Replace the job's status record atomically (readers never see half a file)."""
-    job_dir.mkdir(parents=True, exist_ok=True)
-    temporary = job_dir / f".{STATUS_FILE}.{os.getpid()}.tmp"
-    temporary.write_text(json.dumps(record, indent=2, default=str), encoding="utf-8")
-    os.replace(temporary, job_dir / STATUS_FILE)
+    _replace(job_dir, STATUS_FILE, json.dumps(record, indent=2, default=str))
+    if record.get("status") not in ACTIVE:
+        _release_space(job_dir)  # recorded for good: the reserve is not needed any more
+
+
+def write_failure(job_dir: Path, reason: str) -> None:
+    """Write the job's failure file (never left empty: on a full disk the reserve is given back first)."""
+    _replace(job_dir, FAILURE_FILE, reason)
+
+
+def disk_full_note(path: Path) -> str:
+    """"; the disk ... is full" when the file system holding `path` has (almost) no room left, else ""."""
+    try:
+        stats = os.statvfs(path)
+    except OSError:
+        return ""
+    free = stats.f_bavail * stats.f_frsize
+    if free >= RESERVE_BYTES:
+        return ""
+    return (f"; the job's disk is full ({free // 1024} KiB free on the file system of {path}): free space there "
+            "and run the job again")
 
 
 def read_record(job_dir: Path, job_name: str) -> dict:

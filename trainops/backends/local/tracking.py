@@ -33,6 +33,7 @@ from trainops.runtime.processes import process_start_ticks
 
 RECORD = "processes.json"
 CGROUP_PREFIX = "trainops-"
+CGROUPS_SETTING = "TRAINOPS_LOCAL_CGROUPS"  # "off": track by the process tree even where a cgroup could be made
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
@@ -63,6 +64,8 @@ def _cgroup2_base() -> Path | None:
 def create_cgroup(job_id: str) -> Path | None:
     """A new cgroup for the job below our own, or None where we may not create one (then the process tree is the
     fallback). Empty groups of earlier jobs whose controller died with them are removed on the way."""
+    if os.environ.get(CGROUPS_SETTING, "").lower() in ("0", "off", "no", "false"):
+        return None
     base = _cgroup2_base()
     if base is None or not (base / "cgroup.procs").exists():
         return None

@@ -55,6 +55,9 @@ class ProcessWatch:
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
+        from trainops.backends.local.status import reserve_space
+
+        reserve_space(self.job_dir)  # given back when the disk fills, so the job's end can still be recorded
         try:
             (self.job_dir / STOP_REQUEST).unlink()  # a request left from an earlier run of this name
         except FileNotFoundError:
