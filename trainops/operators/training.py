@@ -8,8 +8,10 @@ small JSON.
 Waiting, SageMaker: ``deferrable=True`` hands the wait to `SageMakerTrainingTrigger` (no worker slot held);
 otherwise the worker waits through the backend's bounded wait while a thread streams the logs of every host from
 CloudWatch into the task log. Both are bounded by the job's ``max_run`` (+ ``max_wait``), not by an attempt count.
-Local: the job runs in the task's process (simulated hosts), its hosts' logs go to the task log, and ``deferrable``
-is ignored (there is nothing remote to wait for), with a log line saying so.
+Local: with ``deferrable=True`` the job is submitted to a detached supervisor (`trainops.backends.local.detached`:
+the job belongs to neither the worker nor the triggerer) and `LocalTrainingTrigger` waits on its status record;
+the hosts' last log lines go to the task log when it ends. Without it, the job runs in the task's process and its
+hosts' logs stream into the task log. Either way a retry re-attaches to the task instance's job.
 
 ``on_kill`` stops the job: the SageMaker job (StopTrainingJob) or every process of the local job.
 """
@@ -56,7 +58,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         if_job_exists: ``reattach`` (default: follow the job of that name; a failed one is retried under a suffixed
             name), ``fail``, or ``new`` (a suffixed copy).
         wait_for_completion: SageMaker: wait for the job to end (default) or return after submitting it.
-        deferrable: SageMaker: wait in the triggerer instead of the worker.
+        deferrable: wait in the triggerer instead of the worker (local: the job runs under a detached supervisor).
         check_interval: seconds between two status checks on SageMaker.
         aws_conn_id, region_name: SageMaker: the Airflow AWS connection and the region (default: the spec's, else
             the connection's).
@@ -134,8 +136,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         from trainops.steps.train import train
 
         if self.deferrable:
-            self.log.info("deferrable=True has no effect on the local backend: the job runs in this task's process "
-                          "(there is no remote job to wait for), so it runs synchronously")
+            return self._train_locally_detached(spec, name)
         self._running_job_name = name
         log = task_logger(self) if self.stream_logs else (lambda line: None)
         result = self._run_step(train, spec, backend="local", job_name=name, if_exists=self.if_job_exists, log=log,
@@ -144,6 +145,51 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
                                 checkpoint_key=name)  # a retry of this task resumes from its own checkpoints
         self._remember_lineage(spec, result.get("model_artifact"))
         return xcom_result(result, metrics={})
+
+    def _train_locally_detached(self, spec: Any, name: str) -> dict[str, Any]:
+        """Submit the job to a detached supervisor (or re-attach to it) and defer on its status record."""
+        from trainops.backends.local.status import ACTIVE
+        from trainops.operators.triggers import LocalTrainingTrigger, local_event
+
+        name, record, reattached = self._local_job_to_follow(spec, name)
+        self._running_job_name = name
+        if record.get("status") not in ACTIVE:  # a retry after the job ended: its result, without waiting
+            return self.execute_complete({}, local_event(record), reattached=reattached)
+        trigger = LocalTrainingTrigger(name, workdir=self.workdir, poll_seconds=min(self.check_interval, 5.0),
+                                       max_run=spec.max_run, reattached=reattached)
+        self.log.info("deferring: the triggerer waits for local training job %s (%s); `trainops logs %s --follow` "
+                      "shows its hosts' logs", name, "re-attached" if reattached else "submitted", name)
+        self.defer(trigger=trigger, method_name="execute_complete", kwargs={"reattached": reattached},
+                   timeout=timedelta(seconds=(spec.max_run or 86400) + trigger.grace_seconds
+                                     + DEFERRAL_MARGIN_SECONDS))
+        raise AssertionError("unreachable: defer() raises TaskDeferred")
+
+    def _local_job_to_follow(self, spec: Any, name: str) -> tuple[str, dict[str, Any], bool]:
+        """(name, status record, re-attached) of the local job this try follows: the job of the task instance's
+        name when it runs or completed (``reattach``), else a new detached job, under a suffixed name when that
+        name is taken by a failed job (or with ``new``). A name is never submitted twice."""
+        from trainops.backends.local import status
+        from trainops.backends.local.detached import submit_detached
+        from trainops.backends.sagemaker.names import with_suffix
+        from trainops.errors import Problem, SpecError
+
+        for attempt in range(1, 100):
+            candidate = name if attempt == 1 else with_suffix(name, str(attempt))
+            if not status.exists(candidate, self.workdir):
+                record = submit_detached(spec, candidate, workdir=self.workdir,
+                                         processes_per_host=self.processes_per_host,
+                                         channel_overrides=self.channel_overrides,
+                                         checkpoint_key=name)  # every try of this task resumes its checkpoints
+                return candidate, record, False
+            record = status.read(candidate, self.workdir)
+            if self.if_job_exists == "fail":
+                raise SpecError(Problem("job_name", f"a local job named {candidate!r} exists (status "
+                                                    f"{record['status']}): choose another name or if_job_exists="
+                                                    "reattach/new"))
+            if self.if_job_exists == "reattach" and record["status"] in ("Completed", *status.ACTIVE):
+                self.log.info("re-attaching to local job %s (%s)", candidate, record["status"])
+                return candidate, record, True
+        raise SpecError(Problem("job_name", f"no free name for another copy of local job {name!r}"))
 
     def _remember_lineage(self, spec: Any, model_artifact: str | None) -> None:
         datasets = training_datasets(spec, self.channel_overrides if self.backend == "local" else None,
@@ -253,16 +299,22 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
         if not event:
             raise AirflowException("the training trigger ended without an event: the job's outcome is unknown")
-        if event.get("job_name"):
+        backend = event.get("backend") or "sagemaker"
+        if event.get("job_name") and backend == "sagemaker":
             remember_console_job(self, event["job_name"], event.get("region"))
         if self.stream_logs and event.get("job_name") and event.get("status") in ("success", "failed", "stopped"):
-            self._print_logs_after(event["job_name"], event.get("region"))
+            if backend == "local":
+                self._print_local_logs_after(event["job_name"])
+            else:
+                self._print_logs_after(event["job_name"], event.get("region"))
         if event.get("status") != "success":
             raise AirflowException(event.get("message") or f"training job {event.get('job_name')} did not succeed "
                                                             f"({event.get('status')})")
         self.log.info("%s", event.get("message"))
         self._lineage_after_deferral(event.get("model_artifact"))
-        return xcom_result({**event, "status": event.get("job_status")}, backend="sagemaker", reattached=reattached)
+        if reattached is None:
+            reattached = event.get("reattached")  # the local trigger echoes it
+        return xcom_result({**event, "status": event.get("job_status")}, backend=backend, reattached=reattached)
 
     def _lineage_after_deferral(self, model_artifact: str | None) -> None:
         from trainops.steps.train import load_spec
@@ -286,6 +338,20 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         self.log.info("last %d log lines of every host of %s:", len(tail), name)
         for line in tail:
             self.log.info("%s", line)
+
+    def _print_local_logs_after(self, name: str) -> None:
+        from collections import deque
+
+        from trainops.backends.local import paths
+
+        logs = paths.job_dir(name, self.workdir) / "logs"
+        for path in sorted(logs.glob("algo-*.log")) if logs.is_dir() else []:
+            with open(path, encoding="utf-8", errors="replace") as handle:
+                tail = deque(handle, maxlen=LOG_LINES_AFTER_DEFERRAL)
+            self.log.info("last %d log lines of host %s of %s:", len(tail), path.stem, name)
+            for line in tail:
+                line = line.rstrip("\n")
+                self.log.info("%s", line if line.startswith("[algo-") else f"[{path.stem}] {line}")
 
     # --- kill -------------------------------------------------------------------------------------------------
     def on_kill(self) -> None:

@@ -1,4 +1,10 @@
-"""The deferrable wait for a SageMaker training job: a constructor, `serialize()`, and one async polling loop.
+"""The deferrable waits of the training operator: a SageMaker training job, and a detached local job.
+
+`LocalTrainingTrigger` (below the SageMaker one) polls a local job's status record, which its detached supervisor
+keeps (`trainops.backends.local.detached`): the job belongs to neither the worker nor the triggerer, so the trigger
+is only a reader, rebuilt from its serialized arguments after a triggerer restart, and the job never notices.
+
+The SageMaker wait: a constructor, `serialize()`, and one async polling loop.
 
 The loop is the asynchronous form of the backend's own wait (`trainops.backends.sagemaker.training.wait`): it asks the
 shared states table (`trainops.backends.states.classify`) what each status means, reduces responses with the same
@@ -24,6 +30,7 @@ from typing import Any, AsyncIterator
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 CLASSPATH = "trainops.operators.triggers.SageMakerTrainingTrigger"
+LOCAL_CLASSPATH = "trainops.operators.triggers.LocalTrainingTrigger"
 #: Default when the job's limits are unknown: SageMaker's own default MaxRuntimeInSeconds (one day).
 DEFAULT_MAX_RUN_SECONDS = 86400
 
@@ -178,3 +185,122 @@ class SageMakerTrainingTrigger(BaseTrigger):
 
         status = await asyncio.wait_for(asyncio.to_thread(stop), timeout=60)
         self.log.info("training job %s: stop requested because the task was killed (%s)", self.job_name, status)
+
+
+def local_event(record: dict[str, Any]) -> dict[str, Any]:
+    """The trigger event of a local job's final status record: the same keys as a SageMaker job's event."""
+    name, job_status = record.get("job_name"), record.get("status")
+    reason = record.get("failure_reason") or "no reason given"
+    if job_status == "Completed":
+        status, message = "success", f"local training job {name} completed"
+    elif job_status == "Stopped":
+        status, message = "stopped", f"local training job {name} was stopped: {reason}"
+    else:
+        status, message = "failed", f"local training job {name} ended {job_status}: {reason}"
+    return {
+        "status": status,
+        "message": message,
+        "backend": "local",
+        "job_name": name,
+        "region": None,
+        "job_status": job_status,
+        "secondary_status": record.get("secondary_status"),
+        "failure_reason": record.get("failure_reason"),
+        "model_artifact": record.get("model_artifact"),
+        "billable_seconds": None,
+        "duration_seconds": record.get("duration_seconds"),
+        "metrics": {},
+    }
+
+
+class LocalTrainingTrigger(BaseTrigger):
+    """Waits for a detached local training job to end, without holding a worker slot.
+
+    Args:
+        job_name: the local job.
+        workdir: its work directory (None: ``$TRAINOPS_HOME``), as the operator submitted it.
+        poll_seconds: pause between two reads of the job's status record.
+        max_run: the job's ``max_run``; the job's controller enforces it, so the trigger's bound (``max_run`` +
+            ``grace_seconds``) is only a safety net against a record that never ends.
+        grace_seconds: added to the bound.
+        started_at: wall-clock time the wait began; kept across triggerer restarts, so the bound does not restart.
+        reattached: whether the task followed a job an earlier try started; echoed in the event (``dag.test()``
+            hands ``execute_complete`` the event alone, without the deferral's keyword arguments).
+    """
+
+    def __init__(
+        self,
+        job_name: str,
+        *,
+        workdir: str | None = None,
+        poll_seconds: float = 5.0,
+        max_run: float | None = None,
+        grace_seconds: float = 600.0,
+        started_at: float | None = None,
+        reattached: bool = False,
+    ):
+        super().__init__()
+        self.job_name = job_name
+        self.reattached = reattached
+        self.workdir = workdir
+        self.poll_seconds = poll_seconds
+        self.max_run = max_run
+        self.grace_seconds = grace_seconds
+        self.started_at = time.time() if started_at is None else started_at
+
+    def serialize(self) -> tuple[str, dict[str, Any]]:
+        """The class path and every constructor argument (JSON values only)."""
+        return LOCAL_CLASSPATH, {
+            "job_name": self.job_name,
+            "workdir": self.workdir,
+            "poll_seconds": self.poll_seconds,
+            "max_run": self.max_run,
+            "grace_seconds": self.grace_seconds,
+            "started_at": self.started_at,
+            "reattached": self.reattached,
+        }
+
+    def _read(self) -> dict[str, Any]:
+        from trainops.backends.local import status
+
+        return status.read(self.job_name, self.workdir)
+
+    async def run(self) -> AsyncIterator[TriggerEvent]:
+        """Poll the status record until the job ends or the bound passes; yield one event, then return."""
+        try:
+            event = await self._wait()
+        except Exception as error:  # noqa: BLE001 - any failure must reach execute_complete as an event
+            from trainops.operators.common import airflow_error
+
+            event = {"status": "error", "backend": "local", "job_name": self.job_name, "region": None,
+                     "message": f"waiting for local training job {self.job_name} failed: {airflow_error(error)}"}
+        yield TriggerEvent({**event, "reattached": self.reattached})
+
+    async def _wait(self) -> dict[str, Any]:
+        from trainops.backends.local.status import ACTIVE
+
+        last: tuple[Any, Any] | None = None
+        bound = (self.max_run or DEFAULT_MAX_RUN_SECONDS) + self.grace_seconds
+        while True:
+            record = await asyncio.to_thread(self._read)
+            progress = (record.get("status"), record.get("secondary_status"))
+            if progress != last:
+                last = progress
+                self.log.info("local training job %s: %s / %s", self.job_name, *progress)
+            if record.get("status") not in ACTIVE:
+                return local_event(record)
+            elapsed = time.time() - self.started_at
+            if elapsed >= bound:
+                return {"status": "timeout", "backend": "local", "job_name": self.job_name, "region": None,
+                        "job_status": record.get("status"), "secondary_status": record.get("secondary_status"),
+                        "message": f"gave up waiting for local training job {self.job_name} after {elapsed:.0f} s "
+                                   f"(bound {bound:.0f} s = max_run + grace); it still says {record.get('status')}. "
+                                   f"Stop it with `trainops stop {self.job_name}`."}
+            await asyncio.sleep(max(0.0, min(self.poll_seconds, bound - elapsed)))
+
+    async def on_kill(self) -> None:
+        """The user killed the deferred task (mark failed / success, clear): stop the local job too."""
+        from trainops.backends.local.control import stop_local_job
+
+        outcome = await asyncio.wait_for(asyncio.to_thread(stop_local_job, self.job_name, self.workdir), timeout=90)
+        self.log.info("local training job stopped because the task was killed: %s", outcome)

@@ -279,27 +279,98 @@ def test_on_kill_stops_a_running_local_job(tmp_path):
     assert "the Airflow task was killed" in str(outcome["error"])
 
 
-# --- local + deferrable -------------------------------------------------------------------------------------------
-def test_local_backend_with_deferrable_runs_synchronously_and_says_why(monkeypatch, capsys):
-    calls = []
+# --- local + deferrable: a detached job, a trigger on its status record ----------------------------------------------
+def local_spec(tmp_path: Path, seconds: float) -> dict:
+    source = tmp_path / "code"
+    source.mkdir(exist_ok=True)
+    (source / "train.py").write_text(
+        "import os, pathlib, time\n"
+        f"time.sleep({seconds})\n"
+        "pathlib.Path(os.environ['SM_MODEL_DIR'], 'model.txt').write_text('trained')\n"
+        "print('trained once', flush=True)\n")
+    return {"name": "tiny", "entry_point": "train.py", "source_dir": str(source), "instance_type": "ml.m5.large",
+            "instance_count": 1, "max_run": 300}
 
-    def fake_train(spec, **kwargs):
-        calls.append(kwargs)
-        return {"backend": "local", "job_name": kwargs["job_name"], "status": "Completed",
-                "model_artifact": "/tmp/model.tar.gz", "duration_seconds": 1.0, "reattached": False,
-                "hosts": ["algo-1"], "job_dir": "/tmp/x"}
 
-    monkeypatch.setattr("trainops.steps.train.train", fake_train)
-    local_spec = {"name": "digits", "entry_point": "train.py", "source_dir": str(Path(__file__).parent),
-                  "instance_type": "ml.m5.large", "instance_count": 2}
-    op = DistributedTrainingOperator(task_id="train", spec=local_spec, backend="local", deferrable=True,
-                                     workdir="/tmp/w", channel_overrides={"train": "/data"})
-    result = op.execute(context())  # returns: no TaskDeferred
-    assert "runs synchronously" in capsys.readouterr().out  # Airflow's structlog writes the task log to stdout
-    assert calls[0]["job_name"] == NAME and calls[0]["workdir"] == "/tmp/w"
-    assert calls[0]["channel_overrides"] == {"train": "/data"} and calls[0]["on_job"] == op._remember_local_job
-    assert "hosts" not in result and "job_dir" not in result  # the XCom keeps its fixed small shape
-    assert result["status"] == "Completed"
+def run_trigger(trigger) -> dict:
+    import asyncio
+
+    classpath, kwargs = trigger.serialize()
+    assert classpath == "trainops.operators.triggers.LocalTrainingTrigger"
+    rebuilt = type(trigger)(**kwargs)  # what a (restarted) triggerer runs: the serialized form only
+
+    async def first_event():
+        async for event in rebuilt.run():
+            return event.payload
+
+    return asyncio.run(first_event())
+
+
+def test_local_deferrable_submits_a_detached_job_defers_and_a_retry_reattaches(tmp_path):
+    spec = local_spec(tmp_path, seconds=3)
+    work = tmp_path / "w"
+
+    def try_task(try_number: int):
+        op = DistributedTrainingOperator(task_id="train", spec=spec, backend="local", deferrable=True,
+                                         workdir=str(work), check_interval=0.2)
+        return op, op.execute(context(try_number=try_number))
+
+    with pytest.raises(TaskDeferred) as first:
+        try_task(1)
+    trigger = first.value.trigger
+    assert first.value.method_name == "execute_complete" and first.value.kwargs == {"reattached": False}
+    name = trigger.job_name
+    assert name == deterministic_job_name("tiny", "retrain", "train", "scheduled__2026-01-05", -1)
+    # the job runs without the task: a second try (the worker died, the task was cleared) follows the same job
+    with pytest.raises(TaskDeferred) as retry:
+        try_task(2)
+    assert retry.value.trigger.job_name == name and retry.value.kwargs == {"reattached": True}
+    event = run_trigger(trigger)
+    assert (event["status"], event["job_status"], event["backend"]) == ("success", "Completed", "local"), event
+    op = DistributedTrainingOperator(task_id="train", spec=spec, backend="local", deferrable=True, workdir=str(work))
+    result = op.execute_complete(context(), event, reattached=False)
+    assert set(result) == set(training_module.XCOM_KEYS)  # the same XCom as a job that ran in the worker
+    assert (result["backend"], result["status"], result["metrics"]) == ("local", "Completed", {})
+    assert Path(result["model_artifact"]).is_file()
+    # a try after the job completed returns its result at once, without deferring
+    _, after = try_task(3)
+    assert (after["job_name"], after["status"], after["reattached"]) == (name, "Completed", True)
+    assert [path.name for path in (work / "jobs").iterdir()] == [name], "a try started a second job"
+    synchronous = DistributedTrainingOperator(task_id="train", spec=spec, backend="local", workdir=str(work))
+    assert set(synchronous.execute(context(run_id="manual__sync"))) == set(result)
+
+
+def test_a_failed_local_job_fails_the_task_after_deferral_and_a_retry_runs_a_suffixed_copy(tmp_path):
+    spec = local_spec(tmp_path, seconds=0)
+    (Path(spec["source_dir"]) / "train.py").write_text("raise SystemExit('no data')\n")
+    work = tmp_path / "w"
+    op = DistributedTrainingOperator(task_id="train", spec=spec, backend="local", deferrable=True, workdir=str(work))
+    with pytest.raises(TaskDeferred) as first:
+        op.execute(context())
+    event = run_trigger(first.value.trigger)
+    assert (event["status"], event["job_status"]) == ("failed", "Failed"), event
+    with pytest.raises(AirflowException, match="no data"):
+        op.execute_complete(context(), event, reattached=False)
+    with pytest.raises(TaskDeferred) as retry:
+        op.execute(context(try_number=2))
+    assert retry.value.trigger.job_name == f"{first.value.trigger.job_name}-2"
+    run_trigger(retry.value.trigger)
+
+
+def test_killing_a_deferred_local_task_stops_its_job(tmp_path):
+    import asyncio
+
+    from trainops.backends.local import status
+
+    work = tmp_path / "w"
+    op = DistributedTrainingOperator(task_id="train", spec=local_spec(tmp_path, seconds=120), backend="local",
+                                     deferrable=True, workdir=str(work))
+    with pytest.raises(TaskDeferred) as deferred:
+        op.execute(context())
+    trigger = deferred.value.trigger
+    asyncio.run(trigger.on_kill())
+    record = status.read(trigger.job_name, str(work))
+    assert record["status"] == "Stopped", record
 
 
 def test_importing_the_operator_module_loads_nothing_heavy():
