@@ -36,11 +36,13 @@ def plan_from_environment(base_dir: str | None = None, environ: Mapping[str, str
     """Read the contract (``base_dir`` or ``SAGEMAKER_BASE_DIR`` or ``/opt/ml``), probe the host once and build the
     plan: the whole parse -> config -> plan chain, for callers that want the plan without running it."""
     from trainops.runtime.config import launch_config
-    from trainops.runtime.contract import read_contract
+    from trainops.runtime.contract import base_directory, read_contract, unpack_code_tarball
     from trainops.runtime.host_facts import detect_host_facts
     from trainops.runtime.plan import build_plan
 
     environ = os.environ if environ is None else environ
+    # An s3:// source tarball arrives as the code channel's one file: unpacked into <base>/code, as the toolkit does.
+    unpack_code_tarball(os.path.abspath(base_dir) if base_dir else base_directory(environ))
     contract = read_contract(base_dir, environ)
     config = launch_config(contract, environ)
     return build_plan(config, detect_host_facts(environ))

@@ -112,9 +112,58 @@ def _expect_object(value: Any, path: str) -> dict[str, Any]:
     return value
 
 
+def code_tarball(base_dir: str) -> str | None:
+    """The code channel's one ``.tar.gz`` file when the code arrived as a tarball (an ``s3://.../sourcedir.tar.gz``
+    source_dir is sent as the channel as it is), else None."""
+    channel = os.path.join(base_dir, "input", "data", CODE_CHANNEL)
+    try:
+        entries = [entry for entry in os.listdir(channel) if not entry.startswith(".")]
+    except OSError:
+        return None
+    if len(entries) == 1 and entries[0].endswith(".tar.gz") and os.path.isfile(os.path.join(channel, entries[0])):
+        return os.path.join(channel, entries[0])
+    return None
+
+
+def unpack_code_tarball(base_dir: str) -> str | None:
+    """Unpack the code channel's tarball (`code_tarball`) into ``<base>/code``, once; returns that directory, or None
+    when the code did not come as a tarball. Members that are links, devices, absolute paths or reach outside with
+    ``..`` refuse the archive (a ContractError naming the member)."""
+    import tarfile
+
+    archive = code_tarball(base_dir)
+    if archive is None:
+        return None
+    destination = os.path.join(base_dir, "code")
+    marker = os.path.join(destination, ".trainops-unpacked")
+    if os.path.exists(marker):
+        return destination
+    try:
+        with tarfile.open(archive, "r:*") as tar:
+            members = tar.getmembers()
+            for member in members:
+                name = os.path.normpath(member.name)
+                if not (member.isfile() or member.isdir()) or os.path.isabs(name) or name.split(os.sep)[0] == "..":
+                    raise ContractError(f"{archive}: member {member.name!r} is not a plain file or directory inside "
+                                        "the archive; rebuild the source tarball from regular files")
+            os.makedirs(destination, exist_ok=True)
+            if hasattr(tarfile, "data_filter"):
+                tar.extractall(destination, members=members, filter="data")
+            else:  # Pythons before 3.11.4: the members were checked above
+                tar.extractall(destination, members=members)
+    except (OSError, tarfile.TarError) as error:
+        raise ContractError(f"cannot unpack the code tarball {archive}: {error}") from None
+    with open(marker, "w", encoding="utf-8"):
+        pass
+    return destination
+
+
 def find_code_dir(base_dir: str, environ: Mapping[str, str]) -> str | None:
-    """The user's code directory, in the contract's lookup order: ``$TRAINOPS_CODE_DIR``, ``input/data/trainops_code/``,
-    ``code/``. None when none of them exists."""
+    """The user's code directory, in the contract's lookup order: ``$TRAINOPS_CODE_DIR``, ``input/data/trainops_code/``
+    (``code/`` when that channel holds a source tarball, which `unpack_code_tarball` unpacks there), ``code/``. None
+    when none of them exists."""
+    if not environ.get("TRAINOPS_CODE_DIR") and code_tarball(base_dir):
+        return os.path.join(base_dir, "code")
     candidates = [environ.get("TRAINOPS_CODE_DIR") or "",
                   os.path.join(base_dir, "input", "data", CODE_CHANNEL),
                   os.path.join(base_dir, "code")]

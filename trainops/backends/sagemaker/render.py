@@ -54,6 +54,11 @@ class ArtifactLocations:
     evaluation_prefix: str  # where the evaluation step writes metrics.json
 
 
+def is_s3_source(source_dir: str | None) -> bool:
+    """True when the code is an uploaded tarball (s3://.../sourcedir.tar.gz), used as given: nothing is uploaded."""
+    return bool(source_dir) and source_dir.startswith("s3://")
+
+
 def artifact_locations(output_path: str, job_name: str) -> ArtifactLocations:
     """The S3 locations derived from the output path and the job name."""
     base = f"{output_path.rstrip('/')}/{job_name}"
@@ -135,6 +140,10 @@ def sagemaker_problems(spec: JobSpec, region: str | None) -> list[Problem]:
                                           "for the sagemaker backend"))
     if spec.source_dir and spec.source_dir.startswith("file://"):
         problems.append(Problem("source_dir", "give a local directory path or an s3:// tarball, not a file:// URI"))
+    elif is_s3_source(spec.source_dir) and (not spec.source_dir.endswith(".tar.gz")
+                                            or len(spec.source_dir.split("/")) < 4):
+        problems.append(Problem("source_dir", f"{spec.source_dir!r}: an s3:// source_dir names a tarball object, "
+                                              "as the SDK requires (s3://bucket/prefix/sourcedir.tar.gz)"))
     if not spec.image_uri and not spec.framework_version:
         problems.append(Problem("framework_version", "is required to pick the AWS Deep Learning Container (or give "
                                                      "image_uri)"))
@@ -200,8 +209,10 @@ def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region:
     if launcher == "trainops":
         request["AlgorithmSpecification"]["ContainerEntrypoint"] = list(ENTRYPOINT)
         hyperparameters = runtime_hyperparameters(spec, job_name, region)
+        # An s3:// tarball is the code channel as it is (the runtime unpacks it); otherwise the files uploaded one by one.
+        code = spec.source_dir if is_s3_source(spec.source_dir) else locations.code_prefix
         request["InputDataConfig"] += [
-            _s3_prefix_channel(CODE_CHANNEL, locations.code_prefix),
+            _s3_prefix_channel(CODE_CHANNEL, code),
             _s3_prefix_channel(RUNTIME_CHANNEL, locations.runtime_prefix),
         ]
         runtime_path = f"{CONTAINER_DATA}/{RUNTIME_CHANNEL}"
@@ -214,12 +225,15 @@ def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region:
             # The runtime masks these variables' values in the logs and the failure file (FailureReason).
             environment[MASK_VARIABLES] = ",".join(spec.secret_environment_names())
     else:
-        submit = locations.source_tarball
+        submit = spec.source_dir if is_s3_source(spec.source_dir) else locations.source_tarball
         if spec.enable_network_isolation:
             # No network in the container: the toolkit cannot download the code, so it arrives as a channel.
-            prefix = locations.source_tarball.rsplit("/", 1)[0] + "/"
-            request["InputDataConfig"].append(_s3_prefix_channel(TOOLKIT_CODE_CHANNEL, prefix))
-            submit = f"{CONTAINER_DATA}/{TOOLKIT_CODE_CHANNEL}/sourcedir.tar.gz"
+            if is_s3_source(spec.source_dir):
+                request["InputDataConfig"].append(_s3_prefix_channel(TOOLKIT_CODE_CHANNEL, spec.source_dir))
+            else:
+                prefix = locations.source_tarball.rsplit("/", 1)[0] + "/"
+                request["InputDataConfig"].append(_s3_prefix_channel(TOOLKIT_CODE_CHANNEL, prefix))
+            submit = f"{CONTAINER_DATA}/{TOOLKIT_CODE_CHANNEL}/{submit.rsplit('/', 1)[-1]}"
         hyperparameters = dict(spec.hyperparameters)
         hyperparameters.update(sagemaker_program=spec.entry_point, sagemaker_job_name=job_name, sagemaker_region=region)
         hyperparameters["sagemaker_submit_directory"] = submit

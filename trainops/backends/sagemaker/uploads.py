@@ -184,3 +184,22 @@ def upload_runtime(factory: ClientFactory, s3_prefix: str) -> UploadResult:
     """Upload the trainops runtime under ``s3_prefix`` so that the prefix, mounted as a channel, is a PYTHONPATH root
     (``<channel>/trainops/runtime/...``) for ``python3 -m trainops.runtime launch``."""
     return _upload_tree(factory, runtime_files(), s3_prefix, "s3_prefix")
+
+
+def upload_job_code(factory: ClientFactory, spec: Any, locations: Any, launcher: str) -> list[UploadResult]:
+    """Put what the rendered request's code channels point at into S3, for `spec` run by `launcher`.
+
+    An ``s3://`` source_dir is an uploaded tarball and the request names it as it is, so nothing of the user's code
+    is uploaded; the trainops launcher's runtime channel is uploaded in every case (the container has no trainops).
+    ``locations`` is the job's `trainops.backends.sagemaker.render.ArtifactLocations`.
+    """
+    from trainops.backends.sagemaker.render import is_s3_source
+
+    results = []
+    if launcher == "trainops":
+        if spec.source_dir and not is_s3_source(spec.source_dir):
+            results.append(upload_source_dir(factory, spec.source_dir, locations.code_prefix))
+        results.append(upload_runtime(factory, locations.runtime_prefix))
+    elif spec.source_dir and not is_s3_source(spec.source_dir):
+        results.append(upload_source_tarball(factory, spec.source_dir, locations.source_tarball))
+    return results
