@@ -150,8 +150,21 @@ def _backend_of(args: argparse.Namespace) -> str:
 
 
 def _sagemaker_factory(args: argparse.Namespace):
+    import boto3
+
     from trainops.backends.sagemaker.clients import default_client_factory
 
+    if not boto3.session.Session(region_name=args.region).region_name:
+        # Without a region boto3 cannot even name the endpoint; when the backend was guessed, the user most
+        # likely meant a local job: say both.
+        from trainops.backends.local import paths
+        from trainops.errors import Problem, SpecError
+
+        how = "set a region (--region, AWS_REGION or the AWS profile's region)"
+        if args.backend is None:
+            raise SpecError(Problem("job_name", f"no local job {args.job_name!r} (in {paths.jobs_root(args.workdir)}); "
+                                                f"for a SageMaker job {how}"))
+        raise SpecError(Problem("--region", f"a SageMaker job needs a region: {how}"))
     return default_client_factory(args.region)
 
 

@@ -62,10 +62,38 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run_local.set_defaults(handler=run_local_handler)
 
 
+def check_output(output: str) -> None:
+    """Refuse, before compiling, an output KFP could not write: `SpecError` naming --output with what to give."""
+    import os
+    from pathlib import Path
+
+    from trainops.errors import Problem, SpecError
+
+    path = Path(output).expanduser()
+    why = None
+    if path.suffix not in (".yaml", ".yml"):
+        why = "must be a file name ending in .yaml or .yml (KFP writes IR YAML)"
+    elif path.is_dir():
+        why = "is a directory: give a file name ending in .yaml"
+    else:
+        existing = path.resolve().parent
+        while not existing.exists() and existing.parent != existing:
+            existing = existing.parent
+        if not existing.is_dir():
+            why = f"cannot be created: {existing} is a file, not a directory"
+        elif not os.access(existing, os.W_OK | os.X_OK):
+            why = f"cannot be created: {existing} is not writable"
+        elif path.exists() and not os.access(path, os.W_OK):
+            why = "exists and is not writable"
+    if why:
+        raise SpecError(Problem("--output", f"{output} {why}"))
+
+
 def compile_handler(args: argparse.Namespace) -> int:
     from trainops.components.pipeline import compile_pipeline
     from trainops.components.settings import settings_for
 
+    check_output(args.output)
     settings = settings_for(args.image, args.package, args.pip_index_url)
     output = compile_pipeline(args.pipeline, args.output, settings=settings, pipeline_dir=args.pipeline_dir)
     print(f"compiled {args.pipeline} -> {output} (image {settings.base_image}"

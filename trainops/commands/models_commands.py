@@ -52,8 +52,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _registry(args: argparse.Namespace):
     from trainops.backends.local.registry import LocalRegistry
+    from trainops.errors import Problem, SpecError
 
-    return LocalRegistry(args.registry)
+    registry = LocalRegistry(args.registry)
+    if registry.root.exists() and not registry.root.is_dir():
+        raise SpecError(Problem("--registry", f"{registry.root} is a file, not a registry: give the registry's "
+                                              "directory (default $TRAINOPS_HOME/registry)"))
+    return registry
 
 
 def _metrics_text(metrics: dict[str, float], limit: int | None = LISTED_METRICS) -> str:

@@ -135,6 +135,12 @@ def parse_pipeline(data: Any, source: str, pipeline_dir: Path, workdir_override:
         from trainops.backends.local.paths import trainops_home
 
         variables["workdir"] = str(trainops_home())
+    from trainops.backends.local.paths import state_root
+
+    try:
+        state_root(variables["workdir"], "workdir")  # a file or /proc refused before any step runs
+    except SpecError as error:
+        raise SpecError(error.problems, source) from None
     try:
         document = substitute({key: value for key, value in data.items() if key != "workdir"}, variables)
         document["workdir"] = variables["workdir"]

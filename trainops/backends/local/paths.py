@@ -39,6 +39,29 @@ def child(root: Path, name: object, field: str = "job_name") -> Path:
     return path
 
 
+# Kernel file systems: a directory there looks real but refuses new entries (or worse, writes reach a device).
+PSEUDO_FILE_SYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
+
+
+def state_root(workdir: str | os.PathLike | None = None, field: str = "workdir") -> Path:
+    """The directory holding local state: ``workdir`` resolved, else `trainops_home`; `SpecError` naming ``field``
+    when it is (or lies under) a file, or lies in /proc, /sys or /dev, where jobs cannot be kept."""
+    root = Path(workdir).expanduser().resolve() if workdir else trainops_home()
+    if workdir is None:
+        field = "TRAINOPS_HOME"
+    if any(root == pseudo or pseudo in root.parents for pseudo in PSEUDO_FILE_SYSTEMS):
+        raise SpecError(Problem(field, f"{root} is on a kernel file system (/proc, /sys or /dev): give a directory "
+                                       "on disk"), source="local state")
+    existing = root
+    while not existing.exists() and existing.parent != existing:
+        existing = existing.parent
+    if not existing.is_dir():
+        raise SpecError(Problem(field, f"{existing} is a file, not a directory"
+                                       + (f" (so {root} cannot be created)" if existing != root else "")
+                                       + ": give a directory"), source="local state")
+    return root
+
+
 def trainops_home() -> Path:
     """The root of local state: `$TRAINOPS_HOME`, else `~/.trainops`."""
     return Path(os.environ.get("TRAINOPS_HOME") or Path.home() / ".trainops").expanduser().resolve()
@@ -46,7 +69,7 @@ def trainops_home() -> Path:
 
 def jobs_root(workdir: str | os.PathLike | None = None) -> Path:
     """The directory holding one sub-directory per local job."""
-    return (Path(workdir).resolve() if workdir else trainops_home()) / "jobs"
+    return state_root(workdir) / "jobs"
 
 
 def job_dir(job_name: str, workdir: str | os.PathLike | None = None) -> Path:
@@ -56,5 +79,5 @@ def job_dir(job_name: str, workdir: str | os.PathLike | None = None) -> Path:
 
 def checkpoints_root(workdir: str | os.PathLike | None = None) -> Path:
     """Checkpoints outlive a job's run, so a re-run of the same job resumes: they sit beside the jobs, by key."""
-    return (Path(workdir).resolve() if workdir else trainops_home()) / "checkpoints"
+    return state_root(workdir) / "checkpoints"
 

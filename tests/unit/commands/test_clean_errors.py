@@ -1,0 +1,74 @@
+"""The CLI's answers to unusable arguments (issue 15, item 13): exit 2 naming the argument, never an internal error."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+
+from trainops.cli import main
+
+
+def cli(*arguments: str) -> tuple[int, str]:
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        code = main(list(arguments))
+    return code, err.getvalue()
+
+
+@pytest.fixture
+def no_region(monkeypatch, tmp_path):
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_DEFAULT_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
+    monkeypatch.setenv("TRAINOPS_HOME", str(tmp_path / "home"))
+
+
+@pytest.mark.parametrize("command", ["status", "logs", "stop"])
+def test_an_unknown_name_without_a_region_says_both_where_it_looked_and_what_to_set(no_region, command, tmp_path):
+    code, err = cli(command, "nosuch")
+    assert code == 2 and "internal error" not in err
+    assert f"no local job 'nosuch' (in {tmp_path / 'home' / 'jobs'}); for a SageMaker job set a region" in err
+
+
+def test_an_explicit_sagemaker_backend_without_a_region_names_the_region(no_region):
+    code, err = cli("status", "nosuch", "--backend", "sagemaker")
+    assert code == 2 and "--region: a SageMaker job needs a region" in err
+
+
+@pytest.mark.parametrize("output, text", [("/", "must be a file name ending in .yaml"),
+                                          ("{dir}", "must be a file name ending in .yaml"),
+                                          ("{dir}.yaml", "is a directory"),
+                                          ("{file}/x.yaml", "is a file, not a directory")])
+def test_kfp_compile_refuses_an_output_it_could_not_write_before_compiling(tmp_path, output, text):
+    from trainops.commands.kfp_commands import check_output
+    from trainops.errors import SpecError
+
+    (tmp_path / "d.yaml").mkdir()
+    (tmp_path / "f").write_text("x")
+    with pytest.raises(SpecError) as raised:
+        check_output(output.format(dir=tmp_path / "d", file=tmp_path / "f"))
+    assert raised.value.problems[0].path == "--output" and text in raised.value.problems[0].message
+    check_output(str(tmp_path / "new" / "deeper" / "pipeline.yaml"))  # a directory to create is fine
+
+
+def test_models_commands_refuse_a_registry_that_is_a_file(tmp_path):
+    (tmp_path / "f").write_text("x")
+    for arguments in (["models", "list"], ["models", "show", "digits"], ["models", "approve", "digits", "1"]):
+        code, err = cli(*arguments, "--registry", str(tmp_path / "f"))
+        assert code == 2 and "--registry" in err and "is a file, not a registry" in err, (arguments, err)
+
+
+def test_a_state_directory_that_is_a_file_or_in_proc_is_refused(tmp_path):
+    from trainops.backends.local import paths
+    from trainops.errors import SpecError
+
+    (tmp_path / "f").write_text("x")
+    for workdir, text in ((tmp_path / "f", "is a file"), (tmp_path / "f" / "sub", "is a file"),
+                          ("/proc/self", "kernel file system"), ("/sys", "kernel file system")):
+        with pytest.raises(SpecError, match=text):
+            paths.jobs_root(workdir)
+    assert paths.jobs_root(tmp_path / "new") == tmp_path / "new" / "jobs"  # not there yet: fine, nothing created
+    assert not (tmp_path / "new").exists()
