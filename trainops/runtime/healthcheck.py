@@ -339,6 +339,21 @@ def build_parser(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
+#: Fault injection for drills and tests: a comma-separated list of hosts whose check fails as a slow GPU would, so
+#: the path "a failing host ends the attempt as an infrastructure failure, and the retry budget starts another" can be
+#: exercised on machines without a GPU. Never set by trainops itself.
+INJECT_VARIABLE = "TRAINOPS_HEALTHCHECK_INJECT_FAILURE"
+
+
+def inject_failure(report: Mapping[str, Any], host: str) -> dict[str, Any]:
+    """The report with one failing figure added, worded as a real failure, and marked as injected."""
+    check = _check(host, "GPU 0 (injected fault)", "bf16 matmul", "TFLOP/s", 1.0, 100.0, DEFAULT_THRESHOLD)
+    check["injected"] = True
+    failures = list(report.get("failures") or []) + [check["message"]]
+    return {**report, "checks": list(report.get("checks") or []) + [check], "passed": False, "failures": failures,
+            "note": f"failure injected by {INJECT_VARIABLE}"}
+
+
 def run_command(arguments: argparse.Namespace, environ: Mapping[str, str]) -> int:
     """Run the check as the command line asked; prints the table, writes the JSON."""
     try:
@@ -351,6 +366,9 @@ def run_command(arguments: argparse.Namespace, environ: Mapping[str, str]) -> in
     host = arguments.host or environ.get("SM_CURRENT_HOST") or socket.gethostname()
     report = run_checks(host, threshold, environ.get("SM_CURRENT_INSTANCE_TYPE", ""),
                         all_reduce=not arguments.no_all_reduce, min_busbw_gbps=min_busbw)
+    drill = [name.strip() for name in environ.get(INJECT_VARIABLE, "").split(",") if name.strip()]
+    if host in drill:
+        report = inject_failure(report, host)
     print(format_table(report), flush=True)
     output_dir = arguments.output_dir or environ.get("SM_OUTPUT_DATA_DIR")
     if output_dir:

@@ -169,3 +169,14 @@ def test_all_reduce_probe_on_several_gpus(cuda):
         pytest.skip("needs two GPUs")
     probe = healthcheck.allreduce_busbw(2, nbytes=64 * 2**20, iterations=5)
     assert probe["gpus"] == 2 and probe["busbw_gbps"] == pytest.approx(probe["algbw_gbps"])  # 2(n-1)/n = 1
+
+
+def test_injected_failure_fails_the_named_host_only(tmp_path, capsys):
+    arguments = healthcheck.build_parser(__import__("argparse").ArgumentParser()).parse_args(
+        ["--host", "algo-2", "--output-dir", str(tmp_path), "--no-all-reduce"])
+    environ = {healthcheck.INJECT_VARIABLE: "algo-2"}
+    assert healthcheck.run_command(arguments, environ) == 1
+    report = __import__("json").loads((tmp_path / "healthcheck-algo-2.json").read_text())
+    assert report["failures"][0].startswith("health check failed on host algo-2: GPU 0 (injected fault)")
+    arguments.host = "algo-1"
+    assert healthcheck.run_command(arguments, environ) == 0
