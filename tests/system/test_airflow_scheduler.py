@@ -1,0 +1,235 @@
+"""The retraining DAG under the real Airflow components: ``airflow api-server``, ``scheduler`` (LocalExecutor),
+``dag-processor`` and ``triggerer``, each its own process group, on a temporary Airflow home (SQLite) and 127.0.0.1.
+
+``retrain_pipeline`` is triggered by hand and must succeed. On the local backend the train task submits its job to
+a detached supervisor and defers: the test sees it in state ``deferred`` while the job is InProgress, kills the
+triggerer (SIGKILL to its process group, as a crash would) and starts a new one, which takes the trigger over and
+resumes the task when the job ends. Every process is stopped after, and no process of this Airflow home is left.
+
+The run time is printed (``-s`` shows it); the job trains a few epochs only (DAG parameter ``hyperparameters``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from support.airflow_home import REPO, airflow_environment
+
+pytestmark = [pytest.mark.system, pytest.mark.slow, pytest.mark.timeout(1200)]
+
+DAG_ID = "retrain_pipeline"
+RUN_ID = "manual__scheduler_test"
+TASKS = ("prepare", "stage", "train", "evaluate", "gate", "register")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+class Components:
+    """The Airflow processes of one home, each in a session of its own; logs under ``<home>/component-logs``."""
+
+    def __init__(self, home: Path, env: dict[str, str]):
+        self.home, self.env = home, env
+        self.processes: dict[str, subprocess.Popen] = {}
+        self.logs = home / "component-logs"
+        self.logs.mkdir()
+        self.started = 0
+
+    def start(self, name: str, *arguments: str) -> subprocess.Popen:
+        self.started += 1
+        log = open(self.logs / f"{name}-{self.started}.log", "wb")
+        process = subprocess.Popen([sys.executable, "-m", "airflow", *arguments], env=self.env, cwd=str(self.home),
+                                   stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        self.processes[name] = process
+        return process
+
+    def kill(self, name: str, how: int = signal.SIGKILL) -> None:
+        process = self.processes.pop(name)
+        try:
+            os.killpg(process.pid, how)
+        except ProcessLookupError:
+            pass
+        process.wait(timeout=60)
+
+    def stop_all(self) -> None:
+        for name, process in list(self.processes.items()):
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 30
+        for name, process in list(self.processes.items()):
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            try:  # the group, not only the leader: LocalExecutor workers and task supervisors are in it
+                os.killpg(process.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            process.wait(timeout=30)
+        self.processes.clear()
+
+    def tail(self) -> str:
+        parts = []
+        for path in sorted(self.logs.glob("*.log")):
+            parts.append(f"--- {path.name} ---\n" + path.read_text(errors="replace")[-2500:])
+        return "\n".join(parts)
+
+
+def processes_of(home: Path) -> list[str]:
+    """Every live process whose environment names this Airflow home (components, tasks, supervisors, job hosts)."""
+    marker = f"AIRFLOW_HOME={home}".encode()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            if marker in Path(f"/proc/{entry}/environ").read_bytes().split(b"\0"):
+                state = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[0]
+                if state != "Z":
+                    found.append(f"{entry}: " + Path(f"/proc/{entry}/cmdline").read_bytes().replace(b"\0", b" ")
+                                 .decode(errors="replace")[:160])
+        except OSError:
+            continue
+    return found
+
+
+def query(database: Path, sql: str, *parameters) -> list[tuple]:
+    connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=30)
+    try:
+        return connection.execute(sql, parameters).fetchall()
+    except sqlite3.OperationalError:  # the schema is still being created, or the database is busy
+        return []
+    finally:
+        connection.close()
+
+
+def task_states(database: Path) -> dict[str, str]:
+    rows = query(database, "SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?", DAG_ID, RUN_ID)
+    return {task: state for task, state in rows}
+
+
+def run_state(database: Path) -> str | None:
+    rows = query(database, "SELECT state FROM dag_run WHERE dag_id = ? AND run_id = ?", DAG_ID, RUN_ID)
+    return rows[0][0] if rows else None
+
+
+def airflow_cli(env: dict[str, str], *arguments: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "airflow", *arguments], env=env, capture_output=True, text=True,
+                          timeout=300)
+
+
+@pytest.fixture(scope="module")
+def airflow(tmp_path_factory):
+    home = tmp_path_factory.mktemp("airflow-scheduler")
+    dags = home / "dags"
+    dags.mkdir()
+    (dags / "retrain_pipeline.py").symlink_to(REPO / "dags" / "retrain_pipeline.py")  # only this DAG is parsed
+    port = free_port()
+    env = airflow_environment(home)
+    env.update({
+        "AIRFLOW__CORE__DAGS_FOLDER": str(dags),
+        "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+        "AIRFLOW__CORE__PARALLELISM": "4",
+        # Tasks talk to the API server's execution API; every component signs and checks the same tokens.
+        "AIRFLOW__API__HOST": "127.0.0.1",
+        "AIRFLOW__API__PORT": str(port),
+        "AIRFLOW__API__BASE_URL": f"http://127.0.0.1:{port}",
+        "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
+        "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
+        "AIRFLOW__API__SECRET_KEY": secrets.token_hex(16),
+        # Only the run this test triggers: unpausing must not add the weekly run of the last Monday.
+        "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
+        "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+        "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "10",
+        # A killed triggerer's triggers go to another one once its heartbeat is this old.
+        "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
+        "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "5",
+    })
+    done = airflow_cli(env, "db", "migrate")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    components = Components(home, env)
+    try:
+        yield home, env, components
+    finally:
+        components.stop_all()
+        jobs = home / "trainops" / "jobs"
+        for job in sorted(jobs.iterdir()) if jobs.is_dir() else []:  # a failed test must not leave training behind
+            subprocess.run([sys.executable, "-m", "trainops.cli", "stop", job.name], env=env, capture_output=True,
+                           timeout=120, cwd=str(home))
+        deadline = time.monotonic() + 30
+        while processes_of(home) and time.monotonic() < deadline:
+            time.sleep(0.5)
+
+
+def test_retrain_pipeline_under_the_real_scheduler_survives_a_triggerer_restart(airflow):
+    home, env, components = airflow
+    database = home / "airflow.db"
+    started = time.monotonic()
+    components.start("api-server", "api-server", "--host", "127.0.0.1", "--port", env["AIRFLOW__API__PORT"])
+    components.start("dag-processor", "dag-processor")
+    components.start("scheduler", "scheduler")
+    components.start("triggerer", "triggerer")
+
+    deadline = time.monotonic() + 240
+    while not query(database, "SELECT dag_id FROM dag WHERE dag_id = ?", DAG_ID):
+        assert time.monotonic() < deadline, "the DAG processor never stored the DAG\n" + components.tail()
+        time.sleep(2)
+    for arguments in (("dags", "unpause", DAG_ID),
+                      ("dags", "trigger", DAG_ID, "--run-id", RUN_ID, "--conf",
+                       json.dumps({"hyperparameters": {"epochs": 8}}))):
+        done = airflow_cli(env, *arguments)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+
+    seen: dict[str, set[str]] = {task: set() for task in TASKS}
+    job_status_at_kill = None
+    deadline = time.monotonic() + 900
+    while run_state(database) not in ("success", "failed"):
+        assert time.monotonic() < deadline, f"the run did not end: {task_states(database)}\n" + components.tail()
+        states = task_states(database)
+        for task, state in states.items():
+            seen[task].add(str(state))
+        if states.get("train") == "deferred" and job_status_at_kill is None:
+            jobs = list((home / "trainops" / "jobs").iterdir())
+            assert len(jobs) == 1, jobs
+            job_status_at_kill = json.loads((jobs[0] / "status.json").read_text())["status"]
+            components.kill("triggerer")  # mid-job, as a crash would
+            components.start("triggerer", "triggerer")
+        time.sleep(1)
+    seconds = time.monotonic() - started
+    print(f"\nreal scheduler: retrain_pipeline {run_state(database)} after {seconds:.0f} s "
+          f"(components started, DAG parsed, run triggered, triggerer restarted)")
+
+    assert run_state(database) == "success", f"{task_states(database)}\n{components.tail()}"
+    assert task_states(database) == {task: "success" for task in TASKS}
+    assert "deferred" in seen["train"], seen["train"]
+    assert job_status_at_kill == "InProgress", "the triggerer was not killed mid-job"
+    [(value,)] = query(database, "SELECT value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = 'train' "
+                                 "AND key = 'return_value'", DAG_ID, RUN_ID)
+    result = json.loads(value) if isinstance(value, (str, bytes)) else value
+    assert (result["backend"], result["status"], result["reattached"]) == ("local", "Completed", False)
+    assert Path(result["model_artifact"]).is_file() and Path(result["model_artifact"]).is_relative_to(home)
+    # one job for the run: neither the deferral nor the triggerer restart started another
+    assert len(list((home / "trainops" / "jobs").iterdir())) == 1
+
+    components.stop_all()
+    deadline = time.monotonic() + 30
+    while processes_of(home) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert processes_of(home) == [], "processes of this Airflow home are still running"
