@@ -91,7 +91,7 @@ with DAG(
         workdir=steps["workdir"],
         channel_overrides=steps["train_channels"],
         processes_per_host=steps["train_processes_per_host"],
-        deferrable=True,  # on SageMaker the wait happens in the triggerer; locally the job runs in the task
+        deferrable=True,  # the wait happens in the triggerer; a local job runs under a detached supervisor
         multiple_outputs=True,
     )
 
