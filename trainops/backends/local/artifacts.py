@@ -1,26 +1,33 @@
 """Packing a local job's results the way SageMaker does: `<output_path>/<job>/output/model.tar.gz` (host 1's model
-directory) and `output.tar.gz` (its output/data). Written under a temporary name and renamed, so a reader never sees
-half an archive under the final name, even when the disk fills up or is read-only."""
+directory) and `output.tar.gz` (its output/data), where `output_path` is the request's OutputDataConfig.S3OutputPath
+(a local path, a file:// URI, or s3://, uploaded through boto3). Written under a temporary name and renamed, so a
+reader never sees half an archive under the final name, even when the disk fills up or is read-only."""
 
 from __future__ import annotations
 
 import os
 import tarfile
 from pathlib import Path
+from typing import Any, Callable
 
 from trainops.backends.local.layout import HostLayout
 from trainops.backends.local.paths import child
 from trainops.spec.inputs import local_path
-from trainops.spec.job import JobSpec
+
+Factory = Callable[[str], Any]
 
 
-def local_output_root(spec: JobSpec, job_dir: Path) -> Path:
-    """Where archives are written on this machine: the spec's local output_path, else beside the jobs."""
-    if spec.output_path and not spec.output_path.startswith("s3://"):
-        return Path(local_path(spec.output_path)).expanduser().resolve()
-    if spec.output_path:
-        return job_dir / "s3-staging"  # packed here, then uploaded
-    return job_dir.parent.parent / "output"  # <workdir>/jobs/<job> -> <workdir>/output
+def default_output_path(job_dir: Path) -> str:
+    """Where a job without an output_path writes: <workdir>/output, beside the jobs (a file:// URI)."""
+    return (job_dir.parent.parent / "output").resolve().as_uri()  # <workdir>/jobs/<job> -> <workdir>/output
+
+
+def local_output_root(output_path: str | None, job_dir: Path) -> Path:
+    """Where archives are written on this machine: the local output path, else a staging directory for S3."""
+    output_path = output_path or default_output_path(job_dir)
+    if not output_path.startswith("s3://"):
+        return Path(local_path(output_path)).expanduser().resolve()
+    return job_dir / "s3-staging"  # packed here, then uploaded
 
 
 def _pack(source: Path, archive: Path) -> None:
@@ -36,10 +43,10 @@ def _pack(source: Path, archive: Path) -> None:
             temporary.unlink()
 
 
-def output_location_problem(spec: JobSpec, job_name: str, job_dir: Path) -> str | None:
+def output_location_problem(output_path: str | None, job_name: str, job_dir: Path) -> str | None:
     """Why the archives could not be written where they go (a read-only disk, a file in the way), found before the
     job runs rather than after hours of training; None when a file can be created there."""
-    base = child(local_output_root(spec, job_dir), job_name) / "output"  # never outside the output root
+    base = child(local_output_root(output_path, job_dir), job_name) / "output"  # never outside the output root
     probe = base / f".write-test.{os.getpid()}"
     try:
         base.mkdir(parents=True, exist_ok=True)
@@ -50,21 +57,30 @@ def output_location_problem(spec: JobSpec, job_name: str, job_dir: Path) -> str 
     return None
 
 
-def pack_outputs(spec: JobSpec, job_name: str, first_host: HostLayout, job_dir: Path) -> tuple[str, str]:
+def pack_outputs(output_path: str | None, job_name: str, first_host: HostLayout, job_dir: Path,
+                 s3_factory: Factory | None = None) -> tuple[str, str]:
     """Pack host 1's model and output data; returns the two artifact locations (local paths or s3:// URIs)."""
-    base = child(local_output_root(spec, job_dir), job_name) / "output"  # never outside the output root
+    base = child(local_output_root(output_path, job_dir), job_name) / "output"  # never outside the output root
     model, output = base / "model.tar.gz", base / "output.tar.gz"
     _pack(first_host.model_dir, model)
     _pack(first_host.output_dir / "data", output)
-    if spec.output_path and spec.output_path.startswith("s3://"):
-        return _upload(model, f"{spec.output_path.rstrip('/')}/{job_name}/output/model.tar.gz"), _upload(
-            output, f"{spec.output_path.rstrip('/')}/{job_name}/output/output.tar.gz")
+    if output_path and output_path.startswith("s3://"):
+        prefix = f"{output_path.rstrip('/')}/{job_name}/output"
+        return (_upload(model, f"{prefix}/model.tar.gz", s3_factory),
+                _upload(output, f"{prefix}/output.tar.gz", s3_factory))
     return str(model), str(output)
 
 
-def _upload(path: Path, uri: str) -> str:
-    import boto3
+def _upload(path: Path, uri: str, s3_factory: Factory | None) -> str:
+    from botocore.exceptions import BotoCoreError, ClientError
 
+    if s3_factory is None:
+        import boto3
+
+        s3_factory = boto3.client
     bucket, _, key = uri[len("s3://"):].partition("/")
-    boto3.client("s3").upload_file(str(path), bucket, key)
+    try:
+        s3_factory("s3").upload_file(str(path), bucket, key)
+    except (BotoCoreError, ClientError) as error:  # reported like a full disk: the job failed while uploading
+        raise OSError(f"upload to {uri} failed: {error}") from error
     return uri

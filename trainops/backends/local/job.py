@@ -1,15 +1,20 @@
-"""Running a job locally: one runtime launcher per simulated host, all on 127.0.0.1, watched until the end.
+"""Running a job locally: the `CreateTrainingJob` request SageMaker would get, executed on this machine.
 
-What SageMaker does for a job, done here: lay out each host's contract directory, start the launchers, stream the
-logs, stop every host as soon as one fails (or the job exceeds max_run, or it is asked to stop), name the root
-cause from the failure files, pack host 1's model directory into `<output_path>/<job>/output/model.tar.gz`, and
-record the job's status so `trainops status` (and the Airflow / KFP steps) can read it back.
+A spec is rendered with the SageMaker backend's own `render` (`render_local`: this machine's paths where SageMaker has
+S3, s3:// channels downloaded through boto3), or a request is given as it was sent (`execute_training_request`). Then
+what SageMaker does for it, done here: one emulated container per host, filled from the request
+(`trainops.backends.local.container`), started with the request's entrypoint and environment, logs streamed, every
+host stopped as soon as one fails (or MaxRuntimeInSeconds passes: SIGTERM, then SIGKILL after the grace SageMaker
+gives, or it is asked to stop), the root cause named from the failure files, host 1's model directory packed into
+`<output_path>/<job>/output/model.tar.gz`, and the job's status recorded so `trainops status` (and the Airflow / KFP
+steps) can read it back.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -20,21 +25,23 @@ from pathlib import Path
 from typing import Callable
 
 from trainops.backends.local import paths, status
-from trainops.backends.local.artifacts import output_location_problem, pack_outputs
-from trainops.backends.local.inputs import resolve_channels, resolve_code_dir
-from trainops.backends.local.layout import HostLayout, lay_out_job
+from trainops.backends.local import container
+from trainops.backends.local.artifacts import default_output_path, output_location_problem, pack_outputs
+from trainops.backends.local.inputs import resolve_code_dir
+from trainops.backends.local.layout import HostLayout
 from trainops.backends.local.locks import HeldLock, holder, try_lock
 from trainops.backends.local.ports import reserve_port
 from trainops.backends.local.identity import own_identity
 from trainops.backends.local.processes import MARKER, kill_job
 from trainops.backends.local.pump import LogPump
-from trainops.backends.local.secrets import MASK_VARIABLES, job_secrets, mask, mask_variables, public_spec
+from trainops.backends.local.secrets import MASK_VARIABLES, job_secrets, mask, public_spec
 from trainops.backends.local.watch import ProcessWatch
-from trainops.errors import JobFailed, SpecError
+from trainops.errors import JobFailed, Problem, SpecError
 from trainops.spec.job import JobSpec
 
 POLL_SECONDS = 0.1
 STOP_GRACE_SECONDS = 10.0
+MAX_RUNTIME_GRACE_SECONDS = 120.0  # SageMaker's wait between SIGTERM and SIGKILL when MaxRuntimeInSeconds passes
 JOB_LOCK = ".controller.lock"  # held by the trainops process running the job (trainops.backends.local.locks)
 FAILURE_REASON_LIMIT = 1024  # SageMaker's FailureReason shows the first 1,024 characters of the failure file
 
@@ -85,7 +92,7 @@ class LocalJob:
 
     def __init__(
         self,
-        spec: JobSpec,
+        spec: JobSpec | None,
         job_name: str,
         *,
         workdir: str | os.PathLike | None = None,
@@ -94,8 +101,21 @@ class LocalJob:
         log: Log | None = None,
         grace_seconds: float = STOP_GRACE_SECONDS,
         checkpoint_key: str | None = None,
+        launcher: str | None = None,
+        image_python: str | None = None,
+        request: dict | None = None,
+        s3_factory: Callable[[str], object] | None = None,
+        max_runtime_grace_seconds: float = MAX_RUNTIME_GRACE_SECONDS,
     ):
+        if spec is None and request is None:
+            raise SpecError("a local job needs a spec or a CreateTrainingJob request")
         self.spec = spec
+        self.request = request  # as sent; else rendered from the spec when the job runs
+        self.launcher = launcher
+        self.image_python = image_python or sys.executable
+        self.s3_factory = s3_factory
+        self.max_runtime_grace_seconds = max_runtime_grace_seconds
+        self._isolated = False
         self.checkpoint_key = checkpoint_key
         self.job_name = job_name
         self.workdir = workdir
@@ -110,7 +130,8 @@ class LocalJob:
         self._readers: list[threading.Thread] = []
         self._log_lock = threading.Lock()
         # Values never written or returned as they are (logs, status, failure): see trainops.backends.local.secrets.
-        self._secrets = job_secrets(spec, dict(os.environ))
+        self._secrets = (job_secrets(spec, dict(os.environ)) if spec is not None
+                         else container.request_secrets(request, dict(os.environ)))
         self._checkpoint_lock: HeldLock | None = None
         self._claim: HeldLock | None = None
         self._process_watch: ProcessWatch | None = None  # processes, guard, stop requests (backends.local.watch)
@@ -149,13 +170,21 @@ class LocalJob:
                     lock.release()
 
     def _run(self, started: float) -> LocalJobResult:
-        unwritable = output_location_problem(self.spec, self.job_name, self.job_dir)
+        request = self.request = self.request or self._render()
+        output_path = request["OutputDataConfig"]["S3OutputPath"]
+        unwritable = output_location_problem(output_path, self.job_name, self.job_dir)
         if unwritable:
             return self._refused(started, unwritable)
-        channels = resolve_channels(self.spec, self.job_dir, self.channel_overrides, self.log)
-        code_dir = resolve_code_dir(self.spec)
+        channels = container.fetch_channels(request, self.job_dir, self.channel_overrides, self.s3_factory, self.log)
         checkpoint_dir = self._checkpoint_dir()
-        layouts = lay_out_job(self.spec, self.job_name, self.job_dir, channels, code_dir, checkpoint_dir)
+        layouts = [container.fill_container(request, host, self.job_dir / "hosts" / host, channels, checkpoint_dir)
+                   for host, _, _ in container.host_groups(request)]
+        self._isolated = container.namespaces_available()
+        if container.uses_toolkit(request) and not self._isolated:
+            return self._refused(started, "the toolkit launcher needs a private mount namespace for each emulated "
+                                          "container (/opt/ml and the algo-N host names), and `unshare --mount` is "
+                                          "not allowed here: run as root or enable user namespaces, or use the "
+                                          "trainops launcher")
         result = LocalJobResult(job_name=self.job_name, status="InProgress", job_dir=str(self.job_dir),
                                 started=started, ended=started, checkpoint_dir=str(checkpoint_dir),
                                 hosts=[layout.name for layout in layouts],
@@ -166,7 +195,7 @@ class LocalJob:
         self._process_watch.start()
         status.write(self.job_dir, {**result.to_dict(), "controller_pid": os.getpid(), "job_id": self.job_id,
                                     "controller": own_identity(), "processes": self._process_watch.describe(),
-                                    "spec": public_spec(self.spec)})
+                                    "spec": self._public()})
         if any(checkpoint_dir.iterdir()):
             self.log(f"[trainops] resuming: checkpoint directory {checkpoint_dir} has content")
         with reserve_port() as port:
@@ -189,10 +218,50 @@ class LocalJob:
         if result.failure_reason:
             result.failure_reason = mask(result.failure_reason, self._secrets)
             status.write_failure(self.job_dir, result.failure_reason)
-        status.write(self.job_dir, {**result.to_dict(), "job_id": self.job_id, "spec": public_spec(self.spec)})
+        status.write(self.job_dir, {**result.to_dict(), "job_id": self.job_id, "spec": self._public()})
         return result
 
     # --- pieces -------------------------------------------------------------------------------------------------
+    def _public(self) -> dict:
+        """What the status record shows of the job's input (secret-looking environment values masked)."""
+        if self.spec is not None:
+            return public_spec(self.spec)
+        from trainops.backends.sagemaker.render import masked
+
+        return {"request": masked(self.request)}
+
+    def _render(self) -> dict:
+        """The request SageMaker would get for the spec, with this machine's locations: the code channel is the
+        source directory, the runtime channel a copy of exactly what is uploaded to S3, the toolkit's source a
+        sourcedir.tar.gz built the same way, model.tar.gz goes to the local output path (or S3)."""
+        from trainops.backends.sagemaker import uploads
+        from trainops.backends.sagemaker.render import is_s3_source, render_local
+
+        spec = self.spec
+        launcher = self.launcher or spec.launcher
+        if is_s3_source(spec.source_dir):
+            code = submit = spec.source_dir  # downloaded as the code channel / by the toolkit, as on SageMaker
+        else:
+            code_dir = resolve_code_dir(spec)
+            code = submit = str(code_dir)
+            if launcher == "toolkit":
+                tarball = self.job_dir / "source" / uploads.SOURCE_TARBALL_NAME
+                tarball.parent.mkdir(parents=True, exist_ok=True)
+                tarball.write_bytes(uploads.source_tarball_bytes(code_dir))
+                submit = str(tarball)
+        runtime = self.job_dir / "runtime"
+        if runtime.exists():
+            shutil.rmtree(runtime)
+        for path, name in uploads.runtime_files():
+            (runtime / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, runtime / name)
+        output_path = spec.output_path or default_output_path(self.job_dir)
+        return render_local(spec, job_name=self.job_name, launcher=launcher, code=code, runtime=str(runtime),
+                            submit=submit, output_path=output_path)
+
+    def _max_run(self) -> int:
+        return int(self.request["StoppingCondition"]["MaxRuntimeInSeconds"])
+
     def _refused(self, started: float, reason: str) -> LocalJobResult:
         """A job that could not start (nothing was launched): recorded Failed with the reason."""
         self.log(f"[trainops] {reason}")
@@ -200,7 +269,7 @@ class LocalJob:
                                 ended=time.time(), secondary_status="Starting", failure_reason=reason,
                                 processes_per_host=self.processes_per_host)
         status.write_failure(self.job_dir, reason)
-        status.write(self.job_dir, {**result.to_dict(), "job_id": self.job_id, "spec": public_spec(self.spec)})
+        status.write(self.job_dir, {**result.to_dict(), "job_id": self.job_id, "spec": self._public()})
         return result
 
     def _checkpoint_dir(self) -> Path:
@@ -213,9 +282,13 @@ class LocalJob:
 
         Never shared by two jobs running at once (a sweep of one spec would resume from each other's checkpoints):
         while one job holds the directory, another gets one of its own, `<key>@<job name>`."""
-        key = self.checkpoint_key or self.spec.name or f"job-{self.spec.spec_hash()[:12]}"
-        if self.spec.checkpoint_s3_uri:
-            key = self.spec.checkpoint_s3_uri[len("s3://"):].strip("/").replace("/", "__")
+        checkpoint_uri = (self.request.get("CheckpointConfig") or {}).get("S3Uri")
+        if self.spec is not None:
+            key = self.checkpoint_key or self.spec.name or f"job-{self.spec.spec_hash()[:12]}"
+        else:
+            key = self.checkpoint_key or self.job_name
+        if checkpoint_uri:
+            key = checkpoint_uri.split("://", 1)[-1].strip("/").replace("/", "__")
         root = paths.checkpoints_root(self.workdir)
         directory = root / key
         self._checkpoint_lock = try_lock(root / f".{key}.lock", self.job_name)
@@ -228,33 +301,38 @@ class LocalJob:
         return directory
 
     def _environment(self, layout: HostLayout, addresses: dict[str, str], port: int) -> dict[str, str]:
-        env = dict(os.environ)
-        env.update(self.spec.environment)
-        env.update({
-            "SAGEMAKER_BASE_DIR": str(layout.base_dir),
+        """The container's environment (`container.container_environment`) plus what only the local executor sets:
+        loopback addresses and a reserved port (jobs run side by side on one machine), the shared checkpoint
+        directory, the job's process marker, and TRAINOPS_LOCAL (the runtime's stand-ins for AWS's libraries)."""
+        inherited_masks = os.environ.get(MASK_VARIABLES, "")
+        request_masks = (self.request.get("Environment") or {}).get(MASK_VARIABLES, "")
+        masks = sorted({name.strip() for name in f"{inherited_masks},{request_masks}".split(",") if name.strip()})
+        extra = {
             "TRAINOPS_LOCAL": "1",
             "TRAINOPS_HOST_ADDRESSES": json.dumps(addresses),
             "TRAINOPS_MASTER_PORT": str(port),
             "TRAINOPS_CHECKPOINT_DIR": str(layout.base_dir / "checkpoints"),
             "TRAINOPS_JOB_NAME": self.job_name,
             "PYTHONUNBUFFERED": "1",
-            MASK_VARIABLES: mask_variables(self.spec, os.environ.get(MASK_VARIABLES)),
+            MASK_VARIABLES: ",".join(masks),
             MARKER: self.job_id,
-        })
+        }
         if self.processes_per_host:
-            env["TRAINOPS_PROCESSES_PER_HOST"] = str(self.processes_per_host)
-        # The runtime must be importable in every host, as it is in the container through its channel.
-        package_root = str(Path(__file__).resolve().parents[3])
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-        return env
+            extra["TRAINOPS_PROCESSES_PER_HOST"] = str(self.processes_per_host)
+        return container.container_environment(self.request, layout, inherited=os.environ, isolated=self._isolated,
+                                               extra=extra)
 
     def _start(self, layouts: list[HostLayout], port: int) -> None:
         addresses = {layout.name: "127.0.0.1" for layout in layouts}
         logs_dir = self.job_dir / "logs"
         logs_dir.mkdir(exist_ok=True)
+        hosts = [layout.name for layout in layouts]
         for layout in layouts:
+            argv = container.container_argv(self.request, self.image_python)
+            if self._isolated:
+                argv = container.isolate(argv, layout, self.job_dir, hosts)
             process = subprocess.Popen(
-                [sys.executable, "-m", "trainops.runtime", "launch"],
+                argv,
                 env=self._environment(layout, addresses, port),
                 cwd=str(layout.base_dir),
                 stdin=subprocess.DEVNULL,
@@ -273,15 +351,18 @@ class LocalJob:
             self._readers.append(reader)
 
     def _watch(self, layouts: list[HostLayout]) -> tuple[str, str, str | None]:
-        deadline = time.monotonic() + self.spec.max_run
+        max_run = self._max_run()
+        deadline = time.monotonic() + max_run
         by_name = {layout.name: layout for layout in layouts}
         while True:
             if self._stop_reason:
                 return "Stopped", "Stopped", self._stop_reason
             if time.monotonic() > deadline:
-                self.log(f"[trainops] max_run ({self.spec.max_run} s) exceeded: stopping every host")
+                self.log(f"[trainops] MaxRuntimeInSeconds ({max_run} s) exceeded: stopping every host (SIGTERM, "
+                         f"SIGKILL after {self.max_runtime_grace_seconds:g} s)")
+                self.grace_seconds = self.max_runtime_grace_seconds
                 return "Stopped", "MaxRuntimeExceeded", (
-                    f"MaxRuntimeExceeded: the job ran longer than max_run ({self.spec.max_run} s)")
+                    f"MaxRuntimeExceeded: the job ran longer than max_run ({max_run} s)")
             codes = {name: process.poll() for name, process in self._launchers.items()}
             failed = [name for name, code in codes.items() if code not in (None, 0)]
             if failed:
@@ -321,7 +402,8 @@ class LocalJob:
 
     def _finish_outputs(self, first_host: HostLayout, result: LocalJobResult) -> None:
         try:
-            model, output = pack_outputs(self.spec, self.job_name, first_host, self.job_dir)
+            model, output = pack_outputs(self.request["OutputDataConfig"]["S3OutputPath"], self.job_name,
+                                         first_host, self.job_dir, self.s3_factory)
         except OSError as error:
             result.status, result.secondary_status = "Failed", "Uploading"
             result.failure_reason = (f"could not write the model artifact: {error}; the model directory is kept in "
@@ -337,5 +419,8 @@ def run_local_job(spec: JobSpec, job_name: str, **options) -> LocalJobResult:
 
 def check_local_spec(spec: JobSpec) -> None:
     """Refuse what cannot run locally, before anything is laid out."""
-    if spec.source_dir and spec.source_dir.startswith("s3://"):
-        raise SpecError("source_dir: an s3:// code location cannot run locally; give the local directory")
+    from trainops.backends.sagemaker.render import is_s3_source
+
+    if is_s3_source(spec.source_dir) and not spec.source_dir.endswith(".tar.gz"):
+        raise SpecError(Problem("source_dir", f"{spec.source_dir!r}: an s3:// source_dir names a tarball object "
+                                              "(s3://bucket/prefix/sourcedir.tar.gz), or give a local directory"))

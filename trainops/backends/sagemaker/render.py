@@ -11,6 +11,7 @@ will be created. Two launchers:
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,7 +19,7 @@ from trainops.backends.contract import encode_hyperparameters, runtime_hyperpara
 from trainops.errors import Problem, SpecError
 from trainops.runtime import catalog
 from trainops.runtime.output_relay import MASK_VARIABLES
-from trainops.spec.base import JOB_NAME, REGION, looks_secret
+from trainops.spec.base import JOB_NAME, REGION
 from trainops.spec.distribution import (
     MPI,
     SMDDP,
@@ -41,6 +42,8 @@ ENTRYPOINT = ["python3", "-m", "trainops.runtime", "launch"]
 DEFAULT_CHECKPOINT_PATH = "/opt/ml/checkpoints"
 CONTAINER_LOG_LEVEL = 20  # logging.INFO, the SDK's default
 MASK = "****"
+LOCAL_ROLE = "arn:aws:iam::000000000000:role/trainops-local"  # no role is assumed locally; the request needs one
+LOCAL_IMAGE = "trainops-local"  # the interpreter given by --image-python (or this one) stands for the image
 
 
 @dataclass(frozen=True)
@@ -195,13 +198,48 @@ def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region:
         raise SpecError(problems, "job spec for the sagemaker backend")
 
     locations = artifact_locations(spec.output_path, job_name)
+    # An s3:// tarball is the code as it is (the runtime unpacks it); otherwise the files uploaded one by one.
+    s3_code = is_s3_source(spec.source_dir)
+    return _assemble(spec, job_name, launcher, region, image, output_path=spec.output_path,
+                     code=spec.source_dir if s3_code else locations.code_prefix, runtime=locations.runtime_prefix,
+                     submit=spec.source_dir if s3_code else locations.source_tarball)
+
+
+def render_local(spec: JobSpec, *, job_name: str, launcher: str | None = None, code: str, runtime: str,
+                 submit: str, output_path: str, channels: dict[str, str] | None = None) -> dict[str, Any]:
+    """The request the local backend executes: what `render` gives SageMaker, with this machine's locations.
+
+    `code` and `runtime` are the trainops launcher's code and runtime channels, `submit` the toolkit's source (a
+    directory or tarball path), `output_path` where model.tar.gz goes (file:// or s3://), `channels` the data
+    channels' locations (default: the spec's own). None of SageMaker's account checks apply (role, ml.* instance
+    types, S3-only locations); a role and an image are filled in when the spec has none.
+    """
+    launcher = launcher or spec.launcher
+    if launcher not in ("trainops", "toolkit"):
+        raise SpecError(Problem("launcher", f"{launcher!r} is not a launcher: use trainops or toolkit"))
+    region = spec.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
+    try:
+        image = training_image(spec, region)
+    except SpecError:
+        image = LOCAL_IMAGE
+    return _assemble(spec, job_name, launcher, region, image, output_path=output_path, code=code, runtime=runtime,
+                     submit=submit, role=spec.role or LOCAL_ROLE, channel_uris=channels)
+
+
+def _assemble(spec: JobSpec, job_name: str, launcher: str, region: str | None, image: str, *, output_path: str,
+              code: str, runtime: str, submit: str, role: str | None = None,
+              channel_uris: dict[str, str] | None = None) -> dict[str, Any]:
+    channels = [_channel(name, channel) for name, channel in spec.channels.items()]
+    for entry in channels:
+        if channel_uris and entry["ChannelName"] in channel_uris and "S3DataSource" in entry["DataSource"]:
+            entry["DataSource"]["S3DataSource"]["S3Uri"] = channel_uris[entry["ChannelName"]]
     request: dict[str, Any] = {
         "TrainingJobName": job_name,
-        "RoleArn": spec.role,
+        "RoleArn": role or spec.role,
         "AlgorithmSpecification": {"TrainingImage": image, "TrainingInputMode": spec.input_mode},
         "HyperParameters": {},
-        "InputDataConfig": [_channel(name, channel) for name, channel in spec.channels.items()],
-        "OutputDataConfig": {"S3OutputPath": spec.output_path},
+        "InputDataConfig": channels,
+        "OutputDataConfig": {"S3OutputPath": output_path},
         "ResourceConfig": _resources(spec),
         "StoppingCondition": {"MaxRuntimeInSeconds": spec.max_run},
     }
@@ -209,11 +247,9 @@ def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region:
     if launcher == "trainops":
         request["AlgorithmSpecification"]["ContainerEntrypoint"] = list(ENTRYPOINT)
         hyperparameters = runtime_hyperparameters(spec, job_name, region)
-        # An s3:// tarball is the code channel as it is (the runtime unpacks it); otherwise the files uploaded one by one.
-        code = spec.source_dir if is_s3_source(spec.source_dir) else locations.code_prefix
         request["InputDataConfig"] += [
             _s3_prefix_channel(CODE_CHANNEL, code),
-            _s3_prefix_channel(RUNTIME_CHANNEL, locations.runtime_prefix),
+            _s3_prefix_channel(RUNTIME_CHANNEL, runtime),
         ]
         runtime_path = f"{CONTAINER_DATA}/{RUNTIME_CHANNEL}"
         existing = environment.get("PYTHONPATH")
@@ -225,15 +261,14 @@ def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region:
             # The runtime masks these variables' values in the logs and the failure file (FailureReason).
             environment[MASK_VARIABLES] = ",".join(spec.secret_environment_names())
     else:
-        submit = spec.source_dir if is_s3_source(spec.source_dir) else locations.source_tarball
         if spec.enable_network_isolation:
             # No network in the container: the toolkit cannot download the code, so it arrives as a channel.
-            if is_s3_source(spec.source_dir):
-                request["InputDataConfig"].append(_s3_prefix_channel(TOOLKIT_CODE_CHANNEL, spec.source_dir))
+            if submit.endswith("/sourcedir.tar.gz") and not is_s3_source(spec.source_dir):
+                channel = submit.rsplit("/", 1)[0] + "/"
             else:
-                prefix = locations.source_tarball.rsplit("/", 1)[0] + "/"
-                request["InputDataConfig"].append(_s3_prefix_channel(TOOLKIT_CODE_CHANNEL, prefix))
-            submit = f"{CONTAINER_DATA}/{TOOLKIT_CODE_CHANNEL}/{submit.rsplit('/', 1)[-1]}"
+                channel = submit
+            request["InputDataConfig"].append(_s3_prefix_channel(TOOLKIT_CODE_CHANNEL, channel))
+            submit = f"{CONTAINER_DATA}/{TOOLKIT_CODE_CHANNEL}/{submit.rstrip('/').rsplit('/', 1)[-1]}"
         hyperparameters = dict(spec.hyperparameters)
         hyperparameters.update(sagemaker_program=spec.entry_point, sagemaker_job_name=job_name, sagemaker_region=region)
         hyperparameters["sagemaker_submit_directory"] = submit
@@ -327,10 +362,12 @@ def _s3_prefix_channel(name: str, prefix: str) -> dict[str, Any]:
 
 
 def masked(request: dict[str, Any]) -> dict[str, Any]:
-    """A copy for display (CLI, logs, XCom): environment values whose names look like secrets are masked."""
+    """A copy for display (CLI, logs, XCom): secret environment values (`trainops.spec.secrets`) are masked."""
+    from trainops.spec.secrets import is_secret
+
     shown = json.loads(json.dumps(request))
     environment = shown.get("Environment") or {}
     for key in environment:
-        if looks_secret(key):
+        if is_secret(key, environment[key]):
             environment[key] = MASK
     return shown

@@ -1,0 +1,350 @@
+"""An emulated SageMaker training container, filled from a `CreateTrainingJob` request.
+
+Per host, the base directory is written the way SageMaker writes /opt/ml for that request: `input/config/` holds
+resourceconfig.json, inputdataconfig.json and hyperparameters.json (the request's HyperParameters as they are), every
+channel of InputDataConfig is `input/data/<channel>` (the trainops code and runtime arrive as channels too), and
+`model/`, `output/data`, `checkpoints` exist. The process is the request's ContainerEntrypoint + ContainerArguments
+(else the Deep Learning Container's own entrypoint, the toolkit's `train`), run by the image's Python, with the
+request's Environment and a PYTHONPATH holding only what the request puts there.
+
+Where the container sees /opt/ml and the host names algo-1..N: when this machine allows a private mount namespace
+(`unshare --mount`, root or user namespaces), each host runs in its own, with its base directory bind-mounted on
+/opt/ml and an /etc/hosts naming every algo-N as 127.0.0.1, which is what Docker does for SageMaker local mode and
+what AWS's toolkit assumes (it has /opt/ml paths of its own and addresses hosts by name). Without one the container
+gets `SAGEMAKER_BASE_DIR` (honoured by the trainops runtime and by the toolkit's environment module), /opt/ml in the
+request's Environment values rewritten to the base directory, and the trainops runtime finds the hosts through
+TRAINOPS_HOST_ADDRESSES; the toolkit launcher then refuses to start (it would resolve algo-N through DNS).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from trainops.backends.local.layout import HostLayout
+from trainops.errors import Problem, SpecError
+
+CONTAINER_BASE = "/opt/ml"
+LOCAL_NETWORK_INTERFACE = "lo"  # every emulated host shares this machine's loopback (gloo / NCCL bind to it)
+DLC_ENTRYPOINT_MODULE = "sagemaker_training.cli.train"  # the `train` console script every framework DLC runs
+DLC_TRAINING_MODULE = "sagemaker_pytorch_container.training:main"  # what the PyTorch DLC sets in its image
+TOOLKIT_DISABLED = "TRAINOPS_LOCAL_NAMESPACE"  # 0: never use a mount namespace (tests of the fallback)
+
+Log = Callable[[str], None]
+
+
+# --- the config files, as SageMaker writes them -----------------------------------------------------------------------
+
+def host_groups(request: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(host, instance group, instance type) for every host of the request, algo-1..N in group order."""
+    resources = request["ResourceConfig"]
+    groups = resources.get("InstanceGroups") or [{"InstanceGroupName": "homogeneousCluster",
+                                                   "InstanceType": resources.get("InstanceType") or "local",
+                                                   "InstanceCount": resources.get("InstanceCount") or 1}]
+    hosts, index = [], 1
+    for group in groups:
+        for _ in range(int(group["InstanceCount"])):
+            hosts.append((f"algo-{index}", group["InstanceGroupName"], group["InstanceType"]))
+            index += 1
+    return hosts
+
+
+def resource_config(request: Mapping[str, Any], host: str) -> dict[str, Any]:
+    """resourceconfig.json of `host`: SageMaker's keys, hosts sorted as strings, every instance group listed."""
+    members = host_groups(request)
+    _, group, kind = next(member for member in members if member[0] == host)
+    groups: dict[str, dict[str, Any]] = {}
+    for name, group_name, instance_type in members:
+        entry = groups.setdefault(group_name, {"instance_group_name": group_name, "instance_type": instance_type,
+                                               "hosts": []})
+        entry["hosts"].append(name)
+    return {"current_host": host, "current_instance_type": kind, "current_group_name": group,
+            "hosts": sorted(name for name, _, _ in members), "instance_groups": list(groups.values()),
+            "network_interface_name": LOCAL_NETWORK_INTERFACE}
+
+
+def input_data_config(request: Mapping[str, Any]) -> dict[str, Any]:
+    """inputdataconfig.json: per channel its input mode, distribution and record wrapping (and content type)."""
+    default_mode = request["AlgorithmSpecification"].get("TrainingInputMode", "File")
+    config: dict[str, Any] = {}
+    for channel in request.get("InputDataConfig") or []:
+        entry: dict[str, Any] = {"TrainingInputMode": channel.get("InputMode") or default_mode}
+        source = channel["DataSource"]
+        if "S3DataSource" in source:
+            entry["S3DistributionType"] = source["S3DataSource"].get("S3DataDistributionType", "FullyReplicated")
+        else:
+            entry["FileSystemType"] = source["FileSystemDataSource"]["FileSystemType"]
+        entry["RecordWrappingType"] = channel.get("RecordWrapperType", "None")
+        if channel.get("ContentType"):
+            entry["ContentType"] = channel["ContentType"]
+        config[channel["ChannelName"]] = entry
+    return config
+
+
+def _write_json(path: Path, value: Any) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(value), encoding="utf-8")
+    os.replace(temporary, path)
+
+
+# --- channels: where each one's data is on this machine ---------------------------------------------------------------
+
+def _local_source(uri: str) -> Path | None:
+    if uri.startswith("file://"):
+        return Path(uri[len("file://"):])
+    if "://" not in uri:
+        return Path(uri).expanduser()
+    return None
+
+
+def _single_object(client: Any, uri: str) -> tuple[str, str] | None:
+    """(bucket, key) when `uri` names one object exactly (a source tarball), else None (a prefix)."""
+    if uri.endswith("/"):
+        return None
+    bucket, _, key = uri[len("s3://"):].partition("/")
+    try:
+        client.head_object(Bucket=bucket, Key=key)
+    except Exception:  # noqa: BLE001 - any answer but the object's headers means "a prefix"
+        return None
+    return bucket, key
+
+
+def fetch_channels(request: Mapping[str, Any], job_dir: Path, overrides: Mapping[str, str],
+                   s3_factory: Callable[[str], Any] | None, log: Log) -> dict[str, Path]:
+    """channel name -> the local directory holding its data; s3:// channels are downloaded into the job directory
+    once (every host sees the same copy), local ones are used in place. Every problem is reported at once."""
+    channels = {channel["ChannelName"]: channel for channel in request.get("InputDataConfig") or []}
+    problems = [Problem(f"channel {name}", f"is not a channel of the request (channels: {sorted(channels)})")
+                for name in sorted(set(overrides) - set(channels))]
+    resolved: dict[str, Path] = {}
+    for name, channel in channels.items():
+        source = channel["DataSource"]
+        if name in overrides:
+            uri = overrides[name]
+        elif "FileSystemDataSource" in source:
+            system = source["FileSystemDataSource"]
+            problems.append(Problem(f"inputs.{name}", f"reads {system['FileSystemType']} {system['FileSystemId']}, "
+                                                      "which cannot be mounted here: map it to a local directory "
+                                                      f"with --channel {name}=PATH"))
+            continue
+        else:
+            s3 = source["S3DataSource"]
+            if s3.get("S3DataType", "S3Prefix") != "S3Prefix":
+                problems.append(Problem(f"inputs.{name}", f"S3DataType {s3['S3DataType']} is not emulated locally: "
+                                                          "give an S3 prefix"))
+                continue
+            uri = s3["S3Uri"]
+        local = _local_source(uri)
+        if local is not None:
+            path = local.resolve()
+            if not path.exists():
+                problems.append(Problem(f"inputs.{name}", f"{path} does not exist: stage the data first "
+                                                          "(trainops stage)"))
+            else:
+                resolved[name] = path if path.is_dir() else _single_file_channel(job_dir, name, path)
+            continue
+        try:
+            resolved[name] = _download(uri, job_dir / "data" / name, s3_factory, log)
+        except SpecError as error:
+            problems += [Problem(f"inputs.{name}", problem.message) for problem in error.problems]
+    if problems:
+        raise SpecError(problems, "channels of the local job")
+    return resolved
+
+
+def _download(uri: str, destination: Path, s3_factory: Callable[[str], Any] | None, log: Log) -> Path:
+    from trainops.backends.local.staging import stage_tree
+
+    factory = s3_factory or _default_s3_factory
+    log(f"[trainops] downloading channel {destination.name} from {uri}")
+    single = _single_object(factory("s3"), uri)
+    if single is not None:  # an object, not a prefix: the channel holds that one file, under its own name
+        bucket, key = single
+        destination.mkdir(parents=True, exist_ok=True)
+        factory("s3").download_file(bucket, key, str(destination / key.rsplit("/", 1)[-1]))
+        return destination
+    report = stage_tree(uri, str(destination), progress=False, client_factory=factory)
+    items = list(report.refused) + list(report.failed)
+    if items:
+        from trainops.backends.local.stage_names import printable_name
+
+        listed = "; ".join(f"{printable_name(item.name)}: {item.reason}" for item in items[:10])
+        raise SpecError(Problem("", f"downloading {uri} refused or failed {len(items)} object(s): {listed}"))
+    return destination
+
+
+def _default_s3_factory(service: str) -> Any:
+    import boto3
+
+    return boto3.client(service)
+
+
+def _single_file_channel(job_dir: Path, name: str, path: Path) -> Path:
+    # A channel is a directory in the container, even when its S3 prefix names one object.
+    directory = job_dir / "data" / name
+    directory.mkdir(parents=True, exist_ok=True)
+    _link(directory / path.name, path)
+    return directory
+
+
+def _link(link: Path, target: Path) -> None:
+    if link.is_symlink() or link.is_file():
+        link.unlink()
+    elif link.is_dir():
+        shutil.rmtree(link)
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(target, target_is_directory=target.is_dir())
+
+
+# --- one container's base directory ----------------------------------------------------------------------------------
+
+def fill_container(request: Mapping[str, Any], host: str, base: Path, channels: Mapping[str, Path],
+                   checkpoint_dir: Path) -> HostLayout:
+    """Write `host`'s base directory from the request; channels are links to the local copies (a ShardedByS3Key
+    channel gets every N-th file of the sorted listing, as SageMaker splits a prefix's keys between hosts)."""
+    members = [name for name, _, _ in host_groups(request)]
+    index, count = members.index(host), len(members)
+    config = base / "input" / "config"
+    _write_json(config / "resourceconfig.json", resource_config(request, host))
+    _write_json(config / "inputdataconfig.json", input_data_config(request))
+    _write_json(config / "hyperparameters.json", dict(request.get("HyperParameters") or {}))
+    distribution = {channel["ChannelName"]: channel["DataSource"].get("S3DataSource", {}).get(
+        "S3DataDistributionType", "FullyReplicated") for channel in request.get("InputDataConfig") or []}
+    for name, path in channels.items():
+        link = base / "input" / "data" / name
+        if distribution.get(name) == "ShardedByS3Key" and count > 1:
+            _shard(link, path, index, count)
+        else:
+            _link(link, path)
+    _link(base / "checkpoints", checkpoint_dir)
+    for directory in ("model", "output/data", "output/intermediate", "code"):
+        (base / directory).mkdir(parents=True, exist_ok=True)
+    return HostLayout(host, base)
+
+
+def _shard(link: Path, source: Path, index: int, count: int) -> None:
+    _link(link, source)
+    link.unlink()
+    link.mkdir(parents=True)
+    files = sorted(path for path in source.rglob("*") if path.is_file())
+    for path in files[index::count]:
+        _link(link / path.relative_to(source), path)
+
+
+# --- the process: command, environment, isolation ---------------------------------------------------------------------
+
+def uses_toolkit(request: Mapping[str, Any]) -> bool:
+    """True when the image's own entrypoint (the toolkit) runs the job: the request names no ContainerEntrypoint."""
+    return not request["AlgorithmSpecification"].get("ContainerEntrypoint")
+
+
+def container_argv(request: Mapping[str, Any], python: str) -> list[str]:
+    """What the container runs: the request's ContainerEntrypoint + ContainerArguments with `python` for the image's
+    python3; for a Deep Learning Container (no entrypoint in the request), the toolkit's `train` command."""
+    algorithm = request["AlgorithmSpecification"]
+    entrypoint = list(algorithm.get("ContainerEntrypoint") or [])
+    if not entrypoint:
+        return [python, "-m", DLC_ENTRYPOINT_MODULE, *algorithm.get("ContainerArguments", [])]
+    if os.path.basename(entrypoint[0]) in ("python", "python3"):
+        entrypoint[0] = python
+    return entrypoint + list(algorithm.get("ContainerArguments") or [])
+
+
+def _to_host(value: str, base: Path) -> str:
+    # Without a private /opt/ml the request's container paths are rewritten to the host's base directory.
+    return value.replace(CONTAINER_BASE, str(base))
+
+
+def container_environment(request: Mapping[str, Any], layout: HostLayout, *, inherited: Mapping[str, str],
+                          isolated: bool, extra: Mapping[str, str]) -> dict[str, str]:
+    """The container's environment: this machine's (credentials, endpoint, PATH) without its PYTHONPATH and any
+    SM_/SAGEMAKER_ variable, then what SageMaker sets (TRAINING_JOB_NAME, region, the DLC's training module), the
+    request's Environment, and the local executor's own variables (`extra`)."""
+    env = {key: value for key, value in inherited.items()
+           if key != "PYTHONPATH" and not key.startswith(("SM_", "SAGEMAKER_"))}
+    hyperparameters = request.get("HyperParameters") or {}
+    env["TRAINING_JOB_NAME"] = request["TrainingJobName"]
+    region = hyperparameters.get("sagemaker_region")
+    if region:
+        env.setdefault("AWS_REGION", json.loads(region))
+    if uses_toolkit(request):
+        env["SAGEMAKER_TRAINING_MODULE"] = DLC_TRAINING_MODULE
+    for key, value in (request.get("Environment") or {}).items():
+        env[key] = value if isolated else _to_host(value, layout.base_dir)
+    if not isolated:
+        env["SAGEMAKER_BASE_DIR"] = str(layout.base_dir)
+    env.update(extra)
+    return env
+
+
+@functools.lru_cache(maxsize=1)
+def namespaces_available() -> bool:
+    """Whether this machine lets an unprivileged child make a private mount namespace with bind mounts."""
+    if os.environ.get(TOOLKIT_DISABLED) == "0" or not shutil.which("unshare"):
+        return False
+    probe = ("set -e; d=$(mktemp -d); mount -t tmpfs trainops-probe \"$d\"; umount \"$d\"; rmdir \"$d\"")
+    try:
+        return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", probe],
+                              capture_output=True, timeout=20).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+# Runs as the container's first process inside its own mount namespace, then execs the entrypoint (same pid):
+# /opt/ml becomes this host's base directory (a tmpfs on /opt when /opt/ml does not exist, with /opt's own entries
+# bound back so an interpreter installed there still runs), /etc/hosts names every emulated host.
+_NAMESPACE_SCRIPT = r"""set -e
+base=$1; hosts=$2; keep=$3; shift 3
+if [ ! -d /opt/ml ]; then
+  mount --bind /opt "$keep"
+  mount -t tmpfs -o mode=755 trainops-opt /opt
+  for entry in "$keep"/* "$keep"/.[!.]*; do
+    [ -e "$entry" ] || continue
+    name=${entry##*/}
+    if [ -d "$entry" ]; then mkdir "/opt/$name"; else : > "/opt/$name"; fi
+    mount --bind "$entry" "/opt/$name"
+  done
+  mkdir /opt/ml
+fi
+mount --bind "$base" /opt/ml
+mount --bind "$hosts" /etc/hosts
+exec "$@"
+"""
+
+
+def isolate(argv: list[str], layout: HostLayout, job_dir: Path, hosts: list[str]) -> list[str]:
+    """`argv` wrapped to run in its own mount namespace (see the module docstring)."""
+    namespace = job_dir / "namespace"
+    keep = namespace / f"opt-{layout.name}"
+    keep.mkdir(parents=True, exist_ok=True)
+    hosts_file = namespace / "hosts"
+    if not hosts_file.exists():
+        try:
+            original = Path("/etc/hosts").read_text(encoding="utf-8")
+        except OSError:
+            original = "127.0.0.1 localhost\n"
+        names = "".join(f"127.0.0.1\t{host}\n" for host in hosts)
+        hosts_file.write_text(original.rstrip("\n") + "\n# emulated SageMaker hosts (trainops)\n" + names,
+                              encoding="utf-8")
+    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", _NAMESPACE_SCRIPT, "trainops-container",
+            str(layout.base_dir), str(hosts_file), str(keep), *argv]
+
+
+def request_secrets(request: Mapping[str, Any], environ: Mapping[str, str]) -> list[str]:
+    """The values never written as they are: those of the request's Environment (and this machine's) named in
+    TRAINOPS_MASK_VARIABLES, plus every request Environment value whose name looks like a secret."""
+    from trainops.runtime.output_relay import MASK_VARIABLES, secret_values
+    from trainops.spec.base import looks_secret
+
+    environment = dict(request.get("Environment") or {})
+    combined = {**environ, **environment}
+    names = {name for name in f"{environ.get(MASK_VARIABLES, '')},{environment.get(MASK_VARIABLES, '')}".split(",")
+             if name.strip()} | {name for name in environment if looks_secret(name)}
+    combined[MASK_VARIABLES] = ",".join(sorted(names))
+    return secret_values(combined)
