@@ -15,6 +15,7 @@ This module is imported by the Airflow trigger, so it uses the standard library 
 from __future__ import annotations
 
 import logging
+from enum import Enum
 from typing import Literal
 
 from trainops.errors import JobFailed
@@ -44,6 +45,14 @@ TABLES: dict[str, dict[str, Outcome]] = {
         "Stopping": WAITING,
         "Completed": SUCCESS,
         "Failed": FAILURE,
+        "Stopped": FAILURE,
+    },
+    # a local job's status record (<workdir>/jobs/<name>/status.json), written by trainops.backends.local.job
+    "local_job": {
+        "InProgress": WAITING,
+        "Stopping": WAITING,
+        "Completed": SUCCESS,
+        "Failed": FAILURE,  # also what a record says when its controller exited before the job ended
         "Stopped": FAILURE,
     },
     # fsx.describe_data_repository_tasks()["DataRepositoryTasks"][i]["Lifecycle"]
@@ -164,6 +173,51 @@ def wait_bound_seconds(max_run: float, max_wait: float | None = None, grace: flo
     that a wait never hangs.
     """
     return float(max_run) + float(max_wait or 0) + float(grace)
+
+
+class JobStatus(str, Enum):
+    """The status of a training job on any backend, spelled as SageMaker spells it (a ``str``, so it compares equal
+    to the status strings of describe responses and local status records, and is JSON as it is).
+
+    `parse` maps a backend's own status through its table above, so a status AWS adds later (unknown to the table)
+    reads as still running, like everywhere else, instead of breaking the caller.
+    """
+
+    IN_PROGRESS = "InProgress"
+    STOPPING = "Stopping"
+    COMPLETED = "Completed"
+    FAILED = "Failed"
+    STOPPED = "Stopped"
+    DELETING = "Deleting"
+
+    @classmethod
+    def parse(cls, status: str | None, resource: str = "training_job") -> "JobStatus":
+        """The status of a describe response or a status record; None (not reported yet) and statuses the table
+        does not know (a warning is logged once) are IN_PROGRESS."""
+        classify(resource, status)  # logs an unknown status once
+        try:
+            return cls(status)
+        except ValueError:
+            return cls.IN_PROGRESS
+
+    @property
+    def outcome(self) -> Outcome:
+        """success, failure or waiting (the training-job table)."""
+        return classify("training_job", self.value)
+
+    @property
+    def terminal(self) -> bool:
+        """Whether the job has ended (it succeeded, failed or was stopped)."""
+        return self.outcome != WAITING
+
+    @property
+    def reattachable(self) -> bool:
+        """Whether a new run of the same name follows this job instead of starting again: it runs or it completed.
+        A job that failed or was stopped is retried under a suffixed name (see `trainops.backends.base.place_job`)."""
+        return self.outcome != FAILURE
+
+    def __str__(self) -> str:
+        return self.value
 
 
 class WaitTimedOut(JobFailed):

@@ -23,10 +23,8 @@ from typing import Any
 
 from trainops.errors import Problem, SpecError
 
-BACKENDS = ("local", "sagemaker")
-LOCAL_OPTIONS = frozenset({"workers", "progress", "delete", "client_factory", "strict"})
-SAGEMAKER_OPTIONS = frozenset({"s3_prefix", "client_factory", "region", "profile", "paths", "report_uri",
-                               "poll_seconds", "timeout_seconds", "workers", "strict"})
+#: Backend settings (`get_backend`'s context) the stage step accepts besides each backend's own staging options.
+CONTEXT_OPTIONS = frozenset({"client_factory", "region", "profile"})
 
 #: FSx file system ids: ``fs-`` and 17 hexadecimal digits (8 for the oldest ones), in lower case.
 _FILE_SYSTEM_ID = re.compile(r"fs-[0-9a-f]{8}(?:[0-9a-f]{9})?")
@@ -64,13 +62,6 @@ def parse_fsx_destination(destination: str) -> tuple[str, str]:
     return file_system_id, "/" + "/".join(segments)
 
 
-def _check_options(options: dict[str, Any], allowed: frozenset[str], backend: str) -> None:
-    unknown = sorted(set(options) - allowed)
-    if unknown:
-        raise SpecError([Problem(name, f"is not an option of the {backend} stage step; use one of "
-                                       f"{', '.join(sorted(allowed))}") for name in unknown])
-
-
 def stage(source: str, destination: str, *, backend: str = "local", **options: Any) -> dict[str, Any]:
     """Stage ``source`` into ``destination`` with ``backend`` and return the report as a JSON-able dict.
 
@@ -82,28 +73,34 @@ def stage(source: str, destination: str, *, backend: str = "local", **options: A
     Raises `SpecError` for bad input (unknown backend or option, malformed source or destination) and `JobFailed`
     when staging fails, or (``strict``, the default) when any file was refused or failed.
     """
-    if backend not in BACKENDS:
-        raise SpecError(Problem("backend", f"{backend!r} is not a backend; use one of {', '.join(BACKENDS)}"))
-    if backend == "local":
-        return _stage_local(source, destination, options)
-    return _stage_fsx(source, destination, options)
+    from trainops.backends.base import get_backend
+
+    context = {key: options.pop(key) for key in CONTEXT_OPTIONS if key in options}
+    profile = context.pop("profile", None)
+    if profile and context.get("client_factory") is None:
+        from trainops.backends.sagemaker.clients import default_client_factory
+
+        context["client_factory"] = default_client_factory(context.get("region"), profile)
+    chosen = get_backend(backend, **context)
+    allowed = stage_options(chosen)
+    unknown = sorted(set(options) - allowed)
+    if unknown:
+        raise SpecError([Problem(name, f"is not an option of the {chosen.name} stage step; use one of "
+                                       f"{', '.join(sorted(allowed | CONTEXT_OPTIONS))}") for name in unknown])
+    return chosen.stage(source, destination, **options).to_dict()
 
 
-def _stage_local(source: str, destination: str, options: dict[str, Any]) -> dict[str, Any]:
-    from trainops.backends.local.staging import stage_tree
+def stage_options(backend: Any) -> frozenset[str]:
+    """The keyword options a backend's ``stage`` takes (what it declares after the source and destination)."""
+    import inspect
 
-    if "s3_prefix" in options:
-        raise SpecError(Problem("s3_prefix", "is for FSx staging (backend 'sagemaker'); with the local backend "
-                                             "put the s3:// URI in the source instead"))
-    _check_options(options, LOCAL_OPTIONS, "local")
-    strict = options.pop("strict", True)
-    report = stage_tree(source, destination, **options)
-    if strict:
-        report.raise_for_problems()
-    return report.to_dict()
+    parameters = inspect.signature(backend.stage).parameters.values()
+    return frozenset(p.name for p in parameters if p.kind is p.KEYWORD_ONLY)
 
 
-def _s3_prefix(source: str | None, s3_prefix: str | None) -> str:
+def fsx_source(source: str | None, s3_prefix: str | None) -> str:
+    """The S3 prefix an FSx stage imports: the source (an ``s3://`` prefix), or ``s3_prefix`` when no source is
+    given; both given must agree. Raises `SpecError` naming the field otherwise."""
     from trainops.backends.sagemaker.s3 import parse_s3_uri
 
     if s3_prefix is not None:
@@ -121,18 +118,3 @@ def _s3_prefix(source: str | None, s3_prefix: str | None) -> str:
     if s3_prefix is None:
         raise SpecError(Problem("source", "no source given; pass the S3 prefix to import (s3://bucket/prefix)"))
     return s3_prefix
-
-
-def _stage_fsx(source: str, destination: str, options: dict[str, Any]) -> dict[str, Any]:
-    from trainops.backends.sagemaker import fsx
-    from trainops.backends.sagemaker.clients import default_client_factory
-
-    _check_options(options, SAGEMAKER_OPTIONS, "sagemaker")
-    file_system_id, file_system_path = parse_fsx_destination(destination)
-    s3_uri = _s3_prefix(source, options.get("s3_prefix"))
-    factory = options.get("client_factory") or default_client_factory(options.get("region"), options.get("profile"))
-    timing = {key: options[key] for key in ("poll_seconds", "timeout_seconds") if options.get(key) is not None}
-    report = fsx.stage(factory, file_system_id=file_system_id, s3_uri=s3_uri, file_system_path=file_system_path,
-                       paths=options.get("paths"), report_uri=options.get("report_uri"), **timing)
-    # fsx.stage raises JobFailed itself when any file failed to import, so strict needs no check here.
-    return report.to_dict()

@@ -9,22 +9,41 @@ from trainops.backends.sagemaker.backend import SageMakerBackend
 NAME = "digits-0123456789"
 
 
-def test_submit_wait_and_cost_go_through_the_given_factory():
+SPEC = {
+    "name": "digits", "role": "arn:aws:iam::111122223333:role/SageMakerTrainingRole", "region": "us-east-1",
+    "framework_version": "2.2.0", "py_version": "py310", "entry_point": "train.py",
+    "source_dir": "s3://example-code/digits/sourcedir.tar.gz", "instance_type": "ml.g5.xlarge",
+    "instance_count": 2, "distribution": {"torch_distributed": {"enabled": True}},
+    "inputs": {"train": "s3://example-data/train/"}, "output_path": "s3://example-output/digits",
+}
+
+
+def test_submit_renders_the_spec_and_wait_returns_a_typed_result_through_the_given_factory():
+    from trainops.backends.sagemaker.render import render
+    from trainops.backends.states import JobStatus
+    from trainops.steps.train import load_spec
+
+    spec = load_spec(SPEC)
+    # The toolkit launcher with an s3:// source tarball uploads nothing, so only SageMaker calls are made.
+    request = render(spec, job_name=NAME, launcher="toolkit", region="us-east-1")
     aws = StubbedAWS()
     stub = aws.stub("sagemaker")
-    stub.add_client_error("describe_training_job", service_error_code="ValidationException",
-                          service_message="Requested resource not found.")
+    for _ in range(2):  # the re-attach policy looks, then submit looks again (a create race re-attaches)
+        stub.add_client_error("describe_training_job", service_error_code="ValidationException",
+                              service_message="Requested resource not found.")
     stub.add_response("create_training_job", {"TrainingJobArn": "arn:aws:sagemaker:us-east-1:1:training-job/x"},
-                      training_request(NAME))
-    for status in ("InProgress", "Completed"):
+                      request)
+    for status in ("InProgress", "InProgress", "Completed"):
         stub.add_response("describe_training_job",
                           training_description(NAME, status, status if status == "Completed" else "Training",
                                                billable=3600, training=3600))
-    backend = SageMakerBackend(client_factory=aws)
-    assert backend.submit(training_request(NAME)).created is True
+    backend = SageMakerBackend(client_factory=aws, poll_seconds=1)
+    handle = backend.submit(spec, NAME, launcher="toolkit", log=lambda line: None)
+    assert (handle.backend, handle.job_name, handle.created, handle.region) == ("sagemaker", NAME, True, "us-east-1")
     clock = FakeClock()
-    summary = backend.wait(NAME, max_run=7200, poll_seconds=1, clock=clock, sleep=clock.sleep)
-    assert summary.status == "Completed"
+    result = backend.wait(handle, log=lambda line: None, clock=clock, sleep=clock.sleep)
+    assert result.status is JobStatus.COMPLETED and result.billable_seconds == 3600
+    assert result.to_dict()["cost"]["job_name"] == NAME
     aws.verify()
     assert set(aws.requested) == {"sagemaker"}
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import pytest
 
 from trainops.errors import SpecError
-from trainops.steps.evaluate import BOOTSTRAP_NAME, BOOTSTRAP_SOURCE, evaluate
+from trainops.backends.sagemaker.evaluation_bootstrap import BOOTSTRAP_NAME, BOOTSTRAP_SOURCE
+from trainops.steps.evaluate import evaluate
 from trainops.steps.gate import GateFailed
 from trainops.steps.register import register
 

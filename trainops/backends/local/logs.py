@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from typing import Iterator
 
 from trainops.backends.local import paths, status
 
@@ -12,22 +13,31 @@ def _shown(host: str, line: str) -> str:
     return line if line.startswith("[algo-") else f"[{host}] {line}"
 
 
-def print_local_logs(job_name: str, workdir: str | os.PathLike | None = None, *, follow: bool = False,
-                     poll_seconds: float = 0.5) -> int:
-    """Print the logs of a local job; with `follow`, keep printing new lines until the job ends."""
+def iter_local_logs(job_name: str, workdir: str | os.PathLike | None = None, *, follow: bool = False,
+                    poll_seconds: float = 0.5) -> Iterator[str]:
+    """The log lines of a local job, each prefixed with its host; with `follow`, new lines until the job ends."""
     status.read(job_name, workdir)  # a clear error when there is no such job
     logs_dir = paths.job_dir(job_name, workdir) / "logs"
     handles: dict[str, object] = {}
-    while True:
-        for path in sorted(logs_dir.glob("algo-*.log")) if logs_dir.is_dir() else []:
-            if path.stem not in handles:
-                handles[path.stem] = open(path, encoding="utf-8", errors="replace")
-        for host, handle in sorted(handles.items()):
-            for line in handle:  # type: ignore[attr-defined]
-                print(_shown(host, line.rstrip("\n")), flush=True)
-        if not follow or status.read(job_name, workdir)["status"] != "InProgress":
-            break
-        time.sleep(poll_seconds)
-    for handle in handles.values():
-        handle.close()  # type: ignore[attr-defined]
+    try:
+        while True:
+            for path in sorted(logs_dir.glob("algo-*.log")) if logs_dir.is_dir() else []:
+                if path.stem not in handles:
+                    handles[path.stem] = open(path, encoding="utf-8", errors="replace")
+            for host, handle in sorted(handles.items()):
+                for line in handle:  # type: ignore[attr-defined]
+                    yield _shown(host, line.rstrip("\n"))
+            if not follow or status.read(job_name, workdir)["status"] != "InProgress":
+                break
+            time.sleep(poll_seconds)
+    finally:
+        for handle in handles.values():
+            handle.close()  # type: ignore[attr-defined]
+
+
+def print_local_logs(job_name: str, workdir: str | os.PathLike | None = None, *, follow: bool = False,
+                     poll_seconds: float = 0.5) -> int:
+    """Print the logs of a local job; with `follow`, keep printing new lines until the job ends."""
+    for line in iter_local_logs(job_name, workdir, follow=follow, poll_seconds=poll_seconds):
+        print(line, flush=True)
     return 0

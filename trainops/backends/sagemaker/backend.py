@@ -1,35 +1,63 @@
-"""One object over the SageMaker service modules, for callers that hold a region and a client factory.
+"""`SageMakerBackend`: the `trainops.backends.base.Backend` seam over the SageMaker service modules of this package.
 
-`SageMakerBackend` only binds the factory: every method takes already-rendered request dicts (see
-`trainops.backends.sagemaker.render`) or names, and calls the module function of the same purpose. Use the modules
-directly when that reads better; this class exists so the CLI, the operators and the steps pass one thing around.
+It binds a region and a client factory, and holds the SageMaker halves of the steps: render + preflight + upload +
+CreateTrainingJob (`submit`), the bounded wait, StopTrainingJob, the evaluation processing job, the Model Registry.
+Every method calls the module function of the same purpose (``training``, ``processing``, ``registry``, ``fsx``,
+``logs``), which stay usable on their own with a rendered request.
+
+Nothing here imports boto3 at module level (DAG files reach this module through the operators).
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import time
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
+from trainops.backends.base import JobHandle, JobResult, Log, RegisteredVersion, place_job
 from trainops.backends.sagemaker import cost as costs
 from trainops.backends.sagemaker import fsx, processing, registry, training
 from trainops.backends.sagemaker import logs as log_reading
 from trainops.backends.sagemaker import preflight as checks
 from trainops.backends.sagemaker.clients import ClientFactory, default_client_factory
+from trainops.backends.states import JobStatus
+from trainops.errors import Problem, SpecError
+
+#: Where the register step writes the metrics JSON it links from the model package, beside the model artifact.
+METRICS_NAME = "model-metrics.json"
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+def default_region(spec: Any = None, region: str | None = None) -> str | None:
+    """The spec's region, else the given one, else boto3's environment (``AWS_REGION``, ``AWS_DEFAULT_REGION``)."""
+    return (getattr(spec, "region", None) or region or os.environ.get("AWS_REGION")
+            or os.environ.get("AWS_DEFAULT_REGION"))
 
 
 class SageMakerBackend:
     """The SageMaker backend bound to a region and a client factory.
 
     Args:
-        region: the AWS region (None: boto3's own configuration). Ignored when ``client_factory`` is given.
+        region: the AWS region (None: the spec's, else boto3's own configuration).
         client_factory: service name -> boto3 client (for example one built from Airflow's ``AwsBaseHook``
             session with `trainops.backends.sagemaker.clients.client_factory_from_session`). Default:
             `default_client_factory(region)`, built on first use so creating the backend costs nothing.
+        poll_seconds: pause between describe calls of a wait.
     """
 
-    def __init__(self, region: str | None = None, client_factory: ClientFactory | None = None):
+    name = "sagemaker"
+    CONTEXT = frozenset({"region", "client_factory", "poll_seconds"})
+
+    def __init__(self, region: str | None = None, client_factory: ClientFactory | None = None,
+                 poll_seconds: float | None = None):
         self.region = region
         self._factory = client_factory
+        self.poll_seconds = poll_seconds  # None: each wait's own default (training 30 s, processing 15 s)
 
     @property
     def clients(self) -> ClientFactory:
@@ -38,56 +66,220 @@ class SageMakerBackend:
             self._factory = default_client_factory(region=self.region)
         return self._factory
 
-    # Training jobs
+    # --- training jobs -----------------------------------------------------------------------------------------
+    def _status(self, name: str) -> JobStatus | None:
+        try:
+            return JobStatus.parse(training.describe(self.clients, name).status)
+        except SpecError:  # no job of that name
+            return None
 
-    def preflight(self, request: dict[str, Any]) -> None:
-        """Check a rendered training request against the account (FSx, VPC, security groups); raise
-        `PreflightError` listing every problem."""
-        checks.preflight(self.clients, request)
+    def submit(self, spec: Any, name: str, *, if_exists: str = "reattach", log: Log | None = None,
+               launcher: str | None = None, preflight: bool = True, **unused: Any) -> JobHandle:
+        """Render the request (bad input fails before any call), place the job (re-attach policy), then preflight,
+        upload the code and create it. ``unused`` takes the local-only options a front end may pass to either
+        backend (processes_per_host, channel_overrides, checkpoint_key, detached)."""
+        from trainops.backends.sagemaker.render import render
 
-    def submit(self, request: dict[str, Any], if_exists: training.IfExists = "reattach") -> training.SubmitResult:
-        """Create the training job (``create_training_job(**request)``), or re-attach / fail / suffix when one of
-        that name exists."""
+        log = log or _print
+        region = default_region(spec, self.region)
+        launcher = launcher or spec.launcher
+        render(spec, job_name=name, launcher=launcher, region=region)  # every input problem, before any AWS call
+        placement = place_job(name, if_exists, self._status, "SageMaker training")
+        request = render(spec, job_name=placement.job_name, launcher=launcher, region=region)
+        if not placement.reattach:
+            if preflight:
+                checks.preflight(self.clients, request)
+            self._upload_code(spec, request, placement.job_name, launcher)
+        submitted = training.submit(self.clients, request, if_exists="reattach")  # also covers a lost create race
+        log(f"[trainops] {'created' if submitted.created else 're-attached to'} SageMaker training job "
+            f"{submitted.job_name}")
+        return JobHandle("sagemaker", submitted.job_name, region=region, created=submitted.created)
+
+    def _upload_code(self, spec: Any, request: dict[str, Any], name: str, launcher: str) -> None:
+        from trainops.backends.sagemaker import uploads
+        from trainops.backends.sagemaker.render import artifact_locations
+
+        # An s3:// source tarball is used as given; the trainops runtime is uploaded in every case (issue 13).
+        uploads.upload_job_code(self.clients, spec, artifact_locations(spec.output_path, name), launcher)
+
+    def submit_request(self, request: dict[str, Any], if_exists: training.IfExists = "reattach"
+                       ) -> training.SubmitResult:
+        """Create a training job from an already rendered request (``create_training_job(**request)``)."""
         return training.submit(self.clients, request, if_exists=if_exists)
 
-    def describe(self, job_name: str) -> training.JobSummary:
-        """The job's `JobSummary`."""
-        return training.describe(self.clients, job_name)
+    def preflight(self, request: dict[str, Any]) -> None:
+        """Check a rendered training request against the account (FSx, VPC, security groups)."""
+        checks.preflight(self.clients, request)
 
-    def wait(self, job_name: str, **options: Any) -> training.JobSummary:
-        """Wait for the job to end (options as for `training.wait`: max_run, max_wait, poll_seconds, on_update,
-        clock, sleep); raise `TrainingJobFailed` or `WaitTimedOut`."""
-        return training.wait(self.clients, job_name, **options)
+    def describe(self, handle: JobHandle) -> JobResult:
+        return self._result(training.describe(self.clients, handle.job_name), handle)
 
-    def stop(self, job_name: str) -> str:
-        """Stop the job; return its status afterwards."""
-        return training.stop(self.clients, job_name)
+    def wait(self, handle: JobHandle, *, log: Log | None = None, clock: Callable[[], float] = time.monotonic,
+             sleep: Callable[[float], None] = time.sleep) -> JobResult:
+        """Wait for the job to end, bounded by its own limits (`trainops.backends.states.wait_bound_seconds`); a
+        failed or stopped job is returned, not raised (`JobResult.raise_for_status`)."""
+        log = log or _print
+        name = handle.job_name
+        try:
+            summary = training.wait(self.clients, name, poll_seconds=30.0 if self.poll_seconds is None
+                                    else self.poll_seconds, clock=clock, sleep=sleep,
+                                    on_update=lambda s: log(f"[trainops] {name}: {s.status} / {s.secondary_status}"))
+        except training.TrainingJobFailed as error:
+            summary = error.summary
+        return self._result(summary, handle)
 
-    def logs(self, job_name: str, *, follow: bool = False, poll_seconds: float = 5.0,
-             sleep: Callable[[float], None] = time.sleep) -> Iterator[log_reading.LogLine]:
-        """The job's log lines from every host, interleaved by time (``line.render()`` gives ``[algo-1] ...``)."""
-        return log_reading.iter_log_lines(self.clients, job_name, follow=follow, poll_seconds=poll_seconds, sleep=sleep)
+    def stop(self, handle: JobHandle, reason: str = "") -> str:
+        """StopTrainingJob; the job's status afterwards (stopping a finished job is not an error)."""
+        return f"{handle.job_name}: {training.stop(self.clients, handle.job_name)}"
+
+    def logs(self, handle: JobHandle, *, follow: bool = False, poll_seconds: float = 5.0,
+             sleep: Callable[[float], None] = time.sleep) -> Iterator[str]:
+        """The job's log lines from every host, interleaved by time, each ``[algo-1] ...``."""
+        for line in log_reading.iter_log_lines(self.clients, handle.job_name, follow=follow,
+                                               poll_seconds=poll_seconds, sleep=sleep):
+            yield line.render() if hasattr(line, "render") else str(line)
+
+    def status_record(self, handle: JobHandle) -> dict[str, Any]:
+        """The job's whole summary (``trainops status``)."""
+        return training.describe(self.clients, handle.job_name).to_dict()
 
     def cost(self, job_name: str) -> costs.CostEstimate:
         """An estimate of what the job cost (and saved, for spot), from the instance catalog's prices."""
-        return costs.estimate_cost(self.describe(job_name), region=self.region)
+        return costs.estimate_cost(training.describe(self.clients, job_name), region=self.region)
 
-    # Data, evaluation, registry
+    def _result(self, summary: training.JobSummary, handle: JobHandle) -> JobResult:
+        details: dict[str, Any] = {}
+        if summary.billable_seconds is not None:
+            details["cost"] = costs.estimate_cost(summary, region=handle.region or self.region).to_dict()
+        return JobResult(
+            backend="sagemaker", job_name=summary.job_name, status=JobStatus.parse(summary.status),
+            secondary_status=summary.secondary_status, failure_reason=summary.failure_reason,
+            model_artifact=summary.model_artifact_uri, duration_seconds=summary.training_seconds,
+            billable_seconds=summary.billable_seconds, reattached=not handle.created, details=details,
+        )
 
-    def stage_fsx(self, *, file_system_id: str, s3_uri: str, file_system_path: str, **options: Any) -> fsx.StagingReport:
-        """Make an S3 prefix visible on an FSx for Lustre file system (options as for `fsx.stage`)."""
+    # --- evaluation ----------------------------------------------------------------------------------------------
+    def evaluate(self, *, entry_point: str, source_dir: Any, model_artifact: Any, channels: Mapping[str, Any],
+                 output_dir: Any, hyperparameters: Mapping[str, Any] | None = None,
+                 environment: Mapping[str, str] | None = None, timeout: float | None = None,
+                 role: str | None = None, image_uri: str | None = None, instance_type: str = "ml.m5.xlarge",
+                 job_name: str | None = None, code_uri: str | None = None, poll_seconds: float | None = None,
+                 sleep: Callable[[float], None] = time.sleep, **unused: Any):
+        """Upload ``source_dir`` (and the contract bootstrap) to ``code_uri`` (default ``<output_dir>/code``), run a
+        processing job on ``image_uri`` (the training image) with ``role``, read ``metrics.json`` back from
+        ``output_dir`` (an S3 prefix). ``job_name`` defaults to a name derived from the model, output and script, so
+        a retried task re-attaches to the processing job its first attempt started."""
+        from trainops.backends.local.evaluate import script_arguments, validate_metrics
+        from trainops.backends.sagemaker.evaluation_bootstrap import BOOTSTRAP_NAME, BOOTSTRAP_SOURCE
+        from trainops.backends.sagemaker.s3 import join_uri, put_bytes
+        from trainops.backends.sagemaker.uploads import upload_source_dir
+        from trainops.spec.names import check_job_name, deterministic_job_name
+        from trainops.steps.evaluate import EvaluationResult
+
+        problems = []
+        model_uri, output_uri = os.fspath(model_artifact), os.fspath(output_dir)
+        if not role:
+            problems.append(Problem("role", "the SageMaker backend needs an execution role ARN for the processing "
+                                            "job (the training spec's role)"))
+        if not image_uri:
+            problems.append(Problem("image_uri", "give the image to evaluate in (normally the training image)"))
+        if source_dir is None:
+            problems.append(Problem("source_dir", "give the directory holding the evaluation script; it is uploaded"))
+        if not output_uri.startswith("s3://"):
+            problems.append(Problem("output_dir", f"{output_uri!r} is not an s3:// prefix; a processing job writes "
+                                                  "its metrics to S3"))
+        if len(channels) != 1:
+            problems.append(Problem("channels", f"a SageMaker evaluation takes exactly one data channel (an S3 "
+                                                f"prefix), got {len(channels)}: {', '.join(sorted(channels)) or 'none'}"))
+        if problems:
+            raise SpecError(problems, source="evaluation")
+        (channel_name, test_uri), = channels.items()
+        user_arguments = script_arguments(hyperparameters)
+        name = check_job_name(job_name) if job_name else \
+            deterministic_job_name("evaluate", model_uri, output_uri, entry_point, *user_arguments)
+        code_prefix = code_uri or join_uri(output_uri, "code")
+        request = processing.build_evaluation_request(
+            job_name=name, role_arn=role, image_uri=image_uri, model_uri=model_uri,
+            test_data_uri=os.fspath(test_uri), code_uri=code_prefix, script=BOOTSTRAP_NAME, output_uri=output_uri,
+            instance_type=instance_type, max_runtime_seconds=int(timeout or 3600), arguments=user_arguments,
+            environment={**(environment or {}), "TRAINOPS_EVALUATION_ENTRY_POINT": entry_point,
+                         "TRAINOPS_EVALUATION_CHANNEL": channel_name},
+        )
+        upload_source_dir(self.clients, source_dir, code_prefix)
+        put_bytes(self.clients, join_uri(code_prefix, BOOTSTRAP_NAME), BOOTSTRAP_SOURCE.encode("utf-8"),
+                  "text/x-python")
+        poll = next((value for value in (poll_seconds, self.poll_seconds) if value is not None), 15.0)
+        outcome = processing.evaluate(self.clients, request, poll_seconds=poll, sleep=sleep)
+        metrics = validate_metrics(outcome.metrics, outcome.metrics_uri)
+        return EvaluationResult(backend="sagemaker", metrics=metrics, passed=True, output_dir=output_uri,
+                                metrics_path=outcome.metrics_uri, job_name=outcome.job_name)
+
+    # --- registry ------------------------------------------------------------------------------------------------
+    def register(self, *, model_artifact: Any, metrics: Mapping[str, Any], group: str, approval: str,
+                 spec_data: dict[str, Any] | None = None, description: str = "", job_name: str | None = None,
+                 image_uri: str | None = None, metrics_uri: str | None = None, **unused: Any) -> RegisteredVersion:
+        """A model package in the SageMaker Model Registry; the spec goes in as its hash (metadata values are
+        short strings)."""
+        from trainops.backends.local.registry import check_group, check_metrics
+        from trainops.backends.sagemaker.s3 import parse_s3_uri
+
+        model_artifact = os.fspath(model_artifact)
+        problems = []
+        if not image_uri:
+            problems.append(Problem("image_uri", "a SageMaker model package needs the inference image URI (normally "
+                                                 "the training image)"))
+        if not model_artifact.startswith("s3://"):
+            problems.append(Problem("model_artifact", f"{model_artifact!r} is not an s3:// URI; the SageMaker "
+                                                      f"registry refers to the training job's model.tar.gz in S3"))
+        if problems:
+            raise SpecError(problems, source="registry")
+        check_group(group)
+        checked = check_metrics(metrics)
+        bucket, key = parse_s3_uri(model_artifact, "model_artifact")
+        directory = key.rsplit("/", 1)[0] if "/" in key else ""
+        metrics_location = metrics_uri or f"s3://{bucket}/{directory + '/' if directory else ''}{METRICS_NAME}"
+        metadata = {}
+        if job_name:
+            metadata["trainops:job_name"] = job_name
+        if spec_data is not None:
+            canonical = json.dumps(spec_data, sort_keys=True, separators=(",", ":")).encode("utf-8")
+            metadata["trainops:spec_sha256"] = hashlib.sha256(canonical).hexdigest()
+        package = registry.register(
+            self.clients, group=group, image_uri=image_uri, model_artifact_uri=model_artifact, metrics=checked,
+            metrics_uri=metrics_location, approval=approval, description=description, metadata=metadata,
+        )
+        return RegisteredVersion(
+            backend="sagemaker", group=package.group, version=package.version,
+            approval_status=package.approval_status, model_artifact=package.model_artifact_uri or model_artifact,
+            metrics=dict(package.metrics or checked), location=package.arn,
+            champion=package.approval_status == "Approved", job_name=job_name)
+
+    def champion(self, group: str) -> RegisteredVersion | None:
+        """The latest Approved model package of a group, or None."""
+        package = registry.champion(self.clients, group)
+        if package is None:
+            return None
+        return RegisteredVersion(backend="sagemaker", group=package.group, version=package.version,
+                                 approval_status=package.approval_status, model_artifact=package.model_artifact_uri,
+                                 metrics=dict(package.metrics or {}), location=package.arn, champion=True)
+
+    # --- staging -------------------------------------------------------------------------------------------------
+    def stage(self, source: str | None, destination: str, *, s3_prefix: str | None = None,
+              paths: Any = None, report_uri: str | None = None, poll_seconds: float | None = None,
+              timeout_seconds: float | None = None, strict: bool = True, workers: Any = None) -> fsx.StagingReport:
+        """Make an S3 prefix visible on an FSx for Lustre file system: ``destination`` is
+        ``fsx://fs-.../path``, ``source`` the S3 prefix. ``workers`` is accepted and unused (the import runs inside
+        FSx); ``strict`` needs no check here (`fsx.stage` raises when any file failed)."""
+        from trainops.steps.stage import fsx_source, parse_fsx_destination
+
+        file_system_id, file_system_path = parse_fsx_destination(destination)
+        timing = {key: value for key, value in (("poll_seconds", poll_seconds), ("timeout_seconds", timeout_seconds))
+                  if value is not None}
+        return fsx.stage(self.clients, file_system_id=file_system_id, s3_uri=fsx_source(source, s3_prefix),
+                         file_system_path=file_system_path, paths=paths, report_uri=report_uri, **timing)
+
+    def stage_fsx(self, *, file_system_id: str, s3_uri: str, file_system_path: str, **options: Any
+                  ) -> fsx.StagingReport:
+        """`fsx.stage` with this backend's clients (options as for it)."""
         return fsx.stage(self.clients, file_system_id=file_system_id, s3_uri=s3_uri,
                          file_system_path=file_system_path, **options)
-
-    def evaluate(self, request: dict[str, Any], **options: Any) -> processing.EvaluationResult:
-        """Run an evaluation processing job (request from `processing.build_evaluation_request`) and read its
-        metrics back."""
-        return processing.evaluate(self.clients, request, **options)
-
-    def register(self, **arguments: Any) -> registry.RegisteredModel:
-        """Register a model package (arguments as for `registry.register`)."""
-        return registry.register(self.clients, **arguments)
-
-    def champion(self, group: str) -> registry.RegisteredModel | None:
-        """The latest Approved model package of a group, or None."""
-        return registry.champion(self.clients, group)

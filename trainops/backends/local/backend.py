@@ -1,0 +1,227 @@
+"""`LocalBackend`: the `trainops.backends.base.Backend` seam over the local modules (jobs, evaluation, registry,
+staging) of this package.
+
+A job submitted to wait on is created here and run by `wait` in the caller's process (its logs stream live, and
+`stop` from a signal handler only sets a flag that the run obeys); a detached one (``detached=True``) runs under a
+supervisor of its own (`trainops.backends.local.detached`) and `wait` follows its status record. A name that exists
+is placed by the one re-attach policy (`trainops.backends.base.place_job`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+from trainops.backends.base import JobHandle, JobResult, Log, RegisteredVersion, place_job
+from trainops.backends.states import JobStatus, wait_bound_seconds
+
+#: Keys of a local status record that a `JobResult` carries as details.
+DETAILS = ("output_artifact", "job_dir", "checkpoint_dir", "hosts", "processes_left")
+REPORT_SUFFIXES = (".html", ".htm", ".md")
+PLOT_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg")
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
+
+
+class LocalBackend:
+    """Jobs, evaluation, registry and staging on this machine.
+
+    Args:
+        workdir: where job state lives (``<workdir>/jobs/<name>``; default ``$TRAINOPS_HOME``).
+        registry_dir: the model registry (default ``$TRAINOPS_HOME/registry``).
+        client_factory, region: for what a local job reads from S3 (``s3://`` staging sources); default boto3's
+            own configuration.
+    """
+
+    name = "local"
+    CONTEXT = frozenset({"workdir", "registry_dir", "client_factory", "region"})
+
+    def __init__(self, workdir: str | os.PathLike | None = None, registry_dir: str | os.PathLike | None = None,
+                 client_factory: Any = None, region: str | None = None):
+        self.workdir = os.fspath(workdir) if workdir else None
+        self.registry_dir = registry_dir
+        self.client_factory = client_factory
+        self.region = region
+        self._jobs: dict[str, Any] = {}  # LocalJob objects created by submit, run by wait, in this process
+
+    # --- training jobs -----------------------------------------------------------------------------------------
+    def _status(self, name: str) -> JobStatus | None:
+        from trainops.backends.local import status
+
+        if not status.exists(name, self.workdir):
+            return None
+        return JobStatus.parse(status.read(name, self.workdir)["status"], "local_job")
+
+    def submit(self, spec: Any, name: str, *, if_exists: str = "reattach", log: Log | None = None,
+               processes_per_host: int | None = None, channel_overrides: dict[str, str] | None = None,
+               checkpoint_key: str | None = None, detached: bool = False, on_job: Any = None,
+               **unused: Any) -> JobHandle:
+        """Place the job (re-attach policy), then either start it detached or prepare it for `wait` to run.
+
+        ``on_job`` is called with the `LocalJob` prepared for `wait` (callers that stop it themselves; prefer
+        `stop` with the handle).
+
+        ``unused`` takes the SageMaker-only options a front end may pass to either backend (launcher, preflight).
+        """
+        log = log or _print
+        placement = place_job(name, if_exists, self._status, "local")
+        handle = JobHandle("local", placement.job_name, workdir=self.workdir, created=not placement.reattach)
+        if placement.reattach:
+            log(f"[trainops] re-attaching to local job {handle.job_name} ({placement.existing.value})")
+            return handle
+        if detached:
+            from trainops.backends.local.detached import submit_detached
+
+            submit_detached(spec, handle.job_name, workdir=self.workdir, processes_per_host=processes_per_host,
+                            channel_overrides=channel_overrides, checkpoint_key=checkpoint_key)
+            return handle
+        from trainops.backends.local.job import LocalJob
+
+        self._jobs[handle.job_name] = LocalJob(spec, handle.job_name, workdir=self.workdir,
+                                               processes_per_host=processes_per_host,
+                                               channel_overrides=channel_overrides, log=log,
+                                               checkpoint_key=checkpoint_key)
+        if on_job is not None:
+            on_job(self._jobs[handle.job_name])
+        return handle
+
+    def describe(self, handle: JobHandle) -> JobResult:
+        from trainops.backends.local import status
+
+        return self._result(status.read(handle.job_name, handle.workdir), handle)
+
+    def wait(self, handle: JobHandle, *, log: Log | None = None, poll_seconds: float = 1.0) -> JobResult:
+        """Run a job this backend prepared (blocking), or follow another process's job until it ends."""
+        from trainops.backends.local import status
+
+        job = self._jobs.get(handle.job_name)
+        if job is not None:
+            try:
+                return self._result(job.run().to_dict(), handle)
+            finally:
+                self._jobs.pop(handle.job_name, None)
+        record = status.read(handle.job_name, handle.workdir)
+        spec = record.get("spec") if isinstance(record.get("spec"), dict) else {}
+        deadline = time.monotonic() + wait_bound_seconds(spec.get("max_run") or 86400, spec.get("max_wait"))
+        while JobStatus.parse(record["status"], "local_job").outcome == "waiting":
+            if time.monotonic() > deadline:
+                from trainops.backends.states import WaitTimedOut
+
+                raise WaitTimedOut(f"local job {handle.job_name} did not end within its bound")
+            time.sleep(poll_seconds)
+            record = status.read(handle.job_name, handle.workdir)
+        return self._result(record, handle)
+
+    def stop(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
+        """Stop the job: a flag for a job this process runs (safe in a signal handler), else `stop_local_job`."""
+        from trainops.backends.local import status
+        from trainops.backends.local.control import stop_local_job
+
+        job = self._jobs.get(handle.job_name)
+        if job is not None:
+            job.request_stop(reason)
+            return f"{handle.job_name}: stopping ({reason})"
+        if not status.exists(handle.job_name, handle.workdir):
+            return f"{handle.job_name}: not started"
+        return stop_local_job(handle.job_name, handle.workdir)
+
+    def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
+        from trainops.backends.local.logs import iter_local_logs
+
+        return iter_local_logs(handle.job_name, handle.workdir, follow=follow)
+
+    def status_record(self, handle: JobHandle) -> dict[str, Any]:
+        """The job's whole status record (``trainops status``), without the spec."""
+        from trainops.backends.local import status
+
+        record = status.read(handle.job_name, handle.workdir)
+        record.pop("spec", None)
+        return record
+
+    @staticmethod
+    def _result(record: dict[str, Any], handle: JobHandle) -> JobResult:
+        return JobResult(
+            backend="local", job_name=record.get("job_name") or handle.job_name,
+            status=JobStatus.parse(record.get("status"), "local_job"),
+            secondary_status=record.get("secondary_status"), failure_reason=record.get("failure_reason"),
+            model_artifact=record.get("model_artifact"), duration_seconds=record.get("duration_seconds"),
+            billable_seconds=None, reattached=not handle.created,
+            details={key: record.get(key) for key in DETAILS},
+        )
+
+    # --- evaluation, registry, staging -------------------------------------------------------------------------
+    def evaluate(self, *, entry_point: str, source_dir: Any, model_artifact: Any, channels: dict, output_dir: Any,
+                 hyperparameters: dict | None = None, environment: dict | None = None, timeout: float | None = None,
+                 sink: Any = None, **unused: Any):
+        """Run the evaluation script here (`trainops.backends.local.evaluate.run_evaluation`); ``unused`` takes the
+        SageMaker-only settings (role, image_uri, instance_type...)."""
+        from trainops.backends.local.evaluate import run_evaluation
+        from trainops.steps.evaluate import EvaluationResult
+
+        run = run_evaluation(entry_point=entry_point, source_dir=source_dir, model_artifact=model_artifact,
+                             channels=channels, output_dir=output_dir, hyperparameters=hyperparameters,
+                             environment=environment, timeout=timeout, sink=sink)
+        output = Path(run.output_dir)
+        reports = [name for name in run.files if name.lower().endswith(REPORT_SUFFIXES)]
+        # A file called report.* wins over other documents the script may have written.
+        reports.sort(key=lambda name: (not Path(name).stem.lower().startswith("report"), name))
+        plots = [str(output / name) for name in run.files if name.lower().endswith(PLOT_SUFFIXES)]
+        return EvaluationResult(
+            backend="local", metrics=run.metrics, passed=True, output_dir=run.output_dir,
+            metrics_path=run.metrics_path, files=run.files, report=str(output / reports[0]) if reports else None,
+            plots=plots, duration_seconds=run.duration_seconds,
+        )
+
+    def _registry(self):
+        from trainops.backends.local.registry import LocalRegistry
+
+        return LocalRegistry(self.registry_dir)
+
+    def register(self, *, model_artifact: Any, metrics: Any, group: str, approval: str, spec_data: Any = None,
+                 description: str = "", job_name: str | None = None, **unused: Any) -> RegisteredVersion:
+        """A new version in the local registry, or the version this training job already has (once per job)."""
+        registry = self._registry()
+        # A retried task or a re-run pipeline registers the same training job once, not once per run.
+        earlier = [entry for entry in registry.list(group) if job_name and entry.job_name == job_name] \
+            if group in registry.groups() else []
+        entry = earlier[-1] if earlier else registry.register(
+            group=group, model_artifact=model_artifact, metrics=metrics, approval=approval, spec=spec_data,
+            description=description, job_name=job_name)
+        champion = registry.champion(group)
+        return RegisteredVersion(
+            backend="local", group=entry.group, version=entry.version, approval_status=entry.approval_status,
+            model_artifact=entry.model_artifact, metrics=dict(entry.metrics), location=str(entry.path),
+            champion=champion is not None and champion.version == entry.version, created=entry.created,
+            job_name=entry.job_name, already_registered=bool(earlier))
+
+    def champion(self, group: str) -> RegisteredVersion | None:
+        from trainops.backends.local.registry import check_group
+
+        entry = self._registry().champion(check_group(group))
+        if entry is None:
+            return None
+        return RegisteredVersion(backend="local", group=entry.group, version=entry.version,
+                                 approval_status=entry.approval_status, model_artifact=entry.model_artifact,
+                                 metrics=dict(entry.metrics), location=str(entry.path), champion=True,
+                                 created=entry.created, job_name=entry.job_name)
+
+    def stage(self, source: str, destination: str, *, strict: bool = True, workers: int | None = None,
+              progress: Any = None, delete: bool = False, s3_prefix: str | None = None):
+        """Copy a local tree, ``file://`` or ``s3://`` prefix into a local directory (the stand-in for FSx); with
+        ``strict`` a refused or failed file raises `JobFailed` once the rest is copied."""
+        from trainops.backends.local.staging import stage_tree
+        from trainops.errors import Problem, SpecError
+
+        if s3_prefix is not None:
+            raise SpecError(Problem("s3_prefix", "is for FSx staging (backend 'sagemaker'); with the local backend "
+                                                 "put the s3:// URI in the source instead"))
+        options = {key: value for key, value in (("workers", workers), ("progress", progress),
+                                                 ("client_factory", self.client_factory)) if value is not None}
+        report = stage_tree(source, destination, delete=delete, **options)
+        if strict:
+            report.raise_for_problems()
+        return report

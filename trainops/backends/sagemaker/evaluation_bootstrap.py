@@ -1,0 +1,69 @@
+"""The script a SageMaker evaluation (processing job) starts: it turns the processing job's layout into the
+evaluation contract (docs/contracts.md section 6), so the user's script is the same file locally and on SageMaker."""
+
+#: The name the bootstrap has in the code prefix of a SageMaker evaluation.
+BOOTSTRAP_NAME = "trainops_evaluate_bootstrap.py"
+
+# The script the SageMaker processing job starts. The processing backend hands the model over as an unextracted
+# model.tar.gz and passes --model-dir/--test-dir/--output-dir; this bridge turns that into the evaluation contract
+# (extracted model, SM_CHANNEL_*, SM_OUTPUT_DATA_DIR, TRAINOPS_EVALUATION_DIR, hyperparameters as --key value), so the
+# user's script is the same file locally and on SageMaker. Standard library only: it runs in any image.
+BOOTSTRAP_SOURCE = '''\
+"""trainops evaluation bootstrap: sets up the evaluation contract, then runs the user's script."""
+import json
+import os
+import runpy
+import sys
+import tarfile
+
+DIRECTORY_OPTIONS = ("--model-dir", "--test-dir", "--output-dir")
+
+
+def extract(archive, destination):
+    os.makedirs(destination, exist_ok=True)
+    root = os.path.realpath(destination)
+    with tarfile.open(archive, "r:*") as bundle:
+        members = bundle.getmembers()
+        for member in members:
+            target = os.path.realpath(os.path.join(root, member.name))
+            if os.path.isabs(member.name) or os.path.commonpath([root, target]) != root:
+                raise SystemExit("model.tar.gz member %r would land outside the model directory" % member.name)
+            if member.issym() or member.islnk() or member.isdev() or member.isfifo():
+                raise SystemExit("model.tar.gz member %r is a link or a device; refusing it" % member.name)
+        if hasattr(tarfile, "data_filter"):
+            bundle.extractall(root, members=members, filter="data")
+        else:
+            bundle.extractall(root, members=members)
+    return root
+
+
+def main():
+    arguments = sys.argv[1:]
+    while len(arguments) >= 2 and arguments[0] in DIRECTORY_OPTIONS:
+        arguments = arguments[2:]
+    model_dir = os.environ["TRAINOPS_MODEL_DIR"]
+    archive = os.path.join(model_dir, "model.tar.gz")
+    if os.path.isfile(archive):
+        model_dir = extract(archive, os.path.join(os.path.dirname(model_dir.rstrip("/")), "model-extracted"))
+    channel = os.environ.get("TRAINOPS_EVALUATION_CHANNEL", "test")
+    channel_variable = "".join(c if c.isalnum() or c == "_" else "_" for c in channel).upper()
+    output_dir = os.environ["TRAINOPS_OUTPUT_DIR"]
+    os.makedirs(output_dir, exist_ok=True)
+    os.environ.update({
+        "SM_CHANNEL_MODEL": model_dir,
+        "SM_CHANNEL_" + channel_variable: os.environ["TRAINOPS_TEST_DIR"],
+        "SM_CHANNELS": json.dumps(sorted(["model", channel])),
+        "SM_OUTPUT_DATA_DIR": output_dir,
+        "TRAINOPS_EVALUATION_DIR": output_dir,
+    })
+    code_dir = os.path.dirname(os.path.abspath(__file__))
+    script = os.path.join(code_dir, os.environ["TRAINOPS_EVALUATION_ENTRY_POINT"])
+    os.chdir(code_dir)
+    sys.path.insert(0, code_dir)
+    sys.argv = [script] + arguments
+    runpy.run_path(script, run_name="__main__")
+
+
+if __name__ == "__main__":
+    main()
+'''
