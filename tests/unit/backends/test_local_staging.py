@@ -291,6 +291,140 @@ def test_a_link_in_the_destination_is_never_written_through(tree, tmp_path):
     assert list(elsewhere.iterdir()) == []
 
 
+def test_a_source_directory_swapped_for_a_link_while_listing_is_not_read_through(tmp_path, monkeypatch):
+    """The directory is checked when its parent is listed, then replaced by a link to a directory outside before
+    it is opened itself: opened relative to its parent with O_NOFOLLOW, it is refused instead of read."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("secret")
+    source = tmp_path / "source"
+    (source / "sub").mkdir(parents=True)
+    (source / "sub" / "data.txt").write_text("data")
+    (source / "top.txt").write_text("top")
+    original = stage_sources.DirectoryOpener.open
+
+    def swapping(self, index):
+        if self.directories[index][0] == ("sub",) and (source / "sub").is_dir() and not (source / "sub").is_symlink():
+            (source / "sub").rename(tmp_path / "moved-away")
+            (source / "sub").symlink_to(outside)
+        return original(self, index)
+
+    monkeypatch.setattr(stage_sources.DirectoryOpener, "open", swapping)
+    destination = tmp_path / "destination"
+    report = stage_tree(str(source), str(destination), workers=1)
+    assert not report.ok
+    assert [item.name for item in report.refused] == ["sub"]
+    assert "cannot read the directory" in report.refused[0].reason
+    assert staged_files(destination) == {"top.txt": b"top"}
+
+
+def test_a_source_directory_swapped_after_listing_fails_its_files(tmp_path, monkeypatch):
+    outside = tmp_path / "outside"
+    (outside / "sub").mkdir(parents=True)
+    (outside / "sub" / "data.txt").write_text("secret")
+    source = tmp_path / "source"
+    (source / "sub").mkdir(parents=True)
+    (source / "sub" / "data.txt").write_text("data")
+    original = stage_sources.LocalSource.list
+
+    def list_then_swap(self):
+        listed = original(self)
+        (source / "sub").rename(tmp_path / "moved-away")
+        (source / "sub").symlink_to(outside / "sub")
+        return listed
+
+    monkeypatch.setattr(stage_sources.LocalSource, "list", list_then_swap)
+    destination = tmp_path / "destination"
+    report = stage_tree(str(source), str(destination), workers=1)
+    assert [item.name for item in report.failed] == ["sub/data.txt"]
+    assert "symbolic link" in report.failed[0].reason
+    assert staged_files(destination) == {}
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_destination_directory_swapped_for_a_link_mid_copy_sends_nothing_there(tree, tmp_path, monkeypatch,
+                                                                               workers):
+    """After the first copy, every destination directory is replaced by a link to a directory outside (the issue's
+    run sent ~97,000 of 100,000 files there): copies go on only into the directories staging created and checked."""
+    source, destination, contents = tree
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "deep").mkdir(parents=True)  # the same shape as the destination, ready to receive its files
+    original = stage_sources.copy_descriptor
+    swapped = []
+
+    def swap_then_copy(source_descriptor, target, size, stop):
+        if not swapped:
+            for directory in ("shard-0", "shard-1"):
+                (destination / directory).rename(tmp_path / f"moved-{directory}")
+                (destination / directory).symlink_to(elsewhere)
+            swapped.append(True)
+        return original(source_descriptor, target, size, stop)
+
+    monkeypatch.setattr(stage_sources, "copy_descriptor", swap_then_copy)
+    report = stage_tree(str(source), str(destination), workers=workers)
+    assert [path for path in elsewhere.rglob("*") if not path.is_dir()] == []
+    assert report.files_copied + len(report.failed) == len(contents)
+    assert all("symbolic link" in item.reason or "replaced" in item.reason for item in report.failed)
+
+
+def remove_deep_tree(path: Path) -> None:
+    """Remove a tree of any depth without recursion (Python 3.11's shutil.rmtree recurses, and pytest's clean-up of
+    old temporary directories would hit RecursionError on what this test leaves)."""
+    parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    stack = [(parent, ""), (os.open(path.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent),
+                            path.name)]
+    while len(stack) > 1:
+        descriptor, name = stack[-1]
+        with os.scandir(descriptor) as entries:
+            listed = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
+        below = next((entry for entry, is_directory in listed if is_directory), None)
+        for entry, is_directory in listed:
+            if not is_directory:
+                os.unlink(entry, dir_fd=descriptor)
+        if below is not None:
+            stack.append((os.open(below, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=descriptor), below))
+        else:
+            stack.pop()
+            os.close(descriptor)
+            os.rmdir(name, dir_fd=stack[-1][0])
+    os.close(parent)
+
+
+@pytest.fixture
+def deep_tmp(tmp_path):
+    yield tmp_path
+    for name in ("source", "destination"):
+        if (tmp_path / name).exists():
+            remove_deep_tree(tmp_path / name)
+
+
+def test_a_source_tree_1200_directories_deep_is_staged(deep_tmp):
+    """A recursive walk raised RecursionError and staged nothing; the names here are also longer than PATH_MAX
+    taken together, which only descriptor-relative access can reach."""
+    tmp_path = deep_tmp
+    source = tmp_path / "source"
+    level = "level-0123456789"
+    descriptor = os.open(source.parent, os.O_RDONLY | os.O_DIRECTORY)
+    os.mkdir("source", dir_fd=descriptor)
+    for depth in range(1200):
+        following = os.open("source" if depth == 0 else level, os.O_RDONLY | os.O_DIRECTORY, dir_fd=descriptor)
+        os.close(descriptor)
+        descriptor = following
+        os.mkdir(level, dir_fd=descriptor)
+        if depth % 100 == 0:
+            with os.fdopen(os.open(f"file-{depth}.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=descriptor),
+                           "w") as handle:
+                handle.write(str(depth))
+    os.close(descriptor)
+    destination = tmp_path / "destination"
+    report = stage_tree(str(source), str(destination), workers=2)
+    assert report.ok and report.files_copied == 12, report.problem_lines()[:3]
+    rerun = stage_tree(str(source), str(destination), workers=2)
+    assert rerun.ok and rerun.files_skipped == 12 and rerun.files_copied == 0
+    names = json.loads((destination / MANIFEST_NAME).read_text())["files"]
+    assert max(len(name) for name in names) > 4096
+
+
 def test_refused_and_failed_lists_are_capped_in_the_dict_but_counted_exactly(tmp_path):
     source = tmp_path / "source"
     source.mkdir()

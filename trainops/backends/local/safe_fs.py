@@ -85,3 +85,48 @@ def identity(descriptor: int) -> tuple[int, int]:
     """(device, inode) of an open file."""
     details = os.fstat(descriptor)
     return details.st_dev, details.st_ino
+
+
+class DirectoryCache:
+    """Directories under an open root, each opened relative to its open parent with ``O_NOFOLLOW`` (and created
+    when asked), the last few kept open: a walk goes down one level at a time and copies take a directory's files
+    together, so most opens are one system call from a cached parent. Relative names are ``a/b/c`` ('' is the
+    root). A descriptor it returns belongs to the cache and stays valid until the next `open`."""
+
+    def __init__(self, root: int, capacity: int = 32):
+        self.root = root
+        self.capacity = capacity
+        self.open_ones: dict[str, int] = {}
+
+    def open(self, relative: str, create: bool = False, mode: int = 0o777) -> int:
+        """The directory ``relative`` (created level by level when ``create``); raises `UnsafePath` when a link or
+        a file stands where a directory should be, `FileNotFoundError` when it is missing and not created."""
+        descriptor = self.open_ones.get(relative)
+        if descriptor is not None:
+            return descriptor
+        if not relative:
+            descriptor = os.dup(self.root)
+        else:
+            parent_relative, _, name = relative.rpartition("/")
+            parent = self.open_ones.get(parent_relative)
+            if parent is not None:
+                descriptor = make_directory(name, parent, mode) if create else open_directory(name, parent)
+            else:
+                parts = relative.split("/")
+                descriptor = make_path(parts, self.root, mode) if create else open_path(parts, self.root)
+        if len(self.open_ones) >= self.capacity:
+            oldest = next(iter(self.open_ones))
+            os.close(self.open_ones.pop(oldest))
+        self.open_ones[relative] = descriptor
+        return descriptor
+
+    def forget(self, relative: str) -> None:
+        """Close ``relative`` if it is open (it is about to be removed)."""
+        descriptor = self.open_ones.pop(relative, None)
+        if descriptor is not None:
+            os.close(descriptor)
+
+    def close(self) -> None:
+        for descriptor in self.open_ones.values():
+            os.close(descriptor)
+        self.open_ones.clear()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import json
 import os
 import stat
-from pathlib import Path
 from typing import Any
 
 from trainops.backends.local.stage_names import MANIFEST_NAME, RESERVED_PREFIX, TEMPORARY_SUFFIX
@@ -39,11 +38,12 @@ def _valid_entry(value: Any) -> Entry | None:
     return size, fingerprint, staged_mtime_ns
 
 
-def read_regular_file(path: Path) -> bytes | None:
-    """The bytes of ``path`` when it is a regular file (links followed), else None; never blocks on a FIFO."""
+def read_regular_file(name: str, directory: int) -> bytes | None:
+    """The bytes of ``name`` in the open directory ``directory`` when it is a regular file (not a link), else None;
+    never blocks on a FIFO."""
     # O_NONBLOCK: a FIFO planted under the manifest's name must not hang staging; it is rejected by the fstat.
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        descriptor = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=directory)
     except OSError:
         return None
     try:
@@ -55,11 +55,16 @@ def read_regular_file(path: Path) -> bytes | None:
         os.close(descriptor)
 
 
-def write_new_file(path: Path, text: str) -> None:
-    """Write ``text`` (ASCII) to ``path`` as a new file, never through a link that sits under that name."""
-    path.unlink(missing_ok=True)
-    # O_EXCL: whatever sat under this name is gone, and a link planted meanwhile makes the open fail.
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+def write_new_file(name: str, directory: int, text: str) -> None:
+    """Write ``text`` (ASCII) to ``name`` in the open directory ``directory`` as a new file, never through a link
+    that sits under that name."""
+    try:
+        os.unlink(name, dir_fd=directory)
+    except FileNotFoundError:
+        pass
+    # O_EXCL | O_NOFOLLOW: whatever sat under this name is gone, and a link planted meanwhile makes the open fail.
+    descriptor = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644,
+                         dir_fd=directory)
     with os.fdopen(descriptor, "w", encoding="ascii") as handle:
         handle.write(text)
 
@@ -75,10 +80,11 @@ class StageManifest:
         self.changed = False
 
     @classmethod
-    def load(cls, destination: Path, source: str) -> "StageManifest":
-        """The manifest of ``destination`` for ``source``; empty when there is none, it is unreadable, or it was
-        written for another source (whose files are then left alone: staging never deletes what it did not record)."""
-        raw = read_regular_file(destination / MANIFEST_NAME)
+    def load(cls, destination: int, source: str) -> "StageManifest":
+        """The manifest of the open destination directory for ``source``; empty when there is none, it is
+        unreadable, or it was written for another source (whose files are then left alone: staging never deletes
+        what it did not record)."""
+        raw = read_regular_file(MANIFEST_NAME, destination)
         if raw is None:
             return cls(source)
         try:
@@ -114,17 +120,16 @@ class StageManifest:
 
     def to_json(self) -> str:
         """The manifest document, as written to disk."""
-        document = {"version": MANIFEST_VERSION, "source": self.source,
-                    "files": {name: list(entry) for name, entry in sorted(self.files.items())}}
+        # In the order files were listed and copied (no sort: a manifest of 100,000 files is saved several times).
+        document = {"version": MANIFEST_VERSION, "source": self.source, "files": self.files}
         # ensure_ascii: non-UTF-8 file names (surrogate escapes) survive the round trip as \\udcXX escapes.
         return json.dumps(document, ensure_ascii=True, separators=(",", ":"))
 
-    def save(self, destination: Path) -> None:
-        """Write the manifest atomically: to a temporary file next to it, then rename.
-
-        A rename replaces a symbolic link planted under the manifest's name instead of writing through it.
+    def save(self, destination: int) -> None:
+        """Write the manifest into the open destination directory atomically: to a temporary file next to it, then
+        rename. A rename replaces a symbolic link planted under the manifest's name instead of writing through it.
         """
-        temporary = destination / f"{RESERVED_PREFIX}-manifest-{os.getpid()}{TEMPORARY_SUFFIX}"
-        write_new_file(temporary, self.to_json())
-        os.replace(temporary, destination / MANIFEST_NAME)
+        temporary = f"{RESERVED_PREFIX}-manifest-{os.getpid()}{TEMPORARY_SUFFIX}"
+        write_new_file(temporary, destination, self.to_json())
+        os.replace(temporary, MANIFEST_NAME, src_dir_fd=destination, dst_dir_fd=destination)
         self.changed = False

@@ -111,7 +111,13 @@ class Progress:
 
     def advance(self, size: int) -> None:
         """One more file done (copied or failed); redraw when a tenth of a second has passed, or at the end."""
-        self.files += 1
+        self.advance_many(1, size)
+
+    def advance_many(self, files: int, size: int) -> None:
+        """``files`` more done, ``size`` bytes in all (a batch); redraws as `advance` does."""
+        if not files:
+            return
+        self.files += files
         self.bytes += size
         now = time.monotonic()
         if self.enabled and (now - self.drawn >= 0.1 or self.files == self.total_files):

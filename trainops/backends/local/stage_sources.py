@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable, NamedTuple
 from urllib.parse import unquote, urlsplit
 
+from trainops.backends.local.safe_fs import UnsafePath, open_path
 from trainops.backends.local.stage_names import entry_refusal_reason, refusal_reason
 from trainops.errors import JobFailed, Problem, SpecError
 
@@ -46,15 +47,15 @@ class SourceFile(NamedTuple):
     """One file to stage: its relative name, size and fingerprint, and where it is in the source.
 
     A named tuple rather than a dataclass: a listing makes one per file, and tuples are several times cheaper to
-    build than frozen dataclasses.
+    build than frozen dataclasses (and smaller: a listing of 100,000 files holds 100,000 of them).
     """
 
     name: str
     size: int
     fingerprint: int | str  # mtime in nanoseconds (local) or ETag (S3)
-    location: str  # the local path, or the S3 key
-    identity: tuple[int, int] | None = None  # (device, inode) of a local file, checked when it is opened
-    through_link: bool = False  # the name itself is a symbolic link (inside the tree), so opening follows it
+    location: str  # the S3 key, or the local file's own name in its (real) directory
+    identity: int | None = None  # inode of a local file, checked when it is opened
+    directory: int = -1  # local: index of the file's real directory in `LocalSource.directories`
     mode: int = 0o644  # permission bits the copy is created with (the local file's; umask applies, as for cp)
 
 
@@ -84,7 +85,14 @@ def local_path_of(location: str, field: str) -> Path | None:
 
 
 class LocalSource:
-    """A directory on this machine."""
+    """A directory on this machine, read without following a link that could have been swapped in.
+
+    The root is opened once; every directory below it is opened relative to its already-open parent with
+    ``O_NOFOLLOW`` and checked to be the directory that was listed (device and inode), both while listing and when
+    a file is copied, and every file is opened relative to its directory with ``O_NOFOLLOW``. A directory replaced by
+    a link at any moment therefore fails (its files are reported) instead of being read through. A link inside the
+    tree is followed by opening its resolved path, component by component, the same way.
+    """
 
     kind = "local"
     failure_types: tuple[type[BaseException], ...] = (OSError,)
@@ -94,94 +102,207 @@ class LocalSource:
         self.uri = uri
         #: What the manifest records as the source: the same directory however it was spelled.
         self.identity = os.path.realpath(root)
+        #: Every directory files are copied from: (components under the root, (device, inode), listing parent).
+        self.directories: list[tuple[tuple[str, ...], tuple[int, int], int]] = []
+        self._root_fd: int | None = None
+
+    def close(self) -> None:
+        """Release the root directory (after the copies)."""
+        if self._root_fd is not None:
+            os.close(self._root_fd)
+            self._root_fd = None
+
+    def _open_root(self) -> int:
+        if self._root_fd is None:
+            self._root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        return self._root_fd
+
+    def directory_opener(self) -> "DirectoryOpener":
+        """Opens listed directories (one opener per thread: it keeps a few descriptors open)."""
+        return DirectoryOpener(self._open_root(), self.directories)
 
     def list(self) -> tuple[list[SourceFile], list[Refusal]]:
         """Every file to stage and every refusal, walking the tree without recursion (deep trees are fine)."""
-        root_real = os.path.realpath(self.root)
+        root_fd = self._open_root()
+        root_details = os.fstat(root_fd)
+        # The root's real path, from the descriptor (what was opened), to tell links inside from links out.
+        try:
+            root_real = os.readlink(f"/proc/self/fd/{root_fd}")
+        except OSError:
+            root_real = os.path.realpath(self.root)
+        self.directories = [((), (root_details.st_dev, root_details.st_ino), -1)]
+        by_components: dict[tuple[str, ...], int] = {(): 0}
+        opener = DirectoryOpener(root_fd, self.directories)
         files: list[SourceFile] = []
         refused: list[Refusal] = []
-        # Each entry: (directory path, name prefix, real paths of the directories on the way down, for loops).
-        pending: list[tuple[str, str, frozenset[str]]] = [(str(self.root), "", frozenset({root_real}))]
-        while pending:
-            directory, prefix, chain = pending.pop()
-            try:
-                entries = list(os.scandir(directory))
-            except OSError as error:
-                refused.append(Refusal(prefix.rstrip("/") or ".", f"cannot read the directory: {error.strerror}"))
-                continue
-            real_directory = os.path.realpath(directory)
-            for entry in entries:
-                name = prefix + entry.name
-                reason = entry_refusal_reason(entry.name)
-                if reason is not None:
-                    refused.append(Refusal(name, reason))
-                    continue
+        pending: list[tuple[int, str]] = [(0, "")]  # (directory index, name prefix)
+        try:
+            while pending:
+                index, prefix = pending.pop()
                 try:
-                    if entry.is_symlink():
-                        self._linked(entry, name, root_real, chain, files, refused, pending)
-                    elif entry.is_dir(follow_symlinks=False):
-                        real = os.path.join(real_directory, entry.name)
-                        if real in chain:
-                            refused.append(Refusal(name, "directory loop (reached again through symbolic links)"))
-                        else:
-                            pending.append((entry.path, name + "/", chain | {real}))
-                    elif entry.is_file(follow_symlinks=False):
-                        details = entry.stat(follow_symlinks=False)
-                        files.append(SourceFile(name, details.st_size, details.st_mtime_ns, entry.path,
-                                                (details.st_dev, details.st_ino), False,
-                                                details.st_mode & 0o777))
+                    descriptor = opener.open(index)
+                    with os.scandir(descriptor) as listing:
+                        entries = list(listing)
+                except OSError as error:
+                    refused.append(Refusal(prefix.rstrip("/") or ".", f"cannot read the directory: "
+                                                                      f"{_reason(error)}"))
+                    continue
+                components = self.directories[index][0]
+                for entry in entries:
+                    entry_name = entry.name
+                    name = prefix + entry_name
+                    # Most names are printable ASCII: the full check (a regular expression) only for the others.
+                    if not (entry_name.isascii() and entry_name.isprintable()) or entry_name.startswith(".trainops-stage"):
+                        reason = entry_refusal_reason(entry_name)
+                        if reason is not None:
+                            refused.append(Refusal(name, reason))
+                            continue
+                    try:
+                        details = entry.stat(follow_symlinks=False)  # fstatat relative to the open directory
+                    except OSError as error:
+                        refused.append(Refusal(name, f"cannot read it: {_reason(error)}"))
+                        continue
+                    mode = details.st_mode
+                    if stat.S_ISREG(mode):
+                        files.append(SourceFile(name, details.st_size, details.st_mtime_ns, entry_name, details.st_ino,
+                                                index, mode & 0o777))
+                    elif stat.S_ISDIR(mode):
+                        self.directories.append((components + (entry_name,), (details.st_dev, details.st_ino), index))
+                        pending.append((len(self.directories) - 1, name + "/"))
+                    elif stat.S_ISLNK(mode):
+                        self._linked(root_fd, root_real, components, entry_name, name, index, by_components,
+                                     files, refused, pending)
                     else:
                         refused.append(Refusal(name, "not a regular file (a FIFO, socket or device)"))
-                except OSError as error:
-                    refused.append(Refusal(name, f"cannot read it: {error.strerror}"))
+        finally:
+            opener.close()
         return files, refused
 
-    @staticmethod
-    def _linked(entry: os.DirEntry, name: str, root_real: str, chain: frozenset[str], files: list[SourceFile],
-                refused: list[Refusal], pending: list[tuple[str, str, frozenset[str]]]) -> None:
-        target = os.path.realpath(entry.path)
-        if target != root_real and not target.startswith(root_real + os.sep):
+    def _linked(self, root_fd: int, root_real: str, components: tuple[str, ...], entry_name: str, name: str,
+                index: int, by_components: dict[tuple[str, ...], int], files: list[SourceFile],
+                refused: list[Refusal], pending: list[tuple[int, str]]) -> None:
+        """A symbolic link in the tree: staged when it resolves inside the source (opened by its resolved path,
+        component by component, without following anything), refused otherwise."""
+        target = os.path.realpath(os.path.join(root_real, *components, entry_name))
+        if target != root_real and not target.startswith(root_real.rstrip(os.sep) + os.sep):
             refused.append(Refusal(name, "symbolic link pointing outside the source tree"))
             return
+        parts = tuple(part for part in target[len(root_real):].split(os.sep) if part)
+        if not parts:
+            refused.append(Refusal(name, "symbolic link to one of its own parent directories (a loop)"))
+            return
         try:
-            details = os.stat(entry.path)
+            parent = open_path(list(parts[:-1]), root_fd)
+            try:
+                details = os.stat(parts[-1], dir_fd=parent, follow_symlinks=False)
+                parent_identity = _identity(os.fstat(parent))
+            finally:
+                os.close(parent)
         except OSError:
             refused.append(Refusal(name, "symbolic link whose target does not exist (or loops)"))
             return
         if stat.S_ISDIR(details.st_mode):
-            if target in chain:
-                refused.append(Refusal(name, "symbolic link to one of its own parent directories (a loop)"))
-            else:
-                pending.append((entry.path, name + "/", chain | {target}))
+            identity = (details.st_dev, details.st_ino)
+            ancestor = index
+            while ancestor >= 0:
+                if self.directories[ancestor][1] == identity:
+                    refused.append(Refusal(name, "symbolic link to one of its own parent directories (a loop)"))
+                    return
+                ancestor = self.directories[ancestor][2]
+            self.directories.append((parts, identity, index))
+            pending.append((len(self.directories) - 1, name + "/"))
         elif stat.S_ISREG(details.st_mode):
-            files.append(SourceFile(name, details.st_size, details.st_mtime_ns, entry.path,
-                                    (details.st_dev, details.st_ino), True, details.st_mode & 0o777))
+            directory = by_components.get(parts[:-1])
+            if directory is None or self.directories[directory][1] != parent_identity:
+                self.directories.append((parts[:-1], parent_identity, -1))
+                directory = by_components[parts[:-1]] = len(self.directories) - 1
+            files.append(SourceFile(name, details.st_size, details.st_mtime_ns, parts[-1], details.st_ino, directory,
+                                    details.st_mode & 0o777))
         else:
             refused.append(Refusal(name, "symbolic link to something that is not a regular file"))
 
-    def copy(self, item: SourceFile, target: int, stop: threading.Event) -> tuple[int, int | str, int]:
-        """Copy ``item`` into the open descriptor ``target`` (created with its permission bits); give it the
-        source's access and modification times.
+    def copy(self, item: SourceFile, target: int, stop: threading.Event, directory: int) -> tuple[int, int | str, int]:
+        """Copy ``item`` from its open source ``directory`` into the open descriptor ``target`` (created with its
+        permission bits); give it the source's access and modification times.
 
         Returns ``(bytes written, fingerprint, modification time given to the copy in ns)``.
         """
-        # O_NOFOLLOW unless the name was a link when listed; O_NONBLOCK so a FIFO swapped in cannot hang the open.
-        flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | (0 if item.through_link else os.O_NOFOLLOW)
+        # O_NOFOLLOW: a file swapped for a link is refused; O_NONBLOCK so a FIFO swapped in cannot hang the open.
         try:
-            source = os.open(item.location, flags)
+            source = os.open(item.location, _READ_FLAGS, dir_fd=directory)
         except OSError as error:
             if error.errno == errno.ELOOP:
                 raise SourceChanged(errno.ELOOP, "it became a symbolic link after it was listed") from error
             raise
         try:
             details = os.fstat(source)
-            if not stat.S_ISREG(details.st_mode) or (details.st_dev, details.st_ino) != item.identity:
+            if not stat.S_ISREG(details.st_mode) or details.st_ino != item.identity:
                 raise SourceChanged(errno.ESTALE, "it was replaced after it was listed; stage again")
             written = copy_descriptor(source, target, details.st_size, stop)
         finally:
             os.close(source)
         os.utime(target, ns=(details.st_atime_ns, details.st_mtime_ns))
         return written, details.st_mtime_ns, details.st_mtime_ns
+
+
+_READ_FLAGS = os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK | os.O_NOFOLLOW
+
+
+def _identity(details: os.stat_result) -> tuple[int, int]:
+    return details.st_dev, details.st_ino
+
+
+def _reason(error: OSError) -> str:
+    return error.strerror or str(error)
+
+
+class DirectoryOpener:
+    """Opens the listed directories of a `LocalSource` by their components, each relative to its open parent with
+    ``O_NOFOLLOW``, checking that each listed one is still the same directory; keeps the last few open (a walk goes
+    down one level at a time, and a copy takes a directory's files together)."""
+
+    CAPACITY = 32
+
+    def __init__(self, root: int, directories: list[tuple[tuple[str, ...], tuple[int, int], int]]):
+        self.root = root
+        self.directories = directories
+        self.open_ones: dict[tuple[str, ...], int] = {}
+
+    def open(self, index: int) -> int:
+        """The open directory of ``self.directories[index]`` (owned by the opener: do not close it). Raises
+        `SourceChanged` when it was replaced (by a link, or by another directory) since it was listed."""
+        components, identity, _ = self.directories[index]
+        descriptor = self.open_ones.get(components)
+        if descriptor is not None:
+            return descriptor
+        # From the nearest open ancestor (the parent, while walking down), else from the root.
+        depth = len(components)
+        base, start = self.root, 0
+        for cut in range(depth - 1, 0, -1):
+            ancestor = self.open_ones.get(components[:cut])
+            if ancestor is not None:
+                base, start = ancestor, cut
+                break
+            if depth - cut > 2:
+                break  # not worth hashing every prefix of a deep path: walk from the root
+        try:
+            descriptor = open_path(list(components[start:]), base) if start < depth else os.dup(base)
+        except UnsafePath as error:
+            raise SourceChanged(errno.ELOOP, "a directory on its path became a symbolic link after it was listed") \
+                from error
+        if _identity(os.fstat(descriptor)) != identity:
+            os.close(descriptor)
+            raise SourceChanged(errno.ESTALE, "its directory was replaced after it was listed; stage again")
+        if len(self.open_ones) >= self.CAPACITY:
+            oldest = next(iter(self.open_ones))
+            os.close(self.open_ones.pop(oldest))
+        self.open_ones[components] = descriptor
+        return descriptor
+
+    def close(self) -> None:
+        for descriptor in self.open_ones.values():
+            os.close(descriptor)
+        self.open_ones.clear()
 
 
 #: How each copy call is made; falls back for file systems (or kernels) without copy_file_range or sendfile.
@@ -283,7 +404,11 @@ class S3Source:
             raise SpecError(Problem("source", f"no objects under {self.uri}; check the bucket and the prefix"))
         return files, refused
 
-    def copy(self, item: SourceFile, target: int, stop: threading.Event) -> tuple[int, int | str, int]:
+    def close(self) -> None:
+        """Nothing to release (the client's connections close with it)."""
+
+    def copy(self, item: SourceFile, target: int, stop: threading.Event, directory: int | None = None
+             ) -> tuple[int, int | str, int]:
         """Download ``item`` into the open descriptor ``target``; its modification time becomes LastModified.
 
         Returns ``(bytes written, ETag of what was downloaded, modification time given to the copy in ns)``.

@@ -39,6 +39,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
+from trainops.backends.local.safe_fs import DirectoryCache, UnsafePath
 from trainops.backends.local.stage_manifest import StageManifest, read_regular_file
 from trainops.backends.local.stage_names import JOURNAL_NAME, is_temporary_name, printable_name, refusal_reason
 from trainops.backends.local.stage_report import StageReport
@@ -97,21 +98,11 @@ def _lock(destination: Path) -> int:
     return descriptor
 
 
-def _has_link_on_the_way(destination: Path, relative: str) -> bool:
-    """Whether a link or a file sits where a directory of ``relative`` should be (then nothing is done there)."""
-    path = destination
-    for segment in [segment for segment in relative.split("/") if segment]:
-        path = path / segment
-        if path.is_symlink() or (path.exists() and not path.is_dir()):
-            return True
-    return False
-
-
-def _remove_leftovers(root: Path) -> int:
+def _remove_leftovers(root: int) -> int:
     """Delete the temporary files a killed stage left (in the directories its journal names, and at the top);
     return how many there were. Runs under the lock, so no other stage is writing them."""
     directories = [""]
-    raw = read_regular_file(root / JOURNAL_NAME)
+    raw = read_regular_file(JOURNAL_NAME, root)
     if raw is not None:
         try:
             listed = json.loads(raw)
@@ -119,99 +110,160 @@ def _remove_leftovers(root: Path) -> int:
             listed = []
         # The journal is a file in the destination anyone could edit: its names get the same checks as the source's.
         directories += [name for name in (listed if isinstance(listed, list) else [])
-                        if isinstance(name, str) and refusal_reason(name) is None]
+                        if isinstance(name, str) and name and refusal_reason(name) is None]
     removed = 0
-    for relative in directories:
-        if _has_link_on_the_way(root, relative):
-            continue
-        try:
-            entries = list(os.scandir(root / relative))
-        except OSError:
-            continue
-        for entry in entries:
-            if is_temporary_name(entry.name) and not entry.is_dir(follow_symlinks=False):
+    cache = DirectoryCache(root)
+    try:
+        for relative in directories:
+            try:
+                directory = cache.open(relative)  # never through a link: such a directory is skipped
+                with os.scandir(directory) as listing:
+                    names = [entry.name for entry in listing
+                             if is_temporary_name(entry.name) and not entry.is_dir(follow_symlinks=False)]
+            except OSError:
+                continue
+            for name in names:
                 try:
-                    os.unlink(entry.path)
+                    os.unlink(name, dir_fd=directory)
                     removed += 1
                 except FileNotFoundError:
                     pass
-    (root / JOURNAL_NAME).unlink(missing_ok=True)
+    finally:
+        cache.close()
+    try:
+        os.unlink(JOURNAL_NAME, dir_fd=root)
+    except FileNotFoundError:
+        pass
     return removed
 
 
 class DirectoryMaker:
-    """Creates directories under the destination one level at a time, never through a symbolic link or a file."""
+    """Creates directories under the open destination one level at a time, each relative to its open parent, never
+    through a symbolic link or a file; remembers the (device, inode) of each, which the copies check."""
 
-    def __init__(self, destination: Path):
-        self.destination = str(destination)
+    def __init__(self, root: int):
+        self.cache = DirectoryCache(root)
+        root_details = os.fstat(root)
         self.known: dict[str, str | None] = {"": None}  # relative directory -> None (fine) or why it is not usable
+        self.identities: dict[str, tuple[int, int]] = {"": (root_details.st_dev, root_details.st_ino)}
 
     def prepare(self, relative: str) -> str | None:
-        """Make sure ``relative`` is a real directory under the destination; return why not, or None."""
+        """Make sure ``relative`` is a real directory under the destination; return why not, or None. Iterative:
+        a tree thousands of levels deep is fine."""
         if relative in self.known:
             return self.known[relative]
-        parent = relative.rpartition("/")[0]
-        problem = self.prepare(parent)
-        if problem is None:
-            path = os.path.join(self.destination, relative)
-            try:
-                os.mkdir(path)
-            except FileExistsError:
-                details = os.lstat(path)
-                if stat.S_ISLNK(details.st_mode):
-                    problem = f"{relative!r} in the destination is a symbolic link; staging does not write through it"
-                elif not stat.S_ISDIR(details.st_mode):
-                    problem = f"{relative!r} in the destination is a file, not a directory"
-            except OSError as error:
-                problem = f"cannot create the directory {relative!r}: {error.strerror}"
-        self.known[relative] = problem
+        missing = []
+        while relative not in self.known:
+            missing.append(relative)
+            relative = relative.rpartition("/")[0]
+        problem = self.known[relative]
+        for relative in reversed(missing):
+            if problem is None:
+                try:
+                    details = os.fstat(self.cache.open(relative, create=True))
+                    self.identities[relative] = (details.st_dev, details.st_ino)
+                except UnsafePath:
+                    problem = self._why_not_a_directory(relative)
+                except OSError as error:
+                    problem = f"cannot create the directory {relative!r}: {error.strerror}"
+            self.known[relative] = problem
         return problem
 
+    def _why_not_a_directory(self, relative: str) -> str:
+        parent, _, name = relative.rpartition("/")
+        try:
+            mode = os.stat(name, dir_fd=self.cache.open(parent), follow_symlinks=False).st_mode
+        except OSError:
+            mode = 0
+        if stat.S_ISLNK(mode):
+            return f"{relative!r} in the destination is a symbolic link; staging does not write through it"
+        return f"{relative!r} in the destination is a file, not a directory"
 
-def _unchanged(item: SourceFile, manifest: StageManifest, destination: str) -> bool:
-    entry = manifest.entry(item.name)
+    def close(self) -> None:
+        self.cache.close()
+
+
+class CopiesOnDisk:
+    """Looks at the staged copies in the destination (relative to their open directory, links not followed)."""
+
+    def __init__(self, root: int):
+        self.cache = DirectoryCache(root, capacity=8)
+        self.missing: str | None = None  # a directory found missing (or unsafe): its files are not looked at
+
+    def details(self, name: str) -> os.stat_result | None:
+        directory, _, base = name.rpartition("/")
+        if directory == self.missing:
+            return None
+        try:
+            return os.stat(base, dir_fd=self.cache.open(directory), follow_symlinks=False)
+        except (UnsafePath, FileNotFoundError, NotADirectoryError):
+            self.missing = directory
+            return None
+        except OSError:
+            return None
+
+    def close(self) -> None:
+        self.cache.close()
+
+
+def _unchanged(item: SourceFile, manifest: StageManifest, copies: CopiesOnDisk) -> bool:
+    entry = manifest.files.get(item.name)
     if entry is None or entry[0] != item.size or entry[1] != item.fingerprint:
         return False
-    try:
-        details = os.lstat(os.path.join(destination, item.name))
-    except OSError:
-        return False
+    details = copies.details(item.name)
     # The copy itself must still be what was staged: edited or replaced copies are staged again.
-    return stat.S_ISREG(details.st_mode) and details.st_size == entry[0] and details.st_mtime_ns == entry[2]
+    return (details is not None and stat.S_ISREG(details.st_mode) and details.st_size == entry[0]
+            and details.st_mtime_ns == entry[2])
 
 
-def _delete_stale(names: list[str], destination: Path, manifest: StageManifest, report: StageReport) -> None:
-    for name in names:
-        parent = name.rpartition("/")[0]
-        # The manifest is a file in the destination anyone could edit: its names get the same checks as the source's.
-        if refusal_reason(name) is not None or _has_link_on_the_way(destination, parent):
-            report.notes.append(f"not deleting {printable_name(name)}: its name or path is unsafe")
-            continue
-        path = destination / name
-        if path.is_dir() and not path.is_symlink():
-            # Something else replaced the staged file with a directory: not ours to delete any more.
-            report.notes.append(f"not deleting {printable_name(name)}: it is a directory now")
-            manifest.forget(name)
-            continue
-        try:
-            if path.is_symlink() or path.is_file():
-                path.unlink()
-        except OSError as error:
-            report.failed.append(Refusal(name, f"cannot delete the stale copy: {error.strerror}"))
-            continue
-        manifest.forget(name)
-        report.deleted.append(name)
-        while parent:  # remove directories the deletion emptied; rmdir refuses non-empty ones
+def _delete_stale(names: list[str], root: int, manifest: StageManifest, report: StageReport) -> None:
+    cache = DirectoryCache(root, capacity=8)
+    try:
+        for name in names:
+            parent, _, base = name.rpartition("/")
+            # The manifest is a file in the destination anyone could edit: its names get the same checks as the
+            # source's, and its directories are opened without following links.
             try:
-                os.rmdir(destination / parent)
+                directory = cache.open(parent) if refusal_reason(name) is None else None
             except OSError:
-                break
-            parent = parent.rpartition("/")[0]
+                directory = None
+            if directory is None:
+                report.notes.append(f"not deleting {printable_name(name)}: its name or path is unsafe")
+                continue
+            try:
+                mode = os.stat(base, dir_fd=directory, follow_symlinks=False).st_mode
+            except FileNotFoundError:
+                mode = None
+            except OSError as error:
+                report.failed.append(Refusal(name, f"cannot delete the stale copy: {error.strerror}"))
+                continue
+            if mode is not None and stat.S_ISDIR(mode):
+                # Something else replaced the staged file with a directory: not ours to delete any more.
+                report.notes.append(f"not deleting {printable_name(name)}: it is a directory now")
+                manifest.forget(name)
+                continue
+            try:
+                if mode is not None:
+                    os.unlink(base, dir_fd=directory)
+            except OSError as error:
+                report.failed.append(Refusal(name, f"cannot delete the stale copy: {error.strerror}"))
+                continue
+            manifest.forget(name)
+            report.deleted.append(name)
+            while parent:  # remove directories the deletion emptied; rmdir refuses non-empty ones
+                above, _, last = parent.rpartition("/")
+                cache.forget(parent)
+                try:
+                    os.rmdir(last, dir_fd=cache.open(above))
+                except OSError:
+                    break
+                parent = above
+    finally:
+        cache.close()
 
 
-def _prepare_directories(items: list[SourceFile], root: Path, report: StageReport) -> list[SourceFile]:
+def _prepare_directories(items: list[SourceFile], maker: DirectoryMaker, report: StageReport) -> list[SourceFile]:
     """Create the directories ``items`` go into; the items whose directory cannot be made fail (in the report)."""
-    maker = DirectoryMaker(root)
     ready: list[SourceFile] = []
     for item in items:
         problem = maker.prepare(item.name.rpartition("/")[0])
@@ -265,41 +317,55 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
     _check_destination(opened, root, destination)
     report = StageReport(source=source, destination=destination)
     # Listed before the destination is created, so a missing bucket or prefix leaves nothing behind.
-    files, report.refused = opened.list()
-    report.files_found = len(files)
-    _create_destination(root, destination)
-    lock = _lock(root)
     try:
-        leftovers = _remove_leftovers(root)
+        files, report.refused = opened.list()
+        report.files_found = len(files)
+        _create_destination(root, destination)
+        lock = _lock(root)  # also the destination's descriptor: everything below is done relative to it
+    except BaseException:
+        opened.close()
+        raise
+    maker = copies = None
+    try:
+        leftovers = _remove_leftovers(lock)
         if leftovers:
             report.notes.append(f"removed {leftovers} temporary files left by an interrupted stage")
-        manifest = StageManifest.load(root, opened.identity)
+        manifest = StageManifest.load(lock, opened.identity)
         if manifest.note:
             report.notes.append(manifest.note)
-        root_text = str(root)
         to_copy: list[SourceFile] = []
-        for item in files:
-            if _unchanged(item, manifest, root_text):
-                report.files_skipped += 1
-                report.bytes_skipped += item.size
-            else:
-                to_copy.append(item)
-        present = {item.name for item in files}
-        stale = sorted(name for name in manifest.files if name not in present)
+        if manifest.files:
+            copies = CopiesOnDisk(lock)
+            for item in files:
+                if _unchanged(item, manifest, copies):
+                    report.files_skipped += 1
+                    report.bytes_skipped += item.size
+                else:
+                    to_copy.append(item)
+            present = {item.name for item in files}
+            stale = [name for name in manifest.files if name not in present]
+            stale.sort()
+        else:
+            to_copy, stale = files, []
         if delete:
-            _delete_stale(stale, root, manifest, report)
+            _delete_stale(stale, lock, manifest, report)
         else:
             report.stale = stale
-        ready = _prepare_directories(to_copy, root, report)
+        maker = DirectoryMaker(lock)
+        ready = _prepare_directories(to_copy, maker, report)
         if ready:
             # Imported here: a re-stage with nothing to copy (the common case) needs no threads.
             from trainops.backends.local.stage_copy import copy_all
 
-            copy_all(opened, ready, root, manifest, report, workers, stream,
+            copy_all(opened, ready, lock, maker.identities, manifest, report, workers, stream,
                      stream.isatty() if progress is None else progress)
         elif manifest.changed:
-            manifest.save(root)
+            manifest.save(lock)
     finally:
+        for helper in (maker, copies):
+            if helper is not None:
+                helper.close()
         os.close(lock)
+        opened.close()
         report.seconds = time.monotonic() - started
     return report
