@@ -286,3 +286,139 @@ def planted_port_directory(scratch: Path) -> dict:
         tempfile.tempdir, ports.PORT_RANGE = saved_tempdir, saved_range
     return {"planted": how, "refused": refused, "message": message,
             "victims_changed": sum(victim.read_text() != "precious\n" for victim in victims)}
+
+
+# --- item 9: staging races and deep trees --------------------------------------------------------------------------
+
+def _swapper(directory: Path, link_to: Path, parked: Path, stop) -> None:
+    """Swap ``directory`` for a link to ``link_to`` and back, as fast as possible, until ``stop`` is set."""
+    while not stop.is_set():
+        try:
+            directory.rename(parked)
+            directory.symlink_to(link_to)
+            directory.unlink()
+            parked.rename(directory)
+        except OSError:
+            pass
+    if parked.exists() and not directory.exists():
+        parked.rename(directory)
+    elif parked.exists() and directory.is_symlink():
+        directory.unlink()
+        parked.rename(directory)
+
+
+def staging_races(scratch: Path, files: int = 2000, rounds: int = 3) -> dict:
+    """Stage while another thread keeps swapping (a) a source directory and (b) the destination directories for links
+    to directories outside, shaped like the real ones. Counts what was read from outside the source and what was
+    written outside the destination."""
+    import threading
+    import time
+
+    from trainops.backends.local.staging import stage_tree
+
+    source = scratch / "source"
+    outside_source = scratch / "outside-source"
+    elsewhere = scratch / "elsewhere"
+    for directory in ("shard-0", "shard-1"):
+        (source / directory).mkdir(parents=True)
+        (outside_source / directory).mkdir(parents=True)
+        (elsewhere / directory).mkdir(parents=True)
+    for index in range(files):
+        name = f"shard-{index % 2}/sample-{index:05d}.bin"
+        (source / name).write_bytes(b"data %d\n" % index)
+        (outside_source / name).write_bytes(b"SECRET from outside the source\n")
+    results = {"source_swaps": {"from_outside": 0, "staged": 0, "refused_or_failed": 0},
+               "destination_swaps": {"written_outside": 0, "staged": 0, "refused_or_failed": 0}}
+    started = time.perf_counter()
+    for round_number in range(rounds):
+        # (a) the source: shard-1 swapped for a link to a look-alike outside.
+        destination = scratch / f"staged-a-{round_number}"
+        stop = threading.Event()
+        thread = threading.Thread(target=_swapper, args=(source / "shard-1", outside_source / "shard-1",
+                                                         scratch / "parked-source", stop))
+        thread.start()
+        try:
+            report = stage_tree(str(source), str(destination), workers=2, progress=False)
+        finally:
+            stop.set()
+            thread.join()
+        copies = [path for path in destination.rglob("*.bin")]
+        results["source_swaps"]["from_outside"] += sum(b"SECRET" in path.read_bytes() for path in copies)
+        results["source_swaps"]["staged"] += report.files_copied
+        results["source_swaps"]["refused_or_failed"] += len(report.refused) + len(report.failed)
+        # (b) the destination: its directories swapped for links to look-alikes outside, during the copy.
+        destination = scratch / f"staged-b-{round_number}"
+        (destination / "shard-0").mkdir(parents=True)
+        (destination / "shard-1").mkdir()
+        stop = threading.Event()
+        threads = [threading.Thread(target=_swapper, args=(destination / name, elsewhere / name,
+                                                           scratch / f"parked-{name}", stop))
+                   for name in ("shard-0", "shard-1")]
+        for thread in threads:
+            thread.start()
+        try:
+            report = stage_tree(str(source), str(destination), workers=2, progress=False)
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join()
+        results["destination_swaps"]["written_outside"] += sum(1 for path in elsewhere.rglob("*") if path.is_file())
+        results["destination_swaps"]["staged"] += report.files_copied
+        results["destination_swaps"]["refused_or_failed"] += len(report.refused) + len(report.failed)
+    results.update(files=files, rounds=rounds, seconds=round(time.perf_counter() - started, 2))
+    return results
+
+
+def remove_deep_tree(path: Path) -> None:
+    """Remove a tree of any depth without recursion (Python 3.11's shutil.rmtree recurses)."""
+    parent = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    stack = [(parent, ""), (os.open(path.name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=parent),
+                            path.name)]
+    while len(stack) > 1:
+        descriptor, name = stack[-1]
+        with os.scandir(descriptor) as entries:
+            listed = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
+        below = next((entry for entry, is_directory in listed if is_directory), None)
+        for entry, is_directory in listed:
+            if not is_directory:
+                os.unlink(entry, dir_fd=descriptor)
+        if below is not None:
+            stack.append((os.open(below, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=descriptor), below))
+        else:
+            stack.pop()
+            os.close(descriptor)
+            os.rmdir(name, dir_fd=stack[-1][0])
+    os.close(parent)
+
+
+def deep_tree(scratch: Path, depth: int = 1200) -> dict:
+    """Stage a source ``depth`` directories deep (one file every 100 levels); removes both trees afterwards."""
+    import time
+
+    from trainops.backends.local.staging import stage_tree
+
+    level = "level-0123456789"
+    descriptor = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY)
+    os.mkdir("deep-source", dir_fd=descriptor)
+    expected = 0
+    for number in range(depth):
+        following = os.open("deep-source" if number == 0 else level, os.O_RDONLY | os.O_DIRECTORY, dir_fd=descriptor)
+        os.close(descriptor)
+        descriptor = following
+        os.mkdir(level, dir_fd=descriptor)
+        if number % 100 == 0:
+            os.close(os.open(f"file-{number}.txt", os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=descriptor))
+            expected += 1
+    os.close(descriptor)
+    started = time.perf_counter()
+    try:
+        report = stage_tree(str(scratch / "deep-source"), str(scratch / "deep-staged"), workers=2, progress=False)
+        outcome = {"depth": depth, "files": expected, "copied": report.files_copied, "ok": report.ok, "error": ""}
+    except Exception as error:  # noqa: BLE001 - recorded: RecursionError was the bug
+        outcome = {"depth": depth, "files": expected, "copied": 0, "ok": False,
+                   "error": f"{type(error).__name__}: {str(error)[:100]}"}
+    outcome["seconds"] = round(time.perf_counter() - started, 2)
+    for name in ("deep-source", "deep-staged"):
+        if (scratch / name).exists():
+            remove_deep_tree(scratch / name)
+    return outcome

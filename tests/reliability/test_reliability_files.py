@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from files_scenarios import (concurrent_registrations, corrupt_entry, expansion_bomb, planted_port_directory,
-                             registry_links, tar_slip)
+                             registry_links, deep_tree, staging_races, tar_slip)
 
 
 def test_realpath_overflow_archive_cannot_write_outside_the_model_directory(tmp_path):
@@ -50,3 +50,14 @@ def test_a_port_directory_planted_by_another_user_is_refused(tmp_path):
     outcome = planted_port_directory(tmp_path)
     assert outcome["refused"] and "TMPDIR" in outcome["message"]
     assert outcome["victims_changed"] == 0
+
+
+def test_staging_while_directories_are_swapped_for_links_reads_and_writes_nothing_outside(tmp_path):
+    outcome = staging_races(tmp_path, files=1000, rounds=2)
+    assert outcome["source_swaps"]["from_outside"] == 0
+    assert outcome["destination_swaps"]["written_outside"] == 0
+
+
+def test_a_source_1200_directories_deep_stages(tmp_path):
+    outcome = deep_tree(tmp_path)
+    assert outcome["ok"] and outcome["copied"] == outcome["files"] == 12, outcome
