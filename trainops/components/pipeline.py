@@ -239,8 +239,9 @@ def check_image_paths(source: PipelineSource, pipeline_dir: str, context: Path, 
                                                 f"{IMAGE_WORKDIR}): {how}"), where)
     relative = given.relative_to(workdir) if given.is_absolute() else given
     if ".." in relative.parts or not (context / relative).resolve() == here:
-        raise SpecError(Problem("pipeline_dir", f"{pipeline_dir} would not be the pipeline file's directory in the "
-                                                f"image: from {context} it is {here} ({how})"), where)
+        raise SpecError(Problem("pipeline_dir", f"{pipeline_dir} is not the pipeline file's directory in the image: "
+                                                f"from {context} it leads to {(context / relative).resolve()}, the "
+                                                f"file lies in {here}; {how}"), where)
     problems = []
     for field, path in image_files(source):
         if not path.exists():
