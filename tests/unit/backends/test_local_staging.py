@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from trainops.backends.local import stage_sources
+from trainops.backends.local.stage_manifest import MANIFEST_VERSION
 from trainops.backends.local.stage_names import (JOURNAL_NAME, MANIFEST_NAME, is_temporary_name, printable_name,
                                                  refusal_reason)
 from trainops.backends.local.staging import stage_tree
@@ -139,7 +140,24 @@ def test_an_unreadable_manifest_means_copy_everything_again(tree):
     report = stage_tree(str(source), str(destination))
     assert report.files_copied == len(contents)
     assert any("not valid JSON" in note for note in report.notes)
-    assert json.loads((destination / MANIFEST_NAME).read_text())["version"] == 1
+    assert json.loads((destination / MANIFEST_NAME).read_text())["version"] == MANIFEST_VERSION
+
+
+def test_a_version_1_manifest_is_still_read_and_a_malformed_one_is_not_trusted(tree):
+    source, destination, contents = tree
+    assert stage_tree(str(source), str(destination)).files_copied == len(contents)
+    document = json.loads((destination / MANIFEST_NAME).read_text())
+    assert document["version"] == 2 and len(document["files"]) == len(document["sizes"]) == len(contents)
+    old = {"version": 1, "source": document["source"],
+           "files": {name: [size, fingerprint, mtime] for name, size, fingerprint, mtime in
+                     zip(document["files"], document["sizes"], document["fingerprints"], document["staged_mtimes"])}}
+    (destination / MANIFEST_NAME).write_text(json.dumps(old))
+    rerun = stage_tree(str(source), str(destination))
+    assert rerun.files_skipped == len(contents) and rerun.files_copied == 0
+    document["sizes"] = document["sizes"][:-1]
+    (destination / MANIFEST_NAME).write_text(json.dumps(document))
+    again = stage_tree(str(source), str(destination))
+    assert again.files_copied == len(contents) and any("malformed" in note for note in again.notes)
 
 
 def test_a_manifest_written_for_another_source_is_not_trusted(tree, tmp_path):

@@ -121,8 +121,12 @@ class LocalSource:
         """Opens listed directories (one opener per thread: it keeps a few descriptors open)."""
         return DirectoryOpener(self._open_root(), self.directories)
 
-    def list(self) -> tuple[list[SourceFile], list[Refusal]]:
-        """Every file to stage and every refusal, walking the tree without recursion (deep trees are fine)."""
+    def list(self, unchanged: Callable[[str, int, int], bool] | None = None
+             ) -> tuple[list[SourceFile], list[Refusal]]:
+        """Every file to stage and every refusal, walking the tree without recursion (deep trees are fine).
+
+        ``unchanged(name, size, mtime_ns)``, when given, is asked about each regular file as it is listed; the files
+        it says are unchanged are left out of the list (a re-stage then builds no record for them)."""
         root_fd = self._open_root()
         root_details = os.fstat(root_fd)
         # The root's real path, from the descriptor (what was opened), to tell links inside from links out.
@@ -164,6 +168,8 @@ class LocalSource:
                         continue
                     mode = details.st_mode
                     if stat.S_ISREG(mode):
+                        if unchanged is not None and unchanged(name, details.st_size, details.st_mtime_ns):
+                            continue
                         files.append(SourceFile(name, details.st_size, details.st_mtime_ns, entry_name, details.st_ino,
                                                 index, mode & 0o777))
                     elif stat.S_ISDIR(mode):
@@ -306,7 +312,10 @@ class DirectoryOpener:
 
 
 #: How each copy call is made; falls back for file systems (or kernels) without copy_file_range or sendfile.
-_copy_methods = {"method": "copy_file_range" if hasattr(os, "copy_file_range") else "sendfile"}
+_copy_methods: dict[str, Any] = {"method": "copy_file_range" if hasattr(os, "copy_file_range") else "sendfile",
+                                 "small": hasattr(os, "sendfile")}
+#: Files up to this size are copied with one sendfile call.
+SMALL_FILE_BYTES = 256 * 1024
 _FALLBACK_ERRORS = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EPERM}
 
 
@@ -334,6 +343,15 @@ def copy_descriptor(source: int, target: int, size: int, stop: threading.Event) 
     Stops at ``size`` even if the file grew meanwhile (its new modification time makes the next run copy it again).
     """
     copied = 0
+    if 0 < size <= SMALL_FILE_BYTES and _copy_methods["small"]:
+        # Small files (most of a many-small-files tree): one sendfile, measured faster than copy_file_range for
+        # them (bench/staging.py); what is left after a short count goes the general way below.
+        try:
+            copied = os.sendfile(target, source, None, size)
+        except OSError as error:
+            if error.errno not in _FALLBACK_ERRORS:
+                raise
+            _copy_methods["small"] = False
     while copied < size:
         if stop.is_set():
             raise StagingStopped()
@@ -370,8 +388,9 @@ class S3Source:
         # A failed download fails that file only; the others go on.
         self.failure_types: tuple[type[BaseException], ...] = (OSError, BotoCoreError, ClientError)
 
-    def list(self) -> tuple[list[SourceFile], list[Refusal]]:
-        """Every object under the prefix. Raises `SpecError` when the bucket does not exist or nothing is there."""
+    def list(self, unchanged: Callable[[str, int, int], bool] | None = None
+             ) -> tuple[list[SourceFile], list[Refusal]]:
+        """Every object under the prefix (``unchanged`` is not used: an ETag is compared after listing). Raises `SpecError` when the bucket does not exist or nothing is there."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         from trainops.backends.sagemaker.clients import error_code, translate_client_error

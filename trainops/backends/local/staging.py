@@ -189,21 +189,52 @@ class CopiesOnDisk:
     def __init__(self, root: int):
         self.cache = DirectoryCache(root, capacity=8)
         self.missing: str | None = None  # a directory found missing (or unsafe): its files are not looked at
+        self.last: str | None = None
+        self.last_descriptor = -1
 
     def details(self, name: str) -> os.stat_result | None:
         directory, _, base = name.rpartition("/")
-        if directory == self.missing:
-            return None
+        # Names come directory by directory: the last directory's descriptor is kept at hand.
+        if directory != self.last:
+            if directory == self.missing:
+                return None
+            try:
+                self.last_descriptor, self.last = self.cache.open(directory), directory
+            except OSError:  # missing, or a link or a file where the directory should be
+                self.missing = directory
+                return None
         try:
-            return os.stat(base, dir_fd=self.cache.open(directory), follow_symlinks=False)
-        except (UnsafePath, FileNotFoundError, NotADirectoryError):
-            self.missing = directory
-            return None
+            return os.stat(base, dir_fd=self.last_descriptor, follow_symlinks=False)
         except OSError:
             return None
 
     def close(self) -> None:
         self.cache.close()
+
+
+class UnchangedCheck:
+    """Asked about each local file while the source is listed (a re-stage): whether its copy is up to date. Counts
+    what it skips, and how many listed names the manifest knows (to tell whether any went stale)."""
+
+    def __init__(self, manifest: StageManifest, copies: CopiesOnDisk):
+        self.files, self.copies = manifest.files, copies
+        self.skipped = self.skipped_bytes = 0
+        self.seen: set[str] = set()  # listed names the manifest knows
+
+    def __call__(self, name: str, size: int, mtime_ns: int) -> bool:
+        entry = self.files.get(name)
+        if entry is None:
+            return False
+        self.seen.add(name)
+        if entry[0] != size or entry[1] != mtime_ns:
+            return False
+        details = self.copies.details(name)
+        if details is None or details.st_size != size or details.st_mtime_ns != entry[2] \
+                or not stat.S_ISREG(details.st_mode):
+            return False
+        self.skipped += 1
+        self.skipped_bytes += size
+        return True
 
 
 def _unchanged(item: SourceFile, manifest: StageManifest, copies: CopiesOnDisk) -> bool:
@@ -316,25 +347,40 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
     opened = open_source(source, client_factory, workers)
     _check_destination(opened, root, destination)
     report = StageReport(source=source, destination=destination)
-    # Listed before the destination is created, so a missing bucket or prefix leaves nothing behind.
+    lock = None
+    maker = copies = check = None
     try:
-        files, report.refused = opened.list()
-        report.files_found = len(files)
-        _create_destination(root, destination)
-        lock = _lock(root)  # also the destination's descriptor: everything below is done relative to it
-    except BaseException:
-        opened.close()
-        raise
-    maker = copies = None
-    try:
-        leftovers = _remove_leftovers(lock)
+        if isinstance(opened, LocalSource) and root.is_dir():
+            # A re-stage of a local tree: the manifest is read first (under the lock) and each file compared while
+            # it is listed, so that unchanged files cost one stat on each side and nothing else.
+            lock = _lock(root)  # also the destination's descriptor: everything below is done relative to it
+            leftovers = _remove_leftovers(lock)
+            manifest = StageManifest.load(lock, opened.identity)
+            if manifest.files:
+                copies = CopiesOnDisk(lock)
+                check = UnchangedCheck(manifest, copies)
+            files, report.refused = opened.list(check)
+        else:
+            # Listed before the destination is created, so a missing bucket or prefix leaves nothing behind.
+            files, report.refused = opened.list()
+            _create_destination(root, destination)
+            lock = _lock(root)
+            leftovers = _remove_leftovers(lock)
+            manifest = StageManifest.load(lock, opened.identity)
         if leftovers:
             report.notes.append(f"removed {leftovers} temporary files left by an interrupted stage")
-        manifest = StageManifest.load(lock, opened.identity)
         if manifest.note:
             report.notes.append(manifest.note)
         to_copy: list[SourceFile] = []
-        if manifest.files:
+        stale: list[str] = []
+        if check is not None:
+            to_copy = files
+            report.files_skipped, report.bytes_skipped = check.skipped, check.skipped_bytes
+            report.files_found = len(files) + check.skipped
+            if len(check.seen) < len(manifest.files):
+                stale = sorted(name for name in manifest.files if name not in check.seen)
+        elif manifest.files:
+            report.files_found = len(files)
             copies = CopiesOnDisk(lock)
             for item in files:
                 if _unchanged(item, manifest, copies):
@@ -343,10 +389,10 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
                 else:
                     to_copy.append(item)
             present = {item.name for item in files}
-            stale = [name for name in manifest.files if name not in present]
-            stale.sort()
+            stale = sorted(name for name in manifest.files if name not in present)
         else:
-            to_copy, stale = files, []
+            report.files_found = len(files)
+            to_copy = files
         if delete:
             _delete_stale(stale, lock, manifest, report)
         else:
@@ -365,7 +411,8 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
         for helper in (maker, copies):
             if helper is not None:
                 helper.close()
-        os.close(lock)
+        if lock is not None:
+            os.close(lock)
         opened.close()
         report.seconds = time.monotonic() - started
     return report
