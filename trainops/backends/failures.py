@@ -115,6 +115,8 @@ RULES: tuple[Rule, ...] = (
     # Before any training time: the machines.
     Rule(INFRASTRUCTURE, "healthcheck", r".+", "the GPU health check failed on a host"),
     Rule(INFRASTRUCTURE, "host_lost", r".+", "a host's launcher ended without a failure record"),
+    Rule(INFRASTRUCTURE, "failure_text", _I + r"^the launcher of host \S+ (was )?killed by signal \d+ without writing "
+         r"a failure file", "a host's launcher was killed from outside (the host was lost)"),
     Rule(INFRASTRUCTURE, "failure_text", _I + r"^health check (failed on host|on host \S+ could not run)",
          "the GPU health check failed on a host before training"),
     Rule(INFRASTRUCTURE, "secondary_status", r"^Interrupted$", "spot capacity was reclaimed"),

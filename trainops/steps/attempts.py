@@ -6,8 +6,10 @@ names on the local backend keep the two alike). A retry resumes from the checkpo
 spec is the same, so its checkpoint S3 URI (or the local checkpoint key) is too.
 
 Backend-neutral: the caller passes `run_attempt(name) -> result dict` (a finished attempt's result, or the result a
-`JobFailed` carries). An orchestrator that runs the step again (an Airflow retry, a re-run of the pipeline) passes
-`known_attempts`, the results of the attempts that already ended, so budgets are never spent twice.
+`JobFailed` carries). When the step is run again by its orchestrator (an Airflow retry, a re-run of the pipeline),
+the attempts that already ended are listed and priced (`known_attempts`) but not run again: the new call starts
+after them with fresh budgets, as a retry is meant to run again (the orchestrator's own retries are its budget, and a
+user error fails the task without them: see the Airflow operator).
 """
 
 from __future__ import annotations
@@ -67,7 +69,8 @@ def total_cost(costs: list[Mapping[str, Any]]) -> dict[str, Any]:
     total = round(sum(figures), 6) if known else None  # type: ignore[arg-type]
     full = round(sum(on_demand), 6) if known and all(v is not None for v in on_demand) else None  # type: ignore
     saving = None
-    if total is not None and full:
+    spot = any(item.get("spot_saving") is not None for item in costs)
+    if spot and total is not None and full:
         saving = round(1.0 - total / full, 4) if full > total else 0.0
     unknown = sorted({name for item in costs for name in item.get("unknown_prices") or []})
     return {"currency": "USD", "total": total, "on_demand_total": full, "spot_saving": saving,
@@ -110,12 +113,18 @@ def run_attempts(
     budgets = RetryBudgets.parse(budgets)
     log = log or (lambda line: print(line, flush=True))
     records: list[AttemptRecord] = []
-    results = list(known_attempts or [])
-    number = 0
+    for number, earlier in enumerate(known_attempts or [], start=1):
+        verdict = classify_result(earlier)
+        records.append(AttemptRecord(number, str(earlier.get("job_name") or attempt_name(job_name, number)),
+                                     str(earlier.get("status")), verdict.failure_class if verdict else None,
+                                     verdict.describe() if verdict else "",
+                                     cost=attempt_cost(earlier, instance_type=instance_type,
+                                                       instance_count=instance_count, region=region)))
+    number = len(records)
     while True:
         number += 1
         name = attempt_name(job_name, number)
-        result = dict(results[number - 1]) if number <= len(results) else dict(run_attempt(name))
+        result = dict(run_attempt(name))
         verdict = classify_result(result)
         record = AttemptRecord(number, str(result.get("job_name") or name), str(result.get("status")),
                                cost=attempt_cost(result, instance_type=instance_type, instance_count=instance_count,
@@ -156,3 +165,58 @@ def cost_line(cost: Mapping[str, Any] | None) -> str:
     if cost.get("spot_saving"):
         text += f" (spot saved {cost['spot_saving'] * 100:.0f} %)"
     return text
+
+
+def known_attempts(backend: Any, job_name: str, limit: int = 99) -> list[dict[str, Any]]:
+    """The results of the attempts of `job_name` that already ended in failure, in order, up to the first name that
+    is free or whose job runs or completed (that one is re-attached to, never duplicated)."""
+    from trainops.backends.base import JobHandle
+
+    ended: list[dict[str, Any]] = []
+    for number in range(1, limit + 1):
+        name = attempt_name(job_name, number)
+        status = backend._status(name)  # the lookup the re-attach policy uses (None: no such job)
+        if status is None or status.reattachable:
+            break
+        handle = JobHandle(backend.name, name, workdir=getattr(backend, "workdir", None),
+                           region=getattr(backend, "region", None), created=False)
+        ended.append(backend.describe(handle).to_dict())
+    return ended
+
+
+def _instances(spec: Any) -> tuple[str | None, int]:
+    groups = getattr(spec, "instance_groups", None) or []
+    if groups:
+        kinds = {group.instance_type for group in groups}
+        # Mixed groups are priced at the first group's type only when every group has the same type.
+        return (kinds.pop() if len(kinds) == 1 else None), sum(group.instance_count for group in groups)
+    return spec.instance_type, int(spec.instance_count or 1)
+
+
+def train_in_attempts(backend: Any, spec: Any, job_name: str, *, retries: Any = None, log: Log,
+                      on_handle: Callable[[Any, Any], None] | None = None, **options: Any) -> dict[str, Any]:
+    """`train()` on a backend as attempts: earlier failed attempts listed, then attempts until one completes or the
+    failure's class has no budget left. Raises `JobFailed` (carrying the result) when the last attempt failed."""
+    from trainops.backends.states import JobStatus
+    from trainops.errors import JobFailed
+
+    budgets = RetryBudgets.parse(retries) if retries is not None else RetryBudgets(infrastructure=0)
+
+    def run_attempt(name: str) -> dict[str, Any]:
+        handle = backend.submit(spec, name, if_exists="reattach", log=log, detached=False, **options)
+        if on_handle is not None:
+            on_handle(backend, handle)
+        return backend.wait(handle, log=log).to_dict()
+
+    instance_type, count = _instances(spec)
+    result = run_attempts(run_attempt, job_name=job_name, budgets=budgets, instance_type=instance_type,
+                          instance_count=count, region=getattr(spec, "region", None),
+                          known_attempts=known_attempts(backend, job_name), log=log)
+    if JobStatus.parse(result.get("status")).outcome == "failure":
+        verdict = result.get("failure_evidence") or {}
+        error = JobFailed(f"training job {result['job_name']} ended {result['status']} "
+                          f"({verdict.get('failure_class', 'unknown')} failure): "
+                          f"{result.get('failure_reason') or 'no reason given'}")
+        error.result = result  # type: ignore[attr-defined]
+        raise error
+    return result

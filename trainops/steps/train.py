@@ -49,6 +49,7 @@ def train(
     wait: bool = True,
     log: Log | None = None,
     on_handle: Callable[[Any, JobHandle], None] | None = None,
+    retries: Any = None,
     **options: Any,
 ) -> dict[str, Any]:
     """Run (or re-attach to) a training job and return its outcome as a dict; raises `JobFailed` (carrying
@@ -59,6 +60,12 @@ def train(
     detached supervisor). Options: the backend's context (workdir; region, client_factory, poll_seconds), then what
     `Backend.submit` takes (local: processes_per_host, channel_overrides, checkpoint_key, on_job; SageMaker:
     launcher, preflight).
+
+    ``retries`` are the retry budgets per failure class (`trainops.backends.failures.RetryBudgets`: a mapping such as
+    ``{"infrastructure": 3, "user": 0}`` or the text ``infrastructure=3,user=0``; None: one attempt). Each ended
+    attempt is classified; only a class with budget left starts another attempt (``<name>-2``, ...), which resumes
+    from the shared checkpoint location. The result always carries ``failure_class``, ``attempts`` and ``cost`` (the
+    sum over attempts).
     """
     from trainops.backends.base import get_backend
     from trainops.spec.names import check_job_name
@@ -69,6 +76,10 @@ def train(
     job_name = check_job_name(job_name) if job_name else default_job_name(spec)
     log = log or (lambda line: print(line, flush=True))
     chosen = get_backend(backend, **{key: options.pop(key) for key in CONTEXT_OPTIONS if key in options})
+    if wait and if_exists == "reattach":
+        from trainops.steps.attempts import train_in_attempts
+
+        return train_in_attempts(chosen, spec, job_name, retries=retries, log=log, on_handle=on_handle, **options)
     handle = chosen.submit(spec, job_name, if_exists=if_exists, log=log, detached=not wait, **options)
     if on_handle is not None:
         on_handle(chosen, handle)

@@ -75,6 +75,7 @@ RUNTIME_FAILURE_FILES = [
     ("the job was stopped by SIGTERM on host algo-1\nrank:\nreason: stopped", STOPPED),
     ("health check failed on host algo-2: GPU 3 (NVIDIA H100 80GB HBM3) bf16 matmul 97.1 TFLOP/s is 0.10 of the "
      "989 TFLOP/s expected (threshold 0.5)\nhost: algo-2\nexit_code: 1\nreason: error", INFRASTRUCTURE),
+    ("the launcher of host algo-2 killed by signal 9 without writing a failure file", INFRASTRUCTURE),
     ("invalid job input on host algo-1: resourceconfig.json: hosts is empty\nexit_code: 2\nreason: error", USER),
     ("rank 0 on host algo-1 exited with code 1: RuntimeError: [c10d] Watchdog caught collective operation timeout: "
      "WorkNCCL(SeqNum=9, OpType=ALLREDUCE)\nreason: error", INFRASTRUCTURE),

@@ -55,13 +55,14 @@ def test_the_budget_runs_out():
     assert result["failure_class"] == "infrastructure"
 
 
-def test_known_attempts_are_not_run_again_nor_charged_twice_to_the_budget():
+def test_known_attempts_are_listed_and_priced_but_not_run_again_nor_charged_to_the_budget():
     run, calls = scripted(DONE)
     known = [{**CAPACITY, "job_name": "j"}]
-    result = run_attempts(run, job_name="j", budgets={"infrastructure": 1, "backoff_seconds": 0}, known_attempts=known,
+    result = run_attempts(run, job_name="j", budgets={"infrastructure": 0}, known_attempts=known,
                           sleep=lambda s: None, log=lambda _: None)
     assert calls == ["j-2"] and result["status"] == "Completed"
-    assert len(result["attempts"]) == 2
+    assert [a["failure_class"] for a in result["attempts"]] == ["infrastructure", None]
+    assert result["cost"]["attempts"] == 2
 
 
 def test_costs_use_sagemakers_estimate_when_present_and_unknown_prices_poison_the_total():
