@@ -1,0 +1,96 @@
+"""Which values of a job's `environment` are secrets: the one rule every output of trainops masks by.
+
+A variable is secret when
+
+- its name says so (`trainops.spec.base.looks_secret`: HF_TOKEN, DB_PASSWORD, apiKey, AWS_SECRET_ACCESS_KEY), or its
+  last word is KEY, PAT or CREDS (OPENAI_KEY, GITHUB_PAT, GCP_CREDS, sshKey); or
+- its value holds a URL with credentials, ``scheme://user:password@host`` (DATABASE_URL, MLFLOW_TRACKING_URI,
+  BROKER_URL, any name): the whole value is masked.
+
+Secret values reach the training script unchanged and nothing else: `trainops render`, the local backend's logs,
+status and failure files, the step results (Airflow XComs, KFP outputs), the registry entry, the compiled KFP
+pipeline and the Airflow prepare task's XComs show `MASK` instead. Where a masked spec must still run (the KFP train
+component, the Airflow training task), `restore_masked` takes each masked value from the environment of the process
+that runs the job: give it there (a Kubernetes secret as an environment variable, the Airflow worker's environment).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Mapping
+
+from trainops.spec.base import looks_secret
+
+#: What a secret value is shown as (the runtime's output relay uses the same).
+MASK = "****"
+
+# Last words of a name that mean a credential in environment variables. Not applied to hyperparameter names, which
+# use `looks_secret` alone: `label_key` or `text_key` name dataset columns there.
+SECRET_LAST_WORDS = {"key", "pat", "creds"}
+
+# scheme://user:password@ (the user may be empty: redis://:password@host); anywhere in the value, so
+# "--db=postgres://u:p@h/db" counts too.
+CREDENTIAL_URL = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://[^\s/@:]*:[^\s/@]+@")
+
+
+def _words(name: str) -> list[str]:
+    return [word.lower() for word in re.findall(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])", name)]
+
+
+def secret_name(name: str) -> bool:
+    """True when an environment variable's name says it holds a secret."""
+    words = _words(name)
+    return looks_secret(name) or bool(words) and words[-1] in SECRET_LAST_WORDS
+
+
+def secret_value(value: Any) -> bool:
+    """True when a value holds a URL with credentials (``scheme://user:password@``)."""
+    return isinstance(value, str) and CREDENTIAL_URL.search(value) is not None
+
+
+def is_secret(name: str, value: Any) -> bool:
+    """The rule: a secret-looking name, or a value holding a URL with credentials."""
+    return secret_name(str(name)) or secret_value(value)
+
+
+def secret_environment_names(environment: Mapping[str, Any] | None) -> list[str]:
+    """The names of the secret variables of an environment mapping, sorted."""
+    return sorted(str(name) for name, value in (environment or {}).items() if is_secret(str(name), value))
+
+
+def masked_environment(environment: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A copy of the environment with every secret value replaced by `MASK`."""
+    return {name: MASK if is_secret(str(name), value) else value for name, value in (environment or {}).items()}
+
+
+def masked_spec_document(document: Any) -> Any:
+    """A copy of a job spec document (a mapping with ``environment``) with its secret values masked; anything else
+    is returned as it is."""
+    if not isinstance(document, Mapping) or not isinstance(document.get("environment"), Mapping):
+        return document
+    return {**document, "environment": masked_environment(document["environment"])}
+
+
+def restore_masked(document: Any, environ: Mapping[str, str], field: str = "spec") -> Any:
+    """A copy of a spec document whose masked environment values are taken from ``environ`` (the process that runs
+    the job); `SpecError` naming each variable that is masked and not there. Other documents are returned as they
+    are."""
+    from trainops.errors import Problem, SpecError
+
+    if not isinstance(document, Mapping) or not isinstance(document.get("environment"), Mapping):
+        return document
+    environment = dict(document["environment"])
+    missing = []
+    for name, value in environment.items():
+        if value == MASK:
+            if environ.get(name) in (None, "", MASK):
+                missing.append(Problem(f"{field}.environment.{name}",
+                                       "is masked (secrets never travel in pipelines, XComs or logs): set "
+                                       f"{name} in the environment of the process that runs the job (a Kubernetes "
+                                       "secret as an environment variable of the pod, the Airflow worker's "
+                                       "environment)"))
+            else:
+                environment[name] = environ[name]
+    if missing:
+        raise SpecError(missing, source="secrets")
+    return {**document, "environment": environment}
