@@ -13,12 +13,14 @@ not taken (SKIPPED) or a task after a failure (NOT_RUN).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from trainops.components.pipeline import read_pipeline_source
 from trainops.components.settings import LOCAL_SETTINGS
@@ -175,7 +177,10 @@ def run_local(path: str, *, workdir: str | None = None, gate: str | None = None,
         recorder = KfpLogRecorder()
         logging.getLogger().addFilter(recorder)
         try:
-            pipeline(**arguments)
+            # spec_json carries secrets masked, as on a cluster; the components (subprocesses of this process) find
+            # them in their environment, as a pod finds a Kubernetes secret.
+            with secrets_in_environment(source.secrets):
+                pipeline(**arguments)
         finally:
             logging.getLogger().removeFilter(recorder)
     finally:
@@ -187,6 +192,21 @@ def run_local(path: str, *, workdir: str | None = None, gate: str | None = None,
                               pipeline_status=recorder.pipeline_status)
     report(outcome, log)
     return outcome
+
+
+@contextlib.contextmanager
+def secrets_in_environment(secrets: dict[str, str]) -> Iterator[None]:
+    """Set the spec's secret variables in this process's environment while the block runs, then put back what was."""
+    saved = {name: os.environ.get(name) for name in secrets}
+    os.environ.update(secrets)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def report(outcome: LocalRunOutcome, log: Callable[[str], None]) -> None:

@@ -50,8 +50,22 @@ class PipelineSource:
 
     @property
     def spec_json(self) -> str:
-        """The job spec as the JSON string the pipeline parameter carries (keys sorted: stable output)."""
-        return json.dumps(self.spec_document, sort_keys=True, default=str)
+        """The job spec as the JSON string the pipeline parameter carries (keys sorted: stable output), its secret
+        environment values masked (`trainops.spec.secrets`): the compiled YAML is read by anyone who can see the
+        pipeline; the train component takes them from its pod's environment."""
+        from trainops.spec.secrets import masked_spec_document
+
+        return json.dumps(masked_spec_document(self.spec_document), sort_keys=True, default=str)
+
+    @property
+    def secrets(self) -> dict[str, str]:
+        """The secret environment values of the job spec, by name (what `spec_json` masks)."""
+        from trainops.spec.secrets import secret_environment_names
+
+        environment = self.spec_document.get("environment")
+        if not isinstance(environment, dict):
+            return {}
+        return {name: str(environment[name]) for name in secret_environment_names(environment)}
 
 
 def read_pipeline_source(path: str | os.PathLike, workdir_override: str | None = None) -> PipelineSource:

@@ -35,13 +35,21 @@ def train_job_name(spec, channels: dict[str, str], *, base: str, run_key: str = 
     return job_name or training_job_name(spec, channels, base=base, run_key=run_key)
 
 
-def load_component_spec(spec_json: str, spec_dir: str, where: Places):
-    """The job spec of a component input: JSON, variables substituted, relative paths against its directory."""
+def load_component_spec(spec_json: str, spec_dir: str, where: Places, restore_secrets: bool = False):
+    """The job spec of a component input: JSON, variables substituted, relative paths against its directory; with
+    ``restore_secrets`` (the train component) masked environment values are taken from this process's environment."""
     from trainops.steps.train import load_spec
 
     document = parse_json(spec_json, "spec_json", dict)
     if document is None:
         raise SpecError(Problem("spec_json", "is empty: give the job spec as a JSON object"), source="component input")
+    if restore_secrets:
+        import os
+
+        from trainops.spec.secrets import restore_masked
+
+        # The compiled pipeline carries secrets masked: the pod's environment holds them.
+        document = restore_masked(document, os.environ, "spec_json")
     document = where.expand(document, "spec")
     return load_spec(document, base_dir=where.path(spec_dir or ".", "spec_dir"))
 
@@ -132,7 +140,7 @@ def run_train(*, spec_json: str, spec_dir: str, backend: str, workdir: str, pipe
 
     check_choice(backend, ("local", "sagemaker"), "backend")
     where = places(pipeline_dir, workdir)
-    spec = load_component_spec(spec_json, spec_dir, where)
+    spec = load_component_spec(spec_json, spec_dir, where, restore_secrets=True)
     channels = local_channels(channels_json, where) if backend == "local" else {}
     name = train_job_name(spec, channels, base=name_base or "trainops", run_key=run_key, job_name=job_name)
     options: dict[str, Any] = {}

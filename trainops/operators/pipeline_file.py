@@ -55,6 +55,7 @@ def resolve_pipeline_steps(
     """
     from trainops.errors import SpecError
     from trainops.spec.pipeline import load_pipeline, resolve
+    from trainops.spec.secrets import masked_spec_document
     from trainops.steps.train import load_spec
 
     path = Path(pipeline_file).resolve()
@@ -89,7 +90,7 @@ def resolve_pipeline_steps(
         "stage_destination": resolve(steps.stage.destination, here),
         "stage_s3_prefix": steps.stage.s3_prefix,
         "stage_workers": steps.stage.workers,
-        "train_spec": spec_json,
+        "train_spec": masked_spec_document(spec_json),  # XComs are read by many: secrets stay masked
         "train_job_name": steps.train.job_name or spec.name or pipeline.name,
         "train_channels": {name: resolve(value, here) for name, value in steps.train.channels.items()},
         "train_processes_per_host": steps.train.processes_per_host,

@@ -118,6 +118,9 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
     # --- execute ----------------------------------------------------------------------------------------------
     def execute(self, context: Any) -> dict[str, Any]:
+        import os
+
+        from trainops.spec.secrets import restore_masked
         from trainops.steps.train import check_choice, load_spec
 
         self._running_job_name: str | None = None
@@ -126,7 +129,8 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         with translated_errors():
             backend = check_backend(self.backend)
             check_choice(self.if_job_exists, IF_JOB_EXISTS, "if_job_exists")
-            spec = load_spec(self.spec)  # every problem of the spec at once, each with its field
+            # A spec from XCom (the prepare task's) carries secrets masked: the worker's environment holds them.
+            spec = load_spec(restore_masked(self.spec, os.environ))  # every problem of the spec at once, with its field
             name = task_job_name(context, self.job_name or spec.name)
             if backend == "local":
                 return self._train_locally(spec, name)

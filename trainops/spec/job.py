@@ -24,7 +24,6 @@ from trainops.spec.base import (
     SECURITY_GROUP_ID,
     SUBNET_ID,
     CoreModel,
-    looks_secret,
     raise_problems,
     relocated,
 )
@@ -329,9 +328,11 @@ class JobSpec(CoreModel):
         return data
 
     def secret_environment_names(self) -> list[str]:
-        """The environment variables whose names look secret (HF_TOKEN, DB_PASSWORD): masked wherever trainops shows
-        or records their values, passed unchanged to the script."""
-        return sorted(name for name in self.environment if looks_secret(name))
+        """The secret environment variables (`trainops.spec.secrets`: HF_TOKEN, DB_PASSWORD, OPENAI_KEY, a URL with
+        credentials): masked wherever trainops shows or records their values, passed unchanged to the script."""
+        from trainops.spec.secrets import secret_environment_names
+
+        return secret_environment_names(self.environment)
 
     def spec_hash(self) -> str:
         """A stable hash of everything that defines the job (for deterministic names and skipping reruns)."""

@@ -1,7 +1,7 @@
 """The secrets of a local job: which `environment` values are masked, and the spec as it may be shown.
 
-A value passed through the spec's `environment` under a name that looks secret (`trainops.spec.base.looks_secret`:
-HF_TOKEN, DB_PASSWORD, apiKey) reaches the training script unchanged, but never the logs, the status record, the
+A value of the spec's `environment` that is secret by the rule of `trainops.spec.secrets` (HF_TOKEN, DB_PASSWORD,
+OPENAI_KEY, a URL with credentials) reaches the training script unchanged, but never the logs, the status record, the
 failure file or a step's result: the launchers get `TRAINOPS_MASK_VARIABLES` naming those variables (the runtime's
 output relay and failure file mask their values, `trainops.runtime.output_relay`), and what the backend itself
 writes or returns is masked here.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainops.runtime.output_relay import MASK, MASK_VARIABLES, mask, secret_values
-from trainops.spec.base import looks_secret
+from trainops.spec.secrets import masked_spec_document
 from trainops.spec.job import JobSpec
 
 __all__ = ["MASK", "mask", "mask_variables", "job_secrets", "public_spec"]
@@ -33,9 +33,5 @@ def job_secrets(spec: JobSpec, environ: dict[str, str] | None = None) -> list[st
 
 
 def public_spec(spec: JobSpec) -> dict[str, Any]:
-    """`spec.to_json_dict()` with the values of secret-looking environment variables replaced by `****`."""
-    data = spec.to_json_dict()
-    environment = data.get("environment")
-    if environment:
-        data["environment"] = {name: MASK if looks_secret(name) else value for name, value in environment.items()}
-    return data
+    """`spec.to_json_dict()` with the secret environment values replaced by `****`."""
+    return masked_spec_document(spec.to_json_dict())
