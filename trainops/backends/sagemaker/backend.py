@@ -151,6 +151,9 @@ class SageMakerBackend:
         details: dict[str, Any] = {}
         if summary.billable_seconds is not None:
             details["cost"] = costs.estimate_cost(summary, region=handle.region or self.region).to_dict()
+        # The failure classifier reads the whole walk (a spot interruption shows only in the transitions).
+        details["secondary_statuses"] = [str(item.get("status")) for item in summary.secondary_status_history
+                                         if isinstance(item, dict) and item.get("status")]
         return JobResult(
             backend="sagemaker", job_name=summary.job_name, status=JobStatus.parse(summary.status),
             secondary_status=summary.secondary_status, failure_reason=summary.failure_reason,
