@@ -165,3 +165,35 @@ def test_a_job_name_only_trigger_has_safe_defaults():
     bare = SageMakerTrainingTrigger(NAME)
     kwargs = bare.serialize()[1]
     assert (kwargs["aws_conn_id"], kwargs["region_name"], kwargs["max_run"]) == ("aws_default", None, None)
+
+
+# --- LocalTrainingTrigger -----------------------------------------------------------------------------------------
+def local_first_event(trigger) -> dict:
+    async def first():
+        async for event in trigger.run():
+            return event.payload
+
+    return asyncio.run(first())
+
+
+def test_the_local_trigger_reports_a_missing_job_as_an_error_event(tmp_path):
+    from trainops.operators.triggers import LocalTrainingTrigger
+
+    event = local_first_event(LocalTrainingTrigger("never-submitted", workdir=str(tmp_path), reattached=True))
+    assert (event["status"], event["backend"], event["reattached"]) == ("error", "local", True)
+    assert "never-submitted" in event["message"]
+    with pytest.raises(AirflowException, match="never-submitted"):
+        DistributedTrainingOperator(task_id="train", spec={}, backend="local").execute_complete({}, event)
+
+
+def test_the_local_trigger_gives_up_after_max_run_plus_grace_counted_from_its_first_start(tmp_path, monkeypatch):
+    from trainops.operators import triggers
+
+    monkeypatch.setattr(triggers.LocalTrainingTrigger, "_read",
+                        lambda self: {"job_name": self.job_name, "status": "InProgress", "secondary_status": "Training"})
+    # a trigger restarted on another triggerer keeps started_at: the allowance does not start again
+    trigger = triggers.LocalTrainingTrigger("slow-job", max_run=10, grace_seconds=5, poll_seconds=0,
+                                            started_at=time.time() - 60)
+    event = local_first_event(trigger)
+    assert (event["status"], event["job_status"]) == ("timeout", "InProgress")
+    assert "trainops stop slow-job" in event["message"]
