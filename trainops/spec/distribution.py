@@ -12,7 +12,7 @@ from __future__ import annotations
 import shlex
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import Discriminator, Field, Tag, ValidationError, field_validator, model_validator
+from pydantic import Discriminator, Field, PrivateAttr, Tag, ValidationError, field_validator, model_validator
 
 from trainops.errors import Problem
 from trainops.spec.base import CoreModel, raise_problems, shell_metacharacter_problem
@@ -27,6 +27,19 @@ class _Distribution(CoreModel):
     instance_groups: list[str] | None = Field(
         default=None, description="Names of the instance groups (heterogeneous clusters) that run the distribution."
     )
+    # The SDK dict the user wrote, when the spec used that spelling: the SDK encodes it section by section (a section
+    # present but disabled still sends its flag), so the toolkit launcher's hyperparameters are derived from it.
+    _sdk_form: dict[str, Any] | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:
+        # Equal distributions are equal whichever spelling they came from: the remembered SDK dict is not compared.
+        return type(self) is type(other) and self.__dict__ == other.__dict__  # type: ignore[union-attr]
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def sdk_form(self) -> dict[str, Any]:
+        """The SDK's dict as the user wrote it, else this variant's equivalent (`to_sdk_dict`)."""
+        return self._sdk_form if self._sdk_form is not None else self.to_sdk_dict()
 
     def to_sdk_dict(self) -> dict[str, Any]:
         """The SageMaker SDK's `distribution` dict for this variant."""
@@ -103,13 +116,16 @@ class TorchDistributed(_Distribution):
         return "torchrun"
 
 
-class PyTorchDDP(_Distribution):
+class PyTorchDDP(_MpiOptions, _Distribution):
     """The SDK's `pytorchddp`: PyTorch DDP launched by mpirun in the container."""
 
     type: Literal["pytorchddp"] = "pytorchddp"
 
     def _sdk_body(self) -> dict[str, Any]:
-        return {"pytorchddp": {"enabled": True}}
+        body: dict[str, Any] = {"enabled": True}
+        if self.custom_mpi_options:
+            body["custom_mpi_options"] = self.custom_mpi_options
+        return {"pytorchddp": body}
 
     @property
     def launcher(self) -> str:
@@ -281,7 +297,8 @@ class _SdkSmdistributed(CoreModel):
 class SdkDistribution(CoreModel):
     """The SageMaker Python SDK's `distribution` dict, with every key the SDK knows."""
 
-    pytorchddp: _Enabled | None = Field(default=None, description="PyTorch DDP with SMDDP, launched by mpirun.")
+    pytorchddp: _SdkDataParallel | None = Field(
+        default=None, description="PyTorch DDP launched by mpirun (smddprun): {enabled, custom_mpi_options}.")
     torch_distributed: _Enabled | None = Field(
         default=None, description="torchrun (GPU or Trainium); with smdistributed: SMP v2 or SMDDP AllGather.")
     smdistributed: _SdkSmdistributed | None = Field(
@@ -324,6 +341,9 @@ class SdkDistribution(CoreModel):
                          "multi_worker_mirrored_strategy")
             if self._enabled(name)
         ]
+        if simple[:2] == ["torch_distributed", "mpi"] and len(simple) == 2:
+            # The SDK's PyTorch estimator sends torch_distributed alone when both are enabled (mpi is dropped).
+            simple = ["torch_distributed"]
         if len(simple) > 1 and not problems:
             problems.append(Problem(simple[1], f"{' and '.join(simple)} are enabled together: enable only one strategy"))
         raise_problems("distribution", problems, self.model_dump())
@@ -333,8 +353,9 @@ class SdkDistribution(CoreModel):
         if name == "mpi":
             return MPI(processes_per_host=self.mpi.processes_per_host, custom_mpi_options=self.mpi.custom_mpi_options,
                        **groups)
+        if name == "pytorchddp":
+            return PyTorchDDP(custom_mpi_options=self.pytorchddp.custom_mpi_options, **groups)
         variant = {
-            "pytorchddp": PyTorchDDP,
             "torch_distributed": TorchDistributed,
             "parameter_server": ParameterServer,
             "pytorchxla": PyTorchXLA,

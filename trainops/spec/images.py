@@ -215,5 +215,6 @@ def resolve_training_image(
     elif kind == "smp":
         tag = f"{version}-gpu-{py}-{record['cuda']}"
     else:
-        tag = f"{version}-{'gpu' if processor == 'gpu' else 'cpu'}-{py}"
+        # The SDK tags the image with the version as written: "2.3" gives the DLC's short tag 2.3-gpu-py311.
+        tag = f"{str(framework_version).strip()}-{'gpu' if processor == 'gpu' else 'cpu'}-{py}"
     return f"{account}.dkr.ecr.{region}.{_dns_suffix(region)}/{table['repository']}:{tag}"

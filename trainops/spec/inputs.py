@@ -7,11 +7,17 @@ uses them and the SageMaker backend refuses them with a message saying how to st
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import AfterValidator, Discriminator, Field, Tag, field_validator
 
 from trainops.spec.base import FILE_SYSTEM_ID, S3_URI, CoreModel
+
+
+# "s3:/bkt", "s3:bkt", "file:/x": a scheme and a colon without the two slashes. A local path never starts that way
+# (Windows drive letters are one character, and are not paths of a Linux container anyway).
+_LOOKS_LIKE_URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]+:(?!//)")
 
 
 def is_local_uri(uri: str) -> bool:
@@ -21,6 +27,8 @@ def is_local_uri(uri: str) -> bool:
 
 def local_path(uri: str) -> str:
     """The filesystem path of a `file://` URI or a plain path."""
+    if uri.startswith("file://localhost/"):
+        return uri[len("file://localhost"):]
     return uri[len("file://"):] if uri.startswith("file://") else uri
 
 
@@ -36,6 +44,14 @@ def check_data_uri(value: str) -> str:
         scheme = value.split("://", 1)[0]
         if scheme != "file":
             raise ValueError(f"scheme {scheme}:// is not supported: use s3://, file:// or a local path")
+        host = value[len("file://"):].split("/", 1)[0]
+        if host not in ("", "localhost"):
+            raise ValueError(f"{value!r} names the host {host!r}: a file:// URI is a path on this machine, "
+                             "file:///absolute/path (three slashes)")
+    elif _LOOKS_LIKE_URI.match(value):
+        scheme = value.split(":", 1)[0]
+        raise ValueError(f"{value!r} looks like a URI but is malformed: write {scheme}:// followed by the "
+                         f"{'bucket' if scheme.lower() == 's3' else 'location'} (e.g. s3://bucket/prefix)")
     if not local_path(value):
         raise ValueError("is empty: give an s3:// URI, a file:// URI or a local path")
     if "\x00" in value:

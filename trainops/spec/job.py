@@ -67,6 +67,23 @@ class Tag(CoreModel):
     value: str = Field(alias="Value", max_length=256, description="Tag value.")
 
 
+class MetricDefinition(CoreModel):
+    """A metric SageMaker reads from the job's logs with a regular expression (the SDK's `metric_definitions`)."""
+
+    name: str = Field(alias="Name", min_length=1, max_length=255, pattern=r"^.+$", description="Metric name.")
+    regex: str = Field(alias="Regex", min_length=1, max_length=500, pattern=r"^.+$",
+                       description="Regular expression whose first group is the value, e.g. 'loss=([0-9.]+)'.")
+
+    @field_validator("regex")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as error:
+            raise ValueError(f"{value!r} is not a regular expression ({error})") from None
+        return value
+
+
 class InstanceGroup(CoreModel):
     """One group of a heterogeneous cluster (the SDK's `InstanceGroup`)."""
 
@@ -128,6 +145,12 @@ class JobSpec(CoreModel):
         default_factory=dict, json_schema_extra=_also_accepts(_SCALAR_MAPPING),
         description="Environment variables of the container; values of secret-looking names are masked in trainops "
         "output.")
+    metric_definitions: list[MetricDefinition] = Field(
+        default_factory=list, max_length=40,
+        description="Metrics SageMaker extracts from the logs: [{Name, Regex}], as in the SDK.")
+    enable_sagemaker_metrics: bool | None = Field(
+        default=None, description="SageMaker Metrics time series; default as the SDK: on for PyTorch >= 1.3 and "
+        "TensorFlow >= 1.15.")
     enable_network_isolation: bool = Field(default=False, description="No outbound network from the container.")
     encrypt_inter_container_traffic: bool = Field(default=False, description="Encrypt traffic between hosts.")
     tags: list[Tag] = Field(default_factory=list, json_schema_extra=_also_accepts(_SCALAR_MAPPING),
@@ -208,6 +231,12 @@ class JobSpec(CoreModel):
         bad = [name for name in value if not CHANNEL_NAME.match(name)]
         if bad:
             raise ValueError(f"channel names {bad} must be 1-64 of letters, digits, '.', '_' and '-'")
+        # A channel is a directory input/data/<name> in the container: '.' and '..' would name the data directory
+        # itself or its parent.
+        dots = [name for name in value if name in (".", "..")]
+        if dots:
+            raise ValueError(f"channel names {dots} are not allowed: a channel is the directory input/data/<name>; "
+                             "choose a name such as train")
         return value
 
     @field_validator("environment", mode="before")
@@ -227,6 +256,11 @@ class JobSpec(CoreModel):
                 item = str(item)
             if isinstance(item, str) and len(item) > 512:
                 raise ValueError(f"value of {key} is {len(item)} characters; SageMaker allows 512")
+            if isinstance(item, str) and "\x00" in item:
+                raise ValueError(f"value of {key} contains a NUL character, which no environment variable can hold")
+            if key.upper().startswith("TRAINOPS_"):
+                raise ValueError(f"{key} is reserved: TRAINOPS_* variables are set by trainops' launcher; use the "
+                                 "spec's own fields (health_check, distribution, ...) or another name")
             converted[key] = item
         return converted
 
@@ -270,7 +304,11 @@ class JobSpec(CoreModel):
             parsed = handler(value)
         except ValidationError as error:
             raise relocated(error, _without_distribution_tag) from None
-        return parsed.to_typed() if isinstance(parsed, SdkDistribution) else parsed
+        if isinstance(parsed, SdkDistribution):
+            typed = parsed.to_typed()
+            typed._sdk_form = parsed.model_dump(mode="json", exclude_none=True)
+            return typed
+        return parsed
 
     @field_validator("inputs", mode="wrap")
     @classmethod

@@ -374,7 +374,8 @@ def clean_location(loc: tuple) -> list[str]:
     The job spec already reports `distribution` and `inputs` errors without pydantic's union tags; what is left to
     drop are the names of function validators and the member tags of undiscriminated unions.
     """
-    return [str(part) for part in loc if not _is_tag(part)]
+    # A tag is never the first part: a top-level key named like one ("none", "str") is the user's own key.
+    return [str(part) for index, part in enumerate(loc) if index == 0 or not _is_tag(part)]
 
 
 def _merge_union_alternatives(problems: list[Problem], union_paths: set[str]) -> list[Problem]:

@@ -31,7 +31,8 @@ from trainops.spec.smp import V2_DEGREE_KEYS
 if TYPE_CHECKING:
     from trainops.spec.job import JobSpec
 
-INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9]+\.[a-z0-9]+\Z")
+# The family may be hyphenated (ml.p6-b200.48xlarge, ml.p6e-gb200.36xlarge): AWS's current instance list.
+INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9]+(-[a-z0-9]+)*\.[a-z0-9]+\Z")
 RESERVED_HYPERPARAMETER = re.compile(r"^(sagemaker_|trainops_|mp_parameters$)")
 # Minimum framework versions (AWS documentation; the SDK's tables lag behind).
 TORCH_DISTRIBUTED_MINIMUM = "1.13"
@@ -105,9 +106,14 @@ def instance_groups_named_by_distribution_exist(spec: "JobSpec") -> Iterator[Pro
     """The SDK's heterogeneous-cluster rules: the distribution names one of the job's instance groups."""
     wanted = spec.dist.instance_groups or []
     if not wanted:
-        if spec.instance_groups and len(spec.instance_groups) > 1 and not isinstance(spec.dist, NoDistribution):
+        if spec.instance_groups and len(spec.instance_groups) > 1:
             yield Problem("distribution.instance_groups",
-                          "name the one instance group that runs the distribution (several groups are defined)")
+                          "name the one instance group that runs the training (several groups are defined), e.g. "
+                          "distribution: {torch_distributed: {enabled: true}, instance_groups: [gpus]}")
+        return
+    if isinstance(spec.dist, NoDistribution):
+        yield Problem("distribution.instance_groups", "names instance groups but enables no strategy: enable one "
+                                                      "(torch_distributed, mpi, smdistributed ...) or remove this")
         return
     if not spec.instance_groups:
         yield Problem("distribution.instance_groups", "the job defines no instance_groups: add them or remove this")
@@ -221,6 +227,22 @@ def smp_fits_the_fleet(spec: "JobSpec") -> Iterator[Problem]:
             remaining //= degree
 
 
+@rule("instance_type", "instance_groups", "distribution")
+def smdistributed_on_p5_needs_torch_distributed(spec: "JobSpec") -> Iterator[Problem]:
+    """On ml.p5.48xlarge the SMP and SMDDP libraries run only under torchrun (SMP v2, SMDDP AllGather); SMP v1 and
+    SMDDP's mpirun path have no p5 build (the SDK's rule, from the libraries' release notes)."""
+    instance_type = spec.training_instance_type() or ""
+    if "p5.48xlarge" not in instance_type:
+        return
+    sdk = spec.dist.sdk_form()
+    torchrun = bool((sdk.get("torch_distributed") or {}).get("enabled"))
+    if "smdistributed" in sdk and not torchrun:
+        label = "SMP v1 (mpirun)" if isinstance(spec.dist, SMP) else "smdistributed without torch_distributed"
+        yield Problem("distribution", f"{label} does not run on {instance_type}: the libraries support p5 under "
+                                      "torchrun only; add torch_distributed: {enabled: true} (SMP v2 / SMDDP "
+                                      "AllGather) or pick ml.p4d.24xlarge")
+
+
 @rule("instance_type", "instance_groups", "distribution", "framework")
 def xla_and_tensorflow_strategies(spec: "JobSpec") -> Iterator[Problem]:
     """pytorchxla needs PyTorch on GPUs; MultiWorkerMirroredStrategy needs TensorFlow."""
@@ -230,6 +252,13 @@ def xla_and_tensorflow_strategies(spec: "JobSpec") -> Iterator[Problem]:
         instance_type = spec.training_instance_type()
         if instance_type and catalog.lookup(instance_type) and _accelerator(instance_type) != "nvidia":
             yield Problem("instance_type", f"pytorchxla (Training Compiler) runs on GPU instances, not {instance_type}")
+        elif instance_type and not _is_local(instance_type):
+            # SageMaker runs PyTorch/XLA multi-worker only inside SageMaker Training Compiler images, enabled by the
+            # SDK's compiler_config; trainops does not configure the compiler (the SDK refuses the same spec).
+            yield Problem("distribution.pytorchxla",
+                          "on SageMaker, pytorchxla needs SageMaker Training Compiler's configuration (the SDK's "
+                          "compiler_config), which trainops does not set: use torch_distributed, or run pytorchxla "
+                          "with instance_type local / local_gpu")
     if isinstance(spec.dist, MultiWorkerMirroredStrategy) and spec.framework != "tensorflow":
         yield Problem("framework", "multi_worker_mirrored_strategy is TensorFlow's: set framework: tensorflow")
     if isinstance(spec.dist, MPI):

@@ -102,7 +102,7 @@ def test_none_means_no_distribution():
      "pytorchddp", "cannot be combined"),
     ({"smdistributed": {"dataparallel": {"enabled": True}}, "mpi": {"enabled": True}},
      "mpi", "brings its own mpirun"),
-    ({"torch_distributed": {"enabled": True}, "mpi": {"enabled": True}}, "mpi", "enable only one"),
+    ({"pytorchxla": {"enabled": True}, "mpi": {"enabled": True}}, "pytorchxla", "enable only one"),
     ({"parameter_server": {"enabled": True}, "multi_worker_mirrored_strategy": {"enabled": True}},
      "multi_worker_mirrored_strategy", "enable only one"),
     ({"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 2}}}},
@@ -111,6 +111,7 @@ def test_none_means_no_distribution():
       "mpi": {"enabled": True}}, "mpi", "not both"),
 ])
 def test_conflicting_sdk_forms_name_the_key(value, path, words):
+
     errors = _errors(value)
     assert [error_path for error_path, _ in errors] == [path]
     assert words in errors[0][1]
@@ -270,3 +271,15 @@ def test_both_forms_parse_into_the_same_union(variant):
     from_typed = parse_distribution(variant.to_canonical())
     assert type(from_sdk) is type(from_typed)
     assert from_sdk.to_sdk_dict() == from_typed.to_sdk_dict()
+
+
+def test_torch_distributed_and_mpi_together_run_torch_distributed_as_the_sdk_sends_it():
+    # The SDK's PyTorch estimator encodes torch_distributed alone when mpi is enabled too (differential grid).
+    parsed = parse_distribution({"torch_distributed": {"enabled": True}, "mpi": {"enabled": True}})
+    assert parsed.type == "torch_distributed"
+
+
+def test_pytorchddp_takes_custom_mpi_options_like_the_sdk():
+    parsed = parse_distribution({"pytorchddp": {"enabled": True, "custom_mpi_options": "--NCCL_DEBUG INFO"}})
+    assert parsed.type == "pytorchddp" and parsed.custom_mpi_options == "--NCCL_DEBUG INFO"
+    assert parsed.to_sdk_dict() == {"pytorchddp": {"enabled": True, "custom_mpi_options": "--NCCL_DEBUG INFO"}}

@@ -58,7 +58,7 @@ def test_tensorflow_gpu_and_cpu():
     gpu = resolve_training_image("tensorflow", "2.19.0", None, "ml.g5.xlarge", "us-east-1")
     cpu = resolve_training_image("TensorFlow", "2.13", None, "ml.c5.xlarge", "us-east-1")
     assert gpu.endswith("/tensorflow-training:2.19.0-gpu-py312")
-    assert cpu.endswith("/tensorflow-training:2.13.0-cpu-py310")
+    assert cpu.endswith("/tensorflow-training:2.13-cpu-py310")  # the SDK tags the version as written
 
 
 def test_china_region_uses_its_account_and_the_cn_domain():
@@ -87,8 +87,11 @@ def test_region_exceptions_take_their_own_ecr_account(region, account, domain):
 @pytest.mark.parametrize(("short", "full"), [("2.1", "2.1.0"), ("2.5", "2.5.1"), ("1.13", "1.13.1"),
                                              ("2.7", "2.7.1")])
 def test_short_versions_resolve_like_the_sdk_aliases(short, full):
+    # The alias picks the full version's Python; the tag keeps the short form, as the SDK writes it (the DLCs carry
+    # both tags). Checked against SDK 2.257 in tests/differential.
     uri = resolve_training_image("pytorch", short, None, "ml.g5.xlarge", "us-east-1")
-    assert URI.match(uri)["tag"].startswith(f"{full}-gpu-")
+    full_uri = resolve_training_image("pytorch", full, None, "ml.g5.xlarge", "us-east-1")
+    assert URI.match(uri)["tag"] == URI.match(full_uri)["tag"].replace(f"{full}-", f"{short}-", 1)
 
 
 def test_py_version_none_takes_the_version_default():
@@ -97,13 +100,13 @@ def test_py_version_none_takes_the_version_default():
 
 
 def test_local_mode_types_follow_their_processor():
-    assert ":2.2.0-gpu-" in resolve_training_image("pytorch", "2.2", None, "local_gpu", "us-east-1")
-    assert ":2.2.0-cpu-" in resolve_training_image("pytorch", "2.2", None, "local", "us-east-1")
+    assert ":2.2-gpu-" in resolve_training_image("pytorch", "2.2", None, "local_gpu", "us-east-1")
+    assert ":2.2-cpu-" in resolve_training_image("pytorch", "2.2", None, "local", "us-east-1")
 
 
 def test_types_missing_from_the_catalog_fall_back_to_the_family_letter():
-    assert ":2.6.0-gpu-" in resolve_training_image("pytorch", "2.6", None, "ml.g7.2xlarge", "us-east-1")
-    assert ":2.6.0-cpu-" in resolve_training_image("pytorch", "2.6", None, "ml.m8i.large", "us-east-1")
+    assert ":2.6-gpu-" in resolve_training_image("pytorch", "2.6", None, "ml.g7.2xlarge", "us-east-1")
+    assert ":2.6-cpu-" in resolve_training_image("pytorch", "2.6", None, "ml.m8i.large", "us-east-1")
     assert "neuronx" in resolve_training_image("pytorch", "2.6", None, "ml.trn3.48xlarge", "us-east-1")
 
 

@@ -115,7 +115,7 @@ def test_load_job_spec_resolves_local_paths_against_the_file(tmp_path):
     path = tmp_path / "jobs" / "spec.yaml"
     path.write_text(yaml.safe_dump({
         "entry_point": "train.py", "instance_type": "local", "source_dir": "../src", "output_path": "out",
-        "inputs": {"train": "data/train", "val": {"s3_data": "file://data/val"}, "remote": "s3://bucket/x",
+        "inputs": {"train": "data/train", "val": {"s3_data": "data/val"}, "remote": "s3://bucket/x",
                    "abs": "/abs/path"}}))
     spec = load_job_spec(path)
     assert spec.source_dir == str(tmp_path / "src")
@@ -124,6 +124,17 @@ def test_load_job_spec_resolves_local_paths_against_the_file(tmp_path):
     assert spec.inputs["val"].s3_data == str(tmp_path / "jobs" / "data" / "val")
     assert spec.inputs["remote"] == "s3://bucket/x"
     assert spec.inputs["abs"] == "/abs/path"
+
+
+@pytest.mark.parametrize("uri, words", [("file://data/val", "names the host 'data'"),
+                                        ("s3:/bucket/x", "malformed"), ("s3:bucket", "malformed")])
+def test_malformed_uris_are_errors_not_relative_paths(tmp_path, uri, words):
+    # Issue 14: 'file://data/val' and 's3:/bucket' used to be taken for relative local paths.
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({"entry_point": "train.py", "instance_type": "local", "inputs": {"val": uri}}))
+    with pytest.raises(SpecError) as caught:
+        load_job_spec(path)
+    assert words in messages(caught.value) and "inputs.val" in messages(caught.value)
 
 
 def test_load_job_spec_keeps_s3_source_dir(tmp_path):

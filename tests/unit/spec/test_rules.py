@@ -238,7 +238,9 @@ def test_smp_on_local_types_defers_the_degree_check():
 # --- pytorchxla, TensorFlow strategies, MPI ---------------------------------------------------------------------------
 
 def test_pytorchxla():
-    assert found(distribution={"pytorchxla": {"enabled": True}}) == {}
+    assert found(distribution={"pytorchxla": {"enabled": True}}, instance_type="local_gpu") == {}
+    # On SageMaker it needs Training Compiler's configuration, which trainops does not set (the SDK refuses too).
+    rejected("distribution.pytorchxla", "Training Compiler", distribution={"pytorchxla": {"enabled": True}})
     rejected("framework", "pytorchxla needs the PyTorch framework", distribution={"pytorchxla": {"enabled": True}},
              framework="tensorflow", framework_version=...)
     rejected("instance_type", "runs on GPU instances", distribution={"pytorchxla": {"enabled": True}},

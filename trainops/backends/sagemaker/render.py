@@ -20,17 +20,7 @@ from trainops.errors import Problem, SpecError
 from trainops.runtime import catalog
 from trainops.runtime.output_relay import MASK_VARIABLES
 from trainops.spec.base import JOB_NAME, REGION
-from trainops.spec.distribution import (
-    MPI,
-    SMDDP,
-    SMP,
-    Distribution,
-    MultiWorkerMirroredStrategy,
-    ParameterServer,
-    PyTorchDDP,
-    PyTorchXLA,
-    TorchDistributed,
-)
+from trainops.spec.distribution import SMP, Distribution
 from trainops.spec.inputs import FileSystemInput, TrainingInput, is_local_uri
 from trainops.spec.job import JobSpec
 
@@ -74,48 +64,75 @@ def artifact_locations(output_path: str, job_name: str) -> ArtifactLocations:
     )
 
 
-def toolkit_distribution_hyperparameters(distribution: Distribution, instance_type: str | None) -> dict[str, Any]:
-    """The hyperparameters the SDK v2 sets for a distribution (before encoding); reference.md's table."""
-    values: dict[str, Any] = {}
-    if isinstance(distribution, SMP):
-        values["mp_parameters"] = dict(distribution.parameters)
-        values["sagemaker_distributed_dataparallel_enabled"] = False
-        values["sagemaker_instance_type"] = instance_type
-        if distribution.version == 2:
-            values["sagemaker_torch_distributed_enabled"] = True
-        else:
-            values.update(_mpi_values(distribution.processes_per_host, distribution.custom_mpi_options))
-    elif isinstance(distribution, (SMDDP, PyTorchDDP)):
-        # The SDK rewrites `pytorchddp` into `smdistributed.dataparallel` before encoding (reference.md), so both
-        # reach the toolkit as SMDDP; the toolkit launches them the same way (mpirun with SMDDP AllReduce).
-        values["sagemaker_distributed_dataparallel_enabled"] = True
-        values["sagemaker_instance_type"] = instance_type
-        values["sagemaker_distributed_dataparallel_custom_mpi_options"] = getattr(distribution, "custom_mpi_options",
-                                                                                  "")
-        if distribution.launcher == "torchrun":
-            values["sagemaker_torch_distributed_enabled"] = True
-    elif isinstance(distribution, TorchDistributed):
+def toolkit_distribution_hyperparameters(distribution: Distribution, instance_type: str | None,
+                                         framework: str = "pytorch") -> dict[str, Any]:
+    """The hyperparameters the SDK v2 sets for a distribution (before encoding), computed from the SDK's dict form
+    the user wrote (or the typed form's equivalent), key by key as the SDK's PyTorch and TensorFlow estimators do:
+    sections present but disabled still send their ``*_enabled: false`` flags, empty SMP parameters send no
+    ``mp_parameters``, ``pytorchddp`` wins over ``torch_distributed`` and ``torch_distributed`` over ``mpi``."""
+    sdk = dict(distribution.sdk_form())
+    if framework == "pytorch" and "pytorchddp" in sdk and "smdistributed" not in sdk:
+        # The SDK's PyTorch estimator rewrites pytorchddp into smdistributed.dataparallel before anything else.
+        sdk["smdistributed"] = {"dataparallel": sdk.pop("pytorchddp")}
+    if framework != "pytorch":
+        return _framework_distribution_values(sdk, instance_type)
+    ddp = "pytorchddp" in sdk and bool(sdk["pytorchddp"].get("enabled", False))
+    torchrun = "pytorchddp" not in sdk and "torch_distributed" in sdk and bool(
+        sdk["torch_distributed"].get("enabled", False))
+    if ddp:
+        values: dict[str, Any] = {"sagemaker_pytorch_ddp_enabled": True}
+    elif torchrun:
+        values = _framework_distribution_values(sdk, instance_type) if "smdistributed" in sdk else {}
         values["sagemaker_torch_distributed_enabled"] = True
+    else:
+        return _framework_distribution_values(sdk, instance_type)
+    if instance_type is not None:
         values["sagemaker_instance_type"] = instance_type
-    elif isinstance(distribution, MPI):
-        values.update(_mpi_values(distribution.processes_per_host, distribution.custom_mpi_options))
-    elif isinstance(distribution, ParameterServer):
-        values["sagemaker_parameter_server_enabled"] = True
-    elif isinstance(distribution, PyTorchXLA):
-        values["sagemaker_pytorch_xla_multi_worker_enabled"] = True
-    elif isinstance(distribution, MultiWorkerMirroredStrategy):
-        values["sagemaker_multi_worker_mirrored_strategy_enabled"] = True
-    if distribution.instance_groups:
-        values["sagemaker_distribution_instance_groups"] = list(distribution.instance_groups)
     return values
 
 
-def _mpi_values(processes_per_host: int | None, custom_mpi_options: str) -> dict[str, Any]:
-    values: dict[str, Any] = {"sagemaker_mpi_enabled": True}
-    if processes_per_host is not None:
-        values["sagemaker_mpi_num_of_processes_per_host"] = processes_per_host
-    values["sagemaker_mpi_custom_mpi_options"] = custom_mpi_options
+def _enabled(section: Any) -> bool:
+    return bool(section.get("enabled", False)) if isinstance(section, dict) else False
+
+
+def _framework_distribution_values(sdk: dict[str, Any], instance_type: str | None) -> dict[str, Any]:
+    """The keys every SDK framework estimator derives from the distribution dict (PyTorch's fallback, TensorFlow's
+    only encoding)."""
+    values: dict[str, Any] = {}
+    if "instance_groups" in sdk:
+        values["sagemaker_distribution_instance_groups"] = list(sdk["instance_groups"])
+    if "pytorchxla" in sdk:
+        values["sagemaker_pytorch_xla_multi_worker_enabled"] = _enabled(sdk["pytorchxla"])
+    if "parameter_server" in sdk:
+        values["sagemaker_parameter_server_enabled"] = _enabled(sdk["parameter_server"])
+    if "mpi" in sdk:
+        mpi = sdk["mpi"]
+        values["sagemaker_mpi_enabled"] = _enabled(mpi)
+        if mpi.get("processes_per_host"):
+            values["sagemaker_mpi_num_of_processes_per_host"] = mpi["processes_per_host"]
+        values["sagemaker_mpi_custom_mpi_options"] = mpi.get("custom_mpi_options") or ""
+    if "smdistributed" in sdk:
+        smdistributed = sdk["smdistributed"]
+        model_parallel = smdistributed.get("modelparallel") or {}
+        if _enabled(model_parallel) and model_parallel.get("parameters"):
+            values["mp_parameters"] = dict(model_parallel["parameters"])
+        data_parallel = smdistributed.get("dataparallel") or {}
+        values["sagemaker_distributed_dataparallel_enabled"] = _enabled(data_parallel)
+        values["sagemaker_instance_type"] = instance_type
+        if _enabled(data_parallel):
+            values["sagemaker_distributed_dataparallel_custom_mpi_options"] = \
+                data_parallel.get("custom_mpi_options") or ""
+    if "multi_worker_mirrored_strategy" in sdk:
+        values["sagemaker_multi_worker_mirrored_strategy_enabled"] = _enabled(sdk["multi_worker_mirrored_strategy"])
     return values
+
+
+def toolkit_model_dir(spec: JobSpec, job_name: str, distribution_values: dict[str, Any]) -> str:
+    """TensorFlow's ``model_dir`` hyperparameter, as the SDK sets it: ``/opt/ml/model`` under MPI, else
+    ``<output_path>/<job>/model``."""
+    if distribution_values.get("sagemaker_mpi_enabled"):
+        return "/opt/ml/model"
+    return f"{(spec.output_path or '').rstrip('/')}/{job_name}/model"
 
 
 def sagemaker_problems(spec: JobSpec, region: str | None) -> list[Problem]:
@@ -273,7 +290,10 @@ def _assemble(spec: JobSpec, job_name: str, launcher: str, region: str | None, i
         hyperparameters.update(sagemaker_program=spec.entry_point, sagemaker_job_name=job_name, sagemaker_region=region)
         hyperparameters["sagemaker_submit_directory"] = submit
         hyperparameters["sagemaker_container_log_level"] = CONTAINER_LOG_LEVEL
-        hyperparameters.update(toolkit_distribution_hyperparameters(spec.dist, spec.training_instance_type()))
+        distribution_values = toolkit_distribution_hyperparameters(spec.dist, spec.instance_type, spec.framework)
+        hyperparameters.update(distribution_values)
+        if spec.framework == "tensorflow" and "model_dir" not in spec.hyperparameters:
+            hyperparameters["model_dir"] = toolkit_model_dir(spec, job_name, distribution_values)
     request["HyperParameters"] = encode_hyperparameters(hyperparameters)
     if not request["InputDataConfig"]:
         del request["InputDataConfig"]
@@ -281,7 +301,25 @@ def _assemble(spec: JobSpec, job_name: str, launcher: str, region: str | None, i
     return request
 
 
+def _metrics_time_series(spec: JobSpec) -> bool | None:
+    """The SDK's default for EnableSageMakerMetricsTimeSeries: on from PyTorch 1.3 and TensorFlow 1.15."""
+    if spec.enable_sagemaker_metrics is not None:
+        return spec.enable_sagemaker_metrics
+    from trainops.spec.images import is_version_at_least
+
+    minimum = "1.3" if spec.framework == "pytorch" else "1.15"
+    if spec.framework_version and is_version_at_least(spec.framework_version, minimum):
+        return True
+    return None
+
+
 def _optional_settings(spec: JobSpec, request: dict[str, Any], environment: dict[str, str]) -> None:
+    if spec.metric_definitions:
+        request["AlgorithmSpecification"]["MetricDefinitions"] = [
+            {"Name": metric.name, "Regex": metric.regex} for metric in spec.metric_definitions]
+    time_series = _metrics_time_series(spec)
+    if time_series is not None:
+        request["AlgorithmSpecification"]["EnableSageMakerMetricsTimeSeries"] = time_series
     if spec.output_kms_key:
         request["OutputDataConfig"]["KmsKeyId"] = spec.output_kms_key
     if spec.subnets:
