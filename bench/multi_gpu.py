@@ -3,14 +3,19 @@
 
 1. DDP on 1, 2, 4, 8 GPUs (the counts up to ``--gpus``, default all visible), the same batch per GPU: tokens/s and
    scaling efficiency ``tokens/s(N) / (N x tokens/s(1))``;
+   next to them, the plain-DDP baseline (issue 18) at the same counts: bench/plain_ddp.py, the same model, batch and
+   compile setting in a minimal script with no trainops import and ``DistributedDataParallel`` with default
+   options, under plain torchrun; so the table separates what the example and ``transform()`` cost from what DDP
+   costs;
 2. at the largest count, the DDP run alternating (ABBA) with the same script under plain
    ``torchrun --standalone --nproc_per_node N``: the ratio;
-3. FSDP2 through SMP v2 parameters (``hybrid_shard_degree`` = all GPUs) and tensor parallel degree 2 on the same
-   machine: tokens/s and peak memory per GPU;
+3. FSDP2 through SMP v2 parameters (``hybrid_shard_degree`` = all GPUs, compiled like the DDP runs) and tensor
+   parallel degree 2 (eager) on the same machine: tokens/s, peak memory per GPU, and the ratio to DDP's tokens/s;
 4. an all-reduce bus-bandwidth probe (the health check's, through torch.distributed) against NCCL called directly
    (CuPy's NCCL bindings) for the same message size.
 
-Targets: DDP scaling efficiency >= 0.9 at the largest count; trainops/torchrun >= 0.98. NVLink multicast stays off
+Targets (issue 18): DDP scaling efficiency >= 0.95 at 2 GPUs through ``transform()`` and never below the plain-DDP
+baseline of the same run; FSDP2 within 10 % of DDP's tokens/s; trainops/torchrun >= 0.98. NVLink multicast stays off
 in every child (``NCCL_NVLS_ENABLE=0``, ``TORCH_SYMM_MEM_DISABLE_MULTICAST=1``, ``NVSHMEM_DISABLE_NVLS=1``; each run
 records what its ranks saw).
 
@@ -27,6 +32,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -88,6 +94,24 @@ def nccl_busbw(gpus: int, nbytes: int = PROBE_BYTES, iterations: int = 20) -> di
             "busbw_gbps": algbw * 2 * (gpus - 1) / gpus}
 
 
+def run_plain(scratch: Path, label: str, processes: int, args: argparse.Namespace, env: dict[str, str]) -> dict:
+    """bench/plain_ddp.py (no trainops: the model, data and step in a minimal script, ``DistributedDataParallel``
+    with default options, the same compile setting) under plain ``torchrun``: what DDP itself costs."""
+    metrics = scratch / f"{label}.json"
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(processes),
+               str(Path(__file__).resolve().parent / "plain_ddp.py"), "--size", args.size, "--steps",
+               str(args.steps), "--timing-warmup", str(args.timing_warmup), "--global-batch",
+               str(args.batch_per_gpu * processes), "--compile", str(args.compile), "--metrics-out", str(metrics)]
+    started = time.perf_counter()
+    completed = subprocess.run(command, env=env, cwd=str(scratch), capture_output=True, text=True, check=False)
+    if completed.returncode != 0 or not metrics.exists():
+        tail = "\n".join((completed.stdout + completed.stderr).splitlines()[-25:])
+        raise RuntimeError(f"plain DDP {label} failed (exit {completed.returncode}):\n{tail}")
+    result = json.loads(metrics.read_text(encoding="utf-8"))
+    result.update(launcher="torchrun", label=label, wall_seconds=time.perf_counter() - started)
+    return result
+
+
 def gpu_counts(largest: int) -> list[int]:
     """1, 2, 4, 8, ... up to ``largest``, and ``largest`` itself."""
     counts, count = [], 1
@@ -145,6 +169,9 @@ def main() -> int:
 
         for count in gpu_counts(largest)[:-1]:
             result["ddp"].append(saved(run_trainops(scratch, f"ddp-{count}", ddp, count, ddp_parameters(count), env)))
+        # The plain-DDP baseline at every count, in the same run (so the same machine state).
+        result["plain_ddp"] = [saved(run_plain(scratch, f"plain-ddp-{count}", count, args, env))
+                               for count in gpu_counts(largest)]
         trainops_runs, torchrun_runs = alternate(
             args.pairs,
             lambda index: saved(run_trainops(scratch, f"ddp-{largest}-{index}", ddp, largest,
@@ -153,15 +180,22 @@ def main() -> int:
                                              ddp_parameters(largest), env)))
         result["ddp"] += trainops_runs
         result["torchrun"] = torchrun_runs
-        # Sharded modes in eager mode (compiling DTensor / FSDP2 graphs costs more than the timed steps).
+        # FSDP2 with the DDP runs' compile setting (its target is DDP's tokens/s); TP 2 eager (compiling DTensor
+        # tensor-parallel graphs costs more than the timed steps). A sharded mode that fails is recorded, not fatal.
         eager = argparse.Namespace(**{**vars(args), "compile": False})
-        sharded = {"fsdp2": ({"type": "smp", "parameters": {"hybrid_shard_degree": largest}}, largest),
-                   "tp2": ({"type": "smp", "parameters": {"tensor_parallel_degree": 2}}, largest // 2)}
-        for label, (distribution, data_parallel) in sharded.items():
+        sharded = {"fsdp2": ({"type": "smp", "parameters": {"hybrid_shard_degree": largest}}, largest, args),
+                   "tp2": ({"type": "smp", "parameters": {"tensor_parallel_degree": 2}}, largest // 2, eager)}
+        for label, (distribution, data_parallel, mode) in sharded.items():
             if largest < 2:
                 break
-            parameters_of = lambda out, dp=data_parallel: hyperparameters(eager, args.batch_per_gpu * dp, out)  # noqa
-            run = run_trainops(scratch, f"{label}-{largest}", distribution, largest, parameters_of, env)
+            parameters_of = (lambda out, dp=data_parallel, mode=mode:  # noqa: E731
+                             hyperparameters(mode, args.batch_per_gpu * dp, out))
+            try:
+                run = run_trainops(scratch, f"{label}-{largest}", distribution, largest, parameters_of, env)
+            except RuntimeError as error:
+                result.setdefault("failed", {})[label] = str(error)[-3000:]
+                print(f"  {label} failed: {str(error)[-600:]}", flush=True)
+                continue
             run["mode_label"] = label
             result["sharded"].append(saved(run))
         eager_ddp = lambda out: hyperparameters(eager, args.batch_per_gpu * largest, out)  # noqa: E731
@@ -179,6 +213,15 @@ def main() -> int:
     trainops_rate = statistics.median(run["tokens_per_second"] for run in trainops_runs)
     torchrun_rate = statistics.median(run["tokens_per_second"] for run in torchrun_runs)
     result["ratio"] = trainops_rate / torchrun_rate
+    plain = {run["world_size"]: run["tokens_per_second"] for run in result["plain_ddp"]}
+    result["plain_scaling"] = {str(count): {"tokens_per_second": rate, "efficiency": rate / (count * one),
+                                            "efficiency_vs_plain_1": rate / (count * plain[1]),
+                                            "transform_over_plain": result["scaling"][str(count)]["tokens_per_second"]
+                                            / rate}
+                               for count, rate in sorted(plain.items())}
+    ddp_rate = result["scaling"][str(largest)]["tokens_per_second"]
+    for run in result["sharded"]:
+        run["over_ddp"] = run["tokens_per_second"] / ddp_rate
     if visible_gpus() >= 2 and largest >= 2:
         from trainops.runtime.healthcheck import allreduce_busbw
 
@@ -191,12 +234,18 @@ def main() -> int:
     for count, figures in result["scaling"].items():
         print(f"DDP {count} GPU(s): {figures['tokens_per_second']:>12,.0f} tokens/s, "
               f"scaling efficiency {figures['efficiency']:.3f}")
+    for count, figures in result["plain_scaling"].items():
+        print(f"plain DDP (defaults, no trainops) {count} GPU(s): {figures['tokens_per_second']:>12,.0f} tokens/s, "
+              f"scaling efficiency {figures['efficiency']:.3f} against transform()'s 1 GPU "
+              f"({figures['efficiency_vs_plain_1']:.3f} against its own); transform() / plain "
+              f"{figures['transform_over_plain']:.3f}")
     print(f"DDP {largest}: trainops {trainops_rate:,.0f} vs torchrun {torchrun_rate:,.0f} tokens/s: ratio "
           f"{result['ratio']:.3f} (runs {[round(r['tokens_per_second']) for r in trainops_runs]} / "
           f"{[round(r['tokens_per_second']) for r in torchrun_runs]})")
     for run in result["sharded"]:
         print(f"{run['mode_label']:<10} {largest} GPUs: {run['tokens_per_second']:>12,.0f} tokens/s, peak "
-              f"{run['peak_memory_gib']:.1f} GiB per GPU (dp {run['dp_size']}, tp {run.get('tp_size', 1)})")
+              f"{run['peak_memory_gib']:.1f} GiB per GPU (dp {run['dp_size']}, tp {run.get('tp_size', 1)}, compile "
+              f"{run['compile']}); {run['over_ddp']:.3f} of DDP's tokens/s")
     for key in ("allreduce_trainops_probe", "allreduce_nccl_direct"):
         if key in result:
             print(f"{key}: {json.dumps(result[key])}")

@@ -68,6 +68,8 @@ def options() -> argparse.ArgumentParser:
     parser.add_argument("--reshard-after-forward", type=_flag, default=True)
     parser.add_argument("--param-dtype", choices=("fp32", "bf16"), default="fp32")
     parser.add_argument("--prefetch", type=int, default=0)
+    parser.add_argument("--optimizer", choices=("fused", "foreach"), default="fused",
+                        help="AdamW's implementation on GPUs (CPU: foreach for FSDP2, per tensor otherwise)")
     parser.add_argument("--profile-steps", type=int, default=0)
     parser.add_argument("--trace", default=None, help="keep the raw chrome trace here (rank 0)")
     parser.add_argument("--metrics-out", "--metrics_out", default="plain-ddp.json")
@@ -136,8 +138,10 @@ def main() -> None:
     batches = Batches(load_corpus(None, args.corpus_bytes), config.seq_len, args.global_batch, args.seed)
     parameters = [parameter for parameter in model.parameters() if parameter.requires_grad]
     sharded = args.wrap == "fsdp2"
+    fused = cuda and args.optimizer == "fused"
     optimizer = torch.optim.AdamW(parameters, lr=args.learning_rate, betas=(0.9, 0.95), weight_decay=0.0,
-                                  fused=True if cuda and not sharded else None, foreach=True if sharded else None)
+                                  fused=True if fused else None,
+                                  foreach=True if not fused and (sharded or args.optimizer == "foreach") else None)
     step_model = torch.compile(model) if args.compile else model
     losses = torch.zeros(args.steps + args.profile_steps, device=device)
 

@@ -3,7 +3,7 @@ bench/ddp_profile.py puts in its table, so the raw trace need not be kept.
 
 Per step (the trace's span of ``step`` annotations divided by the step count), in milliseconds:
 
-- ``step_ms``: wall time of a step on the host;
+- ``step_ms``: wall time of a step, from the first step's start to the last GPU or host event;
 - ``gpu_busy_ms``: the union of all GPU kernels and copies (so two overlapping streams count once); ``gpu_idle_ms`` is
   the rest of the step: the GPU waiting for the host (launch overhead, syncs, data);
 - ``compute_ms``: the union of the kernels that are not NCCL's;
@@ -11,7 +11,7 @@ Per step (the trace's span of ``step`` annotations divided by the step count), i
   i.e. communication the step waits for instead of hiding behind backward;
 - ``nccl_kernels``: NCCL kernels a step (one per DDP bucket, or per FSDP2 all-gather / reduce-scatter);
 - ``host_syncs``: calls that block the host until the GPU catches up (stream/device/event synchronize, blocking
-  memcpy), per step;
+  memcpy), per step, and ``host_sync_calls`` by name over the whole trace;
 - ``data_ms`` and ``optimizer_ms``: host time inside the ``data`` and ``optimizer`` annotations; ``optimizer_gpu_ms``:
   the kernels the optimizer step launched (fused or foreach AdamW, and anything else inside ``optimizer``);
 - ``launches``: kernel launches a step (the host's cost per step grows with it, compile lowers it).
@@ -68,11 +68,12 @@ def _is_nccl(name: str) -> bool:
 def summarise_events(events: list[dict], steps: int) -> dict:
     complete = [event for event in events if event.get("ph") == "X" and "dur" in event]
     step_marks = [event for event in complete if event.get("name") == "step" and event.get("cat") == "user_annotation"]
+    # The host runs ahead of the GPU, so a step's wall time runs from the first step's start to whatever ends last,
+    # host or GPU (the profiled steps start on an idle GPU and end with a synchronize).
+    begin = min(e["ts"] for e in (step_marks or complete))
+    span = max(e["ts"] + e["dur"] for e in complete) - begin
     if step_marks:
-        span = max(e["ts"] + e["dur"] for e in step_marks) - min(e["ts"] for e in step_marks)
         steps = len(step_marks)
-    else:
-        span = max(e["ts"] + e["dur"] for e in complete) - min(e["ts"] for e in complete)
     gpu = [event for event in complete if event.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     kernels = [event for event in gpu if event.get("cat") == "kernel"]
     everything = _union([(e["ts"], e["ts"] + e["dur"]) for e in gpu])
@@ -86,6 +87,10 @@ def summarise_events(events: list[dict], steps: int) -> dict:
     launched_in_optimizer = {e.get("args", {}).get("correlation") for e in host
                              if e["name"] in _LAUNCHES and any(s <= e["ts"] < t for s, t in optimizer_spans)}
     optimizer_gpu = sum(e["dur"] for e in kernels if e.get("args", {}).get("correlation") in launched_in_optimizer)
+    syncs: dict[str, int] = {}
+    for event in host:
+        if event["name"] in _SYNC_CALLS:
+            syncs[event["name"]] = syncs.get(event["name"], 0) + 1
     per = max(steps, 1) * 1000.0  # microseconds in the trace -> milliseconds per step
     nccl_names: dict[str, int] = {}
     for event in kernels:
@@ -103,6 +108,7 @@ def summarise_events(events: list[dict], steps: int) -> dict:
         "nccl_kernels": sum(1 for e in kernels if _is_nccl(e["name"])) / max(steps, 1),
         "nccl_kernel_names": nccl_names,
         "host_syncs": sum(1 for e in host if e["name"] in _SYNC_CALLS) / max(steps, 1),
+        "host_sync_calls": syncs,
         "launches": sum(1 for e in host if e["name"] in _LAUNCHES) / max(steps, 1),
         "data_ms": sum(e["dur"] for e in annotations["data"]) / per,
         "optimizer_ms": sum(e["dur"] for e in annotations["optimizer"]) / per,

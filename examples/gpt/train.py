@@ -17,7 +17,9 @@ def main() -> None:
     args = parser(__doc__.splitlines()[0]).parse_args()
     ctx = trainops.runtime.init()
     model = build_model(args, torch.device("cpu"))
-    model = trainops.runtime.transform(model, activation_checkpointing=args.activation_checkpointing)
+    # On GPUs the loop computes in bf16 (autocast); sharded (FSDP2) models then gather bf16 parameters too.
+    model = trainops.runtime.transform(model, activation_checkpointing=args.activation_checkpointing,
+                                       mixed_precision="bf16" if ctx.device.type == "cuda" else None)
     train(model, args, ctx.device, ctx.dp_rank, ctx.dp_size, local_rank=ctx.local_rank, model_dir=ctx.model_dir,
           mode=f"trainops:{ctx.distribution.get('type', 'none')}",
           extra={"tp_size": ctx.tp_size, "parameters_config": ctx.distribution.get("parameters")})

@@ -159,10 +159,12 @@ def describe(config: SMPConfig, mesh_layout: Layout) -> str:
 
 
 def apply_smp(model: Any, config: SMPConfig, mesh_layout: Layout, device: Any, blocks: list | None = None,
-              tp_plan: Mapping[str, str] | None = None, activation_checkpointing: bool = False) -> Any:
+              tp_plan: Mapping[str, str] | None = None, activation_checkpointing: bool = False,
+              mixed_precision: str | None = None) -> Any:
     """Apply the native mapping to ``model`` (already on ``device``) in the order that composes: same starting
     weights everywhere, tensor parallelism inside blocks, activation checkpointing / offloading around blocks, then
-    FSDP2 on each block and on the root. Returns the model (modified in place)."""
+    FSDP2 on each block and on the root. ``mixed_precision`` (``"bf16"``, ``"fp16"``) is FSDP2's parameter dtype
+    for compute, with float32 gradient reduction. Returns the model (modified in place)."""
     import torch
 
     from trainops.runtime import tensor_parallel
@@ -191,18 +193,24 @@ def apply_smp(model: Any, config: SMPConfig, mesh_layout: Layout, device: Any, b
     if mesh_layout.shard == 1 and mesh_layout.tp == 1:
         from torch.nn.parallel import DistributedDataParallel
 
+        from trainops.runtime.parallel import DDP_DEFAULTS
+
         # hybrid_shard_degree=1 is NO_SHARD: plain replication, which DDP does with one all-reduce per bucket.
         ids = [torch.device(device).index] if device_type == "cuda" else None
-        return DistributedDataParallel(model, device_ids=ids)
+        return DistributedDataParallel(model, device_ids=ids, **DDP_DEFAULTS)
     if mesh_layout.dp_size > 1 or mesh_layout.tp > 1:
-        from torch.distributed.fsdp import fully_shard
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
         # A 2-D (replicate, shard) mesh is HSDP; with one replica it is plain FSDP over every data-parallel rank.
         # With tensor parallelism FSDP2 runs even over a single data-parallel rank: it makes every parameter a
         # DTensor, so optimizers' foreach / fused kernels never mix plain tensors (norms, embeddings) with the split
         # layers' DTensors, which DTensor refuses.
         dp_mesh = mesh["replicate", "shard"]
-        for block in found:
-            fully_shard(block, mesh=dp_mesh)
-        fully_shard(model, mesh=dp_mesh)
+        dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
+        policy = MixedPrecisionPolicy(param_dtype=dtypes.get(mixed_precision or ""), reduce_dtype=torch.float32)
+        for index, block in enumerate(found):
+            # Backward starts with the last block: freeing its gathered parameters after forward only means
+            # gathering them again at once (issue 18's profile).
+            fully_shard(block, mesh=dp_mesh, mp_policy=policy, reshard_after_forward=index < len(found) - 1)
+        fully_shard(model, mesh=dp_mesh, mp_policy=policy)
     return model

@@ -57,11 +57,20 @@ def test_a_known_trace_gives_the_known_figures():
     assert summary["gpu_idle_ms"] == pytest.approx(2.0)
     assert summary["nccl_kernels"] == 1
     assert summary["host_syncs"] == 1
+    assert summary["host_sync_calls"] == {"cudaStreamSynchronize": 2}
     assert summary["launches"] == 1
     assert summary["data_ms"] == pytest.approx(0.5)
     assert summary["optimizer_ms"] == pytest.approx(1.5)
     assert summary["optimizer_gpu_ms"] == pytest.approx(1.0)
     assert summary["nccl_kernel_names"] == {"ncclDevKernel_AllReduce_Sum_f32_RING_LL": 2}
+
+
+def test_the_step_lasts_until_the_gpu_finishes():
+    """The host annotation ends early (the host queues work ahead); the step's wall time ends with the last kernel."""
+    events = [annotation("step", 0, 300), kernel("gemm", 100, 1_900)]
+    summary = summarise_events(events, steps=1)
+    assert summary["step_ms"] == pytest.approx(2.0)
+    assert summary["gpu_idle_ms"] == pytest.approx(0.1)
 
 
 def test_nccl_fully_under_compute_is_not_exposed():

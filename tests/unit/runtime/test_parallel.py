@@ -142,3 +142,76 @@ def test_the_new_runtime_modules_import_neither_torch_nor_pydantic():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+@pytest.fixture
+def one_rank_group(tmp_path):
+    """A real gloo process group of one rank, so DistributedDataParallel can be built in this process."""
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", store=dist.FileStore(str(tmp_path / "store"), 1), rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def data_parallel_context() -> RuntimeContext:
+    # world_size 2 is what makes transform() build DDP; the group itself has one rank (DDP only needs one).
+    return RuntimeContext(device=torch.device("cpu"), distribution={"type": "torch_distributed"}, world_size=2,
+                          backend="gloo")
+
+
+def test_ddp_gets_bucket_views_and_100_mb_buckets(one_rank_group):
+    """Issue 18: 100 MB buckets (fewer graph splits under torch.compile) and gradients that are bucket views."""
+    wrapped = transform(Model(), context=data_parallel_context())
+    assert type(wrapped).__name__ == "DistributedDataParallel"
+    assert wrapped.gradient_as_bucket_view is True
+    assert wrapped.bucket_bytes_cap == 100 * 1024 * 1024
+    x = torch.randn(4, 6)
+    wrapped(x).sum().backward()
+    for parameter in wrapped.parameters():
+        assert parameter.grad is not None
+
+
+def test_ddp_options_override_the_defaults(one_rank_group):
+    wrapped = transform(Model(), context=data_parallel_context(),
+                        ddp_options={"bucket_cap_mb": 25, "gradient_as_bucket_view": False, "static_graph": True})
+    assert wrapped.bucket_bytes_cap == 25 * 1024 * 1024
+    assert wrapped.gradient_as_bucket_view is False
+    assert wrapped.static_graph is True
+
+
+def test_an_unknown_mixed_precision_is_refused_before_anything_runs():
+    model = Model()
+    with pytest.raises(ParallelismError, match=r"mixed_precision='bfloat16'.*bf16, fp16"):
+        transform(model, context=one_process({"type": "smp", "parameters": {}}), mixed_precision="bfloat16")
+
+
+def test_fsdp2_gets_the_mixed_precision_policy_and_keeps_the_last_block_gathered(monkeypatch):
+    """FSDP2's calls recorded (one process cannot run a 2-rank mesh): bf16 parameters with float32 reduction on every
+    block and the root, and no reshard after forward for the last block, which backward needs first."""
+    import torch.distributed.device_mesh as device_mesh
+    import torch.distributed.fsdp as fsdp
+
+    from trainops.runtime import tensor_parallel
+    from trainops.runtime.smp_native import Layout, SMPConfig, apply_smp
+
+    calls = []
+
+    class Mesh:
+        def __getitem__(self, names):
+            return ("mesh", names)
+
+    monkeypatch.setattr(device_mesh, "init_device_mesh", lambda *args, **kwargs: Mesh())
+    monkeypatch.setattr(tensor_parallel, "broadcast_module", lambda module, source: None)
+    monkeypatch.setattr(fsdp, "fully_shard", lambda module, **options: calls.append((module, options)))
+    model = Model()
+    apply_smp(model, SMPConfig(), Layout(world_size=2, replicate=1, shard=2, tp=1), "cpu", mixed_precision="bf16")
+    assert [module for module, _ in calls] == [model.blocks[0], model.blocks[1], model]
+    for _, options in calls:
+        assert options["mp_policy"].param_dtype is torch.bfloat16
+        assert options["mp_policy"].reduce_dtype is torch.float32
+        assert options["mesh"] == ("mesh", ("replicate", "shard"))
+    assert [options.get("reshard_after_forward", True) for _, options in calls] == [True, False, True]
+    calls.clear()
+    apply_smp(Model(), SMPConfig(), Layout(world_size=2, replicate=1, shard=2, tp=1), "cpu")
+    assert all(options["mp_policy"].param_dtype is None for _, options in calls)
