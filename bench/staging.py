@@ -1,7 +1,11 @@
 """Staging benchmark: `trainops stage` against `cp -r` (first stage) and `rsync -a` (re-stage of an unchanged tree).
 
-Builds a tree of 2,000 files / 200 MB (sizes spread log-normally from 4 KB to a few MB over 20 directories, random
-bytes, fixed seed) in a temporary directory, then times, side by side in one run:
+Two tree shapes, side by side in one run (fixed seeds, random bytes):
+
+- *mixed*: 2,000 files / 200 MB, sizes spread log-normally from 4 KB to a few MB over 20 directories;
+- *many small files*: 100,000 files of 100 B - 4 KB (about 200 MB) in 100 directories of 1,000 (``--small-files``).
+
+For each shape it times:
 
 - first stage into an empty directory: trainops vs ``cp -r SRC DST`` (target <= 1.5x);
 - re-stage of the unchanged tree: trainops vs ``rsync -a SRC/ DST/`` (target <= 1.0x).
@@ -15,10 +19,13 @@ Each round times trainops and the baseline back to back, alternating which goes 
 of each side over ``--repeat`` rounds (with the fastest run in brackets) and the median of the per-round ratios,
 which is what the target is checked against: on a machine shared with other work, a round's two runs see the same
 load, while medians taken separately can come from quiet and busy moments. The last column is the same ratio in CPU
-time (user + system, every thread), which shows the work done whatever the machine's load. ``--workers 1,2,4,8``
-sweeps the worker count. rsync is needed for the re-stage rows: ``apt-get install -y rsync``.
+time (user + system, every thread), which shows the work done whatever the machine's load, and the last the peak
+resident memory of the command (trainops / baseline, measured by GNU ``/usr/bin/time`` when it is there). ``--workers 1,2,4,8`` sweeps the worker count.
+rsync is needed for the re-stage rows and this script installs nothing: ``apt-get install -y rsync`` first (the rows
+say so when it is missing). ``--scratch DIR`` puts the trees on another file system (default: ``$TMPDIR``).
 
-    .venv/bin/python bench/staging.py [--repeat 7] [--files 2000] [--megabytes 200] [--workers 8]
+    .venv/bin/python bench/staging.py [--repeat 7] [--small-repeat 3] [--files 2000] [--megabytes 200]
+                                      [--small-files 100000] [--workers 2] [--shapes mixed,small] [--scratch DIR]
 """
 
 from __future__ import annotations
@@ -36,8 +43,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
-#: A timer runs one measurement and returns (wall seconds, CPU seconds: user + system, all threads).
-Timer = Callable[[], "tuple[float, float]"]
+#: A timer runs one measurement and returns (wall seconds, CPU seconds: user + system, all threads, peak RSS bytes).
+Timer = Callable[[], "tuple[float, float, int]"]
 
 
 def build_tree(root: Path, files: int, total_bytes: int, seed: int = 4) -> int:
@@ -58,6 +65,22 @@ def build_tree(root: Path, files: int, total_bytes: int, seed: int = 4) -> int:
     return written
 
 
+def build_small_tree(root: Path, files: int, seed: int = 5) -> int:
+    """``files`` files of 100 B to 4 KB, 1,000 per directory; return the byte count."""
+    generator = random.Random(seed)
+    block = generator.randbytes(1024 * 1024)
+    written = 0
+    for index in range(files):
+        directory = root / f"part-{index // 1000:04d}"
+        if index % 1000 == 0:
+            directory.mkdir(parents=True)
+        size = generator.randrange(100, 4096)
+        offset = generator.randrange(0, len(block) - size)
+        (directory / f"item-{index:06d}.bin").write_bytes(block[offset:offset + size])
+        written += size
+    return written
+
+
 def fresh(path: Path) -> Path:
     """``path``, removed if it exists (the first-stage runs copy into a directory that does not exist yet)."""
     shutil.rmtree(path, ignore_errors=True)
@@ -69,17 +92,38 @@ def cpu_seconds(who: int) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+#: GNU time measures a command's own peak memory (wait4's ru_maxrss would include this Python process, which the child
+#: was forked from); without it the memory column says "-".
+GNU_TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
+
+
 def command_timer(make_command: Callable[[], list[str]]) -> Timer:
     """A timer of one command; ``make_command`` runs untimed first (it may clear the destination)."""
-    def run() -> tuple[float, float]:
+    def run() -> tuple[float, float, int]:
         command = make_command()
+        peak_file = None
+        if GNU_TIME:
+            peak_file = tempfile.NamedTemporaryFile(prefix="trainops-bench-peak-", delete=False)
+            peak_file.close()
+            command = [GNU_TIME, "-f", "%M", "-o", peak_file.name, *command]
         os.sync()
-        cpu_before, started = cpu_seconds(resource.RUSAGE_CHILDREN), time.perf_counter()
-        completed = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        started = time.perf_counter()
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # wait4 gives this child's own CPU time and peak memory (RUSAGE_CHILDREN would mix in every earlier one).
+        _, status, usage = os.wait4(process.pid, 0)
         elapsed = time.perf_counter() - started
-        if completed.returncode != 0:
-            raise SystemExit(f"{' '.join(command)} exited {completed.returncode}: {completed.stderr.strip()}")
-        return elapsed, cpu_seconds(resource.RUSAGE_CHILDREN) - cpu_before
+        process.returncode = os.waitstatus_to_exitcode(status)
+        error = process.stderr.read().decode(errors="replace").strip() if process.stderr else ""
+        if process.stderr:
+            process.stderr.close()
+        if process.returncode != 0:
+            raise SystemExit(f"{' '.join(command)} exited {process.returncode}: {error}")
+        peak = 0
+        if peak_file is not None:
+            text = Path(peak_file.name).read_text().strip().splitlines()
+            Path(peak_file.name).unlink()
+            peak = int(text[-1]) * 1024 if text and text[-1].isdigit() else 0
+        return elapsed, usage.ru_utime + usage.ru_stime, peak
     return run
 
 
@@ -87,7 +131,7 @@ def in_process_timer(source: Path, make_destination: Callable[[], Path], workers
     """A timer of `stage_tree` called in this process (already imported, as in a pipeline step)."""
     from trainops.backends.local.staging import stage_tree
 
-    def run() -> tuple[float, float]:
+    def run() -> tuple[float, float, int]:
         destination = make_destination()
         os.sync()
         cpu_before, started = cpu_seconds(resource.RUSAGE_SELF), time.perf_counter()
@@ -95,14 +139,17 @@ def in_process_timer(source: Path, make_destination: Callable[[], Path], workers
         elapsed = time.perf_counter() - started
         if not report.ok:
             raise SystemExit(f"stage_tree failed: {report.problem_lines()[:5]}")
-        return elapsed, cpu_seconds(resource.RUSAGE_SELF) - cpu_before
+        return elapsed, cpu_seconds(resource.RUSAGE_SELF) - cpu_before, 0  # this process's peak says nothing here
     return run
 
 
-def paired(ours: Timer, theirs: Timer, repeat: int) -> tuple[list[tuple[float, float]], list[tuple[float, float]]]:
+Times = "list[tuple[float, float, int]]"
+
+
+def paired(ours: Timer, theirs: Timer, repeat: int) -> tuple[Times, Times]:
     """``repeat`` rounds of both timers back to back, alternating which goes first."""
-    ours_times: list[tuple[float, float]] = []
-    theirs_times: list[tuple[float, float]] = []
+    ours_times: list[tuple[float, float, int]] = []
+    theirs_times: list[tuple[float, float, int]] = []
     for round_number in range(repeat):
         if round_number % 2 == 0:
             ours_times.append(ours())
@@ -113,18 +160,20 @@ def paired(ours: Timer, theirs: Timer, repeat: int) -> tuple[list[tuple[float, f
     return ours_times, theirs_times
 
 
-def row(label: str, times: tuple[list[tuple[float, float]], list[tuple[float, float]]], baseline: str,
-        target: float) -> str:
+def row(label: str, times: tuple[Times, Times], baseline: str, target: float) -> str:
     """A Markdown table row: wall-time medians (fastest in brackets), the median per-round wall ratio and the
-    verdict, then the same ratio in CPU time (user + system), which waiting for a busy CPU does not inflate."""
+    verdict, then the same ratio in CPU time (user + system), which waiting for a busy CPU does not inflate, and the
+    peak resident memory of each command."""
     ours, theirs = times
-    ours_wall, theirs_wall = [wall for wall, _ in ours], [wall for wall, _ in theirs]
+    ours_wall, theirs_wall = [wall for wall, _, _ in ours], [wall for wall, _, _ in theirs]
     ratio = statistics.median(mine[0] / other[0] for mine, other in zip(ours, theirs))
     cpu_ratio = statistics.median(mine[1] / max(other[1], 1e-6) for mine, other in zip(ours, theirs))
     verdict = "met" if ratio <= target else "MISSED"
+    ours_rss, theirs_rss = max(rss for _, _, rss in ours), max(rss for _, _, rss in theirs)
+    memory = f"{ours_rss / 1e6:.0f} / {theirs_rss / 1e6:.1f} MB" if ours_rss else "-"
     return (f"| {label} | {statistics.median(ours_wall):.3f} ({min(ours_wall):.3f}) | {baseline} | "
             f"{statistics.median(theirs_wall):.3f} ({min(theirs_wall):.3f}) | **{ratio:.2f}x** | "
-            f"<= {target:.1f}x {verdict} | {cpu_ratio:.2f}x |")
+            f"<= {target:.1f}x {verdict} | {cpu_ratio:.2f}x | {memory} |")
 
 
 def stage_command(source: Path, destination: Path, workers: int) -> list[str]:
@@ -132,52 +181,74 @@ def stage_command(source: Path, destination: Path, workers: int) -> list[str]:
             "--workers", str(workers)]
 
 
+def measure_shape(label: str, work: Path, source: Path, sweep: list[int], repeat: int, have_rsync: bool) -> None:
+    """The rows of one tree shape: first stage against cp -r, re-stage against rsync -a, as a command and in-process."""
+    copy = command_timer(lambda: ["cp", "-r", str(source), str(fresh(work / "copied"))])
+    synced = work / "synced"
+    rsync = command_timer(lambda: ["rsync", "-a", f"{source}/", f"{synced}/"])
+    for how, in_process in (("`trainops stage`", False), ("`stage_tree()` in-process", True)):
+        for workers in sweep:
+            staged = work / "staged"
+            ours = (in_process_timer(source, lambda: fresh(staged), workers) if in_process
+                    else command_timer(lambda: stage_command(source, fresh(staged), workers)))
+            print(row(f"{label}: first stage, {how}, {workers} workers", paired(ours, copy, repeat), "`cp -r`", 1.5),
+                  flush=True)
+        if not have_rsync:
+            print(f"| {label}: re-stage unchanged, {how} | - | `rsync -a` | not installed | - | "
+                  "apt-get install -y rsync | - | - |")
+            continue
+        restaged = work / "restaged"
+        command_timer(lambda: stage_command(source, fresh(restaged), sweep[-1]))()  # bring both up to date
+        command_timer(lambda: ["rsync", "-a", f"{source}/", f"{fresh(synced)}/"])()
+        ours = (in_process_timer(source, lambda: restaged, sweep[-1]) if in_process
+                else command_timer(lambda: stage_command(source, restaged, sweep[-1])))
+        print(row(f"{label}: re-stage unchanged, {how}, {sweep[-1]} workers", paired(ours, rsync, repeat),
+                  "`rsync -a`", 1.0), flush=True)
+    for name in ("copied", "synced", "staged", "restaged"):
+        shutil.rmtree(work / name, ignore_errors=True)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=7, help="rounds per measurement (medians reported)")
+    parser.add_argument("--repeat", type=int, default=7, help="rounds per measurement of the mixed tree (medians)")
+    parser.add_argument("--small-repeat", type=int, default=3, help="rounds per measurement of the small-files tree")
     parser.add_argument("--files", type=int, default=2000)
     parser.add_argument("--megabytes", type=int, default=200)
-    parser.add_argument("--workers", default="8", help="worker count, or a comma-separated sweep (1,2,4,8)")
+    parser.add_argument("--small-files", type=int, default=100_000)
+    parser.add_argument("--shapes", default="mixed,small", help="which trees: mixed, small or both (mixed,small)")
+    parser.add_argument("--workers", default="2", help="worker count, or a comma-separated sweep (1,2,4,8)")
+    parser.add_argument("--scratch", default=None, help="where the trees go (default: $TMPDIR)")
     arguments = parser.parse_args()
     sweep = [int(value) for value in arguments.workers.split(",")]
+    shapes = [shape for shape in arguments.shapes.split(",") if shape]
     have_rsync = shutil.which("rsync") is not None
     if not have_rsync:
         print("rsync is not installed, so the re-stage rows are skipped; install it with: apt-get install -y rsync",
               file=sys.stderr)
-    with tempfile.TemporaryDirectory(prefix="trainops-bench-staging-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="trainops-bench-staging-", dir=arguments.scratch) as scratch:
         work = Path(scratch)
-        source = work / "source"
-        total = build_tree(source, arguments.files, arguments.megabytes * 1_000_000)
-        load = os.getloadavg()[0]
-        print(f"tree: {arguments.files} files, {total / 1e6:.1f} MB; {os.cpu_count()} CPUs, load average "
-              f"{load:.1f} at the start; {arguments.repeat} rounds per row\n")
         help_command = command_timer(lambda: [sys.executable, "-m", "trainops.cli", "stage", "--help"])
-        floor = statistics.median(help_command()[0] for _ in range(arguments.repeat))
-        print(f"fixed cost of the command (interpreter and imports, `trainops stage --help`): {floor:.3f} s\n")
+        floor = statistics.median(help_command()[0] for _ in range(3))
+        print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start; trees under "
+              f"{arguments.scratch or tempfile.gettempdir()}; fixed cost of the command (interpreter and imports, "
+              f"`trainops stage --help`): {floor:.3f} s\n")
         print("| measurement | trainops s, median (fastest) | baseline | baseline s, median (fastest) | wall ratio "
-              "(median per round) | target | CPU-time ratio |")
-        print("| --- | --- | --- | --- | --- | --- | --- |")
-        copy = command_timer(lambda: ["cp", "-r", str(source), str(fresh(work / "copied"))])
-        synced = work / "synced"
-        rsync = command_timer(lambda: ["rsync", "-a", f"{source}/", f"{synced}/"])
-        for how, in_process in (("`trainops stage`", False), ("`stage_tree()` in-process", True)):
-            for workers in sweep:
-                staged = work / "staged"
-                ours = (in_process_timer(source, lambda: fresh(staged), workers) if in_process
-                        else command_timer(lambda: stage_command(source, fresh(staged), workers)))
-                print(row(f"first stage, {how}, {workers} workers", paired(ours, copy, arguments.repeat),
-                          "`cp -r`", 1.5), flush=True)
-            if not have_rsync:
-                print(f"| re-stage unchanged, {how} | - | `rsync -a` | not installed | - | "
-                      "apt-get install -y rsync | - |")
-                continue
-            restaged = work / "restaged"
-            command_timer(lambda: stage_command(source, fresh(restaged), sweep[-1]))()  # bring both up to date
-            command_timer(lambda: ["rsync", "-a", f"{source}/", f"{fresh(synced)}/"])()
-            ours = (in_process_timer(source, lambda: restaged, sweep[-1]) if in_process
-                    else command_timer(lambda: stage_command(source, restaged, sweep[-1])))
-            print(row(f"re-stage unchanged, {how}, {sweep[-1]} workers", paired(ours, rsync, arguments.repeat),
-                      "`rsync -a`", 1.0), flush=True)
+              "(median per round) | target | CPU-time ratio | peak memory (trainops / baseline) |")
+        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+        for shape in shapes:
+            source = work / f"source-{shape}"
+            if shape == "mixed":
+                total = build_tree(source, arguments.files, arguments.megabytes * 1_000_000)
+                label, repeat = f"mixed {arguments.files:,} files / {total / 1e6:.0f} MB", arguments.repeat
+            elif shape == "small":
+                total = build_small_tree(source, arguments.small_files)
+                label = f"small {arguments.small_files:,} files / {total / 1e6:.0f} MB"
+                repeat = arguments.small_repeat
+            else:
+                parser.error(f"unknown shape {shape!r}; use mixed, small")
+            measure_shape(label, work, source, sweep, repeat, have_rsync)
+            shutil.rmtree(source, ignore_errors=True)
+        print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
     return 0
 
 
