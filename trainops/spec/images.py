@@ -198,6 +198,15 @@ def resolve_training_image(
                                           f"image_uri to an image in your region"))
 
     py = None
+    if version is not None and kind == "neuron":
+        families = table["versions"][version].get("instance_families")
+        family = catalog.family_of(instance_type.strip())
+        if families and family not in families:
+            newer = [v for v in _sorted_versions(table["versions"])
+                     if not table["versions"][v].get("instance_families")]
+            problems.append(Problem("framework_version", f"Trainium {family} has no PyTorch {version} Neuron image "
+                                                         f"(that image runs on {', '.join(families)} only); use one "
+                                                         f"of {', '.join(newer)}"))
     if version is not None:
         record = table["versions"][version]
         choices = record["py_versions"]
@@ -217,4 +226,5 @@ def resolve_training_image(
     else:
         # The SDK tags the image with the version as written: "2.3" gives the DLC's short tag 2.3-gpu-py311.
         tag = f"{str(framework_version).strip()}-{'gpu' if processor == 'gpu' else 'cpu'}-{py}"
-    return f"{account}.dkr.ecr.{region}.{_dns_suffix(region)}/{table['repository']}:{tag}"
+    repository = record.get("repository", table["repository"])
+    return f"{account}.dkr.ecr.{region}.{_dns_suffix(region)}/{repository}:{tag}"

@@ -1,0 +1,99 @@
+"""Regenerate trainops/spec/image_tables.json from the SageMaker SDK's own image tables, plus the adjudications.
+
+Runs in the oracle venv (tests/differential/build_oracle_venv.sh), where the pinned SDK is installed:
+
+    ~/.cache/trainops-oracle/bin/python tests/differential/regenerate_tables.py
+
+What comes from the SDK (sagemaker/image_uri_config/*.json, read from the installed package):
+- the PyTorch and TensorFlow training versions, their Python versions and short-version aliases (pytorch.json,
+  tensorflow.json, scope "training") and the DLC accounts per region (union over versions);
+- the Trainium 1.11.0 image of the first Neuron generation (pytorch-neuron.json), whose repository and tag differ.
+
+What trainops keeps beyond the SDK (each one a section of ADJUDICATIONS.md, "image-versions-beyond-the-sdk"): the
+versions AWS's Deep Learning Containers list publishes and the SDK's tables do not have yet (e.g. PyTorch 2.9.0), the
+pytorch-training-neuronx images, the SMP v2 images with their CUDA builds and the SMDDP versions (SageMaker developer
+guide). Those entries are taken from the current image_tables.json as they are; the script never drops them.
+
+Writing is idempotent: run it twice and the file does not change.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import sagemaker
+
+REPO = Path(__file__).resolve().parents[2]
+TABLES = REPO / "trainops" / "spec" / "image_tables.json"
+SDK_CONFIG = Path(sagemaker.__file__).parent / "image_uri_config"
+
+
+def _sdk(name: str) -> dict:
+    return json.loads((SDK_CONFIG / f"{name}.json").read_text())["training"]
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) if part.isdigit() else 0 for part in version.split("."))
+
+
+def merge_training(table: dict, sdk: dict) -> tuple[dict, list[str]]:
+    """The trainops training table with the SDK's versions, Python versions and aliases; trainops-only versions kept."""
+    versions = dict(table["versions"])
+    for version, record in sdk["versions"].items():
+        if "py_versions" not in record:
+            continue  # TensorFlow 1.13.1: split into py2/py3 repositories, an image layout trainops does not resolve
+        mine = dict(versions.get(version, {}))
+        mine["py_versions"] = list(record["py_versions"])
+        versions[version] = mine
+    aliases = {alias: target for alias, target in {**table.get("version_aliases", {}),
+                                                   **sdk.get("version_aliases", {})}.items() if target in versions}
+    kept = sorted(set(table["versions"]) - set(sdk["versions"]), key=_version_key)
+    ordered = {version: versions[version] for version in sorted(versions, key=_version_key)}
+    return {**table, "version_aliases": dict(sorted(aliases.items(), key=lambda item: _version_key(item[0]))),
+            "versions": ordered}, kept
+
+
+def dlc_registries(tables: dict, *sdk_tables: dict) -> dict:
+    registries = dict(tables["registries"]["dlc"])
+    for sdk in sdk_tables:
+        for record in sdk["versions"].values():
+            registries.update(record.get("registries", {}))
+    return dict(sorted(registries.items()))
+
+
+def main() -> None:
+    tables = json.loads(TABLES.read_text())
+    pytorch, tensorflow, neuron = _sdk("pytorch"), _sdk("tensorflow"), _sdk("pytorch-neuron")
+    notes = {}
+    tables["images"]["pytorch"]["training"], notes["pytorch"] = merge_training(
+        tables["images"]["pytorch"]["training"], pytorch)
+    tables["images"]["tensorflow"]["training"], notes["tensorflow"] = merge_training(
+        tables["images"]["tensorflow"]["training"], tensorflow)
+    tables["registries"]["dlc"] = dlc_registries(tables, pytorch, tensorflow)
+    # The first-generation Neuron image (trn1, PyTorch 1.11.0): its own repository and tag, from the SDK.
+    table = tables["images"]["pytorch"]["neuron"]
+    for version, record in neuron["versions"].items():
+        sdk_version = record["sdk_versions"][-1]
+        os_version = record["container_version"]["trn"]
+        py = record["py_versions"][-1]
+        table["versions"][version] = {
+            "py_versions": list(record["py_versions"]), "repository": record["repository"],
+            "tag": f"{version}-neuron-{py}-{sdk_version}-{os_version}", "neuron_sdk": sdk_version.removeprefix("sdk"),
+            "instance_families": ["trn1", "trn1n"]}
+    table["versions"] = {key: table["versions"][key] for key in sorted(table["versions"], key=_version_key)}
+    table["version_aliases"] = {**neuron.get("version_aliases", {}), **table.get("version_aliases", {})}
+    tables["_generated"] = {
+        "by": "tests/differential/regenerate_tables.py (run in the oracle venv: see tests/differential/README.md)",
+        "sdk": f"sagemaker {sagemaker.__version__}",
+        "kept_beyond_the_sdk": {"pytorch training": notes["pytorch"], "tensorflow training": notes["tensorflow"],
+                                "neuron, smp, smddp": "AWS documentation (ADJUDICATIONS.md)"},
+    }
+    text = json.dumps(tables, indent=1) + "\n"
+    TABLES.write_text(text)
+    print(f"{TABLES}: PyTorch {len(tables['images']['pytorch']['training']['versions'])} training versions, "
+          f"TensorFlow {len(tables['images']['tensorflow']['training']['versions'])}; kept beyond the SDK: {notes}")
+
+
+if __name__ == "__main__":
+    main()
