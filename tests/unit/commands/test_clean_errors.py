@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+from pathlib import Path
 
 import pytest
 
@@ -71,4 +72,5 @@ def test_a_state_directory_that_is_a_file_or_in_proc_is_refused(tmp_path):
         with pytest.raises(SpecError, match=text):
             paths.jobs_root(workdir)
     assert paths.jobs_root(tmp_path / "new") == tmp_path / "new" / "jobs"  # not there yet: fine, nothing created
+    assert paths.jobs_root("/dev/shm/trainops-state") == Path("/dev/shm/trainops-state/jobs")  # a real tmpfs
     assert not (tmp_path / "new").exists()

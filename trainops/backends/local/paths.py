@@ -40,7 +40,9 @@ def child(root: Path, name: object, field: str = "job_name") -> Path:
 
 
 # Kernel file systems: a directory there looks real but refuses new entries (or worse, writes reach a device).
+# /dev/shm is an ordinary tmpfs, a fine place for scratch state.
 PSEUDO_FILE_SYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
+TMPFS_UNDER_DEV = Path("/dev/shm")
 
 
 def state_root(workdir: str | os.PathLike | None = None, field: str = "workdir") -> Path:
@@ -49,7 +51,8 @@ def state_root(workdir: str | os.PathLike | None = None, field: str = "workdir")
     root = Path(workdir).expanduser().resolve() if workdir else trainops_home()
     if workdir is None:
         field = "TRAINOPS_HOME"
-    if any(root == pseudo or pseudo in root.parents for pseudo in PSEUDO_FILE_SYSTEMS):
+    in_tmpfs = root == TMPFS_UNDER_DEV or TMPFS_UNDER_DEV in root.parents
+    if not in_tmpfs and any(root == pseudo or pseudo in root.parents for pseudo in PSEUDO_FILE_SYSTEMS):
         raise SpecError(Problem(field, f"{root} is on a kernel file system (/proc, /sys or /dev): give a directory "
                                        "on disk"), source="local state")
     existing = root
