@@ -501,6 +501,8 @@ def render(measured: dict, context: dict) -> str:
         rows.append(_load_row(measured["load"]))
     if "processes" in measured:  # issue 15 items 1-5, issue 16 item 2: tests/reliability/process_scenarios.py
         rows += __import__("process_scenarios").render_rows(measured["processes"])
+    if "files" in measured:  # issue 15 items 6-10: tests/reliability/files_scenarios.py
+        rows += __import__("files_scenarios").section_rows(measured["files"])
     if "names-secrets-errors" in measured:  # issue 15 items 11-13: tests/reliability/hardening_misc_bench.py
         rows += __import__("hardening_misc_bench").render_rows(measured["names-secrets-errors"])
     header = [
@@ -574,7 +576,8 @@ def render(measured: dict, context: dict) -> str:
 SECTIONS = {"bad-input": bad_input, "fuzz": fuzz, "hostile-data": hostile_data, "security": security,
             "faults": faults, "idempotency": idempotency, "load": load,
             "processes": lambda: __import__("process_scenarios").bench_section(),
-            "names-secrets-errors": lambda: __import__("hardening_misc_bench").bench_section()}
+            "names-secrets-errors": lambda: __import__("hardening_misc_bench").bench_section(),
+            "files": lambda: __import__("files_scenarios").measure_section()}
 
 
 def main() -> int:

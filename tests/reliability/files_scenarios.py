@@ -160,7 +160,8 @@ def registry_links(scratch: Path) -> dict:
             registry.register(group="linked", model_artifact=model, metrics={"accuracy": 1.0})
             outcomes[label] = "registered"
         except SpecError as error:
-            outcomes[label] = str(error).splitlines()[-1].strip()
+            text = str(error)
+            outcomes[label] = "refused: a symbolic link" if "symbolic link" in text else f"refused: {text[-80:]}"
     copied = [str(path) for path in registry.root.rglob("*") if "hash-of-a-secret" in _text(path)]
     return {"outcomes": outcomes, "secret_copies": len(copied), "versions": len(registry.list())}
 
@@ -422,3 +423,80 @@ def deep_tree(scratch: Path, depth: int = 1200) -> dict:
         if (scratch / name).exists():
             remove_deep_tree(scratch / name)
     return outcome
+
+
+# --- bench/reliability.py, section "files" -------------------------------------------------------------------------
+
+TEST_FILE = "test_reliability_files.py"
+
+
+def measure_section() -> dict:
+    """Every scenario above, each in a scratch directory of its own, for bench/reliability.py."""
+    import tempfile
+
+    measured = {}
+    for name, scenario in (("tar_slip", tar_slip), ("expansion_bomb", expansion_bomb),
+                           ("registry_links", registry_links), ("concurrent_registrations", concurrent_registrations),
+                           ("corrupt_entry", corrupt_entry), ("staging_races", staging_races),
+                           ("deep_tree", deep_tree), ("planted_port_directory", planted_port_directory)):
+        with tempfile.TemporaryDirectory(prefix="reliability-files-") as scratch:
+            measured[name] = scenario(Path(scratch))
+    return measured
+
+
+def section_rows(section: dict) -> list[str]:
+    """The rows of RELIABILITY.md for issue 15, items 6-10."""
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "**MISSED**"
+
+    def test(name: str) -> str:
+        return f"`{TEST_FILE}::{name}`"
+
+    slip, bomb = section["tar_slip"], section["expansion_bomb"]
+    links, racing = section["registry_links"], section["concurrent_registrations"]
+    corrupt, races = section["corrupt_entry"], section["staging_races"]
+    deep, ports = section["deep_tree"], section["planted_port_directory"]
+    source, destination = races["source_swaps"], races["destination_swaps"]
+    return [
+        f"| 15.6 | Model archive on CVE-2025-4517 (chain of long links that defeats realpath) | "
+        f"{'refused' if slip['refused'] else 'EXTRACTED'} in {slip['seconds']} s; file outside overwritten: "
+        f"{'yes' if slip['victim_overwritten'] else 'no'}; left in the model directory: {slip['left_in_destination']} | "
+        f"refused, nothing written | {verdict(slip['refused'] and not slip['victim_overwritten'])} | "
+        f"{test('test_realpath_overflow_archive_cannot_write_outside_the_model_directory')} |",
+        f"| 15.6 | {bomb['archive_bytes'] / 1024:.0f} KB archive expanding to {bomb['expanded_bytes'] / 2**20:.0f} MiB, "
+        f"limit {bomb['limit'] / 2**20:.0f} MiB | {'refused' if bomb['refused'] else 'EXTRACTED'} in {bomb['seconds']} s, "
+        f"{bomb['written_bytes']} bytes written | refused before writing | "
+        f"{verdict(bomb['refused'] and bomb['written_bytes'] == 0)} | "
+        f"{test('test_expansion_bomb_is_refused_before_filling_the_disk')} |",
+        f"| 15.7 | Registering a model directory with a link to a secret file / to a directory | "
+        f"link to a file: {links['outcomes'].get('file')}; link to a directory: {links['outcomes'].get('directory')}; "
+        f"copies of the secret in the registry: {links['secret_copies']}, "
+        f"versions made: {links['versions']} | refused, nothing copied | "
+        f"{verdict(links['secret_copies'] == 0 and links['versions'] == 0)} | "
+        f"{test('test_registering_a_directory_with_links_copies_nothing_from_outside')} |",
+        f"| 15.8 | {racing['registrations']} concurrent registrations of one training job (register step) | "
+        f"versions made {racing['versions_made']}, versions returned {racing['versions_returned']}, "
+        f"exit codes {sorted(set(racing['exit_codes']))} ({racing['seconds']} s) | one version | "
+        f"{verdict(racing['versions_made'] == 1)} | "
+        f"{test('test_ten_concurrent_registrations_of_one_job_make_one_version')} |",
+        f"| 15.8 | A corrupt entry.json and an entry whose artifact points outside | `models list` exit "
+        f"{corrupt['list_exit']}, {corrupt['listed']} usable version listed, {corrupt['warnings']} named as damaged; "
+        f"new registration: version {corrupt['new_version']}; artifact outside served: "
+        f"{'yes' if corrupt['served_outside'] else 'no'} | rest usable, bad ones named | "
+        f"{verdict(corrupt['list_exit'] == 0 and not corrupt['served_outside'] and corrupt['new_version'] == 4)} | "
+        f"{test('test_a_corrupt_entry_blocks_neither_listing_nor_registering')} |",
+        f"| 15.9 | Staging while another thread swaps directories for links to look-alikes outside "
+        f"({races['files']:,} files, {races['rounds']} rounds each) | source side: files read from outside "
+        f"{source['from_outside']}, staged {source['staged']}, refused or failed {source['refused_or_failed']}; "
+        f"destination side: files written outside {destination['written_outside']}, staged {destination['staged']}, "
+        f"refused or failed {destination['refused_or_failed']} ({races['seconds']} s) | 0 outside | "
+        f"{verdict(source['from_outside'] == 0 and destination['written_outside'] == 0)} | "
+        f"{test('test_staging_while_directories_are_swapped_for_links_reads_and_writes_nothing_outside')} |",
+        f"| 15.9 | A source tree {deep['depth']:,} directories deep (longer than PATH_MAX) | "
+        f"{deep['copied']}/{deep['files']} files staged in {deep['seconds']} s {deep['error']} | all staged | "
+        f"{verdict(deep['ok'] and deep['copied'] == deep['files'])} | {test('test_a_source_1200_directories_deep_stages')} |",
+        f"| 15.10 | Port lock directory planted by another user ({ports['planted']}) | "
+        f"{'refused' if ports['refused'] else 'USED'}; link targets changed: {ports['victims_changed']} | refused, "
+        f"nothing written | {verdict(ports['refused'] and ports['victims_changed'] == 0)} | "
+        f"{test('test_a_port_directory_planted_by_another_user_is_refused')} |",
+    ]
