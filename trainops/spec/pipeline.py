@@ -44,6 +44,20 @@ class TrainStep(CoreModel):
                                      description="Local backend: channel -> local path (e.g. the staged data).")
     processes_per_host: int | None = Field(default=None, ge=1, le=1024)
     job_name: str | None = Field(default=None, description="Default: <spec name>-<hash of the inputs>.")
+    retries: dict[str, float] = Field(
+        default_factory=lambda: {"infrastructure": 2, "user": 0},
+        description="Retry budgets per failure class: infrastructure, user, timeout, unknown (attempts), and "
+        "backoff_seconds, backoff_factor, max_backoff_seconds. An infrastructure failure (lost host, capacity, spot "
+        "interruption, failed health check, NCCL/EFA error) starts a fresh attempt from the last checkpoint; a "
+        "user failure stops at once.")
+
+    @field_validator("retries")
+    @classmethod
+    def _retries(cls, value: dict[str, float]) -> dict[str, float]:
+        from trainops.backends.failures import RetryBudgets
+
+        RetryBudgets.parse(value, "retries")  # a ValueError names the key and the valid ones
+        return value
 
     @field_validator("job_name")
     @classmethod
