@@ -36,7 +36,8 @@ INSTANCE_TYPE = re.compile(r"^ml\.[a-z0-9]+(-[a-z0-9]+)*\.[a-z0-9]+\Z")
 RESERVED_HYPERPARAMETER = re.compile(r"^(sagemaker_|trainops_|mp_parameters$)")
 # Minimum framework versions (AWS documentation; the SDK's tables lag behind).
 TORCH_DISTRIBUTED_MINIMUM = "1.13"
-PYTORCHDDP_MINIMUM = "1.12"
+TRAINIUM_TORCH_DISTRIBUTED_MINIMUM = "1.11"
+PYTORCHDDP_MINIMUM = "1.11"  # the SDK's documentation: the PyTorch DLCs from v1.11 launch pytorchddp
 SMP_V2_MINIMUM = "2.0"
 
 Rule = Callable[["JobSpec"], Iterator[Problem]]
@@ -134,9 +135,14 @@ def trainium_runs_torch_distributed(spec: "JobSpec") -> Iterator[Problem]:
         if getattr(spec.dist, "neuron_parallel_compile", False):
             yield Problem("distribution.neuron_parallel_compile", "applies to Trainium (ml.trn*) instances only")
         return
+    others = sorted(set(spec.dist.sdk_form()) - {"torch_distributed", "instance_groups"})
     if not isinstance(spec.dist, (TorchDistributed, NoDistribution)):
         yield Problem("distribution", f"{spec.dist.type} is not supported on Trainium ({instance_type}): use "
                                       "torch_distributed (torchrun over NeuronCores)")
+    elif others:
+        # The SDK refuses these sections on Trainium even when disabled.
+        yield Problem("distribution", f"{', '.join(others)}: not supported on Trainium ({instance_type}), even "
+                                      "disabled; remove it and use torch_distributed (torchrun over NeuronCores)")
     if spec.framework != "pytorch":
         yield Problem("framework", "Trainium instances run PyTorch (torch-neuronx) only")
 
@@ -148,7 +154,11 @@ def torch_distributed_needs_accelerators(spec: "JobSpec") -> Iterator[Problem]:
         return
     if not spec.entry_point.endswith(".py"):
         yield Problem("entry_point", "torch_distributed runs Python programs only: the entry point must be a .py file")
-    yield from _needs_pytorch(spec, "torch_distributed", TORCH_DISTRIBUTED_MINIMUM)
+    if _is_trainium(spec.training_instance_type()):
+        # Trainium's first Neuron image carries PyTorch 1.11.0 (trn1); the GPU rule (1.13) does not apply.
+        yield from _needs_pytorch(spec, "torch_distributed on Trainium", TRAINIUM_TORCH_DISTRIBUTED_MINIMUM)
+    else:
+        yield from _needs_pytorch(spec, "torch_distributed", TORCH_DISTRIBUTED_MINIMUM)
     instance_type = spec.training_instance_type()
     if instance_type and not _is_local(instance_type) and _accelerator(instance_type) is None \
             and catalog.lookup(instance_type) is not None:

@@ -243,7 +243,8 @@ def test_every_alias_points_at_a_listed_version():
 
 def test_smddp_versions_come_from_the_aws_table():
     versions = images.smddp_supported_pytorch_versions()
-    assert versions[0] == "1.11.0" and "2.0.1" in versions and versions[-1] == "2.3.0"
+    # 1.10.2: SMDDP 1.4.0 added it (the library's release notes; the SDK's table has it too).
+    assert versions[0] == "1.10.2" and "2.0.1" in versions and versions[-1] == "2.3.0"
     assert "2.4.0" not in versions  # AWS lists no framework container with SMDDP after 2.3.0
 
 

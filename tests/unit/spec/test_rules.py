@@ -150,8 +150,11 @@ def test_torch_distributed_processes_per_host_limited_by_gpus():
 
 def test_pytorchddp_versions():
     assert found(distribution={"pytorchddp": {"enabled": True}}, framework_version="2.0.1") == {}
-    rejected("framework_version", "pytorchddp needs PyTorch >= 1.12", distribution={"pytorchddp": {"enabled": True}},
-             framework_version="1.11.0")
+    # The SDK documents pytorchddp for the PyTorch DLCs v1.11 and later.
+    assert found(distribution={"pytorchddp": {"enabled": True}}, framework_version="1.11.0",
+                 instance_type="ml.p4d.24xlarge") == {}
+    rejected("framework_version", "pytorchddp needs PyTorch >= 1.11", distribution={"pytorchddp": {"enabled": True}},
+             framework_version="1.10.2")
 
 
 # --- SMDDP --------------------------------------------------------------------------------------------------------

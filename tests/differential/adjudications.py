@@ -1,0 +1,115 @@
+"""The deliberate differences between trainops and its oracles, as rules the comparison applies.
+
+Every rule is a section of ADJUDICATIONS.md (the test checks both lists match), where the AWS documentation that
+decides it is cited. A rule says which cases it covers (`applies`, as narrow as the difference: the direction of an
+accept/refuse split and the words of trainops' refusal) and what it removes from the comparison (`normalise`); after
+it, the rest of the case must agree exactly.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+Check = Callable[[dict, Any, Any], bool]
+Normalise = Callable[[dict, Any, Any], tuple]
+
+#: Normalisations applied to every case (ADJUDICATIONS.md sections of the same names): fields the SDK adds that
+#: trainops leaves out, and the S3 key of the uploaded code, which is the uploader's choice.
+ALWAYS = ("debugger-profiler", "code-location")
+
+
+@dataclass(frozen=True)
+class Rule:
+    name: str
+    applies: Check
+    normalise: Normalise
+
+
+def _same(case: dict, oracle: Any, ours: Any) -> tuple:
+    return oracle, ours
+
+
+def _refusal_agrees(case: dict, oracle: Any, ours: Any) -> tuple:
+    """Count a refusal against an acceptance as settled: both become refusals."""
+    oracle.accepted = ours.accepted = False
+    return oracle, ours
+
+
+def _ours_refuses_only(*patterns: str) -> Check:
+    """The SDK accepts, trainops refuses, and every problem of trainops matches one of the patterns."""
+    def check(case: dict, oracle: Any, ours: Any) -> bool:
+        return (oracle.accepted and not ours.accepted and bool(ours.problems)
+                and all(any(re.search(pattern, f"{path}: {message}") for pattern in patterns)
+                        for path, message in ours.problems))
+    return check
+
+
+def _sdk_refuses(*patterns: str, case_ids: str = ".*") -> Check:
+    """The SDK refuses with one of the patterns, trainops accepts."""
+    def check(case: dict, oracle: Any, ours: Any) -> bool:
+        return (not oracle.accepted and ours.accepted and re.match(case_ids, case["id"]) is not None
+                and any(re.search(pattern, oracle.error) for pattern in patterns))
+    return check
+
+
+def _image_tag(old: str, new: str) -> Normalise:
+    def normalise(case: dict, oracle: Any, ours: Any) -> tuple:
+        image = oracle.value["AlgorithmSpecification"]["TrainingImage"]
+        oracle.value["AlgorithmSpecification"]["TrainingImage"] = image.replace(old, new)
+        return oracle, ours
+    return normalise
+
+
+def _smp_cuda(case: dict, oracle: Any, ours: Any) -> bool:
+    return (oracle.accepted and ours.accepted and "smdistributed-modelparallel:2.0.1-gpu-py310-cu118"
+            in oracle.value["AlgorithmSpecification"]["TrainingImage"])
+
+
+def _default_checkpoint_path(case: dict, oracle: Any, ours: Any) -> bool:
+    return (oracle.accepted and ours.accepted and "CheckpointConfig" in oracle.value
+            and "LocalPath" not in oracle.value["CheckpointConfig"]
+            and ours.value.get("CheckpointConfig", {}).get("LocalPath") == "/opt/ml/checkpoints")
+
+
+def _drop_default_checkpoint_path(case: dict, oracle: Any, ours: Any) -> tuple:
+    del ours.value["CheckpointConfig"]["LocalPath"]
+    return oracle, ours
+
+
+RENDER_RULES: list[Rule] = [
+    Rule("smddp-instance-types",
+         _ours_refuses_only(r"SMDDP does not support ml\."), _refusal_agrees),
+    Rule("smddp-and-torchrun-versions-beyond-the-sdk",
+         _sdk_refuses(r"is not supported by smdataparallel", r"is not supported by torch_distributed for instance "
+                      r"ml\.(p|g)"), _refusal_agrees),
+    Rule("trainium-neuronx-images",
+         _sdk_refuses(r"is not supported by torch_distributed for instance ml\.trn",
+                      r"Unsupported Python version: py310.*Supported Python version\(s\): py38", case_ids=r"trn-"),
+         _refusal_agrees),
+    Rule("trainium-1.11-not-on-trn2",
+         _ours_refuses_only(r"Trainium trn2 has no PyTorch 1\.11\.0 Neuron image"), _refusal_agrees),
+    Rule("pytorchddp-before-1.11",
+         _ours_refuses_only(r"pytorchddp needs PyTorch >= 1\.11"), _refusal_agrees),
+    Rule("smp-gpu-only",
+         _ours_refuses_only(r"SMP runs on NVIDIA GPU instances"), _refusal_agrees),
+    Rule("file-system-needs-vpc",
+         _ours_refuses_only(r"read a file system: give"), _refusal_agrees),
+    Rule("local-data-on-sagemaker",
+         _ours_refuses_only(r"is local; the sagemaker backend reads S3"), _refusal_agrees),
+    Rule("malformed-uri",
+         _ours_refuses_only(r"names the host .*file:///absolute/path"), _refusal_agrees),
+    Rule("instance-type-shape",
+         _ours_refuses_only(r"is not an instance type: expected ml\.<family>\.<size>"), _refusal_agrees),
+    Rule("py-version-default",
+         _sdk_refuses(r"framework_version or py_version was None"), _refusal_agrees),
+    Rule("smp-v2-cuda", _smp_cuda, _image_tag("2.0.1-gpu-py310-cu118", "2.0.1-gpu-py310-cu121")),
+    Rule("checkpoint-local-path", _default_checkpoint_path, _drop_default_checkpoint_path),
+]
+
+LAUNCH_RULES: list[Rule] = []
+
+
+def all_names() -> list[str]:
+    return [*ALWAYS, *(rule.name for rule in RENDER_RULES), *(rule.name for rule in LAUNCH_RULES)]

@@ -1,0 +1,51 @@
+"""trainops' CreateTrainingJob requests (`--launcher toolkit`) against the SageMaker Python SDK v2's, case by case.
+
+The SDK's answers are captured in goldens/render.json by generate.py (run in its own venv: README.md); this test
+never needs the SDK. Every case must agree exactly, or differ only as an adjudication of ADJUDICATIONS.md says.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from differential.adjudications import all_names
+from differential.compare import HERE, RENDER_GOLDEN, judge_render, load, report
+
+GOLDEN = load(RENDER_GOLDEN)
+
+
+def test_the_grid_is_large_and_records_the_oracle_versions():
+    assert len(GOLDEN["cases"]) >= 300
+    assert GOLDEN["versions"]["sagemaker"].startswith("2.")
+    ids = [case["id"] for case in GOLDEN["cases"]]
+    assert len(set(ids)) == len(ids)
+    # both answers are represented: the comparison covers refusals as well as requests
+    accepted = sum(case["sdk"]["accepted"] for case in GOLDEN["cases"])
+    assert 100 < accepted < len(ids)
+
+
+def test_every_case_agrees_with_the_sdk_or_is_adjudicated():
+    verdicts = [judge_render(case, GOLDEN["job_name"]) for case in GOLDEN["cases"]]
+    disagreements = [verdict for verdict in verdicts if verdict.kind == "disagree"]
+    assert not disagreements, report(verdicts)
+    agreeing = sum(verdict.kind == "agree" for verdict in verdicts)
+    assert agreeing >= 0.8 * len(verdicts), report(verdicts)
+
+
+def test_adjudications_are_documented_one_for_one():
+    text = (HERE / "ADJUDICATIONS.md").read_text()
+    documented = re.findall(r"^## `([a-z0-9.\-]+)`", text, flags=re.MULTILINE)
+    assert sorted(documented) == sorted(all_names())
+    for name in documented:
+        section = text.split(f"## `{name}`", 1)[1].split("\n## ", 1)[0]
+        assert "https://" in section, f"{name}: cite the AWS documentation"
+
+
+@pytest.mark.parametrize("case_id", ["dist-smddp_disabled-ml.p4d.24xlarge", "tf-model-dir-none-2",
+                                     "dist-pytorchddp_options-ml.p4d.24xlarge", "hetero-smddp-named"])
+def test_cases_of_the_issue_agree_exactly(case_id):
+    """The encodings issue 14 listed agree without any adjudication."""
+    case = next(case for case in GOLDEN["cases"] if case["id"] == case_id)
+    assert judge_render(case, GOLDEN["job_name"]).kind == "agree"
