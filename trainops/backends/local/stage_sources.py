@@ -5,9 +5,11 @@ manifest) plus the `Refusal` of everything it will not stage, and copies one fil
 
 Local trees: symbolic links are followed only while they point inside the source tree (to a file, or to a
 directory that is not one of its own ancestors); links that point outside, dangling links, links that loop, FIFOs,
-sockets and devices are refused. Each file is opened without following a link that was not one at listing time and
-checked to be the very file that was listed (device and inode), so a file swapped for a link between listing and
-copying is refused instead of read.
+sockets and devices are refused. The root is opened once and everything below it is reached relative to an open
+directory with ``O_NOFOLLOW``: directories are checked to be the ones that were listed (device and inode), files are
+opened relative to their directory and checked by inode, and a link inside the tree is followed by opening its
+resolved path component by component the same way. A directory or file swapped for a link between listing and
+copying is therefore refused instead of read.
 
 S3: the prefix is read as a directory (``s3://b/data`` lists ``data/...``, never ``database/...``); zero-byte keys
 ending in ``/`` are the folder markers of the S3 console and are skipped. boto3 finds its endpoint, credentials and

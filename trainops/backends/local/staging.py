@@ -8,13 +8,21 @@ Guarantees:
   links that point outside the source are refused; directories inside the destination are created one level at a
   time and a symbolic link (or a file) found where a directory should be fails every file below it, so staging
   never writes through a link. Every refusal and failure is in the report, with its reason.
+- **Nothing is looked up by path after it was checked** (`trainops.backends.local.safe_fs`): the source and the
+  destination are opened once, every directory below them is opened relative to its already-open parent with
+  ``O_NOFOLLOW`` and compared with the (device, inode) seen when it was listed or created, and every file is
+  opened, created, renamed, looked at and deleted relative to its directory's descriptor. A directory swapped for a
+  link while a stage runs, on either side, makes its files fail instead of being read or written through the link.
+  Walks are iterative and paths are never joined, so trees of any depth (longer than PATH_MAX) are staged.
 - **No partial file under a final name.** Each file is written to a temporary name
-  (``.trainops-stage-<pid>-<n>.tmp``) in the directory of its final name and renamed into place with
+  (``.trainops-stage-<pid>-<worker>.tmp``) in the directory of its final name and renamed into place with
   ``os.replace``. Before copying, the directories that will hold temporary files are listed in a journal
   (``.trainops-stage-journal.json``); a stage that is killed leaves the journal, and the next run deletes the
   temporary files it names before it starts, then copies what is missing.
 - **Re-runs copy only what changed**, through the manifest ``.trainops-stage.json``
   (`trainops.backends.local.stage_manifest`), saved at the end, every few seconds, and when a stage is interrupted.
+  A re-stage of a local tree compares each file with the manifest and with its copy while the source is listed, so
+  an unchanged file costs one ``stat`` on each side and no record in memory.
 - **Files deleted from the source stay in the destination** by default (a stage never removes data a job may still
   read); they are listed in the report as ``stale``. With ``delete=True`` (``--delete``) the files an earlier stage
   wrote that are gone from the source are removed, as ``rsync --delete`` would; files staging did not write are
