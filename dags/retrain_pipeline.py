@@ -80,6 +80,7 @@ with DAG(
         s3_prefix=steps["stage_s3_prefix"],
         workers=steps["stage_workers"],
         backend=steps["backend"],
+        region_name=steps["region"],
         inlets=[TRAINING_DATA],
     )
 
@@ -91,6 +92,7 @@ with DAG(
         workdir=steps["workdir"],
         channel_overrides=steps["train_channels"],
         processes_per_host=steps["train_processes_per_host"],
+        region_name=steps["region"],
         deferrable=True,  # the wait happens in the triggerer; a local job runs under a detached supervisor
         multiple_outputs=True,
     )
@@ -108,6 +110,11 @@ with DAG(
         champion_group=steps["register_group"],
         registry_dir=steps["register_registry_dir"],
         backend=steps["backend"],
+        # SageMaker: the training job's role and image, from the one resolution of the pipeline file
+        # (trainops.spec.plan); unused locally.
+        role=steps["evaluate_role"],
+        image_uri=steps["evaluate_image_uri"],
+        region_name=steps["region"],
         on_gate_failure="continue",  # the gate task decides, so the metrics reach XCom whatever the verdict
         multiple_outputs=True,
     )
@@ -129,6 +136,8 @@ with DAG(
         job_name=train.output["job_name"],
         description=steps["register_description"],
         backend=steps["backend"],
+        image_uri=steps["register_image_uri"],
+        region_name=steps["region"],
     )
 
     stage >> train

@@ -196,6 +196,12 @@ class Backend(Protocol):
     def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
         """The job's log lines, each prefixed with its host."""
 
+    def runs_here(self, handle: JobHandle) -> bool:
+        """Whether this process runs the job (then `stop` sets a flag and `wait` returns Stopped by itself)."""
+
+    def stop_copies(self, job_name: str, reason: str = "") -> list[tuple[str, str]]:
+        """Stop the job of that name and its suffixed copies, for a stop asked before a handle exists."""
+
     def evaluate(self, **arguments: Any) -> "EvaluationResult":
         """Run an evaluation script on a model and read its metrics (no gates: `trainops.steps.evaluate`)."""
 
@@ -207,6 +213,15 @@ class Backend(Protocol):
 
     def stage(self, source: str, destination: str, **options: Any) -> Any:
         """Put data where training reads it; the report has ``to_dict()``."""
+
+    def check_spec(self, spec: Any, region: str | None = None) -> None:
+        """Raise `SpecError` for every problem this backend would find in the spec, before anything runs."""
+
+    def pipeline_settings(self, spec: Any, region: str | None = None) -> dict[str, Any]:
+        """What a pipeline's evaluate and register steps take from its training spec on this backend."""
+
+    def evaluation_output(self, workdir: Any, key: str) -> str:
+        """Where a pipeline's evaluation writes ("" where the backend derives it from the model)."""
 
 
 def get_backend(name: str, *, source: str | None = None, **context: Any) -> Backend:

@@ -86,29 +86,26 @@ def _run_job(args: argparse.Namespace) -> int:
         from trainops.errors import SpecError
 
         raise SpecError("--processes-per-host must be at least 1")
-    backend = args.backend or "local"
-    jobs = []
+    held: list = []  # (backend, handle) of the job once it is placed
 
     def stop(signum, _frame):
-        for job in jobs:
-            job.request_stop(f"Stopped: trainops received {signal.Signals(signum).name}")
-        if not jobs:
+        # Ctrl-C and SIGTERM stop the job the same way on every backend; a second one leaves at once.
+        if not held or getattr(stop, "asked", False):
             raise KeyboardInterrupt
+        stop.asked = True  # type: ignore[attr-defined]
+        for backend, handle in held:
+            print(f"[trainops] {backend.stop(handle, f'Stopped: trainops received {signal.Signals(signum).name}')}",
+                  file=sys.stderr, flush=True)
 
-    options = dict(job_name=args.job_name, if_exists=args.if_exists)
-    if backend == "local" and args.no_wait:
-        options.update(workdir=args.workdir, processes_per_host=args.processes_per_host,
-                       channel_overrides=_channel_overrides(args.channel), wait=False)
-        previous = {}
-    elif backend == "local":
-        options.update(workdir=args.workdir, processes_per_host=args.processes_per_host,
-                       channel_overrides=_channel_overrides(args.channel), on_job=jobs.append)
-        previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
-    else:
-        options.update(wait=not args.no_wait, launcher=args.launcher, region=args.region)
-        previous = {}
+    # Each backend takes the options that concern it (local: work directory, channels, ranks per host, the image
+    # stand-in; SageMaker: region) and ignores the others.
+    options = dict(job_name=args.job_name, if_exists=args.if_exists, wait=not args.no_wait, workdir=args.workdir,
+                   processes_per_host=args.processes_per_host, channel_overrides=_channel_overrides(args.channel),
+                   launcher=args.launcher, region=args.region,
+                   on_handle=lambda backend, handle: held.append((backend, handle)))
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        result = train(args.file, backend=backend, **options)
+        result = train(args.file, backend=args.backend or "local", **options)
         code = 0
     except JobFailed as error:
         result = getattr(error, "result", None)
@@ -146,6 +143,7 @@ def _backend_of(args: argparse.Namespace) -> str:
         return args.backend
     from trainops.backends.local import status
 
+    # A local job of that name wins; any other name is looked up on SageMaker.
     return "local" if status.exists(args.job_name, args.workdir) else "sagemaker"
 
 
@@ -168,16 +166,28 @@ def _sagemaker_factory(args: argparse.Namespace):
     return default_client_factory(args.region)
 
 
+def _job(args: argparse.Namespace):
+    """(backend, handle) of the job a status / logs / stop command names; the name is checked first."""
+    from trainops.backends.base import JobHandle, get_backend
+    from trainops.spec.names import check_job_name
+
+    check_job_name(args.job_name)
+    name = _backend_of(args)
+    factory = None
+
+    def clients(service: str):  # built on first use: a local job needs no AWS region
+        nonlocal factory
+        if factory is None:
+            factory = _sagemaker_factory(args)
+        return factory(service)
+
+    backend = get_backend(name, workdir=args.workdir, region=args.region, client_factory=clients)
+    return backend, JobHandle(name, args.job_name, workdir=args.workdir, region=args.region, created=False)
+
+
 def status_command(args: argparse.Namespace) -> int:
-    if _backend_of(args) == "local":
-        from trainops.backends.local import status
-
-        record = status.read(args.job_name, args.workdir)
-        record.pop("spec", None)
-    else:
-        from trainops.backends.sagemaker import training
-
-        record = training.describe(_sagemaker_factory(args), args.job_name).to_dict()
+    backend, handle = _job(args)
+    record = backend.status_record(handle)
     if args.json:
         json.dump(record, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
@@ -189,24 +199,13 @@ def status_command(args: argparse.Namespace) -> int:
 
 
 def logs_command(args: argparse.Namespace) -> int:
-    if _backend_of(args) == "local":
-        from trainops.backends.local.logs import print_local_logs
-
-        return print_local_logs(args.job_name, args.workdir, follow=args.follow)
-    from trainops.backends.sagemaker.logs import iter_log_lines
-
-    for line in iter_log_lines(_sagemaker_factory(args), args.job_name, follow=args.follow):
-        print(line.render() if hasattr(line, "render") else line, flush=True)
+    backend, handle = _job(args)
+    for line in backend.logs(handle, follow=args.follow):
+        print(line, flush=True)
     return 0
 
 
 def stop_command(args: argparse.Namespace) -> int:
-    if _backend_of(args) == "local":
-        from trainops.backends.local.control import stop_local_job
-
-        print(stop_local_job(args.job_name, args.workdir))
-        return 0
-    from trainops.backends.sagemaker import training
-
-    print(f"{args.job_name}: {training.stop(_sagemaker_factory(args), args.job_name)}")
+    backend, handle = _job(args)
+    print(backend.stop(handle))
     return 0

@@ -33,28 +33,25 @@ def parse_gate(text: str) -> Any:
 
 def evaluation_prefix(model_artifact: str) -> str:
     """Where a SageMaker evaluation writes: ``.../<job>/evaluation`` beside the job's ``output/model.tar.gz``."""
-    head = model_artifact.rsplit("/", 1)[0]
-    if head.endswith("/output"):
-        head = head[: -len("/output")]
-    return f"{head}/evaluation"
+    from trainops.backends.sagemaker.backend import evaluation_prefix as beside_the_model
+
+    return beside_the_model(model_artifact)
 
 
 def _backend_options(backend: str, spec_json: str, spec_dir: str, where: Places, artifact: str, job_name: str,
                      region: str) -> tuple[str, dict[str, Any]]:
-    """The output directory and the backend's own arguments of the evaluate step."""
-    if backend == "local":
-        from trainops.backends.local.paths import child
+    """The output directory and the backend's own arguments of the evaluate step, as every front end derives them
+    (`trainops.spec.plan.step_settings`: on SageMaker the training job's role and image evaluate its model)."""
+    from trainops.backends.base import get_backend
+    from trainops.spec.plan import step_settings
 
-        return str(child(where.workdir / "evaluations", job_name, "model.metadata.job_name")), {}
-    from trainops.backends.sagemaker.render import training_image
+    def spec():  # read only by a backend whose settings come from it (SageMaker)
+        return load_component_spec(spec_json, spec_dir, where)
 
-    spec = load_component_spec(spec_json, spec_dir, where)
-    region = spec.region or region or None
-    if not artifact.startswith("s3://"):
-        raise SpecError(Problem("model", f"{artifact!r} is not an s3:// model artifact"), source="evaluate step")
-    # The training job's role and image evaluate its model: the image has the framework the script needs.
-    return evaluation_prefix(artifact), {"role": spec.role, "image_uri": training_image(spec, region or ""),
-                                         "region": region}
+    chosen = get_backend(backend, workdir=str(where.workdir))
+    settings, _ = step_settings(chosen, spec, region or None)
+    output_dir = chosen.evaluation_output(str(where.workdir), job_name) or evaluation_prefix(artifact)
+    return output_dir, settings
 
 
 def run_evaluate(*, model: Any, spec_json: str, spec_dir: str, backend: str, workdir: str, pipeline_dir: str,

@@ -159,9 +159,12 @@ def run_local(path: str, *, workdir: str | None = None, gate: str | None = None,
 
     from trainops.components.pipeline import build_pipeline
 
+    from trainops.spec.plan import resolve_plan
+
     source = read_pipeline_source(path, workdir_override=workdir)
-    if source.pipeline.backend != "local":
-        log(f"[kfp] {path} says backend {source.pipeline.backend}: a local run uses the local backend")
+    plan = resolve_plan(source.resolved, "local", pipeline_dir=source.directory)  # a local run: the local backend
+    if plan.backend != source.pipeline.backend:
+        log(f"[kfp] {path} says backend {source.pipeline.backend}: a local run uses the {plan.backend} backend")
     state_dir = Path(source.resolved.workdir)  # absolute: the file's workdir, --workdir or $TRAINOPS_HOME
     pipeline_root = state_dir / "kfp"
     pipeline_root.mkdir(parents=True, exist_ok=True)
@@ -169,7 +172,7 @@ def run_local(path: str, *, workdir: str | None = None, gate: str | None = None,
                    raise_on_error=False)
     try:
         pipeline = build_pipeline(source, LOCAL_SETTINGS, pipeline_dir=str(source.directory))
-        arguments = {"backend": "local", "workdir": str(state_dir), "pipeline_dir": str(source.directory),
+        arguments = {"backend": plan.backend, "workdir": str(state_dir), "pipeline_dir": str(source.directory),
                      "run_key": run_key}
         if gate is not None:
             arguments["gate"] = gate

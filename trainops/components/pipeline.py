@@ -49,6 +49,13 @@ class PipelineSource:
     directory: Path
 
     @property
+    def plan(self):
+        """The pipeline resolved as `trainops run` and the retraining DAG resolve it (`trainops.spec.plan`)."""
+        from trainops.spec.plan import resolve_plan
+
+        return resolve_plan(self.resolved, None, pipeline_dir=self.directory)
+
+    @property
     def spec_json(self) -> str:
         """The job spec as the JSON string the pipeline parameter carries (keys sorted: stable output), its secret
         environment values masked (`trainops.spec.secrets`): the compiled YAML is read by anyone who can see the
@@ -130,7 +137,7 @@ def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = 
     register = steps.register_step
     defaults = {
         "spec_json": source.spec_json,
-        "backend": file.backend,
+        "backend": source.plan.backend,
         "workdir": file.workdir or "",
         "pipeline_dir": pipeline_dir if pipeline_dir is not None else str(source.directory),
         "gate": gate_parameter(steps.evaluate.gate) if steps.evaluate else "",

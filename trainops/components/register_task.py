@@ -23,15 +23,14 @@ def run_register(*, model: Any, metrics: Any, spec_json: str, spec_dir: str, bac
 
     where = places(pipeline_dir, workdir)
     spec = load_component_spec(spec_json, spec_dir, where)
-    options: dict[str, Any] = {}
-    if backend == "local":
-        options["registry_dir"] = where.path(registry_dir, "registry_dir") if registry_dir else \
-            str(where.workdir / "registry")
-    else:
-        from trainops.backends.sagemaker.render import training_image
+    from trainops.backends.base import get_backend
+    from trainops.spec.plan import step_settings
 
-        region = spec.region or region or None
-        options.update(region=region, image_uri=training_image(spec, region or ""))
+    _, settings = step_settings(get_backend(backend, workdir=str(where.workdir)), spec, spec.region or region or None)
+    options: dict[str, Any] = {
+        "registry_dir": where.path(registry_dir, "registry_dir") if registry_dir else str(where.workdir / "registry"),
+        **settings,
+    }
     logged = dict(metrics.metadata or {}) if metrics is not None else {}
     entry = register(model_artifact=model_location(model), metrics=logged, group=group, spec=spec.to_json_dict(),
                      approval=approval, backend=backend, job_name=(model.metadata or {}).get("job_name"),

@@ -68,11 +68,12 @@ def local_channels(channels_json: str, where: Places) -> dict[str, str]:
 
 
 class StopOnSigterm:
-    """While the step runs, SIGTERM stops the job it runs instead of leaving it behind.
+    """While the step runs, SIGTERM stops the job it runs instead of leaving it behind: ``backend.stop(handle)``
+    with the handle the step placed (`hold` is the step's ``on_handle``).
 
-    Local backend: `LocalJob.request_stop` (only sets a flag; the step then stops every host and returns Stopped),
-    or, for a re-attached job another process runs, `stop_local_job`. SageMaker: ``StopTrainingJob`` for the job and
-    any suffixed copy of it that is still running, then `TaskCancelled` is raised to leave the wait.
+    A job this process runs (local) only gets a flag: the step then stops every host and returns Stopped. Any other
+    job (SageMaker, or a local job another process runs) is asked to stop and `TaskCancelled` is raised to leave the
+    wait. A SIGTERM before the step placed its job stops the job of that name and its suffixed copies.
     """
 
     def __init__(self, backend: str, job_name: str, *, workdir: str | None = None,
@@ -82,9 +83,13 @@ class StopOnSigterm:
         self.workdir = workdir
         self.client_factory = client_factory
         self.log = log
-        self.local_jobs: list[Any] = []
+        self.held: list[tuple[Any, Any]] = []  # (backend, JobHandle)
         self.received = False
         self._previous: Any = None
+
+    def hold(self, backend: Any, handle: Any) -> None:
+        """Remember the job the step placed (the step's ``on_handle``)."""
+        self.held.append((backend, handle))
 
     def __enter__(self) -> "StopOnSigterm":
         self._previous = signal.signal(signal.SIGTERM, self._handle)
@@ -94,22 +99,19 @@ class StopOnSigterm:
         signal.signal(signal.SIGTERM, self._previous if self._previous is not None else signal.SIG_DFL)
 
     def _handle(self, signum: int, _frame: Any) -> None:
+        from trainops.backends.base import get_backend
+
         if self.received:  # a second SIGTERM while stopping: the first one is being handled
             return
         self.received = True
         self.log(f"[trainops] received {signal.Signals(signum).name}: stopping training job {self.job_name}")
-        if self.backend == "local":
-            if self.local_jobs:
-                for job in self.local_jobs:
-                    job.request_stop(STOP_REASON)
+        if self.held:
+            outcomes = [backend.stop(handle, STOP_REASON) for backend, handle in self.held]
+            if all(backend.runs_here(handle) for backend, handle in self.held):
                 return  # the step sees the flag, stops every host and returns Stopped
-            from trainops.backends.local.control import stop_local_job
-            from trainops.backends.local import status
-
-            outcome = (stop_local_job(self.job_name, self.workdir) if status.exists(self.job_name, self.workdir)
-                       else f"{self.job_name}: not started")
-            raise TaskCancelled(f"cancelled by SIGTERM; {outcome}")
-        stopped = stop_sagemaker_jobs(self.client_factory, self.job_name)
+            raise TaskCancelled("cancelled by SIGTERM; " + ", ".join(outcomes))
+        backend = get_backend(self.backend, workdir=self.workdir, client_factory=self.client_factory)
+        stopped = backend.stop_copies(self.job_name, STOP_REASON)
         raise TaskCancelled("cancelled by SIGTERM; " + (", ".join(f"{name}: {state}" for name, state in stopped)
                                                         or f"no training job named {self.job_name} was running"))
 
@@ -117,17 +119,9 @@ class StopOnSigterm:
 def stop_sagemaker_jobs(factory: Callable[[str], Any], job_name: str) -> list[tuple[str, str]]:
     """Stop the job and each suffixed copy (``-2``, ``-3``, ...) the step may have created; return (name, status)
     for each one found. Stopping a finished job is not an error (`training.stop` reports its status)."""
-    from trainops.backends.sagemaker import training
-    from trainops.backends.sagemaker.names import with_suffix
+    from trainops.backends.sagemaker.backend import SageMakerBackend
 
-    found = []
-    for attempt in range(1, training.MAX_NEW_NAME_ATTEMPTS + 1):
-        name = job_name if attempt == 1 else with_suffix(job_name, str(attempt))
-        try:
-            found.append((name, training.stop(factory, name)))
-        except SpecError:  # no job of that name: the copies end here
-            break
-    return found
+    return SageMakerBackend(client_factory=factory).stop_copies(job_name)
 
 
 def run_train(*, spec_json: str, spec_dir: str, backend: str, workdir: str, pipeline_dir: str, channels_json: str,
@@ -136,30 +130,24 @@ def run_train(*, spec_json: str, spec_dir: str, backend: str, workdir: str, pipe
               poll_seconds: float | None = None) -> tuple[str, str, bool, str]:
     """Run the train step for the component and fill in its Model artifact; return (job_name, status, reattached,
     model_artifact). ``client_factory`` and ``poll_seconds`` exist for tests (a component takes only JSON values)."""
+    from trainops.backends.base import BACKENDS
     from trainops.steps.train import check_choice, train
 
-    check_choice(backend, ("local", "sagemaker"), "backend")
+    check_choice(backend, BACKENDS, "backend")
     where = places(pipeline_dir, workdir)
     spec = load_component_spec(spec_json, spec_dir, where, restore_secrets=True)
-    channels = local_channels(channels_json, where) if backend == "local" else {}
+    channels = local_channels(channels_json, where)  # the pipeline file's channels: local paths, staged data
     name = train_job_name(spec, channels, base=name_base or "trainops", run_key=run_key, job_name=job_name)
-    options: dict[str, Any] = {}
-    if backend == "local":
-        options.update(workdir=str(where.workdir), processes_per_host=processes_per_host or None,
-                       channel_overrides=channels, checkpoint_key=name)  # a re-run resumes its own checkpoints
-    else:
-        if client_factory is None:
-            from trainops.backends.sagemaker.clients import default_client_factory
-
-            client_factory = default_client_factory(spec.region or region or None)
-        options.update(region=region or None, client_factory=client_factory)
-        if poll_seconds is not None:
-            options["poll_seconds"] = poll_seconds
+    # Each backend takes what concerns it: local the work directory, channels and checkpoint key (a re-run resumes
+    # its own checkpoints); SageMaker the region and clients.
+    options: dict[str, Any] = dict(workdir=str(where.workdir), processes_per_host=processes_per_host or None,
+                                   channel_overrides=channels, checkpoint_key=name,
+                                   region=spec.region or region or None, client_factory=client_factory)
+    if poll_seconds is not None:
+        options["poll_seconds"] = poll_seconds
     print(f"[trainops] training job {name} ({backend}); re-attaches when it exists", flush=True)
     with StopOnSigterm(backend, name, workdir=str(where.workdir), client_factory=client_factory) as guard:
-        if backend == "local":
-            options["on_job"] = guard.local_jobs.append
-        result = train(spec, backend=backend, job_name=name, if_exists="reattach", **options)
+        result = train(spec, backend=backend, job_name=name, if_exists="reattach", on_handle=guard.hold, **options)
     describe_model(model, result, spec)
     return result["job_name"], result["status"], bool(result.get("reattached")), result.get("model_artifact") or ""
 
@@ -183,7 +171,7 @@ def describe_model(model: Any, result: dict[str, Any], spec) -> None:
         "framework_version": spec.framework_version or "",
         "spec_hash": spec.spec_hash(),
     })
-    if result["backend"] == "local" and artifact:
+    if artifact and "://" not in artifact:  # a path on this machine (local backend): read as it is
         model.uri = artifact
         return
     Path(model.path).parent.mkdir(parents=True, exist_ok=True)

@@ -54,7 +54,8 @@ def resolve_pipeline_steps(
     Raises `SpecError` (every problem, with its field) for a bad file, a bad spec or a missing step.
     """
     from trainops.errors import SpecError
-    from trainops.spec.pipeline import load_pipeline, resolve
+    from trainops.spec.pipeline import load_pipeline
+    from trainops.spec.plan import resolve_plan
     from trainops.spec.secrets import masked_spec_document
     from trainops.steps.train import load_spec
 
@@ -70,44 +71,22 @@ def resolve_pipeline_steps(
     problems += spec_problems
     if problems:
         raise SpecError(problems, str(path))
-    steps, here = pipeline.steps, path.parent
-    spec_json = spec.to_json_dict()
     if hyperparameters:
-        spec_json["hyperparameters"] = {**spec_json.get("hyperparameters", {}), **hyperparameters}
-        load_spec(spec_json)  # the merged spec must still be valid; fail here, naming the field, not later
-    register = steps.register_step
-    workdir_path = Path(pipeline.workdir)
-    evaluate = steps.evaluate
-    return {
-        "pipeline_name": pipeline.name,
-        "pipeline_file": str(path),
-        "backend": backend or pipeline.backend,
-        "workdir": str(workdir_path),
-        "prepare_script": resolve(steps.prepare.script, here) if steps.prepare else None,
-        "prepare_args": list(steps.prepare.args) if steps.prepare else [],
-        "prepare_timeout": steps.prepare.timeout if steps.prepare else None,
-        "stage_source": resolve(steps.stage.source, here),
-        "stage_destination": resolve(steps.stage.destination, here),
-        "stage_s3_prefix": steps.stage.s3_prefix,
-        "stage_workers": steps.stage.workers,
-        "train_spec": masked_spec_document(spec_json),  # XComs are read by many: secrets stay masked
-        "train_job_name": steps.train.job_name or spec.name or pipeline.name,
-        "train_channels": {name: resolve(value, here) for name, value in steps.train.channels.items()},
-        "train_processes_per_host": steps.train.processes_per_host,
-        "evaluate_entry_point": evaluate.entry_point,
-        "evaluate_source_dir": resolve(evaluate.source_dir or ".", here),
-        "evaluate_channels": {name: resolve(value, here) for name, value in evaluate.channels.items()},
-        "evaluate_hyperparameters": dict(evaluate.hyperparameters),
-        "evaluate_gate": evaluate.gate,
-        "evaluate_on_gate_failure": GATE_FAILURE[evaluate.on_gate_failure],
-        "evaluate_timeout": evaluate.timeout,
-        "evaluate_output_dir": str(workdir_path / "evaluations" / _safe(run_id)),
-        "register_group": register.group,
-        "register_approval": register.approval,
-        "register_registry_dir": (resolve(register.registry_dir, here) if register.registry_dir
-                                  else str(workdir_path / "registry")),
-        "register_description": register.description or "",
-    }
+        merged = spec.to_json_dict()
+        merged["hyperparameters"] = {**merged.get("hyperparameters", {}), **hyperparameters}
+        spec = load_spec(merged)  # the merged spec must still be valid; fail here, naming the field, not later
+    # The values every front end shares come from the one resolution (trainops.spec.plan); on SageMaker that
+    # includes the role, image and region the evaluate and register tasks need.
+    plan = resolve_plan(pipeline, backend, pipeline_dir=path.parent, spec=spec)
+    steps = plan.to_dict()
+    steps.update(
+        pipeline_file=str(path),
+        train_spec=masked_spec_document(steps["train_spec"]),  # XComs are read by many: secrets stay masked
+        evaluate_on_gate_failure=GATE_FAILURE[plan.evaluate.on_gate_failure],
+        # Keyed by the run: the training job's name is decided by the train task (from its task instance).
+        evaluate_output_dir=plan.evaluation_output(_safe(run_id)),
+    )
+    return steps
 
 
 def _raw_steps(path: Path) -> dict[str, Any]:

@@ -126,6 +126,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         self._running_job_name: str | None = None
         self._local_job = None
         self._client_factory = None
+        self._held: tuple[Any, Any] | None = None  # (backend, JobHandle) of the job this try placed: on_kill stops it
         with translated_errors():
             backend = check_backend(self.backend)
             check_choice(self.if_job_exists, IF_JOB_EXISTS, "if_job_exists")
@@ -146,6 +147,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         result = self._run_step(train, spec, backend="local", job_name=name, if_exists=self.if_job_exists, log=log,
                                 workdir=self.workdir, processes_per_host=self.processes_per_host,
                                 channel_overrides=self.channel_overrides, on_job=self._remember_local_job,
+                                on_handle=self._hold,
                                 checkpoint_key=name)  # a retry of this task resumes from its own checkpoints
         self._remember_lineage(spec, result.get("model_artifact"))
         return xcom_result(result, metrics={})
@@ -169,31 +171,21 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         raise AssertionError("unreachable: defer() raises TaskDeferred")
 
     def _local_job_to_follow(self, spec: Any, name: str) -> tuple[str, dict[str, Any], bool]:
-        """(name, status record, re-attached) of the local job this try follows: the job of the task instance's
-        name when it runs or completed (``reattach``), else a new detached job, under a suffixed name when that
-        name is taken by a failed job (or with ``new``). A name is never submitted twice."""
-        from trainops.backends.local import status
-        from trainops.backends.local.detached import submit_detached
-        from trainops.backends.sagemaker.names import with_suffix
-        from trainops.errors import Problem, SpecError
+        """(name, status record, re-attached) of the local job this try follows, placed by the one re-attach policy
+        (`trainops.backends.base.place_job`): the job of the task instance's name when it runs or completed
+        (``reattach``), else a new detached job, under a suffixed name when that name is taken by a failed job (or
+        with ``new``). A name is never submitted twice."""
+        from trainops.backends.base import get_backend
 
-        for attempt in range(1, 100):
-            candidate = name if attempt == 1 else with_suffix(name, str(attempt))
-            if not status.exists(candidate, self.workdir):
-                record = submit_detached(spec, candidate, workdir=self.workdir,
-                                         processes_per_host=self.processes_per_host,
-                                         channel_overrides=self.channel_overrides,
-                                         checkpoint_key=name)  # every try of this task resumes its checkpoints
-                return candidate, record, False
-            record = status.read(candidate, self.workdir)
-            if self.if_job_exists == "fail":
-                raise SpecError(Problem("job_name", f"a local job named {candidate!r} exists (status "
-                                                    f"{record['status']}): choose another name or if_job_exists="
-                                                    "reattach/new"))
-            if self.if_job_exists == "reattach" and record["status"] in ("Completed", *status.ACTIVE):
-                self.log.info("re-attaching to local job %s (%s)", candidate, record["status"])
-                return candidate, record, True
-        raise SpecError(Problem("job_name", f"no free name for another copy of local job {name!r}"))
+        backend = get_backend(self.backend, workdir=self.workdir)
+        handle = backend.submit(spec, name, if_exists=self.if_job_exists, log=self.log.info, detached=True,
+                                processes_per_host=self.processes_per_host, channel_overrides=self.channel_overrides,
+                                checkpoint_key=name)  # every try of this task resumes its checkpoints
+        self._hold(backend, handle)
+        return handle.job_name, backend.status_record(handle), not handle.created
+
+    def _hold(self, backend: Any, handle: Any) -> None:
+        self._held = (backend, handle)
 
     def _remember_lineage(self, spec: Any, model_artifact: str | None) -> None:
         datasets = training_datasets(spec, self.channel_overrides if self.backend == "local" else None,
@@ -227,7 +219,8 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         # in the worker (with logs) or in the triggerer.
         submitted = self._run_step(train, spec, backend="sagemaker", job_name=name, if_exists=self.if_job_exists,
                                    wait=False, log=task_logger(self), region=region, launcher=self.launcher,
-                                   client_factory=factory, poll_seconds=self.check_interval, preflight=self.preflight)
+                                   client_factory=factory, poll_seconds=self.check_interval, preflight=self.preflight,
+                                   on_handle=self._hold)
         name = submitted["job_name"]  # a failed job of that name is retried under a suffixed one
         self._running_job_name = name
         remember_console_job(self, name, region)
@@ -359,15 +352,9 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
     # --- kill -------------------------------------------------------------------------------------------------
     def on_kill(self) -> None:
-        """Stop what this task started: the SageMaker job, or every process of the local job."""
-        local_job = getattr(self, "_local_job", None)
-        if local_job is not None:
-            self.log.info("task killed: stopping local job %s", local_job.job_name)
-            local_job.request_stop("the Airflow task was killed")
-            return
-        name, factory = getattr(self, "_running_job_name", None), getattr(self, "_client_factory", None)
-        if name and factory is not None:
-            from trainops.backends.sagemaker import training
-
-            status = training.stop(factory, name)
-            self.log.info("task killed: training job %s is %s", name, status)
+        """Stop what this task started, whatever the backend: ``backend.stop(handle)`` (a local job this worker
+        runs stops every host; a detached or SageMaker job is asked to stop)."""
+        held = getattr(self, "_held", None)
+        if held is not None:
+            backend, handle = held
+            self.log.info("task killed: %s", backend.stop(handle, "the Airflow task was killed"))

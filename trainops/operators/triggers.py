@@ -278,9 +278,10 @@ class LocalTrainingTrigger(BaseTrigger):
 
     async def _wait(self) -> dict[str, Any]:
         from trainops.backends.local.status import ACTIVE
+        from trainops.backends.states import wait_bound_seconds
 
         last: tuple[Any, Any] | None = None
-        bound = (self.max_run or DEFAULT_MAX_RUN_SECONDS) + self.grace_seconds
+        bound = wait_bound_seconds(self.max_run or DEFAULT_MAX_RUN_SECONDS, None, self.grace_seconds)
         while True:
             record = await asyncio.to_thread(self._read)
             progress = (record.get("status"), record.get("secondary_status"))

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 from trainops.errors import JobFailed, SpecError
 from trainops.spec.pipeline import PipelineSpec, load_pipeline, resolve
+from trainops.spec.plan import PipelinePlan, resolve_plan, train_spec
 
 Log = Callable[[str], None]
 
@@ -48,7 +49,8 @@ def _print(line: str) -> None:
 
 
 class PipelineRunner:
-    """Runs one pipeline; every step is a call into `trainops.steps`, the same calls Airflow and KFP make."""
+    """Runs one pipeline; every step is a call into `trainops.steps`, the same calls Airflow and KFP make, with the
+    arguments of the pipeline's `PipelinePlan` (`trainops.spec.plan.resolve_plan`)."""
 
     def __init__(self, pipeline: PipelineSpec, pipeline_dir: Path, *, backend: str | None = None, force: bool = False,
                  log: Log | None = None):
@@ -59,10 +61,19 @@ class PipelineRunner:
         self.log = log or _print
         self.workdir = Path(pipeline.workdir)
         self.run_record = PipelineRun(pipeline.name, self.backend)
+        self._plan: PipelinePlan | None = None
+
+    @property
+    def plan(self) -> PipelinePlan:
+        """The pipeline resolved once (paths, the training spec, the backend's settings for evaluate and register)."""
+        if self._plan is None:
+            self._plan = resolve_plan(self.pipeline, self.backend, pipeline_dir=self.pipeline_dir)
+        return self._plan
 
     def run(self) -> PipelineRun:
         steps = self.pipeline.steps
         try:
+            self.plan  # noqa: B018 - resolved before the first step, so bad input never half-runs a pipeline
             if steps.prepare:
                 self._step("prepare", self._prepare)
             if steps.stage:
@@ -120,54 +131,44 @@ class PipelineRunner:
     def _prepare(self) -> dict[str, Any]:
         from trainops.steps.prepare import run_script
 
-        step = self.pipeline.steps.prepare
-        summary = run_script(resolve(step.script, self.pipeline_dir), step.args, cwd=str(self.pipeline_dir),
-                             timeout=step.timeout, log=self.log)
+        step = self.plan.prepare
+        summary = run_script(step.script, step.args, cwd=str(self.pipeline_dir), timeout=step.timeout, log=self.log)
         return {"summary": summary}
 
     def _stage(self) -> dict[str, Any]:
         from trainops.steps.stage import stage
 
-        step = self.pipeline.steps.stage
+        step = self.plan.stage
         options = {"s3_prefix": step.s3_prefix} if step.s3_prefix else {}
-        destination = resolve(step.destination, self.pipeline_dir)
-        report = stage(resolve(step.source, self.pipeline_dir), destination, backend=self.backend,
-                       workers=step.workers, **options)
+        destination = step.destination
+        report = stage(step.source, destination, backend=self.plan.backend, workers=step.workers, **options)
         return {"destination": destination, "report": report,
                 "summary": report.get("summary") or f"staged into {destination}"}
 
     def _train_spec(self):
-        from trainops.steps.train import load_spec
-
-        spec = self.pipeline.steps.train.spec
-        if isinstance(spec, str):
-            return load_spec(resolve(spec, self.pipeline_dir))
-        return load_spec(spec, base_dir=self.pipeline_dir)
+        return train_spec(self.pipeline, self.pipeline_dir)
 
     def _train(self) -> dict[str, Any]:
         from trainops.backends.local.secrets import public_spec
-        from trainops.backends.sagemaker.names import timestamped_job_name
+        from trainops.spec.names import timestamped_job_name
         from trainops.steps.identity import training_fingerprint, training_job_name
         from trainops.steps.train import train
 
-        step = self.pipeline.steps.train
-        spec = self._train_spec()
-        channels = {name: resolve(path, self.pipeline_dir) for name, path in step.channels.items()}
-        fingerprint = training_fingerprint(spec, channels)
+        step = self.plan.train
+        spec = step.spec
+        fingerprint = training_fingerprint(spec, step.channels)
         if step.job_name:
             job_name = step.job_name
         elif self.force:
             job_name = timestamped_job_name(spec.name or self.pipeline.name)
         else:
-            job_name = training_job_name(spec, channels, base=self.pipeline.name)
-        options: dict[str, Any] = {}
-        if self.backend == "local":
-            # Checkpoints follow the job's identity: a retry of a failed run resumes, new data or --force starts over.
-            options.update(workdir=str(self.workdir), processes_per_host=step.processes_per_host,
-                           channel_overrides=channels, checkpoint_key=job_name)
-        else:
-            options.update(region=self.pipeline.region)
-        result = train(spec, backend=self.backend, job_name=job_name, if_exists="reattach", log=self.log, **options)
+            job_name = training_job_name(spec, step.channels, base=self.pipeline.name)
+        # Each backend takes what concerns it: local the work directory, the channels staged on this machine and
+        # the checkpoint key (checkpoints follow the job's identity: a retry of a failed run resumes, new data or
+        # --force starts over); SageMaker the region.
+        result = train(spec, backend=self.plan.backend, job_name=job_name, if_exists="reattach", log=self.log,
+                       workdir=self.plan.workdir, region=self.plan.region, processes_per_host=step.processes_per_host,
+                       channel_overrides=step.channels, checkpoint_key=job_name)
         if result.get("reattached"):
             self.log(f"[pipeline] training skipped: job {result['job_name']} already completed with the same inputs "
                      "(spec hash and data); use --force to train again")
@@ -178,22 +179,7 @@ class PipelineRunner:
     def _evaluate(self, trained: dict[str, Any]) -> dict[str, Any]:
         from trainops.steps.evaluate import evaluate
 
-        step = self.pipeline.steps.evaluate
-        register = self.pipeline.steps.register_step
-        output_dir = self.workdir / "evaluations" / trained["job_name"]
-        result = evaluate(
-            entry_point=step.entry_point,
-            source_dir=resolve(step.source_dir or ".", self.pipeline_dir),
-            model_artifact=trained["model_artifact"],
-            channels={name: resolve(path, self.pipeline_dir) for name, path in step.channels.items()},
-            output_dir=str(output_dir),
-            gate=step.gate,
-            backend=self.backend,
-            hyperparameters=step.hyperparameters,
-            timeout=step.timeout,
-            **({"champion_group": register.group, "registry_dir": self._registry_dir()} if register
-               else {"champion": None}),
-        )
+        result = evaluate(**self.plan.evaluate_arguments(trained["model_artifact"], trained["job_name"]))
         data = result.to_dict() if hasattr(result, "to_dict") else dict(result)
         metrics = ", ".join(f"{key}={value:.4g}" if isinstance(value, (int, float)) else f"{key}={value}"
                             for key, value in (data.get("metrics") or {}).items())
@@ -202,20 +188,12 @@ class PipelineRunner:
         data["summary"] = f"{metrics}; {data['message'] or 'no gate'}"
         return data
 
-    def _registry_dir(self) -> str:
-        register = self.pipeline.steps.register_step
-        if register and register.registry_dir:
-            return resolve(register.registry_dir, self.pipeline_dir)
-        return str(self.workdir / "registry")
-
     def _register(self, trained: dict[str, Any], evaluation: dict[str, Any] | None) -> dict[str, Any]:
         from trainops.steps.register import register
 
-        step = self.pipeline.steps.register_step
+        step = self.plan.register
         entry = register(model_artifact=trained["model_artifact"], metrics=(evaluation or {}).get("metrics") or {},
-                         group=step.group, spec=trained.get("spec"), approval=step.approval, backend=self.backend,
-                         registry_dir=self._registry_dir(), job_name=trained["job_name"],
-                         description=step.description)
+                         spec=trained.get("spec"), job_name=trained["job_name"], **self.plan.register_arguments())
         version = entry.get("version") or entry.get("location")
         return {**entry, "summary": f"{step.group} version {version} ({step.approval})"}
 
@@ -252,11 +230,18 @@ def check_pipeline(pipeline: PipelineSpec, pipeline_dir: Path, backend: str | No
         raw = steps.train.spec
         note = f" (in {error.source})" if isinstance(raw, str) and error.source else ""
         within("steps.train.spec", error, note)
-    if spec is not None and backend == "local":
-        from trainops.backends.local.inputs import resolve_code_dir
+    if spec is not None:
+        from trainops.backends.base import get_backend
 
+        chosen = None
         try:
-            resolve_code_dir(spec)
+            chosen = get_backend(backend, workdir=pipeline.workdir)
+        except SpecError as error:
+            problems.extend(error.problems)
+        try:  # what the backend needs of the spec (local: the code directory; SageMaker: role, image, output...)
+            if chosen is not None:
+                chosen.check_spec(spec, spec.region or pipeline.region)
+                chosen.pipeline_settings(spec, spec.region or pipeline.region)
         except SpecError as error:
             within("steps.train.spec", error)
     if steps.prepare:

@@ -60,6 +60,7 @@ class FakeSageMaker:
         self.complete_on_create = complete_on_create
         self.log_path = log_path
         self.calls: list[tuple[str, str]] = []
+        self.uploads: list[str] = []
 
     def _record(self, operation: str, name: str) -> None:
         self.calls.append((operation, name))
@@ -93,8 +94,12 @@ class FakeSageMaker:
         self._record("stop", TrainingJobName)
         self.jobs[TrainingJobName]["TrainingJobStatus"] = "Stopping"
 
+    def put_object(self, Bucket, Key, Body):
+        # The trainops launcher's runtime channel is uploaded for every new job, even with an s3:// source tarball.
+        self.uploads.append(f"s3://{Bucket}/{Key}")
+
     def factory(self, service: str):
-        assert service == "sagemaker", f"unexpected AWS service {service}"
+        assert service in ("sagemaker", "s3"), f"unexpected AWS service {service}"
         return self
 
 

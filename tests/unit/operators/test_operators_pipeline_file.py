@@ -31,11 +31,24 @@ def test_the_workdir_defaults_under_airflow_home_not_the_repository(monkeypatch,
     assert resolve_pipeline_steps(DIGITS)["workdir"] == str(tmp_path / "trainops")
 
 
-def test_hyperparameters_and_backend_overrides(tmp_path):
+def test_hyperparameters_and_backend_overrides(tmp_path, monkeypatch):
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")  # SageMaker needs a region: the image is resolved for it
     steps = resolve_pipeline_steps(DIGITS, workdir=str(tmp_path), backend="sagemaker",
                                    hyperparameters={"epochs": 2})
-    assert steps["backend"] == "sagemaker"
+    assert steps["backend"] == "sagemaker" and steps["region"] == "eu-west-1"
     assert steps["train_spec"]["hyperparameters"] == {"epochs": 2, "batch_size": 32, "learning_rate": 0.002}
+    # Evaluate and register run in the training image (the spec names none: the DLC for it), beside the model in S3.
+    assert steps["evaluate_image_uri"] == steps["register_image_uri"]
+    assert steps["evaluate_image_uri"].startswith("763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-training")
+    assert steps["evaluate_output_dir"] == ""
+
+
+def test_sagemaker_without_a_region_is_refused_naming_it(tmp_path, monkeypatch):
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION"):
+        monkeypatch.delenv(name, raising=False)
+    with pytest.raises(SpecError) as raised:
+        resolve_pipeline_steps(DIGITS, workdir=str(tmp_path), backend="sagemaker")
+    assert "region" in str(raised.value)
 
 
 def test_a_pipeline_without_the_dags_steps_names_each_missing_one(tmp_path):

@@ -34,6 +34,7 @@ SPEC = {
     "py_version": "py311",
     "entry_point": "train.py",
     "source_dir": "s3://trainops-test/code/sourcedir.tar.gz",  # already in S3: nothing to upload
+    "launcher": "toolkit",  # the trainops launcher would upload its runtime channel (issue 13): S3 calls
     "instance_type": "ml.p4d.24xlarge",
     "instance_count": 2,
     "distribution": {"torch_distributed": {"enabled": True}},

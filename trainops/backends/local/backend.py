@@ -129,6 +129,24 @@ class LocalBackend:
             return f"{handle.job_name}: not started"
         return stop_local_job(handle.job_name, handle.workdir)
 
+    def runs_here(self, handle: JobHandle) -> bool:
+        """Whether this process runs the job (a stop then only sets a flag, and the wait returns Stopped)."""
+        return handle.job_name in self._jobs
+
+    def stop_copies(self, job_name: str, reason: str = "Stopped by the user") -> list[tuple[str, str]]:
+        """Stop the job of that name and each suffixed copy of it that exists, for a stop asked before a handle
+        exists; (name, what happened) for each one found."""
+        from trainops.backends.local import status
+        from trainops.spec.names import with_suffix
+
+        found = []
+        for attempt in range(1, 100):
+            name = job_name if attempt == 1 else with_suffix(job_name, str(attempt))
+            if not status.exists(name, self.workdir):
+                break
+            found.append((name, self.stop(JobHandle("local", name, workdir=self.workdir, created=False), reason)))
+        return found
+
     def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
         from trainops.backends.local.logs import iter_local_logs
 
@@ -152,6 +170,23 @@ class LocalBackend:
             billable_seconds=None, reattached=not handle.created,
             details={key: record.get(key) for key in DETAILS},
         )
+
+    def check_spec(self, spec: Any, region: str | None = None) -> None:
+        """Raise `SpecError` for what a local run of the spec would refuse (its code directory)."""
+        from trainops.backends.local.inputs import resolve_code_dir
+
+        resolve_code_dir(spec)
+
+    # --- pipeline defaults ---------------------------------------------------------------------------------------
+    def pipeline_settings(self, spec: Any, region: str | None = None) -> dict[str, Any]:
+        """Nothing: a local evaluation and registry need no role, image or region (``spec`` is not even read)."""
+        return {}
+
+    def evaluation_output(self, workdir: Any, key: str) -> str:
+        """``<workdir>/evaluations/<key>`` (the key: the training job's name, or the DAG run's id)."""
+        from trainops.backends.local.paths import child, trainops_home
+
+        return str(child(Path(workdir or trainops_home()) / "evaluations", key, "job_name"))
 
     # --- evaluation, registry, staging -------------------------------------------------------------------------
     def evaluate(self, *, entry_point: str, source_dir: Any, model_artifact: Any, channels: dict, output_dir: Any,

@@ -33,6 +33,15 @@ def _print(line: str) -> None:
     print(line, flush=True)
 
 
+def evaluation_prefix(model_artifact: str) -> str:
+    """Where a SageMaker evaluation writes by default: ``.../<job>/evaluation`` beside the job's
+    ``output/model.tar.gz`` (the ``evaluation_prefix`` of `render.artifact_locations`)."""
+    head = model_artifact.rsplit("/", 1)[0]
+    if head.endswith("/output"):
+        head = head[: -len("/output")]
+    return f"{head}/evaluation"
+
+
 def default_region(spec: Any = None, region: str | None = None) -> str | None:
     """The spec's region, else the given one, else boto3's environment (``AWS_REGION``, ``AWS_DEFAULT_REGION``)."""
     return (getattr(spec, "region", None) or region or os.environ.get("AWS_REGION")
@@ -132,6 +141,24 @@ class SageMakerBackend:
         """StopTrainingJob; the job's status afterwards (stopping a finished job is not an error)."""
         return f"{handle.job_name}: {training.stop(self.clients, handle.job_name)}"
 
+    def runs_here(self, handle: JobHandle) -> bool:
+        """False: SageMaker runs the job; a stop is a request to the service, and a wait must be left by the caller."""
+        return False
+
+    def stop_copies(self, job_name: str, reason: str = "") -> list[tuple[str, str]]:
+        """Stop the job of that name and each suffixed copy (``-2``, ``-3``...) the re-attach policy may have
+        created, for a stop asked before a handle exists; (name, status afterwards) for each one found."""
+        from trainops.spec.names import with_suffix
+
+        found = []
+        for attempt in range(1, training.MAX_NEW_NAME_ATTEMPTS + 1):
+            name = job_name if attempt == 1 else with_suffix(job_name, str(attempt))
+            try:
+                found.append((name, training.stop(self.clients, name)))
+            except SpecError:  # no job of that name: the copies end here
+                break
+        return found
+
     def logs(self, handle: JobHandle, *, follow: bool = False, poll_seconds: float = 5.0,
              sleep: Callable[[float], None] = time.sleep) -> Iterator[str]:
         """The job's log lines from every host, interleaved by time, each ``[algo-1] ...``."""
@@ -161,6 +188,29 @@ class SageMakerBackend:
             billable_seconds=summary.billable_seconds, reattached=not handle.created, details=details,
         )
 
+    def check_spec(self, spec: Any, region: str | None = None) -> None:
+        """Raise `SpecError` listing everything SageMaker needs and the spec lacks (the request is rendered, for a
+        placeholder job name; nothing is called)."""
+        from trainops.backends.sagemaker.render import render
+
+        render(spec, job_name="check", launcher=spec.launcher, region=default_region(spec, region or self.region))
+
+    # --- pipeline defaults ---------------------------------------------------------------------------------------
+    def pipeline_settings(self, spec: Any, region: str | None = None) -> dict[str, Any]:
+        """What the evaluate and register steps of a pipeline take from its training spec: the training job's role
+        and image (the image has the framework the evaluation script needs; the model package serves from it) and
+        the region. Every front end (runner, DAG, KFP) asks here, so their defaults cannot drift. ``spec`` may be a
+        function returning it (read only by the backends that need it)."""
+        from trainops.backends.sagemaker.render import training_image
+
+        spec = spec() if callable(spec) else spec
+        region = default_region(spec, region)
+        return {"role": spec.role, "image_uri": training_image(spec, region or ""), "region": region}
+
+    def evaluation_output(self, workdir: Any, key: str) -> str:
+        """Where a pipeline's evaluation writes: empty, meaning beside the model in S3 (`evaluation_prefix`)."""
+        return ""
+
     # --- evaluation ----------------------------------------------------------------------------------------------
     def evaluate(self, *, entry_point: str, source_dir: Any, model_artifact: Any, channels: Mapping[str, Any],
                  output_dir: Any, hyperparameters: Mapping[str, Any] | None = None,
@@ -170,7 +220,7 @@ class SageMakerBackend:
                  sleep: Callable[[float], None] = time.sleep, **unused: Any):
         """Upload ``source_dir`` (and the contract bootstrap) to ``code_uri`` (default ``<output_dir>/code``), run a
         processing job on ``image_uri`` (the training image) with ``role``, read ``metrics.json`` back from
-        ``output_dir`` (an S3 prefix). ``job_name`` defaults to a name derived from the model, output and script, so
+        ``output_dir`` (an S3 prefix; empty: `evaluation_prefix` of the model). ``job_name`` defaults to a name derived from the model, output and script, so
         a retried task re-attaches to the processing job its first attempt started."""
         from trainops.backends.local.evaluate import script_arguments, validate_metrics
         from trainops.backends.sagemaker.evaluation_bootstrap import BOOTSTRAP_NAME, BOOTSTRAP_SOURCE
@@ -180,7 +230,8 @@ class SageMakerBackend:
         from trainops.steps.evaluate import EvaluationResult
 
         problems = []
-        model_uri, output_uri = os.fspath(model_artifact), os.fspath(output_dir)
+        model_uri = os.fspath(model_artifact)
+        output_uri = os.fspath(output_dir) if output_dir else evaluation_prefix(model_uri)
         if not role:
             problems.append(Problem("role", "the SageMaker backend needs an execution role ARN for the processing "
                                             "job (the training spec's role)"))
@@ -188,6 +239,9 @@ class SageMakerBackend:
             problems.append(Problem("image_uri", "give the image to evaluate in (normally the training image)"))
         if source_dir is None:
             problems.append(Problem("source_dir", "give the directory holding the evaluation script; it is uploaded"))
+        if not model_uri.startswith("s3://"):
+            problems.append(Problem("model_artifact", f"{model_uri!r} is not an s3:// model artifact; a processing "
+                                                      "job reads the training job's model.tar.gz from S3"))
         if not output_uri.startswith("s3://"):
             problems.append(Problem("output_dir", f"{output_uri!r} is not an s3:// prefix; a processing job writes "
                                                   "its metrics to S3"))
