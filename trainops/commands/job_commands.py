@@ -33,7 +33,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="return once the job is created (local backend: it runs under a detached supervisor; "
                           "follow it with trainops logs NAME --follow, end it with trainops stop NAME)")
     run.add_argument("--launcher", choices=["trainops", "toolkit"], default=None,
-                     help="sagemaker backend: who launches the ranks in the container")
+                     help="who launches the ranks in the container: the trainops runtime, or the image's own "
+                          "SageMaker toolkit (default: the spec's launcher)")
+    run.add_argument("--image-python", default=None, metavar="PATH",
+                     help="local backend: the interpreter standing for the training image (a venv without trainops; "
+                          "with --launcher toolkit it needs sagemaker-training and sagemaker-pytorch-training)")
     run.add_argument("--region", default=None, help="sagemaker backend: AWS region when the spec has none")
     run.add_argument("--force", action="store_true", help="pipelines: re-run steps whose inputs did not change")
     run.set_defaults(handler=run_command)
@@ -78,6 +82,23 @@ def run_command(args: argparse.Namespace) -> int:
     return _run_job(args)
 
 
+def _image_python(path: str | None) -> str | None:
+    """An absolute path to an executable interpreter, else SpecError naming --image-python."""
+    if path is None:
+        return None
+    import os
+    import shutil
+
+    from trainops.errors import Problem, SpecError
+
+    found = shutil.which(path) if os.sep not in path else (path if os.access(path, os.X_OK) else None)
+    if not found or not os.path.isfile(found):
+        raise SpecError(Problem("--image-python", f"{path!r} is not an executable Python interpreter: give the "
+                                                  "python of the venv standing for the image (e.g. "
+                                                  "$(python tests/support/image_venv.py))"))
+    return os.path.abspath(found)
+
+
 def _run_job(args: argparse.Namespace) -> int:
     from trainops.errors import JobFailed
     from trainops.steps.train import train
@@ -101,7 +122,7 @@ def _run_job(args: argparse.Namespace) -> int:
     # stand-in; SageMaker: region) and ignores the others.
     options = dict(job_name=args.job_name, if_exists=args.if_exists, wait=not args.no_wait, workdir=args.workdir,
                    processes_per_host=args.processes_per_host, channel_overrides=_channel_overrides(args.channel),
-                   launcher=args.launcher, region=args.region,
+                   launcher=args.launcher, image_python=_image_python(args.image_python), region=args.region,
                    on_handle=lambda backend, handle: held.append((backend, handle)))
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:

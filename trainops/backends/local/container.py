@@ -159,24 +159,61 @@ def fetch_channels(request: Mapping[str, Any], job_dir: Path, overrides: Mapping
 
 
 def _download(uri: str, destination: Path, s3_factory: Callable[[str], Any] | None, log: Log) -> Path:
-    from trainops.backends.local.staging import stage_tree
-
+    """Every object under the S3 prefix `uri` (or the one object it names) into `destination`, as SageMaker's File
+    mode does: names relative to the prefix, nothing else in the directory."""
     factory = s3_factory or _default_s3_factory
+    client = factory("s3")
     log(f"[trainops] downloading channel {destination.name} from {uri}")
-    single = _single_object(factory("s3"), uri)
+    bucket, _, prefix = uri[len("s3://"):].partition("/")
+    single = _single_object(client, uri)
     if single is not None:  # an object, not a prefix: the channel holds that one file, under its own name
-        bucket, key = single
-        destination.mkdir(parents=True, exist_ok=True)
-        factory("s3").download_file(bucket, key, str(destination / key.rsplit("/", 1)[-1]))
-        return destination
-    report = stage_tree(uri, str(destination), progress=False, client_factory=factory)
-    items = list(report.refused) + list(report.failed)
-    if items:
-        from trainops.backends.local.stage_names import printable_name
+        items = [(prefix, prefix.rsplit("/", 1)[-1])]
+    else:
+        items, refused = _listing(client, bucket, prefix, uri)
+        if refused:
+            raise SpecError(Problem("", f"{uri} holds {len(refused)} key(s) that cannot be file names here: "
+                                        f"{', '.join(repr(name) for name in refused[:10])}"))
+    if destination.exists():
+        shutil.rmtree(destination)  # a re-run downloads afresh: nothing stale stays in the channel
+    destination.mkdir(parents=True)
 
-        listed = "; ".join(f"{printable_name(item.name)}: {item.reason}" for item in items[:10])
-        raise SpecError(Problem("", f"downloading {uri} refused or failed {len(items)} object(s): {listed}"))
+    def fetch(item: tuple[str, str]) -> None:
+        key, name = item
+        target = destination / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        client.download_file(bucket, key, str(target))
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    try:
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(fetch, items))
+    except Exception as error:  # noqa: BLE001 - botocore's and the disk's errors alike fail this channel
+        raise SpecError(Problem("", f"downloading {uri} failed: {error}")) from error
     return destination
+
+
+def _listing(client: Any, bucket: str, prefix: str, uri: str) -> tuple[list[tuple[str, str]], list[str]]:
+    """(key, relative name) of every object under the prefix, and the keys refused (a name with an empty, '.' or
+    '..' part, or a NUL). A name is the rest of the key after the prefix, without a leading slash."""
+    items, refused = [], []
+    try:
+        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+            for record in page.get("Contents", []):
+                key = record["Key"]
+                name = key[len(prefix):].lstrip("/")
+                if key.endswith("/"):
+                    continue  # a folder marker
+                parts = name.split("/")
+                if not name or any(part in ("", ".", "..") for part in parts) or "\0" in name:
+                    refused.append(key)
+                else:
+                    items.append((key, name))
+    except Exception as error:  # noqa: BLE001 - NoSuchBucket, access, endpoint: all name the channel
+        raise SpecError(Problem("", f"cannot list {uri}: {error}")) from error
+    if not items and not refused:
+        raise SpecError(Problem("", f"no objects under {uri}; check the bucket and the prefix"))
+    return items, refused
 
 
 def _default_s3_factory(service: str) -> Any:
@@ -262,12 +299,15 @@ def _to_host(value: str, base: Path) -> str:
 
 
 def container_environment(request: Mapping[str, Any], layout: HostLayout, *, inherited: Mapping[str, str],
-                          isolated: bool, extra: Mapping[str, str]) -> dict[str, str]:
+                          isolated: bool, extra: Mapping[str, str], python: str | None = None) -> dict[str, str]:
     """The container's environment: this machine's (credentials, endpoint, PATH) without its PYTHONPATH and any
-    SM_/SAGEMAKER_ variable, then what SageMaker sets (TRAINING_JOB_NAME, region, the DLC's training module), the
+    SM_/SAGEMAKER_ variable, the image's bin directory first on PATH (`python`'s: the toolkit runs `torchrun` and
+    `mpirun` by name), then what SageMaker sets (TRAINING_JOB_NAME, region, the DLC's training module), the
     request's Environment, and the local executor's own variables (`extra`)."""
     env = {key: value for key, value in inherited.items()
            if key != "PYTHONPATH" and not key.startswith(("SM_", "SAGEMAKER_"))}
+    if python:
+        env["PATH"] = os.pathsep.join(filter(None, [os.path.dirname(python), env.get("PATH")]))
     hyperparameters = request.get("HyperParameters") or {}
     env["TRAINING_JOB_NAME"] = request["TrainingJobName"]
     region = hyperparameters.get("sagemaker_region")

@@ -41,6 +41,7 @@ from trainops.spec.job import JobSpec
 
 POLL_SECONDS = 0.1
 STOP_GRACE_SECONDS = 10.0
+FAILURE_SETTLE_SECONDS = 3.0  # how long the other hosts may take to end after the first failure, before stop-all
 MAX_RUNTIME_GRACE_SECONDS = 120.0  # SageMaker's wait between SIGTERM and SIGKILL when MaxRuntimeInSeconds passes
 JOB_LOCK = ".controller.lock"  # held by the trainops process running the job (trainops.backends.local.locks)
 FAILURE_REASON_LIMIT = 1024  # SageMaker's FailureReason shows the first 1,024 characters of the failure file
@@ -320,7 +321,7 @@ class LocalJob:
         if self.processes_per_host:
             extra["TRAINOPS_PROCESSES_PER_HOST"] = str(self.processes_per_host)
         return container.container_environment(self.request, layout, inherited=os.environ, isolated=self._isolated,
-                                               extra=extra)
+                                               extra=extra, python=self.image_python)
 
     def _start(self, layouts: list[HostLayout], port: int) -> None:
         addresses = {layout.name: "127.0.0.1" for layout in layouts}
@@ -366,11 +367,34 @@ class LocalJob:
             codes = {name: process.poll() for name, process in self._launchers.items()}
             failed = [name for name, code in codes.items() if code not in (None, 0)]
             if failed:
-                host = failed[0]
+                codes = self._settle(codes)
+                host = self._first_failed_host(layouts, codes)
                 return "Failed", "Failed", self._root_cause(by_name[host], codes[host])
             if all(code == 0 for code in codes.values()):
                 return "Completed", "Completed", None
             time.sleep(POLL_SECONDS)
+
+    def _settle(self, codes: dict[str, int | None]) -> dict[str, int | None]:
+        """After the first host fails, give the others a moment to end too (their ranks usually fail at once on the
+        broken connection), so the root cause is chosen among every host's records, not from whichever launcher
+        happened to exit first."""
+        deadline = time.monotonic() + FAILURE_SETTLE_SECONDS
+        while any(code is None for code in codes.values()) and time.monotonic() < deadline:
+            time.sleep(POLL_SECONDS)
+            codes = {name: process.poll() for name, process in self._launchers.items()}
+        return codes
+
+    def _first_failed_host(self, layouts: list[HostLayout], codes: dict[str, int | None]) -> str:
+        """The host whose failure came first across the job (the runtime's own rule over every host's rank records:
+        a rank killed by a signal, else the earliest recorded failure); else the first launcher that failed."""
+        from trainops.runtime.failure import root_cause
+        from trainops.runtime.records import read_records
+
+        failed = [name for name, code in codes.items() if code not in (None, 0)]
+        cause = root_cause(read_records(str(layout.base_dir / "output" / "ranks") for layout in layouts), [])
+        if cause is not None and cause.host in failed:
+            return cause.host
+        return failed[0]
 
     def _root_cause(self, layout: HostLayout, code: int) -> str:
         try:
