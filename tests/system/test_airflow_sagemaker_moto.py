@@ -27,7 +27,9 @@ pytestmark = pytest.mark.system
 @pytest.fixture
 def moto_aws(aws_clients, monkeypatch):
     """Operators get the moto-bound client factory where they would ask the Airflow connection for one."""
-    for module in (training_module, register_module):
+    import trainops.operators.common as common_module  # register, evaluate and stage build theirs lazily there
+
+    for module in (training_module, common_module):
         monkeypatch.setattr(module, "aws_client_factory", lambda conn, region: (aws_clients, region or "us-east-1"))
     bucket = f"trainops-{uuid.uuid4().hex[:12]}"
     aws_clients("s3").create_bucket(Bucket=bucket)

@@ -51,8 +51,8 @@ def run_stage(*, source: str, destination: str, backend: str, workdir: str, pipe
     options: dict[str, Any] = {"workers": workers or None}  # 0: one per CPU (local) or 8 (S3)
     if s3_prefix:
         options["s3_prefix"] = where.expand(s3_prefix, "s3_prefix")
-    if region and backend == "sagemaker":
-        options["region"] = region
+    if region:
+        options["region"] = region  # the backend's: FSx on SageMaker, s3:// sources locally
     target = where.path(destination, "destination")
     report = stage(where.path(source, "source"), target, backend=backend, **options)
     summary = stage_summary(report)

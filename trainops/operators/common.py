@@ -99,6 +99,23 @@ def task_job_name(context: Any, base: str | None) -> str:
     return deterministic_job_name(base or task_id, dag_id, task_id, run_id, map_index)
 
 
+def lazy_aws_client_factory(aws_conn_id: str | None, region_name: str | None) -> ClientFactory:
+    """`aws_client_factory`, built on its first call: a task whose backend never calls AWS (local, local sources)
+    never reads the connection, so every operator can hand one to any backend."""
+    import threading
+
+    built: list[ClientFactory] = []
+    lock = threading.Lock()
+
+    def factory(service: str) -> Any:
+        with lock:
+            if not built:
+                built.append(aws_client_factory(aws_conn_id, region_name)[0])
+        return built[0](service)
+
+    return factory
+
+
 def aws_client_factory(aws_conn_id: str | None, region_name: str | None) -> tuple[ClientFactory, str | None]:
     """A trainops client factory built from the Airflow connection as the Amazon provider builds its own clients,
     and the region it resolved.

@@ -18,7 +18,7 @@ from typing import Any, Sequence
 from airflow.sdk import BaseOperator, SkipMixin
 
 from trainops.operators.common import (
-    aws_client_factory, check_backend, task_job_name, translated_errors, with_retry_defaults,
+    check_backend, lazy_aws_client_factory, task_job_name, translated_errors, with_retry_defaults,
 )
 from trainops.operators.lineage import LineageMixin, remember_lineage
 
@@ -137,12 +137,12 @@ class EvaluateModelOperator(LineageMixin, BaseOperator, SkipMixin):
 
         with translated_errors():
             backend = check_backend(self.backend)
-            options: dict[str, Any] = {}
-            if backend == "sagemaker":
-                factory, region = aws_client_factory(self.aws_conn_id, self.region_name)
-                options = dict(role=self.role, image_uri=self.image_uri, instance_type=self.instance_type,
-                               code_uri=self.code_uri, client_factory=factory, region=region,
-                               job_name=task_job_name(context, "evaluate"))
+            # The backend takes what concerns it (SageMaker: role, image, clients from the connection, a job name
+            # that a retry re-attaches to); a local evaluation ignores them and never reads the connection.
+            options: dict[str, Any] = dict(role=self.role, image_uri=self.image_uri, instance_type=self.instance_type,
+                                           code_uri=self.code_uri, region=self.region_name,
+                                           client_factory=lazy_aws_client_factory(self.aws_conn_id, self.region_name),
+                                           job_name=task_job_name(context, "evaluate"))
             result = evaluate(
                 entry_point=self.entry_point, source_dir=self.source_dir, model_artifact=self.model_artifact,
                 channels=dict(self.channels or {}), output_dir=self.output_dir, gate=self.gate, backend=backend,

@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from airflow.sdk import BaseOperator
 
-from trainops.operators.common import aws_client_factory, check_backend, translated_errors, with_retry_defaults
+from trainops.operators.common import check_backend, lazy_aws_client_factory, translated_errors, with_retry_defaults
 from trainops.operators.lineage import LineageMixin, remember_lineage
 
 
@@ -78,9 +78,9 @@ class RegisterModelOperator(LineageMixin, BaseOperator):
 
         with translated_errors():
             backend = check_backend(self.backend)
-            options: dict[str, Any] = {}
-            if backend == "sagemaker":
-                options["client_factory"], options["region"] = aws_client_factory(self.aws_conn_id, self.region_name)
+            # SageMaker's clients come from the connection; the local registry never reads it.
+            options: dict[str, Any] = {"client_factory": lazy_aws_client_factory(self.aws_conn_id, self.region_name),
+                                       "region": self.region_name}
             entry = register(model_artifact=self.model_artifact, metrics=self.metrics or {}, group=self.group,
                              spec=self.spec, approval=self.approval, backend=backend, registry_dir=self.registry_dir,
                              job_name=self.job_name, description=self.description or "", image_uri=self.image_uri,

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from airflow.sdk import BaseOperator
 
 from trainops.operators.common import (
-    aws_client_factory, check_backend, task_logger, translated_errors, with_retry_defaults,
+    check_backend, lazy_aws_client_factory, task_logger, translated_errors, with_retry_defaults,
 )
 from trainops.operators.lineage import LineageMixin, remember_lineage
 
@@ -74,8 +74,8 @@ class StageDataOperator(LineageMixin, BaseOperator):
                 options["workers"] = self.workers
             if self.s3_prefix:
                 options["s3_prefix"] = self.s3_prefix
-            if backend == "sagemaker" or str(self.source).startswith("s3://"):
-                options["client_factory"], _ = aws_client_factory(self.aws_conn_id, self.region_name)
+            # FSx and s3:// sources use clients from the connection; a local copy never reads it.
+            options["client_factory"] = lazy_aws_client_factory(self.aws_conn_id, self.region_name)
             report = stage(self.source, self.destination, backend=backend, **options)
         remember_lineage(self, [self.source], [self.destination])
         log = task_logger(self)

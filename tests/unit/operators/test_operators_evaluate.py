@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 from support.airflow_home import isolate_airflow_home
 
@@ -117,7 +116,7 @@ def test_bad_gate_settings_fail_without_retry_naming_the_field(evaluation_inputs
 def test_a_champion_gate_without_a_group_is_refused_not_silently_passed(evaluation_inputs):
     arguments = {**evaluation_inputs(0.97), "gate": "accuracy > champion"}
     with pytest.raises(AirflowFailException, match="champion_group"):
-        evaluate_operator(**arguments).execute({"ti": SimpleNamespace()})
+        evaluate_operator(**arguments).execute({"ti": FakeTI()})
 
 
 def test_the_evaluation_timeout_is_passed_to_the_step_and_stops_a_slow_script(evaluation_inputs, tmp_path):
