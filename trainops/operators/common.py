@@ -130,7 +130,7 @@ def aws_client_factory(aws_conn_id: str | None, region_name: str | None) -> tupl
 
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
-    from trainops.backends.sagemaker.clients import client_config
+    from trainops.aws.clients import client_config
 
     hook = AwsBaseHook(aws_conn_id=aws_conn_id, region_name=region_name, client_type="sagemaker")
     wrapper = hook.conn_config

@@ -78,7 +78,7 @@ def stage(source: str, destination: str, *, backend: str = "local", **options: A
     context = {key: options.pop(key) for key in CONTEXT_OPTIONS if key in options}
     profile = context.pop("profile", None)
     if profile and context.get("client_factory") is None:
-        from trainops.backends.sagemaker.clients import default_client_factory
+        from trainops.aws.clients import default_client_factory
 
         context["client_factory"] = default_client_factory(context.get("region"), profile)
     chosen = get_backend(backend, **context)
@@ -101,7 +101,7 @@ def stage_options(backend: Any) -> frozenset[str]:
 def fsx_source(source: str | None, s3_prefix: str | None) -> str:
     """The S3 prefix an FSx stage imports: the source (an ``s3://`` prefix), or ``s3_prefix`` when no source is
     given; both given must agree. Raises `SpecError` naming the field otherwise."""
-    from trainops.backends.sagemaker.s3 import parse_s3_uri
+    from trainops.aws.s3 import parse_s3_uri
 
     if s3_prefix is not None:
         parse_s3_uri(s3_prefix, "s3_prefix")

@@ -213,7 +213,7 @@ def test_a_rerun_against_sagemaker_reattaches_instead_of_creating_a_duplicate(tm
 CHILD_SAGEMAKER = """\
 import json, sys
 sys.path.insert(0, {tests!r})
-import trainops.backends.sagemaker.clients as clients
+import trainops.aws.clients as clients
 from test_train_task import FakeSageMaker
 from kfp.dsl import Model
 fake = FakeSageMaker(log_path={log!r})

@@ -21,7 +21,7 @@ from trainops.backends.sagemaker import cost as costs
 from trainops.backends.sagemaker import fsx, processing, registry, training
 from trainops.backends.sagemaker import logs as log_reading
 from trainops.backends.sagemaker import preflight as checks
-from trainops.backends.sagemaker.clients import ClientFactory, default_client_factory
+from trainops.aws.clients import ClientFactory, default_client_factory
 from trainops.backends.states import JobStatus
 from trainops.errors import Problem, SpecError
 
@@ -54,7 +54,7 @@ class SageMakerBackend:
     Args:
         region: the AWS region (None: the spec's, else boto3's own configuration).
         client_factory: service name -> boto3 client (for example one built from Airflow's ``AwsBaseHook``
-            session with `trainops.backends.sagemaker.clients.client_factory_from_session`). Default:
+            session with `trainops.aws.clients.client_factory_from_session`). Default:
             `default_client_factory(region)`, built on first use so creating the backend costs nothing.
         poll_seconds: pause between describe calls of a wait.
     """
@@ -224,7 +224,7 @@ class SageMakerBackend:
         a retried task re-attaches to the processing job its first attempt started."""
         from trainops.backends.local.evaluate import script_arguments, validate_metrics
         from trainops.backends.sagemaker.evaluation_bootstrap import BOOTSTRAP_NAME, BOOTSTRAP_SOURCE
-        from trainops.backends.sagemaker.s3 import join_uri, put_bytes
+        from trainops.aws.s3 import join_uri, put_bytes
         from trainops.backends.sagemaker.uploads import upload_source_dir
         from trainops.spec.names import check_job_name, deterministic_job_name
         from trainops.steps.evaluate import EvaluationResult
@@ -278,7 +278,7 @@ class SageMakerBackend:
         """A model package in the SageMaker Model Registry; the spec goes in as its hash (metadata values are
         short strings)."""
         from trainops.backends.local.registry import check_group, check_metrics
-        from trainops.backends.sagemaker.s3 import parse_s3_uri
+        from trainops.aws.s3 import parse_s3_uri
 
         model_artifact = os.fspath(model_artifact)
         problems = []

@@ -18,8 +18,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
-from trainops.backends.sagemaker.clients import ClientFactory, error_code, translate_client_error
-from trainops.backends.sagemaker.s3 import join_uri, parse_s3_uri
+from trainops.aws.clients import ClientFactory, error_code, translate_client_error
+from trainops.aws.s3 import join_uri, parse_s3_uri
 from trainops.backends.sagemaker.waiting import poll
 from trainops.backends.states import classify
 from trainops.errors import JobFailed, PreflightError, Problem

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from trainops.backends.sagemaker.clients import ClientFactory, error_code, translate_client_error
+from trainops.aws.clients import ClientFactory, error_code, translate_client_error
 from trainops.backends.states import is_terminal
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"

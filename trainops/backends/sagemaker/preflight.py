@@ -20,7 +20,7 @@ from __future__ import annotations
 import ipaddress
 from typing import Any
 
-from trainops.backends.sagemaker.clients import ClientFactory, error_code, translate_client_error
+from trainops.aws.clients import ClientFactory, error_code, translate_client_error
 from trainops.backends.sagemaker.fsx import FileSystemInfo, describe_file_system
 from trainops.errors import PreflightError, Problem
 

@@ -20,9 +20,9 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any, Callable
 
-from trainops.backends.sagemaker.clients import ClientFactory, translate_client_error
+from trainops.aws.clients import ClientFactory, translate_client_error
 from trainops.backends.sagemaker.names import valid_job_name
-from trainops.backends.sagemaker.s3 import get_bytes, join_uri, parse_s3_uri
+from trainops.aws.s3 import get_bytes, join_uri, parse_s3_uri
 from trainops.backends.sagemaker.training import is_not_found
 from trainops.backends.sagemaker.waiting import describer, poll
 from trainops.backends.states import classify

@@ -13,8 +13,8 @@ import json
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from trainops.backends.sagemaker.clients import ClientFactory, translate_client_error
-from trainops.backends.sagemaker.s3 import put_bytes
+from trainops.aws.clients import ClientFactory, translate_client_error
+from trainops.aws.s3 import put_bytes
 from trainops.backends.sagemaker.training import is_not_found
 from trainops.errors import Problem, SpecError
 

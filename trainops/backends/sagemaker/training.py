@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Callable, Literal
 
-from trainops.backends.sagemaker.clients import ClientFactory, error_code, error_message, translate_client_error
+from trainops.aws.clients import ClientFactory, error_code, error_message, translate_client_error
 from trainops.backends.sagemaker.names import valid_job_name, with_suffix
 from trainops.backends.sagemaker.waiting import describer, poll
 from trainops.backends.states import classify, explain_secondary_status, wait_bound_seconds

@@ -69,7 +69,7 @@ def describer(call: Callable[..., dict[str, Any]], action: str, field: str = "jo
     def describe() -> dict[str, Any]:
         from botocore.exceptions import ClientError
 
-        from trainops.backends.sagemaker.clients import translate_client_error
+        from trainops.aws.clients import translate_client_error
 
         try:
             return call(**arguments)
