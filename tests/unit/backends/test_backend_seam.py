@@ -184,3 +184,20 @@ def test_no_backend_string_branch_outside_get_backend():
                     found.append(f"{relative}:{number}: {line.strip()}")
     assert found == [], "\n".join(found)
     assert waiting == NOT_MOVED_YET, f"no branch left in {sorted(NOT_MOVED_YET - waiting)}: take it off the list"
+
+
+@pytest.mark.parametrize("command", [["status", "../x"], ["logs", "/etc"], ["stop", ".."],
+                                     ["run", "{spec}", "--job-name", "a;rm -rf"]])
+def test_the_command_line_refuses_a_bad_job_name_with_exit_2(tmp_path, command):
+    import subprocess
+    import sys
+
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("entry_point: train.py\nsource_dir: .\ninstance_type: ml.m5.large\n")
+    (tmp_path / "train.py").write_text("print('never runs')\n")
+    arguments = [part.format(spec=spec) for part in command]
+    done = subprocess.run([sys.executable, "-m", "trainops.cli", *arguments, "--workdir", str(tmp_path / "work")],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "job_name" in done.stderr and "letters, digits and hyphens" in done.stderr
+    assert not (tmp_path / "work").exists()  # nothing created
