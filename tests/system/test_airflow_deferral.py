@@ -81,6 +81,7 @@ DAG_FILE = textwrap.dedent('''
     SPEC = {"role": "arn:aws:iam::123456789012:role/trainops-test", "region": "us-east-1",
             "framework_version": "2.3.0", "py_version": "py311", "entry_point": "train.py",
             "source_dir": "s3://trainops-test/code/sourcedir.tar.gz", "instance_type": "ml.p4d.24xlarge",
+            "launcher": "toolkit",  # the trainops launcher would upload its runtime channel to S3: not faked here
             "instance_count": 2, "distribution": {"torch_distributed": {"enabled": True}},
             "inputs": {"train": "s3://trainops-test/data/"}, "output_path": "s3://out", "max_run": 600}
 
@@ -105,8 +106,9 @@ def test_a_deferred_training_task_resumes_with_the_jobs_result(airflow_home, dag
     assert outcome["tasks"] == {"train": "success"}
     result = outcome["xcom"]["train"]["return_value"]
     assert (result["status"], result["billable_seconds"], result["metrics"]) == ("Completed", 42, {"loss": 0.5})
-    # (reattached comes back through the deferral's kwargs, which a real triggerer merges with the event; dag.test()
-    # replaces them with the event, so it is not checked here: the unit tests check the kwargs.)
+    # dag.test() hands execute_complete the event alone (a real triggerer adds the deferral's kwargs): the trigger
+    # echoes reattached, so the XCom says it either way
+    assert result["reattached"] is False
     assert result["job_name"].startswith("digits-")
     assert "deferring: the triggerer waits for training job" in done.stdout + done.stderr
     link = outcome["xcom"]["train"]["_link_SageMakerTrainingJobLink"]

@@ -248,7 +248,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
         trigger = SageMakerTrainingTrigger(job_name=name, aws_conn_id=self.aws_conn_id, region_name=region,
                                            poll_seconds=self.check_interval, max_run=spec.max_run,
-                                           max_wait=spec.max_wait)
+                                           max_wait=spec.max_wait, reattached=reattached)
         bound = wait_bound_seconds(spec.max_run, spec.max_wait, trigger.grace_seconds)
         self.log.info("deferring: the triggerer waits for training job %s (at most %.0f s)", name, bound)
         self.defer(trigger=trigger, method_name="execute_complete", kwargs={"reattached": reattached},
@@ -310,7 +310,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         self.log.info("%s", event.get("message"))
         self._lineage_after_deferral(event.get("model_artifact"))
         if reattached is None:
-            reattached = event.get("reattached")  # the local trigger echoes it
+            reattached = event.get("reattached")  # the triggers echo it (dag.test() passes the event alone)
         return xcom_result({**event, "status": event.get("job_status")}, backend=backend, reattached=reattached)
 
     def _lineage_after_deferral(self, model_artifact: str | None) -> None:

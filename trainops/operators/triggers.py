@@ -85,6 +85,8 @@ class SageMakerTrainingTrigger(BaseTrigger):
         grace_seconds: added to the bound (provisioning, image download, model upload are not counted by max_run).
         started_at: wall-clock time (``time.time()``) the wait began. The bound counts from it, so a trigger that is
             restarted on another triggerer does not get a fresh allowance.
+        reattached: whether the task followed a job an earlier try created; echoed in the event (``dag.test()``
+            hands ``execute_complete`` the event alone, without the deferral's keyword arguments).
     """
 
     def __init__(
@@ -98,9 +100,11 @@ class SageMakerTrainingTrigger(BaseTrigger):
         max_wait: float | None = None,
         grace_seconds: float = 3600.0,
         started_at: float | None = None,
+        reattached: bool = False,
     ):
         super().__init__()
         self.job_name = job_name
+        self.reattached = reattached
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
         self.poll_seconds = poll_seconds
@@ -120,6 +124,7 @@ class SageMakerTrainingTrigger(BaseTrigger):
             "max_wait": self.max_wait,
             "grace_seconds": self.grace_seconds,
             "started_at": self.started_at,
+            "reattached": self.reattached,
         }
 
     def _client(self) -> Any:
@@ -148,7 +153,7 @@ class SageMakerTrainingTrigger(BaseTrigger):
 
             event = {"status": "error", "job_name": self.job_name, "region": self.region_name,
                      "message": f"waiting for training job {self.job_name} failed: {airflow_error(error)}"}
-        yield TriggerEvent(event)
+        yield TriggerEvent({**event, "reattached": self.reattached})
 
     async def _wait(self) -> dict[str, Any]:
         from trainops.backends.states import classify

@@ -67,7 +67,7 @@ def test_serialize_round_trips():
     assert rebuilt.serialize() == (classpath, kwargs)
     assert kwargs == {"job_name": NAME, "aws_conn_id": "aws_training", "region_name": "eu-west-1",
                       "poll_seconds": 0, "max_run": 7200, "max_wait": 9000, "grace_seconds": 600,
-                      "started_at": 1234.5}
+                      "started_at": 1234.5, "reattached": False}
 
 
 def test_started_at_defaults_to_now_and_survives_serialization():
