@@ -59,7 +59,7 @@ class LocalBackend:
     def submit(self, spec: Any, name: str, *, if_exists: str = "reattach", log: Log | None = None,
                processes_per_host: int | None = None, channel_overrides: dict[str, str] | None = None,
                checkpoint_key: str | None = None, detached: bool = False, on_job: Any = None,
-               **unused: Any) -> JobHandle:
+               launcher: str | None = None, image_python: str | None = None, **unused: Any) -> JobHandle:
         """Place the job (re-attach policy), then either start it detached or prepare it for `wait` to run.
 
         ``on_job`` is called with the `LocalJob` prepared for `wait` (callers that stop it themselves; prefer
@@ -84,7 +84,8 @@ class LocalBackend:
         self._jobs[handle.job_name] = LocalJob(spec, handle.job_name, workdir=self.workdir,
                                                processes_per_host=processes_per_host,
                                                channel_overrides=channel_overrides, log=log,
-                                               checkpoint_key=checkpoint_key)
+                                               checkpoint_key=checkpoint_key, launcher=launcher,
+                                               image_python=image_python)
         if on_job is not None:
             on_job(self._jobs[handle.job_name])
         return handle
