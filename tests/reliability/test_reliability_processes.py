@@ -62,3 +62,10 @@ def test_carriage_return_progress_reaches_the_console_live(tmp_path: Path):
 
 def test_detached_job_submit_resubmit_follow_and_stop(tmp_path: Path):
     _check(scenarios.detached_job(tmp_path))
+
+
+def test_a_full_job_disk_is_named_in_the_status_and_the_failure_file(tmp_path: Path):
+    figures = scenarios.disk_fills(tmp_path)
+    if "skipped" in figures:
+        pytest.skip(figures["skipped"])
+    _check(figures)
