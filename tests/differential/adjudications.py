@@ -108,7 +108,49 @@ RENDER_RULES: list[Rule] = [
     Rule("checkpoint-local-path", _default_checkpoint_path, _drop_default_checkpoint_path),
 ]
 
-LAUNCH_RULES: list[Rule] = []
+# sagemaker-training 5.1.4's EFA lists (sagemaker_training/__init__.py): the toolkit sets FI_PROVIDER / NCCL_PROTO /
+# device RDMA only for these types; trainops' catalog follows AWS's EFA list ("efa-instance-types").
+TOOLKIT_EFA = {"ml.g4dn.8xlarge", "ml.g4dn.12xlarge", "ml.g5.48xlarge", "ml.p3dn.24xlarge", "ml.p4d.24xlarge",
+               "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.trn1.32xlarge", "ml.p6e-gb200.36xlarge"}
+TOOLKIT_EFA_RDMA = {"ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.trn1.32xlarge",
+                    "ml.p6e-gb200.36xlarge"}
+EFA_VARIABLES = ("FI_PROVIDER", "NCCL_PROTO", "FI_EFA_USE_DEVICE_RDMA", "RDMAV_FORK_SAFE")
+
+
+def _efa_list_lags(case: dict, oracle: Any, ours: Any) -> bool:
+    from trainops.runtime import catalog
+
+    instance = catalog.lookup(case["instance_type"])
+    return (ours.accepted and instance is not None
+            and (instance.efa != (case["instance_type"] in TOOLKIT_EFA)
+                 or instance.gpudirect_rdma != (case["instance_type"] in TOOLKIT_EFA_RDMA)))
+
+
+def _without_efa_variables_trainops_adds(case: dict, oracle: Any, ours: Any) -> tuple:
+    # Only what trainops adds beyond the toolkit's list goes: a variable both set must still agree.
+    mine, theirs = ours.value["rank_env"], oracle.value["rank_env"]
+    for name in EFA_VARIABLES:
+        if name in mine and name not in theirs:
+            del mine[name]
+    return _without_forwarded_rendezvous(case, oracle, ours)
+
+
+def _forwards_rendezvous(case: dict, oracle: Any, ours: Any) -> bool:
+    return (ours.accepted and ours.value["mode"] == "mpirun" and "MASTER_ADDR" in ours.value["rank_env"]
+            and "MASTER_ADDR" not in oracle.value["rank_env"])
+
+
+def _without_forwarded_rendezvous(case: dict, oracle: Any, ours: Any) -> tuple:
+    if _forwards_rendezvous(case, oracle, ours):
+        for name in ("MASTER_ADDR", "MASTER_PORT"):
+            ours.value["rank_env"].pop(name, None)
+    return oracle, ours
+
+
+LAUNCH_RULES: list[Rule] = [
+    Rule("efa-instance-types", _efa_list_lags, _without_efa_variables_trainops_adds),
+    Rule("mpi-rendezvous-forwarded", _forwards_rendezvous, _without_forwarded_rendezvous),
+]
 
 
 def all_names() -> list[str]:

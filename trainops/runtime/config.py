@@ -18,6 +18,7 @@ from trainops.runtime.hyperparameters import (
     DistributionError,
     decode_value,
     distribution_from_hyperparameters,
+    framework_parameters,
     script_arguments,
     user_hyperparameters,
 )
@@ -52,6 +53,7 @@ class LaunchConfig:
     failure_path: str
     success_path: str
     resource_config: dict[str, Any] = field(default_factory=dict)
+    framework_params: dict[str, Any] = field(default_factory=dict)  # SM_FRAMEWORK_PARAMS (sagemaker_* flags)
     input_data_config: dict[str, Any] = field(default_factory=dict)
     local: bool = False
     host_addresses: dict[str, str] = field(default_factory=dict)
@@ -147,6 +149,10 @@ def launch_config(contract: Contract, environ: Mapping[str, str] | None = None,
         raise ContractError(f"{os.path.join(contract.input_config_dir, 'hyperparameters.json')}: {error}") from None
     entry_point, code_dir = _entry_point(contract, hyperparameters)
     user = user_hyperparameters(hyperparameters)
+    if distribution["type"] == "smp" and distribution.get("parameters") and "mp_parameters" not in user:
+        # The toolkit hands SMP's parameters to the script as --mp_parameters k=v,...; the trainops launcher carries
+        # them in the distribution, so the script gets the same argument either way.
+        user["mp_parameters"] = dict(distribution["parameters"])
     job_name = environ.get("TRAINOPS_JOB_NAME") or decode_value(hyperparameters.get("sagemaker_job_name")) or ""
     region = decode_value(hyperparameters.get("sagemaker_region")) or environ.get("AWS_REGION", "")
     return LaunchConfig(
@@ -172,6 +178,7 @@ def launch_config(contract: Contract, environ: Mapping[str, str] | None = None,
         failure_path=contract.failure_path,
         success_path=contract.success_path,
         resource_config=dict(contract.resource_config),
+        framework_params=framework_parameters(hyperparameters),
         input_data_config=dict(contract.input_data_config),
         local=environ.get("TRAINOPS_LOCAL") == "1",
         host_addresses=_host_addresses(environ, contract.hosts),

@@ -72,6 +72,7 @@ def script_environment(config: LaunchConfig, gpus: int, neuron_cores: int, cpus:
         "SM_INPUT_DATA_CONFIG": env_value(config.input_data_config),
         "SM_CHANNELS": env_value(sorted(config.channels)),
         "SM_HPS": env_value(config.user_hyperparameters),
+        "SM_FRAMEWORK_PARAMS": env_value(config.framework_params),
         "SM_USER_ENTRY_POINT": training_env["user_entry_point"],
         "SM_USER_ARGS": env_value(user_args),
         "SM_MODULE_DIR": config.code_dir,
@@ -90,21 +91,35 @@ def script_environment(config: LaunchConfig, gpus: int, neuron_cores: int, cpus:
     return env
 
 
-def network_environment(config: LaunchConfig) -> dict[str, str]:
-    """EFA and NCCL settings for a SageMaker host, from the instance catalog (reference.md, "The container
-    contract"): on EFA types ``FI_PROVIDER=efa``, ``NCCL_PROTO=simple`` and ``NCCL_SOCKET_IFNAME=<interface>``; on
-    types with device RDMA also ``FI_EFA_USE_DEVICE_RDMA=1`` and ``RDMAV_FORK_SAFE=1``. Nothing on other types, and
-    nothing for local runs: a simulated host is not that instance, and its interface names do not exist here.
-    (The toolkit's mpirun command line carries ``-x NCCL_SOCKET_IFNAME`` on every type; see ``mpi_plan``.)"""
-    if config.local:
+def network_environment(config: LaunchConfig, launcher: str = "torchrun") -> dict[str, str]:
+    """The NCCL / EFA variables AWS's PyTorch toolkit gives the ranks of each launcher on a SageMaker host (nothing for
+    local runs: a simulated host is not that instance, and its interface names do not exist here).
+
+    Every launcher: ``NCCL_SOCKET_IFNAME=<interface>`` (single-host and CPU jobs too). ``torchrun``: also
+    ``NCCL_PROTO=simple``, and on EFA types ``FI_PROVIDER=efa``, with device RDMA ``FI_EFA_USE_DEVICE_RDMA=1`` and
+    ``RDMAV_FORK_SAFE=1``. ``mpirun``: on EFA types ``FI_PROVIDER=efa`` and ``NCCL_PROTO=simple``, with device RDMA
+    ``FI_EFA_USE_DEVICE_RDMA=1``. ``smddp`` (SMDDP's mpirun): ``FI_PROVIDER=efa`` and ``RDMAV_FORK_SAFE=1`` always,
+    ``NCCL_PROTO=simple`` on EFA types, ``FI_EFA_USE_DEVICE_RDMA=1`` with device RDMA. ``plain``: nothing more.
+    Which types have EFA comes from the instance catalog (AWS's EFA list, which the toolkit's own list lags)."""
+    if config.local or catalog.is_local(config.instance_type):
         return {}
+    env = {"NCCL_SOCKET_IFNAME": config.network_interface}
     instance = catalog.lookup(config.instance_type)
-    if instance is None or not instance.efa:
-        return {}
-    env = {"FI_PROVIDER": "efa", "NCCL_PROTO": "simple", "NCCL_SOCKET_IFNAME": config.network_interface}
-    if instance.gpudirect_rdma:
-        env["FI_EFA_USE_DEVICE_RDMA"] = "1"
-        env["RDMAV_FORK_SAFE"] = "1"
+    efa = bool(instance and instance.efa)
+    rdma = bool(instance and instance.gpudirect_rdma)
+    if launcher == "torchrun":
+        env["NCCL_PROTO"] = "simple"
+        if efa:
+            env["FI_PROVIDER"] = "efa"
+        if rdma:
+            env.update(FI_EFA_USE_DEVICE_RDMA="1", RDMAV_FORK_SAFE="1")
+    elif launcher in ("mpirun", "smddp"):
+        if efa:
+            env.update(FI_PROVIDER="efa", NCCL_PROTO="simple")
+        if rdma:
+            env["FI_EFA_USE_DEVICE_RDMA"] = "1"
+        if launcher == "smddp":
+            env.update(FI_PROVIDER="efa", RDMAV_FORK_SAFE="1")
     return env
 
 

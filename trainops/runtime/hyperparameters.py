@@ -56,10 +56,30 @@ def decode_hyperparameters(raw: Mapping[str, Any]) -> dict[str, Any]:
     return {str(key): decode_value(value) for key, value in raw.items()}
 
 
+#: SageMaker's own hyperparameters without the ``sagemaker_`` prefix (the toolkit's list): set by automatic model
+#: tuning, never the user's.
+TOOLKIT_INTERNAL_KEYS = frozenset({"_tuning_objective_metric"})
+
+#: The ``sagemaker_*`` keys the toolkit keeps for itself; every other ``sagemaker_*`` key is a framework parameter
+#: (``SM_FRAMEWORK_PARAMS``).
+TOOLKIT_OWN_KEYS = frozenset({"sagemaker_program", "sagemaker_submit_directory", "sagemaker_enable_cloudwatch_metrics",
+                              "sagemaker_region", "sagemaker_container_log_level", "sagemaker_job_name",
+                              "sagemaker_default_user_module_name", "sagemaker_s3_output",
+                              "_tuning_objective_metric"})
+
+
 def is_framework_key(key: str) -> bool:
-    """Whether a hyperparameter belongs to the launchers (``sagemaker_*``, ``trainops_*``, ``mp_parameters``) rather
-    than to the user's script. Framework keys never reach the script as ``--key value``."""
-    return key.startswith(("sagemaker_", "trainops_", "mp_parameters"))
+    """Whether a hyperparameter belongs to the launchers (``sagemaker_*``, ``trainops_*``, ``_tuning_objective_metric``)
+    rather than to the user's script. Framework keys never reach the script as ``--key value``; ``mp_parameters``
+    does, as AWS's toolkit passes it (``--mp_parameters key=value,...``)."""
+    return key.startswith(("sagemaker_", "trainops_")) or key in TOOLKIT_INTERNAL_KEYS
+
+
+def framework_parameters(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """``SM_FRAMEWORK_PARAMS``: the decoded ``sagemaker_*`` hyperparameters other than the toolkit's own (the
+    distribution flags such as ``sagemaker_distributed_dataparallel_enabled``)."""
+    return {key: value for key, value in decode_hyperparameters(raw).items()
+            if key.startswith("sagemaker_") and key not in TOOLKIT_OWN_KEYS}
 
 
 def user_hyperparameters(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -153,10 +173,11 @@ def _toolkit_distribution(hps: Mapping[str, Any]) -> dict[str, Any]:
                 "custom_mpi_options": data_parallel_options}
     if _truthy(hps.get("sagemaker_pytorch_ddp_enabled", False)):
         return {"type": "pytorchddp", "custom_mpi_options": data_parallel_options}
-    if torchrun:
-        return {"type": "torch_distributed"}
+    # The toolkit checks MPI before torch_distributed: both enabled launch mpirun.
     if mpi:
         return {"type": "mpi", "processes_per_host": processes, "custom_mpi_options": mpi_options}
+    if torchrun:
+        return {"type": "torch_distributed"}
     if _truthy(hps.get("sagemaker_parameter_server_enabled", False)):
         return {"type": "parameter_server"}
     if _truthy(hps.get("sagemaker_pytorch_xla_multi_worker_enabled", False)):

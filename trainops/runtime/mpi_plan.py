@@ -82,9 +82,6 @@ def smddp_environment(config: LaunchConfig) -> dict[str, str]:
         env["SMDATAPARALLEL_SERVER_ADDR"] = config.address_of(config.master_host)
         env["SMDATAPARALLEL_SERVER_PORT"] = str(SMDDP_SERVER_PORT)
         env["SAGEMAKER_INSTANCE_TYPE"] = config.instance_type
-    if not config.local:
-        env["FI_PROVIDER"] = "efa"
-        env["RDMAV_FORK_SAFE"] = "1"
     return env
 
 
@@ -133,8 +130,10 @@ def mpirun_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
         argv += ["--host", f"localhost:{total}", "-np", str(total), "--allow-run-as-root", "--oversubscribe"]
     else:
         interface = config.network_interface
-        argv += ["--host", ",".join(f"{host}:{processes}" for host in hosts), "-np", str(total),
-                 "--allow-run-as-root", "--tag-output"]
+        # The toolkit's host list: plain names for one process per host (MPI) or one host (SMDDP), host:slots else.
+        plain_names = processes == 1 if not smddp else len(hosts) == 1
+        host_list = ",".join(hosts) if plain_names else ",".join(f"{host}:{processes}" for host in hosts)
+        argv += ["--host", host_list, "-np", str(total), "--allow-run-as-root", "--tag-output"]
         if smddp:
             argv.append("--oversubscribe")
         argv += _mca("btl_tcp_if_include", interface) + _mca("oob_tcp_if_include", interface)

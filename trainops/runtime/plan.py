@@ -134,7 +134,14 @@ def common_environment(config: LaunchConfig, facts: HostFacts, mode: str, proces
     """The additions every mode shares: the ``SM_*`` variables, EFA/NCCL settings, and the ``TRAINOPS_*`` variables
     the rank wrapper and ``trainops.runtime.init()`` read (docs/contracts.md, section 3)."""
     env = script_environment(config, facts.gpus, facts.neuron_cores, facts.cpus)
-    env.update(network_environment(config))
+    launcher = mode
+    if mode == "mpirun" and config.distribution["type"] in ("smddp", "pytorchddp"):
+        launcher = "smddp"
+    env.update(network_environment(config, launcher))
+    if not config.local:
+        # AWS's PyTorch container sets the rendezvous address for every launch, single process included.
+        env["MASTER_ADDR"] = config.address_of(config.master_host)
+        env["MASTER_PORT"] = str(config.rendezvous_port)
     env.update({
         "PYTHONPATH": _pythonpath(config, facts),
         "PYTHONUNBUFFERED": "1",

@@ -100,5 +100,15 @@ def test_toolkit_and_trainops_routes_give_the_same_plan(contract_dir, canonical,
                        hyperparameters={**script_mode, "sagemaker_instance_type": "ml.p4d.24xlarge",
                                         "sagemaker_container_log_level": 20, **toolkit})
     second = build_plan(config_of(sdk), facts)
+    # SM_FRAMEWORK_PARAMS is the toolkit's view of the sagemaker_* hyperparameters themselves (issue 14), so it
+    # differs by route by definition; everything that launches must not.
+    assert json.loads(second.env.pop("SM_FRAMEWORK_PARAMS")) == {
+        key: value for key, value in second_hyperparameters(toolkit).items()}
+    assert json.loads(first.env.pop("SM_FRAMEWORK_PARAMS")) == {}
     assert first.dry_run() == second.dry_run()
     assert first == second
+
+
+def second_hyperparameters(toolkit):
+    return {"sagemaker_instance_type": "ml.p4d.24xlarge",
+            **{key: value for key, value in toolkit.items() if key.startswith("sagemaker_")}}

@@ -40,12 +40,18 @@ def test_env_encoding_helpers():
 
 
 def test_network_settings_follow_the_catalog(make_config):
+    # torchrun, as AWS's toolkit sets it (issue 14; tests/differential compares every launcher)
     assert network_environment(make_config("ml.p5.48xlarge")) == {
         "FI_PROVIDER": "efa", "NCCL_PROTO": "simple", "NCCL_SOCKET_IFNAME": "eth0", "FI_EFA_USE_DEVICE_RDMA": "1",
         "RDMAV_FORK_SAFE": "1"}
     assert network_environment(make_config("ml.g5.12xlarge")) == {
         "FI_PROVIDER": "efa", "NCCL_PROTO": "simple", "NCCL_SOCKET_IFNAME": "eth0"}
-    assert network_environment(make_config("ml.c5.xlarge")) == {}
+    assert network_environment(make_config("ml.c5.xlarge")) == {"NCCL_PROTO": "simple", "NCCL_SOCKET_IFNAME": "eth0"}
+    assert network_environment(make_config("ml.c5.xlarge"), "plain") == {"NCCL_SOCKET_IFNAME": "eth0"}
+    assert network_environment(make_config("ml.p4d.24xlarge"), "mpirun") == {
+        "FI_PROVIDER": "efa", "NCCL_PROTO": "simple", "NCCL_SOCKET_IFNAME": "eth0", "FI_EFA_USE_DEVICE_RDMA": "1"}
+    assert network_environment(make_config("ml.g5.xlarge"), "smddp") == {
+        "FI_PROVIDER": "efa", "RDMAV_FORK_SAFE": "1", "NCCL_SOCKET_IFNAME": "eth0"}
     assert network_environment(make_config("local_gpu")) == {}
     assert network_environment(make_config("ml.p5.48xlarge", local=True)) == {}
 

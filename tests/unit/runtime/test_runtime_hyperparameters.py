@@ -31,7 +31,7 @@ def test_values_are_json_decoded_with_the_raw_string_as_fallback():
 
 
 @pytest.mark.parametrize("key, framework", [
-    ("sagemaker_program", True), ("trainops_distribution", True), ("mp_parameters", True),
+    ("sagemaker_program", True), ("trainops_distribution", True), ("mp_parameters", False), ("_tuning_objective_metric", True),
     ("epochs", False), ("learning_rate", False), ("my_sagemaker_flag", False),
 ])
 def test_framework_keys(key, framework):
@@ -41,7 +41,9 @@ def test_framework_keys(key, framework):
 def test_user_hyperparameters_drop_framework_keys_and_decode():
     raw = encode({"sagemaker_program": "train.py", "trainops_distribution": {"type": "none"},
                   "mp_parameters": {"x": 1}, "epochs": 3, "name": "resnet"})
-    assert user_hyperparameters(raw) == {"epochs": 3, "name": "resnet"}
+    # mp_parameters reaches the script as the toolkit passes it (issue 14); the tuner's own key does not.
+    assert user_hyperparameters(raw) == {"mp_parameters": {"x": 1}, "epochs": 3, "name": "resnet"}
+    assert user_hyperparameters(encode({"_tuning_objective_metric": "loss", "lr": 1})) == {"lr": 1}
 
 
 def test_script_arguments_follow_the_toolkit_conventions():

@@ -59,7 +59,8 @@ def test_single_host_smddp_uses_single_node_mode(make_config):
     plan = build_plan(make_config("ml.p4d.24xlarge", distribution={"type": "pytorchddp"}), HostFacts(gpus=8))
     assert plan.env["SMDATAPARALLEL_USE_SINGLENODE"] == "1"
     assert "SMDATAPARALLEL_SERVER_ADDR" not in plan.env
-    assert plan.argv[plan.argv.index("--host") + 1] == "algo-1:8"
+    # the toolkit's single-node SMDDP host list is the plain host name
+    assert plan.argv[plan.argv.index("--host") + 1] == "algo-1"
 
 
 def test_smddp_on_an_unsupported_type_is_noted(make_config):

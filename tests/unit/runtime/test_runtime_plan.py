@@ -67,11 +67,14 @@ def test_plan_for_every_mode_instance_and_place(make_config, instance_type, host
     assert plan.env["TRAINOPS_NODE_RANK"] == str(current)
     assert json.loads(plan.env["TRAINOPS_DISTRIBUTION"]) == config.distribution
     assert plan.cwd == config.code_dir
-    # EFA settings exactly on EFA types, device RDMA exactly where the catalog says so.
-    assert ("FI_PROVIDER" in plan.env) == (instance.efa or kind == "mpirun" and distribution["type"] in
-                                           ("smddp", "pytorchddp"))
-    assert ("FI_EFA_USE_DEVICE_RDMA" in plan.env) == instance.gpudirect_rdma
-    assert ("NCCL_PROTO" in plan.env) == instance.efa
+    # The toolkit's variables per launcher (issue 14, checked against sagemaker-training in tests/differential):
+    # NCCL_SOCKET_IFNAME always; EFA settings on EFA types for torchrun and mpirun (SMDDP: FI_PROVIDER always),
+    # nothing more for one plain process; torchrun always NCCL_PROTO=simple.
+    smddp = kind == "mpirun" and distribution["type"] in ("smddp", "pytorchddp")
+    assert plan.env["NCCL_SOCKET_IFNAME"] == "eth0"
+    assert ("FI_PROVIDER" in plan.env) == (kind in ("torchrun", "mpirun") and instance.efa or smddp)
+    assert ("FI_EFA_USE_DEVICE_RDMA" in plan.env) == (kind in ("torchrun", "mpirun") and instance.gpudirect_rdma)
+    assert ("NCCL_PROTO" in plan.env) == (kind == "torchrun" or kind == "mpirun" and instance.efa)
 
     wrapper = ["-m", "trainops.runtime.rank", config.entry_point, "--epochs", "3", "--lr", "0.1"]
     if kind == "torchrun":
@@ -90,8 +93,9 @@ def test_plan_for_every_mode_instance_and_place(make_config, instance_type, host
     elif kind == "mpirun":
         if current == 0:
             assert plan.mode == "mpirun" and plan.argv[0] == "mpirun"
-            assert value_after(plan.argv, "--host") == ",".join(f"algo-{i + 1}:{expected_per_host}"
-                                                               for i in range(hosts))
+            plain_names = expected_per_host == 1 if not smddp else hosts == 1  # the toolkit's host list
+            assert value_after(plan.argv, "--host") == ",".join(
+                f"algo-{i + 1}" if plain_names else f"algo-{i + 1}:{expected_per_host}" for i in range(hosts))
             assert value_after(plan.argv, "-np") == str(hosts * expected_per_host)
             assert plan.argv[-len(wrapper):] == wrapper
             assert plan.wait_for_hosts == tuple(f"algo-{i + 1}" for i in range(1, hosts))
@@ -140,8 +144,9 @@ def test_hosts_rank_in_string_order(make_config):
 def test_no_efa_settings_on_non_efa_types(make_config):
     config = make_config("ml.g5.xlarge", hosts=2, distribution={"type": "torch_distributed"})
     plan = build_plan(config, HostFacts(gpus=1))
-    assert not {"FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "RDMAV_FORK_SAFE", "NCCL_PROTO",
-                "NCCL_SOCKET_IFNAME"} & set(plan.env)
+    assert not {"FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA", "RDMAV_FORK_SAFE"} & set(plan.env)
+    # what the toolkit sets for torchrun on every type
+    assert plan.env["NCCL_SOCKET_IFNAME"] == "eth0" and plan.env["NCCL_PROTO"] == "simple"
 
 
 def test_local_runs_resolve_hosts_and_port_and_carry_no_efa_settings(make_config):
