@@ -181,15 +181,17 @@ class SageMakerTrainingTrigger(BaseTrigger):
             await asyncio.sleep(max(0.0, min(self.poll_seconds, bound - elapsed)))
 
     async def on_kill(self) -> None:
-        """The user killed the deferred task (mark failed / success, clear): stop the remote job too."""
-        from trainops.backends.sagemaker import training
+        """The user killed the deferred task (mark failed / success, clear): stop the remote job too, through the
+        backend seam (``backend.stop(handle)``), as the worker's on_kill and the command line do."""
+        from trainops.backends.base import JobHandle, get_backend
 
         def stop() -> str:
             client = self._client()
-            return training.stop(lambda service: client, self.job_name)
+            backend = get_backend("sagemaker", region=self.region_name, client_factory=lambda service: client)
+            return backend.stop(JobHandle("sagemaker", self.job_name, region=self.region_name, created=False))
 
-        status = await asyncio.wait_for(asyncio.to_thread(stop), timeout=60)
-        self.log.info("training job %s: stop requested because the task was killed (%s)", self.job_name, status)
+        outcome = await asyncio.wait_for(asyncio.to_thread(stop), timeout=60)
+        self.log.info("stop requested because the task was killed: %s", outcome)
 
 
 def local_event(record: dict[str, Any]) -> dict[str, Any]:
@@ -305,8 +307,11 @@ class LocalTrainingTrigger(BaseTrigger):
             await asyncio.sleep(max(0.0, min(self.poll_seconds, bound - elapsed)))
 
     async def on_kill(self) -> None:
-        """The user killed the deferred task (mark failed / success, clear): stop the local job too."""
-        from trainops.backends.local.control import stop_local_job
+        """The user killed the deferred task (mark failed / success, clear): stop the local job too, through the
+        backend seam (``backend.stop(handle)``)."""
+        from trainops.backends.base import JobHandle, get_backend
 
-        outcome = await asyncio.wait_for(asyncio.to_thread(stop_local_job, self.job_name, self.workdir), timeout=90)
+        backend = get_backend("local", workdir=self.workdir)
+        handle = JobHandle("local", self.job_name, workdir=self.workdir, created=False)
+        outcome = await asyncio.wait_for(asyncio.to_thread(backend.stop, handle), timeout=90)
         self.log.info("local training job stopped because the task was killed: %s", outcome)
