@@ -254,8 +254,12 @@ class JobProcesses:
             for pid in job_processes(self.job_id):
                 take(pid)
         if self.adopter is not None:  # orphans handed to the controller (a subreaper) since the job started
+            # Every process of the job runs outside the controller's own session (each launcher starts one), so a
+            # child in that session is the host program's own (a test runner's, an Airflow worker's), not ours.
+            own_session = os.getsid(0)
             for process in table.values():
-                if process.ppid == self.adopter and process.ticks >= self.since_ticks:
+                if process.ppid == self.adopter and process.ticks >= self.since_ticks \
+                        and process.session != own_session:
                     take(process.pid)
         sessions = {sid for sid, ticks in self.sessions.items() if
                     (sid in table and table[sid].ticks == ticks) or any(table[p].session == sid for p in found)}
