@@ -509,34 +509,47 @@ def detached_job(tmp: Path) -> dict:
     return figures
 
 
+# (what is measured, the scenario, its options, the issue item, the promise it is held to)
 SCENARIOS = [
-    ("untrusted status records (reused pid, pid 1, -1, list, text pid)", untrusted_records, {}),
-    ("kill -9 of trainops run (cgroup)", controller_killed, {"mechanism": "cgroup"}),
-    ("kill -9 of trainops run (process tree)", controller_killed, {"mechanism": "process-tree"}),
-    ("helper without marker outlives the job (cgroup)", helper_outlives_job, {"mechanism": "cgroup"}),
-    ("helper without marker outlives the job (process tree)", helper_outlives_job, {"mechanism": "process-tree"}),
-    ("host log cannot be written (file-size limit)", log_sink_fails, {}),
-    ("in-container relay meets a MemoryError", relay_survives, {}),
-    ("the job's own disk fills", disk_fills, {}),
-    ("300 MiB without a newline", no_newline_output, {}),
-    ("\\r progress bar reaches the console live", progress_bar_live, {}),
-    ("detached job: --no-wait, re-submit, logs --follow, stop", detached_job, {}),
+    ("untrusted status records (reused pid, pid 1, -1, list, text pid)", untrusted_records, {}, "15.1",
+     "a controller is alive only while it holds the job's lock; nothing unproven is signalled; corrupt values exit 2"),
+    ("kill -9 of trainops run (cgroup)", controller_killed, {"mechanism": "cgroup"}, "15.2",
+     "every process of the job gone; checkpoints locked while any lives; status Failed naming the cause"),
+    ("kill -9 of trainops run (process tree)", controller_killed, {"mechanism": "process-tree"}, "15.2",
+     "as above, without a cgroup"),
+    ("helper without marker outlives the job (cgroup)", helper_outlives_job, {"mechanism": "cgroup"}, "15.3",
+     "the helper is stopped with the job and counted"),
+    ("helper without marker outlives the job (process tree)", helper_outlives_job, {"mechanism": "process-tree"},
+     "15.3", "as above, without a cgroup"),
+    ("host log cannot be written (file-size limit)", log_sink_fails, {}, "15.4",
+     "the job ends on its own (not at max_run); lost lines counted and reported"),
+    ("in-container relay meets a MemoryError", relay_survives, {}, "15.4",
+     "the rank lives on; later lines arrive; the loss is reported"),
+    ("the job's own disk fills", disk_fills, {}, "15.4",
+     "Failed; the status and the failure file name the full disk; no internal error"),
+    ("300 MiB without a newline", no_newline_output, {}, "15.5",
+     f"controller peak < {MEMORY_BOUND_MB} MB; all output kept, splits marked"),
+    ("\\r progress bar reaches the console live", progress_bar_live, {}, "15.5",
+     "states reach the console while the bar is drawn"),
+    ("detached job: --no-wait, re-submit, logs --follow, stop", detached_job, {}, "16.2",
+     "returns while the job runs, supervisor not the caller's child; no duplicate; follow to the end; stop works"),
 ]
 
 
 def bench_section() -> dict:
     """Every scenario once, for bench/reliability.py."""
     rows = []
-    for name, scenario, options in SCENARIOS:
+    for name, scenario, options, item, bound in SCENARIOS:
         with tempfile.TemporaryDirectory(prefix="reliability-processes-") as scratch:
             started = time.monotonic()
             figures = scenario(Path(scratch), **options)
-            rows.append({"name": name, "seconds": round(time.monotonic() - started, 1), "figures": figures})
+            rows.append({"name": name, "seconds": round(time.monotonic() - started, 1), "figures": figures,
+                         "item": item, "bound": bound})
     return {"rows": rows}
 
 
 def render_rows(section: dict) -> list[str]:
-    """RELIABILITY.md rows (item 7 of the table: processes and job state)."""
+    """RELIABILITY.md rows (items 15.1-15.5 and 16.2 of the table: processes and job state)."""
     lines = []
     for row in section["rows"]:
         figures = dict(row["figures"])
@@ -544,8 +557,8 @@ def render_rows(section: dict) -> list[str]:
         measured = "; ".join(f"{key.replace('_', ' ')} {value}" for key, value in figures.items()
                              if key != "failure_reason").replace("|", "\\|")
         verdict = "pass" if not problems else "FAIL: " + "; ".join(problems).replace("|", "\\|")
-        lines.append(f"| 7 | {row['name']} | {measured} ({row['seconds']} s) | every promise of issue 15 items 1-5 / "
-                     f"issue 16 item 2 | {verdict} | `test_reliability_processes.py` |")
+        lines.append(f"| {row['item']} | {row['name']} | {measured} (scenario {row['seconds']} s) | {row['bound']} | "
+                     f"{verdict} | `test_reliability_processes.py` |")
     return lines
 
 
