@@ -65,3 +65,18 @@ def test_liveness_is_the_lock_not_the_pid(tmp_path: Path):
     finally:
         lock.release()
     assert not identity.lock_held(job_dir)
+
+
+def test_tracking_never_takes_init_the_caller_or_its_ancestors_for_the_job(tmp_path: Path):
+    """Even a processes.json that names pid 1, this process and its parent (a corrupt or forged record) makes
+    nothing of them the job's: they are never counted or signalled."""
+    import os
+
+    from trainops.backends.local.tracking import JobProcesses
+    from trainops.runtime.processes import process_start_ticks
+
+    forged = {pid: process_start_ticks(pid) for pid in (1, os.getpid(), os.getppid())}
+    processes = JobProcesses(tmp_path, "forged", known={pid: ticks for pid, ticks in forged.items() if ticks},
+                             sessions={os.getsid(0): process_start_ticks(os.getsid(0)) or 0})
+    assert processes.members() == {}
+    assert processes.stop(grace_seconds=0.1) == (0, 0)

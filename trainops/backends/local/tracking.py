@@ -263,10 +263,12 @@ class JobProcesses:
                     take(process.pid)
         sessions = {sid for sid, ticks in self.sessions.items() if
                     (sid in table and table[sid].ticks == ticks) or any(table[p].session == sid for p in found)}
+        own_session = os.getsid(0)  # the caller's session (a shell's, a test runner's) is never the job's
         changed = True
         while changed:  # descendants and session members of what was found, until nothing new
             changed = False
             sessions |= {table[pid].session for pid in found if table[pid].session == pid}
+            sessions.discard(own_session)
             for process in table.values():
                 if process.pid not in found and (process.ppid in found or process.session in sessions):
                     before = len(found)
