@@ -139,6 +139,8 @@ def main() -> int:
     parser.add_argument("--batch-per-gpu", type=int, default=32)
     parser.add_argument("--pairs", type=int, default=2, help="trainops/torchrun pairs at the largest count")
     parser.add_argument("--no-compile", dest="compile", action="store_false", help="DDP runs without torch.compile")
+    parser.add_argument("--sharded", default="fsdp2,tp2,ddp-eager",
+                        help="which of fsdp2, tp2, ddp-eager to run after the DDP runs (comma-separated; '' for none)")
     parser.add_argument("--out", default="bench-multi-gpu.json")
     args = parser.parse_args()
     os.environ.update(NVLS_OFF)  # the probes' processes inherit it too
@@ -185,9 +187,12 @@ def main() -> int:
         eager = argparse.Namespace(**{**vars(args), "compile": False})
         sharded = {"fsdp2": ({"type": "smp", "parameters": {"hybrid_shard_degree": largest}}, largest, args),
                    "tp2": ({"type": "smp", "parameters": {"tensor_parallel_degree": 2}}, largest // 2, eager)}
+        chosen = set(filter(None, args.sharded.split(",")))
         for label, (distribution, data_parallel, mode) in sharded.items():
             if largest < 2:
                 break
+            if label not in chosen:
+                continue
             parameters_of = (lambda out, dp=data_parallel, mode=mode:  # noqa: E731
                              hyperparameters(mode, args.batch_per_gpu * dp, out))
             try:
@@ -199,7 +204,7 @@ def main() -> int:
             run["mode_label"] = label
             result["sharded"].append(saved(run))
         eager_ddp = lambda out: hyperparameters(eager, args.batch_per_gpu * largest, out)  # noqa: E731
-        if largest >= 2:
+        if largest >= 2 and "ddp-eager" in chosen:
             run = run_trainops(scratch, f"ddp-eager-{largest}", ddp, largest, eager_ddp, env)
             run["mode_label"] = "ddp-eager"
             result["sharded"].append(saved(run))

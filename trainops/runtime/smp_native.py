@@ -205,7 +205,9 @@ def apply_smp(model: Any, config: SMPConfig, mesh_layout: Layout, device: Any, b
         # With tensor parallelism FSDP2 runs even over a single data-parallel rank: it makes every parameter a
         # DTensor, so optimizers' foreach / fused kernels never mix plain tensors (norms, embeddings) with the split
         # layers' DTensors, which DTensor refuses.
-        dp_mesh = mesh["replicate", "shard"]
+        # One replica: the 1-D shard mesh. A 2-D mesh with a replicate dimension of 1 is HSDP in FSDP2's eyes: an
+        # all-reduce over one rank after every reduce-scatter, and (Replicate, Shard) DTensors for the optimizer.
+        dp_mesh = mesh["shard"] if mesh_layout.replicate == 1 else mesh["replicate", "shard"]
         dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
         policy = MixedPrecisionPolicy(param_dtype=dtypes.get(mixed_precision or ""), reduce_dtype=torch.float32)
         for index, block in enumerate(found):

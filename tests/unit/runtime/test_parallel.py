@@ -210,8 +210,9 @@ def test_fsdp2_gets_the_mixed_precision_policy_and_keeps_the_last_block_gathered
     for _, options in calls:
         assert options["mp_policy"].param_dtype is torch.bfloat16
         assert options["mp_policy"].reduce_dtype is torch.float32
-        assert options["mesh"] == ("mesh", ("replicate", "shard"))
+        assert options["mesh"] == ("mesh", "shard")  # one replica: plain FSDP, not HSDP over a replica of one
     assert [options.get("reshard_after_forward", True) for _, options in calls] == [True, False, True]
     calls.clear()
-    apply_smp(Model(), SMPConfig(), Layout(world_size=2, replicate=1, shard=2, tp=1), "cpu")
+    apply_smp(Model(), SMPConfig(), Layout(world_size=4, replicate=2, shard=2, tp=1), "cpu")
     assert all(options["mp_policy"].param_dtype is None for _, options in calls)
+    assert all(options["mesh"] == ("mesh", ("replicate", "shard")) for _, options in calls)
