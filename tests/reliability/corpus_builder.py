@@ -156,10 +156,17 @@ spec("type-smp-parameter-key-number", {"distribution": {
      fields=["distribution.smdistributed.modelparallel.parameters.1"])
 spec("type-hyperparameter-key-number", {"hyperparameters": {3: 1}}, fields=["hyperparameters.3"])
 spec("type-channel-name-number", {"inputs": {7: "s3://corpus-bucket/x"}}, fields=["inputs.7"])
-raw("type-yaml-date-as-text.yaml", "entry_point: 2024-01-01\ninstance_type: ml.p4d.24xlarge\n",
-    fields=["entry_point"])
-raw("type-yaml-bool-as-text.yaml", "entry_point: train.py\ninstance_type: ml.p4d.24xlarge\nname: yes\n",
+# YAML 1.2 core schema (issue 14): dates and yes/no are text, so these are type errors only where text is wrong.
+raw("type-yaml-true-as-name.yaml", "entry_point: train.py\ninstance_type: ml.p4d.24xlarge\nname: true\n",
     fields=["name"])
+raw("type-yaml-number-as-name.yaml", "entry_point: train.py\ninstance_type: ml.p4d.24xlarge\nname: 1e-5\n",
+    fields=["name"])
+spec("field-inputs-dot-channel", {"inputs": {".": "s3://corpus-bucket/x"}}, fields=["inputs"])
+spec("field-inputs-dotdot-channel", {"inputs": {"..": "s3://corpus-bucket/x"}}, fields=["inputs"])
+spec("field-environment-nul", {"environment": {"A": "x\x00y"}}, fields=["environment"], fmt="json")
+spec("field-environment-trainops-reserved", {"environment": {"TRAINOPS_HEALTHCHECK": "0"}}, fields=["environment"])
+spec("field-inputs-malformed-s3-uri", {"inputs": {"train": "s3:/corpus-bucket/x"}}, fields=["inputs.train"])
+spec("field-inputs-file-uri-with-host", {"inputs": {"train": "file://host/data"}}, fields=["inputs.train"])
 raw("type-yaml-number-as-version.yaml", "entry_point: train.py\ninstance_type: ml.p4d.24xlarge\n"
                                         "framework_version: 2.30\n", fields=["framework_version"])
 raw("type-null-key.yaml", "entry_point: train.py\ninstance_type: ml.p4d.24xlarge\n~: 3\n", fields=["None"])
@@ -408,7 +415,7 @@ spec("rule-torchrun-too-many-processes", {"distribution": {"type": "torch_distri
      fields=["distribution.processes_per_host"], rule="torch_distributed_needs_accelerators")
 spec("rule-torchrun-tensorflow", {"framework": "tensorflow"}, fields=["framework"],
      rule="torch_distributed_needs_accelerators")
-spec("rule-pytorchddp-old-pytorch", {"framework_version": "1.11.0",
+spec("rule-pytorchddp-old-pytorch", {"framework_version": "1.10.2",
                                      "distribution": {"pytorchddp": {"enabled": True}}}, fields=["framework_version"],
      rule="pytorchddp_versions")
 spec("rule-smddp-on-p5", {"instance_type": "ml.g5.48xlarge",
@@ -479,8 +486,12 @@ spec("sdk-pytorchddp-with-smdistributed", {"distribution": {"pytorchddp": {"enab
     "dataparallel": {"enabled": True}}}}, fields=["distribution.pytorchddp"])
 spec("sdk-smddp-with-mpi", {"distribution": {"mpi": {"enabled": True}, "smdistributed": {
     "dataparallel": {"enabled": True}}}}, fields=["distribution.mpi"])
-spec("sdk-two-strategies", {"distribution": {"torch_distributed": {"enabled": True}, "mpi": {"enabled": True}}},
-     fields=["distribution.mpi"])
+spec("sdk-two-strategies", {"distribution": {"pytorchxla": {"enabled": True}, "mpi": {"enabled": True}}},
+     fields=["distribution.pytorchxla"])
+spec("rule-smp-v1-on-p5", {"instance_type": "ml.p5.48xlarge", "distribution": {
+    "smdistributed": {"modelparallel": {"enabled": True, "parameters": {"partitions": 2}}},
+    "mpi": {"enabled": True, "processes_per_host": 8}}}, fields=["distribution"],
+     rule="smdistributed_on_p5_needs_torch_distributed")
 spec("sdk-smp-without-launcher", {"distribution": {"smdistributed": {"modelparallel": {"enabled": True}}}},
      fields=["distribution.smdistributed.modelparallel"])
 spec("sdk-smp-with-both-launchers", {"distribution": {

@@ -283,6 +283,38 @@ def _backend_section() -> list[str]:
     ]
 
 
+def _fidelity_section() -> list[str]:
+    return [
+        "## YAML numbers and booleans",
+        "",
+        "Spec files are read with YAML 1.2's core schema, as every current YAML tool reads them (PyYAML alone follows "
+        "YAML 1.1): `1e-5` and `1.5e10` are numbers, `0123` is 123, `0o17` octal and `0x1F` hexadecimal; `1:30`, "
+        "`1_000` and dates such as `2024-01-01` stay text; only `true` / `false` (also `True`, `TRUE`, `False`, "
+        "`FALSE`) are booleans, so `yes`, `no`, `on` and `off` are text; `~`, `null` and an empty value are null. "
+        "Quote a value to be sure it stays text (`framework_version: \"2.10\"`).",
+        "",
+        "## What the SDK adds and trainops leaves out",
+        "",
+        "The SDK's framework estimators add `DebugHookConfig` and `ProfilerConfig` (SageMaker Debugger's hook and the "
+        "system profiler, writing to the output path) to every request. trainops sends neither: both features stay "
+        "off, which costs nothing and writes nothing, and a job whose script does not use the Debugger hook loses "
+        "nothing. Everything else `trainops render --launcher toolkit` sends is what the SDK v2 sends for the same "
+        "estimator arguments, or a refusal where the SDK would fail; the deliberate differences are listed, with the "
+        "AWS documentation that decides each, in `tests/differential/ADJUDICATIONS.md`.",
+        "",
+        "## Regenerating the goldens and the image tables",
+        "",
+        "The differential tests (`tests/differential/`, part of `make test`) compare trainops with the SageMaker "
+        "Python SDK v2 and AWS's training toolkits through committed goldens. To regenerate them with the pinned "
+        "oracle packages, in a venv of their own (never trainops' dependencies): "
+        "`tests/differential/build_oracle_venv.sh`, then `~/.cache/trainops-oracle/bin/python "
+        "tests/differential/generate.py`. The image tables (`trainops/spec/image_tables.json`) are regenerated from "
+        "the SDK's own JSON plus the documented additions by `~/.cache/trainops-oracle/bin/python "
+        "tests/differential/regenerate_tables.py`; never edit their SDK-derived parts by hand.",
+        "",
+    ]
+
+
 def spec_reference_markdown() -> str:
     """docs/spec.md: every spec field, the distribution forms, channels, SMP parameters and the rules."""
     lines = [
@@ -324,5 +356,6 @@ def spec_reference_markdown() -> str:
         *_inputs_section(),
         *_rules_section(),
         *_backend_section(),
+        *_fidelity_section(),
     ]
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -96,10 +96,18 @@ class _Limits:
                             "is far smaller than that")
 
     def construct_yaml_int(self, node):  # noqa: D401 - PyYAML hook
-        text = str(node.value).replace("_", "")
-        if len(text.lstrip("+-")) > MAX_INT_DIGITS and text.lstrip("+-").isdigit():
-            return OversizedNumber(len(text.lstrip("+-")))
-        return super().construct_yaml_int(node)
+        # YAML 1.2 core schema: decimal (a leading 0 is still decimal), 0o octal, 0x hexadecimal; nothing else
+        # resolves to int (see CORE_SCHEMA_RESOLVERS).
+        text = str(node.value)
+        sign = -1 if text.startswith("-") else 1
+        body = text.lstrip("+-")
+        if body.startswith("0o"):
+            return sign * int(body[2:], 8)
+        if body.startswith("0x"):
+            return sign * int(body[2:], 16)
+        if len(body) > MAX_INT_DIGITS:
+            return OversizedNumber(len(body))
+        return sign * int(body, 10)
 
 
 class _DuplicateKeys:
@@ -147,6 +155,32 @@ if _CParser is not None:
             self._reset_limits()
 
     _FastBoundedLoader.add_constructor("tag:yaml.org,2002:int", _Limits.construct_yaml_int)
+
+
+# YAML 1.2's core schema, which every current YAML tool follows, instead of PyYAML's YAML 1.1 rules: `1e-5` is a
+# number (1.1 needs a dot), `0123` is 123 (not octal 83), `1:30` stays text (not 90), and only true/false (any of
+# three capitalisations) are booleans (`yes`, `no`, `on`, `off` stay text). Dates stay text too. `<<` merge keys are
+# kept for the documents that use them.
+CORE_SCHEMA_RESOLVERS = [
+    ("tag:yaml.org,2002:null", r"^(?:~|null|Null|NULL|)$", ["~", "n", "N", ""]),
+    ("tag:yaml.org,2002:bool", r"^(?:true|True|TRUE|false|False|FALSE)$", list("tTfF")),
+    ("tag:yaml.org,2002:int", r"^(?:[-+]?[0-9]+|0o[0-7]+|0x[0-9a-fA-F]+)$", list("-+0123456789")),
+    ("tag:yaml.org,2002:float",
+     r"^(?:[-+]?(?:\.[0-9]+|[0-9]+(?:\.[0-9]*)?)(?:[eE][-+]?[0-9]+)?|[-+]?\.(?:inf|Inf|INF)|\.(?:nan|NaN|NAN))$",
+     list("-+.0123456789")),
+    ("tag:yaml.org,2002:merge", r"^(?:<<)$", ["<"]),
+]
+
+
+def _use_core_schema(loader_class: type) -> None:
+    loader_class.yaml_implicit_resolvers = {}
+    for tag, pattern, first in CORE_SCHEMA_RESOLVERS:
+        loader_class.add_implicit_resolver(tag, re.compile(pattern), first)
+
+
+_use_core_schema(_BoundedLoader)
+if _CParser is not None:
+    _use_core_schema(_FastBoundedLoader)
 
 
 def _loader(text: str):

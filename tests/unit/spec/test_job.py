@@ -268,3 +268,40 @@ def test_assignment_is_validated():
     job = spec()
     with pytest.raises(ValidationError):
         job.instance_count = 0
+
+
+# --- issue 14: channel names, environment values and names -----------------------------------------------------
+
+@pytest.mark.parametrize("name", [".", ".."])
+def test_dot_channel_names_are_refused(name):
+    # A channel is input/data/<name>: '.' replaced the data directory with a link, '..' gave an internal error.
+    with pytest.raises(ValidationError, match="not allowed"):
+        JobSpec(entry_point="train.py", instance_type="local", inputs={name: "s3://bucket/x"})
+
+
+def test_environment_values_with_nul_are_refused():
+    with pytest.raises(ValidationError, match="NUL"):
+        JobSpec(entry_point="train.py", instance_type="local", environment={"A": "x\x00y"})
+
+
+@pytest.mark.parametrize("name", ["TRAINOPS_HEALTHCHECK", "trainops_x"])
+def test_trainops_variables_are_reserved(name):
+    with pytest.raises(ValidationError, match="reserved"):
+        JobSpec(entry_point="train.py", instance_type="local", environment={name: "1"})
+
+
+def test_hyphenated_instance_families_are_instance_types():
+    spec = JobSpec(entry_point="train.py", instance_type="ml.p6-b200.48xlarge")
+    assert spec.instance_type == "ml.p6-b200.48xlarge"
+
+
+def test_metric_definitions_reach_the_request():
+    from trainops.backends.sagemaker.render import render
+
+    spec = JobSpec(entry_point="train.py", instance_type="ml.p4d.24xlarge", framework_version="2.2.0",
+                   role="arn:aws:iam::123456789012:role/R", region="us-east-1", output_path="s3://bkt/out",
+                   metric_definitions=[{"Name": "loss", "Regex": "loss=([0-9.]+)"}])
+    request = render(spec, job_name="job-1")
+    assert request["AlgorithmSpecification"]["MetricDefinitions"] == [{"Name": "loss", "Regex": "loss=([0-9.]+)"}]
+    with pytest.raises(ValidationError, match="not a regular expression"):
+        JobSpec(entry_point="train.py", instance_type="local", metric_definitions=[{"Name": "x", "Regex": "("}])

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from trainops.errors import SpecError
 from trainops.spec import load_job_spec, parse_job_spec, read_document
 from trainops.spec.job import JobSpec
+from trainops.spec.loader import parse_text
 from trainops.spec.loader import MAX_ALIASES, MAX_DEPTH, MAX_FILE_BYTES, parse_text
 
 
@@ -179,9 +180,9 @@ def test_problems_are_unique_and_ordered():
 
 @pytest.mark.parametrize("text, path, words", [
     ("framework_version: 2.10\n", "framework_version", "write it in quotes (YAML reads 2.1 as a number)"),
-    ("name: 2024-01-01\n", "name", "(YAML reads 2024-01-01 as a date)"),
+    # YAML 1.2 core schema (issue 14): dates and yes/no are text; only true/false are booleans
     ("region: 1\n", "region", "(YAML reads 1 as a number)"),
-    ("py_version: yes\n", "py_version", "(YAML reads True as a boolean)"),
+    ("py_version: true\n", "py_version", "(YAML reads True as a boolean)"),
     ("hyperparameters:\n  1: x\n", "hyperparameters.1", "names must be text: write '1' in quotes"),
 ])
 def test_yaml_scalars_that_should_be_text(text, path, words):
@@ -256,3 +257,19 @@ def test_read_document_on_arbitrary_bytes_raises_only_spec_error(tmp_path_factor
         parse_job_spec(read_document(path))
     except SpecError as error:
         assert error.problems
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("1e-5", 1e-05), ("0123", 123), ("1:30", "1:30"), ("yes", "yes"), ("off", "off"), ("True", True),
+    ("FALSE", False), ("0x1F", 31), ("0o17", 15), ("-0.5e3", -500.0), (".inf", float("inf")), ("~", None),
+    ("2024-01-01", "2024-01-01"), ("1_000", "1_000"), ("+12", 12),
+])
+def test_yaml_scalars_follow_the_yaml_1_2_core_schema(text, expected):
+    # Issue 14: PyYAML's YAML 1.1 rules made 1e-5 a string, 0123 octal 83, 1:30 the number 90 and yes a boolean.
+    assert parse_text(f"value: {text}\n")["value"] == expected
+
+
+def test_a_learning_rate_in_exponent_form_reaches_the_request_as_the_sdk_sends_it(tmp_path):
+    path = tmp_path / "spec.yaml"
+    path.write_text("entry_point: train.py\ninstance_type: local\nhyperparameters: {learning_rate: 1e-5}\n")
+    assert load_job_spec(path).hyperparameters == {"learning_rate": 1e-05}
