@@ -40,6 +40,7 @@ class TrainPlan:
     job_name: str | None  # as the file gives it; None: each front end names the job (fingerprint, task instance)
     channels: dict[str, str]
     processes_per_host: int | None
+    retries: dict[str, float] = field(default_factory=dict)  # budgets per failure class (steps.train.retries)
 
 
 @dataclass(frozen=True)
@@ -218,7 +219,7 @@ def resolve_plan(pipeline: Any, backend: str | None = None, workdir: str | os.Pa
                         steps.stage.s3_prefix, steps.stage.workers) if steps.stage else None,
         train=TrainPlan(spec, steps.train.job_name,
                         {name: resolve(value, here) for name, value in steps.train.channels.items()},
-                        steps.train.processes_per_host),
+                        steps.train.processes_per_host, dict(steps.train.retries)),
         evaluate=EvaluatePlan(
             entry_point=evaluate.entry_point, source_dir=resolve(evaluate.source_dir or ".", here),
             channels={name: resolve(value, here) for name, value in evaluate.channels.items()},

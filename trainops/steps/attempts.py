@@ -156,6 +156,8 @@ def cost_line(cost: Mapping[str, Any] | None) -> str:
     """`$12.34 over 3 attempts (spot saved 61 %)`, or what is unknown."""
     if not cost:
         return "cost unknown"
+    if cost.get("attempts") == 0:
+        return "no training attempt"
     attempts = int(cost.get("attempts") or 1)
     plural = "attempt" if attempts == 1 else "attempts"
     if cost.get("total") is None:

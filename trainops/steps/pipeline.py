@@ -34,10 +34,17 @@ class PipelineRun:
     started: float = field(default_factory=time.time)
     ended: float | None = None
 
+    @property
+    def cost(self) -> dict[str, Any]:
+        """What the run's training cost, every attempt of every train step included (`trainops.steps.attempts`)."""
+        from trainops.steps.attempts import total_cost
+
+        return total_cost([step["cost"] for step in self.steps.values() if isinstance(step.get("cost"), dict)])
+
     def to_dict(self) -> dict[str, Any]:
         return {"name": self.name, "backend": self.backend, "status": self.status, "message": self.message,
                 "steps": self.steps, "started": self.started, "ended": self.ended,
-                "duration_seconds": round((self.ended or time.time()) - self.started, 3)}
+                "duration_seconds": round((self.ended or time.time()) - self.started, 3), "cost": self.cost}
 
 
 class StepFailed(JobFailed):
@@ -150,6 +157,7 @@ class PipelineRunner:
 
     def _train(self) -> dict[str, Any]:
         from trainops.backends.local.secrets import public_spec
+        from trainops.steps.attempts import cost_line
         from trainops.spec.names import timestamped_job_name
         from trainops.steps.identity import training_fingerprint, training_job_name
         from trainops.steps.train import train
@@ -168,13 +176,13 @@ class PipelineRunner:
         # --force starts over); SageMaker the region.
         result = train(spec, backend=self.plan.backend, job_name=job_name, if_exists="reattach", log=self.log,
                        workdir=self.plan.workdir, region=self.plan.region, processes_per_host=step.processes_per_host,
-                       channel_overrides=step.channels, checkpoint_key=job_name)
+                       channel_overrides=step.channels, checkpoint_key=job_name, retries=step.retries)
         if result.get("reattached"):
             self.log(f"[pipeline] training skipped: job {result['job_name']} already completed with the same inputs "
                      "(spec hash and data); use --force to train again")
         # The record (last-run.json, the registry entry) shows secret-looking environment values masked.
         return {**result, "fingerprint": fingerprint, "spec": public_spec(spec),
-                "summary": f"{result['job_name']} {result['status']}"}
+                "summary": f"{result['job_name']} {result['status']}; {cost_line(result.get('cost'))}"}
 
     def _evaluate(self, trained: dict[str, Any]) -> dict[str, Any]:
         from trainops.steps.evaluate import evaluate
@@ -189,11 +197,16 @@ class PipelineRunner:
         return data
 
     def _register(self, trained: dict[str, Any], evaluation: dict[str, Any] | None) -> dict[str, Any]:
+        from trainops.steps.attempts import cost_line
         from trainops.steps.register import register
 
         step = self.plan.register
+        # The entry says what the model cost to train, every attempt included.
+        arguments = self.plan.register_arguments()
+        arguments["description"] = "; ".join(filter(None, [
+            arguments.get("description"), f"trained by {trained['job_name']}: {cost_line(trained.get('cost'))}"]))
         entry = register(model_artifact=trained["model_artifact"], metrics=(evaluation or {}).get("metrics") or {},
-                         spec=trained.get("spec"), job_name=trained["job_name"], **self.plan.register_arguments())
+                         spec=trained.get("spec"), job_name=trained["job_name"], **arguments)
         version = entry.get("version") or entry.get("location")
         return {**entry, "summary": f"{step.group} version {version} ({step.approval})"}
 
@@ -277,7 +290,9 @@ def run_pipeline_file(path: str, *, backend: str | None = None, force: bool = Fa
         if isinstance(error, SpecError):
             raise
         return 1
+    from trainops.steps.attempts import cost_line
+
     log(f"[pipeline] {pipeline.name}: {record.status} in {record.to_dict()['duration_seconds']:.1f} s"
-        + (f" ({record.message})" if record.message else ""))
+        + (f" ({record.message})" if record.message else "") + f"; training {cost_line(record.cost)}")
     log(f"[pipeline] results: {Path(pipeline.workdir) / 'pipelines' / pipeline.name / 'last-run.json'}")
     return 0
