@@ -48,6 +48,12 @@ def validate_command(args: argparse.Namespace) -> int:
         else:
             where = f"{spec.instance_count} x {spec.instance_type}"
         print(f"{args.file}: valid ({spec.dist.type} on {where})")
+    from trainops.spec.deprecations import deprecation_warnings
+
+    notes = deprecation_warnings(spec)
+    if notes and not args.quiet:
+        # One line, on stderr, exit 0: the spec works, the user should know before paying for it.
+        print(f"{args.file}: warning: {'; '.join(notes)}", file=sys.stderr)
     return 0
 
 
