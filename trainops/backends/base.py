@@ -176,9 +176,14 @@ def place_job(job_name: str, if_exists: str, lookup: Callable[[str], JobStatus |
 
 @runtime_checkable
 class Backend(Protocol):
-    """What a backend does. Both `LocalBackend` and `SageMakerBackend` implement it; front ends use nothing else."""
+    """What a backend does. Both `LocalBackend` and `SageMakerBackend` implement it; front ends use nothing else.
+
+    ``remote`` says whether jobs run away from this machine (then local paths mean nothing to them, a job has a
+    console page, and its logs are the service's): front ends ask it instead of comparing backend names.
+    """
 
     name: str
+    remote: bool
 
     def submit(self, spec: Any, name: str, *, if_exists: str = "reattach", log: Log | None = None,
                **options: Any) -> JobHandle:

@@ -133,9 +133,17 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
             # A spec from XCom (the prepare task's) carries secrets masked: the worker's environment holds them.
             spec = load_spec(restore_masked(self.spec, os.environ))  # every problem of the spec at once, with its field
             name = task_job_name(context, self.job_name or spec.name)
-            if backend == "local":
-                return self._train_locally(spec, name)
-            return self._train_on_sagemaker(spec, name)
+            # A job on this machine runs in the worker (or a detached supervisor); a remote one is submitted and
+            # waited for (in the worker or the triggerer), with the service's logs and metrics.
+            if self._backend().remote:
+                return self._train_on_sagemaker(spec, name)
+            return self._train_locally(spec, name)
+
+    def _backend(self, name: str | None = None) -> Any:
+        """The backend of this task (or of ``name``, a trigger event's), for what it says about its jobs."""
+        from trainops.backends.base import get_backend
+
+        return get_backend(name or self.backend, workdir=self.workdir)
 
     def _train_locally(self, spec: Any, name: str) -> dict[str, Any]:
         from trainops.steps.train import train
@@ -188,7 +196,8 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         self._held = (backend, handle)
 
     def _remember_lineage(self, spec: Any, model_artifact: str | None) -> None:
-        datasets = training_datasets(spec, self.channel_overrides if self.backend == "local" else None,
+        # Channel overrides are paths on this machine: they are the inputs only of a job that runs here.
+        datasets = training_datasets(spec, None if self._backend().remote else self.channel_overrides,
                                      model_artifact)
         remember_lineage(self, datasets["inputs"], datasets["outputs"])
 
@@ -296,14 +305,15 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
         if not event:
             raise AirflowException("the training trigger ended without an event: the job's outcome is unknown")
-        backend = event.get("backend") or "sagemaker"
-        if event.get("job_name") and backend == "sagemaker":
+        backend = event.get("backend") or "sagemaker"  # SageMaker events predate the key
+        remote = self._backend(backend).remote
+        if event.get("job_name") and remote:
             remember_console_job(self, event["job_name"], event.get("region"))
         if self.stream_logs and event.get("job_name") and event.get("status") in ("success", "failed", "stopped"):
-            if backend == "local":
-                self._print_local_logs_after(event["job_name"])
-            else:
+            if remote:
                 self._print_logs_after(event["job_name"], event.get("region"))
+            else:
+                self._print_local_logs_after(event["job_name"])
         if event.get("status") != "success":
             raise AirflowException(event.get("message") or f"training job {event.get('job_name')} did not succeed "
                                                             f"({event.get('status')})")

@@ -38,6 +38,7 @@ class LocalBackend:
     """
 
     name = "local"
+    remote = False  # jobs run on this machine: local channel paths, logs and processes are here
     CONTEXT = frozenset({"workdir", "registry_dir", "client_factory", "region"})
 
     def __init__(self, workdir: str | os.PathLike | None = None, registry_dir: str | os.PathLike | None = None,

@@ -60,6 +60,7 @@ class SageMakerBackend:
     """
 
     name = "sagemaker"
+    remote = True  # jobs run in SageMaker: channels are S3 / FSx, logs are CloudWatch's, a job has a console page
     CONTEXT = frozenset({"region", "client_factory", "poll_seconds"})
 
     def __init__(self, region: str | None = None, client_factory: ClientFactory | None = None,
