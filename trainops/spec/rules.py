@@ -199,6 +199,32 @@ def smddp_supported(spec: "JobSpec") -> Iterator[Problem]:
         if not any(_same_minor(spec.framework_version, version) for version in versions):
             yield Problem("framework_version", f"PyTorch {spec.framework_version} images do not carry SMDDP; "
                                                f"supported versions: {', '.join(versions)}")
+    if isinstance(spec.dist, (SMDDP, PyTorchDDP)) and spec.image_uri:
+        yield from _plain_dlc_without_smddp(spec)
+
+
+# An AWS PyTorch training DLC named by its tag: <account>.dkr.ecr.<region>.<domain>/pytorch-training:<version>-gpu-...
+_PYTORCH_DLC = re.compile(r"^\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?/pytorch-training:"
+                          r"(?P<version>\d+\.\d+(\.\d+)?)-(?P<processor>gpu|cpu)-(?P<rest>.*)\Z")
+
+
+def _plain_dlc_without_smddp(spec: "JobSpec") -> Iterator[Problem]:
+    """A user's image_uri that is an AWS PyTorch framework container without the SMDDP library: the CPU images, the
+    versions AWS ships without SMDDP, and the 2.0.1 CUDA 12.1 build (the SDK's own exception)."""
+    from trainops.spec.images import smddp_supported_pytorch_versions
+
+    match = _PYTORCH_DLC.match(spec.image_uri or "")
+    if match is None:
+        return  # a custom or SMP image: the user vouches for its contents
+    version, processor, rest = match["version"], match["processor"], match["rest"]
+    versions = smddp_supported_pytorch_versions()
+    carries = processor == "gpu" and any(_same_minor(version, supported) for supported in versions) \
+        and not (version == "2.0.1" and rest.startswith("py310-cu121"))
+    if not carries:
+        yield Problem("image_uri", f"{spec.image_uri} is a PyTorch framework container without the SMDDP library "
+                                   f"(SMDDP ships in the GPU images of PyTorch {', '.join(versions)}, not the "
+                                   "2.0.1 CUDA 12.1 build); use one of those images, an SMP v2 image, or "
+                                   "torch_distributed")
 
 
 @rule("instance_type", "instance_groups", "distribution", "instance_count", "framework", "framework_version",

@@ -411,3 +411,16 @@ def test_rules_declare_the_fields_they_read(check):
         list(check(recording))
     assert read, "the samples never exercised this rule"
     assert read <= check.reads, f"{check.__name__} reads {sorted(read - check.reads)} without declaring them"
+
+
+def test_a_plain_dlc_without_smddp_is_refused_for_smddp():
+    # Issue 14: the SDK refuses the 2.0.1 CUDA 12.1 DLC for smdistributed; AWS ships no SMDDP in later DLCs.
+    smddp = {"smdistributed": {"dataparallel": {"enabled": True}}}
+    dlc = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:{}"
+    for tag in ("2.0.1-gpu-py310-cu121-ubuntu20.04-sagemaker", "2.6.0-gpu-py312-cu126-ubuntu22.04-sagemaker",
+                "2.2.0-cpu-py310-ubuntu20.04-sagemaker"):
+        rejected("image_uri", "without the SMDDP library", distribution=smddp, image_uri=dlc.format(tag))
+    for image in (dlc.format("2.2.0-gpu-py310-cu121-ubuntu20.04-sagemaker"),
+                  "658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.3.1-gpu-py311-cu121",
+                  "123456789012.dkr.ecr.us-east-1.amazonaws.com/mine:latest"):
+        assert "image_uri" not in found(distribution=smddp, image_uri=image)
