@@ -104,3 +104,22 @@ def test_a_failing_health_check_ends_the_attempt_before_training(tmp_path, monke
     assert "TFLOP/s" in result["failure_evidence"]["evidence"]  # the figure is named
     log = (tmp_path / "home" / "jobs" / "flaky-3" / "logs" / "algo-2.log").read_text()
     assert "started rank" not in log  # no rank of the failing host ran
+
+
+def test_the_cli_says_why_an_attempt_ended_and_what_it_cost(tmp_path, monkeypatch, capsys):
+    import yaml
+
+    from trainops.cli import main
+
+    monkeypatch.setenv("TRAINOPS_HOME", str(tmp_path / "home"))
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(spec(tmp_path, FAULT="exit:1")))
+    assert main(["run", str(path), "--job-name", "flaky-4", "--retries", "infra=2"]) == 2
+    assert "--retries: unknown key(s) infra" in capsys.readouterr().err
+    assert main(["run", str(path), "--job-name", "flaky-4", "--retries", "infrastructure=2,backoff_seconds=0"]) == 1
+    out = capsys.readouterr().out
+    assert "why:        user failure: the training script failed" in out and "cost:       $" in out
+    assert main(["status", "flaky-4"]) == 0
+    status = capsys.readouterr().out
+    assert "failure_class: user" in status and "over 1 attempt" in status
+    assert "flaky-4-2" not in status  # a user error never started a second attempt

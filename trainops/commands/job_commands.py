@@ -39,6 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="local backend: the interpreter standing for the training image (a venv without trainops; "
                           "with --launcher toolkit it needs sagemaker-training and sagemaker-pytorch-training)")
     run.add_argument("--region", default=None, help="sagemaker backend: AWS region when the spec has none")
+    run.add_argument("--retries", default=None, metavar="CLASS=N,...",
+                     help="retry budgets per failure class, e.g. infrastructure=3,user=0,backoff_seconds=30 "
+                          "(default: one attempt); an infrastructure failure starts <name>-2 from the checkpoint")
     run.add_argument("--force", action="store_true", help="pipelines: re-run steps whose inputs did not change")
     run.set_defaults(handler=run_command)
 
@@ -108,6 +111,14 @@ def _run_job(args: argparse.Namespace) -> int:
 
         raise SpecError("--processes-per-host must be at least 1")
     held: list = []  # (backend, handle) of the job once it is placed
+    if args.retries is not None:
+        from trainops.backends.failures import RetryBudgets
+        from trainops.errors import Problem, SpecError
+
+        try:
+            RetryBudgets.parse(args.retries, "--retries")
+        except ValueError as error:
+            raise SpecError(Problem("--retries", str(error).split(": ", 1)[-1])) from None
 
     def stop(signum, _frame):
         # Ctrl-C and SIGTERM stop the job the same way on every backend; a second one leaves at once.
@@ -123,7 +134,7 @@ def _run_job(args: argparse.Namespace) -> int:
     options = dict(job_name=args.job_name, if_exists=args.if_exists, wait=not args.no_wait, workdir=args.workdir,
                    processes_per_host=args.processes_per_host, channel_overrides=_channel_overrides(args.channel),
                    launcher=args.launcher, image_python=_image_python(args.image_python), region=args.region,
-                   on_handle=lambda backend, handle: held.append((backend, handle)))
+                   on_handle=lambda backend, handle: held.append((backend, handle)), retries=args.retries)
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         result = train(args.file, backend=args.backend or "local", **options)
@@ -151,6 +162,17 @@ def _print_outcome(result: dict) -> None:
                        ("checkpoint_dir", "checkpoints"), ("billable_seconds", "billable s")):
         if result.get(key) not in (None, ""):
             lines.append(f"{label + ':':<11} {result[key]}")
+    from trainops.steps.attempts import cost_line
+
+    if result.get("attempts"):
+        lines.append(f"{'cost:':<11} {cost_line(result.get('cost'))}")
+        for attempt in result["attempts"] if len(result["attempts"]) > 1 else []:
+            lines.append(f"{'attempt:':<11} {attempt['job_name']} {attempt['status']}"
+                         + (f" ({attempt['evidence']})" if attempt.get("evidence") else ""))
+    if result.get("failure_class"):
+        lines.append(f"{'why:':<11} {(result.get('failure_evidence') or {}).get('failure_class')} failure: "
+                     f"{(result.get('failure_evidence') or {}).get('why')} "
+                     f"({(result.get('failure_evidence') or {}).get('evidence')})")
     if result.get("failure_reason"):
         stream = sys.stderr
         print("\n".join(lines), flush=True)
@@ -207,8 +229,13 @@ def _job(args: argparse.Namespace):
 
 
 def status_command(args: argparse.Namespace) -> int:
+    from trainops.steps.attempts import attempts_report, cost_line
+
     backend, handle = _job(args)
     record = backend.status_record(handle)
+    report = attempts_report(backend, handle.job_name, record)
+    record.update(report)
+    record["cost"] = cost_line(report["cost"]) if not args.json else report["cost"]
     if args.json:
         json.dump(record, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")

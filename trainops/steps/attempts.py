@@ -222,3 +222,36 @@ def train_in_attempts(backend: Any, spec: Any, job_name: str, *, retries: Any = 
         error.result = result  # type: ignore[attr-defined]
         raise error
     return result
+
+
+def attempts_report(backend: Any, job_name: str, record: Mapping[str, Any]) -> dict[str, Any]:
+    """What `trainops status NAME` adds to a job's record: why it ended (class and evidence), and when NAME is the
+    first of a series of attempts (`NAME`, `NAME-2`, ...), each attempt's status and class and their summed cost."""
+    history = record.get("secondary_status_history") or []
+    walk = [str(item.get("status")) for item in history if isinstance(item, Mapping) and item.get("status")]
+    verdict = classify_result({**record, "secondary_statuses": walk or record.get("secondary_statuses") or ()})
+    spec = record.get("spec") if isinstance(record.get("spec"), Mapping) else {}
+    instance_type = record.get("instance_type") or spec.get("instance_type")
+    count = int(record.get("instance_count") or spec.get("instance_count") or 1)
+    earlier = known_attempts(backend, job_name)
+    series = earlier + ([] if any(item.get("job_name") == job_name for item in earlier) else [])
+    following = attempt_name(job_name, len(earlier) + 1)
+    if earlier and following != job_name and backend._status(following) is not None:
+        from trainops.backends.base import JobHandle
+
+        handle = JobHandle(backend.name, following, workdir=getattr(backend, "workdir", None),
+                           region=getattr(backend, "region", None), created=False)
+        series.append(backend.describe(handle).to_dict())
+    if not series:
+        series = [dict(record, job_name=job_name)]
+    costs = [attempt_cost(item, instance_type=instance_type, instance_count=count) for item in series]
+    report: dict[str, Any] = {
+        "attempts": [{"job_name": item.get("job_name"), "status": item.get("status"),
+                      "failure_class": (classify_result(item).failure_class if classify_result(item) else None)}
+                     for item in series],
+        "cost": total_cost(costs),
+    }
+    if verdict is not None:
+        report["failure_class"] = verdict.failure_class
+        report["failure_evidence"] = verdict.describe()
+    return report

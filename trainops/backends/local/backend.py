@@ -159,7 +159,10 @@ class LocalBackend:
         from trainops.backends.local import status
 
         record = status.read(handle.job_name, handle.workdir)
-        record.pop("spec", None)
+        spec = record.pop("spec", None)
+        if isinstance(spec, dict):  # what `trainops status` prices an attempt on
+            record.setdefault("instance_type", spec.get("instance_type"))
+            record.setdefault("instance_count", spec.get("instance_count"))
         return record
 
     @staticmethod
