@@ -165,6 +165,11 @@ class LocalJob:
                                     "controller_pid": os.getpid(), "controller": own_identity()})
         try:
             return self._run(started)
+        except Exception as error:
+            # Say why in the record (else it would read "the controller exited before the job ended").
+            status.write_failed_start(self.job_dir, self.job_id, mask(f"{type(error).__name__}: {error}",
+                                                                       self._secrets))
+            raise
         finally:
             for lock in (claim, self._checkpoint_lock):
                 if lock is not None:

@@ -77,6 +77,17 @@ def write_failure(job_dir: Path, reason: str) -> None:
     _replace(job_dir, FAILURE_FILE, reason)
 
 
+def write_failed_start(job_dir: Path, job_id: str, reason: str) -> None:
+    """Record as Failed a job whose controller raised before it could record an end (bad input found while laying
+    out, a crash): only while the record is still that job's and active; never raises."""
+    try:
+        record = json.loads((job_dir / STATUS_FILE).read_text(encoding="utf-8"))
+        if isinstance(record, dict) and record.get("job_id") == job_id and record.get("status") in ACTIVE:
+            write(job_dir, {**record, "status": "Failed", "failure_reason": reason[:1024]})
+    except Exception:  # noqa: BLE001 - the original error is what the caller reports
+        pass
+
+
 def disk_full_note(path: Path) -> str:
     """"; the disk ... is full" when the file system holding `path` has (almost) no room left, else ""."""
     try:
