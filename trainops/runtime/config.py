@@ -148,11 +148,10 @@ def launch_config(contract: Contract, environ: Mapping[str, str] | None = None,
     except DistributionError as error:
         raise ContractError(f"{os.path.join(contract.input_config_dir, 'hyperparameters.json')}: {error}") from None
     entry_point, code_dir = _entry_point(contract, hyperparameters)
+    # With the toolkit's hyperparameters, mp_parameters is a user hyperparameter (--mp_parameters k=v,...), as the
+    # toolkit passes it; the trainops launcher carries SMP's parameters in the distribution and SM_HP_MP_PARAMETERS
+    # only, so scripts written for trainops keep their own arguments.
     user = user_hyperparameters(hyperparameters)
-    if distribution["type"] == "smp" and distribution.get("parameters") and "mp_parameters" not in user:
-        # The toolkit hands SMP's parameters to the script as --mp_parameters k=v,...; the trainops launcher carries
-        # them in the distribution, so the script gets the same argument either way.
-        user["mp_parameters"] = dict(distribution["parameters"])
     job_name = environ.get("TRAINOPS_JOB_NAME") or decode_value(hyperparameters.get("sagemaker_job_name")) or ""
     region = decode_value(hyperparameters.get("sagemaker_region")) or environ.get("AWS_REGION", "")
     return LaunchConfig(

@@ -105,6 +105,18 @@ def test_toolkit_and_trainops_routes_give_the_same_plan(contract_dir, canonical,
     assert json.loads(second.env.pop("SM_FRAMEWORK_PARAMS")) == {
         key: value for key, value in second_hyperparameters(toolkit).items()}
     assert json.loads(first.env.pop("SM_FRAMEWORK_PARAMS")) == {}
+    if "mp_parameters" in toolkit:
+        # The toolkit route hands SMP's parameters to the script as it does (--mp_parameters k=v); the trainops
+        # launcher keeps them in the distribution and SM_HP_MP_PARAMETERS (issue 14).
+        index = second.argv.index("--mp_parameters")
+        assert second.argv[index + 1] == "hybrid_shard_degree=4"
+        del second.argv[index:index + 2]
+        assert json.loads(second.env["SM_HPS"])["mp_parameters"] == {"hybrid_shard_degree": 4}
+        for name in ("SM_HPS", "SM_USER_ARGS", "SM_TRAINING_ENV"):
+            first.env.pop(name)
+            second.env.pop(name)
+        second.env.pop("SM_HP_MP_PARAMETERS")
+        first.env.pop("SM_HP_MP_PARAMETERS")
     assert first.dry_run() == second.dry_run()
     assert first == second
 
