@@ -33,6 +33,7 @@ from trainops.runtime.processes import process_start_ticks
 
 RECORD = "processes.json"
 CGROUP_PREFIX = "trainops-"
+STALE_CGROUP_SECONDS = 60.0
 CGROUPS_SETTING = "TRAINOPS_LOCAL_CGROUPS"  # "off": track by the process tree even where a cgroup could be made
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
@@ -72,7 +73,10 @@ def create_cgroup(job_id: str) -> Path | None:
     try:
         for stale in base.glob(f"{CGROUP_PREFIX}*"):
             try:
-                stale.rmdir()  # refused by the kernel while any process is in it
+                # Refused by the kernel while any process is in it; a young one may be another job's, just made
+                # and still empty until its launchers join.
+                if time.time() - stale.stat().st_mtime > STALE_CGROUP_SECONDS:
+                    stale.rmdir()
             except OSError:
                 pass
         group = base / f"{CGROUP_PREFIX}{job_id}"
@@ -376,11 +380,14 @@ def launcher_preexec(group: Path | None, parent_death: bool) -> Callable[[], Non
 
     def prepare() -> None:
         if procs is not None:
-            descriptor = os.open(procs, os.O_WRONLY)
-            try:
-                os.write(descriptor, b"0")
-            finally:
-                os.close(descriptor)
+            try:  # a failure here must not fail the launch: the process tree still tracks the launcher
+                descriptor = os.open(procs, os.O_WRONLY)
+                try:
+                    os.write(descriptor, b"0")
+                finally:
+                    os.close(descriptor)
+            except OSError:
+                pass
         if prctl is not None:
             prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
 
