@@ -114,13 +114,15 @@ def dag_test(dag_file: str, dag_id: str, conf: dict | None = None) -> dict:
     with create_session() as session:
         instances = session.scalars(select(TaskInstance).where(TaskInstance.dag_id == dag_id,
                                                                TaskInstance.run_id == run.run_id))
+        instances = list(instances)
         tasks = {ti.task_id: str(ti.state.value if hasattr(ti.state, "value") else ti.state) for ti in instances}
+        tries = {ti.task_id: ti.try_number for ti in instances}
         xcom: dict[str, dict] = {}
         for row in session.scalars(select(XComModel).where(XComModel.dag_id == dag_id,
                                                            XComModel.run_id == run.run_id)):
             xcom.setdefault(row.task_id, {})[row.key] = XComModel.deserialize_value(row)
     state = run.state.value if hasattr(run.state, "value") else run.state
-    return {"state": str(state), "run_id": run.run_id, "tasks": tasks, "xcom": xcom}
+    return {"state": str(state), "run_id": run.run_id, "tasks": tasks, "tries": tries, "xcom": xcom}
 
 
 def _main() -> None:

@@ -34,12 +34,41 @@ DEFAULT_RETRY_DELAY_SECONDS = 60
 BACKENDS = ("local", "sagemaker")
 
 
+#: Failure classes a retry cannot fix (`trainops.backends.failures`): the task fails without using Airflow's retries.
+NOT_RETRIED = ("user", "timeout", "stopped")
+
+
+def failure_exception(message: str, result: Any) -> AirflowException:
+    """The Airflow exception for a failed training job: `AirflowFailException` when its class is one a retry cannot
+    fix (a user error, a time limit, a stop), so Airflow's own retries stay for Airflow's own failures."""
+    from trainops.backends.failures import classify_result
+
+    verdict = None
+    if isinstance(result, dict) and result.get("secondary_status_history") and not result.get("secondary_statuses"):
+        result = {**result, "secondary_statuses": [str(item.get("status")) for item in result["secondary_status_history"]
+                                                   if isinstance(item, dict) and item.get("status")]}
+    if isinstance(result, dict) and result:
+        klass = result.get("failure_class")
+        verdict = classify_result(result) if not klass else None
+        klass = klass or (verdict.failure_class if verdict else None)
+        evidence = (result.get("failure_evidence") or {}).get("evidence") or (verdict.evidence if verdict else "")
+        if klass and klass != "unknown":
+            message = f"{message} [{klass} failure{': ' + evidence if evidence else ''}]"
+        if klass in NOT_RETRIED:
+            return AirflowFailException(message + " (not retried: another try would fail the same way)")
+    return AirflowException(message)
+
+
 def airflow_error(error: BaseException) -> AirflowException:
     """The Airflow exception to raise for a trainops error (``raise airflow_error(error) from error``)."""
-    from trainops.errors import SpecError
+    from trainops.errors import JobFailed, SpecError
 
     if isinstance(error, SpecError):
         return AirflowFailException(str(error))
+    if isinstance(error, JobFailed):
+        summary = getattr(error, "summary", None)  # a SageMaker wait's failure carries the job's summary
+        result = getattr(error, "result", None) or (summary.to_dict() if hasattr(summary, "to_dict") else None)
+        return failure_exception(str(error), result)
     return AirflowException(str(error))
 
 

@@ -35,6 +35,8 @@ IF_JOB_EXISTS = ("reattach", "fail", "new")
 DEFERRAL_MARGIN_SECONDS = 600
 #: Logs read after a deferred job ended are cut to the last lines (a days-long job may have written millions).
 LOG_LINES_AFTER_DEFERRAL = 500
+#: Attempts per failure class within one try of a train task (`trainops.backends.failures.RetryBudgets`).
+DEFAULT_BUDGETS = {"infrastructure": 2, "user": 0}
 XCOM_KEYS = ("backend", "job_name", "status", "secondary_status", "failure_reason", "model_artifact",
              "billable_seconds", "duration_seconds", "metrics", "reattached", "region")
 
@@ -66,6 +68,10 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         workdir, processes_per_host, channel_overrides: local backend: state directory (default
             ``$TRAINOPS_HOME``), ranks per simulated host, channel -> local path.
         stream_logs: put the hosts' logs into the task log (SageMaker: from CloudWatch).
+        retry_budgets: attempts per failure class within one try of the task (`trainops.backends.failures`;
+            default ``{"infrastructure": 2, "user": 0}``): an infrastructure failure starts ``<name>-2`` from the
+            checkpoint, in the worker or from the deferral. A user error, a time limit or a stop fails the task with
+            `AirflowFailException`, so Airflow's own ``retries`` are not spent on it.
 
     Returns (XCom): ``{backend, job_name, status, secondary_status, failure_reason, model_artifact,
     billable_seconds, duration_seconds, metrics, reattached, region}``.
@@ -97,9 +103,11 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         processes_per_host: int | None = None,
         channel_overrides: dict[str, str] | None = None,
         stream_logs: bool = True,
+        retry_budgets: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**with_retry_defaults(kwargs))
+        self.retry_budgets = retry_budgets
         self.spec = spec
         self.backend = backend
         self.job_name = job_name
@@ -155,7 +163,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         result = self._run_step(train, spec, backend="local", job_name=name, if_exists=self.if_job_exists, log=log,
                                 workdir=self.workdir, processes_per_host=self.processes_per_host,
                                 channel_overrides=self.channel_overrides, on_job=self._remember_local_job,
-                                on_handle=self._hold,
+                                on_handle=self._hold, retries=self._budgets(),
                                 checkpoint_key=name)  # a retry of this task resumes from its own checkpoints
         self._remember_lineage(spec, result.get("model_artifact"))
         return xcom_result(result, metrics={})
@@ -173,7 +181,8 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
                                        max_run=spec.max_run, reattached=reattached)
         self.log.info("deferring: the triggerer waits for local training job %s (%s); `trainops logs %s --follow` "
                       "shows its hosts' logs", name, "re-attached" if reattached else "submitted", name)
-        self.defer(trigger=trigger, method_name="execute_complete", kwargs={"reattached": reattached},
+        self.defer(trigger=trigger, method_name="execute_complete", kwargs={"reattached": reattached,
+                                                                   "budget_used": getattr(self, "_budget_used", {})},
                    timeout=timedelta(seconds=(spec.max_run or 86400) + trigger.grace_seconds
                                      + DEFERRAL_MARGIN_SECONDS))
         raise AssertionError("unreachable: defer() raises TaskDeferred")
@@ -260,7 +269,8 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
                                            max_wait=spec.max_wait, reattached=reattached)
         bound = wait_bound_seconds(spec.max_run, spec.max_wait, trigger.grace_seconds)
         self.log.info("deferring: the triggerer waits for training job %s (at most %.0f s)", name, bound)
-        self.defer(trigger=trigger, method_name="execute_complete", kwargs={"reattached": reattached},
+        self.defer(trigger=trigger, method_name="execute_complete", kwargs={"reattached": reattached,
+                                                                   "budget_used": getattr(self, "_budget_used", {})},
                    timeout=timedelta(seconds=bound + DEFERRAL_MARGIN_SECONDS))
 
     def _wait_in_worker(self, spec: Any, name: str, region: str | None, submitted: dict[str, Any]) -> dict[str, Any]:
@@ -295,7 +305,8 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
     # --- after deferral -----------------------------------------------------------------------------------------
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None,
-                         reattached: bool | None = None) -> dict[str, Any]:
+                         reattached: bool | None = None, budget_used: dict[str, int] | None = None
+                         ) -> dict[str, Any]:
         """Resume after the trigger: raise on anything but success (with the reason), else return the XCom.
 
         ``reattached`` is the deferral's own keyword argument; Airflow's triggerer merges it with the event, while
@@ -315,13 +326,55 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
             else:
                 self._print_local_logs_after(event["job_name"])
         if event.get("status") != "success":
-            raise AirflowException(event.get("message") or f"training job {event.get('job_name')} did not succeed "
-                                                            f"({event.get('status')})")
+            return self._next_attempt_or_fail(context, event, budget_used)
         self.log.info("%s", event.get("message"))
         self._lineage_after_deferral(event.get("model_artifact"))
         if reattached is None:
             reattached = event.get("reattached")  # the triggers echo it (dag.test() passes the event alone)
         return xcom_result({**event, "status": event.get("job_status")}, backend=backend, reattached=reattached)
+
+    def _budgets(self) -> Any:
+        from trainops.backends.failures import RetryBudgets
+
+        return RetryBudgets.parse(self.retry_budgets if self.retry_budgets is not None else DEFAULT_BUDGETS,
+                                  "retry_budgets")
+
+    def _next_attempt_or_fail(self, context: Any, event: dict[str, Any], budget_used: dict[str, int] | None
+                              ) -> dict[str, Any]:
+        """A deferred job failed: start the next attempt (and defer on it) when its failure class has budget left,
+        else fail the task (`failure_exception`: without Airflow's retries when a retry cannot help)."""
+        from airflow.sdk.exceptions import AirflowException
+
+        from trainops.backends.failures import classify_result
+        from trainops.operators.common import failure_exception
+        from trainops.spec.secrets import restore_masked
+        from trainops.steps.train import load_spec
+
+        message = event.get("message") or f"training job {event.get('job_name')} did not succeed"
+        if event.get("status") not in ("failed", "stopped"):  # the wait itself failed: the job's outcome is unknown
+            raise AirflowException(message)
+        result = {"status": event.get("job_status") or "Failed",
+                  "failure_reason": event.get("failure_reason") or event.get("message"),
+                  "secondary_status": event.get("secondary_status"),
+                  "secondary_statuses": event.get("secondary_statuses") or ()}
+        verdict = classify_result(result)
+        budgets = self._budgets()
+        budgets.used = dict(budget_used or {})
+        if verdict is None or not budgets.allows(verdict):
+            raise failure_exception(message, result)
+        budgets.spend(verdict)  # no backoff sleep here: the task is between two deferrals, holding a worker
+        self.log.warning("%s [%s]; starting the next attempt on the %s budget (%d of %d)", message,
+                         verdict.describe(), verdict.failure_class, budgets.used[verdict.failure_class],
+                         getattr(budgets, verdict.failure_class))
+        self._budget_used = dict(budgets.used)
+        import os
+
+        spec = load_spec(restore_masked(self.spec, os.environ))
+        name = task_job_name(context, self.job_name or spec.name)
+        with translated_errors():  # the next attempt is placed by the re-attach policy: <name>-N after the failures
+            if self._backend().remote:
+                return self._train_on_sagemaker(spec, name)
+            return self._train_locally_detached(spec, name)
 
     def _lineage_after_deferral(self, model_artifact: str | None) -> None:
         from trainops.steps.train import load_spec

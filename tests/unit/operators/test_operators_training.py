@@ -155,7 +155,7 @@ def test_a_retry_while_the_job_runs_reattaches_and_creates_no_second_job(aws):
     for deferred in (first.value, second.value):
         assert isinstance(deferred.trigger, SageMakerTrainingTrigger)
         assert deferred.trigger.job_name == NAME
-    assert second.value.kwargs == {"reattached": True}
+    assert second.value.kwargs == {"reattached": True, "budget_used": {}}
 
 
 def test_a_retry_after_the_job_completed_returns_its_result_without_waiting(aws):
@@ -210,7 +210,7 @@ def test_execute_complete_raises_on_every_non_success_event_with_its_reason(stat
     op = operator(stream_logs=False)
     with pytest.raises(AirflowException) as raised:
         op.execute_complete(context(), _event(status, message=message))
-    assert str(raised.value) == message
+    assert str(raised.value).startswith(message)  # then the failure's class, where one is known
 
 
 def test_execute_complete_raises_without_an_event():
@@ -319,13 +319,13 @@ def test_local_deferrable_submits_a_detached_job_defers_and_a_retry_reattaches(t
     with pytest.raises(TaskDeferred) as first:
         try_task(1)
     trigger = first.value.trigger
-    assert first.value.method_name == "execute_complete" and first.value.kwargs == {"reattached": False}
+    assert first.value.method_name == "execute_complete" and first.value.kwargs == {"reattached": False, "budget_used": {}}
     name = trigger.job_name
     assert name == deterministic_job_name("tiny", "retrain", "train", "scheduled__2026-01-05", -1)
     # the job runs without the task: a second try (the worker died, the task was cleared) follows the same job
     with pytest.raises(TaskDeferred) as retry:
         try_task(2)
-    assert retry.value.trigger.job_name == name and retry.value.kwargs == {"reattached": True}
+    assert retry.value.trigger.job_name == name and retry.value.kwargs == {"reattached": True, "budget_used": {}}
     event = run_trigger(trigger)
     assert (event["status"], event["job_status"], event["backend"]) == ("success", "Completed", "local"), event
     op = DistributedTrainingOperator(task_id="train", spec=spec, backend="local", deferrable=True, workdir=str(work))
@@ -464,3 +464,33 @@ def test_local_retry_reattaches_to_the_completed_job_and_a_new_run_trains_again(
     assert next_week["job_name"] != first["job_name"] and next_week["reattached"] is False
     assert sorted(p.name for p in (tmp_path / "w" / "jobs").iterdir()) == sorted([first["job_name"],
                                                                                   next_week["job_name"]])
+
+
+# --- failure classes and retry budgets (issue 17) -----------------------------------------------------------------
+def test_a_user_failure_fails_the_task_without_airflows_retries():
+    event = _event("failed", job_status="Failed", message="training job x ended Failed",
+                   failure_reason="AlgorithmError: ExecuteUserScriptError: ValueError: bad label")
+    with pytest.raises(AirflowFailException, match=r"\[user failure: .*ValueError: bad label\].*not retried"):
+        operator(stream_logs=False).execute_complete(context(), event)
+
+
+def test_an_infrastructure_failure_starts_the_next_attempt_and_defers_on_it(aws):
+    second = f"{NAME}-2"
+    described(aws, "Failed", "Failed", failure_reason="CapacityError: Unable to provision requested ML compute")
+    not_found(aws, second)  # the re-attach policy: <name>-2 is free
+    not_found(aws, second)  # the submit's own check before creating
+    created(aws, second)
+    described(aws, "InProgress", "Starting", name=second)
+    event = _event("failed", job_status="Failed", message=f"training job {NAME} ended Failed",
+                   failure_reason="CapacityError: Unable to provision requested ML compute capacity")
+    with pytest.raises(TaskDeferred) as deferred:
+        operator(stream_logs=False).execute_complete(context(), event, reattached=False)
+    aws.verify()
+    assert aws.created == [second]
+    assert deferred.value.trigger.job_name == second
+    assert deferred.value.kwargs["budget_used"] == {"infrastructure": 1}
+    # The budget is spent: the next infrastructure failure fails the task (Airflow's retries may still run).
+    with pytest.raises(AirflowException, match=r"\[infrastructure failure") as raised:
+        operator(stream_logs=False, retry_budgets={"infrastructure": 1}).execute_complete(
+            context(), {**event, "job_name": second}, budget_used={"infrastructure": 1})
+    assert not isinstance(raised.value, AirflowFailException)
