@@ -92,6 +92,7 @@ with DAG(
         workdir=steps["workdir"],
         channel_overrides=steps["train_channels"],
         processes_per_host=steps["train_processes_per_host"],
+        retry_budgets=steps["train_retries"],  # infrastructure failures retried in the task, user errors not
         region_name=steps["region"],
         deferrable=True,  # the wait happens in the triggerer; a local job runs under a detached supervisor
         multiple_outputs=True,

@@ -41,7 +41,8 @@ def test_training_xcom_is_small_json_and_names_the_job_from_the_task(retrain_run
     home, outcome = retrain_run
     result = outcome["xcom"]["train"]["return_value"]
     assert set(result) == {"backend", "job_name", "status", "secondary_status", "failure_reason", "model_artifact",
-                           "billable_seconds", "duration_seconds", "metrics", "reattached", "region"}
+                           "billable_seconds", "duration_seconds", "metrics", "reattached", "region", "cost"}
+    assert result["cost"]["attempts"] == 1 and result["cost"]["total"] > 0  # priced at the catalog's on-demand rate
     assert (result["backend"], result["status"], result["reattached"]) == ("local", "Completed", False)
     # Deterministic: the spec's name + a hash of dag id, task id, run id and map index (no try number).
     assert result["job_name"] == deterministic_job_name("digits", "retrain_pipeline", "train", outcome["run_id"], -1)

@@ -38,7 +38,7 @@ LOG_LINES_AFTER_DEFERRAL = 500
 #: Attempts per failure class within one try of a train task (`trainops.backends.failures.RetryBudgets`).
 DEFAULT_BUDGETS = {"infrastructure": 2, "user": 0}
 XCOM_KEYS = ("backend", "job_name", "status", "secondary_status", "failure_reason", "model_artifact",
-             "billable_seconds", "duration_seconds", "metrics", "reattached", "region")
+             "billable_seconds", "duration_seconds", "metrics", "reattached", "region", "cost")
 
 
 def xcom_result(result: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -79,7 +79,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
     template_fields: Sequence[str] = (
         "spec", "job_name", "backend", "aws_conn_id", "region_name", "workdir", "channel_overrides",
-        "processes_per_host", "if_job_exists",
+        "processes_per_host", "if_job_exists", "retry_budgets",
     )
     template_fields_renderers = {"spec": "json", "channel_overrides": "json"}
     operator_extra_links = (SageMakerTrainingJobLink(),)
@@ -331,7 +331,32 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         self._lineage_after_deferral(event.get("model_artifact"))
         if reattached is None:
             reattached = event.get("reattached")  # the triggers echo it (dag.test() passes the event alone)
-        return xcom_result({**event, "status": event.get("job_status")}, backend=backend, reattached=reattached)
+        return xcom_result({**event, "status": event.get("job_status")}, backend=backend, reattached=reattached,
+                           cost=self._cost_after_deferral(context, backend, event))
+
+    def _cost_after_deferral(self, context: Any, backend: str, event: dict[str, Any]) -> dict[str, Any] | None:
+        """What the training of this task cost over every attempt of its job name (the XCom's ``cost``)."""
+        import os
+
+        from trainops.spec.secrets import restore_masked
+        from trainops.steps.attempts import attempts_report
+        from trainops.steps.train import load_spec
+
+        try:
+            spec = load_spec(restore_masked(self.spec, os.environ))
+            base = task_job_name(context, self.job_name or spec.name)
+            record = {**event, "status": event.get("job_status"), "instance_type": spec.instance_type,
+                      "instance_count": spec.instance_count}
+            chosen = self._backend(backend)
+            if chosen.remote:  # the connection's clients, as the task's own calls use
+                from trainops.backends.base import get_backend
+
+                factory, region = aws_client_factory(self.aws_conn_id, event.get("region") or self.region_name)
+                chosen = get_backend(backend, region=region, client_factory=factory)
+            return attempts_report(chosen, base, record)["cost"]
+        except Exception as error:  # noqa: BLE001 - the cost is a report; the job's outcome is already known
+            self.log.warning("could not add up the cost of the attempts: %s", error)
+            return None
 
     def _budgets(self) -> Any:
         from trainops.backends.failures import RetryBudgets

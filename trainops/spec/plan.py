@@ -136,6 +136,7 @@ class PipelinePlan:
             "train_job_name": train.job_name or train.spec.name or self.name,
             "train_channels": dict(train.channels),
             "train_processes_per_host": train.processes_per_host,
+            "train_retries": dict(train.retries),
             "evaluate_entry_point": evaluate.entry_point if evaluate else None,
             "evaluate_source_dir": evaluate.source_dir if evaluate else None,
             "evaluate_channels": dict(evaluate.channels) if evaluate else {},

@@ -218,16 +218,22 @@ def test_execute_complete_raises_without_an_event():
         operator(stream_logs=False).execute_complete(context(), None)
 
 
-def test_execute_complete_returns_small_json_on_success_and_sets_the_console_link():
+def test_execute_complete_returns_small_json_on_success_and_sets_the_console_link(aws):
+    from trainops.runtime.catalog import hourly_price
+
     event = _event("success", job_status="Completed", secondary_status="Completed", failure_reason=None,
                    model_artifact="s3://b/model.tar.gz", billable_seconds=120, duration_seconds=130,
                    metrics={"loss": 0.1})
+    described(aws, "Completed", "Completed", billable=120, training=130)  # the cost looks for earlier attempts
     op = operator(stream_logs=False)
     result = op.execute_complete(context(), event, reattached=False)
+    cost = result.pop("cost")
     assert result == {"backend": "sagemaker", "job_name": NAME, "status": "Completed",
                       "secondary_status": "Completed", "failure_reason": None, "model_artifact": "s3://b/model.tar.gz",
                       "billable_seconds": 120, "duration_seconds": 130, "metrics": {"loss": 0.1},
                       "reattached": False, "region": "us-east-1"}
+    assert cost["attempts"] == 1
+    assert cost["total"] == pytest.approx(120 * 2 * hourly_price("ml.p4d.24xlarge", "us-east-1") / 3600, rel=1e-4)
     link = SageMakerTrainingJobLink().get_link(op, ti_key=None)
     assert link == f"https://console.aws.amazon.com/sagemaker/home?region=us-east-1#/jobs/{NAME}"
 
