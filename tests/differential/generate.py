@@ -426,12 +426,14 @@ def versions() -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--toolkit-child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--only", choices=("render", "launch"))
+    parser.add_argument("--only", choices=("render", "launch", "instances"))
     args = parser.parse_args()
     if args.toolkit_child:
         toolkit_child()
         return
     GOLDENS.mkdir(exist_ok=True)
+    if args.only in (None, "instances"):
+        write_instances()
     if args.only in (None, "render"):
         _quiet_sdk()
         _no_upload()
@@ -448,6 +450,21 @@ def main() -> None:
             case["toolkit"] = run_toolkit(case)
         _write(GOLDENS / "launch.json", {"generator": "tests/differential/generate.py", "versions": versions(),
                                          "cases": cases})
+
+
+def write_instances() -> None:
+    """goldens/instances.json: the GPU count and total GPU memory of every type the SDK's own table knows (the union
+    over regions of sagemaker/image_uri_config/instance_gpu_info.json)."""
+    import sagemaker
+
+    table = json.loads((Path(sagemaker.__file__).parent / "image_uri_config" / "instance_gpu_info.json").read_text())
+    merged: dict = {}
+    for region in sorted(table):
+        merged.update(table[region])
+    path = GOLDENS / "instances.json"
+    path.write_text(json.dumps({"generator": "tests/differential/generate.py --only instances",
+                                "versions": versions(), "instances": dict(sorted(merged.items()))}, indent=1) + "\n")
+    print(f"{path}: {len(merged)} instance types")
 
 
 def _write(path: Path, data: dict) -> None:
