@@ -34,16 +34,20 @@ def stage_data(source: str, destination: str, backend: str, workdir: str, pipeli
 
 
 def train_model(spec_json: str, spec_dir: str, backend: str, workdir: str, pipeline_dir: str, channels_json: str,
-                job_name: str, name_base: str, run_key: str, processes_per_host: int, region: str,
-                model: Output[Model]) -> NamedTuple("TrainOutputs", [("job_name", str), ("status", str),
-                                                                     ("reattached", bool), ("model_artifact", str)]):
+                job_name: str, name_base: str, run_key: str, processes_per_host: int, region: str, retries_json: str,
+                model: Output[Model], training: Output[Metrics]
+                ) -> NamedTuple("TrainOutputs", [("job_name", str), ("status", str), ("reattached", bool),
+                                                 ("model_artifact", str)]):
     """Train with the job spec (JSON) on the local backend or SageMaker, re-attaching to the job a previous run of
-    this component started; SIGTERM stops the job. The Model artifact points at the trained model."""
+    this component started; SIGTERM stops the job. An infrastructure failure starts another attempt on the pipeline
+    file's retry budgets (``retries_json``), a user error does not. The Model artifact points at the trained model;
+    the ``training`` Metrics give the attempts and what they cost."""
     from trainops.components.train_task import run_train
 
     return run_train(spec_json=spec_json, spec_dir=spec_dir, backend=backend, workdir=workdir,
                      pipeline_dir=pipeline_dir, channels_json=channels_json, job_name=job_name, name_base=name_base,
-                     run_key=run_key, processes_per_host=processes_per_host, region=region, model=model)
+                     run_key=run_key, processes_per_host=processes_per_host, region=region, model=model,
+                     retries_json=retries_json, training=training)
 
 
 def evaluate_model(model: Input[Model], spec_json: str, spec_dir: str, backend: str, workdir: str, pipeline_dir: str,

@@ -173,6 +173,7 @@ def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = 
         train = configured(ops.train(channels_json=json.dumps(steps.train.channels, sort_keys=True),
                                      job_name=steps.train.job_name or "", name_base=file.name, run_key=run_key,
                                      processes_per_host=steps.train.processes_per_host or 0,
+                                     retries_json=json.dumps(steps.train.retries, sort_keys=True),
                                      **spec_inputs, **where))
         if previous is not None:
             train.after(previous)

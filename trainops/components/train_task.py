@@ -126,7 +126,7 @@ def stop_sagemaker_jobs(factory: Callable[[str], Any], job_name: str) -> list[tu
 
 def run_train(*, spec_json: str, spec_dir: str, backend: str, workdir: str, pipeline_dir: str, channels_json: str,
               job_name: str, name_base: str, run_key: str, processes_per_host: int, region: str, model: Any,
-              client_factory: Callable[[str], Any] | None = None,
+              retries_json: str = "", training: Any = None, client_factory: Callable[[str], Any] | None = None,
               poll_seconds: float | None = None) -> tuple[str, str, bool, str]:
     """Run the train step for the component and fill in its Model artifact; return (job_name, status, reattached,
     model_artifact). ``client_factory`` and ``poll_seconds`` exist for tests (a component takes only JSON values)."""
@@ -146,10 +146,28 @@ def run_train(*, spec_json: str, spec_dir: str, backend: str, workdir: str, pipe
     if poll_seconds is not None:
         options["poll_seconds"] = poll_seconds
     print(f"[trainops] training job {name} ({backend}); re-attaches when it exists", flush=True)
+    retries = json.loads(retries_json) if retries_json else None  # the pipeline file's budgets (checked there)
     with StopOnSigterm(backend, name, workdir=str(where.workdir), client_factory=client_factory) as guard:
-        result = train(spec, backend=backend, job_name=name, if_exists="reattach", on_handle=guard.hold, **options)
+        result = train(spec, backend=backend, job_name=name, if_exists="reattach", on_handle=guard.hold,
+                       retries=retries, **options)
     describe_model(model, result, spec)
+    if training is not None:
+        log_training(training, result)
     return result["job_name"], result["status"], bool(result.get("reattached")), result.get("model_artifact") or ""
+
+
+def log_training(training: Any, result: dict[str, Any]) -> None:
+    """The attempts and their cost as KFP metrics (shown next to the run), the cost's own line in the metadata."""
+    from trainops.steps.attempts import cost_line
+
+    cost = result.get("cost") or {}
+    training.log_metric("attempts", len(result.get("attempts") or []) or 1)
+    if cost.get("total") is not None:
+        training.log_metric("training_cost_usd", float(cost["total"]))
+    if cost.get("spot_saving") is not None:
+        training.log_metric("spot_saving", float(cost["spot_saving"]))
+    training.metadata["cost"] = cost_line(cost)
+    print(f"[trainops] training {cost_line(cost)}", flush=True)
 
 
 def describe_model(model: Any, result: dict[str, Any], spec) -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 from botocore.exceptions import ClientError
-from kfp.dsl import Model
+from kfp.dsl import Metrics, Model
 
 from trainops.components.factory import build_components
 from trainops.components.paths import places
@@ -123,11 +123,15 @@ def local_pipeline(tmp_path: Path, sleep: float = 0) -> dict:
             "instance_count": 1, "inputs": {"train": "s3://example-data/tiny/"}, "environment": {"SLEEP": str(sleep)}}
     return dict(spec_json=json.dumps(spec), spec_dir=".", backend="local", workdir=str(tmp_path / "work"),
                 pipeline_dir=str(pipeline_dir), channels_json=json.dumps({"train": "${workdir}/data"}), job_name="",
-                name_base="tiny-pipeline", run_key="", processes_per_host=0, region="")
+                name_base="tiny-pipeline", run_key="", processes_per_host=0, region="", retries_json="")
 
 
 def new_model(tmp_path: Path, name: str = "model") -> Model:
     return Model(name="model", uri=str(tmp_path / "kfp" / name), metadata={})
+
+
+def new_metrics(tmp_path: Path, name: str = "training") -> Metrics:
+    return Metrics(name="training", uri=str(tmp_path / "kfp" / name), metadata={})
 
 
 # --- naming ---------------------------------------------------------------------------------------------------------
@@ -164,7 +168,7 @@ def test_the_spec_resolves_variables_and_relative_paths_where_the_component_runs
 def test_missing_channel_data_is_bad_input_naming_the_channel(tmp_path):
     inputs = {**local_pipeline(tmp_path), "channels_json": json.dumps({"train": "${workdir}/nothing-here"})}
     with pytest.raises(SpecError, match="channels.train"):
-        train_model.python_func(**inputs, model=new_model(tmp_path))
+        train_model.python_func(**inputs, model=new_model(tmp_path), training=new_metrics(tmp_path))
 
 
 # --- re-attach --------------------------------------------------------------------------------------------------------
@@ -172,14 +176,17 @@ def test_missing_channel_data_is_bad_input_naming_the_channel(tmp_path):
 def test_a_rerun_of_the_local_component_reattaches_to_the_finished_job(tmp_path):
     inputs = local_pipeline(tmp_path)
     first_model, second_model = new_model(tmp_path, "first"), new_model(tmp_path, "second")
-    name, status, reattached, artifact = train_model.python_func(**inputs, model=first_model)
+    training = new_metrics(tmp_path)
+    name, status, reattached, artifact = train_model.python_func(**inputs, model=first_model, training=training)
+    assert training.metadata["attempts"] == 1 and training.metadata["training_cost_usd"] > 0  # the KFP metrics
+    assert training.metadata["cost"].endswith("over 1 attempt")
     assert (status, reattached) == ("Completed", False)
     assert Path(artifact).is_file() and artifact.endswith("model.tar.gz")
     assert first_model.uri == artifact
     assert first_model.metadata["model_artifact"] == artifact and first_model.metadata["job_name"] == name
     jobs_before = sorted(p.name for p in (tmp_path / "work" / "jobs").iterdir())
 
-    again = train_model.python_func(**inputs, model=second_model)
+    again = train_model.python_func(**inputs, model=second_model, training=new_metrics(tmp_path, "again"))
     assert again == (name, "Completed", True, artifact)
     assert second_model.metadata["reattached"] is True and second_model.uri == artifact
     assert sorted(p.name for p in (tmp_path / "work" / "jobs").iterdir()) == jobs_before == [name]
@@ -215,13 +222,15 @@ import json, sys
 sys.path.insert(0, {tests!r})
 import trainops.aws.clients as clients
 from test_train_task import FakeSageMaker
-from kfp.dsl import Model
+from kfp.dsl import Metrics, Model
 fake = FakeSageMaker(log_path={log!r})
 clients.default_client_factory = lambda region=None, profile=None: fake.factory  # the component builds its own
 from trainops.components.factory import build_components
 from trainops.components.settings import LOCAL_SETTINGS
 train_model = build_components(LOCAL_SETTINGS).train
-train_model.python_func(model=Model(name="model", uri={uri!r}, metadata={{}}), **json.loads({arguments!r}))
+train_model.python_func(model=Model(name="model", uri={uri!r}, metadata={{}}),
+                        training=Metrics(name="training", uri={uri!r} + "-metrics", metadata={{}}),
+                        **json.loads({arguments!r}))
 """
 
 
@@ -242,7 +251,7 @@ def test_sigterm_stops_the_sagemaker_job_the_component_started(tmp_path):
     log = tmp_path / "calls.jsonl"
     arguments = dict(spec_json=json.dumps(SAGEMAKER_SPEC), spec_dir=".", backend="sagemaker", workdir="",
                      pipeline_dir=str(tmp_path), channels_json="{}", job_name="", name_base="p", run_key="",
-                     processes_per_host=0, region="")
+                     processes_per_host=0, region="", retries_json="")
     script = CHILD_SAGEMAKER.format(tests=str(HERE), log=str(log), uri=str(tmp_path / "model"),
                                     arguments=json.dumps(arguments))
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -265,10 +274,12 @@ def test_sigterm_stops_the_local_job_and_leaves_no_process(tmp_path):
     from trainops.backends.local.processes import job_processes, kill_job
 
     inputs = local_pipeline(tmp_path, sleep=300)
-    script = ("import json, sys\nfrom kfp.dsl import Model\nfrom trainops.components.factory import build_components\n"
+    script = ("import json, sys\nfrom kfp.dsl import Metrics, Model\n"
+              "from trainops.components.factory import build_components\n"
               "from trainops.components.settings import LOCAL_SETTINGS\n"
               f"model = Model(name='model', uri={str(tmp_path / 'model')!r}, metadata={{}})\n"
               "build_components(LOCAL_SETTINGS).train.python_func(model=model, "
+              "training=Metrics(name='training', uri=model.uri + '-metrics', metadata={}), "
               f"**json.loads({json.dumps(inputs)!r}))\n")
     child = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                              text=True)
