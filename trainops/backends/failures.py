@@ -115,6 +115,8 @@ RULES: tuple[Rule, ...] = (
     # Before any training time: the machines.
     Rule(INFRASTRUCTURE, "healthcheck", r".+", "the GPU health check failed on a host"),
     Rule(INFRASTRUCTURE, "host_lost", r".+", "a host's launcher ended without a failure record"),
+    Rule(USER, "failure_text", _I + r"(disk is full|No space left on device|ENOSPC)",
+         "the job's disk is full: raise volume_size or write less (a retry fills it again)"),
     Rule(INFRASTRUCTURE, "failure_text", _I + r"^the launcher of host \S+ (was )?killed by signal \d+ without writing "
          r"a failure file", "a host's launcher was killed from outside (the host was lost)"),
     Rule(INFRASTRUCTURE, "failure_text", _I + r"^health check (failed on host|on host \S+ could not run)",
@@ -293,3 +295,41 @@ class RetryBudgets:
     def to_dict(self) -> dict[str, Any]:
         """The budgets and what was used of them."""
         return asdict(self)
+
+
+def rules_markdown() -> str:
+    """docs/failures.md: the classes and the rule table, generated from `RULES` (a test keeps the file current:
+    `python -c "from trainops.backends.failures import rules_markdown; print(rules_markdown(), end='')" >
+    docs/failures.md`)."""
+    lines = [
+        "# Why an attempt ended: the failure classes",
+        "",
+        "Generated from `trainops/backends/failures.py` (`rules_markdown()`); a unit test fails when it is stale.",
+        "",
+        "Every ended training attempt gets one class, and the evidence that decided it (the rule and the line it "
+        "matched). The train step's retry budgets (`retries:` on a pipeline's train step, `trainops run --retries`, "
+        "`retry_budgets` of the Airflow operator, the KFP train component's `retries_json`) spend one budget per "
+        "class; `stopped` is never retried.",
+        "",
+        "| class | meaning | what a retry does |",
+        "| --- | --- | --- |",
+        "| `user` | the script or its input (an exception, a non-zero exit, an invalid request) | fails the same way: "
+        "not retried by default |",
+        "| `infrastructure` | capacity, a lost or faulty instance, a failed GPU health check, EFA/NCCL transport "
+        "errors, spot interruption, throttling | a fresh attempt `<name>-N` resumes from the shared checkpoints |",
+        "| `timeout` | `max_run` / `max_wait` reached | would be stopped again: not retried by default |",
+        "| `stopped` | a person or an orchestrator asked | never retried |",
+        "| `unknown` | no rule matched | not retried by default |",
+        "",
+        "Rules, tried in this order (the first match decides). Sources: `stop_request` (stop was asked), "
+        "`secondary_status` (SageMaker's SecondaryStatusTransitions), `reason` (the failure file's `reason:`), "
+        "`failure_text` (SageMaker's FailureReason or the local failure file), `healthcheck`, `host_lost`, "
+        "`exit_code`, `status`.",
+        "",
+        "| # | class | source | pattern | why |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for number, rule in enumerate(RULES, start=1):
+        pattern = rule.pattern.replace("(?i)", "").replace("|", "\\|")
+        lines.append(f"| {number} | `{rule.failure_class}` | `{rule.source}` | `{pattern}` | {rule.why} |")
+    return "\n".join(lines) + "\n"

@@ -76,6 +76,9 @@ RUNTIME_FAILURE_FILES = [
     ("health check failed on host algo-2: GPU 3 (NVIDIA H100 80GB HBM3) bf16 matmul 97.1 TFLOP/s is 0.10 of the "
      "989 TFLOP/s expected (threshold 0.5)\nhost: algo-2\nexit_code: 1\nreason: error", INFRASTRUCTURE),
     ("the launcher of host algo-2 killed by signal 9 without writing a failure file", INFRASTRUCTURE),
+    ("the launcher of host algo-1 killed by signal 9 without writing a failure file; the job's disk is full "
+     "(12 KiB free)", USER),
+    ("rank 0 on host algo-1 exited with code 1: OSError: [Errno 28] No space left on device\nreason: error", USER),
     ("invalid job input on host algo-1: resourceconfig.json: hosts is empty\nexit_code: 2\nreason: error", USER),
     ("rank 0 on host algo-1 exited with code 1: RuntimeError: [c10d] Watchdog caught collective operation timeout: "
      "WorkNCCL(SeqNum=9, OpType=ALLREDUCE)\nreason: error", INFRASTRUCTURE),
@@ -127,3 +130,13 @@ def test_retry_budgets_parse_spend_and_refuse():
         RetryBudgets.parse({"user": "many"})
     with pytest.raises(ValueError, match="between 0 and 20"):
         RetryBudgets.parse({"infrastructure": -1})
+
+
+def test_docs_failures_md_is_generated_from_the_rules():
+    from pathlib import Path
+
+    from trainops.backends.failures import rules_markdown
+
+    path = Path(__file__).resolve().parents[3] / "docs" / "failures.md"
+    assert path.read_text(encoding="utf-8") == rules_markdown(), "docs/failures.md is stale: regenerate it (see " \
+        "rules_markdown's docstring)"
