@@ -64,6 +64,9 @@ def event_for(response: dict[str, Any], region: str | None) -> dict[str, Any]:
         "region": region,
         "job_status": summary.status,
         "secondary_status": summary.secondary_status,
+        # The walk, for the failure classifier: a spot interruption shows only in the transitions.
+        "secondary_statuses": [str(item.get("status")) for item in summary.secondary_status_history
+                               if item.get("status")],
         "failure_reason": summary.failure_reason,
         "model_artifact": summary.model_artifact_uri,
         "billable_seconds": summary.billable_seconds,

@@ -500,3 +500,15 @@ def test_an_infrastructure_failure_starts_the_next_attempt_and_defers_on_it(aws)
         operator(stream_logs=False, retry_budgets={"infrastructure": 1}).execute_complete(
             context(), {**event, "job_name": second}, budget_used={"infrastructure": 1})
     assert not isinstance(raised.value, AirflowFailException)
+
+
+def test_a_spot_interruption_seen_by_the_trigger_is_an_infrastructure_failure():
+    from trainops.operators.triggers import event_for
+
+    response = training_description(NAME, "Failed", "Failed", spot=True,
+                                    transitions=[("Training", ""), ("Interrupted", ""), ("Failed", "")])
+    event = event_for(response, "us-east-1")
+    assert event["secondary_statuses"] == ["Training", "Interrupted", "Failed"]
+    with pytest.raises(AirflowException, match=r"\[infrastructure failure: Interrupted\]") as raised:
+        operator(stream_logs=False, retry_budgets={"infrastructure": 0}).execute_complete(context(), event)
+    assert not isinstance(raised.value, AirflowFailException)  # Airflow's own retries may still try again
