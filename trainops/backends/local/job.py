@@ -337,16 +337,19 @@ class LocalJob:
             argv = container.container_argv(self.request, self.image_python)
             if self._isolated:
                 argv = container.isolate(argv, layout, self.job_dir, hosts)
-            process = subprocess.Popen(
-                argv,
-                env=self._environment(layout, addresses, port),
-                cwd=str(layout.base_dir),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # Ctrl-C reaches trainops, which stops hosts in order
-                preexec_fn=self._process_watch.preexec(),  # the job's cgroup, and death with the controller
-            )
+            environment = self._environment(layout, addresses, port)
+            with self._process_watch.launching() as launch:  # another job of this process never claims it
+                process = subprocess.Popen(
+                    argv,
+                    env=environment,
+                    cwd=str(layout.base_dir),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # Ctrl-C reaches trainops, which stops hosts in order
+                    preexec_fn=self._process_watch.preexec(),  # the job's cgroup, and death with the controller
+                )
+                launch.register(process.pid)
             self._launchers[layout.name] = process
             self._process_watch.add_launcher(process.pid)
             pump = LogPump(layout.name, process.stdout.fileno(), logs_dir / f"{layout.name}.log",

@@ -39,6 +39,17 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
 
+# One controller process may run several jobs at once (threads of a test runner, an Airflow worker, a notebook).
+# All their launchers and guards are children of that one process, so "a child of the controller" alone would make
+# every job claim the others' launchers and stop them when it ends. Each direct child is therefore registered with
+# its job while the lock is held from before its fork until it is registered, and an adopted orphan already
+# recorded by another job of this process stays that job's.
+_CHILDREN_LOCK = threading.RLock()
+_CHILDREN: dict[int, str] = {}  # pid of a launcher or guard started by this process -> its job id
+_ACTIVE: dict[str, "JobProcesses"] = {}  # jobs this process controls now, by job id
+_SUBREAPER_USERS = 0
+_SUBREAPER_PREVIOUS: bool | None = None
+
 
 # --- cgroup v2 --------------------------------------------------------------------------------------------------
 def _cgroup2_base() -> Path | None:
@@ -261,10 +272,11 @@ class JobProcesses:
             # Every process of the job runs outside the controller's own session (each launcher starts one), so a
             # child in that session is the host program's own (a test runner's, an Airflow worker's), not ours.
             own_session = os.getsid(0)
-            for process in table.values():
-                if process.ppid == self.adopter and process.ticks >= self.since_ticks \
-                        and process.session != own_session:
-                    take(process.pid)
+            with _CHILDREN_LOCK:  # no launch of another job is between its fork and its registration now
+                for process in table.values():
+                    if process.ppid == self.adopter and process.ticks >= self.since_ticks \
+                            and process.session != own_session and not self._another_jobs(process):
+                        take(process.pid)
         sessions = {sid for sid, ticks in self.sessions.items() if
                     (sid in table and table[sid].ticks == ticks) or any(table[p].session == sid for p in found)}
         own_session = os.getsid(0)  # the caller's session (a shell's, a test runner's) is never the job's
@@ -279,6 +291,33 @@ class JobProcesses:
                     take(process.pid)
                     changed = changed or len(found) != before
         return found
+
+    def _another_jobs(self, process: _Process) -> bool:
+        """Whether a child of this controller belongs to another job it controls at the same time: a launcher or
+        guard registered for that job, or an orphan that job recorded or that carries its marker."""
+        owner = _CHILDREN.get(process.pid)
+        if owner is not None:
+            return owner != self.job_id
+        for job_id, other in list(_ACTIVE.items()):
+            if other is not self and job_id != self.job_id and (
+                    other.known.get(process.pid) == process.ticks or process.session in other.sessions
+                    or process.pid in cgroup_pids(other.cgroup)):
+                return True
+        marker = _marker_of(process.pid)
+        return marker is not None and marker != self.job_id
+
+    # --- this controller's jobs ---
+    def activate(self) -> None:
+        """Count this job among those this process controls (so the others never claim its processes)."""
+        with _CHILDREN_LOCK:
+            _ACTIVE[self.job_id] = self
+
+    def deactivate(self) -> None:
+        with _CHILDREN_LOCK:
+            if _ACTIVE.get(self.job_id) is self:
+                del _ACTIVE[self.job_id]
+            for pid in [pid for pid, job_id in _CHILDREN.items() if job_id == self.job_id]:
+                del _CHILDREN[pid]
 
     def scan(self) -> dict[int, int]:
         """Record what is alive now (the controller calls this while the job runs); returns it."""
@@ -350,6 +389,20 @@ def stop_processes(job_dir: Path, record: dict, grace_seconds: float = 5.0) -> t
     return JobProcesses.load(job_dir, record).stop(grace_seconds)
 
 
+def _marker_of(pid: int) -> str | None:
+    """The job id in a process's environment marker, or None (no marker, or not readable)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as handle:
+            environ = handle.read()
+    except OSError:
+        return None
+    prefix = f"{MARKER}=".encode()
+    for entry in environ.split(b"\0"):
+        if entry.startswith(prefix):
+            return entry[len(prefix):].decode(errors="replace")
+    return None
+
+
 # --- the controller's side --------------------------------------------------------------------------------------
 def clock_ticks_now() -> int:
     """Clock ticks since boot, as process start times are counted (so `since_ticks` compares with them)."""
@@ -394,6 +447,42 @@ def launcher_preexec(group: Path | None, parent_death: bool) -> Callable[[], Non
     return prepare
 
 
+class launching:
+    """Held around the fork of a launcher or guard of `job_id` until `register(pid)`: while it is held, no other
+    job of this process decides whether that child is its own."""
+
+    def __init__(self, job_id: str):
+        self.job_id = job_id
+
+    def __enter__(self) -> "launching":
+        _CHILDREN_LOCK.acquire()
+        return self
+
+    def register(self, pid: int) -> None:
+        _CHILDREN[pid] = self.job_id
+
+    def __exit__(self, *exc) -> None:
+        _CHILDREN_LOCK.release()
+
+
+def hold_subreaper() -> None:
+    """Make this process a child subreaper while any of its jobs runs (counted: jobs of one process overlap)."""
+    global _SUBREAPER_USERS, _SUBREAPER_PREVIOUS
+    with _CHILDREN_LOCK:
+        if _SUBREAPER_USERS == 0:
+            _SUBREAPER_PREVIOUS = set_subreaper(True)
+        _SUBREAPER_USERS += 1
+
+
+def release_subreaper() -> None:
+    """The last running job of this process gives the flag back as it found it."""
+    global _SUBREAPER_USERS
+    with _CHILDREN_LOCK:
+        _SUBREAPER_USERS = max(0, _SUBREAPER_USERS - 1)
+        if _SUBREAPER_USERS == 0 and _SUBREAPER_PREVIOUS is False:
+            set_subreaper(False)
+
+
 def set_subreaper(enabled: bool) -> bool | None:
     """Turn this process's child-subreaper flag on or off; returns its previous value (None where unsupported)."""
     prctl = _prctl()
@@ -409,5 +498,5 @@ def set_subreaper(enabled: bool) -> bool | None:
     return bool(previous.value)
 
 
-__all__ = ["MARKER", "JobProcesses", "create_cgroup", "launcher_preexec", "live_processes", "process_table",
-           "set_subreaper", "stop_processes"]
+__all__ = ["MARKER", "JobProcesses", "create_cgroup", "hold_subreaper", "launcher_preexec", "launching",
+           "live_processes", "process_table", "release_subreaper", "set_subreaper", "stop_processes"]

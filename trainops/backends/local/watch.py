@@ -20,9 +20,11 @@ from trainops.backends.local.tracking import (
     JobProcesses,
     clock_ticks_now,
     create_cgroup,
+    hold_subreaper,
     launcher_preexec,
+    launching,
+    release_subreaper,
     remove_cgroup,
-    set_subreaper,
 )
 from trainops.runtime.processes import process_start_ticks
 
@@ -51,7 +53,7 @@ class ProcessWatch:
         self.log = log
         self.processes: JobProcesses | None = None
         self.guard: Guard | None = None
-        self._previous_subreaper: bool | None = None
+        self._subreaper_held = False
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -65,8 +67,13 @@ class ProcessWatch:
             pass
         self.processes = JobProcesses(self.job_dir, self.job_id, cgroup=create_cgroup(self.job_id),
                                       adopter=os.getpid(), since_ticks=clock_ticks_now())
-        self._previous_subreaper = set_subreaper(True)
-        self.guard = start_guard(self.job_dir, self.locked_descriptors)
+        self.processes.activate()
+        hold_subreaper()
+        self._subreaper_held = True
+        with launching(self.job_id) as launch:
+            self.guard = start_guard(self.job_dir, self.locked_descriptors)
+            if self.guard is not None:
+                launch.register(self.guard.pid)
         if self.guard is None:
             self.log("[trainops] warning: the job's guard could not start: if this process is killed outright, "
                      "trainops stop NAME stops what it left")
@@ -87,6 +94,11 @@ class ProcessWatch:
         """The `preexec_fn` for a launcher started now (see `tracking.launcher_preexec`)."""
         main_thread = threading.current_thread() is threading.main_thread()
         return launcher_preexec(self.processes.cgroup if self.processes else None, parent_death=main_thread)
+
+    def launching(self) -> launching:
+        """Hold this around starting a launcher, and `register` its pid inside: another job run by this same
+        process then never takes it for one of its own (see `tracking.launching`)."""
+        return launching(self.job_id)
 
     def add_launcher(self, pid: int) -> None:
         ticks = process_start_ticks(pid)
@@ -124,8 +136,11 @@ class ProcessWatch:
                 remove_cgroup(self.processes.cgroup)
         if self.guard is not None:
             self.guard.done()
-        if self._previous_subreaper is False:
-            set_subreaper(False)
+        if self.processes is not None:
+            self.processes.deactivate()
+        if self._subreaper_held:
+            self._subreaper_held = False
+            release_subreaper()
         try:
             (self.job_dir / STOP_REQUEST).unlink()
         except FileNotFoundError:
