@@ -64,7 +64,9 @@ def test_a_training_task_uploads_submits_and_a_retry_reattaches(moto_aws):
     assert any(item["Key"].endswith("train.py") for item in uploaded.get("Contents", []))
     retry = run(2)
     assert (retry["job_name"], retry["reattached"]) == (name, True)
-    jobs = clients("sagemaker").list_training_jobs(NameContains=name.rsplit("-", 1)[0])["TrainingJobSummaries"]
+    # The moto server is shared by the session: look for this job and its suffixed copies (<name>-2), not for every
+    # job of the example spec another test may have created.
+    jobs = clients("sagemaker").list_training_jobs(NameContains=name)["TrainingJobSummaries"]
     assert [job["TrainingJobName"] for job in jobs] == [name], "the retry created a second job"
 
 
