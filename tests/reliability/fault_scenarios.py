@@ -167,17 +167,23 @@ def pgrep(pattern: str) -> list[int]:
 
 
 def launcher_pid(job_id: str, host: str) -> int:
-    """The pid of the runtime launcher of simulated host `host` in the job with marker `job_id`."""
+    """The pid of the runtime launcher of simulated host `host` in the job with marker `job_id`.
+
+    Found by its working directory, `<job dir>/hosts/<host>`, where the controller starts it: inside the host's
+    mount namespace SAGEMAKER_BASE_DIR is /opt/ml for every host, but the directory a process was started in stays
+    that host's own directory (the kernel names it from the mount it was reached through, the same in any mount
+    namespace copied from ours)."""
+    seen = []
     for pid in job_processes(job_id):
         try:
-            environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
             command = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            directory = os.readlink(f"/proc/{pid}/cwd")
         except OSError:
             continue
-        base = next((item for item in environ if item.startswith(b"SAGEMAKER_BASE_DIR=")), b"")
-        if base.endswith(f"/{host}".encode()) and command[1:4] == [b"-m", b"trainops.runtime", b"launch"]:
+        seen.append((pid, directory, b" ".join(command[:4]).decode(errors="replace")))
+        if Path(directory).parts[-2:] == ("hosts", host) and command[1:4] == [b"-m", b"trainops.runtime", b"launch"]:
             return pid
-    raise AssertionError(f"no launcher of host {host} in job {job_id}")
+    raise AssertionError(f"no launcher of host {host} in job {job_id}; the job's processes: {seen}")
 
 
 class CannotMakeReadOnly(RuntimeError):
