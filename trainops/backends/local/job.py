@@ -35,7 +35,7 @@ from trainops.backends.local.identity import own_identity
 from trainops.backends.local.processes import MARKER, kill_job
 from trainops.backends.local.pump import LogPump
 from trainops.backends.local.secrets import MASK_VARIABLES, job_secrets, mask, public_spec
-from trainops.backends.local.watch import ProcessWatch
+from trainops.backends.local.watch import ProcessWatch, clear_stop_request
 from trainops.errors import JobFailed, Problem, SpecError
 from trainops.spec.job import JobSpec
 
@@ -158,6 +158,7 @@ class LocalJob:
                             f"({holder(self.job_dir / JOB_LOCK)}): choose another job name, or follow it with "
                             f"trainops logs {self.job_name} --follow")
         self._claim = claim
+        clear_stop_request(self.job_dir)  # an earlier run's; one made after the record below is this job's
         # Recorded at once, with the controller's identity, so status / stop / a detached caller see the job while
         # its inputs are being laid out.
         status.write(self.job_dir, {"job_name": self.job_name, "status": "InProgress", "secondary_status": "Starting",
@@ -334,6 +335,8 @@ class LocalJob:
         logs_dir.mkdir(exist_ok=True)
         hosts = [layout.name for layout in layouts]
         for layout in layouts:
+            if self._process_watch.check_stop_request() or self._stop_reason:
+                break  # stopped while starting: no further host is started (_watch records the job Stopped)
             argv = container.container_argv(self.request, self.image_python)
             if self._isolated:
                 argv = container.isolate(argv, layout, self.job_dir, hosts)

@@ -41,6 +41,15 @@ def request_stop(job_dir: Path, reason: str) -> None:
     os.replace(temporary, job_dir / STOP_REQUEST)
 
 
+def clear_stop_request(job_dir: Path) -> None:
+    """Forget a request left by an earlier run of this job name; called before the job's first status record, so
+    that a stop asked for once the record names this job is never lost."""
+    try:
+        (job_dir / STOP_REQUEST).unlink()
+    except FileNotFoundError:
+        pass
+
+
 class ProcessWatch:
     """Started by the controller once it holds the job's locks; `finish()` stops whatever is left."""
 
@@ -61,10 +70,9 @@ class ProcessWatch:
         from trainops.backends.local.status import reserve_space
 
         reserve_space(self.job_dir)  # given back when the disk fills, so the job's end can still be recorded
-        try:
-            (self.job_dir / STOP_REQUEST).unlink()  # a request left from an earlier run of this name
-        except FileNotFoundError:
-            pass
+        # A request made since the job recorded itself (while it was laying out) is this job's: seen at once, not
+        # cleared (an earlier run's request was cleared before this job's first record: `clear_stop_request`).
+        self.check_stop_request()
         self.processes = JobProcesses(self.job_dir, self.job_id, cgroup=create_cgroup(self.job_id),
                                       adopter=os.getpid(), since_ticks=clock_ticks_now())
         self.processes.activate()
@@ -106,15 +114,19 @@ class ProcessWatch:
             self.processes.known[pid] = ticks
             self.processes.save()
 
+    def check_stop_request(self) -> bool:
+        """Pass a pending stop request on to the job (`on_stop_request`); True when there is one."""
+        try:
+            reason = (self.job_dir / STOP_REQUEST).read_text(encoding="utf-8").strip()
+        except (OSError, ValueError):
+            return False
+        self.on_stop_request(reason or "Stopped by trainops stop")
+        return True
+
     def _run(self) -> None:
         waited = 0.0
         while not self._stopped.wait(STOP_POLL_SECONDS):
-            try:
-                reason = (self.job_dir / STOP_REQUEST).read_text(encoding="utf-8").strip()
-            except (OSError, ValueError):
-                reason = None
-            if reason is not None:
-                self.on_stop_request(reason or "Stopped by trainops stop")
+            self.check_stop_request()
             waited += STOP_POLL_SECONDS
             interval = CGROUP_SCAN_SECONDS if self.processes and self.processes.cgroup else SCAN_SECONDS
             if waited >= interval and self.processes is not None:

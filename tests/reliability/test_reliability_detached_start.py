@@ -1,0 +1,34 @@
+"""Detached local jobs (`trainops run --no-wait`, `submit_detached`) at the moment they start.
+
+- A stop asked for right after submit, while the supervisor is still laying the job out, used to be lost: the
+  process watch cleared the `stop-request` file as it started (taking it for an earlier run's), so `trainops stop`
+  waited 60 s, killed the supervisor and the job ended Failed. It must stop the job promptly and record Stopped.
+- `--launcher` and `--image-python` must reach a detached job as they reach a foreground one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import fault_scenarios
+from trainops.backends.local import status
+from trainops.backends.local.control import stop_local_job
+from trainops.backends.local.detached import submit_detached
+from trainops.backends.local.processes import job_processes
+
+pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
+
+
+def test_a_stop_right_after_submit_stops_the_job_and_records_stopped(tmp_path: Path):
+    spec = fault_scenarios.RunningJob(tmp_path, "early-stop", hosts=2).spec_path  # runs until stopped
+    workdir = tmp_path / "work"
+    record = submit_detached(spec, "early-stop", workdir=workdir)
+    assert record["status"] == "InProgress" and record.get("secondary_status") == "Starting", record
+    # A short timeout: a lost request would be forced (controller killed, job Failed) and say "forced".
+    said = stop_local_job("early-stop", workdir, timeout=20.0)
+    assert said.startswith("early-stop: Stopped") and "forced" not in said, said
+    final = status.read("early-stop", workdir)
+    assert final["status"] == "Stopped" and final["failure_reason"] == "Stopped by trainops stop", final
+    assert job_processes(final["job_id"]) == []
