@@ -169,10 +169,9 @@ def _download(uri: str, destination: Path, s3_factory: Callable[[str], Any] | No
     if single is not None:  # an object, not a prefix: the channel holds that one file, under its own name
         items = [(prefix, prefix.rsplit("/", 1)[-1])]
     else:
-        items, refused = _listing(client, bucket, prefix, uri)
-        if refused:
-            raise SpecError(Problem("", f"{uri} holds {len(refused)} key(s) that cannot be file names here: "
-                                        f"{', '.join(repr(name) for name in refused[:10])}"))
+        # A prefix goes through staging, which refuses hostile keys with a reason each and writes only below the
+        # destination (directories opened relative to their checked parents, no links followed).
+        return _stage_prefix(uri, destination, factory)
     if destination.exists():
         shutil.rmtree(destination)  # a re-run downloads afresh: nothing stale stays in the channel
     destination.mkdir(parents=True)
@@ -193,27 +192,31 @@ def _download(uri: str, destination: Path, s3_factory: Callable[[str], Any] | No
     return destination
 
 
-def _listing(client: Any, bucket: str, prefix: str, uri: str) -> tuple[list[tuple[str, str]], list[str]]:
-    """(key, relative name) of every object under the prefix, and the keys refused (a name with an empty, '.' or
-    '..' part, or a NUL). A name is the rest of the key after the prefix, without a leading slash."""
-    items, refused = [], []
+def _stage_prefix(uri: str, destination: Path, factory: Callable[[str], Any]) -> Path:
+    from trainops.backends.local.stage_names import printable_name
+    from trainops.backends.local.staging import stage_tree
+    from trainops.errors import JobFailed
+
+    if destination.exists():
+        shutil.rmtree(destination)  # a re-run downloads afresh: nothing stale stays in the channel
     try:
-        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-            for record in page.get("Contents", []):
-                key = record["Key"]
-                name = key[len(prefix):].lstrip("/")
-                if key.endswith("/"):
-                    continue  # a folder marker
-                parts = name.split("/")
-                if not name or any(part in ("", ".", "..") for part in parts) or "\0" in name:
-                    refused.append(key)
-                else:
-                    items.append((key, name))
-    except Exception as error:  # noqa: BLE001 - NoSuchBucket, access, endpoint: all name the channel
-        raise SpecError(Problem("", f"cannot list {uri}: {error}")) from error
-    if not items and not refused:
+        report = stage_tree(uri, str(destination), progress=False, client_factory=factory)
+    except JobFailed as error:  # the prefix cannot be listed (no bucket, no access): this channel's problem
+        raise SpecError(Problem("", str(error))) from error
+    items = list(report.refused) + list(report.failed)
+    if items:
+        shown = 10
+        listed = "; ".join(f"{printable_name(item.name)}: {item.reason}" for item in items[:shown])
+        more = f"; and {len(items) - shown} more" if len(items) > shown else ""
+        raise SpecError(Problem("", f"staging {uri} refused or failed {len(items)} object(s): {listed}{more}"))
+    from trainops.backends.local.stage_names import RESERVED_PREFIX
+
+    for path in destination.iterdir():  # staging's manifest: SageMaker's channel holds the objects alone
+        if path.name.startswith(RESERVED_PREFIX) and path.is_file() and not path.is_symlink():
+            path.unlink()
+    if not any(destination.iterdir()):
         raise SpecError(Problem("", f"no objects under {uri}; check the bucket and the prefix"))
-    return items, refused
+    return destination
 
 
 def _default_s3_factory(service: str) -> Any:
