@@ -32,3 +32,30 @@ def test_a_stop_right_after_submit_stops_the_job_and_records_stopped(tmp_path: P
     final = status.read("early-stop", workdir)
     assert final["status"] == "Stopped" and final["failure_reason"] == "Stopped by trainops stop", final
     assert job_processes(final["job_id"]) == []
+
+
+def test_no_wait_passes_launcher_and_image_python_to_the_detached_job(tmp_path: Path):
+    """The cheapest evidence: the toolkit launcher's sourcedir.tar.gz is laid out (the trainops launcher never
+    builds one), and the host's container is started by the given interpreter (a wrapper that notes each start)."""
+    import subprocess
+    import sys
+    import time
+
+    spec = fault_scenarios.RunningJob(tmp_path, "options", hosts=1).spec_path
+    interpreter, started = tmp_path / "image-python", tmp_path / "image-python.started"
+    interpreter.write_text(f"#!/bin/sh\necho \"$@\" >> {started}\nexec {sys.executable} \"$@\"\n")
+    interpreter.chmod(0o755)
+    workdir = tmp_path / "work"
+    submitted = subprocess.run(
+        [sys.executable, "-m", "trainops.cli", "run", str(spec), "--backend", "local", "--no-wait", "--workdir",
+         str(workdir), "--job-name", "options", "--launcher", "toolkit", "--image-python", str(interpreter)],
+        capture_output=True, text=True, timeout=120)
+    assert submitted.returncode == 0, submitted.stdout + submitted.stderr
+    deadline = time.monotonic() + 120
+    while not started.exists() and status.read("options", workdir)["status"] == "InProgress" \
+            and time.monotonic() < deadline:
+        time.sleep(0.1)
+    stop_local_job("options", workdir, timeout=30.0)
+    assert started.is_file(), status.read("options", workdir)
+    assert (workdir / "jobs" / "options" / "source" / "sourcedir.tar.gz").is_file()
+    assert status.read("options", workdir)["status"] in ("Stopped", "Completed", "Failed")

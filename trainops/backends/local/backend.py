@@ -78,7 +78,8 @@ class LocalBackend:
             from trainops.backends.local.detached import submit_detached
 
             submit_detached(spec, handle.job_name, workdir=self.workdir, processes_per_host=processes_per_host,
-                            channel_overrides=channel_overrides, checkpoint_key=checkpoint_key)
+                            channel_overrides=channel_overrides, checkpoint_key=checkpoint_key, launcher=launcher,
+                            image_python=image_python)
             return handle
         from trainops.backends.local.job import LocalJob
 

@@ -29,7 +29,8 @@ from trainops.backends.local import paths, status
 from trainops.errors import JobFailed, Problem, SpecError
 
 START_TIMEOUT_SECONDS = 120.0
-OPTIONS = ("processes_per_host", "channel_overrides", "checkpoint_key", "grace_seconds")
+OPTIONS = ("processes_per_host", "channel_overrides", "checkpoint_key", "grace_seconds", "launcher",
+           "image_python")
 SUPERVISOR_LOG = "supervisor.log"
 
 
@@ -51,8 +52,8 @@ def submit_detached(spec: Any, job_name: str, *, workdir: str | os.PathLike | No
     instead of starting another.
 
     `spec`: a `JobSpec`, a mapping or a spec file. `local_options`: processes_per_host, channel_overrides,
-    checkpoint_key, grace_seconds (as for `LocalJob`). Raises `SpecError` for bad input and `JobFailed` when the
-    supervisor could not start (its log, `<job dir>/supervisor.log`, is quoted)."""
+    checkpoint_key, grace_seconds, launcher, image_python (as for `LocalJob`). Raises `SpecError` for bad input
+    and `JobFailed` when the supervisor could not start (its log, `<job dir>/supervisor.log`, is quoted)."""
     from trainops.backends.local.job import check_local_spec
 
     unknown = sorted(set(local_options) - set(OPTIONS))
