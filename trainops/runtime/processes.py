@@ -12,29 +12,30 @@ _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 
 
-def process_start_ticks(pid: int) -> int | None:
-    """When a process started (clock ticks since boot, ``/proc/<pid>/stat`` field 22), to tell a pid from a reused
-    one; None when the process does not exist or ``/proc`` is not there."""
+def stat_fields(pid: int | str) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (``[0]`` is the state, ``[1]`` the parent, ``[3]``
+    the session, ``[19]`` the start time); None when the process does not exist or ``/proc`` is not there."""
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
             text = handle.read()
     except OSError:
         return None
     # The command name (field 2) may hold spaces and parentheses: the fields that follow start after the last ')'.
-    fields = text[text.rfind(")") + 2:].split()
+    return text[text.rfind(")") + 2:].split()
+
+
+def process_start_ticks(pid: int) -> int | None:
+    """When a process started (clock ticks since boot, ``/proc/<pid>/stat`` field 22), to tell a pid from a reused
+    one; None when the process does not exist or ``/proc`` is not there."""
+    fields = stat_fields(pid)
     try:
-        return int(fields[19])
+        return int(fields[19]) if fields else None
     except (IndexError, ValueError):
         return None
 
 
 def _is_zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
-            text = handle.read()
-    except OSError:
-        return False
-    fields = text[text.rfind(")") + 2:].split()
+    fields = stat_fields(pid)
     return bool(fields) and fields[0] in ("Z", "X")
 
 
@@ -140,12 +141,9 @@ def reap_orphans(keep: set[int] | frozenset[int] = frozenset()) -> list[int]:
     for entry in entries:
         if not entry.isdigit() or int(entry) in keep:
             continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
-                text = handle.read()
-        except OSError:
+        fields = stat_fields(entry)
+        if fields is None:
             continue
-        fields = text[text.rfind(")") + 2:].split()
         if len(fields) > 1 and fields[0] == "Z" and fields[1] == str(me):
             try:
                 if os.waitpid(int(entry), os.WNOHANG)[0]:

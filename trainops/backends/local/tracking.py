@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Callable
 
 from trainops.backends.local.processes import MARKER, job_processes
-from trainops.runtime.processes import process_start_ticks
+from trainops.runtime.processes import process_start_ticks, stat_fields
 
 RECORD = "processes.json"
 CGROUP_PREFIX = "trainops-"
@@ -153,12 +153,9 @@ def process_table() -> dict[int, _Process]:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as handle:
-                text = handle.read()
-        except OSError:
+        fields = stat_fields(entry)
+        if fields is None:
             continue
-        fields = text[text.rfind(")") + 2:].split()
         try:
             table[int(entry)] = _Process(int(entry), fields[0], int(fields[1]), int(fields[3]), int(fields[19]))
         except (IndexError, ValueError):
