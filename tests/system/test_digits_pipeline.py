@@ -47,6 +47,12 @@ def test_digits_pipeline_trains_evaluates_and_registers(pipeline_copy):
     assert "test accuracy" in (evaluation / "report.md").read_text()
     registered = record["steps"]["register"]
     assert registered["version"] == 1 and registered["approval_status"] == "Approved"
+    # What the run's training cost, every attempt included: the run total is the train step's.
+    assert record["cost"]["total"] is not None and record["cost"]["attempts"] == 1
+    assert record["cost"]["total"] == record["steps"]["train"]["cost"]["total"] > 0
+    assert "; training $" in result.stdout
+    entry = json.loads((Path(registered["location"]) / "entry.json").read_text())
+    assert entry["description"].startswith("trained by digits-") and entry["description"].endswith("over 1 attempt")
 
     again = run_pipeline(pipeline_copy / "pipeline.yaml")
     assert again.returncode == 0, again.stdout[-3000:]

@@ -63,8 +63,9 @@ def attempt_cost(result: Mapping[str, Any], *, instance_type: str | None = None,
 def total_cost(costs: list[Mapping[str, Any]]) -> dict[str, Any]:
     """The cost of several attempts (or of several steps' totals): sums where every figure is known, None otherwise
     (a total that silently leaves out an attempt would understate the run)."""
-    figures = [item.get("cost") for item in costs]
-    on_demand = [item.get("on_demand_cost") for item in costs]
+    # An attempt's cost has `cost`/`on_demand_cost`; a step's total (summed again for a run) has `total`/...
+    figures = [item.get("cost", item.get("total")) for item in costs]
+    on_demand = [item.get("on_demand_cost", item.get("on_demand_total")) for item in costs]
     known = bool(costs) and all(value is not None for value in figures)
     total = round(sum(figures), 6) if known else None  # type: ignore[arg-type]
     full = round(sum(on_demand), 6) if known and all(v is not None for v in on_demand) else None  # type: ignore

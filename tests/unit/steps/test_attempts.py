@@ -82,3 +82,13 @@ def test_costs_use_sagemakers_estimate_when_present_and_unknown_prices_poison_th
 def test_attempt_names_stay_valid_job_names():
     assert attempt_name("x" * 63, 1) == "x" * 63
     assert attempt_name("x" * 63, 12).endswith("-12") and len(attempt_name("x" * 63, 12)) == 63
+
+
+def test_step_totals_add_up_to_a_run_total():
+    step = total_cost([attempt_cost({"billable_seconds": 3600, "cost": {"estimated_cost": 2.0, "on_demand_cost": 5.0,
+                                                                         "spot_saving": 0.6, "unknown_prices": []}}),
+                       attempt_cost({"billable_seconds": 1800, "cost": {"estimated_cost": 1.0, "on_demand_cost": 2.5,
+                                                                         "spot_saving": 0.6, "unknown_prices": []}})])
+    run = total_cost([step, step])
+    assert run["total"] == 6.0 and run["on_demand_total"] == 15.0 and run["attempts"] == 4
+    assert cost_line(run) == "$6.00 over 4 attempts (spot saved 60 %)"
