@@ -217,6 +217,12 @@ def evidence_from_description(response: Mapping[str, Any], *, stop_requested: bo
                            secondary_statuses=seen, stop_requested=stop_requested)
 
 
+def status_walk(history: Iterable[Any]) -> list[str]:
+    """The secondary statuses of a job summary's history (``[{"status": ...}, ...]``, as `JobSummary` holds
+    SageMaker's SecondaryStatusTransitions), in order: what the classifier reads as ``secondary_statuses``."""
+    return [str(item.get("status")) for item in history or () if isinstance(item, Mapping) and item.get("status")]
+
+
 def classify_result(result: Mapping[str, Any], *, stop_requested: bool = False) -> Verdict | None:
     """The verdict for a train step's result dict (either backend): status, failure_reason, secondary status,
     health check and lost host where the backend recorded them."""

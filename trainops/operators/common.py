@@ -45,8 +45,9 @@ def failure_exception(message: str, result: Any) -> AirflowException:
 
     verdict = None
     if isinstance(result, dict) and result.get("secondary_status_history") and not result.get("secondary_statuses"):
-        result = {**result, "secondary_statuses": [str(item.get("status")) for item in result["secondary_status_history"]
-                                                   if isinstance(item, dict) and item.get("status")]}
+        from trainops.backends.failures import status_walk
+
+        result = {**result, "secondary_statuses": status_walk(result["secondary_status_history"])}
     if isinstance(result, dict) and result:
         klass = result.get("failure_class")
         verdict = classify_result(result) if not klass else None

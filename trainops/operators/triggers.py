@@ -49,6 +49,7 @@ def event_for(response: dict[str, Any], region: str | None) -> dict[str, Any]:
     """The trigger event of a terminal describe response: small JSON, never the response itself."""
     from trainops.backends.sagemaker.training import failure_message, summarize
     from trainops.backends.states import classify
+    from trainops.backends.failures import status_walk
 
     summary = summarize(response)
     outcome = classify("training_job", summary.status)
@@ -65,8 +66,7 @@ def event_for(response: dict[str, Any], region: str | None) -> dict[str, Any]:
         "job_status": summary.status,
         "secondary_status": summary.secondary_status,
         # The walk, for the failure classifier: a spot interruption shows only in the transitions.
-        "secondary_statuses": [str(item.get("status")) for item in summary.secondary_status_history
-                               if item.get("status")],
+        "secondary_statuses": status_walk(summary.secondary_status_history),
         "failure_reason": summary.failure_reason,
         "model_artifact": summary.model_artifact_uri,
         "billable_seconds": summary.billable_seconds,

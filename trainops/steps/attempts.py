@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
-from trainops.backends.failures import RetryBudgets, Verdict, classify_result
+from trainops.backends.failures import RetryBudgets, Verdict, classify_result, status_walk
 
 Log = Callable[[str], None]
 
@@ -173,18 +173,21 @@ def cost_line(cost: Mapping[str, Any] | None) -> str:
 def known_attempts(backend: Any, job_name: str, limit: int = 99) -> list[dict[str, Any]]:
     """The results of the attempts of `job_name` that already ended in failure, in order, up to the first name that
     is free or whose job runs or completed (that one is re-attached to, never duplicated)."""
-    from trainops.backends.base import JobHandle
-
     ended: list[dict[str, Any]] = []
     for number in range(1, limit + 1):
         name = attempt_name(job_name, number)
         status = backend._status(name)  # the lookup the re-attach policy uses (None: no such job)
         if status is None or status.reattachable:
             break
-        handle = JobHandle(backend.name, name, workdir=getattr(backend, "workdir", None),
-                           region=getattr(backend, "region", None), created=False)
-        ended.append(backend.describe(handle).to_dict())
+        ended.append(backend.describe(_handle(backend, name)).to_dict())
     return ended
+
+
+def _handle(backend: Any, name: str) -> Any:
+    from trainops.backends.base import JobHandle
+
+    return JobHandle(backend.name, name, workdir=getattr(backend, "workdir", None),
+                     region=getattr(backend, "region", None), created=False)
 
 
 def _instances(spec: Any) -> tuple[str | None, int]:
@@ -228,28 +231,23 @@ def train_in_attempts(backend: Any, spec: Any, job_name: str, *, retries: Any = 
 def attempts_report(backend: Any, job_name: str, record: Mapping[str, Any]) -> dict[str, Any]:
     """What `trainops status NAME` adds to a job's record: why it ended (class and evidence), and when NAME is the
     first of a series of attempts (`NAME`, `NAME-2`, ...), each attempt's status and class and their summed cost."""
-    history = record.get("secondary_status_history") or []
-    walk = [str(item.get("status")) for item in history if isinstance(item, Mapping) and item.get("status")]
+    walk = status_walk(record.get("secondary_status_history") or ())
     verdict = classify_result({**record, "secondary_statuses": walk or record.get("secondary_statuses") or ()})
     spec = record.get("spec") if isinstance(record.get("spec"), Mapping) else {}
     instance_type = record.get("instance_type") or spec.get("instance_type")
     count = int(record.get("instance_count") or spec.get("instance_count") or 1)
-    earlier = known_attempts(backend, job_name)
-    series = earlier + ([] if any(item.get("job_name") == job_name for item in earlier) else [])
-    following = attempt_name(job_name, len(earlier) + 1)
-    if earlier and following != job_name and backend._status(following) is not None:
-        from trainops.backends.base import JobHandle
-
-        handle = JobHandle(backend.name, following, workdir=getattr(backend, "workdir", None),
-                           region=getattr(backend, "region", None), created=False)
-        series.append(backend.describe(handle).to_dict())
+    series = known_attempts(backend, job_name)
+    following = attempt_name(job_name, len(series) + 1)
+    if series and backend._status(following) is not None:  # the attempt after the failed ones runs or completed
+        series.append(backend.describe(_handle(backend, following)).to_dict())
     if not series:
         series = [dict(record, job_name=job_name)]
     costs = [attempt_cost(item, instance_type=instance_type, instance_count=count) for item in series]
+    verdicts = [classify_result(item) for item in series]
     report: dict[str, Any] = {
         "attempts": [{"job_name": item.get("job_name"), "status": item.get("status"),
-                      "failure_class": (classify_result(item).failure_class if classify_result(item) else None)}
-                     for item in series],
+                      "failure_class": verdict.failure_class if verdict else None}
+                     for item, verdict in zip(series, verdicts)],
         "cost": total_cost(costs),
     }
     if verdict is not None:

@@ -17,6 +17,7 @@ import time
 from typing import Any, Callable, Iterator, Mapping
 
 from trainops.backends.base import JobHandle, JobResult, Log, RegisteredVersion, place_job
+from trainops.backends.failures import status_walk
 from trainops.backends.sagemaker import cost as costs
 from trainops.backends.sagemaker import fsx, processing, registry, training
 from trainops.backends.sagemaker import logs as log_reading
@@ -180,8 +181,7 @@ class SageMakerBackend:
         if summary.billable_seconds is not None:
             details["cost"] = costs.estimate_cost(summary, region=handle.region or self.region).to_dict()
         # The failure classifier reads the whole walk (a spot interruption shows only in the transitions).
-        details["secondary_statuses"] = [str(item.get("status")) for item in summary.secondary_status_history
-                                         if isinstance(item, dict) and item.get("status")]
+        details["secondary_statuses"] = status_walk(summary.secondary_status_history)
         return JobResult(
             backend="sagemaker", job_name=summary.job_name, status=JobStatus.parse(summary.status),
             secondary_status=summary.secondary_status, failure_reason=summary.failure_reason,
