@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import io
 import json
@@ -359,32 +360,48 @@ def test_a_source_directory_swapped_after_listing_fails_its_files(tmp_path, monk
     assert staged_files(destination) == {}
 
 
+def exchange(first: Path, second: Path) -> None:
+    """Swap two names atomically (renameat2 RENAME_EXCHANGE): no moment where either name is missing."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    at_cwd, rename_exchange = -100, 2
+    if libc.renameat2(at_cwd, os.fsencode(first), at_cwd, os.fsencode(second), rename_exchange) != 0:
+        error = ctypes.get_errno()
+        raise OSError(error, os.strerror(error), str(first))
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_a_destination_directory_swapped_for_a_link_mid_copy_sends_nothing_there(tree, tmp_path, monkeypatch,
                                                                                workers):
     """After the first copy, every destination directory is replaced by a link to a directory outside (the issue's
-    run sent ~97,000 of 100,000 files there): copies go on only into the directories staging created and checked."""
+    run sent ~97,000 of 100,000 files there): copies go on only into the directories staging created and checked.
+
+    The swap is made once (claimed with an atomic mkdir, so also across worker processes) and atomically (rename
+    exchange): before, two workers could both run the swap, and the second one's rename of the link onto the moved
+    directory failed with 'Is a directory', a failure of the test's own swap, not of staging."""
     source, destination, contents = tree
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "deep").mkdir(parents=True)  # the same shape as the destination, ready to receive its files
     original = stage_sources.copy_descriptor
-    swapped = []
 
     def swap_then_copy(source_descriptor, target, size, stop):
-        if not swapped:
+        try:
+            (tmp_path / "swap-claimed").mkdir()
+        except FileExistsError:
+            pass
+        else:
             for directory in ("shard-0", "shard-1"):
-                (destination / directory).rename(tmp_path / f"moved-{directory}")
-                (destination / directory).symlink_to(elsewhere)
-            swapped.append(True)
+                link = destination / f"{directory}-link"
+                link.symlink_to(elsewhere)
+                exchange(link, destination / directory)  # the link takes the directory's name in one step
+                link.rename(tmp_path / f"moved-{directory}")  # the real directory, parked outside
         return original(source_descriptor, target, size, stop)
 
     monkeypatch.setattr(stage_sources, "copy_descriptor", swap_then_copy)
     report = stage_tree(str(source), str(destination), workers=workers)
     assert [path for path in elsewhere.rglob("*") if not path.is_dir()] == []
     assert report.files_copied + len(report.failed) == len(contents)
-    if workers == 1:  # with two workers the other one can be mid-file at the swap and fail with another OS error
-        assert all("symbolic link" in item.reason or "replaced" in item.reason for item in report.failed), \
-            report.failed
+    assert all("symbolic link" in item.reason or "replaced" in item.reason for item in report.failed), \
+        report.failed
 
 
 def remove_deep_tree(path: Path) -> None:
