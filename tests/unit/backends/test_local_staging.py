@@ -681,3 +681,63 @@ def test_sagemaker_step_rejects_sources_fsx_cannot_import(source, options, field
     with pytest.raises(SpecError, match=field):
         stage(source, "fsx://fs-0123456789abcdef0/d", backend="sagemaker", client_factory=lambda service: None,
               **options)
+
+
+def test_two_workers_list_the_subtrees_in_child_processes_and_report_as_one_worker_does(tmp_path, monkeypatch):
+    """A local tree with two workers is listed by forked processes (each takes some top-level directories): what is
+    copied, skipped, refused and found stale (at the top, inside a subtree, a whole directory gone) is the same as
+    with one worker, and the files of a directory reached through a link inside the source are copied."""
+    from trainops.backends.local import stage_parallel
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    original_child = stage_parallel._child
+
+    def recording_child(*arguments):
+        (pids / str(os.getpid())).touch()
+        return original_child(*arguments)
+
+    monkeypatch.setattr(stage_parallel, "_child", recording_child)
+    monkeypatch.setattr(stage_parallel.os, "cpu_count", lambda: 2)
+    reports = {}
+    for workers in (1, 2):
+        source = tmp_path / f"source-{workers}"
+        for index in range(12):
+            (source / f"dir-{index % 4}" / "deep").mkdir(parents=True, exist_ok=True)
+            (source / f"dir-{index % 4}" / "deep" / f"f{index}.bin").write_bytes(b"x" * index)
+        (source / "top.bin").write_bytes(b"top")
+        (source / "gone-top.bin").write_bytes(b"soon gone")
+        (source / "linked").symlink_to(source / "dir-1")
+        (source / "dir-2" / "bad\nname").write_bytes(b"refused")
+        destination = tmp_path / f"destination-{workers}"
+        first = stage_tree(str(source), str(destination), workers=workers)
+        (source / "gone-top.bin").unlink()
+        (source / "dir-0" / "deep" / "f0.bin").unlink()
+        for path in (source / "dir-3" / "deep").iterdir():
+            path.unlink()
+        (source / "dir-3" / "deep").rmdir()
+        (source / "dir-3").rmdir()
+        (source / "dir-1" / "deep" / "f1.bin").write_bytes(b"changed")
+        second = stage_tree(str(source), str(destination), workers=workers)
+        reports[workers] = [(report.files_found, report.files_copied, report.files_skipped, sorted(report.stale),
+                             [item.name for item in report.refused], report.failed) for report in (first, second)]
+        assert staged_files(destination)["linked/deep/f5.bin"] == b"x" * 5
+    assert reports[2] == reports[1]
+    assert reports[1][1][3] == sorted(["gone-top.bin", "dir-0/deep/f0.bin", "dir-3/deep/f3.bin",
+                                       "dir-3/deep/f7.bin", "dir-3/deep/f11.bin"])
+    assert reports[1][1][1] == 2  # f1.bin, changed, and its linked twin
+    assert len(list(pids.iterdir())) == 4  # two children for each of the two stages of the two-worker tree
+    assert str(os.getpid()) not in {path.name for path in pids.iterdir()}
+
+
+def test_an_error_in_a_listing_process_is_raised_in_the_stage(tree, monkeypatch):
+    from trainops.backends.local import stage_parallel
+
+    def failing_child(*arguments):
+        raise RuntimeError("listing broke")
+
+    monkeypatch.setattr(stage_parallel, "_child", failing_child)
+    monkeypatch.setattr(stage_parallel.os, "cpu_count", lambda: 2)
+    source, destination, _ = tree
+    with pytest.raises(RuntimeError, match="listing broke"):
+        stage_tree(str(source), str(destination), workers=2)

@@ -123,25 +123,33 @@ class LocalSource:
         """Opens listed directories (one opener per thread: it keeps a few descriptors open)."""
         return DirectoryOpener(self._open_root(), self.directories)
 
-    def list(self, unchanged: Callable[[str, int, int], bool] | None = None
+    def list(self, unchanged: Callable[[str, int, int], bool] | None = None, *,
+             start: list[tuple[int, str]] | None = None, deferred: list[tuple[int, str]] | None = None
              ) -> tuple[list[SourceFile], list[Refusal]]:
         """Every file to stage and every refusal, walking the tree without recursion (deep trees are fine).
 
         ``unchanged(name, size, mtime_ns)``, when given, is asked about each regular file as it is listed; the files
-        it says are unchanged are left out of the list (a re-stage then builds no record for them)."""
+        it says are unchanged are left out of the list (a re-stage then builds no record for them).
+
+        ``deferred``, when given, receives the (directory index, name prefix) of each directory found instead of
+        walking it: the listing stops at the top level, and the subtrees are walked later with ``start`` (the
+        directories to walk from; default the root), possibly in other processes (`stage_parallel`)."""
         root_fd = self._open_root()
-        root_details = os.fstat(root_fd)
         # The root's real path, from the descriptor (what was opened), to tell links inside from links out.
         try:
             root_real = os.readlink(f"/proc/self/fd/{root_fd}")
         except OSError:
             root_real = os.path.realpath(self.root)
-        self.directories = [((), (root_details.st_dev, root_details.st_ino), -1)]
+        if start is None:
+            root_details = os.fstat(root_fd)
+            self.directories = [((), (root_details.st_dev, root_details.st_ino), -1)]
+            start = [(0, "")]
         by_components: dict[tuple[str, ...], int] = {(): 0}
         opener = DirectoryOpener(root_fd, self.directories)
         files: list[SourceFile] = []
         refused: list[Refusal] = []
-        pending: list[tuple[int, str]] = [(0, "")]  # (directory index, name prefix)
+        pending: list[tuple[int, str]] = list(start)  # (directory index, name prefix)
+        found = pending if deferred is None else deferred  # where the directories listed go
         try:
             while pending:
                 index, prefix = pending.pop()
@@ -176,10 +184,10 @@ class LocalSource:
                                                 index, mode & 0o777))
                     elif stat.S_ISDIR(mode):
                         self.directories.append((components + (entry_name,), (details.st_dev, details.st_ino), index))
-                        pending.append((len(self.directories) - 1, name + "/"))
+                        found.append((len(self.directories) - 1, name + "/"))
                     elif stat.S_ISLNK(mode):
                         self._linked(root_fd, root_real, components, entry_name, name, index, by_components,
-                                     files, refused, pending)
+                                     files, refused, found)
                     else:
                         refused.append(Refusal(name, "not a regular file (a FIFO, socket or device)"))
         finally:

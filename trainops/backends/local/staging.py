@@ -313,6 +313,18 @@ def _prepare_directories(items: list[SourceFile], maker: DirectoryMaker, report:
     return ready
 
 
+def _list(source: Source, check: UnchangedCheck | None, workers: int
+          ) -> tuple[list[SourceFile], list[Refusal], list[str] | None]:
+    """List the source: a local tree with more than one worker in several processes (`stage_parallel`: a re-stage
+    is mostly the per-file work of this listing); returns (files, refusals, stale names or None when unknown)."""
+    if isinstance(source, LocalSource) and workers > 1 and (os.cpu_count() or 1) > 1:
+        from trainops.backends.local.stage_parallel import list_in_processes
+
+        return list_in_processes(source, check, workers)
+    files, refused = source.list(check) if check is not None else source.list()
+    return files, refused, None
+
+
 def default_workers(source: str) -> int:
     """Parallel copies when none are asked for: S3 downloads wait on the network, so 8; local copies wait on the
     CPU and the disk, so one per CPU (at least 2, at most 8): more threads than cores only add switching (measured in
@@ -367,10 +379,10 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
             if manifest.files:
                 copies = CopiesOnDisk(lock)
                 check = UnchangedCheck(manifest, copies)
-            files, report.refused = opened.list(check)
+            files, report.refused, stale_found = _list(opened, check, workers)
         else:
             # Listed before the destination is created, so a missing bucket or prefix leaves nothing behind.
-            files, report.refused = opened.list()
+            files, report.refused, _ = _list(opened, None, workers)
             _create_destination(root, destination)
             lock = _lock(root)
             leftovers = _remove_leftovers(lock)
@@ -385,7 +397,9 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
             to_copy = files
             report.files_skipped, report.bytes_skipped = check.skipped, check.skipped_bytes
             report.files_found = len(files) + check.skipped
-            if len(check.seen) < len(manifest.files):
+            if stale_found is not None:
+                stale = sorted(stale_found)
+            elif len(check.seen) < len(manifest.files):
                 stale = sorted(name for name in manifest.files if name not in check.seen)
         elif manifest.files:
             report.files_found = len(files)
