@@ -48,6 +48,11 @@ def configurations(gpus: int, compile_: bool) -> list[tuple[str, int, dict, dict
         ("+ gbv, NCCL_MAX_CTAS=8", gpus, gbv, {"NCCL_MAX_CTAS": "8"}),
     ]
     if compile_:
+        rows += [
+            ("+ gbv, bucket 100 MB, one graph", gpus, {**gbv, "bucket-cap-mb": 100, "optimize-ddp": False}, {}),
+            ("+ gbv, bucket 400 MB", gpus, {**gbv, "bucket-cap-mb": 400}, {}),
+        ]
+    if compile_:
         rows.append(("+ gbv, blocks compiled inside DDP", gpus,
                      {"gradient-as-bucket-view": True, "compile-blocks": True}, {}))
     rows += [

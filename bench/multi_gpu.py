@@ -8,7 +8,9 @@
    options, under plain torchrun; so the table separates what the example and ``transform()`` cost from what DDP
    costs;
 2. at the largest count, the DDP run alternating (ABBA) with the same script under plain
-   ``torchrun --standalone --nproc_per_node N``: the ratio;
+   ``torchrun --standalone --nproc_per_node N``: the ratio. The smaller counts run once per round, between those
+   pairs, so the 1-GPU denominator of the scaling efficiency is a median over the same rounds, not one run;
+   ``--ddp-bucket-mb 200,...`` adds runs at the largest count with other DDP bucket sizes through ``transform()``;
 3. FSDP2 through SMP v2 parameters (``hybrid_shard_degree`` = all GPUs, compiled like the DDP runs) and tensor
    parallel degree 2 (eager) on the same machine: tokens/s, peak memory per GPU, and the ratio to DDP's tokens/s;
 4. an all-reduce bus-bandwidth probe (the health check's, through torch.distributed) against NCCL called directly
@@ -40,7 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpu import NVLS_OFF, alternate, environment, hyperparameters, run_torchrun, run_trainops  # noqa: E402
+from gpu import NVLS_OFF, environment, hyperparameters, run_torchrun, run_trainops  # noqa: E402
 
 PROBE_BYTES = 256 * 2**20
 
@@ -112,6 +114,16 @@ def run_plain(scratch: Path, label: str, processes: int, args: argparse.Namespac
     return result
 
 
+def in_turn(index: int, first, second) -> tuple[dict, dict]:
+    """Run ``first`` and ``second``, in ABBA order over rounds (A B in even rounds, B A in odd ones); returns
+    (A's result, B's result)."""
+    if index % 2:
+        b_result = second()
+        return first(), b_result
+    a_result = first()
+    return a_result, second()
+
+
 def gpu_counts(largest: int) -> list[int]:
     """1, 2, 4, 8, ... up to ``largest``, and ``largest`` itself."""
     counts, count = [], 1
@@ -134,10 +146,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", type=int, default=None, help="largest GPU count (default: all visible)")
     parser.add_argument("--size", default="250m")
-    parser.add_argument("--steps", type=int, default=40)
-    parser.add_argument("--timing-warmup", type=int, default=15)
+    parser.add_argument("--steps", type=int, default=80)
+    parser.add_argument("--timing-warmup", type=int, default=20)
     parser.add_argument("--batch-per-gpu", type=int, default=32)
-    parser.add_argument("--pairs", type=int, default=2, help="trainops/torchrun pairs at the largest count")
+    parser.add_argument("--pairs", type=int, default=2,
+                        help="rounds: each runs the smaller counts once and a trainops/torchrun pair at the largest")
+    parser.add_argument("--ddp-bucket-mb", default="",
+                        help="other DDP bucket sizes (MB, comma-separated) to run through transform() at the largest "
+                             "count")
     parser.add_argument("--no-compile", dest="compile", action="store_false", help="DDP runs without torch.compile")
     parser.add_argument("--sharded", default="fsdp2,tp2,ddp-eager",
                         help="which of fsdp2, tp2, ddp-eager to run after the DDP runs (comma-separated; '' for none)")
@@ -169,19 +185,34 @@ def main() -> int:
             save(run)
             return run
 
-        for count in gpu_counts(largest)[:-1]:
-            result["ddp"].append(saved(run_trainops(scratch, f"ddp-{count}", ddp, count, ddp_parameters(count), env)))
+        trainops_runs, torchrun_runs = [], []
+        for index in range(args.pairs):
+            # The smaller counts between the pairs: a 1-GPU figure from one moment is too noisy a denominator for
+            # a 1 % question (it moved 3.7 % between machines), so it is a median over the same rounds as the rest.
+            for count in gpu_counts(largest)[:-1]:
+                result["ddp"].append(saved(run_trainops(scratch, f"ddp-{count}-{index}", ddp, count,
+                                                        ddp_parameters(count), env)))
+            trainops_run = lambda: saved(run_trainops(scratch, f"ddp-{largest}-{index}", ddp,  # noqa: E731
+                                                      largest, ddp_parameters(largest), env))
+            torchrun_run = lambda: saved(run_torchrun(scratch, f"torchrun-{largest}-{index}",  # noqa: E731
+                                                      largest, ddp_parameters(largest), env))
+            pair_a, pair_b = in_turn(index, trainops_run, torchrun_run)
+            trainops_runs.append(pair_a)
+            torchrun_runs.append(pair_b)
+        result["ddp"] += trainops_runs
+        result["torchrun"] = torchrun_runs
         # The plain-DDP baseline at every count, in the same run (so the same machine state).
         result["plain_ddp"] = [saved(run_plain(scratch, f"plain-ddp-{count}", count, args, env))
                                for count in gpu_counts(largest)]
-        trainops_runs, torchrun_runs = alternate(
-            args.pairs,
-            lambda index: saved(run_trainops(scratch, f"ddp-{largest}-{index}", ddp, largest,
-                                             ddp_parameters(largest), env)),
-            lambda index: saved(run_torchrun(scratch, f"torchrun-{largest}-{index}", largest,
-                                             ddp_parameters(largest), env)))
-        result["ddp"] += trainops_runs
-        result["torchrun"] = torchrun_runs
+        result["bucket_variants"] = []
+        for megabytes in (int(text) for text in args.ddp_bucket_mb.split(",") if text.strip()):
+            if largest < 2:
+                break
+            parameters_of = lambda out, mb=megabytes: hyperparameters(  # noqa: E731
+                args, args.batch_per_gpu * largest, out, ddp_bucket_mb=mb)
+            run = run_trainops(scratch, f"ddp-{largest}-bucket{megabytes}", ddp, largest, parameters_of, env)
+            run["bucket_mb"] = megabytes
+            result["bucket_variants"].append(saved(run))
         # FSDP2 with the DDP runs' compile setting (its target is DDP's tokens/s); TP 2 eager (compiling DTensor
         # tensor-parallel graphs costs more than the timed steps). A sharded mode that fails is recorded, not fatal.
         eager = argparse.Namespace(**{**vars(args), "compile": False})
@@ -225,8 +256,10 @@ def main() -> int:
                                             / rate}
                                for count, rate in sorted(plain.items())}
     ddp_rate = result["scaling"][str(largest)]["tokens_per_second"]
-    for run in result["sharded"]:
+    for run in result["sharded"] + result["bucket_variants"]:
         run["over_ddp"] = run["tokens_per_second"] / ddp_rate
+    for run in result["bucket_variants"]:
+        run["efficiency"] = run["tokens_per_second"] / (largest * one)
     if visible_gpus() >= 2 and largest >= 2:
         from trainops.runtime.healthcheck import allreduce_busbw
 
@@ -244,6 +277,8 @@ def main() -> int:
               f"scaling efficiency {figures['efficiency']:.3f} against transform()'s 1 GPU "
               f"({figures['efficiency_vs_plain_1']:.3f} against its own); transform() / plain "
               f"{figures['transform_over_plain']:.3f}")
+    ones = [round(run["tokens_per_second"]) for run in result["ddp"] if run["world_size"] == 1]
+    print(f"1-GPU runs (the denominator is their median): {ones}")
     print(f"DDP {largest}: trainops {trainops_rate:,.0f} vs torchrun {torchrun_rate:,.0f} tokens/s: ratio "
           f"{result['ratio']:.3f} (runs {[round(r['tokens_per_second']) for r in trainops_runs]} / "
           f"{[round(r['tokens_per_second']) for r in torchrun_runs]})")
@@ -251,6 +286,9 @@ def main() -> int:
         print(f"{run['mode_label']:<10} {largest} GPUs: {run['tokens_per_second']:>12,.0f} tokens/s, peak "
               f"{run['peak_memory_gib']:.1f} GiB per GPU (dp {run['dp_size']}, tp {run.get('tp_size', 1)}, compile "
               f"{run['compile']}); {run['over_ddp']:.3f} of DDP's tokens/s")
+    for run in result["bucket_variants"]:
+        print(f"DDP {largest}, {run['bucket_mb']} MB buckets: {run['tokens_per_second']:>12,.0f} tokens/s, scaling "
+              f"efficiency {run['efficiency']:.3f}; {run['over_ddp']:.3f} of the default buckets' tokens/s")
     for key in ("allreduce_trainops_probe", "allreduce_nccl_direct"):
         if key in result:
             print(f"{key}: {json.dumps(result[key])}")

@@ -9,7 +9,7 @@ options switch one knob at a time, so ``bench/ddp_profile.py`` can tell what eac
 - FSDP2: ``--reshard-after-forward``, ``--param-dtype bf16`` (MixedPrecisionPolicy, fp32 reduce), ``--prefetch N``
   (explicit forward/backward prefetch of the next N blocks);
 - compile: ``--compile`` (``torch.compile`` of the wrapped model: Dynamo's DDPOptimizer splits the graph at bucket
-  boundaries), ``--compile-blocks`` (each block compiled before wrapping), ``--compiled-autograd`` (the backward
+  boundaries; ``--optimize-ddp false`` keeps one graph), ``--compile-blocks`` (each block compiled before wrapping), ``--compiled-autograd`` (the backward
   traced too; DDP's all-reduces through the Python reducer);
 - ``--profile-steps N``: after the timed steps, N more under ``torch.profiler``; rank 0 writes a summary (GPU busy,
   NCCL kernel time and the part of it no compute kernel overlaps, host syncs, data and optimizer time) into the
@@ -61,6 +61,9 @@ def options() -> argparse.ArgumentParser:
     parser.add_argument("--compile", type=_flag, default=False)
     parser.add_argument("--compile-blocks", type=_flag, default=False)
     parser.add_argument("--compiled-autograd", type=_flag, default=False)
+    parser.add_argument("--optimize-ddp", type=_flag, default=True,
+                        help="false: Dynamo keeps the DDP model one graph (no split per bucket); the compiled "
+                             "backward then hands every gradient to DDP at its end, so no all-reduce overlaps it")
     parser.add_argument("--wrap", choices=("ddp", "none", "fsdp2"), default="ddp")
     parser.add_argument("--bucket-cap-mb", type=float, default=None)
     parser.add_argument("--gradient-as-bucket-view", type=_flag, default=False)
@@ -131,6 +134,10 @@ def main() -> None:
 
         dynamo_config.compiled_autograd = True
         dynamo_config.optimize_ddp = "python_reducer"
+    elif not args.optimize_ddp:
+        from torch._dynamo import config as dynamo_config
+
+        dynamo_config.optimize_ddp = False
     config = SIZES[args.size]
     torch.manual_seed(args.seed)
     model = GPT(config).to(device)

@@ -38,6 +38,8 @@ def parser(description: str) -> argparse.ArgumentParser:
                          help="steps left out of the timing (default: a quarter of the steps, at most 10)")
     options.add_argument("--log-every", "--log_every", type=int, default=5)
     options.add_argument("--metrics-out", "--metrics_out", default=None, help="where rank 0 writes training.json")
+    options.add_argument("--ddp-bucket-mb", "--ddp_bucket_mb", type=int, default=None,
+                         help="DDP bucket size in MB (default: what trainops.runtime.transform() picks)")
     # SageMaker hands an SMP job's parameters to the script as this hyperparameter as well; trainops.runtime reads
     # them from the job itself, so the value is accepted and not used here.
     options.add_argument("--mp-parameters", "--mp_parameters", default=None, help=argparse.SUPPRESS)

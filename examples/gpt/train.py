@@ -18,8 +18,11 @@ def main() -> None:
     ctx = trainops.runtime.init()
     model = build_model(args, torch.device("cpu"))
     # On GPUs the loop computes in bf16 (autocast); sharded (FSDP2) models then gather bf16 parameters too.
+    # --ddp-bucket-mb overrides transform()'s DDP bucket size (the benchmark compares sizes with it).
+    ddp_options = {"bucket_cap_mb": args.ddp_bucket_mb} if args.ddp_bucket_mb else None
     model = trainops.runtime.transform(model, activation_checkpointing=args.activation_checkpointing,
-                                       mixed_precision="bf16" if ctx.device.type == "cuda" else None)
+                                       mixed_precision="bf16" if ctx.device.type == "cuda" else None,
+                                       ddp_options=ddp_options)
     train(model, args, ctx.device, ctx.dp_rank, ctx.dp_size, local_rank=ctx.local_rank, model_dir=ctx.model_dir,
           mode=f"trainops:{ctx.distribution.get('type', 'none')}",
           extra={"tp_size": ctx.tp_size, "parameters_config": ctx.distribution.get("parameters")})

@@ -101,10 +101,14 @@ def _dtype(mixed_precision: str) -> Any:
 
 #: What transform() gives DistributedDataParallel beyond its defaults (issue 18, bench/README.md has the figures):
 #: gradients that are views of the communication buckets (no copy into and out of a bucket each step, one gradient's
-#: memory less), and 100 MB buckets instead of 25 MB. Under ``torch.compile`` Dynamo splits the graph at every bucket
+#: memory less), and larger buckets than DDP's 25 MB. Under ``torch.compile`` Dynamo splits the graph at every bucket
 #: boundary so that each all-reduce can start while backward goes on; 25 MB buckets cut a 255 M-parameter GPT into 29
-#: graphs, 100 MB into 10, and on 2 x H200 that took scaling efficiency from 0.92 to 0.95. ``ddp_options`` overrides.
+#: graphs, and every split costs compute time. The last bucket's all-reduce is what no backward can hide, so the size
+#: depends on the link: between hosts (EFA) 100 MB (10 graphs; 0.92 -> 0.94-0.95 scaling on 2 x H200), inside one
+#: host (NVLink, ~300 GB/s) :data:`SINGLE_HOST_BUCKET_MB` (3 graphs, 0.66 ms of exposed all-reduce: 0.96 against
+#: 0.94 for 100 MB in the same run). ``ddp_options`` overrides either.
 DDP_DEFAULTS = {"gradient_as_bucket_view": True, "bucket_cap_mb": 100}
+SINGLE_HOST_BUCKET_MB = 400
 #: ``mixed_precision`` values transform() takes: parameters as FSDP2 gathers them for compute (gradients are reduced
 #: and the optimizer steps in float32).
 MIXED_PRECISION = ("bf16", "fp16")
@@ -163,6 +167,8 @@ def _data_parallel(model: Any, context: Any, ddp_options: Mapping[str, Any] | No
 
     device = torch.device(context.device) if context.device is not None else torch.device("cpu")
     options: dict[str, Any] = dict(DDP_DEFAULTS)
+    if context.local_world_size >= context.world_size:  # every rank on this host: NVLink / PCIe, no network
+        options["bucket_cap_mb"] = SINGLE_HOST_BUCKET_MB
     if device.type == "cuda":
         options["device_ids"] = [device.index if device.index is not None else torch.cuda.current_device()]
     options.update(ddp_options or {})

@@ -161,7 +161,8 @@ def data_parallel_context() -> RuntimeContext:
 
 
 def test_ddp_gets_bucket_views_and_100_mb_buckets(one_rank_group):
-    """Issue 18: 100 MB buckets (fewer graph splits under torch.compile) and gradients that are bucket views."""
+    """Issue 18: between hosts, 100 MB buckets (fewer graph splits under torch.compile) and gradients that are
+    bucket views."""
     wrapped = transform(Model(), context=data_parallel_context())
     assert type(wrapped).__name__ == "DistributedDataParallel"
     assert wrapped.gradient_as_bucket_view is True
@@ -170,6 +171,18 @@ def test_ddp_gets_bucket_views_and_100_mb_buckets(one_rank_group):
     wrapped(x).sum().backward()
     for parameter in wrapped.parameters():
         assert parameter.grad is not None
+
+
+def test_ddp_on_one_host_gets_400_mb_buckets(one_rank_group):
+    """Issue 18: with every rank on one host the last bucket's all-reduce is short, so fewer, larger buckets (fewer
+    graph splits under torch.compile) win; between hosts the 100 MB above stays."""
+    context = data_parallel_context()
+    context.local_world_size = 2
+    wrapped = transform(Model(), context=context)
+    assert wrapped.bucket_bytes_cap == 400 * 1024 * 1024
+    assert wrapped.gradient_as_bucket_view is True
+    overridden = transform(Model(), context=context, ddp_options={"bucket_cap_mb": 50})
+    assert overridden.bucket_bytes_cap == 50 * 1024 * 1024
 
 
 def test_ddp_options_override_the_defaults(one_rank_group):
