@@ -81,10 +81,17 @@ def build_small_tree(root: Path, files: int, seed: int = 5) -> int:
     return written
 
 
+_fresh_count = [0]
+
+
 def fresh(path: Path) -> Path:
-    """``path``, removed if it exists (the first-stage runs copy into a directory that does not exist yet)."""
-    shutil.rmtree(path, ignore_errors=True)
-    return path
+    """A new name next to ``path`` (``path-N``) that does not exist yet, for a first-stage run to copy into. Nothing
+    is deleted between timed runs: on ext4, creating files in the minutes after many were deleted is several times
+    slower (the inode allocator skips recently deleted inodes, ``recently_deleted`` in perf), which made a run's time
+    depend on what the run before it removed (``cp -r`` of 100,000 files took 4 s or 56 s). `measure_shape` removes
+    the copies at the end of a tree shape."""
+    _fresh_count[0] += 1
+    return path.with_name(f"{path.name}-{_fresh_count[0]}")
 
 
 def cpu_seconds(who: int) -> float:
@@ -134,12 +141,15 @@ def in_process_timer(source: Path, make_destination: Callable[[], Path], workers
     def run() -> tuple[float, float, int]:
         destination = make_destination()
         os.sync()
-        cpu_before, started = cpu_seconds(resource.RUSAGE_SELF), time.perf_counter()
+        # RUSAGE_CHILDREN too: the listing processes stage_tree forks (and reaps) are part of its CPU time.
+        cpu_before = cpu_seconds(resource.RUSAGE_SELF) + cpu_seconds(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
         report = stage_tree(str(source), str(destination), workers=workers, progress=False)
         elapsed = time.perf_counter() - started
         if not report.ok:
             raise SystemExit(f"stage_tree failed: {report.problem_lines()[:5]}")
-        return elapsed, cpu_seconds(resource.RUSAGE_SELF) - cpu_before, 0  # this process's peak says nothing here
+        cpu = cpu_seconds(resource.RUSAGE_SELF) + cpu_seconds(resource.RUSAGE_CHILDREN) - cpu_before
+        return elapsed, cpu, 0  # this process's peak says nothing here
     return run
 
 
@@ -185,7 +195,7 @@ def measure_shape(label: str, work: Path, source: Path, sweep: list[int], repeat
     """The rows of one tree shape: first stage against cp -r, re-stage against rsync -a, as a command and in-process."""
     copy = command_timer(lambda: ["cp", "-r", str(source), str(fresh(work / "copied"))])
     synced = work / "synced"
-    rsync = command_timer(lambda: ["rsync", "-a", f"{source}/", f"{synced}/"])
+    rsync = command_timer(lambda: ["rsync", "-a", f"{source}/", f"{synced}/"])  # `synced` is set per re-stage row
     for how, in_process in (("`trainops stage`", False), ("`stage_tree()` in-process", True)):
         for workers in sweep:
             staged = work / "staged"
@@ -197,15 +207,17 @@ def measure_shape(label: str, work: Path, source: Path, sweep: list[int], repeat
             print(f"| {label}: re-stage unchanged, {how} | - | `rsync -a` | not installed | - | "
                   "apt-get install -y rsync | - | - |")
             continue
-        restaged = work / "restaged"
-        command_timer(lambda: stage_command(source, fresh(restaged), sweep[-1]))()  # bring both up to date
-        command_timer(lambda: ["rsync", "-a", f"{source}/", f"{fresh(synced)}/"])()
+        restaged = fresh(work / "restaged")
+        command_timer(lambda: stage_command(source, restaged, sweep[-1]))()  # bring both up to date
+        synced = fresh(work / "synced")
+        command_timer(lambda: ["rsync", "-a", f"{source}/", f"{synced}/"])()
         ours = (in_process_timer(source, lambda: restaged, sweep[-1]) if in_process
                 else command_timer(lambda: stage_command(source, restaged, sweep[-1])))
         print(row(f"{label}: re-stage unchanged, {how}, {sweep[-1]} workers", paired(ours, rsync, repeat),
                   "`rsync -a`", 1.0), flush=True)
     for name in ("copied", "synced", "staged", "restaged"):
-        shutil.rmtree(work / name, ignore_errors=True)
+        for path in work.glob(f"{name}-*"):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 def main() -> int:
