@@ -37,6 +37,8 @@ def test_ten_concurrent_registrations_of_one_job_make_one_version(tmp_path):
     outcome = concurrent_registrations(tmp_path)
     assert outcome["exit_codes"] == [0] * 10
     assert outcome["versions_made"] == 1 and outcome["versions_returned"] == [1]
+    # The losers of the race say so: only the one that added the version reports already_registered false.
+    assert outcome["said_added"] == 1
 
 
 def test_a_corrupt_entry_blocks_neither_listing_nor_registering(tmp_path):

@@ -109,6 +109,31 @@ def test_the_same_training_job_is_registered_once(tmp_path, artifact):
         False, True, False)
 
 
+def test_the_loser_of_a_registration_race_says_already_registered(tmp_path, artifact, monkeypatch):
+    """Two registrations of one job both find no version at first; the one whose version was made first wins under
+    the group's lock and the other gets that version back: it must not report already_registered false as if it
+    had added one (ten racing processes reported ten adders)."""
+    from trainops.backends.local.registry import LocalRegistry
+
+    registry = tmp_path / "registry"
+    real_locked = LocalRegistry._locked
+    raced: list = []
+
+    def rival_commits_first(self, group):
+        if not raced:
+            raced.append(None)  # the rival's own registration passes straight through
+            raced[0] = register(model_artifact=artifact, metrics={"accuracy": 0.9}, group="digits",
+                                registry_dir=registry, job_name="digits-1")
+        return real_locked(self, group)
+
+    monkeypatch.setattr(LocalRegistry, "_locked", rival_commits_first)
+    loser = register(model_artifact=artifact, metrics={"accuracy": 0.9}, group="digits", registry_dir=registry,
+                     job_name="digits-1")
+    assert (raced[0]["version"], raced[0]["already_registered"]) == (1, False)
+    assert (loser["version"], loser["already_registered"]) == (1, True)
+    assert [entry.version for entry in LocalRegistry(registry).list("digits")] == [1]
+
+
 def test_secret_environment_values_never_reach_the_registry(tmp_path, artifact):
     spec = {"name": "digits", "entry_point": "train.py", "instance_type": "local",
             "environment": {"HF_TOKEN": "hf_verysecretvalue", "NCCL_DEBUG": "INFO"}}

@@ -226,18 +226,22 @@ class LocalBackend:
                  description: str = "", job_name: str | None = None, **unused: Any) -> RegisteredVersion:
         """A new version in the local registry, or the version this training job already has (once per job)."""
         registry = self._registry()
-        # A retried task or a re-run pipeline registers the same training job once, not once per run.
+        # A retried task or a re-run pipeline registers the same training job once, not once per run. This look
+        # saves the copy when the version exists; racing registrations are decided under the group's lock.
         earlier = [entry for entry in registry.list(group) if job_name and entry.job_name == job_name] \
             if group in registry.groups() else []
-        entry = earlier[-1] if earlier else registry.register(
-            group=group, model_artifact=model_artifact, metrics=metrics, approval=approval, spec=spec_data,
-            description=description, job_name=job_name)
+        if earlier:
+            entry, added = earlier[-1], False
+        else:
+            entry, added = registry.register_once(
+                group=group, model_artifact=model_artifact, metrics=metrics, approval=approval, spec=spec_data,
+                description=description, job_name=job_name)
         champion = registry.champion(group)
         return RegisteredVersion(
             backend="local", group=entry.group, version=entry.version, approval_status=entry.approval_status,
             model_artifact=entry.model_artifact, metrics=dict(entry.metrics), location=str(entry.path),
             champion=champion is not None and champion.version == entry.version, created=entry.created,
-            job_name=entry.job_name, already_registered=bool(earlier))
+            job_name=entry.job_name, already_registered=not added)
 
     def champion(self, group: str) -> RegisteredVersion | None:
         from trainops.backends.local.registry import check_group

@@ -381,7 +381,12 @@ class LocalRegistry:
         approved = [entry for entry in self.list(group) if entry.approval_status == "Approved"]
         return approved[-1] if approved else None
 
-    def register(
+    def register(self, **arguments: Any) -> ModelVersion:
+        """Copy the artifact into the registry and record a new version of ``group``; return it (the arguments are
+        :meth:`register_once`'s)."""
+        return self.register_once(**arguments)[0]
+
+    def register_once(
         self,
         *,
         group: str,
@@ -391,8 +396,10 @@ class LocalRegistry:
         spec: Mapping[str, Any] | None = None,
         description: str = "",
         job_name: str | None = None,
-    ) -> ModelVersion:
-        """Copy the artifact into the registry and record a new version of ``group``; return it.
+    ) -> tuple[ModelVersion, bool]:
+        """Copy the artifact into the registry and record a new version of ``group``; return it, and whether this
+        call added it (False when ``job_name`` already had a version, which is returned instead: of concurrent
+        registrations of one job exactly one says it added the version).
 
         Args:
             model_artifact: a ``model.tar.gz`` (local path or ``file://``) or a model directory.
@@ -437,7 +444,7 @@ class LocalRegistry:
                     for earlier in reversed(self._scan(group)[0]):
                         if earlier.job_name == job_name:
                             shutil.rmtree(staged, ignore_errors=True)
-                            return earlier
+                            return earlier, False
                 numbers = self._version_numbers(directory)
                 version = (numbers[-1] if numbers else 0) + 1
                 final = directory / f"v{version}"
@@ -453,7 +460,7 @@ class LocalRegistry:
         except BaseException:
             shutil.rmtree(staged, ignore_errors=True)
             raise
-        return record
+        return record, True
 
     def set_approval(self, group: str, version: int, status: str) -> ModelVersion:
         """Change a version's approval status (recorded in its history); return the updated version."""
