@@ -171,6 +171,51 @@ def test_bootstrap_refuses_an_escaping_archive(tmp_path):
     assert not (tmp_path / "escape.txt").exists()
 
 
+def test_bootstrap_refuses_an_archive_larger_than_the_limit_before_writing(tmp_path):
+    """The SageMaker bootstrap had no size cap: a small archive of zeros could fill the processing volume. It now
+    adds up the headers first, against TRAINOPS_MAX_MODEL_BYTES (the local extraction's limit) and the free space."""
+    model = tmp_path / "model"
+    model.mkdir()
+    with tarfile.open(model / "model.tar.gz", "w:gz") as bundle:
+        for name in ("weights-a.bin", "weights-b.bin"):
+            info = tarfile.TarInfo(name)
+            info.size = 3 * 1024 * 1024
+            bundle.addfile(info, io.BytesIO(bytes(info.size)))
+    assert (model / "model.tar.gz").stat().st_size < 64 * 1024
+    (tmp_path / BOOTSTRAP_NAME).write_text(BOOTSTRAP_SOURCE)
+    env = dict(os.environ, TRAINOPS_MODEL_DIR=str(model), TRAINOPS_TEST_DIR=str(tmp_path),
+               TRAINOPS_OUTPUT_DIR=str(tmp_path / "out"), TRAINOPS_EVALUATION_ENTRY_POINT="missing.py",
+               TRAINOPS_MAX_MODEL_BYTES=str(5 * 1024 * 1024))
+    completed = subprocess.run([sys.executable, str(tmp_path / BOOTSTRAP_NAME)], env=env, capture_output=True,
+                               text=True)
+    assert completed.returncode != 0
+    assert "expands to 6.0 MiB, more than the 5.0 MiB limit" in completed.stderr
+    assert "TRAINOPS_MAX_MODEL_BYTES" in completed.stderr and "Traceback" not in completed.stderr
+    assert list((tmp_path / "model-extracted").iterdir()) == []
+    # Under the limit the same archive is extracted and the script runs (here: a script that lists the model).
+    (tmp_path / "list.py").write_text("import os\nprint(sorted(os.listdir(os.environ['SM_CHANNEL_MODEL'])))\n")
+    env.update(TRAINOPS_MAX_MODEL_BYTES=str(7 * 1024 * 1024), TRAINOPS_EVALUATION_ENTRY_POINT="list.py")
+    completed = subprocess.run([sys.executable, str(tmp_path / BOOTSTRAP_NAME)], env=env, capture_output=True,
+                               text=True)
+    assert completed.returncode == 0, completed.stderr
+    assert "['weights-a.bin', 'weights-b.bin']" in completed.stdout
+
+
+def test_bootstrap_refuses_a_link_member(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    with tarfile.open(model / "model.tar.gz", "w:gz") as bundle:
+        info = tarfile.TarInfo("inside-link")
+        info.type, info.linkname = tarfile.SYMTYPE, "weights.bin"
+        bundle.addfile(info)
+    (tmp_path / BOOTSTRAP_NAME).write_text(BOOTSTRAP_SOURCE)
+    env = dict(os.environ, TRAINOPS_MODEL_DIR=str(model), TRAINOPS_TEST_DIR=str(tmp_path),
+               TRAINOPS_OUTPUT_DIR=str(tmp_path / "out"), TRAINOPS_EVALUATION_ENTRY_POINT="missing.py")
+    completed = subprocess.run([sys.executable, str(tmp_path / BOOTSTRAP_NAME)], env=env, capture_output=True,
+                               text=True)
+    assert completed.returncode != 0 and "regular files and directories only" in completed.stderr
+
+
 class RecordingFactory:
     """The moto-backed factory, recording the processing job requests (moto does not keep their environment)."""
 
@@ -195,12 +240,13 @@ class RecordingFactory:
         return Recording()
 
 
-def test_sagemaker_evaluation_against_moto(setup, aws_clients):
+def test_sagemaker_evaluation_against_moto(setup, aws_clients, monkeypatch):
     """Upload, request and metrics read-back through a moto server (moto completes processing jobs at once, so the
     metrics the job would write are put in place beforehand)."""
     s3 = aws_clients("s3")
     s3.create_bucket(Bucket="models")
     s3.put_object(Bucket="models", Key="eval/run-1/metrics.json", Body=b'{"accuracy": 0.96, "loss": 0.1}')
+    monkeypatch.setenv("TRAINOPS_MAX_MODEL_BYTES", "123456789")  # the container gets this process's limit
     factory = RecordingFactory(aws_clients)
     arguments = dict(entry_point="evaluate.py", source_dir=setup["source"],
                      model_artifact="s3://models/job/output/model.tar.gz", channels={"holdout": "s3://models/test"},
@@ -219,6 +265,7 @@ def test_sagemaker_evaluation_against_moto(setup, aws_clients):
     assert request["AppSpecification"]["ContainerArguments"][-2:] == ["--batch_size", "64"]
     assert request["Environment"]["TRAINOPS_EVALUATION_ENTRY_POINT"] == "evaluate.py"
     assert request["Environment"]["TRAINOPS_EVALUATION_CHANNEL"] == "holdout"
+    assert request["Environment"]["TRAINOPS_MAX_MODEL_BYTES"] == "123456789"
     # The same call again (a retried task) re-attaches to the job of that name instead of creating another.
     again = evaluate(**arguments)
     assert again.job_name == result.job_name and len(factory.requests) == 1

@@ -43,6 +43,15 @@ def evaluation_prefix(model_artifact: str) -> str:
     return f"{head}/evaluation"
 
 
+def _model_size_limit() -> dict[str, str]:
+    """``TRAINOPS_MAX_MODEL_BYTES`` of this process for the evaluation container: the largest model archive it will
+    extract is then the same locally and on SageMaker (the bootstrap's default, 64 GiB, otherwise)."""
+    from trainops.backends.local.model_archive import LIMIT_VARIABLE
+
+    value = os.environ.get(LIMIT_VARIABLE, "").strip()
+    return {LIMIT_VARIABLE: value} if value else {}
+
+
 def default_region(spec: Any = None, region: str | None = None) -> str | None:
     """The spec's region, else the given one, else boto3's environment (``AWS_REGION``, ``AWS_DEFAULT_REGION``)."""
     return (getattr(spec, "region", None) or region or os.environ.get("AWS_REGION")
@@ -260,8 +269,8 @@ class SageMakerBackend:
             job_name=name, role_arn=role, image_uri=image_uri, model_uri=model_uri,
             test_data_uri=os.fspath(test_uri), code_uri=code_prefix, script=BOOTSTRAP_NAME, output_uri=output_uri,
             instance_type=instance_type, max_runtime_seconds=int(timeout or 3600), arguments=user_arguments,
-            environment={**(environment or {}), "TRAINOPS_EVALUATION_ENTRY_POINT": entry_point,
-                         "TRAINOPS_EVALUATION_CHANNEL": channel_name},
+            environment={**_model_size_limit(), **(environment or {}),
+                         "TRAINOPS_EVALUATION_ENTRY_POINT": entry_point, "TRAINOPS_EVALUATION_CHANNEL": channel_name},
         )
         upload_source_dir(self.clients, source_dir, code_prefix)
         put_bytes(self.clients, join_uri(code_prefix, BOOTSTRAP_NAME), BOOTSTRAP_SOURCE.encode("utf-8"),

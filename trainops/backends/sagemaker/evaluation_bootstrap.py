@@ -10,13 +10,58 @@ BOOTSTRAP_NAME = "trainops_evaluate_bootstrap.py"
 # user's script is the same file locally and on SageMaker. Standard library only: it runs in any image.
 BOOTSTRAP_SOURCE = '''\
 """trainops evaluation bootstrap: sets up the evaluation contract, then runs the user's script."""
+import errno
 import json
 import os
 import runpy
+import shutil
 import sys
 import tarfile
 
 DIRECTORY_OPTIONS = ("--model-dir", "--test-dir", "--output-dir")
+LIMIT_VARIABLE = "TRAINOPS_MAX_MODEL_BYTES"
+DEFAULT_LIMIT_BYTES = 64 * 1024 ** 3
+MAX_MEMBERS = 1000000
+
+
+def size_limit():
+    text = os.environ.get(LIMIT_VARIABLE, "").strip()
+    if not text:
+        return DEFAULT_LIMIT_BYTES
+    if not text.isdigit() or int(text) <= 0:
+        raise SystemExit("%s=%r is not a positive number of bytes" % (LIMIT_VARIABLE, text))
+    return int(text)
+
+
+def human(count):
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if count < 1024 or unit == "GiB":
+            return ("%d %s" % (count, unit)) if unit == "bytes" else ("%.1f %s" % (count, unit))
+        count /= 1024.0
+
+
+def check_members(members, root):
+    """Refuse before anything is written: names outside the directory, links (a chain of them defeats realpath,
+    CVE-2025-4517, so none is extracted), devices, sparse files, and more bytes than the limit or the free space."""
+    if len(members) > MAX_MEMBERS:
+        raise SystemExit("model.tar.gz has %d members, more than %d; refusing it" % (len(members), MAX_MEMBERS))
+    total = 0
+    for member in members:
+        target = os.path.realpath(os.path.join(root, member.name))
+        if os.path.isabs(member.name) or os.path.commonpath([root, target]) != root:
+            raise SystemExit("model.tar.gz member %r would land outside the model directory" % member.name)
+        if not (member.isreg() or member.isdir()) or member.issparse():
+            raise SystemExit("model.tar.gz member %r is a link, device, pipe or sparse file; model archives are "
+                             "extracted with regular files and directories only" % member.name)
+        total += member.size
+    limit = size_limit()
+    if total > limit:
+        raise SystemExit("model.tar.gz expands to %s, more than the %s limit; set %s (bytes) in the evaluation's "
+                         "environment to allow more" % (human(total), human(limit), LIMIT_VARIABLE))
+    free = shutil.disk_usage(root).free
+    if total > free:
+        raise SystemExit("model.tar.gz expands to %s, more than the %s free under %s; give the processing job a "
+                         "larger volume" % (human(total), human(free), root))
 
 
 def extract(archive, destination):
@@ -24,16 +69,19 @@ def extract(archive, destination):
     root = os.path.realpath(destination)
     with tarfile.open(archive, "r:*") as bundle:
         members = bundle.getmembers()
-        for member in members:
-            target = os.path.realpath(os.path.join(root, member.name))
-            if os.path.isabs(member.name) or os.path.commonpath([root, target]) != root:
-                raise SystemExit("model.tar.gz member %r would land outside the model directory" % member.name)
-            if member.issym() or member.islnk() or member.isdev() or member.isfifo():
-                raise SystemExit("model.tar.gz member %r is a link or a device; refusing it" % member.name)
-        if hasattr(tarfile, "data_filter"):
-            bundle.extractall(root, members=members, filter="data")
-        else:
-            bundle.extractall(root, members=members)
+        check_members(members, root)
+        try:
+            if hasattr(tarfile, "data_filter"):
+                bundle.extractall(root, members=members, filter="data")
+            else:
+                bundle.extractall(root, members=members)
+        except OSError as error:
+            # Nothing half-extracted is left for the script to read.
+            shutil.rmtree(root, ignore_errors=True)
+            if error.errno == errno.ENOSPC:
+                raise SystemExit("the disk filled while extracting model.tar.gz under %s; give the processing job "
+                                 "a larger volume" % root)
+            raise
     return root
 
 
