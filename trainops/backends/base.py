@@ -189,6 +189,9 @@ class Backend(Protocol):
                **options: Any) -> JobHandle:
         """Create the training job (or re-attach: `place_job`); return its handle without waiting."""
 
+    def status_of(self, name: str) -> JobStatus | None:
+        """The status of the training job called ``name``, or None when there is none."""
+
     def describe(self, handle: JobHandle) -> JobResult:
         """Where the job stands now."""
 

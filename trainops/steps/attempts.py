@@ -176,7 +176,7 @@ def known_attempts(backend: Any, job_name: str, limit: int = 99) -> list[dict[st
     ended: list[dict[str, Any]] = []
     for number in range(1, limit + 1):
         name = attempt_name(job_name, number)
-        status = backend._status(name)  # the lookup the re-attach policy uses (None: no such job)
+        status = backend.status_of(name)  # the lookup the re-attach policy uses (None: no such job)
         if status is None or status.reattachable:
             break
         ended.append(backend.describe(_handle(backend, name)).to_dict())
@@ -238,7 +238,7 @@ def attempts_report(backend: Any, job_name: str, record: Mapping[str, Any]) -> d
     count = int(record.get("instance_count") or spec.get("instance_count") or 1)
     series = known_attempts(backend, job_name)
     following = attempt_name(job_name, len(series) + 1)
-    if series and backend._status(following) is not None:  # the attempt after the failed ones runs or completed
+    if series and backend.status_of(following) is not None:  # the attempt after the failed ones runs or completed
         series.append(backend.describe(_handle(backend, following)).to_dict())
     if not series:
         series = [dict(record, job_name=job_name)]

@@ -50,7 +50,8 @@ class LocalBackend:
         self._jobs: dict[str, Any] = {}  # LocalJob objects created by submit, run by wait, in this process
 
     # --- training jobs -----------------------------------------------------------------------------------------
-    def _status(self, name: str) -> JobStatus | None:
+    def status_of(self, name: str) -> JobStatus | None:
+        """The status of the training job called ``name``, or None when there is none (the re-attach policy's look)."""
         from trainops.backends.local import status
 
         if not status.exists(name, self.workdir):
@@ -69,7 +70,7 @@ class LocalBackend:
         ``unused`` takes the SageMaker-only options a front end may pass to either backend (launcher, preflight).
         """
         log = log or _print
-        placement = place_job(name, if_exists, self._status, "local")
+        placement = place_job(name, if_exists, self.status_of, "local")
         handle = JobHandle("local", placement.job_name, workdir=self.workdir, created=not placement.reattach)
         if placement.reattach:
             log(f"[trainops] re-attaching to local job {handle.job_name} ({placement.existing.value})")

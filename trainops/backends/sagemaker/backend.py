@@ -87,7 +87,8 @@ class SageMakerBackend:
         return self._factory
 
     # --- training jobs -----------------------------------------------------------------------------------------
-    def _status(self, name: str) -> JobStatus | None:
+    def status_of(self, name: str) -> JobStatus | None:
+        """The status of the training job called ``name``, or None when there is none (the re-attach policy's look)."""
         try:
             return JobStatus.parse(training.describe(self.clients, name).status)
         except SpecError:  # no job of that name
@@ -104,7 +105,7 @@ class SageMakerBackend:
         region = default_region(spec, self.region)
         launcher = launcher or spec.launcher
         render(spec, job_name=name, launcher=launcher, region=region)  # every input problem, before any AWS call
-        placement = place_job(name, if_exists, self._status, "SageMaker training")
+        placement = place_job(name, if_exists, self.status_of, "SageMaker training")
         request = render(spec, job_name=placement.job_name, launcher=launcher, region=region)
         if not placement.reattach:
             if preflight:
