@@ -47,6 +47,6 @@ def aws_environment(monkeypatch, moto_endpoint):
 @pytest.fixture
 def aws_clients(aws_environment):
     """A trainops client factory (adaptive retries) bound to the moto server."""
-    from trainops.backends.sagemaker.clients import default_client_factory
+    from trainops.aws.clients import default_client_factory
 
     return default_client_factory(region=AWS_TEST_REGION)

@@ -12,7 +12,7 @@ from typing import Any
 import boto3
 from botocore.stub import Stubber
 
-from trainops.backends.sagemaker.clients import client_config
+from trainops.aws.clients import client_config
 
 
 class StubbedAWS:

@@ -87,7 +87,7 @@ def recorded(monkeypatch, aws_environment, tmp_path):
     request_exec = pytest.importorskip("trainops.backends.local.request_exec",
                                        reason="the local executor of training requests (issue 13, part A)")
     import trainops.backends.sagemaker.backend as backend_module
-    from trainops.backends.sagemaker.clients import default_client_factory
+    from trainops.aws.clients import default_client_factory
 
     sent: dict[str, list[dict[str, Any]]] = {}
     real = default_client_factory(region="us-east-1")

@@ -193,7 +193,7 @@ def _backend_of(args: argparse.Namespace) -> str:
 def _sagemaker_factory(args: argparse.Namespace):
     import boto3
 
-    from trainops.backends.sagemaker.clients import default_client_factory
+    from trainops.aws.clients import default_client_factory
 
     if not boto3.session.Session(region_name=args.region).region_name:
         # Without a region boto3 cannot even name the endpoint; when the backend was guessed, the user most

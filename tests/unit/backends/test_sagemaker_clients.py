@@ -14,7 +14,7 @@ from botocore.awsrequest import AWSResponse
 
 from support.sagemaker_shapes import training_description
 from trainops.backends.sagemaker import training
-from trainops.backends.sagemaker.clients import (
+from trainops.aws.clients import (
     RETRY_SETTINGS,
     client_config,
     client_factory_from_session,

@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainops.backends.sagemaker.clients import ClientFactory, error_code, translate_client_error
-from trainops.backends.sagemaker.s3 import parse_s3_uri
+from trainops.aws.clients import ClientFactory, error_code, translate_client_error
+from trainops.aws.s3 import parse_s3_uri
 from trainops.errors import JobFailed, Problem, SpecError
 
 logger = logging.getLogger(__name__)
