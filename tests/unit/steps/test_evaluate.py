@@ -155,18 +155,36 @@ def test_bootstrap_gives_the_user_script_the_contract(tmp_path):
                     "output": str(output)}
 
 
-def test_bootstrap_refuses_an_escaping_archive(tmp_path):
+def bootstrap_archive(tmp_path, members) -> Path:
+    """``model/model.tar.gz`` under ``tmp_path`` holding ``members`` ((TarInfo, bytes or None) pairs), and the
+    bootstrap beside it; returns the model directory."""
     model = tmp_path / "model"
     model.mkdir()
     with tarfile.open(model / "model.tar.gz", "w:gz") as bundle:
-        info = tarfile.TarInfo("../escape.txt")
-        info.size = 1
-        bundle.addfile(info, io.BytesIO(b"x"))
+        for info, data in members:
+            bundle.addfile(info, io.BytesIO(data) if data is not None else None)
     (tmp_path / BOOTSTRAP_NAME).write_text(BOOTSTRAP_SOURCE)
+    return model
+
+
+def run_bootstrap(tmp_path, model, entry_point="missing.py", **variables) -> subprocess.CompletedProcess:
+    """The bootstrap under the processing container's variables, as its entry point."""
     env = dict(os.environ, TRAINOPS_MODEL_DIR=str(model), TRAINOPS_TEST_DIR=str(tmp_path),
-               TRAINOPS_OUTPUT_DIR=str(tmp_path / "out"), TRAINOPS_EVALUATION_ENTRY_POINT="missing.py")
-    completed = subprocess.run([sys.executable, str(tmp_path / BOOTSTRAP_NAME)], env=env, capture_output=True,
-                               text=True)
+               TRAINOPS_OUTPUT_DIR=str(tmp_path / "out"), TRAINOPS_EVALUATION_ENTRY_POINT=entry_point, **variables)
+    return subprocess.run([sys.executable, str(tmp_path / BOOTSTRAP_NAME)], env=env, capture_output=True, text=True)
+
+
+def member(name, data=b"", **fields) -> tuple[tarfile.TarInfo, bytes]:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    for key, value in fields.items():
+        setattr(info, key, value)
+    return info, data
+
+
+def test_bootstrap_refuses_an_escaping_archive(tmp_path):
+    model = bootstrap_archive(tmp_path, [member("../escape.txt", b"x")])
+    completed = run_bootstrap(tmp_path, model)
     assert completed.returncode != 0 and "outside the model directory" in completed.stderr
     assert not (tmp_path / "escape.txt").exists()
 
@@ -174,45 +192,24 @@ def test_bootstrap_refuses_an_escaping_archive(tmp_path):
 def test_bootstrap_refuses_an_archive_larger_than_the_limit_before_writing(tmp_path):
     """The SageMaker bootstrap had no size cap: a small archive of zeros could fill the processing volume. It now
     adds up the headers first, against TRAINOPS_MAX_MODEL_BYTES (the local extraction's limit) and the free space."""
-    model = tmp_path / "model"
-    model.mkdir()
-    with tarfile.open(model / "model.tar.gz", "w:gz") as bundle:
-        for name in ("weights-a.bin", "weights-b.bin"):
-            info = tarfile.TarInfo(name)
-            info.size = 3 * 1024 * 1024
-            bundle.addfile(info, io.BytesIO(bytes(info.size)))
+    zeros = bytes(3 * 1024 * 1024)
+    model = bootstrap_archive(tmp_path, [member("weights-a.bin", zeros), member("weights-b.bin", zeros)])
     assert (model / "model.tar.gz").stat().st_size < 64 * 1024
-    (tmp_path / BOOTSTRAP_NAME).write_text(BOOTSTRAP_SOURCE)
-    env = dict(os.environ, TRAINOPS_MODEL_DIR=str(model), TRAINOPS_TEST_DIR=str(tmp_path),
-               TRAINOPS_OUTPUT_DIR=str(tmp_path / "out"), TRAINOPS_EVALUATION_ENTRY_POINT="missing.py",
-               TRAINOPS_MAX_MODEL_BYTES=str(5 * 1024 * 1024))
-    completed = subprocess.run([sys.executable, str(tmp_path / BOOTSTRAP_NAME)], env=env, capture_output=True,
-                               text=True)
+    completed = run_bootstrap(tmp_path, model, TRAINOPS_MAX_MODEL_BYTES=str(5 * 1024 * 1024))
     assert completed.returncode != 0
     assert "expands to 6.0 MiB, more than the 5.0 MiB limit" in completed.stderr
     assert "TRAINOPS_MAX_MODEL_BYTES" in completed.stderr and "Traceback" not in completed.stderr
     assert list((tmp_path / "model-extracted").iterdir()) == []
     # Under the limit the same archive is extracted and the script runs (here: a script that lists the model).
     (tmp_path / "list.py").write_text("import os\nprint(sorted(os.listdir(os.environ['SM_CHANNEL_MODEL'])))\n")
-    env.update(TRAINOPS_MAX_MODEL_BYTES=str(7 * 1024 * 1024), TRAINOPS_EVALUATION_ENTRY_POINT="list.py")
-    completed = subprocess.run([sys.executable, str(tmp_path / BOOTSTRAP_NAME)], env=env, capture_output=True,
-                               text=True)
+    completed = run_bootstrap(tmp_path, model, "list.py", TRAINOPS_MAX_MODEL_BYTES=str(7 * 1024 * 1024))
     assert completed.returncode == 0, completed.stderr
     assert "['weights-a.bin', 'weights-b.bin']" in completed.stdout
 
 
 def test_bootstrap_refuses_a_link_member(tmp_path):
-    model = tmp_path / "model"
-    model.mkdir()
-    with tarfile.open(model / "model.tar.gz", "w:gz") as bundle:
-        info = tarfile.TarInfo("inside-link")
-        info.type, info.linkname = tarfile.SYMTYPE, "weights.bin"
-        bundle.addfile(info)
-    (tmp_path / BOOTSTRAP_NAME).write_text(BOOTSTRAP_SOURCE)
-    env = dict(os.environ, TRAINOPS_MODEL_DIR=str(model), TRAINOPS_TEST_DIR=str(tmp_path),
-               TRAINOPS_OUTPUT_DIR=str(tmp_path / "out"), TRAINOPS_EVALUATION_ENTRY_POINT="missing.py")
-    completed = subprocess.run([sys.executable, str(tmp_path / BOOTSTRAP_NAME)], env=env, capture_output=True,
-                               text=True)
+    model = bootstrap_archive(tmp_path, [member("inside-link", type=tarfile.SYMTYPE, linkname="weights.bin")])
+    completed = run_bootstrap(tmp_path, model)
     assert completed.returncode != 0 and "regular files and directories only" in completed.stderr
 
 
