@@ -741,3 +741,31 @@ def test_an_error_in_a_listing_process_is_raised_in_the_stage(tree, monkeypatch)
     source, destination, _ = tree
     with pytest.raises(RuntimeError, match="listing broke"):
         stage_tree(str(source), str(destination), workers=2)
+
+
+def test_a_staged_file_that_became_a_directory_is_stale_once_with_two_workers(tmp_path, monkeypatch):
+    """A top-level file staged earlier and now a directory of the source: its old name is stale once (the listing
+    process of that directory and the staging process both used to report it), as with one worker; a re-stage that
+    sees every name of the manifest finds nothing stale."""
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    results = {}
+    for workers in (1, 2):
+        source = tmp_path / f"source-{workers}"
+        for index in range(4):
+            (source / f"dir-{index}").mkdir(parents=True)
+            (source / f"dir-{index}" / "data.bin").write_bytes(b"x" * index)
+        (source / "became-a-directory").write_bytes(b"file")
+        destination = tmp_path / f"destination-{workers}"
+        first = stage_tree(str(source), str(destination), workers=workers)
+        unchanged = stage_tree(str(source), str(destination), workers=workers)
+        (source / "became-a-directory").unlink()
+        (source / "became-a-directory").mkdir()
+        (source / "became-a-directory" / "inside.bin").write_bytes(b"inside")
+        (source / "dir-2" / "data.bin").unlink()
+        second = stage_tree(str(source), str(destination), workers=workers)
+        results[workers] = [(report.files_found, report.files_copied, report.files_skipped, report.stale,
+                             [(item.name, item.reason) for item in report.failed])
+                            for report in (first, unchanged, second)]
+    assert results[2] == results[1]
+    assert results[2][1] == (5, 0, 5, [], [])
+    assert results[2][2][3] == ["became-a-directory", "dir-2/data.bin"]

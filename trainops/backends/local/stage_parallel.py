@@ -5,8 +5,10 @@ threads would run that Python one at a time (the GIL), so the subtrees are liste
 on its own core. The children only read: they walk their subtrees with the same `LocalSource.list` (every directory
 opened relative to its checked parent with ``O_NOFOLLOW``, compared with the (device, inode) listed), ask the same
 unchanged check about each file (the manifest and the open destination are inherited, nothing is loaded twice), and
-send back what is left to copy, what they refused, the directories they listed and, for a re-stage, the names of the
-manifest under their subtrees that they did not see (stale). The copying is done afterwards, in this process.
+send back what is left to copy, what they refused, the directories they listed and, for a re-stage, how many names of
+the manifest they saw. Only when the names seen by all the processes do not cover the manifest does each child send
+the manifest's names under its subtrees that it did not see (stale), when asked: an unchanged re-stage walks no
+manifest. The copying is done afterwards, in this process.
 
 A child that fails sends its exception back, which is raised here; Ctrl-C or any error here kills the children (they
 have written nothing) before it is raised.
@@ -14,6 +16,7 @@ have written nothing) before it is raised.
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import signal
@@ -31,32 +34,59 @@ def listing_processes(workers: int, units: int) -> int:
 def _child(source: LocalSource, check: Any, group: list[tuple[int, str]], base: int) -> tuple:
     if check is not None:  # count only what this child skips (the parent's own are in its check already)
         check.skipped = check.skipped_bytes = 0
+        seen_before = len(check.seen)
     files, refused = source.list(check, start=group)
     tail = source.directories[base:]
-    stale: list[str] = []
-    skipped = skipped_bytes = 0
+    skipped = skipped_bytes = seen = 0
     if check is not None:
         skipped, skipped_bytes = check.skipped, check.skipped_bytes
-        # The manifest's names under this child's subtrees that were not listed: gone from the source.
-        tops = {prefix.partition("/")[0] for _, prefix in group}
-        seen = check.seen
-        stale = [name for name in check.files if name.partition("/")[0] in tops and name not in seen]
-    return [tuple(item) for item in files], refused, tail, skipped, skipped_bytes, stale
+        seen = len(check.seen) - seen_before  # the subtrees of the processes never share a name
+    return [tuple(item) for item in files], refused, tail, skipped, skipped_bytes, seen
 
 
-def _write_all(descriptor: int, data: bytes) -> None:
-    view = memoryview(data)
+def _stale_under(check: Any, group: list[tuple[int, str]]) -> list[str]:
+    """The manifest's names under this child's subtrees that were not listed: gone from the source."""
+    tops = {prefix.partition("/")[0] for _, prefix in group}
+    seen = check.seen
+    return [name for name in check.files if "/" in name and name.partition("/")[0] in tops and name not in seen]
+
+
+def _send(descriptor: int, message: Any) -> None:
+    data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
+    view = memoryview(len(data).to_bytes(8, "little") + data)
     while view:
         view = view[os.write(descriptor, view):]
 
 
-def _read_all(descriptor: int) -> bytes:
-    chunks = []
-    while True:
-        chunk = os.read(descriptor, 1 << 20)
+def _read_exactly(descriptor: int, size: int) -> bytes:
+    chunks, left = [], size
+    while left:
+        chunk = os.read(descriptor, min(left, 1 << 20))
         if not chunk:
-            return b"".join(chunks)
+            raise JobFailed("a listing process ended without reporting; stage again")
         chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _receive(descriptor: int) -> Any:
+    return pickle.loads(_read_exactly(descriptor, int.from_bytes(_read_exactly(descriptor, 8), "little")))
+
+
+def _run_child(source: LocalSource, check: Any, group: list[tuple[int, str]], base: int, write_end: int,
+               reply_end: int) -> None:
+    """A forked child: list, send the result; for a re-stage, send the stale names under its subtrees when the
+    parent asks for them (only when the names seen by all the processes do not cover the manifest)."""
+    try:
+        message = ("ok", _child(source, check, group, base))
+    except BaseException as error:  # noqa: BLE001 - sent to the parent, raised there
+        message = ("error", error)
+    try:
+        _send(write_end, message)
+    except Exception:  # noqa: BLE001 - an exception that does not pickle
+        _send(write_end, ("error", JobFailed(f"listing the source failed: {message[1]!r}")))
+    if message[0] == "ok" and check is not None and os.read(reply_end, 1) == b"s":
+        _send(write_end, _stale_under(check, group))
 
 
 def list_in_processes(source: LocalSource, check: Any, workers: int
@@ -75,50 +105,62 @@ def list_in_processes(source: LocalSource, check: Any, workers: int
         return files + more, refused + more_refused, stale
     base = len(source.directories)
     groups = [deferred[number::processes] for number in range(processes)]
-    children: list[tuple[int, int]] = []
+    children: list[tuple[int, int, int]] = []  # (pid, read end of its results, write end of the parent's reply)
+    stale: list[str] | None = None
+    # Everything built so far (the manifest's 100,000 entries) is moved out of the collector's reach before the
+    # fork: a collection in a child would otherwise walk it all, writing to every object (copying the pages the
+    # child shares with this process). The children hold no cycles and exit soon: they do not collect at all.
+    gc.freeze()
     try:
         for group in groups:
             read_end, write_end = os.pipe()
+            reply_read, reply_write = os.pipe()
             pid = os.fork()
             if pid == 0:  # the child: never returns into the caller
                 try:
+                    gc.disable()
                     os.close(read_end)
+                    os.close(reply_write)
                     signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it; the parent reports it
-                    try:
-                        data = pickle.dumps(("ok", _child(source, check, group, base)), pickle.HIGHEST_PROTOCOL)
-                    except BaseException as error:  # noqa: BLE001 - sent to the parent, raised there
-                        try:
-                            data = pickle.dumps(("error", error), pickle.HIGHEST_PROTOCOL)
-                        except Exception:  # noqa: BLE001 - an exception that does not pickle
-                            data = pickle.dumps(("error", JobFailed(f"listing the source failed: {error!r}")))
-                    _write_all(write_end, data)
+                    _run_child(source, check, group, base, write_end, reply_read)
                 finally:
                     os._exit(0)
             os.close(write_end)
-            children.append((pid, read_end))
-        results = []
-        for pid, read_end in children:
-            results.append(pickle.loads(_read_all(read_end)))
+            os.close(reply_read)
+            children.append((pid, read_end, reply_write))
+        results = [_receive(read_end) for _, read_end, _ in children]
+        for kind, payload in results:
+            if kind == "error":
+                raise payload
+        if check is not None:
+            # Every name of the manifest was seen by one process (the usual re-stage): nothing is stale, and no
+            # process walks the manifest to find out.
+            seen = len(check.seen) + sum(payload[5] for _, payload in results)
+            wanted = b"s" if seen < len(check.files) else b"n"
+            for _, _, reply_write in children:
+                os.write(reply_write, wanted)
+            stale = []
+            if wanted == b"s":
+                for _, read_end, _ in children:
+                    stale += _receive(read_end)
+                # The names this process listed (the top level) and the manifest's names outside every child's
+                # subtrees.
+                tops = {prefix.partition("/")[0] for _, prefix in deferred}
+                listed = check.seen
+                stale += [name for name in check.files
+                          if not ("/" in name and name.partition("/")[0] in tops) and name not in listed]
     finally:
-        for pid, read_end in children:
+        for pid, read_end, reply_write in children:
             os.close(read_end)
+            os.close(reply_write)
             try:
                 os.kill(pid, signal.SIGKILL)  # gone already after a normal end; only reads were in flight otherwise
             except ProcessLookupError:
                 pass
             os.waitpid(pid, 0)
-    for kind, payload in results:
-        if kind == "error":
-            raise payload
-    stale = None
-    if check is not None:
-        # The names this process listed (the top level) and the manifest's names outside every child's subtrees.
-        tops = {prefix.partition("/")[0] for _, prefix in deferred}
-        seen = check.seen
-        stale = [name for name in check.files
-                 if not ("/" in name and name.partition("/")[0] in tops) and name not in seen]
+        gc.unfreeze()
     make = SourceFile._make
-    for _, (child_files, child_refused, tail, skipped, skipped_bytes, child_stale) in results:
+    for _, (child_files, child_refused, tail, skipped, skipped_bytes, _) in results:
         offset = len(source.directories) - base
         if offset:
             tail = [(components, identity, parent + offset if parent >= base else parent)
@@ -131,5 +173,4 @@ def list_in_processes(source: LocalSource, check: Any, workers: int
         if check is not None:
             check.skipped += skipped
             check.skipped_bytes += skipped_bytes
-            stale += child_stale
     return files, refused, stale

@@ -150,6 +150,13 @@ class LocalSource:
         refused: list[Refusal] = []
         pending: list[tuple[int, str]] = list(start)  # (directory index, name prefix)
         found = pending if deferred is None else deferred  # where the directories listed go
+        # A re-stage's check (`staging.UnchangedCheck`) is done inline, without a call per file: the manifest's
+        # dict, the set of names seen and, per directory, the open directory of the copies (or None).
+        inline = getattr(unchanged, "inline_parts", None)
+        if inline is not None:
+            manifest_get, seen_add, copies_directory = inline()
+            inline_skipped = inline_skipped_bytes = 0
+            stat_at, is_regular = os.stat, stat.S_ISREG
         try:
             while pending:
                 index, prefix = pending.pop()
@@ -162,6 +169,7 @@ class LocalSource:
                                                                       f"{_reason(error)}"))
                     continue
                 components = self.directories[index][0]
+                copies_fd = copies_directory(prefix[:-1]) if inline is not None else None
                 for entry in entries:
                     entry_name = entry.name
                     name = prefix + entry_name
@@ -178,7 +186,24 @@ class LocalSource:
                         continue
                     mode = details.st_mode
                     if stat.S_ISREG(mode):
-                        if unchanged is not None and unchanged(name, details.st_size, details.st_mtime_ns):
+                        if inline is not None:
+                            recorded = manifest_get(name)
+                            if recorded is not None:
+                                seen_add(name)
+                                size = details.st_size
+                                if copies_fd is not None and recorded[0] == size \
+                                        and recorded[1] == details.st_mtime_ns:
+                                    # The copy must still be what was staged: edited or replaced copies go again.
+                                    try:
+                                        copy = stat_at(entry_name, dir_fd=copies_fd, follow_symlinks=False)
+                                    except OSError:
+                                        copy = None
+                                    if copy is not None and copy.st_size == size \
+                                            and copy.st_mtime_ns == recorded[2] and is_regular(copy.st_mode):
+                                        inline_skipped += 1
+                                        inline_skipped_bytes += size
+                                        continue
+                        elif unchanged is not None and unchanged(name, details.st_size, details.st_mtime_ns):
                             continue
                         files.append(SourceFile(name, details.st_size, details.st_mtime_ns, entry_name, details.st_ino,
                                                 index, mode & 0o777))
@@ -192,6 +217,9 @@ class LocalSource:
                         refused.append(Refusal(name, "not a regular file (a FIFO, socket or device)"))
         finally:
             opener.close()
+            if inline is not None:
+                unchanged.skipped += inline_skipped
+                unchanged.skipped_bytes += inline_skipped_bytes
         return files, refused
 
     def _linked(self, root_fd: int, root_real: str, components: tuple[str, ...], entry_name: str, name: str,

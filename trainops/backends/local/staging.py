@@ -200,8 +200,9 @@ class CopiesOnDisk:
         self.last: str | None = None
         self.last_descriptor = -1
 
-    def details(self, name: str) -> os.stat_result | None:
-        directory, _, base = name.rpartition("/")
+    def directory(self, directory: str) -> int | None:
+        """The open directory of the copies named ``directory/...`` (relative to the destination), or None when it
+        is missing or unsafe (a link or a file where the directory should be)."""
         # Names come directory by directory: the last directory's descriptor is kept at hand.
         if directory != self.last:
             if directory == self.missing:
@@ -211,6 +212,12 @@ class CopiesOnDisk:
             except OSError:  # missing, or a link or a file where the directory should be
                 self.missing = directory
                 return None
+        return self.last_descriptor
+
+    def details(self, name: str) -> os.stat_result | None:
+        directory, _, base = name.rpartition("/")
+        if self.directory(directory) is None:
+            return None
         try:
             return os.stat(base, dir_fd=self.last_descriptor, follow_symlinks=False)
         except OSError:
@@ -228,6 +235,12 @@ class UnchangedCheck:
         self.files, self.copies = manifest.files, copies
         self.skipped = self.skipped_bytes = 0
         self.seen: set[str] = set()  # listed names the manifest knows
+
+    def inline_parts(self) -> tuple[Callable[[str], Any], Callable[[str], None], Callable[[str], int | None]]:
+        """What `LocalSource.list` uses to make this check inline (the same test as `__call__`, without a call per
+        file; it adds to `skipped` and `skipped_bytes` itself): the manifest's ``get``, ``seen.add`` and the open
+        directory of the copies for a directory name."""
+        return self.files.get, self.seen.add, self.copies.directory
 
     def __call__(self, name: str, size: int, mtime_ns: int) -> bool:
         entry = self.files.get(name)
