@@ -82,16 +82,65 @@ def build_small_tree(root: Path, files: int, seed: int = 5) -> int:
 
 
 _fresh_count = [0]
+#: On tmpfs (no recently-deleted effect, but every copy held in memory) each first-stage copy is removed before the
+#: next run of its kind makes a new one; on disk file systems nothing is removed until the end of the whole run.
+_remove_between_runs = {"on": False}
+_last_made: dict[str, Path] = {}
 
 
 def fresh(path: Path) -> Path:
-    """A new name next to ``path`` (``path-N``) that does not exist yet, for a first-stage run to copy into. Nothing
-    is deleted between timed runs: on ext4, creating files in the minutes after many were deleted is several times
-    slower (the inode allocator skips recently deleted inodes, ``recently_deleted`` in perf), which made a run's time
-    depend on what the run before it removed (``cp -r`` of 100,000 files took 4 s or 56 s). `measure_shape` removes
-    the copies at the end of a tree shape."""
+    """A new name next to ``path`` (``path-N``) that does not exist yet, for a first-stage run to copy into.
+
+    On ext4, creating files in the minutes after many were deleted is several times slower (the inode allocator
+    checks, and skips, recently deleted inodes: ``recently_deleted`` / ``find_get_block_common`` under
+    ``__ext4_new_inode`` in perf), which made a run's time depend on what was removed before it (``cp -r`` of
+    100,000 files took 4 s or 56 s). So on a disk file system nothing is deleted until every shape is measured (the
+    copies stay, a few GB), and `settle` waits out earlier deletions before the first-stage rows; on tmpfs the
+    previous copy of the same kind is removed (untimed) before a new one is made."""
     _fresh_count[0] += 1
-    return path.with_name(f"{path.name}-{_fresh_count[0]}")
+    made = path.with_name(f"{path.name}-{_fresh_count[0]}")
+    if _remove_between_runs["on"]:
+        previous = _last_made.get(path.name)
+        if previous is not None:
+            shutil.rmtree(previous, ignore_errors=True)
+        _last_made[path.name] = made
+    return made
+
+
+def file_system_type(path: Path) -> str:
+    """The type of the file system ``path`` is on (the longest mount point of /proc/mounts above it)."""
+    real, best, kind = os.path.realpath(path), "", "unknown"
+    try:
+        mounts = Path("/proc/mounts").read_text().splitlines()
+    except OSError:
+        return kind
+    for line in mounts:
+        fields = line.split()
+        if len(fields) >= 3:
+            point = fields[1].replace("\\040", " ")
+            if (real == point or real.startswith(point.rstrip("/") + "/")) and len(point) >= len(best):
+                best, kind = point, fields[2]
+    return kind
+
+
+def settle(work: Path, sample: Path, limit_seconds: float = 300.0) -> str:
+    """Wait until creating files on this file system runs at its steady speed: copy ``sample`` (one directory of
+    the source) into a new directory every few seconds until two probes in a row agree within 25% (or
+    ``limit_seconds`` pass). Returns the probe times, for the output. Nothing is deleted (see `fresh`)."""
+    probes: list[float] = []
+    started = time.monotonic()
+    while True:
+        target = fresh(work / "probe")
+        os.sync()
+        began = time.perf_counter()
+        subprocess.run(["cp", "-r", str(sample), str(target)], check=True)
+        probes.append(time.perf_counter() - began)
+        if len(probes) >= 2 and max(probes[-2:]) <= 1.25 * min(probes[-2:]):
+            break
+        if time.monotonic() - started > limit_seconds:
+            break
+        time.sleep(5)
+    return ", ".join(f"{probe:.3f}" for probe in probes) + " s"
 
 
 def cpu_seconds(who: int) -> float:
@@ -193,6 +242,10 @@ def stage_command(source: Path, destination: Path, workers: int) -> list[str]:
 
 def measure_shape(label: str, work: Path, source: Path, sweep: list[int], repeat: int, have_rsync: bool) -> None:
     """The rows of one tree shape: first stage against cp -r, re-stage against rsync -a, as a command and in-process."""
+    if not _remove_between_runs["on"]:
+        sample = min(path for path in source.iterdir() if path.is_dir())
+        print(f"| {label}: settle (`cp -r` of {sample.name} until two runs agree) | {settle(work, sample)} "
+              "| | | | | | |", flush=True)
     copy = command_timer(lambda: ["cp", "-r", str(source), str(fresh(work / "copied"))])
     synced = work / "synced"
     rsync = command_timer(lambda: ["rsync", "-a", f"{source}/", f"{synced}/"])  # `synced` is set per re-stage row
@@ -215,9 +268,10 @@ def measure_shape(label: str, work: Path, source: Path, sweep: list[int], repeat
                 else command_timer(lambda: stage_command(source, restaged, sweep[-1])))
         print(row(f"{label}: re-stage unchanged, {how}, {sweep[-1]} workers", paired(ours, rsync, repeat),
                   "`rsync -a`", 1.0), flush=True)
-    for name in ("copied", "synced", "staged", "restaged"):
-        for path in work.glob(f"{name}-*"):
-            shutil.rmtree(path, ignore_errors=True)
+    if _remove_between_runs["on"]:
+        for name in ("copied", "synced", "staged", "restaged"):
+            for path in work.glob(f"{name}-*"):
+                shutil.rmtree(path, ignore_errors=True)
 
 
 def main() -> int:
@@ -229,7 +283,9 @@ def main() -> int:
     parser.add_argument("--small-files", type=int, default=100_000)
     parser.add_argument("--shapes", default="mixed,small", help="which trees: mixed, small or both (mixed,small)")
     parser.add_argument("--workers", default="2", help="worker count, or a comma-separated sweep (1,2,4,8)")
-    parser.add_argument("--scratch", default=None, help="where the trees go (default: $TMPDIR)")
+    parser.add_argument("--scratch", default=None,
+                        help="where the trees go, or a comma-separated list measured one after the other "
+                             "(e.g. /tmp,/dev/shm for ext4 and tmpfs; default: $TMPDIR)")
     arguments = parser.parse_args()
     sweep = [int(value) for value in arguments.workers.split(",")]
     shapes = [shape for shape in arguments.shapes.split(",") if shape]
@@ -237,30 +293,33 @@ def main() -> int:
     if not have_rsync:
         print("rsync is not installed, so the re-stage rows are skipped; install it with: apt-get install -y rsync",
               file=sys.stderr)
-    with tempfile.TemporaryDirectory(prefix="trainops-bench-staging-", dir=arguments.scratch) as scratch:
-        work = Path(scratch)
-        help_command = command_timer(lambda: [sys.executable, "-m", "trainops.cli", "stage", "--help"])
-        floor = statistics.median(help_command()[0] for _ in range(3))
-        print(f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the start; trees under "
-              f"{arguments.scratch or tempfile.gettempdir()}; fixed cost of the command (interpreter and imports, "
-              f"`trainops stage --help`): {floor:.3f} s\n")
-        print("| measurement | trainops s, median (fastest) | baseline | baseline s, median (fastest) | wall ratio "
-              "(median per round) | target | CPU-time ratio | peak memory (trainops / baseline) |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-        for shape in shapes:
-            source = work / f"source-{shape}"
-            if shape == "mixed":
-                total = build_tree(source, arguments.files, arguments.megabytes * 1_000_000)
-                label, repeat = f"mixed {arguments.files:,} files / {total / 1e6:.0f} MB", arguments.repeat
-            elif shape == "small":
-                total = build_small_tree(source, arguments.small_files)
-                label = f"small {arguments.small_files:,} files / {total / 1e6:.0f} MB"
-                repeat = arguments.small_repeat
-            else:
-                parser.error(f"unknown shape {shape!r}; use mixed, small")
-            measure_shape(label, work, source, sweep, repeat, have_rsync)
-            shutil.rmtree(source, ignore_errors=True)
-        print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
+    help_command = command_timer(lambda: [sys.executable, "-m", "trainops.cli", "stage", "--help"])
+    floor = statistics.median(help_command()[0] for _ in range(3))
+    print(f"{os.cpu_count()} CPUs; fixed cost of the command (interpreter and imports, `trainops stage --help`): "
+          f"{floor:.3f} s")
+    for scratch_root in (arguments.scratch or tempfile.gettempdir()).split(","):
+        kind = file_system_type(Path(scratch_root))
+        _remove_between_runs["on"] = kind == "tmpfs"
+        with tempfile.TemporaryDirectory(prefix="trainops-bench-staging-", dir=scratch_root) as scratch:
+            work = Path(scratch)
+            print(f"\ntrees under {scratch_root} ({kind}), load average {os.getloadavg()[0]:.1f} at the start\n")
+            print("| measurement | trainops s, median (fastest) | baseline | baseline s, median (fastest) | wall ratio "
+                  "(median per round) | target | CPU-time ratio | peak memory (trainops / baseline) |")
+            print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+            for shape in shapes:
+                source = work / f"source-{shape}"
+                if shape == "mixed":
+                    total = build_tree(source, arguments.files, arguments.megabytes * 1_000_000)
+                    label, repeat = f"mixed {arguments.files:,} files / {total / 1e6:.0f} MB", arguments.repeat
+                elif shape == "small":
+                    total = build_small_tree(source, arguments.small_files)
+                    label = f"small {arguments.small_files:,} files / {total / 1e6:.0f} MB"
+                    repeat = arguments.small_repeat
+                else:
+                    parser.error(f"unknown shape {shape!r}; use mixed, small")
+                measure_shape(f"{label}, {kind}", work, source, sweep, repeat, have_rsync)
+            print(f"\nload average {os.getloadavg()[0]:.1f} at the end of {scratch_root}; removing the trees")
+            _last_made.clear()
     return 0
 
 
