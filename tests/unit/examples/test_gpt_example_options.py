@@ -24,23 +24,30 @@ def test_an_unknown_option_is_still_refused():
         parser("gpt").parse_args(["--no-such-option", "1"])
 
 
-def test_ddp_bucket_size_reaches_transform_in_a_two_rank_run(tmp_path):
-    """`ddp_bucket_mb` (what bench/multi_gpu.py --ddp-bucket-mb passes) is the bucket size DDP gets; without it the
-    example takes transform()'s choice (400 MB with both ranks on this host)."""
-    import os
-    import subprocess
+class _Stop(Exception):
+    pass
 
-    repo = Path(__file__).resolve().parents[3]
-    env = {**os.environ, "PYTHONPATH": str(repo)}
 
-    def transform_line(*extra: str) -> str:
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2", "train.py",
-                   "--size", "tiny", "--steps", "1", "--global_batch", "4", "--log_every", "0",
-                   "--metrics_out", str(tmp_path / "training.json"), *extra]
-        done = subprocess.run(command, cwd=repo / "examples" / "gpt", env=env, capture_output=True, text=True,
-                              timeout=300)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-        return next(line for line in (done.stdout + done.stderr).splitlines() if "DistributedDataParallel" in line)
+@pytest.mark.parametrize("given, expected", [(["--ddp_bucket_mb", "7"], {"bucket_cap_mb": 7}), ([], None)])
+def test_ddp_bucket_size_reaches_transform(monkeypatch, given, expected):
+    """`ddp_bucket_mb` (what bench/multi_gpu.py --ddp-bucket-mb passes) becomes transform()'s ddp_options; without
+    it the example leaves the choice to transform() (DDP_DEFAULTS, tested in tests/unit/runtime/test_parallel.py)."""
+    import trainops.runtime
 
-    assert "bucket 7 MB" in transform_line("--ddp_bucket_mb", "7")
-    assert "bucket 400 MB" in transform_line()
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    seen = {}
+
+    def recording_transform(model, **options):
+        seen.update(options)
+        raise _Stop
+
+    monkeypatch.setattr(trainops.runtime, "transform", recording_transform)
+    monkeypatch.setattr(sys, "argv", ["train.py", "--size", "tiny", "--steps", "1", *given])
+    import train
+
+    try:
+        with pytest.raises(_Stop):
+            train.main()
+    finally:
+        trainops.runtime.cleanup()
+    assert seen["ddp_options"] == expected
