@@ -431,7 +431,7 @@ class S3Source:
         """Every object under the prefix (``unchanged`` is not used: an ETag is compared after listing). Raises `SpecError` when the bucket does not exist or nothing is there."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        from trainops.backends.sagemaker.clients import error_code, translate_client_error
+        from trainops.aws.clients import error_code, translate_client_error
 
         files: list[SourceFile] = []
         refused: list[Refusal] = []
@@ -500,7 +500,7 @@ def open_source(source: str, client_factory: Callable[[str], Any] | None, worker
         raise SpecError(Problem("source", "no source given; pass a local directory, a file:// URI or "
                                           "s3://bucket/prefix"))
     if source.startswith("s3://"):
-        from trainops.backends.sagemaker.s3 import parse_s3_uri
+        from trainops.aws.s3 import parse_s3_uri
 
         bucket, key = parse_s3_uri(source, "source")
         prefix = key.rstrip("/") + "/" if key.strip("/") else ""
@@ -520,7 +520,7 @@ def open_source(source: str, client_factory: Callable[[str], Any] | None, worker
 def _default_factory(workers: int) -> Callable[[str], Any]:
     import boto3
 
-    from trainops.backends.sagemaker.clients import client_config, client_factory_from_session
+    from trainops.aws.clients import client_config, client_factory_from_session
 
     # One connection per worker thread: botocore's default pool of 10 would make extra threads wait (and warn).
     config = client_config(max_pool_connections=max(10, workers))
