@@ -227,16 +227,10 @@ class LocalBackend:
                  description: str = "", job_name: str | None = None, **unused: Any) -> RegisteredVersion:
         """A new version in the local registry, or the version this training job already has (once per job)."""
         registry = self._registry()
-        # A retried task or a re-run pipeline registers the same training job once, not once per run. This look
-        # saves the copy when the version exists; racing registrations are decided under the group's lock.
-        earlier = [entry for entry in registry.list(group) if job_name and entry.job_name == job_name] \
-            if group in registry.groups() else []
-        if earlier:
-            entry, added = earlier[-1], False
-        else:
-            entry, added = registry.register_once(
-                group=group, model_artifact=model_artifact, metrics=metrics, approval=approval, spec=spec_data,
-                description=description, job_name=job_name)
+        # Once per training job (a retried task, a re-run pipeline): the registry decides, under its group lock.
+        entry, added = registry.register_once(
+            group=group, model_artifact=model_artifact, metrics=metrics, approval=approval, spec=spec_data,
+            description=description, job_name=job_name)
         champion = registry.champion(group)
         return RegisteredVersion(
             backend="local", group=entry.group, version=entry.version, approval_status=entry.approval_status,

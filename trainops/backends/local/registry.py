@@ -347,6 +347,12 @@ class LocalRegistry:
                     damaged.append((name, number, str(error)))
         return versions, damaged
 
+    def _version_of_job(self, group: str, job_name: str | None) -> ModelVersion | None:
+        """The latest readable version of ``group`` that training job ``job_name`` made, if any."""
+        if not job_name:
+            return None
+        return next((entry for entry in reversed(self._scan(group)[0]) if entry.job_name == job_name), None)
+
     def list(self, group: str | None = None) -> list[ModelVersion]:
         """Every readable version of one group, or of every group, ordered by group then version (damaged versions
         are left out: see `damaged`)."""
@@ -416,6 +422,11 @@ class LocalRegistry:
         check_group(group)
         check_approval(approval)
         checked_metrics = check_metrics(metrics)
+        # A retried task or a re-run pipeline registers its training job once: a version that exists already
+        # saves the copy; racing registrations are decided again under the group's lock below.
+        earlier = self._version_of_job(group, job_name)
+        if earlier is not None:
+            return earlier, False
         source = local_path(model_artifact, "model_artifact")
         if not source.exists():
             raise SpecError(Problem("model_artifact", f"{source} does not exist; give the training job's "
@@ -440,11 +451,10 @@ class LocalRegistry:
             created = now_text()
             with self._locked(group) as directory:
                 # Decided under the lock: concurrent registrations of one job agree on one version.
-                if job_name:
-                    for earlier in reversed(self._scan(group)[0]):
-                        if earlier.job_name == job_name:
-                            shutil.rmtree(staged, ignore_errors=True)
-                            return earlier, False
+                earlier = self._version_of_job(group, job_name)
+                if earlier is not None:
+                    shutil.rmtree(staged, ignore_errors=True)
+                    return earlier, False
                 numbers = self._version_numbers(directory)
                 version = (numbers[-1] if numbers else 0) + 1
                 final = directory / f"v{version}"
