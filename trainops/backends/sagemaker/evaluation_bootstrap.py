@@ -1,6 +1,8 @@
 """The script a SageMaker evaluation (processing job) starts: it turns the processing job's layout into the
 evaluation contract (docs/contracts.md section 6), so the user's script is the same file locally and on SageMaker."""
 
+from trainops.backends.local.model_archive import DEFAULT_LIMIT_BYTES, LIMIT_VARIABLE, MAX_MEMBERS
+
 #: The name the bootstrap has in the code prefix of a SageMaker evaluation.
 BOOTSTRAP_NAME = "trainops_evaluate_bootstrap.py"
 
@@ -8,7 +10,7 @@ BOOTSTRAP_NAME = "trainops_evaluate_bootstrap.py"
 # model.tar.gz and passes --model-dir/--test-dir/--output-dir; this bridge turns that into the evaluation contract
 # (extracted model, SM_CHANNEL_*, SM_OUTPUT_DATA_DIR, TRAINOPS_EVALUATION_DIR, hyperparameters as --key value), so the
 # user's script is the same file locally and on SageMaker. Standard library only: it runs in any image.
-BOOTSTRAP_SOURCE = '''\
+_BOOTSTRAP_TEMPLATE = '''\
 """trainops evaluation bootstrap: sets up the evaluation contract, then runs the user's script."""
 import errno
 import json
@@ -19,9 +21,9 @@ import sys
 import tarfile
 
 DIRECTORY_OPTIONS = ("--model-dir", "--test-dir", "--output-dir")
-LIMIT_VARIABLE = "TRAINOPS_MAX_MODEL_BYTES"
-DEFAULT_LIMIT_BYTES = 64 * 1024 ** 3
-MAX_MEMBERS = 1000000
+LIMIT_VARIABLE = "@LIMIT_VARIABLE@"
+DEFAULT_LIMIT_BYTES = @DEFAULT_LIMIT_BYTES@
+MAX_MEMBERS = @MAX_MEMBERS@
 
 
 def size_limit():
@@ -115,3 +117,9 @@ def main():
 if __name__ == "__main__":
     main()
 '''
+
+# The limits are the local extraction's (trainops.backends.local.model_archive), written into the script's text: it
+# runs where trainops is not installed.
+BOOTSTRAP_SOURCE = (_BOOTSTRAP_TEMPLATE.replace("@LIMIT_VARIABLE@", LIMIT_VARIABLE)
+                    .replace("@DEFAULT_LIMIT_BYTES@", str(DEFAULT_LIMIT_BYTES))
+                    .replace("@MAX_MEMBERS@", str(MAX_MEMBERS)))
