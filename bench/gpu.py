@@ -146,14 +146,20 @@ def _step_shape(args: argparse.Namespace) -> tuple[int, int]:
     return args.global_batch * config.seq_len, config.d_model
 
 
+def in_turn(index: int, first, second) -> tuple[dict, dict]:
+    """Round ``index`` of an ABBA sequence: ``first`` then ``second`` in even rounds, the other way in odd ones;
+    returns (A's result, B's result). ``first`` and ``second`` take the round's index."""
+    if index % 2:
+        b_result = second(index)
+        return first(index), b_result
+    a_result = first(index)
+    return a_result, second(index)
+
+
 def alternate(pairs: int, first, second) -> tuple[list[dict], list[dict]]:
     """``pairs`` runs of each, in ABBA order: A B, B A, A B, ..."""
-    a_runs, b_runs = [], []
-    for index in range(pairs):
-        order = [(first, a_runs), (second, b_runs)]
-        for run, sink in (order if index % 2 == 0 else order[::-1]):
-            sink.append(run(index))
-    return a_runs, b_runs
+    rounds = [in_turn(index, first, second) for index in range(pairs)]
+    return [a for a, _ in rounds], [b for _, b in rounds]
 
 
 def summary_line(label: str, runs: list[dict]) -> str:

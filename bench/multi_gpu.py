@@ -42,7 +42,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from gpu import NVLS_OFF, environment, hyperparameters, run_torchrun, run_trainops  # noqa: E402
+from gpu import NVLS_OFF, environment, hyperparameters, in_turn, run_torchrun, run_trainops  # noqa: E402
 
 PROBE_BYTES = 256 * 2**20
 
@@ -114,16 +114,6 @@ def run_plain(scratch: Path, label: str, processes: int, args: argparse.Namespac
     return result
 
 
-def in_turn(index: int, first, second) -> tuple[dict, dict]:
-    """Run ``first`` and ``second``, in ABBA order over rounds (A B in even rounds, B A in odd ones); returns
-    (A's result, B's result)."""
-    if index % 2:
-        b_result = second()
-        return first(), b_result
-    a_result = first()
-    return a_result, second()
-
-
 def gpu_counts(largest: int) -> list[int]:
     """1, 2, 4, 8, ... up to ``largest``, and ``largest`` itself."""
     counts, count = [], 1
@@ -192,11 +182,12 @@ def main() -> int:
             for count in gpu_counts(largest)[:-1]:
                 result["ddp"].append(saved(run_trainops(scratch, f"ddp-{count}-{index}", ddp, count,
                                                         ddp_parameters(count), env)))
-            trainops_run = lambda: saved(run_trainops(scratch, f"ddp-{largest}-{index}", ddp,  # noqa: E731
-                                                      largest, ddp_parameters(largest), env))
-            torchrun_run = lambda: saved(run_torchrun(scratch, f"torchrun-{largest}-{index}",  # noqa: E731
-                                                      largest, ddp_parameters(largest), env))
-            pair_a, pair_b = in_turn(index, trainops_run, torchrun_run)
+            pair_a, pair_b = in_turn(
+                index,
+                lambda round_: saved(run_trainops(scratch, f"ddp-{largest}-{round_}", ddp, largest,
+                                                  ddp_parameters(largest), env)),
+                lambda round_: saved(run_torchrun(scratch, f"torchrun-{largest}-{round_}", largest,
+                                                  ddp_parameters(largest), env)))
             trainops_runs.append(pair_a)
             torchrun_runs.append(pair_b)
         result["ddp"] += trainops_runs
