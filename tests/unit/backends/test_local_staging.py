@@ -699,6 +699,7 @@ def test_two_workers_list_the_subtrees_in_child_processes_and_report_as_one_work
 
     monkeypatch.setattr(stage_parallel, "_child", recording_child)
     monkeypatch.setattr(stage_parallel.os, "cpu_count", lambda: 2)
+    single_threaded(monkeypatch)
     reports = {}
     for workers in (1, 2):
         source = tmp_path / f"source-{workers}"
@@ -738,9 +739,79 @@ def test_an_error_in_a_listing_process_is_raised_in_the_stage(tree, monkeypatch)
 
     monkeypatch.setattr(stage_parallel, "_child", failing_child)
     monkeypatch.setattr(stage_parallel.os, "cpu_count", lambda: 2)
+    single_threaded(monkeypatch)
     source, destination, _ = tree
     with pytest.raises(RuntimeError, match="listing broke"):
         stage_tree(str(source), str(destination), workers=2)
+
+
+def single_threaded(monkeypatch) -> None:
+    """Staging forks its listing processes only when the process has no other thread; pytest's process may have
+    some (a moto server, an earlier test's pool), so the tests of the forked path say there are none."""
+    from trainops.backends.local import staging
+
+    monkeypatch.setattr(staging.threading, "active_count", lambda: 1)
+
+
+def test_a_process_with_other_threads_lists_in_process(tree, monkeypatch):
+    """Forking while another thread holds a lock leaves the lock held in the child: with a second thread alive
+    (an Airflow worker, a notebook), the listing runs in this process and the stage is the same."""
+    import threading
+
+    from trainops.backends.local import stage_parallel
+
+    def no_fork(*arguments):
+        raise AssertionError("a listing process was started")
+
+    monkeypatch.setattr(stage_parallel, "list_in_processes", no_fork)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    source, destination, _ = tree
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    try:
+        report = stage_tree(str(source), str(destination), workers=2)
+    finally:
+        stop.set()
+        other.join()
+    assert report.files_copied == report.files_found > 0
+
+
+def test_the_callers_gc_freeze_survives_a_stage(tree, monkeypatch):
+    """A server that froze its objects before forking workers keeps them frozen after a stage with listing
+    processes (the stage used to unfreeze everything)."""
+    import gc
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    single_threaded(monkeypatch)
+    source, destination, _ = tree
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        stage_tree(str(source), str(destination), workers=2)
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+    stage_tree(str(source), str(destination / "again"), workers=2)
+    assert gc.get_freeze_count() == 0  # a freeze made by the stage itself is undone
+
+
+def test_a_failed_fork_is_a_clear_error_and_leaves_no_descriptor_open(tree, monkeypatch):
+    from trainops.backends.local import stage_parallel
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    single_threaded(monkeypatch)
+
+    def no_process(*arguments):
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    source, destination, _ = tree
+    stage_tree(str(source), str(destination / "warm"), workers=1)  # imports and caches settle first
+    before = len(os.listdir("/proc/self/fd"))
+    monkeypatch.setattr(stage_parallel.os, "fork", no_process)
+    with pytest.raises(JobFailed, match="could not start a listing process.*--workers 1"):
+        stage_tree(str(source), str(destination / "new"), workers=2)
+    assert len(os.listdir("/proc/self/fd")) == before
 
 
 def test_a_staged_file_that_became_a_directory_is_stale_once_with_two_workers(tmp_path, monkeypatch):

@@ -84,7 +84,8 @@ def _run_child(source: LocalSource, check: Any, group: list[tuple[int, str]], ba
     try:
         _send(write_end, message)
     except Exception:  # noqa: BLE001 - an exception that does not pickle
-        _send(write_end, ("error", JobFailed(f"listing the source failed: {message[1]!r}")))
+        what = repr(message[1])[:300] if message[0] == "error" else "its result could not be sent"
+        _send(write_end, ("error", JobFailed(f"listing the source failed: {what}")))
     if message[0] == "ok" and check is not None and os.read(reply_end, 1) == b"s":
         _send(write_end, _stale_under(check, group))
 
@@ -98,11 +99,7 @@ def list_in_processes(source: LocalSource, check: Any, workers: int
     processes = listing_processes(workers, len(deferred))
     if processes < 2:
         more, more_refused = source.list(check, start=deferred)
-        stale = None
-        if check is not None:
-            stale = [name for name in check.files if name not in check.seen] \
-                if len(check.seen) < len(check.files) else []
-        return files + more, refused + more_refused, stale
+        return files + more, refused + more_refused, None  # the caller finds stale names itself
     base = len(source.directories)
     groups = [deferred[number::processes] for number in range(processes)]
     children: list[tuple[int, int, int]] = []  # (pid, read end of its results, write end of the parent's reply)
@@ -110,24 +107,38 @@ def list_in_processes(source: LocalSource, check: Any, workers: int
     # Everything built so far (the manifest's 100,000 entries) is moved out of the collector's reach before the
     # fork: a collection in a child would otherwise walk it all, writing to every object (copying the pages the
     # child shares with this process). The children hold no cycles and exit soon: they do not collect at all.
-    gc.freeze()
+    # A caller that froze its own objects (a server that forks workers) keeps them frozen: only a freeze made here is
+    # undone here.
+    froze = gc.get_freeze_count() == 0
+    if froze:
+        gc.freeze()
     try:
         for group in groups:
             read_end, write_end = os.pipe()
             reply_read, reply_write = os.pipe()
-            pid = os.fork()
+            try:
+                pid = os.fork()
+            except OSError as error:  # a process limit: nothing of this round is left open
+                for descriptor in (read_end, write_end, reply_read, reply_write):
+                    os.close(descriptor)
+                raise JobFailed(f"could not start a listing process ({error.strerror}); stage with --workers 1")
             if pid == 0:  # the child: never returns into the caller
                 try:
                     gc.disable()
+                    # The pipes of the children before it are the parent's: holding them would keep those
+                    # children waiting for a reply if the parent died.
+                    for _, earlier_read, earlier_reply in children:
+                        os.close(earlier_read)
+                        os.close(earlier_reply)
                     os.close(read_end)
                     os.close(reply_write)
                     signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it; the parent reports it
                     _run_child(source, check, group, base, write_end, reply_read)
                 finally:
                     os._exit(0)
+            children.append((pid, read_end, reply_write))  # first, so that the cleanup below always has it
             os.close(write_end)
             os.close(reply_read)
-            children.append((pid, read_end, reply_write))
         results = [_receive(read_end) for _, read_end, _ in children]
         for kind, payload in results:
             if kind == "error":
@@ -158,7 +169,8 @@ def list_in_processes(source: LocalSource, check: Any, workers: int
             except ProcessLookupError:
                 pass
             os.waitpid(pid, 0)
-        gc.unfreeze()
+        if froze:
+            gc.unfreeze()
     make = SourceFile._make
     for _, (child_files, child_refused, tail, skipped, skipped_bytes, _) in results:
         offset = len(source.directories) - base

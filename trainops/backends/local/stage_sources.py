@@ -123,13 +123,14 @@ class LocalSource:
         """Opens listed directories (one opener per thread: it keeps a few descriptors open)."""
         return DirectoryOpener(self._open_root(), self.directories)
 
-    def list(self, unchanged: Callable[[str, int, int], bool] | None = None, *,
+    def list(self, unchanged: Any = None, *,
              start: list[tuple[int, str]] | None = None, deferred: list[tuple[int, str]] | None = None
              ) -> tuple[list[SourceFile], list[Refusal]]:
         """Every file to stage and every refusal, walking the tree without recursion (deep trees are fine).
 
-        ``unchanged(name, size, mtime_ns)``, when given, is asked about each regular file as it is listed; the files
-        it says are unchanged are left out of the list (a re-stage then builds no record for them).
+        ``unchanged``, when given, is a re-stage's `staging.UnchangedCheck`: each regular file is checked against it
+        as it is listed (inline, through its ``inline_parts()``), and the unchanged ones are left out of the list (a
+        re-stage then builds no record for them).
 
         ``deferred``, when given, receives the (directory index, name prefix) of each directory found instead of
         walking it: the listing stops at the top level, and the subtrees are walked later with ``start`` (the
@@ -152,9 +153,9 @@ class LocalSource:
         found = pending if deferred is None else deferred  # where the directories listed go
         # A re-stage's check (`staging.UnchangedCheck`) is done inline, without a call per file: the manifest's
         # dict, the set of names seen and, per directory, the open directory of the copies (or None).
-        inline = getattr(unchanged, "inline_parts", None)
-        if inline is not None:
-            manifest_get, seen_add, copies_directory = inline()
+        inline = unchanged is not None
+        if inline:
+            manifest_get, seen_add, copies_directory = unchanged.inline_parts()
             inline_skipped = inline_skipped_bytes = 0
             stat_at, is_regular = os.stat, stat.S_ISREG
         try:
@@ -169,7 +170,7 @@ class LocalSource:
                                                                       f"{_reason(error)}"))
                     continue
                 components = self.directories[index][0]
-                copies_fd = copies_directory(prefix[:-1]) if inline is not None else None
+                copies_fd = copies_directory(prefix[:-1]) if inline else None
                 for entry in entries:
                     entry_name = entry.name
                     name = prefix + entry_name
@@ -186,7 +187,7 @@ class LocalSource:
                         continue
                     mode = details.st_mode
                     if stat.S_ISREG(mode):
-                        if inline is not None:
+                        if inline:
                             recorded = manifest_get(name)
                             if recorded is not None:
                                 seen_add(name)
@@ -203,8 +204,6 @@ class LocalSource:
                                         inline_skipped += 1
                                         inline_skipped_bytes += size
                                         continue
-                        elif unchanged is not None and unchanged(name, details.st_size, details.st_mtime_ns):
-                            continue
                         files.append(SourceFile(name, details.st_size, details.st_mtime_ns, entry_name, details.st_ino,
                                                 index, mode & 0o777))
                     elif stat.S_ISDIR(mode):
@@ -217,7 +216,7 @@ class LocalSource:
                         refused.append(Refusal(name, "not a regular file (a FIFO, socket or device)"))
         finally:
             opener.close()
-            if inline is not None:
+            if inline:
                 unchanged.skipped += inline_skipped
                 unchanged.skipped_bytes += inline_skipped_bytes
         return files, refused
@@ -426,7 +425,7 @@ class S3Source:
         # A failed download fails that file only; the others go on.
         self.failure_types: tuple[type[BaseException], ...] = (OSError, BotoCoreError, ClientError)
 
-    def list(self, unchanged: Callable[[str, int, int], bool] | None = None
+    def list(self, unchanged: Any = None
              ) -> tuple[list[SourceFile], list[Refusal]]:
         """Every object under the prefix (``unchanged`` is not used: an ETag is compared after listing). Raises `SpecError` when the bucket does not exist or nothing is there."""
         from botocore.exceptions import BotoCoreError, ClientError

@@ -43,6 +43,7 @@ import json
 import os
 import stat
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, TextIO
@@ -237,25 +238,10 @@ class UnchangedCheck:
         self.seen: set[str] = set()  # listed names the manifest knows
 
     def inline_parts(self) -> tuple[Callable[[str], Any], Callable[[str], None], Callable[[str], int | None]]:
-        """What `LocalSource.list` uses to make this check inline (the same test as `__call__`, without a call per
+        """What `LocalSource.list` uses to make this check inline (the test of `_unchanged`, without a call per
         file; it adds to `skipped` and `skipped_bytes` itself): the manifest's ``get``, ``seen.add`` and the open
         directory of the copies for a directory name."""
         return self.files.get, self.seen.add, self.copies.directory
-
-    def __call__(self, name: str, size: int, mtime_ns: int) -> bool:
-        entry = self.files.get(name)
-        if entry is None:
-            return False
-        self.seen.add(name)
-        if entry[0] != size or entry[1] != mtime_ns:
-            return False
-        details = self.copies.details(name)
-        if details is None or details.st_size != size or details.st_mtime_ns != entry[2] \
-                or not stat.S_ISREG(details.st_mode):
-            return False
-        self.skipped += 1
-        self.skipped_bytes += size
-        return True
 
 
 def _unchanged(item: SourceFile, manifest: StageManifest, copies: CopiesOnDisk) -> bool:
@@ -330,7 +316,10 @@ def _list(source: Source, check: UnchangedCheck | None, workers: int
           ) -> tuple[list[SourceFile], list[Refusal], list[str] | None]:
     """List the source: a local tree with more than one worker in several processes (`stage_parallel`: a re-stage
     is mostly the per-file work of this listing); returns (files, refusals, stale names or None when unknown)."""
-    if isinstance(source, LocalSource) and workers > 1 and (os.cpu_count() or 1) > 1:
+    # Only a process with no other thread forks (a thread holding a lock at the fork would leave it held in the
+    # child): an Airflow worker or a notebook with threads lists in-process.
+    if isinstance(source, LocalSource) and workers > 1 and (os.cpu_count() or 1) > 1 \
+            and threading.active_count() == 1:
         from trainops.backends.local.stage_parallel import list_in_processes
 
         return list_in_processes(source, check, workers)
