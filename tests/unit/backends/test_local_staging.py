@@ -789,7 +789,9 @@ def test_the_callers_gc_freeze_survives_a_stage(tree, monkeypatch):
     try:
         frozen = gc.get_freeze_count()
         stage_tree(str(source), str(destination), workers=2)
-        assert gc.get_freeze_count() == frozen
+        # Still frozen (the count is of live objects: one freed during the stage leaves it, so not an equality);
+        # the stage used to unfreeze everything, which leaves 0.
+        assert gc.get_freeze_count() > frozen // 2 > 0
     finally:
         gc.unfreeze()
     stage_tree(str(source), str(destination / "again"), workers=2)
