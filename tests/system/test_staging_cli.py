@@ -96,7 +96,8 @@ def test_delete_removes_only_files_an_earlier_stage_wrote(source, tmp_path):
 @pytest.mark.parametrize("workers", [1, 3])
 def test_ctrl_c_stops_with_130_leaving_only_whole_files_and_a_rerun_completes(source, tmp_path, workers):
     destination = tmp_path / "staged"
-    # The third copy sends SIGINT to the process (Ctrl-C) and goes on; the interrupt lands in the main thread.
+    # The third copy sends SIGINT to the process group, as Ctrl-C in a terminal does (the copying processes of
+    # several workers get it too), and goes on; the interrupt lands in the main thread of the stage.
     script = textwrap.dedent(f"""
         import os, signal, sys
         from trainops import cli
@@ -105,12 +106,13 @@ def test_ctrl_c_stops_with_130_leaving_only_whole_files_and_a_rerun_completes(so
         def interrupted(source_descriptor, target, size, stop):
             calls.append(size)
             if len(calls) == 3:
-                os.kill(os.getpid(), signal.SIGINT)
+                os.killpg(0, signal.SIGINT)
             return original(source_descriptor, target, size, stop)
         stage_sources.copy_descriptor = interrupted
         sys.exit(cli.main(["stage", {str(source)!r}, {str(destination)!r}, "--workers", "{workers}"]))
     """)
-    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                               start_new_session=True)
     assert completed.returncode == 130, completed.stderr
     assert "interrupted" in completed.stderr
     names = {path.relative_to(destination).as_posix() for path in destination.rglob("*") if path.is_file()}

@@ -748,9 +748,9 @@ def test_an_error_in_a_listing_process_is_raised_in_the_stage(tree, monkeypatch)
 def single_threaded(monkeypatch) -> None:
     """Staging forks its listing processes only when the process has no other thread; pytest's process may have
     some (a moto server, an earlier test's pool), so the tests of the forked path say there are none."""
-    from trainops.backends.local import staging
+    from trainops.backends.local import stage_parallel
 
-    monkeypatch.setattr(staging.threading, "active_count", lambda: 1)
+    monkeypatch.setattr(stage_parallel.threading, "active_count", lambda: 1)
 
 
 def test_a_process_with_other_threads_lists_in_process(tree, monkeypatch):

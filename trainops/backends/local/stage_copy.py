@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import collections
 import errno
-import json
 import os
 import threading
 import time
 from typing import TextIO
 
 from trainops.backends.local.safe_fs import DirectoryCache, UnsafePath
-from trainops.backends.local.stage_manifest import StageManifest, write_new_file
-from trainops.backends.local.stage_names import JOURNAL_NAME, temporary_name
+from trainops.backends.local.stage_journal import forget_journal, write_journal
+from trainops.backends.local.stage_manifest import StageManifest
+from trainops.backends.local.stage_names import temporary_name
 from trainops.backends.local.stage_report import Progress, StageReport
 from trainops.backends.local.stage_sources import LocalSource, Refusal, S3Source, SourceFile, StagingStopped
 
@@ -86,6 +86,7 @@ class CopyRun:
                  prepared: dict[str, tuple[int, int]], manifest: StageManifest, report: StageReport, bar: Progress):
         self.source, self.root, self.prepared = source, root, prepared
         self.manifest, self.report, self.bar = manifest, report, bar
+        self.batches = work
         self.pending = collections.deque(work)  # popleft is atomic: workers share it without a lock
         self.lock = threading.Lock()  # guards manifest, report and bar
         self.stop = threading.Event()
@@ -94,6 +95,11 @@ class CopyRun:
         self.inline = False  # one worker runs in the calling thread, which then also saves the checkpoints
         self.last_checkpoint = time.monotonic()
         self.checkpoint_every = CHECKPOINT_SECONDS
+        #: Where a batch's results go: `keep_results` here; a copying process sends them to its parent instead.
+        self.on_results = self.keep_results
+        #: False when copying processes were killed and their temporary files could not all be removed: the
+        #: journal then stays for the next stage.
+        self.leftovers_removed = True
 
     def _target_directory(self, cache: DirectoryCache, relative: str) -> int:
         try:
@@ -118,14 +124,14 @@ class CopyRun:
                     batch = self.pending.popleft()
                 except IndexError:
                     return
-                if not self._copy_batch(batch, temporary, targets, sources):
+                if not self.copy_batch(batch, temporary, targets, sources):
                     return
         finally:
             targets.close()
             if sources is not None:
                 sources.close()
 
-    def _copy_batch(self, batch: list[SourceFile], temporary: str, targets: DirectoryCache, sources) -> bool:
+    def copy_batch(self, batch: list[SourceFile], temporary: str, targets: DirectoryCache, sources) -> bool:
         """Copy one batch; record what completed (also when stopped part-way). False when the run must stop."""
         done: list[tuple[SourceFile, int, int | str, int]] = []
         failed: list[Refusal] = []
@@ -161,9 +167,9 @@ class CopyRun:
                 done.append((item, *outcome))
             return True
         finally:
-            self._record(done, failed, failed_bytes)
+            self.on_results(done, failed, failed_bytes)
 
-    def _record(self, done: list[tuple[SourceFile, int, int | str, int]], failed: list[Refusal],
+    def keep_results(self, done: list[tuple[SourceFile, int, int | str, int]], failed: list[Refusal],
                 failed_bytes: int) -> None:
         with self.lock:
             record = self.manifest.record
@@ -175,8 +181,11 @@ class CopyRun:
             self.report.bytes_copied += copied
             self.report.failed += failed
             self.bar.advance_many(len(done) + len(failed), sum(item.size for item, *_ in done) + failed_bytes)
-        if self.inline and time.monotonic() - self.last_checkpoint >= self.checkpoint_every:
+        if self.inline and self.checkpoint_due():
             self.checkpoint()
+
+    def checkpoint_due(self) -> bool:
+        return time.monotonic() - self.last_checkpoint >= self.checkpoint_every
 
     def checkpoint(self) -> None:
         """Save the manifest of what is complete so far."""
@@ -187,12 +196,18 @@ class CopyRun:
                 self.checkpoint_every = max(CHECKPOINT_SECONDS, 20 * (time.monotonic() - started))
         self.last_checkpoint = time.monotonic()
 
-    def run(self, workers: int, journal: list[str]) -> None:
-        """Copy everything with ``workers`` threads (none for one worker); raise the first unexpected error."""
-        write_new_file(JOURNAL_NAME, self.root, json.dumps(journal))
+    def run(self, workers: int, journal: list[str], processes: int = 0) -> None:
+        """Copy everything with ``processes`` forked processes when it is 2 or more
+        (`trainops.backends.local.stage_copy_processes`), else with ``workers`` threads (none for one worker); raise
+        the first unexpected error."""
+        write_journal(self.root, journal)
         threads: list[threading.Thread] = []
         try:
-            if workers == 1:
+            if processes >= 2:
+                from trainops.backends.local.stage_copy_processes import copy_in_processes
+
+                copy_in_processes(self, processes)
+            elif workers == 1:
                 self.inline = True
                 self.work()  # no thread to start or switch to
             else:
@@ -204,7 +219,7 @@ class CopyRun:
                 for thread in threads:
                     while thread.is_alive():
                         thread.join(timeout=CHECKPOINT_SECONDS)
-                        if time.monotonic() - self.last_checkpoint >= self.checkpoint_every:
+                        if self.checkpoint_due():
                             self.checkpoint()
         finally:
             # Normal end, an unexpected error or Ctrl-C: stop the copies in flight, keep what was completed.
@@ -216,11 +231,10 @@ class CopyRun:
                     thread.join()
             self.bar.close()
             self.checkpoint()
-            # Every worker removed its own temporary file on the way out, so the journal has nothing left to name.
-            try:
-                os.unlink(JOURNAL_NAME, dir_fd=self.root)
-            except FileNotFoundError:
-                pass
+            # Every worker removed its own temporary file on the way out (and the files of killed copying processes
+            # were removed for them), so the journal has nothing left to name.
+            if self.leftovers_removed:
+                forget_journal(self.root)
         if self.error is not None:
             raise self.error
 
@@ -240,5 +254,13 @@ def copy_all(source: LocalSource | S3Source, items: list[SourceFile], root: int,
     work = batches(items)
     bar = Progress(len(items), sum(item.size for item in items), stream, show_progress)
     journal = sorted({item.name.rpartition("/")[0] for item in items})
-    CopyRun(source, work, root, prepared, manifest, report, bar).run(workers, journal)
+    processes = 0
+    if isinstance(source, LocalSource):
+        # A local copy is system calls plus a little Python per file: threads would take turns at the GIL (and two
+        # threads in one directory wait on its lock), so it is split among processes when this one may fork.
+        from trainops.backends.local.stage_parallel import may_fork
+
+        if may_fork(workers):
+            processes = min(workers, os.cpu_count() or 1, len(work))
+    CopyRun(source, work, root, prepared, manifest, report, bar).run(workers, journal, processes)
 

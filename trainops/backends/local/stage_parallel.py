@@ -20,10 +20,18 @@ import gc
 import os
 import pickle
 import signal
+import threading
 from typing import Any
 
 from trainops.backends.local.stage_sources import LocalSource, Refusal, SourceFile
 from trainops.errors import JobFailed
+
+
+def may_fork(workers: int) -> bool:
+    """Whether staging with ``workers`` may fork processes: more than one worker and CPU, and no other thread in
+    this process (a thread holding a lock at the fork would leave it held in the child: an Airflow worker or a
+    notebook with threads stages with threads instead)."""
+    return workers > 1 and (os.cpu_count() or 1) > 1 and threading.active_count() == 1
 
 
 def listing_processes(workers: int, units: int) -> int:
@@ -51,26 +59,29 @@ def _stale_under(check: Any, group: list[tuple[int, str]]) -> list[str]:
     return [name for name in check.files if "/" in name and name.partition("/")[0] in tops and name not in seen]
 
 
-def _send(descriptor: int, message: Any) -> None:
+def send_message(descriptor: int, message: Any) -> None:
+    """Write ``message`` (pickled, after its length) to the pipe ``descriptor``."""
     data = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
     view = memoryview(len(data).to_bytes(8, "little") + data)
     while view:
         view = view[os.write(descriptor, view):]
 
 
-def _read_exactly(descriptor: int, size: int) -> bytes:
+def read_exactly(descriptor: int, size: int, who: str = "a listing process") -> bytes:
     chunks, left = [], size
     while left:
         chunk = os.read(descriptor, min(left, 1 << 20))
         if not chunk:
-            raise JobFailed("a listing process ended without reporting; stage again")
+            raise JobFailed(f"{who} ended without reporting; stage again")
         chunks.append(chunk)
         left -= len(chunk)
     return b"".join(chunks)
 
 
-def _receive(descriptor: int) -> Any:
-    return pickle.loads(_read_exactly(descriptor, int.from_bytes(_read_exactly(descriptor, 8), "little")))
+def receive_message(descriptor: int, who: str = "a listing process") -> Any:
+    """One message `send_message` wrote; raises `JobFailed` naming ``who`` when the writer ended first."""
+    size = int.from_bytes(read_exactly(descriptor, 8, who), "little")
+    return pickle.loads(read_exactly(descriptor, size, who))
 
 
 def _run_child(source: LocalSource, check: Any, group: list[tuple[int, str]], base: int, write_end: int,
@@ -82,12 +93,12 @@ def _run_child(source: LocalSource, check: Any, group: list[tuple[int, str]], ba
     except BaseException as error:  # noqa: BLE001 - sent to the parent, raised there
         message = ("error", error)
     try:
-        _send(write_end, message)
+        send_message(write_end, message)
     except Exception:  # noqa: BLE001 - an exception that does not pickle
         what = repr(message[1])[:300] if message[0] == "error" else "its result could not be sent"
-        _send(write_end, ("error", JobFailed(f"listing the source failed: {what}")))
+        send_message(write_end, ("error", JobFailed(f"listing the source failed: {what}")))
     if message[0] == "ok" and check is not None and os.read(reply_end, 1) == b"s":
-        _send(write_end, _stale_under(check, group))
+        send_message(write_end, _stale_under(check, group))
 
 
 def list_in_processes(source: LocalSource, check: Any, workers: int
@@ -139,7 +150,7 @@ def list_in_processes(source: LocalSource, check: Any, workers: int
             children.append((pid, read_end, reply_write))  # first, so that the cleanup below always has it
             os.close(write_end)
             os.close(reply_read)
-        results = [_receive(read_end) for _, read_end, _ in children]
+        results = [receive_message(read_end) for _, read_end, _ in children]
         for kind, payload in results:
             if kind == "error":
                 raise payload
@@ -153,7 +164,7 @@ def list_in_processes(source: LocalSource, check: Any, workers: int
             stale = []
             if wanted == b"s":
                 for _, read_end, _ in children:
-                    stale += _receive(read_end)
+                    stale += receive_message(read_end)
                 # The names this process listed (the top level) and the manifest's names outside every child's
                 # subtrees.
                 tops = {prefix.partition("/")[0] for _, prefix in deferred}

@@ -33,24 +33,25 @@ Guarantees:
 Copies are not fsync'ed (like ``cp`` and ``rsync``): the guarantees cover an interrupted or killed process, not a
 power loss of the machine.
 
-The copying itself (worker threads, temporary names, the journal) is in `trainops.backends.local.stage_copy`.
+The copying itself (temporary names, the journal, worker threads) is in `trainops.backends.local.stage_copy`; a local
+tree with more than one worker is copied by forked processes instead, each in a directory of its own
+(`trainops.backends.local.stage_copy_processes`), when this process may fork (no other thread).
 """
 
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import stat
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from trainops.backends.local.safe_fs import DirectoryCache, UnsafePath
-from trainops.backends.local.stage_manifest import StageManifest, read_regular_file
-from trainops.backends.local.stage_names import JOURNAL_NAME, is_temporary_name, printable_name, refusal_reason
+from trainops.backends.local.stage_journal import remove_leftovers
+from trainops.backends.local.stage_manifest import StageManifest
+from trainops.backends.local.stage_names import printable_name, refusal_reason
 from trainops.backends.local.stage_report import StageReport
 from trainops.backends.local.stage_sources import (LocalSource, Refusal, S3Source, SourceFile, local_path_of,
                                                    open_source)
@@ -105,45 +106,6 @@ def _lock(destination: Path) -> int:
     except OSError:
         pass  # file systems without flock: stage unlocked rather than not at all
     return descriptor
-
-
-def _remove_leftovers(root: int) -> int:
-    """Delete the temporary files a killed stage left (in the directories its journal names, and at the top);
-    return how many there were. Runs under the lock, so no other stage is writing them."""
-    directories = [""]
-    raw = read_regular_file(JOURNAL_NAME, root)
-    if raw is not None:
-        try:
-            listed = json.loads(raw)
-        except ValueError:
-            listed = []
-        # The journal is a file in the destination anyone could edit: its names get the same checks as the source's.
-        directories += [name for name in (listed if isinstance(listed, list) else [])
-                        if isinstance(name, str) and name and refusal_reason(name) is None]
-    removed = 0
-    cache = DirectoryCache(root)
-    try:
-        for relative in directories:
-            try:
-                directory = cache.open(relative)  # never through a link: such a directory is skipped
-                with os.scandir(directory) as listing:
-                    names = [entry.name for entry in listing
-                             if is_temporary_name(entry.name) and not entry.is_dir(follow_symlinks=False)]
-            except OSError:
-                continue
-            for name in names:
-                try:
-                    os.unlink(name, dir_fd=directory)
-                    removed += 1
-                except FileNotFoundError:
-                    pass
-    finally:
-        cache.close()
-    try:
-        os.unlink(JOURNAL_NAME, dir_fd=root)
-    except FileNotFoundError:
-        pass
-    return removed
 
 
 class DirectoryMaker:
@@ -316,12 +278,9 @@ def _list(source: Source, check: UnchangedCheck | None, workers: int
           ) -> tuple[list[SourceFile], list[Refusal], list[str] | None]:
     """List the source: a local tree with more than one worker in several processes (`stage_parallel`: a re-stage
     is mostly the per-file work of this listing); returns (files, refusals, stale names or None when unknown)."""
-    # Only a process with no other thread forks (a thread holding a lock at the fork would leave it held in the
-    # child): an Airflow worker or a notebook with threads lists in-process.
-    if isinstance(source, LocalSource) and workers > 1 and (os.cpu_count() or 1) > 1 \
-            and threading.active_count() == 1:
-        from trainops.backends.local.stage_parallel import list_in_processes
+    from trainops.backends.local.stage_parallel import list_in_processes, may_fork
 
+    if isinstance(source, LocalSource) and may_fork(workers):
         return list_in_processes(source, check, workers)
     files, refused = source.list(check) if check is not None else source.list()
     return files, refused, None
@@ -329,7 +288,7 @@ def _list(source: Source, check: UnchangedCheck | None, workers: int
 
 def default_workers(source: str) -> int:
     """Parallel copies when none are asked for: S3 downloads wait on the network, so 8; local copies wait on the
-    CPU and the disk, so one per CPU (at least 2, at most 8): more threads than cores only add switching (measured in
+    CPU and the disk, so one per CPU (at least 2, at most 8): more copies than cores only add switching (measured in
     bench/staging.py on 2 cores: 2 workers beat 4 and 8)."""
     if source.startswith("s3://"):
         return 8
@@ -344,7 +303,9 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
     Args:
         source: a local directory, a ``file://`` URI or ``s3://bucket/prefix``.
         destination: a local directory (or ``file://`` URI), created when missing; stands for the FSx mount.
-        workers: parallel copies (threads), 1 to 256; default `default_workers(source)`.
+        workers: parallel copies, 1 to 256; default `default_workers(source)`. For a local tree in a process
+            with no other thread these are forked processes (at most one per CPU) that list and copy; otherwise
+            threads.
         progress: draw a progress bar on ``stream``; None (default) draws it when ``stream`` is a terminal.
         client_factory: a callable from a service name to a boto3 client (for S3 sources); default: boto3's own
             configuration (credentials, region, ``AWS_ENDPOINT_URL``).
@@ -376,7 +337,7 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
             # A re-stage of a local tree: the manifest is read first (under the lock) and each file compared while
             # it is listed, so that unchanged files cost one stat on each side and nothing else.
             lock = _lock(root)  # also the destination's descriptor: everything below is done relative to it
-            leftovers = _remove_leftovers(lock)
+            leftovers = remove_leftovers(lock)
             manifest = StageManifest.load(lock, opened.identity)
             if manifest.files:
                 copies = CopiesOnDisk(lock)
@@ -387,7 +348,7 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
             files, report.refused, _ = _list(opened, None, workers)
             _create_destination(root, destination)
             lock = _lock(root)
-            leftovers = _remove_leftovers(lock)
+            leftovers = remove_leftovers(lock)
             manifest = StageManifest.load(lock, opened.identity)
         if leftovers:
             report.notes.append(f"removed {leftovers} temporary files left by an interrupted stage")
@@ -424,7 +385,7 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
         maker = DirectoryMaker(lock)
         ready = _prepare_directories(to_copy, maker, report)
         if ready:
-            # Imported here: a re-stage with nothing to copy (the common case) needs no threads.
+            # Imported here: a re-stage with nothing to copy (the common case) needs none of it.
             from trainops.backends.local.stage_copy import copy_all
 
             copy_all(opened, ready, lock, maker.identities, manifest, report, workers, stream,
