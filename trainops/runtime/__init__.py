@@ -13,18 +13,38 @@ FSDP2 / DTensor: :mod:`parallel`), :func:`barrier`, :func:`cleanup`.
 Importing this package pulls in neither pydantic nor torch (torch is imported inside :func:`init`).
 """
 
-from trainops.runtime.context import (
-    RuntimeContext,
-    barrier,
-    choose_backend,
-    cleanup,
-    current_context,
-    init,
-    job_context,
-)
-from trainops.runtime.hyperparameters import distribution_from_hyperparameters
-from trainops.runtime.parallel import transform
-from trainops.runtime.smp_native import ParallelismError
+from importlib import import_module
+from typing import Any
+
+# The helpers are imported on first use (PEP 562): `trainops.runtime.errors` and the other small modules of this
+# package are imported by every command and DAG file, which should not pay for `context` and `parallel` (dataclasses,
+# inspect: about 15 ms) when they use none of them.
+_EXPORTS = {
+    "RuntimeContext": "trainops.runtime.context",
+    "barrier": "trainops.runtime.context",
+    "choose_backend": "trainops.runtime.context",
+    "cleanup": "trainops.runtime.context",
+    "current_context": "trainops.runtime.context",
+    "init": "trainops.runtime.context",
+    "job_context": "trainops.runtime.context",
+    "distribution_from_hyperparameters": "trainops.runtime.hyperparameters",
+    "transform": "trainops.runtime.parallel",
+    "ParallelismError": "trainops.runtime.smp_native",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))
+
 
 __all__ = [
     "ParallelismError",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
@@ -17,11 +16,11 @@ import pytest
 from trainops.backends.local import stage_sources
 from trainops.backends.local.stage_copy import BATCH_FILES
 from trainops.backends.local.stage_copy_processes import Units
-from trainops.backends.local.stage_names import JOURNAL_NAME, MANIFEST_NAME, is_temporary_name
+from trainops.backends.local.stage_names import JOURNAL_NAME, is_temporary_name
 from trainops.backends.local.staging import stage_tree
 from trainops.errors import JobFailed
 
-from tests.unit.backends.test_local_staging import listing, single_threaded, staged_files
+from tests.unit.backends.test_local_staging import listing, recorded_files, single_threaded, staged_files
 
 REPOSITORY = Path(__file__).resolve().parents[3]
 
@@ -82,8 +81,7 @@ def test_two_workers_copy_in_other_processes_each_in_its_own_directory(tmp_path,
     assert staged_files(tmp_path / "two") == staged_files(tmp_path / "one") == contents
     assert (report.files_found, report.files_copied, report.bytes_copied, report.failed) == \
         (one.files_found, one.files_copied, one.bytes_copied, one.failed)
-    manifest = json.loads((tmp_path / "two" / MANIFEST_NAME).read_text())
-    assert sorted(manifest["files"]) == sorted(contents)
+    assert sorted(recorded_files(tmp_path / "two")) == sorted(contents)
     assert no_temporary_files_left(tmp_path / "two")
     assert stage_tree(str(tmp_path / "source"), str(tmp_path / "two"), workers=2).files_skipped == len(contents)
 
@@ -109,7 +107,7 @@ def test_an_error_in_a_copying_process_is_raised_and_leaves_whole_files_only(tmp
     partial = staged_files(tmp_path / "destination")
     assert 0 < len(partial) < len(contents)
     assert all(contents[name] == data for name, data in partial.items())
-    recorded = set(json.loads((tmp_path / "destination" / MANIFEST_NAME).read_text())["files"])
+    recorded = set(recorded_files(tmp_path / "destination"))
     assert recorded <= set(partial) and len(recorded) >= 399  # at least the crashing process's completed units
     assert no_temporary_files_left(tmp_path / "destination")
     monkeypatch.setattr(stage_sources, "copy_descriptor", original)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import array
+import base64
 import ctypes
 import fcntl
 import io
@@ -16,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from trainops.backends.local import stage_sources
-from trainops.backends.local.stage_manifest import MANIFEST_VERSION
+from trainops.backends.local.stage_manifest import MANIFEST_VERSION, StageManifest
 from trainops.backends.local.stage_names import (JOURNAL_NAME, MANIFEST_NAME, is_temporary_name, printable_name,
                                                  refusal_reason)
 from trainops.backends.local.staging import stage_tree
@@ -144,21 +146,77 @@ def test_an_unreadable_manifest_means_copy_everything_again(tree):
     assert json.loads((destination / MANIFEST_NAME).read_text())["version"] == MANIFEST_VERSION
 
 
-def test_a_version_1_manifest_is_still_read_and_a_malformed_one_is_not_trusted(tree):
+def test_version_1_and_2_manifests_are_still_read_and_a_malformed_one_is_not_trusted(tree):
     source, destination, contents = tree
     assert stage_tree(str(source), str(destination)).files_copied == len(contents)
     document = json.loads((destination / MANIFEST_NAME).read_text())
-    assert document["version"] == 2 and len(document["files"]) == len(document["sizes"]) == len(contents)
-    old = {"version": 1, "source": document["source"],
-           "files": {name: [size, fingerprint, mtime] for name, size, fingerprint, mtime in
-                     zip(document["files"], document["sizes"], document["fingerprints"], document["staged_mtimes"])}}
-    (destination / MANIFEST_NAME).write_text(json.dumps(old))
-    rerun = stage_tree(str(source), str(destination))
-    assert rerun.files_skipped == len(contents) and rerun.files_copied == 0
-    document["sizes"] = document["sizes"][:-1]
-    (destination / MANIFEST_NAME).write_text(json.dumps(document))
-    again = stage_tree(str(source), str(destination))
-    assert again.files_copied == len(contents) and any("malformed" in note for note in again.notes)
+    assert document["version"] == MANIFEST_VERSION == 3
+    files = recorded_files(destination)
+    assert sorted(files) == sorted(contents) == document["names"].split("\n")
+    old = {"version": 1, "source": document["source"], "files": {name: list(entry) for name, entry in files.items()}}
+    version_2 = {"version": 2, "source": document["source"], "files": list(files),
+                 "sizes": [entry[0] for entry in files.values()],
+                 "fingerprints": [entry[1] for entry in files.values()],
+                 "staged_mtimes": [entry[2] for entry in files.values()]}
+    for earlier in (old, version_2):
+        (destination / MANIFEST_NAME).write_text(json.dumps(earlier))
+        rerun = stage_tree(str(source), str(destination))
+        assert rerun.files_skipped == len(contents) and rerun.files_copied == 0
+    for broken in ({"sizes": document["sizes"][:-4]}, {"sizes": "not base64!"}, {"names": ["a", "b"]},
+                   {"fingerprints": [1.5] * len(contents)}):
+        (destination / MANIFEST_NAME).write_text(json.dumps({**document, **broken}))
+        again = stage_tree(str(source), str(destination))
+        assert again.files_copied == len(contents) and any("malformed" in note for note in again.notes), broken
+
+
+def test_a_manifest_whose_names_are_out_of_order_is_still_read_whole(tree):
+    """A version 3 manifest is written sorted (listing processes take their part of it as a range); one edited out
+    of order is used as a table instead, so no entry is missed."""
+    source, destination, contents = tree
+    stage_tree(str(source), str(destination))
+    document = json.loads((destination / MANIFEST_NAME).read_text())
+    names = document["names"].split("\n")
+    order = list(reversed(range(len(names))))
+    columns = {}
+    for column in ("sizes", "fingerprints", "staged_mtimes"):
+        values = array.array("q")
+        values.frombytes(base64.b64decode(document[column]))
+        columns[column] = base64.b64encode(array.array("q", [values[index] for index in order])).decode()
+    (destination / MANIFEST_NAME).write_text(json.dumps({**document, **columns,
+                                                          "names": "\n".join(names[index] for index in order)}))
+    rerun = stage_tree(str(source), str(destination), workers=2)
+    assert rerun.files_skipped == len(contents) and rerun.files_copied == 0 and not rerun.stale
+
+
+def test_a_manifest_part_is_exactly_the_names_under_its_top_directories(tmp_path):
+    """A listing process takes the entries under its top-level directories as a range of the sorted names: not a
+    sibling whose name starts the same ("a0", "ab", "a.txt"), with ETags and undecodable names surviving the round
+    trip; a single name is found by a search without building the whole table."""
+    names = ["a.txt", "a/x", "a/y/z", "a0/q", "ab/c", "b/d", "caf\udce9/e"]
+    manifest = StageManifest("s3://bucket/data", {name: (index, f'"etag-{index}"', 1000 + index)
+                                                   for index, name in enumerate(names)})
+    manifest.save(descriptor := os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY))
+    try:
+        loaded = StageManifest.load(descriptor, "s3://bucket/data")
+    finally:
+        os.close(descriptor)
+    assert loaded._files is None  # columns until a table is needed
+    assert loaded.part(["a"]) == {"a/x": (1, '"etag-1"', 1001), "a/y/z": (2, '"etag-2"', 1002)}
+    assert sorted(loaded.part(["ab", "caf\udce9"])) == ["ab/c", "caf\udce9/e"]
+    assert loaded.part(["missing"]) == {}
+    assert loaded.entry("a.txt") == (0, '"etag-0"', 1000) and loaded.entry("a") is None and len(loaded) == 7
+    assert loaded._files is None
+    assert loaded.files == manifest.files
+
+
+def recorded_files(destination: Path) -> dict:
+    """The manifest of ``destination`` as name -> (size, fingerprint, staged mtime)."""
+    descriptor = os.open(destination, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        document = json.loads((destination / MANIFEST_NAME).read_text())
+        return dict(StageManifest.load(descriptor, document["source"]).files)
+    finally:
+        os.close(descriptor)
 
 
 def test_a_manifest_written_for_another_source_is_not_trusted(tree, tmp_path):
@@ -229,7 +287,7 @@ def test_an_exception_mid_stage_leaves_no_partial_file_and_a_rerun_completes(tre
     assert 0 < len(partial) < len(contents)
     assert all(contents[name] == data for name, data in partial.items())  # every final name holds a whole file
     assert not (destination / JOURNAL_NAME).exists()
-    recorded = json.loads((destination / MANIFEST_NAME).read_text())["files"]
+    recorded = recorded_files(destination)
     assert set(recorded) == set(partial)  # the manifest keeps the completed copies
     monkeypatch.setattr(stage_sources, "copy_descriptor", original)
     rerun = stage_tree(str(source), str(destination))
@@ -458,7 +516,7 @@ def test_a_source_tree_1200_directories_deep_is_staged(deep_tmp):
     assert report.ok and report.files_copied == 12, report.problem_lines()[:3]
     rerun = stage_tree(str(source), str(destination), workers=2)
     assert rerun.ok and rerun.files_skipped == 12 and rerun.files_copied == 0
-    names = json.loads((destination / MANIFEST_NAME).read_text())["files"]
+    names = recorded_files(destination)
     assert max(len(name) for name in names) > 4096
 
 

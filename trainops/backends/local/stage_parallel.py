@@ -43,6 +43,10 @@ def _child(source: LocalSource, check: Any, group: list[tuple[int, str]], base: 
     if check is not None:  # count only what this child skips (the parent's own are in its check already)
         check.skipped = check.skipped_bytes = 0
         seen_before = len(check.seen)
+        # Only the entries under this child's subtrees: a range of the manifest's sorted names, made a table here,
+        # in parallel with the other children.
+        check.part = check.manifest.part(prefix.partition("/")[0] for _, prefix in group)
+        check.lookup = check.part.get
     files, refused = source.list(check, start=group)
     tail = source.directories[base:]
     skipped = skipped_bytes = seen = 0
@@ -52,11 +56,10 @@ def _child(source: LocalSource, check: Any, group: list[tuple[int, str]], base: 
     return [tuple(item) for item in files], refused, tail, skipped, skipped_bytes, seen
 
 
-def _stale_under(check: Any, group: list[tuple[int, str]]) -> list[str]:
+def _stale_under(check: Any) -> list[str]:
     """The manifest's names under this child's subtrees that were not listed: gone from the source."""
-    tops = {prefix.partition("/")[0] for _, prefix in group}
     seen = check.seen
-    return [name for name in check.files if "/" in name and name.partition("/")[0] in tops and name not in seen]
+    return [name for name in check.part if name not in seen]
 
 
 def send_message(descriptor: int, message: Any) -> None:
@@ -98,7 +101,7 @@ def _run_child(source: LocalSource, check: Any, group: list[tuple[int, str]], ba
         what = repr(message[1])[:300] if message[0] == "error" else "its result could not be sent"
         send_message(write_end, ("error", JobFailed(f"listing the source failed: {what}")))
     if message[0] == "ok" and check is not None and os.read(reply_end, 1) == b"s":
-        send_message(write_end, _stale_under(check, group))
+        send_message(write_end, _stale_under(check))
 
 
 def list_in_processes(source: LocalSource, check: Any, workers: int
@@ -106,9 +109,15 @@ def list_in_processes(source: LocalSource, check: Any, workers: int
     """List ``source`` with up to ``workers`` processes; return (files to copy, refusals, stale names or None when
     ``check`` is None). ``check`` is the re-stage's unchanged check (its skip counts are updated here)."""
     deferred: list[tuple[int, str]] = []
+    if check is not None:
+        # The top level's few files are looked up one by one (a binary search in the sorted names): no table of the
+        # whole manifest is built here; each child builds one of its own part.
+        check.lookup = check.manifest.entry
     files, refused = source.list(check, deferred=deferred)
     processes = listing_processes(workers, len(deferred))
     if processes < 2:
+        if check is not None:
+            check.lookup = None  # the whole tree here: the manifest's full table beats a search per file
         more, more_refused = source.list(check, start=deferred)
         return files + more, refused + more_refused, None  # the caller finds stale names itself
     base = len(source.directories)
@@ -158,7 +167,7 @@ def list_in_processes(source: LocalSource, check: Any, workers: int
             # Every name of the manifest was seen by one process (the usual re-stage): nothing is stale, and no
             # process walks the manifest to find out.
             seen = len(check.seen) + sum(payload[5] for _, payload in results)
-            wanted = b"s" if seen < len(check.files) else b"n"
+            wanted = b"s" if seen < len(check.manifest) else b"n"
             for _, _, reply_write in children:
                 os.write(reply_write, wanted)
             stale = []
@@ -169,7 +178,7 @@ def list_in_processes(source: LocalSource, check: Any, workers: int
                 # subtrees.
                 tops = {prefix.partition("/")[0] for _, prefix in deferred}
                 listed = check.seen
-                stale += [name for name in check.files
+                stale += [name for name in check.manifest.names()
                           if not ("/" in name and name.partition("/")[0] in tops) and name not in listed]
     finally:
         for pid, read_end, reply_write in children:

@@ -22,7 +22,6 @@ import errno
 import os
 import stat
 import threading
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, NamedTuple
 from urllib.parse import unquote, urlsplit
@@ -61,8 +60,7 @@ class SourceFile(NamedTuple):
     mode: int = 0o644  # permission bits the copy is created with (the local file's; umask applies, as for cp)
 
 
-@dataclass(frozen=True)
-class Refusal:
+class Refusal(NamedTuple):
     """A file or key that staging will not write, and why."""
 
     name: str

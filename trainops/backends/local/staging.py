@@ -195,19 +195,22 @@ class UnchangedCheck:
     what it skips, and how many listed names the manifest knows (to tell whether any went stale)."""
 
     def __init__(self, manifest: StageManifest, copies: CopiesOnDisk):
-        self.files, self.copies = manifest.files, copies
+        self.manifest, self.copies = manifest, copies
+        #: How a name's entry is found: the whole manifest's table unless set (a listing process sets its part's).
+        self.lookup: Callable[[str], Any] | None = None
+        self.part: dict[str, Any] = {}  # in a listing process: the entries under its subtrees
         self.skipped = self.skipped_bytes = 0
         self.seen: set[str] = set()  # listed names the manifest knows
 
     def inline_parts(self) -> tuple[Callable[[str], Any], Callable[[str], None], Callable[[str], int | None]]:
         """What `LocalSource.list` uses to make this check inline (the test of `_unchanged`, without a call per
-        file; it adds to `skipped` and `skipped_bytes` itself): the manifest's ``get``, ``seen.add`` and the open
+        file; it adds to `skipped` and `skipped_bytes` itself): the look-up of an entry, ``seen.add`` and the open
         directory of the copies for a directory name."""
-        return self.files.get, self.seen.add, self.copies.directory
+        return self.lookup or self.manifest.files.get, self.seen.add, self.copies.directory
 
 
 def _unchanged(item: SourceFile, manifest: StageManifest, copies: CopiesOnDisk) -> bool:
-    entry = manifest.files.get(item.name)
+    entry = manifest.entry(item.name)
     if entry is None or entry[0] != item.size or entry[1] != item.fingerprint:
         return False
     details = copies.details(item.name)
@@ -339,7 +342,7 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
             lock = _lock(root)  # also the destination's descriptor: everything below is done relative to it
             leftovers = remove_leftovers(lock)
             manifest = StageManifest.load(lock, opened.identity)
-            if manifest.files:
+            if len(manifest):
                 copies = CopiesOnDisk(lock)
                 check = UnchangedCheck(manifest, copies)
             files, report.refused, stale_found = _list(opened, check, workers)
@@ -362,9 +365,9 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
             report.files_found = len(files) + check.skipped
             if stale_found is not None:
                 stale = sorted(stale_found)
-            elif len(check.seen) < len(manifest.files):
-                stale = sorted(name for name in manifest.files if name not in check.seen)
-        elif manifest.files:
+            elif len(check.seen) < len(manifest):
+                stale = sorted(name for name in manifest.names() if name not in check.seen)
+        elif len(manifest):
             report.files_found = len(files)
             copies = CopiesOnDisk(lock)
             for item in files:
@@ -374,7 +377,7 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
                 else:
                     to_copy.append(item)
             present = {item.name for item in files}
-            stale = sorted(name for name in manifest.files if name not in present)
+            stale = sorted(name for name in manifest.names() if name not in present)
         else:
             report.files_found = len(files)
             to_copy = files
