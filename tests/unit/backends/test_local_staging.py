@@ -789,6 +789,45 @@ def test_two_workers_list_the_subtrees_in_child_processes_and_report_as_one_work
     assert str(os.getpid()) not in {path.name for path in pids.iterdir()}
 
 
+def test_a_tree_with_one_top_directory_is_split_deeper_among_the_listing_processes(tmp_path, monkeypatch):
+    """``data/train/part-*``: the subtrees handed to the listing processes are found a level or two down, so two
+    processes list it; copied, skipped and stale names (at every level) are what one worker reports."""
+    from trainops.backends.local import stage_parallel
+
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    original_child = stage_parallel._child
+
+    def recording_child(*arguments):
+        (pids / str(os.getpid())).touch()
+        return original_child(*arguments)
+
+    monkeypatch.setattr(stage_parallel, "_child", recording_child)
+    monkeypatch.setattr(stage_parallel.os, "cpu_count", lambda: 2)
+    single_threaded(monkeypatch)
+    reports = {}
+    for workers in (1, 2):
+        source = tmp_path / f"source-{workers}"
+        for index in range(24):
+            part = source / "data" / "train" / f"part-{index % 8}"
+            part.mkdir(parents=True, exist_ok=True)
+            (part / f"f{index}.bin").write_bytes(b"x" * index)
+        (source / "data" / "README").write_bytes(b"about")
+        (source / "data" / "train" / "index.csv").write_bytes(b"a,b")
+        destination = tmp_path / f"destination-{workers}"
+        first = stage_tree(str(source), str(destination), workers=workers)
+        (source / "data" / "README").unlink()
+        (source / "data" / "train" / "index.csv").unlink()
+        (source / "data" / "train" / "part-3" / "f11.bin").unlink()
+        (source / "data" / "train" / "part-5" / "f5.bin").write_bytes(b"changed")
+        second = stage_tree(str(source), str(destination), workers=workers)
+        reports[workers] = [(report.files_found, report.files_copied, report.files_skipped, sorted(report.stale))
+                            for report in (first, second)]
+    assert reports[2] == reports[1]
+    assert reports[1][1] == (23, 1, 22, ["data/README", "data/train/index.csv", "data/train/part-3/f11.bin"])
+    assert len(list(pids.iterdir())) == 4  # two listing processes for each stage of the two-worker tree
+
+
 def test_an_error_in_a_listing_process_is_raised_in_the_stage(tree, monkeypatch):
     from trainops.backends.local import stage_parallel
 

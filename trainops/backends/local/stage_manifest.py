@@ -148,6 +148,15 @@ def write_new_file(name: str, directory: int, text: str) -> None:
         handle.write(text)
 
 
+def is_inside(name: str, directories: set[str]) -> bool:
+    """Whether ``name`` is inside one of ``directories`` (at any depth)."""
+    while "/" in name:
+        name = name.rpartition("/")[0]
+        if name in directories:
+            return True
+    return False
+
+
 def _without_collection(build: Callable[[], Any]) -> Any:
     """``build()`` with the cyclic garbage collector held off: building 100,000 tuples and dict entries (no cycles)
     otherwise sets off collections that rescan everything built so far (about a third of the time)."""
@@ -202,20 +211,21 @@ class StageManifest:
             return sizes[index], fingerprints[index], mtimes[index]
         return None
 
-    def part(self, tops: Iterable[str]) -> dict[str, Entry]:
-        """The entries whose names are under the top-level directories ``tops`` (``top/...``)."""
-        wanted = set(tops)
+    def part(self, directories: Iterable[str]) -> dict[str, Entry]:
+        """The entries whose names are inside the ``directories`` (each ``a`` or ``a/b``, no trailing slash; none
+        inside another)."""
+        wanted = set(directories)
         if self._files is not None:
-            return {name: value for name, value in self._files.items()
-                    if "/" in name and name.partition("/")[0] in wanted}
+            return {name: value for name, value in self._files.items() if is_inside(name, wanted)}
         names, sizes, fingerprints, mtimes = self._columns
 
         def build() -> dict[str, Entry]:
             part: dict[str, Entry] = {}
-            for top in wanted:
-                # Sorted names: those starting with "top/" are exactly the ones from "top/" up to "top0" ("0" follows
+            for directory in wanted:
+                # Sorted names: those starting with "a/b/" are exactly the ones from "a/b/" up to "a/b0" ("0" follows
                 # "/" in every encoding of the names).
-                low, high = bisect.bisect_left(names, top + "/"), bisect.bisect_left(names, top + "0")
+                low = bisect.bisect_left(names, directory + "/")
+                high = bisect.bisect_left(names, directory + "0")
                 part.update(zip(names[low:high], zip(sizes[low:high], fingerprints[low:high], mtimes[low:high])))
             return part
 

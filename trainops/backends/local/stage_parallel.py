@@ -1,14 +1,18 @@
-"""Listing a local source in several processes: the top level here, its subtrees split among forked children.
+"""Listing a local source in several processes: the levels above the subtrees here, the subtrees split among forked
+children.
 
 A re-stage of an unchanged tree is one ``stat`` of each source file, one of its copy and a little Python per file;
 threads would run that Python one at a time (the GIL), so the subtrees are listed by forked processes instead, each
-on its own core. The children only read: they walk their subtrees with the same `LocalSource.list` (every directory
-opened relative to its checked parent with ``O_NOFOLLOW``, compared with the (device, inode) listed), ask the same
-unchanged check about each file (the manifest and the open destination are inherited, nothing is loaded twice), and
-send back what is left to copy, what they refused, the directories they listed and, for a re-stage, how many names of
-the manifest they saw. Only when the names seen by all the processes do not cover the manifest does each child send
-the manifest's names under its subtrees that it did not see (stale), when asked: an unchanged re-stage walks no
-manifest. The copying is done afterwards, in this process.
+on its own core. The subtrees are the top-level directories, or the directories a level or two below when there are
+too few at the top for every process to get one (``data/train/part-*``); each process asks for the next subtree when
+it is done with one, so none idles while another has a queue. The children only read: they walk their subtrees with
+the same `LocalSource.list` (every directory opened relative to its checked parent with ``O_NOFOLLOW``, compared
+with the (device, inode) listed), ask the same unchanged check about each file (the manifest's columns and the open
+destination are inherited; each child makes a table of its own part of the manifest), and send back what is left to
+copy, what they refused, the directories they listed and, for a re-stage, how many names of the manifest they saw.
+Only when the names seen by all the processes do not cover the manifest does each child send the manifest's names
+under its subtrees that it did not see (stale), when asked: an unchanged re-stage walks no manifest. The copying is
+done afterwards (`stage_copy_processes`).
 
 A child that fails sends its exception back, which is raised here; Ctrl-C or any error here kills the children (they
 have written nothing) before it is raised.
@@ -16,13 +20,16 @@ have written nothing) before it is raised.
 
 from __future__ import annotations
 
+import collections
 import gc
 import os
 import pickle
+import select
 import signal
 import threading
-from typing import Any
+from typing import Any, Callable
 
+from trainops.backends.local.stage_manifest import is_inside
 from trainops.backends.local.stage_sources import LocalSource, Refusal, SourceFile
 from trainops.errors import JobFailed
 
@@ -39,15 +46,31 @@ def listing_processes(workers: int, units: int) -> int:
     return max(1, min(workers, os.cpu_count() or 1, units))
 
 
-def _child(source: LocalSource, check: Any, group: list[tuple[int, str]], base: int) -> tuple:
+#: The subtrees handed to the listing processes are directories this many levels down at most: a tree with fewer
+#: top-level directories than processes (``data/train/...``) is listed a level or two deeper here first, so that
+#: every process gets a subtree. (Going deeper only when there are too few: what this process lists, the children
+#: do not, and a level may hold the files themselves.)
+DEEPEST_SPLIT = 3
+
+
+def _child(source: LocalSource, check: Any, base: int, next_subtree: Callable[[], tuple[int, str] | None]) -> tuple:
+    """List the subtrees the parent hands out, one at a time, until it has none left (a process that got large
+    subtrees takes fewer: no process idles while another still has a queue of its own)."""
     if check is not None:  # count only what this child skips (the parent's own are in its check already)
         check.skipped = check.skipped_bytes = 0
         seen_before = len(check.seen)
-        # Only the entries under this child's subtrees: a range of the manifest's sorted names, made a table here,
+        # Only the entries under this child's subtrees: ranges of the manifest's sorted names, made a table here,
         # in parallel with the other children.
-        check.part = check.manifest.part(prefix.partition("/")[0] for _, prefix in group)
+        check.part = {}
         check.lookup = check.part.get
-    files, refused = source.list(check, start=group)
+    files: list[SourceFile] = []
+    refused: list[Refusal] = []
+    while (subtree := next_subtree()) is not None:
+        if check is not None:
+            check.part.update(check.manifest.part([subtree[1][:-1]]))
+        more, more_refused = source.list(check, start=[subtree])
+        files += more
+        refused += more_refused
     tail = source.directories[base:]
     skipped = skipped_bytes = seen = 0
     if check is not None:
@@ -87,12 +110,19 @@ def receive_message(descriptor: int, who: str = "a listing process") -> Any:
     return pickle.loads(read_exactly(descriptor, size, who))
 
 
-def _run_child(source: LocalSource, check: Any, group: list[tuple[int, str]], base: int, write_end: int,
+def _run_child(source: LocalSource, check: Any, deferred: list[tuple[int, str]], base: int, write_end: int,
                reply_end: int) -> None:
-    """A forked child: list, send the result; for a re-stage, send the stale names under its subtrees when the
-    parent asks for them (only when the names seen by all the processes do not cover the manifest)."""
+    """A forked child: ask for subtrees and list them, send the result; for a re-stage, send the stale names under
+    its subtrees when the parent asks for them (only when the names seen by all the processes do not cover the
+    manifest)."""
+
+    def next_subtree() -> tuple[int, str] | None:
+        send_message(write_end, ("next",))
+        index = receive_message(reply_end, "the stage")
+        return None if index is None else deferred[index]
+
     try:
-        message = ("ok", _child(source, check, group, base))
+        message = ("ok", _child(source, check, base, next_subtree))
     except BaseException as error:  # noqa: BLE001 - sent to the parent, raised there
         message = ("error", error)
     try:
@@ -100,8 +130,26 @@ def _run_child(source: LocalSource, check: Any, group: list[tuple[int, str]], ba
     except Exception:  # noqa: BLE001 - an exception that does not pickle
         what = repr(message[1])[:300] if message[0] == "error" else "its result could not be sent"
         send_message(write_end, ("error", JobFailed(f"listing the source failed: {what}")))
-    if message[0] == "ok" and check is not None and os.read(reply_end, 1) == b"s":
+    if message[0] == "ok" and check is not None and receive_message(reply_end, "the stage") == "stale":
         send_message(write_end, _stale_under(check))
+
+
+def _results(children: list[tuple[int, int, int]], count: int) -> list[tuple]:
+    """Hand out the subtrees ``0 .. count - 1`` to the children that ask, in order, until each has sent its
+    result; return the results in the children's order. Raises a child's error as soon as it arrives."""
+    queue = collections.deque(range(count))
+    replies = {read_end: reply_write for _, read_end, reply_write in children}
+    results: dict[int, tuple] = {}
+    while len(results) < len(children):
+        for read_end in select.select([end for end in replies if end not in results], [], [])[0]:
+            message = receive_message(read_end)
+            if message[0] == "next":
+                send_message(replies[read_end], queue.popleft() if queue else None)
+            elif message[0] == "error":
+                raise message[1]
+            else:
+                results[read_end] = message
+    return [results[read_end] for _, read_end, _ in children]
 
 
 def list_in_processes(source: LocalSource, check: Any, workers: int
@@ -114,6 +162,15 @@ def list_in_processes(source: LocalSource, check: Any, workers: int
         # whole manifest is built here; each child builds one of its own part.
         check.lookup = check.manifest.entry
     files, refused = source.list(check, deferred=deferred)
+    wanted = listing_processes(workers, workers)
+    for _ in range(DEEPEST_SPLIT - 1):
+        if not 0 < len(deferred) < wanted:
+            break
+        deeper: list[tuple[int, str]] = []
+        more, more_refused = source.list(check, start=deferred, deferred=deeper)
+        files += more
+        refused += more_refused
+        deferred = deeper
     processes = listing_processes(workers, len(deferred))
     if processes < 2:
         if check is not None:
@@ -121,7 +178,6 @@ def list_in_processes(source: LocalSource, check: Any, workers: int
         more, more_refused = source.list(check, start=deferred)
         return files + more, refused + more_refused, None  # the caller finds stale names itself
     base = len(source.directories)
-    groups = [deferred[number::processes] for number in range(processes)]
     children: list[tuple[int, int, int]] = []  # (pid, read end of its results, write end of the parent's reply)
     stale: list[str] | None = None
     # Everything built so far (the manifest's 100,000 entries) is moved out of the collector's reach before the
@@ -133,7 +189,7 @@ def list_in_processes(source: LocalSource, check: Any, workers: int
     if froze:
         gc.freeze()
     try:
-        for group in groups:
+        for _ in range(processes):
             read_end, write_end = os.pipe()
             reply_read, reply_write = os.pipe()
             try:
@@ -153,33 +209,30 @@ def list_in_processes(source: LocalSource, check: Any, workers: int
                     os.close(read_end)
                     os.close(reply_write)
                     signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it; the parent reports it
-                    _run_child(source, check, group, base, write_end, reply_read)
+                    _run_child(source, check, deferred, base, write_end, reply_read)
                 finally:
                     os._exit(0)
             children.append((pid, read_end, reply_write))  # first, so that the cleanup below always has it
             os.close(write_end)
             os.close(reply_read)
-        results = [receive_message(read_end) for _, read_end, _ in children]
-        for kind, payload in results:
-            if kind == "error":
-                raise payload
+        results = _results(children, len(deferred))
         if check is not None:
             # Every name of the manifest was seen by one process (the usual re-stage): nothing is stale, and no
             # process walks the manifest to find out.
             seen = len(check.seen) + sum(payload[5] for _, payload in results)
-            wanted = b"s" if seen < len(check.manifest) else b"n"
+            wanted = "stale" if seen < len(check.manifest) else "none"
             for _, _, reply_write in children:
-                os.write(reply_write, wanted)
+                send_message(reply_write, wanted)
             stale = []
-            if wanted == b"s":
+            if wanted == "stale":
                 for _, read_end, _ in children:
                     stale += receive_message(read_end)
-                # The names this process listed (the top level) and the manifest's names outside every child's
-                # subtrees.
-                tops = {prefix.partition("/")[0] for _, prefix in deferred}
+                # The names this process listed (the levels above the subtrees) and the manifest's names outside
+                # every child's subtrees.
+                subtrees = {prefix[:-1] for _, prefix in deferred}
                 listed = check.seen
                 stale += [name for name in check.manifest.names()
-                          if not ("/" in name and name.partition("/")[0] in tops) and name not in listed]
+                          if name not in listed and not is_inside(name, subtrees)]
     finally:
         for pid, read_end, reply_write in children:
             os.close(read_end)
