@@ -368,7 +368,20 @@ def test_a_link_in_the_destination_is_never_written_through(tree, tmp_path):
     assert list(elsewhere.iterdir()) == []
 
 
-def test_a_source_directory_swapped_for_a_link_while_listing_is_not_read_through(tmp_path, monkeypatch):
+def copy_mode(monkeypatch, mode: str) -> int:
+    """Set up one of the ways a stage copies (one worker; threads, as in a process with other threads such as an
+    Airflow worker; forked processes) and return the workers to ask for."""
+    from trainops.backends.local import stage_parallel
+
+    if mode == "one worker":
+        return 1
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(stage_parallel.threading, "active_count", lambda: 1 if mode == "processes" else 2)
+    return 2
+
+
+@pytest.mark.parametrize("mode", ["one worker", "processes"])
+def test_a_source_directory_swapped_for_a_link_while_listing_is_not_read_through(tmp_path, monkeypatch, mode):
     """The directory is checked when its parent is listed, then replaced by a link to a directory outside before
     it is opened itself: opened relative to its parent with O_NOFOLLOW, it is refused instead of read."""
     outside = tmp_path / "outside"
@@ -388,7 +401,7 @@ def test_a_source_directory_swapped_for_a_link_while_listing_is_not_read_through
 
     monkeypatch.setattr(stage_sources.DirectoryOpener, "open", swapping)
     destination = tmp_path / "destination"
-    report = stage_tree(str(source), str(destination), workers=1)
+    report = stage_tree(str(source), str(destination), workers=copy_mode(monkeypatch, mode))
     assert not report.ok
     assert [item.name for item in report.refused] == ["sub"]
     assert "cannot read the directory" in report.refused[0].reason
@@ -427,9 +440,8 @@ def exchange(first: Path, second: Path) -> None:
         raise OSError(error, os.strerror(error), str(first))
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_a_destination_directory_swapped_for_a_link_mid_copy_sends_nothing_there(tree, tmp_path, monkeypatch,
-                                                                               workers):
+@pytest.mark.parametrize("mode", ["one worker", "threads", "processes"])
+def test_a_destination_directory_swapped_for_a_link_mid_copy_sends_nothing_there(tree, tmp_path, monkeypatch, mode):
     """After the first copy, every destination directory is replaced by a link to a directory outside (the issue's
     run sent ~97,000 of 100,000 files there): copies go on only into the directories staging created and checked.
 
@@ -442,6 +454,7 @@ def test_a_destination_directory_swapped_for_a_link_mid_copy_sends_nothing_there
     original = stage_sources.copy_descriptor
 
     def swap_then_copy(source_descriptor, target, size, stop):
+        (tmp_path / f"copier-{os.getpid()}").touch()
         try:
             (tmp_path / "swap-claimed").mkdir()
         except FileExistsError:
@@ -455,7 +468,9 @@ def test_a_destination_directory_swapped_for_a_link_mid_copy_sends_nothing_there
         return original(source_descriptor, target, size, stop)
 
     monkeypatch.setattr(stage_sources, "copy_descriptor", swap_then_copy)
-    report = stage_tree(str(source), str(destination), workers=workers)
+    report = stage_tree(str(source), str(destination), workers=copy_mode(monkeypatch, mode))
+    copiers = {path.name for path in tmp_path.glob("copier-*")}
+    assert (f"copier-{os.getpid()}" in copiers) == (mode != "processes") and copiers
     assert [path for path in elsewhere.rglob("*") if not path.is_dir()] == []
     assert report.files_copied + len(report.failed) == len(contents)
     assert all("symbolic link" in item.reason or "replaced" in item.reason for item in report.failed), \
