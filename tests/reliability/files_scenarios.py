@@ -311,13 +311,33 @@ def _swapper(directory: Path, link_to: Path, parked: Path, stop) -> None:
         parked.rename(directory)
 
 
-def staging_races(scratch: Path, files: int = 2000, rounds: int = 3) -> dict:
-    """Stage while another thread keeps swapping (a) a source directory and (b) the destination directories for links
-    to directories outside, shaped like the real ones. Counts what was read from outside the source and what was
-    written outside the destination."""
+def _start_swappers(swap_in: str, jobs: list[tuple]) -> tuple:
+    """Start a `_swapper` per job, as threads of this process or as forked processes (staging itself forks its
+    listing and copying processes only in a process with no other thread, so each way covers one of its copies)."""
     import threading
+
+    if swap_in == "thread":
+        stop = threading.Event()
+        workers = [threading.Thread(target=_swapper, args=(*job, stop)) for job in jobs]
+    else:
+        import multiprocessing
+
+        context = multiprocessing.get_context("fork")
+        stop = context.Event()
+        workers = [context.Process(target=_swapper, args=(*job, stop)) for job in jobs]
+    for worker in workers:
+        worker.start()
+    return stop, workers
+
+
+def staging_races(scratch: Path, files: int = 2000, rounds: int = 3, swap_in: str = "thread") -> dict:
+    """Stage while another thread (``swap_in="thread"``: staging copies with threads) or another process
+    (``"process"``: staging forks processes to list and copy) keeps swapping (a) a source directory and (b) the
+    destination directories for links to directories outside, shaped like the real ones. Counts what was read from
+    outside the source and what was written outside the destination."""
     import time
 
+    from trainops.backends.local.stage_parallel import may_fork
     from trainops.backends.local.staging import stage_tree
 
     source = scratch / "source"
@@ -332,20 +352,23 @@ def staging_races(scratch: Path, files: int = 2000, rounds: int = 3) -> dict:
         (source / name).write_bytes(b"data %d\n" % index)
         (outside_source / name).write_bytes(b"SECRET from outside the source\n")
     results = {"source_swaps": {"from_outside": 0, "staged": 0, "refused_or_failed": 0},
-               "destination_swaps": {"written_outside": 0, "staged": 0, "refused_or_failed": 0}}
+               "destination_swaps": {"written_outside": 0, "staged": 0, "refused_or_failed": 0}, "modes": set()}
     started = time.perf_counter()
+
+    def stage(destination: Path, jobs: list[tuple]):
+        stop, workers = _start_swappers(swap_in, jobs)
+        try:
+            results["modes"].add("processes" if may_fork(2) else "threads")
+            return stage_tree(str(source), str(destination), workers=2, progress=False)
+        finally:
+            stop.set()
+            for worker in workers:
+                worker.join()
+
     for round_number in range(rounds):
         # (a) the source: shard-1 swapped for a link to a look-alike outside.
         destination = scratch / f"staged-a-{round_number}"
-        stop = threading.Event()
-        thread = threading.Thread(target=_swapper, args=(source / "shard-1", outside_source / "shard-1",
-                                                         scratch / "parked-source", stop))
-        thread.start()
-        try:
-            report = stage_tree(str(source), str(destination), workers=2, progress=False)
-        finally:
-            stop.set()
-            thread.join()
+        report = stage(destination, [(source / "shard-1", outside_source / "shard-1", scratch / "parked-source")])
         copies = [path for path in destination.rglob("*.bin")]
         results["source_swaps"]["from_outside"] += sum(b"SECRET" in path.read_bytes() for path in copies)
         results["source_swaps"]["staged"] += report.files_copied
@@ -354,23 +377,19 @@ def staging_races(scratch: Path, files: int = 2000, rounds: int = 3) -> dict:
         destination = scratch / f"staged-b-{round_number}"
         (destination / "shard-0").mkdir(parents=True)
         (destination / "shard-1").mkdir()
-        stop = threading.Event()
-        threads = [threading.Thread(target=_swapper, args=(destination / name, elsewhere / name,
-                                                           scratch / f"parked-{name}", stop))
-                   for name in ("shard-0", "shard-1")]
-        for thread in threads:
-            thread.start()
-        try:
-            report = stage_tree(str(source), str(destination), workers=2, progress=False)
-        finally:
-            stop.set()
-            for thread in threads:
-                thread.join()
+        report = stage(destination, [(destination / name, elsewhere / name, scratch / f"parked-{name}")
+                                     for name in ("shard-0", "shard-1")])
         results["destination_swaps"]["written_outside"] += sum(1 for path in elsewhere.rglob("*") if path.is_file())
         results["destination_swaps"]["staged"] += report.files_copied
         results["destination_swaps"]["refused_or_failed"] += len(report.refused) + len(report.failed)
-    results.update(files=files, rounds=rounds, seconds=round(time.perf_counter() - started, 2))
+    results.update(files=files, rounds=rounds, seconds=round(time.perf_counter() - started, 2),
+                   modes=sorted(results["modes"]))
     return results
+
+
+def staging_races_in_processes(scratch: Path, files: int = 2000, rounds: int = 3) -> dict:
+    """`staging_races` with the swaps made by other processes, so staging lists and copies in processes."""
+    return staging_races(scratch, files, rounds, swap_in="process")
 
 
 def remove_deep_tree(path: Path) -> None:
@@ -441,6 +460,7 @@ def measure_section() -> dict:
     for name, scenario in (("tar_slip", tar_slip), ("expansion_bomb", expansion_bomb),
                            ("registry_links", registry_links), ("concurrent_registrations", concurrent_registrations),
                            ("corrupt_entry", corrupt_entry), ("staging_races", staging_races),
+                           ("staging_races_in_processes", staging_races_in_processes),
                            ("deep_tree", deep_tree), ("planted_port_directory", planted_port_directory)):
         with tempfile.TemporaryDirectory(prefix="reliability-files-") as scratch:
             measured[name] = scenario(Path(scratch))
@@ -457,9 +477,8 @@ def section_rows(section: dict) -> list[str]:
 
     slip, bomb = section["tar_slip"], section["expansion_bomb"]
     links, racing = section["registry_links"], section["concurrent_registrations"]
-    corrupt, races = section["corrupt_entry"], section["staging_races"]
+    corrupt = section["corrupt_entry"]
     deep, ports = section["deep_tree"], section["planted_port_directory"]
-    source, destination = races["source_swaps"], races["destination_swaps"]
     return [
         f"| 15.6 | Model archive on CVE-2025-4517 (chain of long links that defeats realpath) | "
         f"{'refused' if slip['refused'] else 'EXTRACTED'} in {slip['seconds']} s; file outside overwritten: "
@@ -489,13 +508,17 @@ def section_rows(section: dict) -> list[str]:
         f"{'yes' if corrupt['served_outside'] else 'no'} | rest usable, bad ones named | "
         f"{verdict(corrupt['list_exit'] == 0 and not corrupt['served_outside'] and corrupt['new_version'] == 4)} | "
         f"{test('test_a_corrupt_entry_blocks_neither_listing_nor_registering')} |",
-        f"| 15.9 | Staging while another thread swaps directories for links to look-alikes outside "
-        f"({races['files']:,} files, {races['rounds']} rounds each) | source side: files read from outside "
-        f"{source['from_outside']}, staged {source['staged']}, refused or failed {source['refused_or_failed']}; "
-        f"destination side: files written outside {destination['written_outside']}, staged {destination['staged']}, "
-        f"refused or failed {destination['refused_or_failed']} ({races['seconds']} s) | 0 outside | "
-        f"{verdict(source['from_outside'] == 0 and destination['written_outside'] == 0)} | "
-        f"{test('test_staging_while_directories_are_swapped_for_links_reads_and_writes_nothing_outside')} |",
+        *[f"| 15.9 | Staging while another {who} swaps directories for links to look-alikes outside, staging "
+          f"copying with {', '.join(races['modes'])} ({races['files']:,} files, {races['rounds']} rounds each) | "
+          f"source side: files read from outside {races['source_swaps']['from_outside']}, staged "
+          f"{races['source_swaps']['staged']}, refused or failed {races['source_swaps']['refused_or_failed']}; "
+          f"destination side: files written outside {races['destination_swaps']['written_outside']}, staged "
+          f"{races['destination_swaps']['staged']}, refused or failed "
+          f"{races['destination_swaps']['refused_or_failed']} ({races['seconds']} s) | 0 outside | "
+          f"{verdict(races['source_swaps']['from_outside'] == 0 and races['destination_swaps']['written_outside'] == 0)}"
+          f" | {test('test_staging_while_directories_are_swapped_for_links_reads_and_writes_nothing_outside')} |"
+          for who, races in (("thread", section["staging_races"]),
+                             ("process", section["staging_races_in_processes"]))],
         f"| 15.9 | A source tree {deep['depth']:,} directories deep (longer than PATH_MAX) | "
         f"{deep['copied']}/{deep['files']} files staged in {deep['seconds']} s {deep['error']} | all staged | "
         f"{verdict(deep['ok'] and deep['copied'] == deep['files'])} | {test('test_a_source_1200_directories_deep_stages')} |",
