@@ -756,10 +756,8 @@ def test_sagemaker_step_rejects_sources_fsx_cannot_import(source, options, field
               **options)
 
 
-def test_two_workers_list_the_subtrees_in_child_processes_and_report_as_one_worker_does(tmp_path, monkeypatch):
-    """A local tree with two workers is listed by forked processes (each takes some top-level directories): what is
-    copied, skipped, refused and found stale (at the top, inside a subtree, a whole directory gone) is the same as
-    with one worker, and the files of a directory reached through a link inside the source are copied."""
+def record_listing_processes(monkeypatch, tmp_path: Path) -> Path:
+    """Two CPUs, no other thread, and each listing process leaves a file named by its pid in the returned folder."""
     from trainops.backends.local import stage_parallel
 
     pids = tmp_path / "pids"
@@ -773,6 +771,14 @@ def test_two_workers_list_the_subtrees_in_child_processes_and_report_as_one_work
     monkeypatch.setattr(stage_parallel, "_child", recording_child)
     monkeypatch.setattr(stage_parallel.os, "cpu_count", lambda: 2)
     single_threaded(monkeypatch)
+    return pids
+
+
+def test_two_workers_list_the_subtrees_in_child_processes_and_report_as_one_worker_does(tmp_path, monkeypatch):
+    """A local tree with two workers is listed by forked processes (each takes some top-level directories): what is
+    copied, skipped, refused and found stale (at the top, inside a subtree, a whole directory gone) is the same as
+    with one worker, and the files of a directory reached through a link inside the source are copied."""
+    pids = record_listing_processes(monkeypatch, tmp_path)
     reports = {}
     for workers in (1, 2):
         source = tmp_path / f"source-{workers}"
@@ -807,19 +813,7 @@ def test_two_workers_list_the_subtrees_in_child_processes_and_report_as_one_work
 def test_a_tree_with_one_top_directory_is_split_deeper_among_the_listing_processes(tmp_path, monkeypatch):
     """``data/train/part-*``: the subtrees handed to the listing processes are found a level or two down, so two
     processes list it; copied, skipped and stale names (at every level) are what one worker reports."""
-    from trainops.backends.local import stage_parallel
-
-    pids = tmp_path / "pids"
-    pids.mkdir()
-    original_child = stage_parallel._child
-
-    def recording_child(*arguments):
-        (pids / str(os.getpid())).touch()
-        return original_child(*arguments)
-
-    monkeypatch.setattr(stage_parallel, "_child", recording_child)
-    monkeypatch.setattr(stage_parallel.os, "cpu_count", lambda: 2)
-    single_threaded(monkeypatch)
+    pids = record_listing_processes(monkeypatch, tmp_path)
     reports = {}
     for workers in (1, 2):
         source = tmp_path / f"source-{workers}"

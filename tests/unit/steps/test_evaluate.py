@@ -197,9 +197,9 @@ def test_bootstrap_refuses_an_archive_larger_than_the_limit_before_writing(tmp_p
     assert (model / "model.tar.gz").stat().st_size < 64 * 1024
     completed = run_bootstrap(tmp_path, model, TRAINOPS_MAX_MODEL_BYTES=str(5 * 1024 * 1024))
     assert completed.returncode != 0
-    assert "expands to 6.0 MiB, more than the 5.0 MiB limit" in completed.stderr
+    assert "expands to 6.0 MiB, more than the limit of 5.0 MiB" in completed.stderr
     assert "TRAINOPS_MAX_MODEL_BYTES" in completed.stderr and "Traceback" not in completed.stderr
-    assert list((tmp_path / "model-extracted").iterdir()) == []
+    assert not (tmp_path / "model-extracted").exists()  # nothing written, the directory it made removed
     # Under the limit the same archive is extracted and the script runs (here: a script that lists the model).
     (tmp_path / "list.py").write_text("import os\nprint(sorted(os.listdir(os.environ['SM_CHANNEL_MODEL'])))\n")
     completed = run_bootstrap(tmp_path, model, "list.py", TRAINOPS_MAX_MODEL_BYTES=str(7 * 1024 * 1024))
@@ -210,7 +210,37 @@ def test_bootstrap_refuses_an_archive_larger_than_the_limit_before_writing(tmp_p
 def test_bootstrap_refuses_a_link_member(tmp_path):
     model = bootstrap_archive(tmp_path, [member("inside-link", type=tarfile.SYMTYPE, linkname="weights.bin")])
     completed = run_bootstrap(tmp_path, model)
-    assert completed.returncode != 0 and "regular files and directories only" in completed.stderr
+    assert completed.returncode != 0 and "extracted without links" in completed.stderr
+    assert "Traceback" not in completed.stderr
+
+
+def test_bootstrap_runs_the_local_extraction_itself(tmp_path):
+    """The bootstrap carries the text of the extraction the local backend runs (model_extract), instead of its own
+    smaller copy (realpath checks and tarfile's extractall): the CVE-2025-4517 chain of long links is refused, and a
+    link already where a member goes is refused by the O_NOFOLLOW creation, without resolving any path."""
+    from tests.reliability.files_scenarios import realpath_overflow_archive
+
+    from trainops.backends.local import model_extract
+
+    assert BOOTSTRAP_SOURCE.startswith(Path(model_extract.__file__).read_text(encoding="utf-8"))
+    job = tmp_path / "job"  # the archive aims at model-extracted/../../victim.txt: tmp_path/victim.txt
+    (job / "model").mkdir(parents=True)
+    (job / BOOTSTRAP_NAME).write_text(BOOTSTRAP_SOURCE)
+    victim = tmp_path / "victim.txt"
+    victim.write_text("original")
+    realpath_overflow_archive(job / "model" / "model.tar.gz", job / "model-extracted", victim="victim.txt")
+    completed = run_bootstrap(job, job / "model")
+    assert completed.returncode != 0 and "extracted without links" in completed.stderr
+    assert victim.read_text() == "original" and not (job / "model-extracted").exists()
+
+    planted = tmp_path / "planted"
+    planted.mkdir()
+    model = bootstrap_archive(planted, [member("weights.bin", b"new weights")])
+    (planted / "model-extracted").mkdir()
+    (planted / "model-extracted" / "weights.bin").symlink_to(victim)
+    completed = run_bootstrap(planted, model)
+    assert completed.returncode != 0 and "is already there and is not a file" in completed.stderr
+    assert victim.read_text() == "original"
 
 
 class RecordingFactory:

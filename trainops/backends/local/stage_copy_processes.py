@@ -29,7 +29,7 @@ import signal
 from trainops.backends.local.safe_fs import DirectoryCache
 from trainops.backends.local.stage_copy import BATCH_FILES, CHECKPOINT_SECONDS, CopyRun
 from trainops.backends.local.stage_names import temporary_name
-from trainops.backends.local.stage_parallel import receive_message, send_message
+from trainops.backends.local.stage_parallel import fork_worker, freeze_for_fork, receive_message, send_message
 from trainops.errors import JobFailed
 
 _WHO = "a copying process"
@@ -109,34 +109,18 @@ def _copy_units(run: CopyRun, results: int, requests: int) -> None:
 
 def _start(run: CopyRun, number: int, children: dict[int, list], parent: int, on_death) -> None:
     """Fork copying process ``number``; record it in ``children`` (by the read end of its results) right away."""
-    results_read, results_write = os.pipe()
-    requests_read, requests_write = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError as error:  # a process limit: nothing of this one is left open
-        for descriptor in (results_read, results_write, requests_read, requests_write):
-            os.close(descriptor)
-        raise JobFailed(f"could not start a copying process ({error.strerror}); stage with --workers 1") from error
-    if pid == 0:  # the child: never returns into the caller
-        try:
-            gc.disable()
-            for descriptor, (_, earlier_requests, _, _) in children.items():
-                os.close(descriptor)
-                os.close(earlier_requests)
-            os.close(results_read)
-            os.close(requests_write)
-            # Ctrl-C reaches the whole process group: the parent stops the stage and kills its processes, which
-            # meanwhile finish what they are copying (dying here would end the parent's wait with a lesser error).
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            if on_death is not None:
-                on_death()
-            if os.getppid() == parent:  # else the parent died before the death signal was asked for
-                _copy_units(run, results_write, requests_read)
-        finally:
-            os._exit(0)
-    children[results_read] = [pid, requests_write, number, []]
-    os.close(results_write)
-    os.close(requests_read)
+
+    def work(results: int, requests: int) -> None:
+        if on_death is not None:
+            on_death()
+        if os.getppid() == parent:  # else the parent died before the death signal was asked for
+            _copy_units(run, results, requests)
+
+    # Ctrl-C reaches the whole process group: the parent stops the stage and kills its processes, which meanwhile
+    # finish what they are copying (dying here would end the parent's wait with a lesser error).
+    pid, results, requests = fork_worker(_WHO, [end for read_end, child in children.items()
+                                                for end in (read_end, child[1])], signal.SIG_IGN, work)
+    children[results] = [pid, requests, number, []]
 
 
 def _record(run: CopyRun, unit: list[int], copied: list[tuple], failed: list, failed_bytes: int) -> None:
@@ -173,11 +157,7 @@ def copy_in_processes(run: CopyRun, processes: int) -> None:
     units = Units(run.batches)
     children: dict[int, list] = {}  # read end of results -> [pid, write end of requests, number, current unit]
     on_death = parent_death_signal_setter(signal.SIGKILL)
-    # As for the listing processes: what exists now is kept out of the collector's reach in the children (they do
-    # not collect), so they do not write to (and copy) every page they share with this process.
-    froze = gc.get_freeze_count() == 0
-    if froze:
-        gc.freeze()
+    froze = freeze_for_fork()
     try:
         for number in range(processes):
             _start(run, number, children, os.getpid(), on_death)

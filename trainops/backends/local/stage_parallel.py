@@ -152,6 +152,49 @@ def _results(children: list[tuple[int, int, int]], count: int) -> list[tuple]:
     return [results[read_end] for _, read_end, _ in children]
 
 
+def freeze_for_fork() -> bool:
+    """Move everything built so far (a manifest's 100,000 entries) out of the collector's reach before forking:
+    a collection in a child would otherwise walk it all, writing to every object (copying the pages the child shares
+    with this process); the children hold no cycles and do not collect at all. Returns whether this call froze
+    (then the caller unfreezes after its children): a caller that froze its own objects (a server that forks
+    workers) keeps them frozen."""
+    if gc.get_freeze_count():
+        return False
+    gc.freeze()
+    return True
+
+
+def fork_worker(what: str, inherited: list[int], on_interrupt: Any, work: Callable[[int, int], None]
+                ) -> tuple[int, int, int]:
+    """Fork a child that runs ``work(results, replies)`` (the write end of a pipe to this process and the read end of
+    one from it) and exits; return (pid, read end of its results, write end of the replies to it).
+
+    In the child: no cyclic collection, SIGINT set to ``on_interrupt``, and the descriptors ``inherited`` closed
+    (this process's ends of the earlier children's pipes: holding them would keep those children waiting for a reply
+    if this process died). A failed fork (a process limit) closes both pipes and raises `JobFailed` naming ``what``.
+    """
+    results_read, results_write = os.pipe()
+    replies_read, replies_write = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError as error:
+        for descriptor in (results_read, results_write, replies_read, replies_write):
+            os.close(descriptor)
+        raise JobFailed(f"could not start {what} ({error.strerror}); stage with --workers 1") from error
+    if pid == 0:  # the child: never returns into the caller
+        try:
+            gc.disable()
+            for descriptor in (*inherited, results_read, replies_write):
+                os.close(descriptor)
+            signal.signal(signal.SIGINT, on_interrupt)
+            work(results_write, replies_read)
+        finally:
+            os._exit(0)
+    os.close(results_write)
+    os.close(replies_read)
+    return pid, results_read, replies_write
+
+
 def list_in_processes(source: LocalSource, check: Any, workers: int
                       ) -> tuple[list[SourceFile], list[Refusal], list[str] | None]:
     """List ``source`` with up to ``workers`` processes; return (files to copy, refusals, stale names or None when
@@ -180,41 +223,13 @@ def list_in_processes(source: LocalSource, check: Any, workers: int
     base = len(source.directories)
     children: list[tuple[int, int, int]] = []  # (pid, read end of its results, write end of the parent's reply)
     stale: list[str] | None = None
-    # Everything built so far (the manifest's 100,000 entries) is moved out of the collector's reach before the
-    # fork: a collection in a child would otherwise walk it all, writing to every object (copying the pages the
-    # child shares with this process). The children hold no cycles and exit soon: they do not collect at all.
-    # A caller that froze its own objects (a server that forks workers) keeps them frozen: only a freeze made here is
-    # undone here.
-    froze = gc.get_freeze_count() == 0
-    if froze:
-        gc.freeze()
+    froze = freeze_for_fork()
     try:
         for _ in range(processes):
-            read_end, write_end = os.pipe()
-            reply_read, reply_write = os.pipe()
-            try:
-                pid = os.fork()
-            except OSError as error:  # a process limit: nothing of this round is left open
-                for descriptor in (read_end, write_end, reply_read, reply_write):
-                    os.close(descriptor)
-                raise JobFailed(f"could not start a listing process ({error.strerror}); stage with --workers 1")
-            if pid == 0:  # the child: never returns into the caller
-                try:
-                    gc.disable()
-                    # The pipes of the children before it are the parent's: holding them would keep those
-                    # children waiting for a reply if the parent died.
-                    for _, earlier_read, earlier_reply in children:
-                        os.close(earlier_read)
-                        os.close(earlier_reply)
-                    os.close(read_end)
-                    os.close(reply_write)
-                    signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C ends it; the parent reports it
-                    _run_child(source, check, deferred, base, write_end, reply_read)
-                finally:
-                    os._exit(0)
-            children.append((pid, read_end, reply_write))  # first, so that the cleanup below always has it
-            os.close(write_end)
-            os.close(reply_read)
+            # Ctrl-C ends a listing process (it has written nothing); the parent reports it.
+            children.append(fork_worker(
+                "a listing process", [end for _, read_end, reply_write in children for end in (read_end, reply_write)],
+                signal.SIG_DFL, lambda results, replies: _run_child(source, check, deferred, base, results, replies)))
         results = _results(children, len(deferred))
         if check is not None:
             # Every name of the manifest was seen by one process (the usual re-stage): nothing is stale, and no

@@ -46,7 +46,7 @@ def evaluation_prefix(model_artifact: str) -> str:
 def _model_size_limit() -> dict[str, str]:
     """``TRAINOPS_MAX_MODEL_BYTES`` of this process for the evaluation container: the largest model archive it will
     extract is then the same locally and on SageMaker (the bootstrap's default, 64 GiB, otherwise)."""
-    from trainops.backends.sagemaker.evaluation_bootstrap import LIMIT_VARIABLE
+    from trainops.backends.local.model_extract import LIMIT_VARIABLE
 
     value = os.environ.get(LIMIT_VARIABLE, "").strip()
     return {LIMIT_VARIABLE: value} if value else {}

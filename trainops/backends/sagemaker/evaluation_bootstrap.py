@@ -1,90 +1,28 @@
 """The script a SageMaker evaluation (processing job) starts: it turns the processing job's layout into the
-evaluation contract (docs/contracts.md section 6), so the user's script is the same file locally and on SageMaker."""
+evaluation contract (docs/contracts.md section 6), so the user's script is the same file locally and on SageMaker.
 
-from trainops.backends.local.model_archive import DEFAULT_LIMIT_BYTES, LIMIT_VARIABLE, MAX_MEMBERS
+The processing backend hands the model over as an unextracted model.tar.gz and passes
+--model-dir/--test-dir/--output-dir; the bootstrap extracts the model, sets the contract's variables (extracted
+model, SM_CHANNEL_*, SM_OUTPUT_DATA_DIR, TRAINOPS_EVALUATION_DIR) and runs the script with the hyperparameters as
+``--key value``. It runs where trainops is not installed (any image), so it is one file of standard-library Python:
+the text of `trainops.backends.local.model_extract`, the extraction the local backend runs too (no link followed,
+sizes checked before writing), followed by the part below.
+"""
+
+from importlib import util
 
 #: The name the bootstrap has in the code prefix of a SageMaker evaluation.
 BOOTSTRAP_NAME = "trainops_evaluate_bootstrap.py"
 
-# The script the SageMaker processing job starts. The processing backend hands the model over as an unextracted
-# model.tar.gz and passes --model-dir/--test-dir/--output-dir; this bridge turns that into the evaluation contract
-# (extracted model, SM_CHANNEL_*, SM_OUTPUT_DATA_DIR, TRAINOPS_EVALUATION_DIR, hyperparameters as --key value), so the
-# user's script is the same file locally and on SageMaker. Standard library only: it runs in any image.
-_BOOTSTRAP_TEMPLATE = '''\
-"""trainops evaluation bootstrap: sets up the evaluation contract, then runs the user's script."""
-import errno
+# What follows model_extract's text in the bootstrap (which already imported os and the extraction's names).
+_BOOTSTRAP_MAIN = '''
+
+# --- trainops evaluation bootstrap: sets up the evaluation contract, then runs the user's script -----------------
 import json
-import os
 import runpy
-import shutil
 import sys
-import tarfile
 
 DIRECTORY_OPTIONS = ("--model-dir", "--test-dir", "--output-dir")
-LIMIT_VARIABLE = "@LIMIT_VARIABLE@"
-DEFAULT_LIMIT_BYTES = @DEFAULT_LIMIT_BYTES@
-MAX_MEMBERS = @MAX_MEMBERS@
-
-
-def size_limit():
-    text = os.environ.get(LIMIT_VARIABLE, "").strip()
-    if not text:
-        return DEFAULT_LIMIT_BYTES
-    if not text.isdigit() or int(text) <= 0:
-        raise SystemExit("%s=%r is not a positive number of bytes" % (LIMIT_VARIABLE, text))
-    return int(text)
-
-
-def human(count):
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if count < 1024 or unit == "GiB":
-            return ("%d %s" % (count, unit)) if unit == "bytes" else ("%.1f %s" % (count, unit))
-        count /= 1024.0
-
-
-def check_members(members, root):
-    """Refuse before anything is written: names outside the directory, links (a chain of them defeats realpath,
-    CVE-2025-4517, so none is extracted), devices, sparse files, and more bytes than the limit or the free space."""
-    if len(members) > MAX_MEMBERS:
-        raise SystemExit("model.tar.gz has %d members, more than %d; refusing it" % (len(members), MAX_MEMBERS))
-    total = 0
-    for member in members:
-        target = os.path.realpath(os.path.join(root, member.name))
-        if os.path.isabs(member.name) or os.path.commonpath([root, target]) != root:
-            raise SystemExit("model.tar.gz member %r would land outside the model directory" % member.name)
-        if not (member.isreg() or member.isdir()) or member.issparse():
-            raise SystemExit("model.tar.gz member %r is a link, device, pipe or sparse file; model archives are "
-                             "extracted with regular files and directories only" % member.name)
-        total += member.size
-    limit = size_limit()
-    if total > limit:
-        raise SystemExit("model.tar.gz expands to %s, more than the %s limit; set %s (bytes) in the evaluation's "
-                         "environment to allow more" % (human(total), human(limit), LIMIT_VARIABLE))
-    free = shutil.disk_usage(root).free
-    if total > free:
-        raise SystemExit("model.tar.gz expands to %s, more than the %s free under %s; give the processing job a "
-                         "larger volume" % (human(total), human(free), root))
-
-
-def extract(archive, destination):
-    os.makedirs(destination, exist_ok=True)
-    root = os.path.realpath(destination)
-    with tarfile.open(archive, "r:*") as bundle:
-        members = bundle.getmembers()
-        check_members(members, root)
-        try:
-            if hasattr(tarfile, "data_filter"):
-                bundle.extractall(root, members=members, filter="data")
-            else:
-                bundle.extractall(root, members=members)
-        except OSError as error:
-            # Nothing half-extracted is left for the script to read.
-            shutil.rmtree(root, ignore_errors=True)
-            if error.errno == errno.ENOSPC:
-                raise SystemExit("the disk filled while extracting model.tar.gz under %s; give the processing job "
-                                 "a larger volume" % root)
-            raise
-    return root
 
 
 def main():
@@ -94,7 +32,11 @@ def main():
     model_dir = os.environ["TRAINOPS_MODEL_DIR"]
     archive = os.path.join(model_dir, "model.tar.gz")
     if os.path.isfile(archive):
-        model_dir = extract(archive, os.path.join(os.path.dirname(model_dir.rstrip("/")), "model-extracted"))
+        destination = os.path.join(os.path.dirname(model_dir.rstrip("/")), "model-extracted")
+        try:
+            model_dir = str(extract(archive, destination, room_hint="give the processing job a larger volume"))
+        except (ArchiveRefused, NoRoom) as error:
+            raise SystemExit("trainops evaluation: %s" % error)
     channel = os.environ.get("TRAINOPS_EVALUATION_CHANNEL", "test")
     channel_variable = "".join(c if c.isalnum() or c == "_" else "_" for c in channel).upper()
     output_dir = os.environ["TRAINOPS_OUTPUT_DIR"]
@@ -118,8 +60,13 @@ if __name__ == "__main__":
     main()
 '''
 
-# The limits are the local extraction's (trainops.backends.local.model_archive), written into the script's text: it
-# runs where trainops is not installed.
-BOOTSTRAP_SOURCE = (_BOOTSTRAP_TEMPLATE.replace("@LIMIT_VARIABLE@", LIMIT_VARIABLE)
-                    .replace("@DEFAULT_LIMIT_BYTES@", str(DEFAULT_LIMIT_BYTES))
-                    .replace("@MAX_MEMBERS@", str(MAX_MEMBERS)))
+
+def _extraction_source() -> str:
+    """The text of `trainops.backends.local.model_extract`, read from the installed package (not imported: the
+    bootstrap's text is all that is needed)."""
+    spec = util.find_spec("trainops.backends.local.model_extract")
+    with open(spec.origin, encoding="utf-8") as handle:
+        return handle.read()
+
+
+BOOTSTRAP_SOURCE = _extraction_source() + _BOOTSTRAP_MAIN
