@@ -31,7 +31,7 @@ from pathlib import Path
 REPOSITORY = Path(__file__).resolve().parents[1]
 TESTS = REPOSITORY / "tests" / "reliability"
 CORPUS = TESTS / "corpus"
-sys.path[:0] = [str(TESTS), str(REPOSITORY / "tests")]
+sys.path[:0] = [str(TESTS), str(REPOSITORY / "tests"), str(REPOSITORY / "bench")]
 
 REJECT_SECONDS, REJECT_BYTES = 1.0, 200 * 1024 * 1024
 
@@ -505,6 +505,8 @@ def render(measured: dict, context: dict) -> str:
         rows += __import__("files_scenarios").section_rows(measured["files"])
     if "names-secrets-errors" in measured:  # issue 15 items 11-13: tests/reliability/hardening_misc_bench.py
         rows += __import__("hardening_misc_bench").render_rows(measured["names-secrets-errors"])
+    if "staging-scale" in measured:  # issue 15 item 14: bench/staging_scale.py
+        rows.append(__import__("staging_scale").render_row(measured["staging-scale"]))
     header = [
         "# Reliability",
         "",
@@ -577,7 +579,8 @@ SECTIONS = {"bad-input": bad_input, "fuzz": fuzz, "hostile-data": hostile_data, 
             "faults": faults, "idempotency": idempotency, "load": load,
             "processes": lambda: __import__("process_scenarios").bench_section(),
             "names-secrets-errors": lambda: __import__("hardening_misc_bench").bench_section(),
-            "files": lambda: __import__("files_scenarios").measure_section()}
+            "files": lambda: __import__("files_scenarios").measure_section(),
+            "staging-scale": lambda: __import__("staging_scale").measure()}
 
 
 def main() -> int:
