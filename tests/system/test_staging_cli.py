@@ -99,16 +99,11 @@ def test_ctrl_c_stops_with_130_leaving_only_whole_files_and_a_rerun_completes(so
     # The third copy sends SIGINT to the process group, as Ctrl-C in a terminal does (the copying processes of
     # several workers get it too), and goes on; the interrupt lands in the main thread of the stage.
     script = textwrap.dedent(f"""
-        import os, signal, sys
+        import sys
+        sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
+        from support.failing_copy import failing_copy, install, interrupted
         from trainops import cli
-        from trainops.backends.local import stage_sources
-        original, calls = stage_sources.copy_descriptor, []
-        def interrupted(source_descriptor, target, size, stop):
-            calls.append(size)
-            if len(calls) == 3:
-                os.killpg(0, signal.SIGINT)
-            return original(source_descriptor, target, size, stop)
-        stage_sources.copy_descriptor = interrupted
+        install(failing_copy(3, interrupted, half=False))
         sys.exit(cli.main(["stage", {str(source)!r}, {str(destination)!r}, "--workers", "{workers}"]))
     """)
     completed = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -13,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from support.failing_copy import failing_copy, killed, raising
 from trainops.backends.local import stage_sources
 from trainops.backends.local.stage_copy import BATCH_FILES
 from trainops.backends.local.stage_copy_processes import Units
@@ -92,16 +92,9 @@ def test_an_error_in_a_copying_process_is_raised_and_leaves_whole_files_only(tmp
     removed for it), and a re-run completes the rest."""
     contents = wide_tree(tmp_path / "source")
     original = stage_sources.copy_descriptor
-    calls = []
-
-    def crashing(source_descriptor, target, size, stop):
-        calls.append(size)  # per process: each forked copy of this list counts its own calls
-        if len(calls) == 400:
-            os.write(target, b"half")
-            raise RuntimeError("simulated crash in a copying process")
-        return original(source_descriptor, target, size, stop)
-
-    monkeypatch.setattr(stage_sources, "copy_descriptor", crashing)
+    # Calls are counted per process: each forked copying process crashes on its own 400th copy.
+    monkeypatch.setattr(stage_sources, "copy_descriptor",
+                        failing_copy(400, raising("simulated crash in a copying process")))
     with pytest.raises(RuntimeError, match="simulated crash in a copying process"):
         stage_tree(str(tmp_path / "source"), str(tmp_path / "destination"), workers=2)
     partial = staged_files(tmp_path / "destination")
@@ -121,16 +114,7 @@ def test_a_copying_process_that_dies_is_reported_and_its_temporary_file_removed(
     instead of waiting for it, and its temporary file is removed by the stage."""
     contents = wide_tree(tmp_path / "source")
     original = stage_sources.copy_descriptor
-    calls = []
-
-    def dying(source_descriptor, target, size, stop):
-        calls.append(size)
-        if len(calls) == 100:
-            os.write(target, b"half")
-            os.kill(os.getpid(), signal.SIGKILL)
-        return original(source_descriptor, target, size, stop)
-
-    monkeypatch.setattr(stage_sources, "copy_descriptor", dying)
+    monkeypatch.setattr(stage_sources, "copy_descriptor", failing_copy(100, killed))
     with pytest.raises(JobFailed, match="a copying process ended without reporting; stage again"):
         stage_tree(str(tmp_path / "source"), str(tmp_path / "destination"), workers=2)
     assert no_temporary_files_left(tmp_path / "destination")
@@ -146,21 +130,16 @@ def test_killing_the_stage_kills_its_copying_processes_and_the_next_run_cleans_u
     contents = wide_tree(tmp_path / "source", directories=2, per_directory=600)
     pids = tmp_path / "pids"
     script = textwrap.dedent(f"""
-        import os, time
-        from trainops.backends.local import stage_sources
+        import os, sys
+        sys.path.insert(0, {str(REPOSITORY / "tests")!r})
+        from support.failing_copy import failing_copy, install, stalled
         from trainops.backends.local.staging import stage_tree
         os.cpu_count = lambda: 2
-        original, calls = stage_sources.copy_descriptor, []
-        def slow(source_descriptor, target, size, stop):
-            calls.append(size)
-            if len(calls) == 1:
-                with open({str(pids)!r}, "a") as log:
-                    log.write(f"{{os.getpid()}}\\n")
-            if len(calls) >= 20:
-                os.write(target, b"half")
-                time.sleep(60)
-            return original(source_descriptor, target, size, stop)
-        stage_sources.copy_descriptor = slow
+        def log_pid():
+            with open({str(pids)!r}, "a") as log:
+                log.write(f"{{os.getpid()}}\\n")
+        install(failing_copy(1, log_pid, half=False))  # each copying process says who it is on its first copy,
+        install(failing_copy(20, stalled(), from_then_on=True))  # then stalls half-way through its 20th
         stage_tree({str(tmp_path / "source")!r}, {str(tmp_path / "destination")!r}, workers=2)
     """)
     process = subprocess.Popen([sys.executable, "-c", script], cwd=REPOSITORY)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from support.failing_copy import failing_copy, raising
 from trainops.backends.local import stage_sources
 from trainops.backends.local.stage_manifest import MANIFEST_VERSION, StageManifest
 from trainops.backends.local.stage_names import (JOURNAL_NAME, MANIFEST_NAME, is_temporary_name, printable_name,
@@ -271,16 +272,8 @@ def test_each_file_is_written_to_a_temporary_name_in_its_directory_then_renamed(
 def test_an_exception_mid_stage_leaves_no_partial_file_and_a_rerun_completes(tree, monkeypatch):
     source, destination, contents = tree
     original = stage_sources.copy_descriptor
-    calls = []
-
-    def crashing(source_descriptor, target, size, stop):
-        calls.append(size)
-        if len(calls) == 3:
-            os.write(target, b"half" * 10)  # a partial file, then the crash
-            raise RuntimeError("simulated crash")
-        return original(source_descriptor, target, size, stop)
-
-    monkeypatch.setattr(stage_sources, "copy_descriptor", crashing)
+    # A partial file, then the crash.
+    monkeypatch.setattr(stage_sources, "copy_descriptor", failing_copy(3, raising("simulated crash")))
     with pytest.raises(RuntimeError, match="simulated crash"):
         stage_tree(str(source), str(destination), workers=1)
     partial = staged_files(destination)
@@ -298,17 +291,11 @@ def test_an_exception_mid_stage_leaves_no_partial_file_and_a_rerun_completes(tre
 def test_a_killed_stage_leaves_only_temporary_files_which_the_next_run_removes(tree):
     source, destination, contents = tree
     script = textwrap.dedent(f"""
-        import os, signal
-        from trainops.backends.local import stage_sources
+        import sys
+        sys.path.insert(0, {str(REPOSITORY / "tests")!r})
+        from support.failing_copy import failing_copy, install, killed
         from trainops.backends.local.staging import stage_tree
-        original, calls = stage_sources.copy_descriptor, []
-        def dying(source_descriptor, target, size, stop):
-            calls.append(size)
-            if len(calls) == 3:
-                os.write(target, b"half")
-                os.kill(os.getpid(), signal.SIGKILL)
-            return original(source_descriptor, target, size, stop)
-        stage_sources.copy_descriptor = dying
+        install(failing_copy(3, killed))
         stage_tree({str(source)!r}, {str(destination)!r}, workers=1)
     """)
     completed = subprocess.run([sys.executable, "-c", script], cwd=REPOSITORY, timeout=60)
