@@ -101,8 +101,9 @@ def set_parent_death_signal(signum: int = signal.SIGTERM) -> bool:
 
 
 def parent_death_signal_setter(signum: int = signal.SIGTERM):
-    """A ``preexec_fn`` for ``subprocess.Popen`` that sets the parent-death signal in the child. The C function is
-    looked up here, in the parent, so the child only makes one call between fork and exec."""
+    """A function that sets the parent-death signal in a child: a ``preexec_fn`` for ``subprocess.Popen``, or the
+    first call of a bare ``os.fork`` child. The C function is looked up here, in the parent, so the child only makes
+    one call (between fork and exec, for Popen)."""
     try:
         import ctypes
 

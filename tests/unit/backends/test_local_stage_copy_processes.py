@@ -88,8 +88,8 @@ def test_two_workers_copy_in_other_processes_each_in_its_own_directory(tmp_path,
 
 def test_an_error_in_a_copying_process_is_raised_and_leaves_whole_files_only(tmp_path, forking, monkeypatch):
     """A process whose copy raises: the stage raises that error, every final name holds a whole file and is in the
-    manifest, no temporary file or journal is left (the other process was killed mid-unit and its temporary file
-    removed for it), and a re-run completes the rest."""
+    manifest, no temporary file or journal is left (the other process was stopped mid-unit), and a re-run completes
+    the rest."""
     contents = wide_tree(tmp_path / "source")
     original = stage_sources.copy_descriptor
     # Calls are counted per process: each forked copying process crashes on its own 400th copy.
@@ -102,6 +102,9 @@ def test_an_error_in_a_copying_process_is_raised_and_leaves_whole_files_only(tmp
     assert all(contents[name] == data for name, data in partial.items())
     recorded = set(recorded_files(tmp_path / "destination"))
     assert recorded <= set(partial) and len(recorded) >= 399  # at least the crashing process's completed units
+    # Every copy that has its final name is recorded, the other process's too: it was stopped (SIGTERM), finished the
+    # file in hand and reported, instead of being killed with up to a unit of copies unrecorded.
+    assert recorded == set(partial)
     assert no_temporary_files_left(tmp_path / "destination")
     monkeypatch.setattr(stage_sources, "copy_descriptor", original)
     rerun = stage_tree(str(tmp_path / "source"), str(tmp_path / "destination"), workers=2)

@@ -36,6 +36,8 @@ CHECKPOINT_SECONDS = 5.0
 #: Files per batch: big enough that opening its two directories costs little per file, small enough that one huge
 #: directory is shared among the workers.
 BATCH_FILES = 256
+#: A completed copy: (name, listed size, bytes written, fingerprint, modification time given to the copy in ns).
+Copied = tuple[str, int, int, "int | str", int]
 _TARGET_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
@@ -87,7 +89,7 @@ class CopyRun:
         self.source, self.root, self.prepared = source, root, prepared
         self.manifest, self.report, self.bar = manifest, report, bar
         self.batches = work
-        self.pending = collections.deque(work)  # popleft is atomic: workers share it without a lock
+        self.pending: collections.deque[list[SourceFile]] = collections.deque()  # the threads' queue (see `run`)
         self.lock = threading.Lock()  # guards manifest, report and bar
         self.stop = threading.Event()
         self.error: BaseException | None = None  # the first unexpected error, raised again by `run`
@@ -133,7 +135,7 @@ class CopyRun:
 
     def copy_batch(self, batch: list[SourceFile], temporary: str, targets: DirectoryCache, sources) -> bool:
         """Copy one batch; record what completed (also when stopped part-way). False when the run must stop."""
-        done: list[tuple[SourceFile, int, int | str, int]] = []
+        done: list[Copied] = []
         failed: list[Refusal] = []
         failed_bytes = 0
         first = batch[0]
@@ -164,23 +166,25 @@ class CopyRun:
                         self.error = self.error or error
                     self.stop.set()
                     return False
-                done.append((item, *outcome))
+                done.append((item.name, item.size, *outcome))
             return True
         finally:
             self.on_results(done, failed, failed_bytes)
 
-    def keep_results(self, done: list[tuple[SourceFile, int, int | str, int]], failed: list[Refusal],
-                failed_bytes: int) -> None:
+    def keep_results(self, done: list[Copied], failed: list[Refusal], failed_bytes: int) -> None:
+        """Record a batch's results: the copies (in the manifest, as soon as they have their final names), the
+        failures, the progress."""
         with self.lock:
             record = self.manifest.record
-            copied = 0
-            for item, written, fingerprint, staged_mtime_ns in done:
-                record(item.name, written, fingerprint, staged_mtime_ns)
+            copied = listed = 0
+            for name, size, written, fingerprint, staged_mtime_ns in done:
+                record(name, written, fingerprint, staged_mtime_ns)
                 copied += written
+                listed += size
             self.report.files_copied += len(done)
             self.report.bytes_copied += copied
             self.report.failed += failed
-            self.bar.advance_many(len(done) + len(failed), sum(item.size for item, *_ in done) + failed_bytes)
+            self.bar.advance_many(len(done) + len(failed), listed + failed_bytes)
         if self.inline and self.checkpoint_due():
             self.checkpoint()
 
@@ -209,8 +213,10 @@ class CopyRun:
                 copy_in_processes(self, processes)
             elif workers == 1:
                 self.inline = True
+                self.pending.extend(self.batches)
                 self.work()  # no thread to start or switch to
             else:
+                self.pending.extend(self.batches)  # popleft is atomic: workers share it without a lock
                 threads = [threading.Thread(target=self.work, args=(number,), name=f"trainops-stage-{number}",
                                             daemon=True)
                            for number in range(min(workers, len(self.pending)))]
@@ -255,12 +261,12 @@ def copy_all(source: LocalSource | S3Source, items: list[SourceFile], root: int,
     bar = Progress(len(items), sum(item.size for item in items), stream, show_progress)
     journal = sorted({item.name.rpartition("/")[0] for item in items})
     processes = 0
-    if isinstance(source, LocalSource):
+    if isinstance(source, LocalSource) and workers > 1:
         # A local copy is system calls plus a little Python per file: threads would take turns at the GIL (and two
         # threads in one directory wait on its lock), so it is split among processes when this one may fork.
-        from trainops.backends.local.stage_parallel import may_fork
+        from trainops.backends.local.stage_parallel import may_fork, process_count
 
         if may_fork(workers):
-            processes = min(workers, os.cpu_count() or 1, len(work))
+            processes = process_count(workers, len(work))
     CopyRun(source, work, root, prepared, manifest, report, bar).run(workers, journal, processes)
 

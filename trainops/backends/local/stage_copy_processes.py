@@ -11,28 +11,35 @@ directories is not one round trip per file. A process keeps to its directory whi
 one no other process has started; only when none is left does it join the directory with the most batches to go.
 
 Each process copies with the same code as a thread (`CopyRun.copy_batch`: checked directories, temporary name,
-rename) and, after each unit, sends the parent what it copied and what failed, then waits for its next unit. The
-parent records those results (manifest, report, progress), saves the manifest every few seconds as with threads,
-and after an error, Ctrl-C or a process that ended without reporting kills every process and removes their
-temporary files (it knows which unit each one was copying, so which directories to look in). A process dies with
-the parent (parent-death signal); what it left then is in the journal for the next stage.
+rename), sends the parent what it copied and what failed after each batch, and asks for its next unit. The parent
+records those results (manifest, report, progress) and saves the manifest every few seconds, as with threads. After
+an error, Ctrl-C or a process that ended without reporting, the parent stops the others with SIGTERM: each finishes
+or removes the file in hand and reports what it completed (so the manifest keeps every copy that has its final
+name, as with threads); after `STOP_SECONDS` the rest are killed, and the parent removes their temporary files (it
+knows which unit each one was copying, so which directories to look in). A process dies with the parent
+(parent-death signal); what it left then is in the journal for the next stage.
 """
 
 from __future__ import annotations
 
 import collections
+import contextlib
 import gc
 import os
 import select
 import signal
+import time
 
 from trainops.backends.local.safe_fs import DirectoryCache
 from trainops.backends.local.stage_copy import BATCH_FILES, CHECKPOINT_SECONDS, CopyRun
 from trainops.backends.local.stage_names import temporary_name
-from trainops.backends.local.stage_parallel import fork_worker, freeze_for_fork, receive_message, send_message
+from trainops.backends.local.stage_parallel import (fork_worker, freeze_for_fork, receive_message, send_message,
+                                                    send_outcome)
 from trainops.errors import JobFailed
 
 _WHO = "a copying process"
+#: How long stopped processes may take to report what they completed before they are killed.
+STOP_SECONDS = 2.0
 
 
 class Units:
@@ -73,69 +80,69 @@ class Units:
 
 
 def _copy_units(run: CopyRun, results: int, requests: int) -> None:
-    """A copying process: copy each unit the parent sends, answer with what was copied and what failed."""
-    copied: list[tuple] = []
-    failed: list = []
-    failed_bytes = [0]
-
-    def keep(done, refused, refused_bytes) -> None:
-        copied.extend((item.name, *outcome) for item, *outcome in done)
-        failed.extend(refused)
-        failed_bytes[0] += refused_bytes
-
-    run.on_results = keep
+    """A copying process: ask for a unit, copy it, report each batch as soon as it is done; end on an empty unit,
+    on an error (reported), or when the parent stops the stage (SIGTERM: the file in hand is finished or removed,
+    what was completed is reported)."""
+    run.on_results = lambda done, failed, failed_bytes: send_message(results, ("batch", done, failed, failed_bytes))
+    signal.signal(signal.SIGTERM, lambda *_: run.stop.set())
     temporary = temporary_name(0, os.getpid())
     targets = DirectoryCache(run.root, capacity=8)
     sources = run.source.directory_opener()
-    unit: list[int] = []
-    while True:
-        error = None
-        for index in unit:
-            if not run.copy_batch(run.batches[index], temporary, targets, sources):
-                error = run.error or JobFailed("a copying process was stopped")
+    try:
+        while not run.stop.is_set():
+            send_message(results, ("next",))
+            unit = receive_message(requests, "the stage")
+            for index in unit:
+                if not run.copy_batch(run.batches[index], temporary, targets, sources):
+                    break
+            if not unit or run.error is not None:
                 break
-        message = (copied, failed, failed_bytes[0], error)
-        try:
-            send_message(results, message)
-        except Exception:  # noqa: BLE001 - an error that does not pickle: its text still reaches the parent
-            send_message(results, (copied, failed, failed_bytes[0], JobFailed(f"copying failed: {error!r:.300}")))
-        if error is not None:
-            return
-        copied, failed, failed_bytes[0] = [], [], 0
-        unit = receive_message(requests, "the stage")
-        if not unit:
-            return
+        if run.error is not None:
+            send_outcome(results, ("error", run.error), "copying")
+    except BaseException as error:  # noqa: BLE001 - sent to the parent (which ignores it once it is stopping)
+        send_outcome(results, ("error", error), "copying")
+    finally:
+        targets.close()
+        sources.close()
 
 
-def _start(run: CopyRun, number: int, children: dict[int, list], parent: int, on_death) -> None:
-    """Fork copying process ``number``; record it in ``children`` (by the read end of its results) right away."""
-
-    def work(results: int, requests: int) -> None:
-        if on_death is not None:
-            on_death()
-        if os.getppid() == parent:  # else the parent died before the death signal was asked for
-            _copy_units(run, results, requests)
-
-    # Ctrl-C reaches the whole process group: the parent stops the stage and kills its processes, which meanwhile
-    # finish what they are copying (dying here would end the parent's wait with a lesser error).
+def _start(run: CopyRun, number: int, children: dict[int, list]) -> None:
+    """Fork copying process ``number``; record it in ``children`` (by the read end of its results)."""
+    # SIGINT ignored: Ctrl-C reaches the whole process group, and the parent stops its processes (SIGTERM), which
+    # report what they completed; dying at once would lose that and end the parent's wait with a lesser error.
     pid, results, requests = fork_worker(_WHO, [end for read_end, child in children.items()
-                                                for end in (read_end, child[1])], signal.SIG_IGN, work)
+                                                for end in (read_end, child[1])], signal.SIG_IGN,
+                                         lambda results, requests: _copy_units(run, results, requests))
     children[results] = [pid, requests, number, []]
 
 
-def _record(run: CopyRun, unit: list[int], copied: list[tuple], failed: list, failed_bytes: int) -> None:
-    """Record a unit's results as a thread would (names back to the listed files)."""
-    by_name = {item.name: item for index in unit for item in run.batches[index]}
-    run.keep_results([(by_name[name], *outcome) for name, *outcome in copied], failed, failed_bytes)
-
-
-def _remove_temporary_files(run: CopyRun, killed: list[tuple[int, list[int]]]) -> bool:
-    """Remove what killed processes may have left: each one's temporary name, in the directories of its unit.
-    False when one could not be removed (the journal then stays for the next stage)."""
+def _stop(run: CopyRun, children: dict[int, list]) -> bool:
+    """Stop the processes still running (an error, Ctrl-C): SIGTERM, record what they report for up to
+    `STOP_SECONDS`, then SIGKILL and reap them, and remove the temporary files they may have left (in the
+    directories of their units). False when one of those could not be removed (the journal then stays)."""
+    for pid, requests, _, _ in children.values():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+        os.close(requests)  # a process waiting for a unit reads the end
+    reporting = set(children)
+    deadline = time.monotonic() + STOP_SECONDS
+    while reporting and time.monotonic() < deadline:
+        for descriptor in select.select(list(reporting), [], [], max(0.0, deadline - time.monotonic()))[0]:
+            try:
+                message = receive_message(descriptor, _WHO)
+            except JobFailed:  # it ended
+                reporting.discard(descriptor)
+                continue
+            if message[0] == "batch":
+                run.keep_results(*message[1:])
     cache = DirectoryCache(run.root, capacity=8)
     removed = True
     try:
-        for pid, unit in killed:
+        for descriptor, (pid, _, _, unit) in children.items():
+            os.close(descriptor)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
             name = temporary_name(0, pid)
             for directory in {run.batches[index][0].name.rpartition("/")[0] for index in unit}:
                 try:
@@ -146,50 +153,39 @@ def _remove_temporary_files(run: CopyRun, killed: list[tuple[int, list[int]]]) -
                     removed = False
     finally:
         cache.close()
+        children.clear()
     return removed
 
 
 def copy_in_processes(run: CopyRun, processes: int) -> None:
     """Copy ``run.batches`` with ``processes`` forked processes; the results are recorded in ``run``. Raises the
     first unexpected error of a process (or `JobFailed` when one ended without reporting)."""
-    from trainops.runtime.processes import parent_death_signal_setter
-
     units = Units(run.batches)
     children: dict[int, list] = {}  # read end of results -> [pid, write end of requests, number, current unit]
-    on_death = parent_death_signal_setter(signal.SIGKILL)
     froze = freeze_for_fork()
     try:
         for number in range(processes):
-            _start(run, number, children, os.getpid(), on_death)
+            _start(run, number, children)
         while children:
-            ready = select.select(list(children), [], [], CHECKPOINT_SECONDS)[0]
-            for descriptor in ready:
+            for descriptor in select.select(list(children), [], [], CHECKPOINT_SECONDS)[0]:
                 child = children[descriptor]
-                copied, failed, failed_bytes, error = receive_message(descriptor, _WHO)
-                _record(run, child[3], copied, failed, failed_bytes)
-                if error is not None:
-                    raise error
-                child[3] = units.next_for(child[2])
-                send_message(child[1], child[3])
-                if not child[3]:
-                    del children[descriptor]
-                    os.close(descriptor)
-                    os.close(child[1])
-                    os.waitpid(child[0], 0)
+                message = receive_message(descriptor, _WHO)
+                if message[0] == "batch":
+                    run.keep_results(*message[1:])
+                elif message[0] == "error":
+                    raise message[1]
+                else:  # "next": it finished its unit
+                    child[3] = units.next_for(child[2])
+                    send_message(child[1], child[3])
+                    if not child[3]:
+                        os.waitpid(child[0], 0)
+                        os.close(child[1])
+                        os.close(descriptor)
+                        del children[descriptor]
             if run.checkpoint_due():
                 run.checkpoint()
     finally:
-        killed = []
-        for descriptor, (pid, requests, _, unit) in children.items():
-            os.close(descriptor)
-            os.close(requests)
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-            os.waitpid(pid, 0)
-            killed.append((pid, unit))
+        if children:
+            run.leftovers_removed = _stop(run, children)
         if froze:
             gc.unfreeze()
-        if killed:
-            run.leftovers_removed = _remove_temporary_files(run, killed)

@@ -41,8 +41,9 @@ def may_fork(workers: int) -> bool:
     return workers > 1 and (os.cpu_count() or 1) > 1 and threading.active_count() == 1
 
 
-def listing_processes(workers: int, units: int) -> int:
-    """How many processes list ``units`` subtrees: one per CPU at most, never more than the workers asked for."""
+def process_count(workers: int, units: int) -> int:
+    """How many processes share ``units`` pieces of work (subtrees to list, batches to copy): one per CPU at most,
+    never more than the workers asked for."""
     return max(1, min(workers, os.cpu_count() or 1, units))
 
 
@@ -125,11 +126,7 @@ def _run_child(source: LocalSource, check: Any, deferred: list[tuple[int, str]],
         message = ("ok", _child(source, check, base, next_subtree))
     except BaseException as error:  # noqa: BLE001 - sent to the parent, raised there
         message = ("error", error)
-    try:
-        send_message(write_end, message)
-    except Exception:  # noqa: BLE001 - an exception that does not pickle
-        what = repr(message[1])[:300] if message[0] == "error" else "its result could not be sent"
-        send_message(write_end, ("error", JobFailed(f"listing the source failed: {what}")))
+    send_outcome(write_end, message, "listing the source")
     if message[0] == "ok" and check is not None and receive_message(reply_end, "the stage") == "stale":
         send_message(write_end, _stale_under(check))
 
@@ -169,10 +166,16 @@ def fork_worker(what: str, inherited: list[int], on_interrupt: Any, work: Callab
     """Fork a child that runs ``work(results, replies)`` (the write end of a pipe to this process and the read end of
     one from it) and exits; return (pid, read end of its results, write end of the replies to it).
 
-    In the child: no cyclic collection, SIGINT set to ``on_interrupt``, and the descriptors ``inherited`` closed
-    (this process's ends of the earlier children's pipes: holding them would keep those children waiting for a reply
-    if this process died). A failed fork (a process limit) closes both pipes and raises `JobFailed` naming ``what``.
+    In the child: SIGINT set to ``on_interrupt`` first, then no cyclic collection, the descriptors ``inherited``
+    closed (this process's ends of the earlier children's pipes: holding them would keep those children waiting for
+    a reply if this process died), and SIGKILL asked for when this process dies (a child holds the destination's lock
+    through the inherited descriptor; an orphan must not). A failed fork (a process limit) closes both pipes and
+    raises `JobFailed` naming ``what``.
     """
+    from trainops.runtime.processes import parent_death_signal_setter
+
+    on_parent_death = parent_death_signal_setter(signal.SIGKILL)  # looked up here: the child only calls it
+    parent = os.getpid()
     results_read, results_write = os.pipe()
     replies_read, replies_write = os.pipe()
     try:
@@ -183,16 +186,28 @@ def fork_worker(what: str, inherited: list[int], on_interrupt: Any, work: Callab
         raise JobFailed(f"could not start {what} ({error.strerror}); stage with --workers 1") from error
     if pid == 0:  # the child: never returns into the caller
         try:
+            signal.signal(signal.SIGINT, on_interrupt)
             gc.disable()
             for descriptor in (*inherited, results_read, replies_write):
                 os.close(descriptor)
-            signal.signal(signal.SIGINT, on_interrupt)
-            work(results_write, replies_read)
+            if on_parent_death is not None:
+                on_parent_death()
+            if os.getppid() == parent:  # else the parent died before the death signal was asked for
+                work(results_write, replies_read)
         finally:
             os._exit(0)
     os.close(results_write)
     os.close(replies_read)
     return pid, results_read, replies_write
+
+
+def send_outcome(descriptor: int, message: tuple, what: str) -> None:
+    """Send a child's last message; one holding an error that does not pickle is sent as a `JobFailed` quoting it."""
+    try:
+        send_message(descriptor, message)
+    except Exception:  # noqa: BLE001 - an exception that does not pickle
+        detail = repr(message[-1])[:300] if message[0] == "error" else "its result could not be sent"
+        send_message(descriptor, ("error", JobFailed(f"{what} failed: {detail}")))
 
 
 def list_in_processes(source: LocalSource, check: Any, workers: int
@@ -205,7 +220,7 @@ def list_in_processes(source: LocalSource, check: Any, workers: int
         # whole manifest is built here; each child builds one of its own part.
         check.lookup = check.manifest.entry
     files, refused = source.list(check, deferred=deferred)
-    wanted = listing_processes(workers, workers)
+    wanted = process_count(workers, workers)
     for _ in range(DEEPEST_SPLIT - 1):
         if not 0 < len(deferred) < wanted:
             break
@@ -214,7 +229,7 @@ def list_in_processes(source: LocalSource, check: Any, workers: int
         files += more
         refused += more_refused
         deferred = deeper
-    processes = listing_processes(workers, len(deferred))
+    processes = process_count(workers, len(deferred))
     if processes < 2:
         if check is not None:
             check.lookup = None  # the whole tree here: the manifest's full table beats a search per file
