@@ -148,13 +148,14 @@ def write_new_file(name: str, directory: int, text: str) -> None:
         handle.write(text)
 
 
-def is_inside(name: str, directories: set[str]) -> bool:
-    """Whether ``name`` is inside one of ``directories`` (at any depth)."""
-    while "/" in name:
-        name = name.rpartition("/")[0]
-        if name in directories:
-            return True
-    return False
+def _columns_of(files: dict[str, Entry]) -> Columns:
+    """The sorted columns of a name -> entry table (a manifest of version 1 or 2, or one written out of order)."""
+    names = sorted(files)
+    entries = list(map(files.__getitem__, names))
+    fingerprints = [entry[1] for entry in entries]
+    return (names, array("q", [entry[0] for entry in entries]),
+            fingerprints if any(type(value) is str for value in fingerprints) else array("q", fingerprints),
+            array("q", [entry[2] for entry in entries]))
 
 
 def _without_collection(build: Callable[[], Any]) -> Any:
@@ -173,8 +174,8 @@ class StageManifest:
     """The files staged into one destination from one source. Load with `StageManifest.load`.
 
     A manifest loaded from disk keeps its sorted columns and builds the name -> entry table (`files`) only when it
-    is used whole; `entry` looks a name up in the columns, and `part` gives the entries under some top-level
-    directories (what a listing process needs)."""
+    is used whole; `entry` looks a name up in the columns, and `part` gives the entries under some directories (the
+    subtrees a listing process walks). Every version read becomes sorted columns."""
 
     def __init__(self, source: str, files: dict[str, Entry] | None = None, *, note: str | None = None,
                  columns: Columns | None = None):
@@ -215,8 +216,8 @@ class StageManifest:
         """The entries whose names are inside the ``directories`` (each ``a`` or ``a/b``, no trailing slash; none
         inside another)."""
         wanted = set(directories)
-        if self._files is not None:
-            return {name: value for name, value in self._files.items() if is_inside(name, wanted)}
+        if self._columns is None:  # a table built meanwhile: back to sorted columns, which ranges need
+            self._columns, self._files = _without_collection(lambda: _columns_of(self._files)), None
         names, sizes, fingerprints, mtimes = self._columns
 
         def build() -> dict[str, Entry]:
@@ -252,26 +253,24 @@ class StageManifest:
         if document.get("source") != source:
             return cls(source, note=f"the destination was last staged from {document.get('source')!r}; every file "
                                     "is copied again and files from that source are left in place")
-        malformed = cls(source, note=f"{MANIFEST_NAME} is malformed; every file is copied again")
         if document["version"] == MANIFEST_VERSION:
             columns = _version_3(document)
-            if columns is None:
-                return malformed
-            names = columns[0]
-            if not all(map(operator.lt, names, names[1:])):
-                # Not sorted (or a name twice): not what this code writes; the table serves every look-up instead.
-                return cls(source, dict(zip(names, zip(*columns[1:]))))
-            return cls(source, columns=columns)
-        if document["version"] == 2:
+            if columns is not None and not all(map(operator.lt, columns[0], columns[0][1:])):
+                # Not sorted (or a name twice): not what this code writes; sorted here, as ranges need.
+                columns = _columns_of(dict(zip(columns[0], zip(*columns[1:]))))
+        elif document["version"] == 2:
             files = _parallel_lists(document)
-            return malformed if files is None else cls(source, files)
-        files = {}
-        recorded = document.get("files")
-        for name, value in (recorded.items() if isinstance(recorded, dict) else ()):
-            entry = _valid_entry(value)
-            if entry is not None:
-                files[name] = entry
-        return cls(source, files)
+            columns = None if files is None else _columns_of(files)
+        else:
+            recorded = document.get("files")
+            files = {name: entry for name, entry in
+                     ((name, _valid_entry(value)) for name, value in
+                      (recorded.items() if isinstance(recorded, dict) else ()))
+                     if entry is not None}
+            columns = _columns_of(files)
+        if columns is None:
+            return cls(source, note=f"{MANIFEST_NAME} is malformed; every file is copied again")
+        return cls(source, columns=columns)
 
     def record(self, name: str, size: int, fingerprint: int | str, staged_mtime_ns: int) -> None:
         """Remember that ``name`` was staged (called only after the file has its final name)."""
@@ -285,13 +284,7 @@ class StageManifest:
 
     def to_json(self) -> str:
         """The manifest document, as written to disk."""
-        if self._files is None:
-            names, sizes, fingerprints, mtimes = self._columns
-        else:
-            names = sorted(self._files)
-            values = self._files
-            sizes, fingerprints, mtimes = ([value[column] for value in map(values.__getitem__, names)]
-                                           for column in range(3))
+        names, sizes, fingerprints, mtimes = self._columns if self._columns is not None else _columns_of(self._files)
         document = {"version": MANIFEST_VERSION, "source": self.source, "names": NAME_SEPARATOR.join(names),
                     "sizes": _encoded(sizes), "fingerprints": _encoded(fingerprints),
                     "staged_mtimes": _encoded(mtimes)}

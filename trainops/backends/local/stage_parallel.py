@@ -29,7 +29,6 @@ import signal
 import threading
 from typing import Any, Callable
 
-from trainops.backends.local.stage_manifest import is_inside
 from trainops.backends.local.stage_sources import LocalSource, Refusal, SourceFile
 from trainops.errors import JobFailed
 
@@ -52,6 +51,15 @@ def process_count(workers: int, units: int) -> int:
 #: every process gets a subtree. (Going deeper only when there are too few: what this process lists, the children
 #: do not, and a level may hold the files themselves.)
 DEEPEST_SPLIT = 3
+
+
+def _is_inside(name: str, directories: set[str]) -> bool:
+    """Whether ``name`` is inside one of ``directories`` (at any depth)."""
+    while "/" in name:
+        name = name.rpartition("/")[0]
+        if name in directories:
+            return True
+    return False
 
 
 def _child(source: LocalSource, check: Any, base: int, next_subtree: Callable[[], tuple[int, str] | None]) -> tuple:
@@ -262,7 +270,7 @@ def list_in_processes(source: LocalSource, check: Any, workers: int
                 subtrees = {prefix[:-1] for _, prefix in deferred}
                 listed = check.seen
                 stale += [name for name in check.manifest.names()
-                          if name not in listed and not is_inside(name, subtrees)]
+                          if name not in listed and not _is_inside(name, subtrees)]
     finally:
         for pid, read_end, reply_write in children:
             os.close(read_end)
