@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from trainops.errors import SpecError
-from trainops.backends.sagemaker.evaluation_bootstrap import BOOTSTRAP_NAME, BOOTSTRAP_SOURCE
+from trainops.backends.sagemaker.evaluation_bootstrap import BOOTSTRAP_NAME, bootstrap_source
 from trainops.steps.evaluate import evaluate
 from trainops.steps.gate import GateFailed
 from trainops.steps.register import register
@@ -137,7 +137,7 @@ def test_bootstrap_gives_the_user_script_the_contract(tmp_path):
     for directory in (code, model, holdout):
         directory.mkdir(parents=True)
     model_archive(model / "model.tar.gz", 0.96)
-    (code / BOOTSTRAP_NAME).write_text(BOOTSTRAP_SOURCE)
+    (code / BOOTSTRAP_NAME).write_text(bootstrap_source())
     (code / "evaluate.py").write_text(SCRIPT + textwrap.dedent("""
         json.dump({"argv": sys.argv[1:], "channels": os.environ["SM_CHANNELS"],
                    "holdout": os.environ["SM_CHANNEL_HOLDOUT"], "output": os.environ["SM_OUTPUT_DATA_DIR"]},
@@ -163,7 +163,7 @@ def bootstrap_archive(tmp_path, members) -> Path:
     with tarfile.open(model / "model.tar.gz", "w:gz") as bundle:
         for info, data in members:
             bundle.addfile(info, io.BytesIO(data) if data is not None else None)
-    (tmp_path / BOOTSTRAP_NAME).write_text(BOOTSTRAP_SOURCE)
+    (tmp_path / BOOTSTRAP_NAME).write_text(bootstrap_source())
     return model
 
 
@@ -207,6 +207,22 @@ def test_bootstrap_refuses_an_archive_larger_than_the_limit_before_writing(tmp_p
     assert "['weights-a.bin', 'weights-b.bin']" in completed.stdout
 
 
+def test_bootstrap_names_the_limit_variable_when_its_value_is_not_a_number(tmp_path):
+    model = bootstrap_archive(tmp_path, [member("weights.bin", b"w")])
+    completed = run_bootstrap(tmp_path, model, TRAINOPS_MAX_MODEL_BYTES="abc")
+    assert completed.returncode != 0 and "Traceback" not in completed.stderr
+    assert "TRAINOPS_MAX_MODEL_BYTES: 'abc' is not a positive number of bytes" in completed.stderr
+
+
+def test_the_standalone_extraction_opens_files_as_safe_fs_does():
+    """model_extract cannot import safe_fs (its text runs where trainops is not installed), so it has its own copy
+    of the open flags: they must stay the same."""
+    from trainops.backends.local import model_extract, safe_fs
+
+    assert model_extract._NEW_FILE_FLAGS == safe_fs.NEW_FILE_FLAGS
+    assert model_extract._DIRECTORY_FLAGS == safe_fs.DIRECTORY_FLAGS
+
+
 def test_bootstrap_refuses_a_link_member(tmp_path):
     model = bootstrap_archive(tmp_path, [member("inside-link", type=tarfile.SYMTYPE, linkname="weights.bin")])
     completed = run_bootstrap(tmp_path, model)
@@ -222,10 +238,10 @@ def test_bootstrap_runs_the_local_extraction_itself(tmp_path):
 
     from trainops.backends.local import model_extract
 
-    assert BOOTSTRAP_SOURCE.startswith(Path(model_extract.__file__).read_text(encoding="utf-8"))
+    assert bootstrap_source().startswith(Path(model_extract.__file__).read_text(encoding="utf-8"))
     job = tmp_path / "job"  # the archive aims at model-extracted/../../victim.txt: tmp_path/victim.txt
     (job / "model").mkdir(parents=True)
-    (job / BOOTSTRAP_NAME).write_text(BOOTSTRAP_SOURCE)
+    (job / BOOTSTRAP_NAME).write_text(bootstrap_source())
     victim = tmp_path / "victim.txt"
     victim.write_text("original")
     realpath_overflow_archive(job / "model" / "model.tar.gz", job / "model-extracted", victim="victim.txt")

@@ -234,7 +234,7 @@ class SageMakerBackend:
         ``output_dir`` (an S3 prefix; empty: `evaluation_prefix` of the model). ``job_name`` defaults to a name derived from the model, output and script, so
         a retried task re-attaches to the processing job its first attempt started."""
         from trainops.backends.local.evaluate import script_arguments, validate_metrics
-        from trainops.backends.sagemaker.evaluation_bootstrap import BOOTSTRAP_NAME, BOOTSTRAP_SOURCE
+        from trainops.backends.sagemaker.evaluation_bootstrap import BOOTSTRAP_NAME, bootstrap_source
         from trainops.aws.s3 import join_uri, put_bytes
         from trainops.backends.sagemaker.uploads import upload_source_dir
         from trainops.spec.names import check_job_name, deterministic_job_name
@@ -274,7 +274,7 @@ class SageMakerBackend:
                          "TRAINOPS_EVALUATION_ENTRY_POINT": entry_point, "TRAINOPS_EVALUATION_CHANNEL": channel_name},
         )
         upload_source_dir(self.clients, source_dir, code_prefix)
-        put_bytes(self.clients, join_uri(code_prefix, BOOTSTRAP_NAME), BOOTSTRAP_SOURCE.encode("utf-8"),
+        put_bytes(self.clients, join_uri(code_prefix, BOOTSTRAP_NAME), bootstrap_source().encode("utf-8"),
                   "text/x-python")
         poll = next((value for value in (poll_seconds, self.poll_seconds) if value is not None), 15.0)
         outcome = processing.evaluate(self.clients, request, poll_seconds=poll, sleep=sleep)

@@ -9,7 +9,8 @@ the text of `trainops.backends.local.model_extract`, the extraction the local ba
 sizes checked before writing), followed by the part below.
 """
 
-from importlib import util
+import functools
+from importlib import resources
 
 #: The name the bootstrap has in the code prefix of a SageMaker evaluation.
 BOOTSTRAP_NAME = "trainops_evaluate_bootstrap.py"
@@ -35,7 +36,11 @@ def main():
         destination = os.path.join(os.path.dirname(model_dir.rstrip("/")), "model-extracted")
         try:
             model_dir = str(extract(archive, destination, room_hint="give the processing job a larger volume"))
-        except (ArchiveRefused, NoRoom) as error:
+        except ArchiveRefused as error:
+            # The size limit's own errors name the variable to fix; the archive's name the archive.
+            where = "" if error.field == "model_artifact" else error.field + ": "
+            raise SystemExit("trainops evaluation: %s%s" % (where, error))
+        except NoRoom as error:
             raise SystemExit("trainops evaluation: %s" % error)
     channel = os.environ.get("TRAINOPS_EVALUATION_CHANNEL", "test")
     channel_variable = "".join(c if c.isalnum() or c == "_" else "_" for c in channel).upper()
@@ -61,12 +66,9 @@ if __name__ == "__main__":
 '''
 
 
-def _extraction_source() -> str:
-    """The text of `trainops.backends.local.model_extract`, read from the installed package (not imported: the
-    bootstrap's text is all that is needed)."""
-    spec = util.find_spec("trainops.backends.local.model_extract")
-    with open(spec.origin, encoding="utf-8") as handle:
-        return handle.read()
-
-
-BOOTSTRAP_SOURCE = _extraction_source() + _BOOTSTRAP_MAIN
+@functools.lru_cache(maxsize=1)
+def bootstrap_source() -> str:
+    """The bootstrap's text: `trainops.backends.local.model_extract`'s source (read from the installed package when
+    an evaluation is submitted, not at import), followed by the bootstrap's own part."""
+    extraction = resources.files("trainops.backends.local").joinpath("model_extract.py").read_text(encoding="utf-8")
+    return extraction + _BOOTSTRAP_MAIN
