@@ -12,11 +12,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from trainops.backends.local.model_extract import (DEFAULT_LIMIT_BYTES, LIMIT_VARIABLE, MAX_MEMBERS, ArchiveRefused,
-                                                   NoRoom, extract)
+from trainops.backends.local.model_extract import LIMIT_VARIABLE, ArchiveRefused, NoRoom, extract
 from trainops.errors import JobFailed, Problem, SpecError
 
-__all__ = ["DEFAULT_LIMIT_BYTES", "LIMIT_VARIABLE", "MAX_MEMBERS", "extract_model"]
+__all__ = ["LIMIT_VARIABLE", "extract_model"]
 
 
 def extract_model(archive: str | os.PathLike[str], destination: str | os.PathLike[str]) -> Path:

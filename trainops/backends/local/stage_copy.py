@@ -1,4 +1,7 @@
-"""The copying half of staging: worker threads that write each file under a temporary name and rename it into place.
+"""The copying half of staging: workers that write each file under a temporary name and rename it into place.
+
+The workers are threads here, or forked processes (`trainops.backends.local.stage_copy_processes`, for a local tree
+with more than one worker in a process that may fork); both copy with `CopyRun.copy_batch`.
 
 Work is handed out in batches of files that share a source directory and a destination directory, so a worker
 opens the two directories once per batch (each relative to its open parent, with ``O_NOFOLLOW``, and checked to be
@@ -8,9 +11,10 @@ path after the check, so a directory swapped for a link mid-copy makes its files
 
 Temporary files are ``.trainops-stage-<pid>-<worker>.tmp``: one name per worker, reused for every file it copies
 (the rename consumes it). Before the first byte is written, the directories that will hold temporary files are listed
-in the journal, which the next stage reads to remove what a killed one left behind (`trainops.backends.local.staging`).
+in the journal (`trainops.backends.local.stage_journal`), which the next stage reads to remove what a killed one
+left behind.
 
-Each worker records its results (manifest, report, progress) under one lock once per batch, so the main thread only
+Each worker thread records its results (manifest, report, progress) under one lock once per batch, so the main thread only
 waits and saves the manifest now and then; handing every result back to it would cost two thread switches per file.
 """
 
@@ -255,7 +259,7 @@ def describe(error: BaseException) -> str:
 def copy_all(source: LocalSource | S3Source, items: list[SourceFile], root: int, prepared: dict[str, tuple[int, int]],
              manifest: StageManifest, report: StageReport, workers: int, stream: TextIO, show_progress: bool) -> None:
     """Copy ``items`` (their directories already exist, as ``prepared``) into the open destination ``root`` with
-    ``workers`` threads, recording each copy in the manifest as soon as it has its final name; save the manifest at
+    ``workers`` threads or, for a local tree in a process that may fork, processes (one per CPU at most), recording each copy in the manifest as soon as it has its final name; save the manifest at
     the end, also when interrupted."""
     work = batches(items)
     bar = Progress(len(items), sum(item.size for item in items), stream, show_progress)

@@ -149,8 +149,8 @@ class LocalSource:
         refused: list[Refusal] = []
         pending: list[tuple[int, str]] = list(start)  # (directory index, name prefix)
         found = pending if deferred is None else deferred  # where the directories listed go
-        # A re-stage's check (`staging.UnchangedCheck`) is done inline, without a call per file: the manifest's
-        # dict, the set of names seen and, per directory, the open directory of the copies (or None).
+        # A re-stage's check (`staging.UnchangedCheck`) is done inline, without a call per file: the look-up of a
+        # manifest entry, the set of names seen and, per directory, the open directory of the copies (or None).
         inline = unchanged is not None
         if inline:
             manifest_get, seen_add, copies_directory = unchanged.inline_parts()
@@ -434,9 +434,9 @@ class S3Source:
         # A failed download fails that file only; the others go on.
         self.failure_types: tuple[type[BaseException], ...] = (OSError, BotoCoreError, ClientError)
 
-    def list(self, unchanged: Any = None
-             ) -> tuple[list[SourceFile], list[Refusal]]:
-        """Every object under the prefix (``unchanged`` is not used: an ETag is compared after listing). Raises `SpecError` when the bucket does not exist or nothing is there."""
+    def list(self) -> tuple[list[SourceFile], list[Refusal]]:
+        """Every object under the prefix (an ETag is compared with the manifest after listing). Raises `SpecError`
+        when the bucket does not exist or nothing is there."""
         from botocore.exceptions import BotoCoreError, ClientError
 
         from trainops.aws.clients import error_code, translate_client_error

@@ -191,8 +191,9 @@ class CopiesOnDisk:
 
 
 class UnchangedCheck:
-    """Asked about each local file while the source is listed (a re-stage): whether its copy is up to date. Counts
-    what it skips, and how many listed names the manifest knows (to tell whether any went stale)."""
+    """What a re-stage's listing checks each local file against (`LocalSource.list` makes the check inline): the
+    manifest's entry and the copy on disk. Counts what it skips, and how many listed names the manifest knows (to
+    tell whether any went stale)."""
 
     def __init__(self, manifest: StageManifest, copies: CopiesOnDisk):
         self.manifest, self.copies = manifest, copies
@@ -281,11 +282,13 @@ def _list(source: Source, check: UnchangedCheck | None, workers: int
           ) -> tuple[list[SourceFile], list[Refusal], list[str] | None]:
     """List the source: a local tree with more than one worker in several processes (`stage_parallel`: a re-stage
     is mostly the per-file work of this listing); returns (files, refusals, stale names or None when unknown)."""
-    from trainops.backends.local.stage_parallel import list_in_processes, may_fork
+    if isinstance(source, LocalSource) and workers > 1:
+        # Imported here: an S3 stage or a single worker needs none of it (pickle, select).
+        from trainops.backends.local.stage_parallel import list_in_processes, may_fork
 
-    if isinstance(source, LocalSource) and may_fork(workers):
-        return list_in_processes(source, check, workers)
-    files, refused = source.list(check) if check is not None else source.list()
+        if may_fork(workers):
+            return list_in_processes(source, check, workers)
+    files, refused = source.list(check) if check is not None else source.list()  # a check only for local trees
     return files, refused, None
 
 
