@@ -337,7 +337,6 @@ def staging_races(scratch: Path, files: int = 2000, rounds: int = 3, swap_in: st
     outside the source and what was written outside the destination."""
     import time
 
-    from trainops.backends.local.stage_parallel import may_fork
     from trainops.backends.local.staging import stage_tree
 
     source = scratch / "source"
@@ -358,8 +357,9 @@ def staging_races(scratch: Path, files: int = 2000, rounds: int = 3, swap_in: st
     def stage(destination: Path, jobs: list[tuple]):
         stop, workers = _start_swappers(swap_in, jobs)
         try:
-            results["modes"].add("processes" if may_fork(2) else "threads")
-            return stage_tree(str(source), str(destination), workers=2, progress=False)
+            report = stage_tree(str(source), str(destination), workers=2, progress=False)
+            results["modes"].add(report.copied_with or "nothing copied")
+            return report
         finally:
             stop.set()
             for worker in workers:

@@ -458,6 +458,7 @@ def test_a_destination_directory_swapped_for_a_link_mid_copy_sends_nothing_there
     report = stage_tree(str(source), str(destination), workers=copy_mode(monkeypatch, mode))
     copiers = {path.name for path in tmp_path.glob("copier-*")}
     assert (f"copier-{os.getpid()}" in copiers) == (mode != "processes") and copiers
+    assert report.copied_with == mode
     assert [path for path in elsewhere.rglob("*") if not path.is_dir()] == []
     assert report.files_copied + len(report.failed) == len(contents)
     assert all("symbolic link" in item.reason or "replaced" in item.reason for item in report.failed), \

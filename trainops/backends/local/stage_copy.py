@@ -272,5 +272,6 @@ def copy_all(source: LocalSource | S3Source, items: list[SourceFile], root: int,
 
         if may_fork(workers):
             processes = process_count(workers, len(work))
+    report.copied_with = "processes" if processes >= 2 else "threads" if workers > 1 else "one worker"
     CopyRun(source, work, root, prepared, manifest, report, bar).run(workers, journal, processes)
 

@@ -37,6 +37,8 @@ class StageReport:
         self.stale: list[str] = stale if stale is not None else []  # staged earlier, gone from the source, left
         self.deleted: list[str] = deleted if deleted is not None else []  # ... removed (delete=True)
         self.notes: list[str] = notes if notes is not None else []
+        #: How the copies were made: "processes", "threads" or "one worker" ("" when nothing was copied).
+        self.copied_with = ""
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={value!r}" for name, value in vars(self).items())
