@@ -85,8 +85,8 @@ def main() -> None:
               flush=True)
     ratios = [ours / plain for plain, ours in rows]
     print()
-    print(f"| launcher | median s | min s | max s |")
-    print(f"| --- | --- | --- | --- |")
+    print("| launcher | median s | min s | max s |")
+    print("| --- | --- | --- | --- |")
     for label, values in (("torchrun --standalone --nproc_per_node 2", [r[0] for r in rows]),
                           ("trainops run (local, 1 host x 2 processes)", [r[1] for r in rows])):
         print(f"| {label} | {statistics.median(values):.2f} | {min(values):.2f} | {max(values):.2f} |")

@@ -38,7 +38,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples" / "gpt")
 
 from data import Batches, load_corpus  # noqa: E402
 from model import GPT, SIZES, flops_per_token, parameter_count  # noqa: E402
-
 from profile_summary import summarise_trace  # noqa: E402
 
 

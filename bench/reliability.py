@@ -177,8 +177,8 @@ def moto_environment():
 
 def hostile_data() -> dict:
     import boto3
-
     import hostile_data as data
+
     from trainops.backends.local.staging import stage_tree
 
     rows = []

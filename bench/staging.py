@@ -40,8 +40,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 #: A timer runs one measurement and returns (wall seconds, CPU seconds: user + system, all threads, peak RSS bytes).
 Timer = Callable[[], "tuple[float, float, int]"]

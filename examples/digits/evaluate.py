@@ -10,7 +10,6 @@ import os
 import numpy as np
 import torch
 import torch.nn.functional as F
-
 from model import DigitsNet
 
 

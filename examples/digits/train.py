@@ -13,12 +13,12 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+from model import DigitsNet
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.data.distributed import DistributedSampler
 
 import trainops.runtime
-from model import DigitsNet
 
 
 def load(directory: str) -> TensorDataset:

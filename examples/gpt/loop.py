@@ -18,7 +18,6 @@ import time
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
-
 from data import Batches, load_corpus
 from model import GPT, SIZES, flops_per_token, parameter_count
 

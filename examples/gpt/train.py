@@ -8,9 +8,9 @@ laptop, under ``trainops run`` locally, under plain ``torchrun`` and on SageMake
 """
 
 import torch
+from loop import build_model, parser, train
 
 import trainops.runtime
-from loop import build_model, parser, train
 
 
 def main() -> None:

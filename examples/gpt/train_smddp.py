@@ -10,9 +10,8 @@ import os
 import smdistributed.dataparallel.torch.torch_smddp  # noqa: F401 - registers the smddp backend
 import torch
 import torch.distributed as dist
-from torch.nn.parallel import DistributedDataParallel
-
 from loop import build_model, parser, train
+from torch.nn.parallel import DistributedDataParallel
 
 
 def main() -> None:

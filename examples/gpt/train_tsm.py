@@ -11,7 +11,6 @@ import os
 
 import torch
 import torch.sagemaker as tsm
-
 from loop import build_model, parser, train
 
 

@@ -9,8 +9,9 @@ it, the rest of the case must agree exactly.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 Check = Callable[[dict, Any, Any], bool]
 Normalise = Callable[[dict, Any, Any], tuple]

@@ -75,7 +75,7 @@ class RunningJob:
         self.started = 0.0
         self.ended = 0.0
 
-    def start(self) -> "RunningJob":
+    def start(self) -> RunningJob:
         self.started = time.monotonic()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "trainops.cli", "run", str(self.spec_path), "--workdir", str(self.workdir),

@@ -6,7 +6,6 @@
 from __future__ import annotations
 
 import pytest
-
 from clean_errors_scenario import run_cases
 
 

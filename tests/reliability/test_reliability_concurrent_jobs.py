@@ -13,9 +13,9 @@ import json
 import threading
 from pathlib import Path
 
+import fault_scenarios
 import pytest
 
-import fault_scenarios
 from trainops.backends.local.job import run_local_job
 from trainops.backends.local.processes import job_processes
 from trainops.errors import JobFailed

@@ -14,9 +14,9 @@ import time
 import tracemalloc
 from pathlib import Path
 
+import corpus_builder
 import pytest
 
-import corpus_builder
 from trainops.cli import main
 from trainops.spec import rules
 from trainops.spec.loader import MAX_FILE_BYTES

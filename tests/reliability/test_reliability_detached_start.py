@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import fault_scenarios
 import pytest
 
-import fault_scenarios
 from trainops.backends.local import status
 from trainops.backends.local.control import stop_local_job
 from trainops.backends.local.detached import submit_detached

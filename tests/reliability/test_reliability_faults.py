@@ -14,9 +14,8 @@ root cause. The bounds, generous on a shared 2-core machine:
 
 from __future__ import annotations
 
-import pytest
-
 import fault_scenarios as scenarios
+import pytest
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(300)]
 

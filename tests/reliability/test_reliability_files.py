@@ -6,12 +6,18 @@ outside where trainops may write, with a clear error.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
-
-from files_scenarios import (concurrent_registrations, corrupt_entry, expansion_bomb, planted_port_directory,
-                             registry_links, deep_tree, staging_races, tar_slip)
+from files_scenarios import (
+    concurrent_registrations,
+    corrupt_entry,
+    deep_tree,
+    expansion_bomb,
+    planted_port_directory,
+    registry_links,
+    staging_races,
+    tar_slip,
+)
 
 
 def test_realpath_overflow_archive_cannot_write_outside_the_model_directory(tmp_path):

@@ -20,10 +20,10 @@ from unittest import mock
 
 import pytest
 import yaml
+from corpus_builder import BASE_PIPELINE, BASE_SPEC
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from corpus_builder import BASE_PIPELINE, BASE_SPEC
 from trainops.cli import main
 from trainops.spec import rules
 from trainops.spec.job import JobSpec

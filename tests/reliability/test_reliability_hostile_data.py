@@ -17,9 +17,16 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hostile_data import (
+    HOSTILE_KEYS,
+    LOCAL_HOSTILE,
+    SENTINELS,
+    make_hostile_tree,
+    put_hostile_objects,
+    reported,
+    snapshot,
+)
 
-from hostile_data import (HOSTILE_KEYS, LOCAL_HOSTILE, SENTINELS, make_hostile_tree, put_hostile_objects, reported,
-                          snapshot)
 from trainops.backends.local.staging import stage_tree
 
 pytestmark = pytest.mark.system

@@ -7,7 +7,6 @@ with their operators and components: see RELIABILITY.md.
 from __future__ import annotations
 
 import pytest
-
 from idempotency_scenario import rerun_after_failed_evaluation
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(600)]

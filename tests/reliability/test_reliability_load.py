@@ -11,11 +11,11 @@ from __future__ import annotations
 import threading
 import time
 
+import fault_scenarios
 import pytest
 import yaml
-
-import fault_scenarios
 from load_scenario import JOBS, submit_at_once
+
 from trainops.errors import JobFailed
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(900)]

@@ -7,7 +7,6 @@ the job directory and its model to `<home>/x`, to the absolute path, and to `<ho
 from __future__ import annotations
 
 import pytest
-
 from names_scenario import run_hostile_names
 
 

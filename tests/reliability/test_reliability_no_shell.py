@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from no_shell_scan import scan_source, scan_tree
+
 from trainops.cli import main
 
 REPOSITORY = Path(__file__).resolve().parents[2]

@@ -9,7 +9,6 @@ output_masking_scenario.py.
 from __future__ import annotations
 
 import pytest
-
 from output_masking_scenario import NEEDLES, PLAIN, SECRETS, airflow_prepare, kfp_compile, kfp_run_local
 from support.airflow_home import airflow_home  # noqa: F401 - the session fixture
 

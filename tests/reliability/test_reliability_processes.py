@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 import process_scenarios as scenarios
+import pytest
 
 
 def _check(figures: dict) -> None:

@@ -14,8 +14,8 @@ import sys
 
 import pytest
 import yaml
-
 from secrets_scenario import SECRET, SECRET_DIGEST, files_holding, leaky_spec
+
 from trainops.cli import main
 
 

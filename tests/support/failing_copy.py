@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import signal
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from trainops.backends.local import stage_sources
 

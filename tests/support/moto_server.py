@@ -28,7 +28,7 @@ class MotoServer:
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
         self.endpoint = ""
 
-    def start(self) -> "MotoServer":
+    def start(self) -> MotoServer:
         self._server.start()
         host, port = self._server.get_host_and_port()
         self.endpoint = f"http://{host}:{port}"

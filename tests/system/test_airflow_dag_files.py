@@ -8,7 +8,6 @@ import subprocess
 import sys
 
 import pytest
-
 from support.airflow_home import REPO, airflow_environment, isolate_airflow_home
 
 isolate_airflow_home()

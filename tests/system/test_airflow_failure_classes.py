@@ -7,7 +7,6 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from support.airflow_home import airflow_home  # noqa: F401 - the session fixture
 
 pytestmark = pytest.mark.system

@@ -6,7 +6,6 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-
 from support.airflow_home import airflow_home  # noqa: F401 - the session fixture
 
 pytestmark = pytest.mark.system

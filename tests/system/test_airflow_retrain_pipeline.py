@@ -12,7 +12,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from support.airflow_home import REPO, airflow_home  # noqa: F401 - the session fixture
 
 pytestmark = pytest.mark.system

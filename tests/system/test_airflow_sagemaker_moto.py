@@ -16,7 +16,6 @@ isolate_airflow_home()
 
 import pytest  # noqa: E402
 
-from trainops.operators import register as register_module  # noqa: E402
 from trainops.operators import training as training_module  # noqa: E402
 from trainops.operators.register import RegisterModelOperator  # noqa: E402
 from trainops.operators.training import DistributedTrainingOperator  # noqa: E402

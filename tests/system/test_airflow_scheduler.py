@@ -23,7 +23,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from support.airflow_home import REPO, airflow_environment
 
 pytestmark = [pytest.mark.system, pytest.mark.slow, pytest.mark.timeout(1200)]

@@ -10,9 +10,9 @@ import json
 import uuid
 
 import pytest
-
 from support.moto_server import set_file_system
 from support.sagemaker_shapes import ROLE_ARN, training_request
+
 from trainops.backends.sagemaker import processing, registry, training
 from trainops.backends.sagemaker.preflight import preflight
 from trainops.backends.sagemaker.uploads import upload_runtime, upload_source_dir

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
-
 from support.moto_server import set_file_system
 from support.sagemaker_shapes import training_request
+
 from trainops.backends.sagemaker.preflight import check_request, preflight
 from trainops.errors import PreflightError
 

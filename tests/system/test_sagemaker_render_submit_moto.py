@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from support.moto_server import set_file_system
+
 from trainops.backends.sagemaker import training
 from trainops.backends.sagemaker.preflight import preflight
 from trainops.backends.sagemaker.render import artifact_locations, render

@@ -13,7 +13,8 @@ this module stays cheap for DAG files.
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from trainops.errors import JobFailed, Problem, SpecError, TrainopsError
 

@@ -17,8 +17,9 @@ Standard library only: the Airflow trigger and the KFP components import it.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 USER = "user"
 INFRASTRUCTURE = "infrastructure"
@@ -255,7 +256,7 @@ class RetryBudgets:
     FIELDS = ("infrastructure", "user", "timeout", "unknown")
 
     @classmethod
-    def parse(cls, value: Any, field_name: str = "retries") -> "RetryBudgets":
+    def parse(cls, value: Any, field_name: str = "retries") -> RetryBudgets:
         """From None, a RetryBudgets, a mapping (`{infrastructure: 3, user: 0, backoff_seconds: 30}`) or the CLI text
         `infrastructure=3,user=0`. Raises ValueError naming the field and the valid keys."""
         if value is None:

@@ -191,7 +191,7 @@ class JobStatus(str, Enum):
     DELETING = "Deleting"
 
     @classmethod
-    def parse(cls, status: str | None, resource: str = "training_job") -> "JobStatus":
+    def parse(cls, status: str | None, resource: str = "training_job") -> JobStatus:
         """The status of a describe response or a status record; None (not reported yet) and statuses the table
         does not know (a warning is logged once) are IN_PROGRESS."""
         classify(resource, status)  # logs an unknown status once
@@ -213,7 +213,7 @@ class JobStatus(str, Enum):
     @property
     def reattachable(self) -> bool:
         """Whether a new run of the same name follows this job instead of starting again: it runs or it completed.
-        A job that failed or was stopped is retried under a suffixed name (see `trainops.backends.base.place_job`)."""
+        A job that failed or was stopped is retried under a suffixed name (see `trainops.backends.api.place_job`)."""
         return self.outcome != FAILURE
 
     def __str__(self) -> str:

@@ -7,7 +7,6 @@ import json
 import signal
 import sys
 
-
 PIPELINE_KEYS = {"steps", "workdir", "backend"}
 
 
@@ -211,7 +210,7 @@ def _sagemaker_factory(args: argparse.Namespace):
 
 def _job(args: argparse.Namespace):
     """(backend, handle) of the job a status / logs / stop command names; the name is checked first."""
-    from trainops.backends.base import JobHandle, get_backend
+    from trainops.backends.api import JobHandle, get_backend
     from trainops.spec.names import check_job_name
 
     check_job_name(args.job_name)

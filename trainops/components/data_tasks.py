@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from trainops.components.paths import parse_json, places
-from trainops.errors import JobFailed, Problem, SpecError
+from trainops.errors import Problem, SpecError
 
 #: Report keys worth a KFP output (the whole report may list thousands of files).
 STAGE_SUMMARY_KEYS = ("files_copied", "files_skipped", "bytes_copied", "copied", "skipped", "refused", "failed",

@@ -42,7 +42,7 @@ def _backend_options(backend: str, spec_json: str, spec_dir: str, where: Places,
                      region: str) -> tuple[str, dict[str, Any]]:
     """The output directory and the backend's own arguments of the evaluate step, as every front end derives them
     (`trainops.spec.plan.step_settings`: on SageMaker the training job's role and image evaluate its model)."""
-    from trainops.backends.base import get_backend
+    from trainops.backends.api import get_backend
     from trainops.spec.plan import step_settings
 
     def spec():  # read only by a backend whose settings come from it (SageMaker)

@@ -18,9 +18,10 @@ import json
 import logging
 import os
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from trainops.components.pipeline import read_pipeline_source
 from trainops.components.settings import LOCAL_SETTINGS
@@ -158,7 +159,6 @@ def run_local(path: str, *, workdir: str | None = None, gate: str | None = None,
     from kfp.local import config as local_config
 
     from trainops.components.pipeline import build_pipeline
-
     from trainops.spec.plan import resolve_plan
 
     source = read_pipeline_source(path, workdir_override=workdir)

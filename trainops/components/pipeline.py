@@ -19,9 +19,10 @@ No ``from __future__ import annotations`` in this module: KFP reads the pipeline
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from pydantic import ValidationError
 

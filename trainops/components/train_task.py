@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import signal
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from trainops.components.paths import Places, parse_json, places
 from trainops.errors import JobFailed, Problem, SpecError
@@ -91,7 +92,7 @@ class StopOnSigterm:
         """Remember the job the step placed (the step's ``on_handle``)."""
         self.held.append((backend, handle))
 
-    def __enter__(self) -> "StopOnSigterm":
+    def __enter__(self) -> StopOnSigterm:
         self._previous = signal.signal(signal.SIGTERM, self._handle)
         return self
 
@@ -99,7 +100,7 @@ class StopOnSigterm:
         signal.signal(signal.SIGTERM, self._previous if self._previous is not None else signal.SIG_DFL)
 
     def _handle(self, signum: int, _frame: Any) -> None:
-        from trainops.backends.base import get_backend
+        from trainops.backends.api import get_backend
 
         if self.received:  # a second SIGTERM while stopping: the first one is being handled
             return
@@ -130,7 +131,7 @@ def run_train(*, spec_json: str, spec_dir: str, backend: str, workdir: str, pipe
               poll_seconds: float | None = None) -> tuple[str, str, bool, str]:
     """Run the train step for the component and fill in its Model artifact; return (job_name, status, reattached,
     model_artifact). ``client_factory`` and ``poll_seconds`` exist for tests (a component takes only JSON values)."""
-    from trainops.backends.base import BACKENDS
+    from trainops.backends.api import BACKENDS
     from trainops.steps.train import check_choice, train
 
     check_choice(backend, BACKENDS, "backend")

@@ -19,7 +19,8 @@ parsed); trainops' steps, boto3 and the Amazon provider are imported inside func
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from airflow.sdk.exceptions import AirflowException, AirflowFailException
 
@@ -79,7 +80,7 @@ class translated_errors:
     Other exceptions pass unchanged: they are bugs or infrastructure failures, and their traceback matters.
     """
 
-    def __enter__(self) -> "translated_errors":
+    def __enter__(self) -> translated_errors:
         return self
 
     def __exit__(self, kind, error, traceback) -> bool:

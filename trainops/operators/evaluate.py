@@ -13,12 +13,17 @@ whatever the verdict, and the verdict is its own box in the grid.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from airflow.sdk import BaseOperator, SkipMixin
 
 from trainops.operators.common import (
-    check_backend, lazy_aws_client_factory, task_job_name, translated_errors, with_retry_defaults,
+    check_backend,
+    lazy_aws_client_factory,
+    task_job_name,
+    translated_errors,
+    with_retry_defaults,
 )
 from trainops.operators.lineage import LineageMixin, remember_lineage
 

@@ -10,7 +10,8 @@ follower is woken, reads once more (the last lines arrive after the job ends) an
 from __future__ import annotations
 
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from trainops.operators.common import ClientFactory
 
@@ -42,7 +43,7 @@ class LogFollower:
         self._factory = lambda service: self.observed if service == "sagemaker" else factory(service)
         self._thread = threading.Thread(target=self._follow, name=f"logs-{job_name}", daemon=True)
 
-    def start(self) -> "LogFollower":
+    def start(self) -> LogFollower:
         self._thread.start()
         return self
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 #: Steps the DAG has a task for; the pipeline file must describe each of them.
 REQUIRED_STEPS = ("stage", "train", "evaluate", "register")

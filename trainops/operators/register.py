@@ -7,7 +7,8 @@ PendingManualApproval); the latest Approved version is the group's champion, whi
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from airflow.sdk import BaseOperator
 

@@ -9,7 +9,8 @@ Put it before the training task to review requests in the UI, or run it alone on
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from airflow.sdk import BaseOperator
 

@@ -9,12 +9,17 @@ any refused or failed file fails the task, naming it.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from airflow.sdk import BaseOperator
 
 from trainops.operators.common import (
-    check_backend, lazy_aws_client_factory, task_logger, translated_errors, with_retry_defaults,
+    check_backend,
+    lazy_aws_client_factory,
+    task_logger,
+    translated_errors,
+    with_retry_defaults,
 )
 from trainops.operators.lineage import LineageMixin, remember_lineage
 

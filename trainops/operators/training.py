@@ -18,13 +18,19 @@ hosts' logs stream into the task log. Either way a retry re-attaches to the task
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any, Sequence
+from typing import Any
 
 from airflow.sdk import BaseOperator
 
 from trainops.operators.common import (
-    aws_client_factory, check_backend, task_job_name, task_logger, translated_errors, with_retry_defaults,
+    aws_client_factory,
+    check_backend,
+    task_job_name,
+    task_logger,
+    translated_errors,
+    with_retry_defaults,
 )
 from trainops.operators.lineage import LineageMixin, remember_lineage, training_datasets
 from trainops.operators.links import SageMakerTrainingJobLink, remember_console_job
@@ -149,7 +155,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
     def _backend(self, name: str | None = None) -> Any:
         """The backend of this task (or of ``name``, a trigger event's), for what it says about its jobs."""
-        from trainops.backends.base import get_backend
+        from trainops.backends.api import get_backend
 
         return get_backend(name or self.backend, workdir=self.workdir)
 
@@ -189,10 +195,10 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
     def _local_job_to_follow(self, spec: Any, name: str) -> tuple[str, dict[str, Any], bool]:
         """(name, status record, re-attached) of the local job this try follows, placed by the one re-attach policy
-        (`trainops.backends.base.place_job`): the job of the task instance's name when it runs or completed
+        (`trainops.backends.api.place_job`): the job of the task instance's name when it runs or completed
         (``reattach``), else a new detached job, under a suffixed name when that name is taken by a failed job (or
         with ``new``). A name is never submitted twice."""
-        from trainops.backends.base import get_backend
+        from trainops.backends.api import get_backend
 
         backend = get_backend(self.backend, workdir=self.workdir)
         handle = backend.submit(spec, name, if_exists=self.if_job_exists, log=self.log.info, detached=True,
@@ -349,7 +355,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
                       "instance_count": spec.instance_count}
             chosen = self._backend(backend)
             if chosen.remote:  # the connection's clients, as the task's own calls use
-                from trainops.backends.base import get_backend
+                from trainops.backends.api import get_backend
 
                 factory, region = aws_client_factory(self.aws_conn_id, event.get("region") or self.region_name)
                 chosen = get_backend(backend, region=region, client_factory=factory)

@@ -25,7 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, AsyncIterator
+from collections.abc import AsyncIterator
+from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
@@ -47,9 +48,9 @@ def final_metrics(response: dict[str, Any]) -> dict[str, float]:
 
 def event_for(response: dict[str, Any], region: str | None) -> dict[str, Any]:
     """The trigger event of a terminal describe response: small JSON, never the response itself."""
+    from trainops.backends.failures import status_walk
     from trainops.backends.sagemaker.training import failure_message, summarize
     from trainops.backends.states import classify
-    from trainops.backends.failures import status_walk
 
     summary = summarize(response)
     outcome = classify("training_job", summary.status)
@@ -186,7 +187,7 @@ class SageMakerTrainingTrigger(BaseTrigger):
     async def on_kill(self) -> None:
         """The user killed the deferred task (mark failed / success, clear): stop the remote job too, through the
         backend seam (``backend.stop(handle)``), as the worker's on_kill and the command line do."""
-        from trainops.backends.base import JobHandle, get_backend
+        from trainops.backends.api import JobHandle, get_backend
 
         def stop() -> str:
             client = self._client()
@@ -312,7 +313,7 @@ class LocalTrainingTrigger(BaseTrigger):
     async def on_kill(self) -> None:
         """The user killed the deferred task (mark failed / success, clear): stop the local job too, through the
         backend seam (``backend.stop(handle)``)."""
-        from trainops.backends.base import JobHandle, get_backend
+        from trainops.backends.api import JobHandle, get_backend
 
         backend = get_backend("local", workdir=self.workdir)
         handle = JobHandle("local", self.job_name, workdir=self.workdir, created=False)

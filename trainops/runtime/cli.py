@@ -13,7 +13,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Mapping
+from collections.abc import Mapping
 
 from trainops.runtime.errors import TrainopsError
 from trainops.runtime.execute import DEFAULT_STOP_GRACE_SECONDS

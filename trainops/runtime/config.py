@@ -9,8 +9,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from trainops.runtime.contract import Contract, ContractError
 from trainops.runtime.healthcheck import requested as healthcheck_requested

@@ -26,8 +26,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 from trainops.runtime.hyperparameters import (
     distribution_from_hyperparameters,

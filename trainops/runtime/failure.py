@@ -18,8 +18,9 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable
+from typing import Any
 
 from trainops.runtime.output_relay import mask
 from trainops.runtime.processes import signal_name

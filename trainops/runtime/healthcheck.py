@@ -28,7 +28,8 @@ import socket
 import statistics
 import sys
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 DEFAULT_THRESHOLD = 0.5
 MATMUL_SIZE = 8192

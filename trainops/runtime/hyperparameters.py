@@ -12,7 +12,8 @@ Standard library only: this runs inside training containers that may have no pyd
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 #: The hyperparameter that carries the canonical distribution JSON (trainops launcher).
 DISTRIBUTION_KEY = "trainops_distribution"

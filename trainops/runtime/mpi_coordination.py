@@ -21,8 +21,9 @@ import re
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from trainops.runtime.contract import ContractError
 
@@ -58,7 +59,7 @@ def _read_line(connection: socket.socket, should_stop: Callable[[], bool], deadl
             raise TimeoutError("no answer in time")
         try:
             chunk = connection.recv(65536)
-        except socket.timeout:
+        except TimeoutError:
             continue
         except OSError:
             return None
@@ -111,7 +112,7 @@ class MasterCoordinator:
                 raise CoordinationError(f"hosts {missing} did not register with the master within {timeout:.0f} s")
             try:
                 connection, _ = self.server.accept()
-            except socket.timeout:
+            except TimeoutError:
                 continue
             try:
                 message = _read_line(connection, should_stop, time.monotonic() + 30)

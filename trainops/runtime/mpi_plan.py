@@ -25,10 +25,10 @@ from trainops.runtime.host_facts import HostFacts
 from trainops.runtime.plan import (
     LaunchPlan,
     base_plan,
-    require_python_script,
     common_environment,
     processes_per_host,
     rank_command,
+    require_python_script,
 )
 
 #: The same set the job spec rejects (trainops.spec.base.SHELL_METACHARACTERS); the runtime cannot import pydantic.

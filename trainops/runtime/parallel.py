@@ -23,7 +23,8 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from trainops.runtime.smp_native import ParallelismError, apply_smp, describe, layout, smp_config
 

@@ -29,8 +29,9 @@ torch at import time); :func:`apply_smp` imports torch when it runs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 #: SMP v2 parameters and whether the native mapping honours them (docstring above).
 HONOURED = ("hybrid_shard_degree", "tensor_parallel_degree", "sm_activation_offloading", "random_seed")

@@ -17,7 +17,8 @@ Torch is imported inside the functions, never when the runtime is imported.
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from trainops.runtime.smp_native import ParallelismError
 

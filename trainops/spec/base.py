@@ -7,7 +7,8 @@ one field is a named method returning `Problem`s, so all of them are reported at
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Iterable, get_args
+from collections.abc import Callable, Iterable
+from typing import Any, get_args
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 from pydantic_core import InitErrorDetails, PydanticCustomError, core_schema

@@ -29,7 +29,7 @@ def _release_month(framework: str, version: str) -> tuple[int, int] | None:
     return int(year), int(number)
 
 
-def deprecation_warnings(spec: "JobSpec", today: date | None = None) -> list[str]:
+def deprecation_warnings(spec: JobSpec, today: date | None = None) -> list[str]:
     """The deprecation notes for a valid spec (empty when there are none)."""
     today = today or date.today()
     notes = []

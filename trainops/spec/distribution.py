@@ -10,7 +10,7 @@ reads.
 from __future__ import annotations
 
 import shlex
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, PrivateAttr, Tag, ValidationError, field_validator, model_validator
 
@@ -170,7 +170,7 @@ class SMP(_MpiOptions, _Distribution):
         return 2 if self.launcher_kind == "torchrun" else 1
 
     @model_validator(mode="after")
-    def _parameters_fit_the_version(self) -> "SMP":
+    def _parameters_fit_the_version(self) -> SMP:
         raise_problems("SMP", smp_parameter_problems(self.parameters, self.version, "parameters"), self.parameters)
         return self
 
@@ -252,17 +252,7 @@ class MultiWorkerMirroredStrategy(_Distribution):
 
 
 TypedDistribution = Annotated[
-    Union[
-        NoDistribution,
-        TorchDistributed,
-        PyTorchDDP,
-        SMDDP,
-        SMP,
-        MPI,
-        ParameterServer,
-        PyTorchXLA,
-        MultiWorkerMirroredStrategy,
-    ],
+    NoDistribution | TorchDistributed | PyTorchDDP | SMDDP | SMP | MPI | ParameterServer | PyTorchXLA | MultiWorkerMirroredStrategy,
     Field(discriminator="type"),
 ]
 
@@ -409,7 +399,7 @@ def _which_form(value: Any) -> str:
 # What the job spec's `distribution` field accepts: either spelling. The job spec converts the SDK form to the typed
 # variant right after validation, so code downstream only ever sees `_Distribution` subclasses.
 DistributionInput = Annotated[
-    Union[Annotated[TypedDistribution, Tag("typed")], Annotated[SdkDistribution, Tag("sdk")]],
+    Annotated[TypedDistribution, Tag("typed")] | Annotated[SdkDistribution, Tag("sdk")],
     Discriminator(_which_form),
 ]
 

@@ -8,12 +8,11 @@ uses them and the SageMaker backend refuses them with a message saying how to st
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Discriminator, Field, Tag, field_validator
 
 from trainops.spec.base import FILE_SYSTEM_ID, S3_URI, CoreModel
-
 
 # "s3:/bkt", "s3:bkt", "file:/x": a scheme and a colon without the two slashes. A local path never starts that way
 # (Windows drive letters are one character, and are not paths of a Linux container anyway).
@@ -116,11 +115,7 @@ def _which_input(value: Any) -> str:
 
 
 ChannelInput = Annotated[
-    Union[
-        Annotated[Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(check_data_uri)], Tag("uri")],
-        Annotated[TrainingInput, Tag("s3")],
-        Annotated[FileSystemInput, Tag("file_system")],
-    ],
+    Annotated[Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(check_data_uri)], Tag("uri")] | Annotated[TrainingInput, Tag("s3")] | Annotated[FileSystemInput, Tag("file_system")],
     Discriminator(_which_input),
 ]
 

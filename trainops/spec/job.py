@@ -320,7 +320,7 @@ class JobSpec(CoreModel):
 
     # --- rules across fields ---------------------------------------------------------------------------------
     @model_validator(mode="after")
-    def _cross_field_rules(self, info: ValidationInfo) -> "JobSpec":
+    def _cross_field_rules(self, info: ValidationInfo) -> JobSpec:
         from trainops.spec.rules import all_problems
 
         context = info.context if isinstance(info.context, dict) else None

@@ -11,10 +11,11 @@ from __future__ import annotations
 import difflib
 import json
 import re
+from collections.abc import Iterable
 from datetime import date
 from pathlib import Path
 from types import UnionType
-from typing import Annotated, Any, Iterable, Union, get_args, get_origin
+from typing import Annotated, Any, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError

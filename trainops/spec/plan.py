@@ -88,7 +88,7 @@ class PipelinePlan:
 
     def get_backend(self, **context: Any):
         """The pipeline's backend, bound to its context (``context`` adds to it, e.g. a client factory)."""
-        from trainops.backends.base import get_backend
+        from trainops.backends.api import get_backend
 
         return get_backend(self.backend, **{**self.backend_context(), **context})
 
@@ -190,7 +190,7 @@ def resolve_plan(pipeline: Any, backend: str | None = None, workdir: str | os.Pa
         workdir: overrides the file's work directory (only with a path: a `PipelineSpec` has substituted it).
         spec: the training spec when the caller has it already (e.g. with hyperparameters merged).
     """
-    from trainops.backends.base import BACKENDS, check_choice, get_backend
+    from trainops.backends.api import BACKENDS, check_choice, get_backend
     from trainops.spec.pipeline import load_pipeline, resolve
 
     if isinstance(pipeline, (str, os.PathLike)):

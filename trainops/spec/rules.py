@@ -10,7 +10,8 @@ FSx mount names) are the SageMaker backend's preflight.
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
 
 from trainops.errors import Problem
 from trainops.runtime import catalog
@@ -58,7 +59,7 @@ def rule(*reads: str) -> Callable[[Rule], Rule]:
     return register
 
 
-def all_problems(spec: "JobSpec", skip: frozenset[str] = frozenset()) -> list[Problem]:
+def all_problems(spec: JobSpec, skip: frozenset[str] = frozenset()) -> list[Problem]:
     """Every problem of every rule, leaving out the rules that read a field named in `skip`."""
     return [problem for check in RULES if not (check.reads & skip) for problem in check(spec)]  # type: ignore
 
@@ -83,7 +84,7 @@ def _is_trainium(instance_type: str | None) -> bool:
 
 
 @rule("instance_type", "instance_groups")
-def instance_type_is_known(spec: "JobSpec") -> Iterator[Problem]:
+def instance_type_is_known(spec: JobSpec) -> Iterator[Problem]:
     """instance_type or instance_groups, well formed; unknown but well-formed ml.* types pass (new types appear)."""
     if spec.instance_groups and spec.instance_type:
         yield Problem("instance_groups", "give either instance_type/instance_count or instance_groups, not both")
@@ -103,7 +104,7 @@ def instance_type_is_known(spec: "JobSpec") -> Iterator[Problem]:
 
 
 @rule("distribution", "instance_groups")
-def instance_groups_named_by_distribution_exist(spec: "JobSpec") -> Iterator[Problem]:
+def instance_groups_named_by_distribution_exist(spec: JobSpec) -> Iterator[Problem]:
     """The SDK's heterogeneous-cluster rules: the distribution names one of the job's instance groups."""
     wanted = spec.dist.instance_groups or []
     if not wanted:
@@ -128,7 +129,7 @@ def instance_groups_named_by_distribution_exist(spec: "JobSpec") -> Iterator[Pro
 
 
 @rule("instance_type", "instance_groups", "distribution", "framework")
-def trainium_runs_torch_distributed(spec: "JobSpec") -> Iterator[Problem]:
+def trainium_runs_torch_distributed(spec: JobSpec) -> Iterator[Problem]:
     """On ml.trn* only PyTorch with torch_distributed (torchrun over NeuronCores) is supported."""
     instance_type = spec.training_instance_type()
     if not _is_trainium(instance_type):
@@ -148,7 +149,7 @@ def trainium_runs_torch_distributed(spec: "JobSpec") -> Iterator[Problem]:
 
 
 @rule("instance_type", "instance_groups", "distribution", "entry_point", "framework", "framework_version", "image_uri")
-def torch_distributed_needs_accelerators(spec: "JobSpec") -> Iterator[Problem]:
+def torch_distributed_needs_accelerators(spec: JobSpec) -> Iterator[Problem]:
     """torch_distributed: a .py entry point, GPU or Trainium instances, PyTorch >= 1.13."""
     if not isinstance(spec.dist, TorchDistributed):
         return
@@ -172,14 +173,14 @@ def torch_distributed_needs_accelerators(spec: "JobSpec") -> Iterator[Problem]:
 
 
 @rule("distribution", "framework", "framework_version", "image_uri")
-def pytorchddp_versions(spec: "JobSpec") -> Iterator[Problem]:
+def pytorchddp_versions(spec: JobSpec) -> Iterator[Problem]:
     """pytorchddp: PyTorch >= 1.12 with a py3 image."""
     if isinstance(spec.dist, PyTorchDDP):
         yield from _needs_pytorch(spec, "pytorchddp", PYTORCHDDP_MINIMUM)
 
 
 @rule("instance_type", "instance_groups", "distribution", "framework", "framework_version", "image_uri")
-def smddp_supported(spec: "JobSpec") -> Iterator[Problem]:
+def smddp_supported(spec: JobSpec) -> Iterator[Problem]:
     """SMDDP: PyTorch only, on the instance types and PyTorch versions AWS documents."""
     if not isinstance(spec.dist, (SMDDP, PyTorchDDP)):
         return
@@ -208,7 +209,7 @@ _PYTORCH_DLC = re.compile(r"^\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?
                           r"(?P<version>\d+\.\d+(\.\d+)?)-(?P<processor>gpu|cpu)-(?P<rest>.*)\Z")
 
 
-def _plain_dlc_without_smddp(spec: "JobSpec") -> Iterator[Problem]:
+def _plain_dlc_without_smddp(spec: JobSpec) -> Iterator[Problem]:
     """A user's image_uri that is an AWS PyTorch framework container without the SMDDP library: the CPU images, the
     versions AWS ships without SMDDP, and the 2.0.1 CUDA 12.1 build (the SDK's own exception)."""
     from trainops.spec.images import smddp_supported_pytorch_versions
@@ -229,7 +230,7 @@ def _plain_dlc_without_smddp(spec: "JobSpec") -> Iterator[Problem]:
 
 @rule("instance_type", "instance_groups", "distribution", "instance_count", "framework", "framework_version",
       "image_uri")
-def smp_fits_the_fleet(spec: "JobSpec") -> Iterator[Problem]:
+def smp_fits_the_fleet(spec: JobSpec) -> Iterator[Problem]:
     """SMP: GPU instances, PyTorch >= 2.0 for v2, degrees that divide the number of GPUs."""
     if not isinstance(spec.dist, SMP):
         return
@@ -264,7 +265,7 @@ def smp_fits_the_fleet(spec: "JobSpec") -> Iterator[Problem]:
 
 
 @rule("instance_type", "instance_groups", "distribution")
-def smdistributed_on_p5_needs_torch_distributed(spec: "JobSpec") -> Iterator[Problem]:
+def smdistributed_on_p5_needs_torch_distributed(spec: JobSpec) -> Iterator[Problem]:
     """On ml.p5.48xlarge the SMP and SMDDP libraries run only under torchrun (SMP v2, SMDDP AllGather); SMP v1 and
     SMDDP's mpirun path have no p5 build (the SDK's rule, from the libraries' release notes)."""
     instance_type = spec.training_instance_type() or ""
@@ -280,7 +281,7 @@ def smdistributed_on_p5_needs_torch_distributed(spec: "JobSpec") -> Iterator[Pro
 
 
 @rule("instance_type", "instance_groups", "distribution", "framework")
-def xla_and_tensorflow_strategies(spec: "JobSpec") -> Iterator[Problem]:
+def xla_and_tensorflow_strategies(spec: JobSpec) -> Iterator[Problem]:
     """pytorchxla needs PyTorch on GPUs; MultiWorkerMirroredStrategy needs TensorFlow."""
     if isinstance(spec.dist, PyTorchXLA):
         if spec.framework != "pytorch":
@@ -306,7 +307,7 @@ def xla_and_tensorflow_strategies(spec: "JobSpec") -> Iterator[Problem]:
 
 
 @rule("inputs", "subnets", "security_group_ids", "input_mode")
-def file_systems_need_a_vpc(spec: "JobSpec") -> Iterator[Problem]:
+def file_systems_need_a_vpc(spec: JobSpec) -> Iterator[Problem]:
     """FSx/EFS channels are mounted over the VPC: subnets and security groups are required (the SDK misses this)."""
     file_systems = [name for name, channel in spec.channels.items() if isinstance(channel, FileSystemInput)]
     if file_systems:
@@ -325,7 +326,7 @@ def file_systems_need_a_vpc(spec: "JobSpec") -> Iterator[Problem]:
 
 
 @rule("use_spot_instances", "max_wait", "max_run", "keep_alive_period_in_seconds")
-def spot_and_warm_pool_limits(spec: "JobSpec") -> Iterator[Problem]:
+def spot_and_warm_pool_limits(spec: JobSpec) -> Iterator[Problem]:
     """Spot training needs max_wait >= max_run; max_wait is for spot only; warm pools don't work with spot."""
     if spec.use_spot_instances:
         if spec.max_wait is None:
@@ -340,7 +341,7 @@ def spot_and_warm_pool_limits(spec: "JobSpec") -> Iterator[Problem]:
 
 
 @rule("hyperparameters")
-def no_secrets_in_hyperparameters(spec: "JobSpec") -> Iterator[Problem]:
+def no_secrets_in_hyperparameters(spec: JobSpec) -> Iterator[Problem]:
     """Hyperparameters are visible to anyone who can describe the job: no secrets there."""
     for key in spec.hyperparameters:
         if looks_secret(key):
@@ -350,7 +351,7 @@ def no_secrets_in_hyperparameters(spec: "JobSpec") -> Iterator[Problem]:
 
 
 @rule("hyperparameters", "inputs")
-def reserved_names(spec: "JobSpec") -> Iterator[Problem]:
+def reserved_names(spec: JobSpec) -> Iterator[Problem]:
     """Framework keys and channels are trainops' and the toolkit's own."""
     for key in spec.hyperparameters:
         if RESERVED_HYPERPARAMETER.match(key):
@@ -362,13 +363,13 @@ def reserved_names(spec: "JobSpec") -> Iterator[Problem]:
 
 
 @rule("py_version")
-def python_3_images(spec: "JobSpec") -> Iterator[Problem]:
+def python_3_images(spec: JobSpec) -> Iterator[Problem]:
     """Distributed strategies need py3 images (the SDK's rule)."""
     if spec.py_version and not spec.py_version.startswith("py3"):
         yield Problem("py_version", "distributed training images are Python 3 only")
 
 
-def _needs_pytorch(spec: "JobSpec", label: str, minimum: str) -> Iterator[Problem]:
+def _needs_pytorch(spec: JobSpec, label: str, minimum: str) -> Iterator[Problem]:
     if spec.framework != "pytorch":
         yield Problem("framework", f"{label} needs the PyTorch framework")
     elif not spec.image_uri and not _version_at_least(spec.framework_version, minimum):

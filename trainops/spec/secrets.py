@@ -17,7 +17,8 @@ that runs the job: give it there (a Kubernetes secret as an environment variable
 from __future__ import annotations
 
 import re
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from trainops.spec.base import looks_secret
 

@@ -15,8 +15,9 @@ user error fails the task without them: see the Airflow operator).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from trainops.backends.failures import RetryBudgets, Verdict, classify_result, status_walk
 
@@ -184,7 +185,7 @@ def known_attempts(backend: Any, job_name: str, limit: int = 99) -> list[dict[st
 
 
 def _handle(backend: Any, name: str) -> Any:
-    from trainops.backends.base import JobHandle
+    from trainops.backends.api import JobHandle
 
     return JobHandle(backend.name, name, workdir=getattr(backend, "workdir", None),
                      region=getattr(backend, "region", None), created=False)

@@ -14,12 +14,20 @@ Heavy modules (boto3, the backends) are imported inside functions, so a DAG file
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from trainops.errors import Problem, SpecError
 from trainops.steps.gate import (
-    GateFailed, GateResult, all_passed, check_gates, deciding_result, needs_champion, parse_gates, summary,
+    GateFailed,
+    GateResult,
+    all_passed,
+    check_gates,
+    deciding_result,
+    needs_champion,
+    parse_gates,
+    summary,
 )
 
 #: At most this many file names go into `EvaluationResult.to_dict` (XCom values must stay small).
@@ -180,7 +188,7 @@ def evaluate(
         SpecError: bad input (exit code 2), naming the field.
         JobFailed: the script failed, timed out, or wrote no usable metrics (exit code 1).
     """
-    from trainops.backends.base import get_backend
+    from trainops.backends.api import get_backend
 
     chosen = get_backend(backend, source="evaluation", registry_dir=registry_dir, client_factory=client_factory,
                          region=region)

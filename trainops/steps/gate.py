@@ -19,8 +19,9 @@ from __future__ import annotations
 import math
 import operator as _operator
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any
 
 from trainops.errors import JobFailed, Problem, SpecError
 
@@ -226,8 +227,8 @@ def _parse_text(text: str, field: str) -> Gate:
 def _parse_mapping(mapping: Mapping[str, Any], field: str) -> Gate:
     unknown = sorted(str(key) for key in mapping if key not in _MAPPING_KEYS)
     if unknown:
-        raise SpecError(Problem(f"{field}.{unknown[0]}", f"unknown gate key; a gate mapping has metric, operator and "
-                                                         f"threshold (or champion: true)"), source="gate")
+        raise SpecError(Problem(f"{field}.{unknown[0]}", "unknown gate key; a gate mapping has metric, operator and "
+                                                         "threshold (or champion: true)"), source="gate")
     metric = _check_metric(mapping.get("metric"), field)
     operator = _check_operator(mapping.get("operator"), field)
     champion = mapping.get("champion", False)

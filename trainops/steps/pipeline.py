@@ -11,9 +11,10 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from trainops.errors import JobFailed, SpecError
 from trainops.spec.pipeline import PipelineSpec, load_pipeline, resolve
@@ -157,8 +158,8 @@ class PipelineRunner:
 
     def _train(self) -> dict[str, Any]:
         from trainops.backends.local.secrets import public_spec
-        from trainops.steps.attempts import cost_line
         from trainops.spec.names import timestamped_job_name
+        from trainops.steps.attempts import cost_line
         from trainops.steps.identity import training_fingerprint, training_job_name
         from trainops.steps.train import train
 
@@ -244,7 +245,7 @@ def check_pipeline(pipeline: PipelineSpec, pipeline_dir: Path, backend: str | No
         note = f" (in {error.source})" if isinstance(raw, str) and error.source else ""
         within("steps.train.spec", error, note)
     if spec is not None:
-        from trainops.backends.base import get_backend
+        from trainops.backends.api import get_backend
 
         chosen = None
         try:

@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 from trainops.errors import JobFailed, Problem, SpecError
 

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from trainops.errors import Problem, SpecError
 
@@ -66,7 +67,7 @@ def _masked(data: dict[str, Any]) -> dict[str, Any]:
 
 def _backend(backend: str, approval: str, **context: Any):
     """The backend, after checking it and the approval status together (one error lists both problems)."""
-    from trainops.backends.base import get_backend
+    from trainops.backends.api import get_backend
 
     problems = []
     chosen = None

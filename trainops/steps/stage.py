@@ -73,7 +73,7 @@ def stage(source: str, destination: str, *, backend: str = "local", **options: A
     Raises `SpecError` for bad input (unknown backend or option, malformed source or destination) and `JobFailed`
     when staging fails, or (``strict``, the default) when any file was refused or failed.
     """
-    from trainops.backends.base import get_backend
+    from trainops.backends.api import get_backend
 
     context = {key: options.pop(key) for key in CONTEXT_OPTIONS if key in options}
     profile = context.pop("profile", None)

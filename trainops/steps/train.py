@@ -1,19 +1,20 @@
-"""The train step: one job spec, run on any backend (`trainops.backends.base.get_backend`), re-attaching instead of
+"""The train step: one job spec, run on any backend (`trainops.backends.api.get_backend`), re-attaching instead of
 duplicating.
 
 Used by `trainops run`, the pipeline runner, the Airflow operator and the KFP component. It returns a small JSON-able
 dict (`JobResult.to_dict`, never a whole describe response): backend, job name, status, model artifact, failure
-reason, durations. The re-attach policy (`if_exists`) is `trainops.backends.base.place_job`: a running or finished job
+reason, durations. The re-attach policy (`if_exists`) is `trainops.backends.api.place_job`: a running or finished job
 of the same name is followed; one that failed or was stopped is retried under a suffixed name.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
-from trainops.backends.base import BACKENDS, IF_EXISTS, JobHandle, check_choice  # noqa: F401 - re-exported
+from trainops.backends.api import BACKENDS, IF_EXISTS, JobHandle, check_choice  # noqa: F401 - re-exported
 from trainops.errors import JobFailed  # noqa: F401 - re-exported for callers of this module
 
 Log = Callable[[str], None]
@@ -67,7 +68,7 @@ def train(
     from the shared checkpoint location. The result always carries ``failure_class``, ``attempts`` and ``cost`` (the
     sum over attempts).
     """
-    from trainops.backends.base import get_backend
+    from trainops.backends.api import get_backend
     from trainops.spec.names import check_job_name
 
     check_choice(backend, BACKENDS, "backend")

@@ -1,2 +1,3 @@
 import sys
+
 print("training with", sys.argv[1:])

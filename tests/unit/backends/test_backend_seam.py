@@ -9,8 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from trainops.backends.base import (
-    Backend, JobHandle, JobResult, RegisteredVersion, get_backend, place_job,
+from trainops.backends.api import (
+    Backend,
+    JobHandle,
+    JobResult,
+    RegisteredVersion,
+    get_backend,
+    place_job,
 )
 from trainops.backends.local.backend import LocalBackend
 from trainops.backends.sagemaker.backend import SageMakerBackend

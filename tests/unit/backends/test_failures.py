@@ -6,8 +6,20 @@ from __future__ import annotations
 import pytest
 
 from trainops.backends.failures import (
-    CLASSES, INFRASTRUCTURE, RULES, STOPPED, TIMEOUT, UNKNOWN, USER, FailureEvidence, RetryBudgets, Verdict, classify,
-    classify_result, evidence_from_description, evidence_from_failure_file,
+    CLASSES,
+    INFRASTRUCTURE,
+    RULES,
+    STOPPED,
+    TIMEOUT,
+    UNKNOWN,
+    USER,
+    FailureEvidence,
+    RetryBudgets,
+    Verdict,
+    classify,
+    classify_result,
+    evidence_from_description,
+    evidence_from_failure_file,
 )
 
 SAGEMAKER_REASONS = [

@@ -255,6 +255,7 @@ def test_archive_larger_than_the_limit_is_refused_before_writing(tmp_path, monke
 
 def test_archive_larger_than_the_free_space_is_a_clear_error(tmp_path, monkeypatch):
     import os as real_os
+
     from trainops.backends.local import model_archive
 
     archive = make_archive(tmp_path / "model.tar.gz", {"weights.bin": bytes(8192)})
@@ -272,6 +273,7 @@ def test_archive_larger_than_the_free_space_is_a_clear_error(tmp_path, monkeypat
 
 def test_a_full_disk_while_extracting_is_a_clear_error_and_leaves_nothing(tmp_path, monkeypatch):
     import errno
+
     from trainops.backends.local import model_archive
 
     archive = make_archive(tmp_path / "model.tar.gz", {"a.txt": b"a", "sub/b.txt": b"b"})

@@ -11,16 +11,15 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
-
 from support.failing_copy import failing_copy, killed, raising
+
+from tests.unit.backends.test_local_staging import listing, recorded_files, single_threaded, staged_files
 from trainops.backends.local import stage_sources
 from trainops.backends.local.stage_copy import BATCH_FILES
 from trainops.backends.local.stage_copy_processes import Units
 from trainops.backends.local.stage_names import JOURNAL_NAME, is_temporary_name
 from trainops.backends.local.staging import stage_tree
 from trainops.errors import JobFailed
-
-from tests.unit.backends.test_local_staging import listing, recorded_files, single_threaded, staged_files
 
 REPOSITORY = Path(__file__).resolve().parents[3]
 

@@ -16,12 +16,17 @@ import textwrap
 from pathlib import Path
 
 import pytest
-
 from support.failing_copy import failing_copy, raising
+
 from trainops.backends.local import stage_sources
 from trainops.backends.local.stage_manifest import MANIFEST_VERSION, StageManifest
-from trainops.backends.local.stage_names import (JOURNAL_NAME, MANIFEST_NAME, is_temporary_name, printable_name,
-                                                 refusal_reason)
+from trainops.backends.local.stage_names import (
+    JOURNAL_NAME,
+    MANIFEST_NAME,
+    is_temporary_name,
+    printable_name,
+    refusal_reason,
+)
 from trainops.backends.local.staging import stage_tree
 from trainops.errors import JobFailed, SpecError
 from trainops.steps.stage import parse_fsx_destination, stage

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from support.sagemaker_shapes import training_description, training_request
+from support.sagemaker_shapes import training_description
 from support.stubbed_aws import FakeClock, StubbedAWS
+
 from trainops.backends.sagemaker.backend import SageMakerBackend
 
 NAME = "digits-0123456789"

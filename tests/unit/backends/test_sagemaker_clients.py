@@ -11,9 +11,8 @@ import json
 
 import pytest
 from botocore.awsrequest import AWSResponse
-
 from support.sagemaker_shapes import training_description
-from trainops.backends.sagemaker import training
+
 from trainops.aws.clients import (
     RETRY_SETTINGS,
     client_config,
@@ -21,6 +20,7 @@ from trainops.aws.clients import (
     default_client_factory,
     translate_client_error,
 )
+from trainops.backends.sagemaker import training
 from trainops.errors import JobFailed, SpecError
 
 

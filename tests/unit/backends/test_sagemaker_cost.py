@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import pytest
-
 from support.sagemaker_shapes import training_description
+
 from trainops.backends.sagemaker.cost import estimate_cost, spot_saving
 from trainops.backends.sagemaker.training import summarize
 from trainops.runtime import catalog

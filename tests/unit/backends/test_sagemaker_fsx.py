@@ -7,8 +7,8 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 import pytest
-
 from support.stubbed_aws import FakeClock, StubbedAWS
+
 from trainops.backends.sagemaker import fsx
 from trainops.errors import JobFailed, PreflightError
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from support.sagemaker_shapes import training_description
 from support.stubbed_aws import FakeClock, StubbedAWS
+
 from trainops.backends.sagemaker.logs import LOG_GROUP, host_of, iter_log_lines, list_streams
 
 JOB = "digits-abc"

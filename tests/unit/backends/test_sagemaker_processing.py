@@ -4,9 +4,9 @@ once). The success path against moto is in tests/system/test_sagemaker_jobs_moto
 from __future__ import annotations
 
 import pytest
-
 from support.sagemaker_shapes import ROLE_ARN
 from support.stubbed_aws import FakeClock, StubbedAWS
+
 from trainops.backends.sagemaker import processing
 from trainops.errors import JobFailed, SpecError
 

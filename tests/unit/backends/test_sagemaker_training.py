@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from support.sagemaker_shapes import training_description, training_request
 from support.stubbed_aws import FakeClock, StubbedAWS
+
 from trainops.backends.sagemaker import training
 from trainops.backends.states import WaitTimedOut
 from trainops.errors import JobFailed, SpecError

@@ -4,12 +4,12 @@ themselves run against moto in tests/system/test_sagemaker_uploads_moto.py."""
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import os
 import shutil
 import subprocess
 import sys
-import io
-import os
 import tarfile
 from pathlib import Path
 

@@ -11,7 +11,12 @@ import pytest
 from trainops import __version__
 from trainops.components.factory import build_components, exec_python
 from trainops.components.settings import (
-    DEFAULT_IMAGE, EXECUTOR_COMMAND, LIGHTWEIGHT_BASE_IMAGE, LOCAL_SETTINGS, ComponentSettings, settings_for,
+    DEFAULT_IMAGE,
+    EXECUTOR_COMMAND,
+    LIGHTWEIGHT_BASE_IMAGE,
+    LOCAL_SETTINGS,
+    ComponentSettings,
+    settings_for,
 )
 
 STEPS = ("prepare", "stage", "train", "evaluate", "register", "gate_failed")

@@ -6,7 +6,12 @@ import json
 import logging
 
 from trainops.components.local_run import (
-    KfpLogRecorder, LocalRunOutcome, TaskState, collect_tasks, describe, expected_tasks,
+    KfpLogRecorder,
+    LocalRunOutcome,
+    TaskState,
+    collect_tasks,
+    describe,
+    expected_tasks,
 )
 from trainops.components.pipeline import read_pipeline_source
 

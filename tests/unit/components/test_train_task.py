@@ -20,10 +20,14 @@ from kfp.dsl import Metrics, Model
 
 from trainops.components.factory import build_components
 from trainops.components.paths import places
-from trainops.components.train_task import (
-    StopOnSigterm, load_component_spec, run_train, stop_sagemaker_jobs, train_job_name,
-)
 from trainops.components.settings import LOCAL_SETTINGS
+from trainops.components.train_task import (
+    StopOnSigterm,
+    load_component_spec,
+    run_train,
+    stop_sagemaker_jobs,
+    train_job_name,
+)
 from trainops.errors import JobFailed, SpecError
 
 HERE = Path(__file__).parent

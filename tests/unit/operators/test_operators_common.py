@@ -19,7 +19,11 @@ from trainops.backends.sagemaker.names import valid_job_name  # noqa: E402
 from trainops.errors import JobFailed, Problem, SpecError  # noqa: E402
 from trainops.operators.common import airflow_error, check_backend, task_job_name, translated_errors  # noqa: E402
 from trainops.operators.lineage import (  # noqa: E402
-    LineageMixin, channel_dataset, dataset_for, remember_lineage, training_datasets,
+    LineageMixin,
+    channel_dataset,
+    dataset_for,
+    remember_lineage,
+    training_datasets,
 )
 from trainops.operators.links import training_job_console_url  # noqa: E402
 from trainops.operators.provider import get_provider_info  # noqa: E402
@@ -63,9 +67,8 @@ def test_a_failed_job_is_a_retryable_airflow_failure():
 
 
 def test_translated_errors_leaves_other_exceptions_alone():
-    with pytest.raises(KeyError):
-        with translated_errors():
-            raise KeyError("a bug keeps its traceback")
+    with pytest.raises(KeyError), translated_errors():
+        raise KeyError("a bug keeps its traceback")
     with pytest.raises(AirflowFailException, match="backend"):
         check_backend("ecs")
 
@@ -119,8 +122,9 @@ def test_lineage_facets_need_the_openlineage_provider():
 
 # --- provider -----------------------------------------------------------------------------------------------------
 def test_the_provider_info_is_valid_and_every_module_it_names_imports():
-    import jsonschema
     from importlib.resources import files
+
+    import jsonschema
 
     info = get_provider_info()
     schema = json.loads(files("airflow").joinpath("provider_info.schema.json").read_text())

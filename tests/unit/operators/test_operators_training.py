@@ -15,9 +15,9 @@ isolate_airflow_home()  # before Airflow is imported: never write into ~/airflow
 
 import pytest  # noqa: E402
 from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskDeferred  # noqa: E402
-
 from support.sagemaker_shapes import ROLE_ARN, training_description  # noqa: E402
 from support.stubbed_aws import StubbedAWS  # noqa: E402
+
 from trainops.backends.sagemaker.names import deterministic_job_name  # noqa: E402
 from trainops.backends.sagemaker.render import render  # noqa: E402
 from trainops.operators import training as training_module  # noqa: E402

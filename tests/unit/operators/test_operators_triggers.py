@@ -13,9 +13,9 @@ isolate_airflow_home()
 
 import pytest  # noqa: E402
 from airflow.sdk.exceptions import AirflowException  # noqa: E402
-
 from support.sagemaker_shapes import training_description  # noqa: E402
 from support.stubbed_aws import StubbedAWS  # noqa: E402
+
 from trainops.operators.training import DistributedTrainingOperator  # noqa: E402
 from trainops.operators.triggers import CLASSPATH, SageMakerTrainingTrigger  # noqa: E402
 

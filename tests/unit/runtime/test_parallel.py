@@ -113,6 +113,7 @@ def test_on_sagemaker_the_smp_library_takes_over(monkeypatch):
             self.module, self.options = module, options
 
     import torch.distributed.fsdp as fsdp
+
     import trainops.runtime.parallel as parallel
 
     monkeypatch.setitem(sys.modules, "torch.sagemaker", library)

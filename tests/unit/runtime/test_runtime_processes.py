@@ -75,7 +75,7 @@ def test_signal_names():
 def test_a_subreaper_collects_orphans_but_not_the_children_it_keeps(tmp_path):
     # A launcher-like process: subreaper, one kept child (as a Popen would be), and a grandchild orphaned by its
     # parent's death. The orphan comes to the launcher, which reaps it; the kept child stays for its owner.
-    code = f"""
+    code = """
 import os, subprocess, sys, time
 from trainops.runtime.processes import become_subreaper, reap_orphans
 assert become_subreaper()
@@ -86,7 +86,7 @@ middle = subprocess.Popen([sys.executable, "-c",
 orphan = int(middle.stdout.readline())
 middle.wait()
 time.sleep(1.5)
-reaped = reap_orphans({{kept.pid}})
+reaped = reap_orphans({kept.pid})
 print(reaped == [orphan], kept.wait() == 0)
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)

@@ -13,7 +13,6 @@ from hypothesis import strategies as st
 from trainops.errors import SpecError
 from trainops.spec import load_job_spec, parse_job_spec, read_document
 from trainops.spec.job import JobSpec
-from trainops.spec.loader import parse_text
 from trainops.spec.loader import MAX_ALIASES, MAX_DEPTH, MAX_FILE_BYTES, parse_text
 
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from trainops.errors import SpecError
 from trainops.backends.sagemaker.evaluation_bootstrap import BOOTSTRAP_NAME, bootstrap_source
+from trainops.errors import SpecError
 from trainops.steps.evaluate import evaluate
 from trainops.steps.gate import GateFailed
 from trainops.steps.register import register
@@ -235,7 +235,6 @@ def test_bootstrap_runs_the_local_extraction_itself(tmp_path):
     smaller copy (realpath checks and tarfile's extractall): the CVE-2025-4517 chain of long links is refused, and a
     link already where a member goes is refused by the O_NOFOLLOW creation, without resolving any path."""
     from tests.reliability.files_scenarios import realpath_overflow_archive
-
     from trainops.backends.local import model_extract
 
     assert bootstrap_source().startswith(Path(model_extract.__file__).read_text(encoding="utf-8"))

@@ -8,7 +8,14 @@ import pytest
 
 from trainops.errors import JobFailed, SpecError
 from trainops.steps.gate import (
-    Gate, GateFailed, all_passed, check_gates, deciding_result, needs_champion, parse_gates, summary,
+    Gate,
+    GateFailed,
+    all_passed,
+    check_gates,
+    deciding_result,
+    needs_champion,
+    parse_gates,
+    summary,
 )
 
 

@@ -8,7 +8,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from support.airflow_home import REPO, isolate_airflow_home
 
 isolate_airflow_home()

@@ -7,8 +7,9 @@ from __future__ import annotations
 
 import os
 import tarfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from trainops.backends.local.layout import HostLayout
 from trainops.backends.local.paths import child

@@ -1,20 +1,21 @@
-"""`LocalBackend`: the `trainops.backends.base.Backend` seam over the local modules (jobs, evaluation, registry,
+"""`LocalBackend`: the `trainops.backends.api.Backend` seam over the local modules (jobs, evaluation, registry,
 staging) of this package.
 
 A job submitted to wait on is created here and run by `wait` in the caller's process (its logs stream live, and
 `stop` from a signal handler only sets a flag that the run obeys); a detached one (``detached=True``) runs under a
 supervisor of its own (`trainops.backends.local.detached`) and `wait` follows its status record. A name that exists
-is placed by the one re-attach policy (`trainops.backends.base.place_job`).
+is placed by the one re-attach policy (`trainops.backends.api.place_job`).
 """
 
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
-from trainops.backends.base import JobHandle, JobResult, Log, RegisteredVersion, place_job
+from trainops.backends.api import JobHandle, JobResult, Log, RegisteredVersion, place_job
 from trainops.backends.states import JobStatus, wait_bound_seconds
 
 #: Keys of a local status record that a `JobResult` carries as details.

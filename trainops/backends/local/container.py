@@ -23,8 +23,9 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from trainops.backends.local.layout import HostLayout
 from trainops.errors import Problem, SpecError

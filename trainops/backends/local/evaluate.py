@@ -27,9 +27,10 @@ import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import IO, Any, Callable, Mapping
+from typing import IO, Any
 
 from trainops.backends.local.model_archive import extract_model
 from trainops.errors import JobFailed, Problem, SpecError
@@ -105,7 +106,8 @@ def contract_environment(channels: Mapping[str, str | os.PathLike[str]],
 
 def script_arguments(hyperparameters: Mapping[str, Any] | None) -> list[str]:
     """Hyperparameters as ``--key value`` arguments, written as the training launchers write them."""
-    from trainops.runtime.hyperparameters import script_arguments as toolkit_arguments, user_hyperparameters
+    from trainops.runtime.hyperparameters import script_arguments as toolkit_arguments
+    from trainops.runtime.hyperparameters import user_hyperparameters
 
     # Encoded and decoded as the training launchers do (contracts section 2), framework keys dropped, so that a
     # script sees the same arguments in training and in evaluation.

@@ -20,18 +20,17 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
-from trainops.backends.local import paths, status
-from trainops.backends.local import container
+from trainops.backends.local import container, paths, status
 from trainops.backends.local.artifacts import default_output_path, output_location_problem, pack_outputs
+from trainops.backends.local.identity import own_identity
 from trainops.backends.local.inputs import resolve_code_dir
 from trainops.backends.local.layout import HostLayout
 from trainops.backends.local.locks import HeldLock, holder, try_lock
 from trainops.backends.local.ports import reserve_port
-from trainops.backends.local.identity import own_identity
 from trainops.backends.local.processes import MARKER, kill_job
 from trainops.backends.local.pump import LogPump
 from trainops.backends.local.secrets import MASK_VARIABLES, job_secrets, mask, public_spec

@@ -38,7 +38,7 @@ class PortReservation:
     def release(self) -> None:
         self._lock.release()
 
-    def __enter__(self) -> "PortReservation":
+    def __enter__(self) -> PortReservation:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -20,8 +20,8 @@ import re
 import select
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from trainops.backends.local.secrets import mask
 

@@ -37,10 +37,11 @@ import re
 import shutil
 import stat
 import tempfile
+from collections.abc import Iterator, Mapping
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from trainops.backends.local.safe_fs import NEW_FILE_FLAGS, make_directory, open_path
 from trainops.errors import JobFailed, Problem, SpecError

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import copy
 import os
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from trainops.backends.local.job import MAX_RUNTIME_GRACE_SECONDS, STOP_GRACE_SECONDS, LocalJob, LocalJobResult
 from trainops.errors import Problem, SpecError

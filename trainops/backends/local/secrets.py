@@ -12,8 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from trainops.runtime.output_relay import MASK, MASK_VARIABLES, mask, secret_values
-from trainops.spec.secrets import masked_spec_document
 from trainops.spec.job import JobSpec
+from trainops.spec.secrets import masked_spec_document
 
 __all__ = ["MASK", "mask", "mask_variables", "job_secrets", "public_spec"]
 

@@ -33,8 +33,13 @@ import time
 from trainops.backends.local.safe_fs import DirectoryCache
 from trainops.backends.local.stage_copy import BATCH_FILES, CHECKPOINT_SECONDS, CopyRun
 from trainops.backends.local.stage_names import temporary_name
-from trainops.backends.local.stage_parallel import (fork_worker, freeze_for_fork, receive_message, send_message,
-                                                    send_outcome)
+from trainops.backends.local.stage_parallel import (
+    fork_worker,
+    freeze_for_fork,
+    receive_message,
+    send_message,
+    send_outcome,
+)
 from trainops.errors import JobFailed
 
 _WHO = "a copying process"

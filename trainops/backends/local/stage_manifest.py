@@ -33,7 +33,8 @@ import os
 import stat
 import sys
 from array import array
-from typing import Any, Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
 
 from trainops.backends.local.stage_names import MANIFEST_NAME, RESERVED_PREFIX, TEMPORARY_SUFFIX
 
@@ -90,7 +91,7 @@ def _numbers(value: Any) -> array | None:
     return column
 
 
-def _encoded(values: "list | array") -> str | list:
+def _encoded(values: list | array) -> str | list:
     """A column as base64 of little-endian int64 when every value is such an integer, else the list itself."""
     try:
         column = array("q", values)
@@ -233,14 +234,14 @@ class StageManifest:
         return _without_collection(build)
 
     @classmethod
-    def load(cls, destination: int, source: str) -> "StageManifest":
+    def load(cls, destination: int, source: str) -> StageManifest:
         """The manifest of the open destination directory for ``source``; empty when there is none, it is
         unreadable, or it was written for another source (whose files are then left alone: staging never deletes
         what it did not record)."""
         return _without_collection(lambda: cls._load(destination, source))
 
     @classmethod
-    def _load(cls, destination: int, source: str) -> "StageManifest":
+    def _load(cls, destination: int, source: str) -> StageManifest:
         raw = read_regular_file(MANIFEST_NAME, destination)
         if raw is None:
             return cls(source)

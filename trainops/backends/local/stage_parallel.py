@@ -27,7 +27,8 @@ import pickle
 import select
 import signal
 import threading
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from trainops.backends.local.stage_sources import LocalSource, Refusal, SourceFile
 from trainops.errors import JobFailed

@@ -22,8 +22,9 @@ import errno
 import os
 import stat
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import unquote, urlsplit
 
 from trainops.backends.local.safe_fs import UnsafePath, open_path
@@ -117,7 +118,7 @@ class LocalSource:
             self._root_fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         return self._root_fd
 
-    def directory_opener(self) -> "DirectoryOpener":
+    def directory_opener(self) -> DirectoryOpener:
         """Opens listed directories (one opener per thread: it keeps a few descriptors open)."""
         return DirectoryOpener(self._open_root(), self.directories)
 

@@ -45,16 +45,16 @@ import os
 import stat
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import Any, TextIO
 
 from trainops.backends.local.safe_fs import DirectoryCache, UnsafePath
 from trainops.backends.local.stage_journal import remove_leftovers
 from trainops.backends.local.stage_manifest import StageManifest
 from trainops.backends.local.stage_names import printable_name, refusal_reason
 from trainops.backends.local.stage_report import StageReport
-from trainops.backends.local.stage_sources import (LocalSource, Refusal, S3Source, SourceFile, local_path_of,
-                                                   open_source)
+from trainops.backends.local.stage_sources import LocalSource, Refusal, S3Source, SourceFile, local_path_of, open_source
 from trainops.errors import JobFailed, Problem, SpecError
 
 MAXIMUM_WORKERS = 256

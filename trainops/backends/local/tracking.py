@@ -25,11 +25,11 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from trainops.backends.local.processes import MARKER, job_processes
-from trainops.runtime.processes import process_start_ticks, stat_fields
+from trainops.runtime.processes import stat_fields
 
 RECORD = "processes.json"
 CGROUP_PREFIX = "trainops-"
@@ -46,7 +46,7 @@ _PR_GET_CHILD_SUBREAPER = 37
 # recorded by another job of this process stays that job's.
 _CHILDREN_LOCK = threading.RLock()
 _CHILDREN: dict[int, str] = {}  # pid of a launcher or guard started by this process -> its job id
-_ACTIVE: dict[str, "JobProcesses"] = {}  # jobs this process controls now, by job id
+_ACTIVE: dict[str, JobProcesses] = {}  # jobs this process controls now, by job id
 _SUBREAPER_USERS = 0
 _SUBREAPER_PREVIOUS: bool | None = None
 
@@ -205,7 +205,7 @@ class JobProcesses:
 
     # --- the record ---
     @classmethod
-    def load(cls, job_dir: Path, record: dict) -> "JobProcesses":
+    def load(cls, job_dir: Path, record: dict) -> JobProcesses:
         """An outsider's view: what the controller recorded (pids only when this is still the same boot)."""
         from trainops.backends.local.identity import boot_id
 
@@ -451,7 +451,7 @@ class launching:
     def __init__(self, job_id: str):
         self.job_id = job_id
 
-    def __enter__(self) -> "launching":
+    def __enter__(self) -> launching:
         _CHILDREN_LOCK.acquire()
         return self
 

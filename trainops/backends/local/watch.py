@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from trainops.backends.local.guard import Guard, start_guard
 from trainops.backends.local.tracking import (

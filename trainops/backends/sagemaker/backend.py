@@ -1,4 +1,4 @@
-"""`SageMakerBackend`: the `trainops.backends.base.Backend` seam over the SageMaker service modules of this package.
+"""`SageMakerBackend`: the `trainops.backends.api.Backend` seam over the SageMaker service modules of this package.
 
 It binds a region and a client factory, and holds the SageMaker halves of the steps: render + preflight + upload +
 CreateTrainingJob (`submit`), the bounded wait, StopTrainingJob, the evaluation processing job, the Model Registry.
@@ -14,15 +14,16 @@ import hashlib
 import json
 import os
 import time
-from typing import Any, Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
 
-from trainops.backends.base import JobHandle, JobResult, Log, RegisteredVersion, place_job
+from trainops.aws.clients import ClientFactory, default_client_factory
+from trainops.backends.api import JobHandle, JobResult, Log, RegisteredVersion, place_job
 from trainops.backends.failures import status_walk
 from trainops.backends.sagemaker import cost as costs
 from trainops.backends.sagemaker import fsx, processing, registry, training
 from trainops.backends.sagemaker import logs as log_reading
 from trainops.backends.sagemaker import preflight as checks
-from trainops.aws.clients import ClientFactory, default_client_factory
 from trainops.backends.states import JobStatus
 from trainops.errors import Problem, SpecError
 
@@ -233,9 +234,9 @@ class SageMakerBackend:
         processing job on ``image_uri`` (the training image) with ``role``, read ``metrics.json`` back from
         ``output_dir`` (an S3 prefix; empty: `evaluation_prefix` of the model). ``job_name`` defaults to a name derived from the model, output and script, so
         a retried task re-attaches to the processing job its first attempt started."""
+        from trainops.aws.s3 import join_uri, put_bytes
         from trainops.backends.local.evaluate import script_arguments, validate_metrics
         from trainops.backends.sagemaker.evaluation_bootstrap import BOOTSTRAP_NAME, bootstrap_source
-        from trainops.aws.s3 import join_uri, put_bytes
         from trainops.backends.sagemaker.uploads import upload_source_dir
         from trainops.spec.names import check_job_name, deterministic_job_name
         from trainops.steps.evaluate import EvaluationResult
@@ -288,8 +289,8 @@ class SageMakerBackend:
                  image_uri: str | None = None, metrics_uri: str | None = None, **unused: Any) -> RegisteredVersion:
         """A model package in the SageMaker Model Registry; the spec goes in as its hash (metadata values are
         short strings)."""
-        from trainops.backends.local.registry import check_group, check_metrics
         from trainops.aws.s3 import parse_s3_uri
+        from trainops.backends.local.registry import check_group, check_metrics
 
         model_artifact = os.fspath(model_artifact)
         problems = []

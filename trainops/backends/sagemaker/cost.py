@@ -8,8 +8,9 @@ saving. Prices are approximate list prices (`trainops.runtime.catalog`): an esti
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 from trainops.backends.sagemaker.training import JobSummary
 

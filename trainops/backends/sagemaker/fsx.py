@@ -15,8 +15,9 @@ The training channel then reads ``/<MountName><file system path>`` (``StagingRep
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from trainops.aws.clients import ClientFactory, error_code, translate_client_error
 from trainops.aws.s3 import join_uri, parse_s3_uri

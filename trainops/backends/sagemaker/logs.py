@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from trainops.aws.clients import ClientFactory, error_code, translate_client_error
 from trainops.backends.states import is_terminal

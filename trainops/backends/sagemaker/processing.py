@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any
 
 from trainops.aws.clients import ClientFactory, translate_client_error
-from trainops.backends.sagemaker.names import valid_job_name
 from trainops.aws.s3 import get_bytes, join_uri, parse_s3_uri
+from trainops.backends.sagemaker.names import valid_job_name
 from trainops.backends.sagemaker.training import is_not_found
 from trainops.backends.sagemaker.waiting import describer, poll
 from trainops.backends.states import classify

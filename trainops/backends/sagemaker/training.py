@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from trainops.aws.clients import ClientFactory, error_code, error_message, translate_client_error
 from trainops.backends.sagemaker.names import valid_job_name, with_suffix
@@ -39,7 +40,7 @@ class JobAlreadyExists(SpecError):
 class TrainingJobFailed(JobFailed):
     """A training job ended Failed or Stopped. ``summary`` is its `JobSummary`."""
 
-    def __init__(self, message: str, summary: "JobSummary"):
+    def __init__(self, message: str, summary: JobSummary):
         super().__init__(message)
         self.summary = summary
 

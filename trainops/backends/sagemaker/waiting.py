@@ -7,7 +7,8 @@ status field differ. The clock and the sleep are parameters so tests walk throug
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from trainops.backends.states import WaitTimedOut, classify
 

@@ -24,7 +24,7 @@ import importlib.machinery
 import importlib.util
 import os
 import sys
-from typing import Mapping
+from collections.abc import Mapping
 
 #: ``__spec__.origin`` of every stand-in module: how :func:`is_real` tells them from the libraries.
 ORIGIN = "trainops-shim"

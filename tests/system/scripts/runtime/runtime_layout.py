@@ -65,7 +65,7 @@ class LocalJob:
         self.launchers: list[subprocess.Popen] = []
         self.logs: list[Path] = []
 
-    def start(self) -> "LocalJob":
+    def start(self) -> LocalJob:
         for base in self.bases:
             log = base.parent / f"{base.name}.log"
             env = {**self.common, "SAGEMAKER_BASE_DIR": str(base)}
@@ -97,7 +97,7 @@ class LocalJob:
             except ProcessLookupError:
                 pass
 
-    def __enter__(self) -> "LocalJob":
+    def __enter__(self) -> LocalJob:
         return self.start()
 
     def __exit__(self, *exc_info) -> None:

@@ -15,8 +15,9 @@ only; each backend's heavy imports (boto3, the local process machinery) happen i
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from trainops.backends.states import JobStatus
 from trainops.errors import JobFailed, Problem, SpecError
@@ -65,7 +66,7 @@ class JobHandle:
                 "created": self.created}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "JobHandle":
+    def from_dict(cls, data: Mapping[str, Any]) -> JobHandle:
         return cls(backend=data["backend"], job_name=data["job_name"], workdir=data.get("workdir"),
                    region=data.get("region"), created=bool(data.get("created", True)))
 
@@ -99,7 +100,7 @@ class JobResult:
                 "model_artifact": self.model_artifact, "duration_seconds": self.duration_seconds,
                 "billable_seconds": self.billable_seconds, "reattached": self.reattached}
 
-    def raise_for_status(self) -> "JobResult":
+    def raise_for_status(self) -> JobResult:
         """Return self when the job completed or still runs; raise `JobFailed` (carrying ``result``, the dict)
         when it failed or was stopped."""
         if self.status.outcome == "failure":
@@ -210,7 +211,7 @@ class Backend(Protocol):
     def stop_copies(self, job_name: str, reason: str = "") -> list[tuple[str, str]]:
         """Stop the job of that name and its suffixed copies, for a stop asked before a handle exists."""
 
-    def evaluate(self, **arguments: Any) -> "EvaluationResult":
+    def evaluate(self, **arguments: Any) -> EvaluationResult:
         """Run an evaluation script on a model and read its metrics (no gates: `trainops.steps.evaluate`)."""
 
     def register(self, **arguments: Any) -> RegisteredVersion:
