@@ -205,6 +205,15 @@ class Backend(Protocol):
     def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
         """The job's log lines, each prefixed with its host."""
 
+    def log_lines(self, handle: JobHandle, cursor: Mapping[str, Any] | None = None, *, limit: int = 1000
+                  ) -> tuple[list[str], dict[str, Any]]:
+        """At most ``limit`` log lines written after ``cursor`` (None: from the start), each prefixed with its host,
+        and the cursor after them (small JSON): a poller (the Airflow trigger) streams a job's logs with it."""
+
+    def render_request(self, spec: Any, job_name: str, *, launcher: str | None = None,
+                       region: str | None = None) -> dict[str, Any]:
+        """The CreateTrainingJob request the job would be created with, secrets masked (a dry run: no call)."""
+
     def runs_here(self, handle: JobHandle) -> bool:
         """Whether this process runs the job (then `stop` sets a flag and `wait` returns Stopped by itself)."""
 
