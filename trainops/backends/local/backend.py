@@ -157,6 +157,19 @@ class LocalBackend:
 
         return iter_local_logs(handle.job_name, handle.workdir, follow=follow)
 
+    def log_lines(self, handle: JobHandle, cursor: Any = None, *, limit: int = 1000) -> tuple[list[str], dict]:
+        """Complete lines written after ``cursor`` (host -> byte offset), at most ``limit``, and the new cursor."""
+        from trainops.backends.local.logs import read_new_lines
+
+        return read_new_lines(handle.job_name, handle.workdir, cursor, limit)
+
+    def render_request(self, spec: Any, job_name: str, *, launcher: str | None = None,
+                       region: str | None = None) -> dict[str, Any]:
+        """The CreateTrainingJob request (masked) a local job executes too (one request, two executors)."""
+        from trainops.backends.sagemaker.render import masked, render
+
+        return masked(render(spec, job_name=job_name, launcher=launcher, region=region))
+
     def status_record(self, handle: JobHandle) -> dict[str, Any]:
         """The job's whole status record (``trainops status``), without the spec."""
         from trainops.backends.local import status

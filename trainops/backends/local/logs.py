@@ -41,3 +41,25 @@ def print_local_logs(job_name: str, workdir: str | os.PathLike | None = None, *,
     for line in iter_local_logs(job_name, workdir, follow=follow, poll_seconds=poll_seconds):
         print(line, flush=True)
     return 0
+
+
+def read_new_lines(job_name: str, workdir: str | os.PathLike | None, cursor: dict[str, int] | None,
+                   limit: int) -> tuple[list[str], dict[str, int]]:
+    """At most ``limit`` complete log lines written after ``cursor`` (host -> byte offset; None: from the start),
+    each prefixed with its host, and the cursor after them (JSON). A poller (the Airflow trigger) calls it again and
+    again; a line still being written is left for the next call."""
+    logs_dir = paths.job_dir(job_name, workdir) / "logs"
+    cursor = dict(cursor or {})
+    lines: list[str] = []
+    for path in sorted(logs_dir.glob("algo-*.log")) if logs_dir.is_dir() else []:
+        if len(lines) >= limit:
+            break
+        with open(path, "rb") as handle:
+            handle.seek(cursor.get(path.stem, 0))
+            while len(lines) < limit:
+                raw = handle.readline()
+                if not raw.endswith(b"\n"):
+                    break
+                cursor[path.stem] = handle.tell()
+                lines.append(_shown(path.stem, raw.decode("utf-8", "replace").rstrip("\n")))
+    return lines, cursor

@@ -134,7 +134,17 @@ class SageMakerBackend:
         checks.preflight(self.clients, request)
 
     def describe(self, handle: JobHandle) -> JobResult:
-        return self._result(training.describe(self.clients, handle.job_name), handle)
+        """Where the job stands; ``details`` add its final ``metrics`` and its own limits (``max_run_seconds``,
+        ``max_wait_seconds`` for spot), which bound a wait on a re-attached job."""
+        from trainops.backends.sagemaker.training import final_metrics
+
+        response = training.describe_response(self.clients, handle.job_name)
+        result = self._result(training.summarize(response), handle)
+        stopping = response.get("StoppingCondition") or {}
+        result.details.update(metrics=final_metrics(response), max_run_seconds=stopping.get("MaxRuntimeInSeconds"),
+                              max_wait_seconds=stopping.get("MaxWaitTimeInSeconds")
+                              if response.get("EnableManagedSpotTraining") else None)
+        return result
 
     def wait(self, handle: JobHandle, *, log: Log | None = None, clock: Callable[[], float] = time.monotonic,
              sleep: Callable[[float], None] = time.sleep) -> JobResult:
@@ -178,6 +188,17 @@ class SageMakerBackend:
         for line in log_reading.iter_log_lines(self.clients, handle.job_name, follow=follow,
                                                poll_seconds=poll_seconds, sleep=sleep):
             yield line.render() if hasattr(line, "render") else str(line)
+
+    def log_lines(self, handle: JobHandle, cursor: Any = None, *, limit: int = 1000) -> tuple[list[str], dict]:
+        """CloudWatch lines of every host after ``cursor`` (stream -> forward token), about ``limit``, merged."""
+        return log_reading.read_new_lines(self.clients, handle.job_name, cursor, limit)
+
+    def render_request(self, spec: Any, job_name: str, *, launcher: str | None = None,
+                       region: str | None = None) -> dict[str, Any]:
+        """The CreateTrainingJob request, secrets masked; nothing is called."""
+        from trainops.backends.sagemaker.render import masked, render
+
+        return masked(render(spec, job_name=job_name, launcher=launcher, region=region))
 
     def status_record(self, handle: JobHandle) -> dict[str, Any]:
         """The job's whole summary (``trainops status``)."""

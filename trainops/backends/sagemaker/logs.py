@@ -171,3 +171,33 @@ def _job_is_terminal(factory: ClientFactory, job_name: str) -> bool:
     except ClientError as error:
         raise translate_client_error(error, f"DescribeTrainingJob {job_name}", "job_name") from error
     return is_terminal("training_job", response.get("TrainingJobStatus"))
+
+
+def read_new_lines(factory: ClientFactory, job_name: str, cursor: dict[str, str] | None, limit: int,
+                   log_group: str = LOG_GROUP) -> tuple[list[str], dict[str, str]]:
+    """At most ``limit`` log lines (about: one page per stream) written after ``cursor`` (stream -> CloudWatch's
+    forward token; None: from the start), rendered ``[algo-1] ...`` and merged by time, and the cursor after them
+    (JSON). One DescribeLogStreams call plus one GetLogEvents call per stream: the cost of a poll does not grow with
+    the job's age."""
+    from botocore.exceptions import ClientError
+
+    client = factory("logs")
+    cursor = dict(cursor or {})
+    streams = list_streams(factory, job_name, log_group)
+    order = {stream: position for position, stream in enumerate(streams)}
+    share = max(1, limit // max(1, len(streams)))
+    batches = []
+    try:
+        for stream in streams:
+            arguments: dict[str, Any] = {"logGroupName": log_group, "logStreamName": stream, "startFromHead": True,
+                                         "limit": min(share, 10000)}
+            if cursor.get(stream):
+                arguments["nextToken"] = cursor[stream]
+            response = client.get_log_events(**arguments)
+            batches.append([LogLine(int(event["timestamp"]), host_of(stream, job_name), stream, event["message"])
+                            for event in response.get("events", [])])
+            if response.get("nextForwardToken"):
+                cursor[stream] = response["nextForwardToken"]
+    except ClientError as error:
+        raise translate_client_error(error, f"GetLogEvents {job_name}") from error
+    return [line.render() for line in _merge(batches, order)], cursor

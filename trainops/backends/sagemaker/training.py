@@ -263,14 +263,29 @@ def submit(factory: ClientFactory, request: dict[str, Any], if_exists: IfExists 
     )
 
 
-def describe(factory: ClientFactory, name: str) -> JobSummary:
-    """The `JobSummary` of a training job. Raises `SpecError` (naming the job) when there is no job of that name."""
+def describe_response(factory: ClientFactory, name: str) -> dict[str, Any]:
+    """The DescribeTrainingJob response. Raises `SpecError` (naming the job) when there is no job of that name."""
     response = _describe_or_none(factory("sagemaker"), name)
     if response is None:
         raise SpecError(
             Problem("job_name", f"no training job named {name!r} in this account and region; check the name and the region")
         )
-    return summarize(response)
+    return response
+
+
+def describe(factory: ClientFactory, name: str) -> JobSummary:
+    """The `JobSummary` of a training job. Raises `SpecError` (naming the job) when there is no job of that name."""
+    return summarize(describe_response(factory, name))
+
+
+def final_metrics(response: dict[str, Any]) -> dict[str, float]:
+    """The job's final metric values (``FinalMetricDataList``) as a small name -> number mapping."""
+    metrics: dict[str, float] = {}
+    for item in response.get("FinalMetricDataList") or []:
+        metric, value = item.get("MetricName"), item.get("Value")
+        if metric is not None and isinstance(value, (int, float)):
+            metrics[str(metric)] = float(value)
+    return metrics
 
 
 def failure_message(summary: JobSummary) -> str:
