@@ -293,15 +293,7 @@ def _fidelity_section() -> list[str]:
         "`FALSE`) are booleans, so `yes`, `no`, `on` and `off` are text; `~`, `null` and an empty value are null. "
         "Quote a value to be sure it stays text (`framework_version: \"2.10\"`).",
         "",
-        "## What the SDK adds and trainops leaves out",
-        "",
-        "The SDK's framework estimators add `DebugHookConfig` and `ProfilerConfig` (SageMaker Debugger's hook and the "
-        "system profiler, writing to the output path) to every request. trainops sends neither: both features stay "
-        "off, which costs nothing and writes nothing, and a job whose script does not use the Debugger hook loses "
-        "nothing. Everything else `trainops render --launcher toolkit` sends is what the SDK v2 sends for the same "
-        "estimator arguments, or a refusal where the SDK would fail; the deliberate differences are listed, with the "
-        "AWS documentation that decides each, in `tests/differential/ADJUDICATIONS.md`.",
-        "",
+        *_left_out_section(),
         "## Regenerating the goldens and the image tables",
         "",
         "The differential tests (`tests/differential/`, part of `make test`) compare trainops with the SageMaker "
@@ -311,6 +303,39 @@ def _fidelity_section() -> list[str]:
         "tests/differential/generate.py`. The image tables (`trainops/spec/image_tables.json`) are regenerated from "
         "the SDK's own JSON plus the documented additions by `~/.cache/trainops-oracle/bin/python "
         "tests/differential/regenerate_tables.py`; never edit their SDK-derived parts by hand.",
+        "",
+    ]
+
+
+def _left_out_section() -> list[str]:
+    from trainops.spec.sdk_coverage import COVERED, LEFT_OUT, SDK_VERSION, sdk_parameters
+
+    renamed = [f"`{sdk}` is `{field}`" for sdk, field in sorted(COVERED.items()) if sdk != field]
+    return [
+        "## What the SDK adds and trainops leaves out",
+        "",
+        f"The SDK v2 estimator (sagemaker {SDK_VERSION}: `EstimatorBase`, `Framework`, `PyTorch`) has "
+        f"{len(sdk_parameters())} parameters; the spec takes {len(COVERED)} of them under the SDK's names and value "
+        f"shapes ({'; '.join(renamed)}), rendered as the SDK renders them "
+        "(`trainops.backends.sagemaker.render_options` for the newer ones). These it leaves out:",
+        "",
+        *[f"- `{name}`: {reason}" for name, reason in sorted(LEFT_OUT.items())],
+        "",
+        "The SDK's framework estimators also add `DebugHookConfig` and `ProfilerConfig` (SageMaker Debugger's hook and "
+        "the system profiler, writing to the output path) to every request. trainops sends neither unless asked "
+        "(`disable_profiler: true` sends `ProfilerConfig {DisableProfiler: true}`, as the SDK does): both features "
+        "stay off, which costs nothing and writes nothing. Everything else `trainops render --launcher toolkit` sends "
+        "is what the SDK v2 sends for the same estimator arguments, or a refusal where the SDK would fail; the "
+        "deliberate differences are listed, with the AWS documentation that decides each, in "
+        "`tests/differential/ADJUDICATIONS.md`.",
+        "",
+        "The local backend runs what it can of these options: `disable_output_compression` leaves the model files "
+        "under `<output_path>/<job>/output/model/` as SageMaker does (no model.tar.gz), `tensorboard_output_config` "
+        "copies the container's TensorBoard directory to its output path when the job ends, `model_uri` is the model "
+        "channel, `dependencies` travel with the code, and `container_entry_point` / `container_arguments` start "
+        "each emulated host. `enable_infra_check` and `enable_remote_debug` are recorded in the request but not "
+        "emulated (the job's log says so); `training_plan`, `instance_placement_config`, `enable_session_tag_chaining`"
+        " and `training_repository_*` have no meaning on this machine and are recorded only.",
         "",
     ]
 

@@ -33,6 +33,15 @@ from trainops.spec.distribution import (
     NoDistribution,
     SdkDistribution,
 )
+from trainops.spec.estimator_options import (
+    MODEL_CHANNEL,
+    InstancePlacementConfig,
+    TensorBoardOutputConfig,
+    check_code_location,
+    check_container_command,
+    check_credentials_provider,
+    check_training_plan,
+)
 from trainops.spec.inputs import ChannelInput, FileSystemInput, TrainingInput, check_data_uri, normalise_channel
 
 VERSION = re.compile(r"^\d+(\.\d+){0,2}\Z")
@@ -155,6 +164,57 @@ class JobSpec(CoreModel):
     encrypt_inter_container_traffic: bool = Field(default=False, description="Encrypt traffic between hosts.")
     tags: list[Tag] = Field(default_factory=list, json_schema_extra=_also_accepts(_SCALAR_MAPPING),
                             description="[{Key, Value}] or a mapping.")
+    # --- the SDK v2 estimator's other job options (trainops.spec.estimator_options; rendered by
+    # trainops.backends.sagemaker.render_options) ----------------------------------------------------------------
+    training_plan: str | None = Field(
+        default=None, description="Training plan ARN (reserved capacity: ResourceConfig.TrainingPlanArn); the "
+        "SageMaker preflight checks its status, instances, zone and end before submitting.")
+    instance_placement_config: InstancePlacementConfig | None = Field(
+        default=None, description="UltraServer placement (ResourceConfig.InstancePlacementConfig): "
+        "{EnableMultipleJobs, PlacementSpecifications: [{UltraServerId, InstanceCount}]}.")
+    enable_infra_check: bool | None = Field(
+        default=None, description="SageMaker's own hardware and network health check before training "
+        "(InfraCheckConfig); recorded, not emulated, by the local backend.")
+    disable_output_compression: bool = Field(
+        default=False, description="Upload the model directory as files under <output_path>/<job>/output/model/ "
+        "instead of model.tar.gz (OutputDataConfig.CompressionType NONE).")
+    tensorboard_output_config: TensorBoardOutputConfig | None = Field(
+        default=None, description="{s3_output_path, container_local_output_path}: TensorBoard files synced to S3 "
+        "(TensorBoardOutputConfig).")
+    model_uri: str | None = Field(
+        default=None, description="A pre-trained model (s3:// object or prefix; a local path or file:// for the "
+        "local backend) given to the job as the model channel.")
+    model_channel_name: str = Field(default=MODEL_CHANNEL, description="Channel that carries model_uri.")
+    dependencies: list[str] = Field(
+        default_factory=list, max_length=100, description="Local directories copied next to the code (each "
+        "under its own name at the code's root, as the SDK packs them).")
+    code_location: str | None = Field(
+        default=None, description="s3:// prefix the code is uploaded under (<code_location>/<job>/...); default: "
+        "the output path's.")
+    container_entry_point: list[str] | None = Field(
+        default=None, description="The container's entrypoint (AlgorithmSpecification.ContainerEntrypoint); "
+        "launcher toolkit only, the trainops launcher is the entrypoint itself.")
+    container_arguments: list[str] | None = Field(
+        default=None, description="Arguments of the entrypoint (AlgorithmSpecification.ContainerArguments); "
+        "launcher toolkit only.")
+    training_repository_access_mode: Literal["Platform", "Vpc"] | None = Field(
+        default=None, description="Where the image is pulled from: Platform (ECR) or Vpc (a private registry "
+        "in the job's VPC; needs subnets).")
+    training_repository_credentials_provider_arn: str | None = Field(
+        default=None, description="Lambda function ARN that returns the private registry's credentials "
+        "(needs training_repository_access_mode: Vpc).")
+    enable_remote_debug: bool | None = Field(
+        default=None, description="Allow `aws sagemaker start-session` into the running container "
+        "(RemoteDebugConfig); recorded, not emulated, by the local backend.")
+    enable_session_tag_chaining: bool | None = Field(
+        default=None, description="Pass the role's session tags on to the job's own sessions "
+        "(SessionChainingConfig).")
+    disable_profiler: bool = Field(
+        default=False, description="Send ProfilerConfig {DisableProfiler: true}, as the SDK does; trainops "
+        "never turns SageMaker Debugger's profiler on.")
+    container_log_level: int = Field(
+        default=20, ge=0, le=50, description="Log level of the image's training toolkit "
+        "(sagemaker_container_log_level; 20 is logging.INFO).")
 
     # --- single-field checks ---------------------------------------------------------------------------------
     @field_validator("name")
@@ -221,6 +281,50 @@ class JobSpec(CoreModel):
     def _checkpoint_local_path(cls, value: str | None) -> str | None:
         if value is not None and (not value.startswith("/") or ".." in value.split("/") or "\x00" in value):
             raise ValueError(f"{value!r} must be an absolute container path such as /opt/ml/checkpoints")
+        return value
+
+    @field_validator("training_plan")
+    @classmethod
+    def _training_plan(cls, value: str | None) -> str | None:
+        return check_training_plan(value)
+
+    @field_validator("training_repository_credentials_provider_arn")
+    @classmethod
+    def _credentials_provider(cls, value: str | None) -> str | None:
+        return check_credentials_provider(value)
+
+    @field_validator("code_location")
+    @classmethod
+    def _code_location(cls, value: str | None) -> str | None:
+        return check_code_location(value)
+
+    @field_validator("container_entry_point", "container_arguments")
+    @classmethod
+    def _container_command(cls, value: list[str] | None) -> list[str] | None:
+        return check_container_command(value)
+
+    @field_validator("model_uri")
+    @classmethod
+    def _model_uri(cls, value: str | None) -> str | None:
+        return None if value is None else check_data_uri(value)
+
+    @field_validator("model_channel_name")
+    @classmethod
+    def _model_channel_name(cls, value: str) -> str:
+        if not CHANNEL_NAME.match(value) or value in (".", ".."):
+            raise ValueError(f"{value!r} is not a channel name: 1-64 of letters, digits, '.', '_' and '-'")
+        return value
+
+    @field_validator("dependencies")
+    @classmethod
+    def _dependencies(cls, value: list[str]) -> list[str]:
+        for item in value:
+            if not item or "\x00" in item or item.startswith(("s3://", "file://")):
+                raise ValueError(f"{item!r}: give local directory paths (relative to the spec's directory or "
+                                 "absolute), as the SDK takes them")
+        names = [item.rstrip("/").rsplit("/", 1)[-1] for item in value]
+        if len(set(names)) != len(names):
+            raise ValueError("two dependencies have the same directory name; each is copied under its own name")
         return value
 
     @field_validator("inputs")

@@ -386,3 +386,7 @@ def _accelerators_per_host(instance_type: str | None) -> int | None:
 def _same_minor(version: str, supported: str) -> bool:
     return version.split(".")[:2] == supported.split(".")[:2] and (
         version.count(".") < 2 or supported.count(".") < 2 or version == supported)
+
+
+# The SDK estimator options' rules register themselves in RULES (after the ones above, in report order).
+from trainops.spec import estimator_rules as _estimator_rules  # noqa: E402,F401
