@@ -1,13 +1,15 @@
-"""The backend seam: what every backend does, the small typed results it returns, and `get_backend`.
+"""The backend seam: the `Backend` base class every backend subclasses, the typed results it returns, the one
+re-attach policy, and `get_backend` (the registry: `trainops.backends`).
 
 A front end (the CLI, the pipeline runner, an Airflow operator, a KFP component) holds a backend and a `JobHandle`:
 
     backend = get_backend("sagemaker", region="eu-west-1")
-    handle = backend.submit(spec, "digits-1")      # create, or re-attach to a job of that name (`place_job`)
+    handle = backend.submit(spec, "digits-1", options=SageMakerOptions(launcher="toolkit"))  # or re-attach
     result = backend.wait(handle)                  # a JobResult; on_kill / SIGTERM / Ctrl-C call backend.stop(handle)
 
-`get_backend` is the only place the strings ``"local"`` and ``"sagemaker"`` become objects; nothing else compares
-a backend name. Results are frozen dataclasses whose ``to_dict()`` is small JSON (an XCom value, a KFP output).
+Only the registry turns a backend name into an object; nothing else compares a backend name. Results are frozen
+dataclasses whose ``to_dict()`` is small JSON (an XCom value, a KFP output). This module imports no backend: each
+backend imports it.
 
 This module is imported by DAG files (through the operators): the standard library and trainops' own light modules
 only; each backend's heavy imports (boto3, the local process machinery) happen inside its methods.
@@ -15,25 +17,36 @@ only; each backend's heavy imports (boto3, the local process machinery) happen i
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, ClassVar
 
+from trainops.backends import builtin_names, check_backend_name
+from trainops.backends.options import BackendOptions, LocalOptions, SageMakerOptions
 from trainops.backends.states import JobStatus
 from trainops.errors import JobFailed, Problem, SpecError
 from trainops.spec.names import check_job_name, with_suffix
 
-if TYPE_CHECKING:
-    from trainops.steps.evaluate import EvaluationResult
+__all__ = [
+    "BACKENDS", "IF_EXISTS", "MAX_SUFFIX", "Backend", "BackendOptions", "Evaluation", "JobHandle", "JobResult",
+    "LocalOptions", "Placement", "RegisteredVersion", "SageMakerOptions", "Unsupported", "check_choice",
+    "get_backend", "place_job",
+]
 
-#: The backends `get_backend` knows, in the order messages list them.
-BACKENDS: tuple[str, ...] = ("local", "sagemaker")
+#: The built-in backends, in the order messages list them (entry points may add more: `trainops.backends`).
+BACKENDS: tuple[str, ...] = builtin_names()
 #: What `submit` does when a job of the name exists: follow it, refuse, or create a suffixed copy.
 IF_EXISTS: tuple[str, ...] = ("reattach", "fail", "new")
-#: Suffixed names tried (``<name>-2`` ... ``<name>-99``) before giving up.
+#: Suffixed names tried (``<name>-2`` ... ``<name>-99``) before giving up: the one bound of the re-attach policy,
+#: used by every backend and front end that looks for a job's copies.
 MAX_SUFFIX = 99
 
 Log = Callable[[str], None]
+
+
+def _print(line: str) -> None:
+    print(line, flush=True)
 
 
 def check_choice(value: str, choices: tuple[str, ...], field: str) -> str:
@@ -43,32 +56,54 @@ def check_choice(value: str, choices: tuple[str, ...], field: str) -> str:
     return value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class JobHandle:
     """Enough to find a job again from any process: the backend, the job's name and where it lives.
 
-    ``created`` says whether `submit` created the job or re-attached to one that existed. A handle is checked when it
-    is made, so a name like ``../x`` never reaches a path or an API call.
+    ``location`` is the backend's own mapping of where (local: ``workdir``, the state directory; SageMaker:
+    ``region``; another backend: its namespace or cluster); ``workdir`` and ``region`` read it. ``created`` says
+    whether `submit` created the job or re-attached to one that existed. A handle is checked when it is made, so a
+    name like ``../x`` never reaches a path or an API call.
     """
 
     backend: str
     job_name: str
-    workdir: str | None = None  # local: the state directory ($TRAINOPS_HOME when None)
-    region: str | None = None  # sagemaker: the region (boto3's own choice when None)
-    created: bool = True
+    created: bool
+    location: Mapping[str, str]
 
-    def __post_init__(self) -> None:
-        check_choice(self.backend, BACKENDS, "backend")
-        check_job_name(self.job_name)
+    def __init__(self, backend: str, job_name: str, workdir: str | None = None, region: str | None = None,
+                 created: bool = True, location: Mapping[str, str] | None = None) -> None:
+        check_backend_name(backend)
+        check_job_name(job_name)
+        where = {key: str(value) for key, value in (location or {}).items() if value is not None}
+        for key, value in (("workdir", workdir), ("region", region)):
+            if value is not None:
+                where[key] = str(value)
+        object.__setattr__(self, "backend", backend)
+        object.__setattr__(self, "job_name", job_name)
+        object.__setattr__(self, "created", bool(created))
+        object.__setattr__(self, "location", dict(sorted(where.items())))
+
+    def __hash__(self) -> int:
+        return hash((self.backend, self.job_name, self.created, tuple(self.location.items())))
+
+    @property
+    def workdir(self) -> str | None:
+        return self.location.get("workdir")
+
+    @property
+    def region(self) -> str | None:
+        return self.location.get("region")
 
     def to_dict(self) -> dict[str, Any]:
         return {"backend": self.backend, "job_name": self.job_name, "workdir": self.workdir, "region": self.region,
-                "created": self.created}
+                "created": self.created, "location": dict(self.location)}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> JobHandle:
         return cls(backend=data["backend"], job_name=data["job_name"], workdir=data.get("workdir"),
-                   region=data.get("region"), created=bool(data.get("created", True)))
+                   region=data.get("region"), created=bool(data.get("created", True)),
+                   location=data.get("location") or None)
 
 
 @dataclass(frozen=True)
@@ -109,6 +144,25 @@ class JobResult:
             error.result = self.to_dict()  # type: ignore[attr-defined]
             raise error
         return self
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What a backend's evaluation produced: the script's metrics and files (the gates are the evaluate step's).
+
+    ``output_dir`` is a local directory or an S3 prefix; ``files`` (relative to it), ``report`` and ``plots`` are
+    known where the backend lists the output (local); ``job_name`` is the processing job's (SageMaker).
+    """
+
+    backend: str
+    metrics: dict[str, float]
+    output_dir: str = ""
+    metrics_path: str = ""
+    files: list[str] = field(default_factory=list)
+    report: str | None = None
+    plots: list[str] = field(default_factory=list)
+    job_name: str | None = None
+    duration_seconds: float | None = None
 
 
 @dataclass(frozen=True)
@@ -175,91 +229,186 @@ def place_job(job_name: str, if_exists: str, lookup: Callable[[str], JobStatus |
     raise JobFailed(f"no free job name found for copies of {job_name!r} ({MAX_SUFFIX - 1} tried): choose another name")
 
 
-@runtime_checkable
-class Backend(Protocol):
-    """What a backend does. Both `LocalBackend` and `SageMakerBackend` implement it; front ends use nothing else.
+class Unsupported(SpecError):
+    """A backend was asked for something it declares it cannot do (see `Backend.capabilities`)."""
 
-    ``remote`` says whether jobs run away from this machine (then local paths mean nothing to them, a job has a
-    console page, and its logs are the service's): front ends ask it instead of comparing backend names.
+
+class Backend(abc.ABC):
+    """What a backend does; `LocalBackend` and `SageMakerBackend` subclass it, and front ends use nothing else.
+
+    Class attributes a backend declares:
+
+    - ``name``: its registry name; ``remote``: whether jobs run away from this machine (then local paths mean nothing
+      to them, a job has a console page, and its logs are the service's): front ends ask it instead of comparing
+      backend names.
+    - ``Options``: its `BackendOptions` type; `submit` parses what a front end passes into it (unknown: an error).
+    - ``CONTEXT``: the settings that bind it (`get_backend`'s keywords it reads).
+    - ``capabilities``: which of the optional operations (`OPTIONAL_CAPABILITIES`) it has; the others raise
+      `Unsupported` with the backend's name, never a silent no-op.
+
+    `submit` is a template method: the backend's dry run (every input problem, nothing created), then the one
+    re-attach policy (`place_job`), then the backend's create step.
     """
 
-    name: str
-    remote: bool
+    name: ClassVar[str] = ""
+    remote: ClassVar[bool] = False
+    Options: ClassVar[type[BackendOptions]] = BackendOptions
+    CONTEXT: ClassVar[frozenset[str]] = frozenset()
+    capabilities: ClassVar[frozenset[str]] = frozenset()
+
+    # --- training jobs: the template ------------------------------------------------------------------------
+    def options(self, values: BackendOptions | Mapping[str, Any] | None = None, **more: Any) -> BackendOptions:
+        """This backend's options from an options object or a mapping, with ``more`` laid over (None: not given)."""
+        parsed = self.Options.parse(values)
+        return parsed.merged(more) if more else parsed
 
     def submit(self, spec: Any, name: str, *, if_exists: str = "reattach", log: Log | None = None,
-               **options: Any) -> JobHandle:
-        """Create the training job (or re-attach: `place_job`); return its handle without waiting."""
+               detached: bool = False, options: BackendOptions | Mapping[str, Any] | None = None,
+               **option_values: Any) -> JobHandle:
+        """Create the training job, or re-attach to the job of that name (`place_job`); return its handle without
+        waiting (``detached``: the job must not depend on this process; a remote job never does).
 
+        Options go in ``options`` (this backend's `Options` type or a mapping) or as keywords; either way an option
+        this backend does not know is a `SpecError` naming it."""
+        log = log or _print
+        chosen = self.options(options, **option_values)
+        check_choice(if_exists, IF_EXISTS, "if_exists")
+        check_job_name(name)
+        self.dry_run(spec, name, chosen)  # every input problem, before anything is looked up or created
+        placement = place_job(name, if_exists, self.status_of, self.label)
+        if placement.reattach:
+            return self._reattach(spec, placement, chosen, log)
+        return self._create(spec, placement.job_name, chosen, detached=detached, log=log)
+
+    @property
+    def label(self) -> str:
+        """How messages name this backend's jobs: ``a <label> job`` (``local``, ``SageMaker training``)."""
+        return self.name
+
+    @abc.abstractmethod
+    def dry_run(self, spec: Any, name: str, options: BackendOptions) -> dict[str, Any]:
+        """What `submit` would create for ``name``, without side effects (SageMaker: the CreateTrainingJob request);
+        raises `SpecError` for every problem found."""
+
+    @abc.abstractmethod
+    def _create(self, spec: Any, name: str, options: BackendOptions, *, detached: bool, log: Log) -> JobHandle:
+        """Create the job ``name`` (free: `place_job` said so) and return its handle."""
+
+    def _reattach(self, spec: Any, placement: Placement, options: BackendOptions, log: Log) -> JobHandle:
+        """The handle of the job `place_job` chose to follow."""
+        status = placement.existing.value if placement.existing is not None else "unknown"
+        log(f"[trainops] re-attaching to {self.label} job {placement.job_name} ({status})")
+        return self.handle(placement.job_name, created=False)
+
+    def handle(self, job_name: str, *, created: bool = False) -> JobHandle:
+        """A handle of this backend's job ``job_name`` (for a job found by name)."""
+        return JobHandle(self.name, job_name, location=self.location(), created=created)
+
+    def location(self) -> dict[str, str]:
+        """Where this backend's jobs live, as a handle carries it (local: the state directory; SageMaker: the
+        region); empty where the default applies."""
+        return {}
+
+    @abc.abstractmethod
     def status_of(self, name: str) -> JobStatus | None:
-        """The status of the training job called ``name``, or None when there is none."""
+        """The status of the training job called ``name``, or None when there is none (the re-attach policy's look)."""
 
+    @abc.abstractmethod
     def describe(self, handle: JobHandle) -> JobResult:
-        """Where the job stands now."""
+        """Where the job stands now (one look; the one trigger polls this)."""
 
+    @abc.abstractmethod
     def wait(self, handle: JobHandle, *, log: Log | None = None) -> JobResult:
         """Wait until the job ends (bounded: `trainops.backends.states.wait_bound_seconds`); return how it ended."""
 
-    def stop(self, handle: JobHandle) -> str:
+    @abc.abstractmethod
+    def stop(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
         """Ask the job to stop; return a one-line account (safe from a signal handler)."""
 
+    @abc.abstractmethod
     def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
         """The job's log lines, each prefixed with its host."""
 
+    @abc.abstractmethod
     def log_lines(self, handle: JobHandle, cursor: Mapping[str, Any] | None = None, *, limit: int = 1000
                   ) -> tuple[list[str], dict[str, Any]]:
         """At most ``limit`` log lines written after ``cursor`` (None: from the start), each prefixed with its host,
         and the cursor after them (small JSON): a poller (the Airflow trigger) streams a job's logs with it."""
 
+    @abc.abstractmethod
     def render_request(self, spec: Any, job_name: str, *, launcher: str | None = None,
                        region: str | None = None) -> dict[str, Any]:
         """The CreateTrainingJob request the job would be created with, secrets masked (a dry run: no call)."""
 
+    def status_record(self, handle: JobHandle) -> dict[str, Any]:
+        """Everything the backend knows of the job, for ``trainops status`` (default: the result's dict)."""
+        return self.describe(handle).to_dict()
+
     def runs_here(self, handle: JobHandle) -> bool:
         """Whether this process runs the job (then `stop` sets a flag and `wait` returns Stopped by itself)."""
+        return False
 
-    def stop_copies(self, job_name: str, reason: str = "") -> list[tuple[str, str]]:
-        """Stop the job of that name and its suffixed copies, for a stop asked before a handle exists."""
-
-    def evaluate(self, **arguments: Any) -> EvaluationResult:
-        """Run an evaluation script on a model and read its metrics (no gates: `trainops.steps.evaluate`)."""
-
-    def register(self, **arguments: Any) -> RegisteredVersion:
-        """Record a model version in the backend's registry."""
-
-    def champion(self, group: str) -> RegisteredVersion | None:
-        """The group's latest Approved version, or None."""
-
-    def stage(self, source: str, destination: str, **options: Any) -> Any:
-        """Put data where training reads it; the report has ``to_dict()``."""
+    def stop_copies(self, job_name: str, reason: str = "Stopped by the user") -> list[tuple[str, str]]:
+        """Stop the job of that name and each suffixed copy the re-attach policy may have created (``-2``, ``-3``
+        ... up to `MAX_SUFFIX`), for a stop asked before a handle exists; (name, what happened) for each one found.
+        The copies end at the first name with no job."""
+        found = []
+        for number in range(1, MAX_SUFFIX + 1):
+            name = job_name if number == 1 else with_suffix(job_name, str(number))
+            if self.status_of(name) is None:
+                break
+            found.append((name, self.stop(self.handle(name), reason)))
+        return found
 
     def check_spec(self, spec: Any, region: str | None = None) -> None:
         """Raise `SpecError` for every problem this backend would find in the spec, before anything runs."""
+        self.dry_run(spec, "check", self.Options())
 
+    # --- pipeline defaults ----------------------------------------------------------------------------------
     def pipeline_settings(self, spec: Any, region: str | None = None) -> dict[str, Any]:
         """What a pipeline's evaluate and register steps take from its training spec on this backend."""
+        return {}
 
     def evaluation_output(self, workdir: Any, key: str) -> str:
         """Where a pipeline's evaluation writes ("" where the backend derives it from the model)."""
+        return ""
+
+    # --- optional operations: declared in `capabilities` ------------------------------------------------------
+    def require(self, capability: str) -> None:
+        """Raise `Unsupported` unless this backend declares ``capability``."""
+        if capability not in self.capabilities:
+            have = ", ".join(sorted(self.capabilities)) or "none"
+            raise Unsupported(Problem("backend", f"the {self.name} backend cannot {capability.replace('_', ' ')} "
+                                                 f"(it can: {have}); choose a backend that can"))
+
+    def metrics(self, handle: JobHandle) -> dict[str, float]:
+        """The job's final metrics (name -> value) as the service reports them."""
+        self.require("metrics")
+        raise NotImplementedError  # pragma: no cover - a backend declaring the capability overrides this
+
+    def evaluate(self, **arguments: Any) -> Evaluation:
+        """Run an evaluation script on a model and read its metrics (no gates: `trainops.steps.evaluate`)."""
+        self.require("evaluate")
+        raise NotImplementedError  # pragma: no cover
+
+    def register(self, **arguments: Any) -> RegisteredVersion:
+        """Record a model version in the backend's registry."""
+        self.require("register")
+        raise NotImplementedError  # pragma: no cover
+
+    def champion(self, group: str) -> RegisteredVersion | None:
+        """The group's latest Approved version, or None."""
+        self.require("register")
+        raise NotImplementedError  # pragma: no cover
+
+    def stage(self, source: str, destination: str, **options: Any) -> Any:
+        """Put data where training reads it; the report has ``to_dict()``."""
+        self.require("stage")
+        raise NotImplementedError  # pragma: no cover
 
 
 def get_backend(name: str, *, source: str | None = None, **context: Any) -> Backend:
-    """The backend called ``name`` (``"local"`` or ``"sagemaker"``), bound to its context.
+    """The backend called ``name``, bound to its context: `trainops.backends.get_backend` (the registry)."""
+    from trainops.backends import get_backend as from_registry
 
-    Context keys: ``workdir`` and ``registry_dir`` (local); ``region``, ``client_factory`` and ``poll_seconds``
-    (SageMaker). Keys of the other backend are ignored, so a front end may pass all it knows; any other key, or any
-    other name, is a `SpecError` naming the field and the valid values (``source``: what the error says was wrong,
-    e.g. ``"evaluation"``).
-    """
-    from trainops.backends.local.backend import LocalBackend
-    from trainops.backends.sagemaker.backend import SageMakerBackend
-
-    classes = {"local": LocalBackend, "sagemaker": SageMakerBackend}
-    if name not in classes:
-        raise SpecError(Problem("backend", f"{name!r} is not a backend; use one of {', '.join(BACKENDS)}"), source)
-    known = set().union(*(cls.CONTEXT for cls in classes.values()))
-    unknown = sorted(set(context) - known)
-    if unknown:
-        raise SpecError([Problem(key, f"is not a backend setting; use one of {', '.join(sorted(known))}")
-                         for key in unknown], source)
-    backend = classes[name]
-    return backend(**{key: value for key, value in context.items() if key in backend.CONTEXT})
+    return from_registry(name, source=source, **context)

@@ -15,7 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trainops.backends.api import JobHandle, JobResult, Log, RegisteredVersion, place_job
+from trainops.backends.api import Backend, Evaluation, JobHandle, JobResult, Log, RegisteredVersion
+from trainops.backends.options import BackendOptions, LocalOptions
 from trainops.backends.states import JobStatus, wait_bound_seconds
 
 #: Keys of a local status record that a `JobResult` carries as details.
@@ -24,11 +25,7 @@ REPORT_SUFFIXES = (".html", ".htm", ".md")
 PLOT_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg")
 
 
-def _print(line: str) -> None:
-    print(line, flush=True)
-
-
-class LocalBackend:
+class LocalBackend(Backend):
     """Jobs, evaluation, registry and staging on this machine.
 
     Args:
@@ -40,7 +37,9 @@ class LocalBackend:
 
     name = "local"
     remote = False  # jobs run on this machine: local channel paths, logs and processes are here
+    Options = LocalOptions
     CONTEXT = frozenset({"workdir", "registry_dir", "client_factory", "region"})
+    capabilities = frozenset({"evaluate", "register", "stage", "run_here"})
 
     def __init__(self, workdir: str | os.PathLike | None = None, registry_dir: str | os.PathLike | None = None,
                  client_factory: Any = None, region: str | None = None):
@@ -59,40 +58,38 @@ class LocalBackend:
             return None
         return JobStatus.parse(status.read(name, self.workdir)["status"], "local_job")
 
-    def submit(self, spec: Any, name: str, *, if_exists: str = "reattach", log: Log | None = None,
-               processes_per_host: int | None = None, channel_overrides: dict[str, str] | None = None,
-               checkpoint_key: str | None = None, detached: bool = False, on_job: Any = None,
-               launcher: str | None = None, image_python: str | None = None, **unused: Any) -> JobHandle:
-        """Place the job (re-attach policy), then either start it detached or prepare it for `wait` to run.
+    def dry_run(self, spec: Any, name: str, options: BackendOptions) -> dict[str, Any]:
+        """What a local run of the spec would refuse (its code directory, an s3:// source that is not a tarball),
+        before anything is laid out; the request itself is rendered by the job, with this machine's paths."""
+        from trainops.backends.local.inputs import resolve_code_dir
+        from trainops.backends.local.job import check_local_spec
 
-        ``on_job`` is called with the `LocalJob` prepared for `wait` (callers that stop it themselves; prefer
-        `stop` with the handle).
+        check_local_spec(spec)
+        resolve_code_dir(spec)
+        return {"TrainingJobName": name, "backend": self.name, "options": options.to_dict()}
 
-        ``unused`` takes the SageMaker-only options a front end may pass to either backend (launcher, preflight).
-        """
-        log = log or _print
-        placement = place_job(name, if_exists, self.status_of, "local")
-        handle = JobHandle("local", placement.job_name, workdir=self.workdir, created=not placement.reattach)
-        if placement.reattach:
-            log(f"[trainops] re-attaching to local job {handle.job_name} ({placement.existing.value})")
-            return handle
+    def _create(self, spec: Any, name: str, options: BackendOptions, *, detached: bool, log: Log) -> JobHandle:
+        """Start the job under a detached supervisor, or prepare it for `wait` to run in this process."""
+        assert isinstance(options, LocalOptions)
+        handle = self.handle(name, created=True)
+        settings = {"processes_per_host": options.processes_per_host,
+                    "channel_overrides": dict(options.channel_overrides) if options.channel_overrides else None,
+                    "checkpoint_key": options.checkpoint_key, "launcher": options.launcher,
+                    "image_python": options.image_python}
         if detached:
             from trainops.backends.local.detached import submit_detached
 
-            submit_detached(spec, handle.job_name, workdir=self.workdir, processes_per_host=processes_per_host,
-                            channel_overrides=channel_overrides, checkpoint_key=checkpoint_key, launcher=launcher,
-                            image_python=image_python)
+            submit_detached(spec, name, workdir=self.workdir, **settings)
             return handle
         from trainops.backends.local.job import LocalJob
 
-        self._jobs[handle.job_name] = LocalJob(spec, handle.job_name, workdir=self.workdir,
-                                               processes_per_host=processes_per_host,
-                                               channel_overrides=channel_overrides, log=log,
-                                               checkpoint_key=checkpoint_key, launcher=launcher,
-                                               image_python=image_python)
-        if on_job is not None:
-            on_job(self._jobs[handle.job_name])
+        self._jobs[name] = LocalJob(spec, name, workdir=self.workdir, log=log, **settings)
+        if options.on_job is not None:
+            options.on_job(self._jobs[name])
         return handle
+
+    def location(self) -> dict[str, str]:
+        return {"workdir": self.workdir} if self.workdir else {}
 
     def describe(self, handle: JobHandle) -> JobResult:
         from trainops.backends.local import status
@@ -137,20 +134,6 @@ class LocalBackend:
     def runs_here(self, handle: JobHandle) -> bool:
         """Whether this process runs the job (a stop then only sets a flag, and the wait returns Stopped)."""
         return handle.job_name in self._jobs
-
-    def stop_copies(self, job_name: str, reason: str = "Stopped by the user") -> list[tuple[str, str]]:
-        """Stop the job of that name and each suffixed copy of it that exists, for a stop asked before a handle
-        exists; (name, what happened) for each one found."""
-        from trainops.backends.local import status
-        from trainops.spec.names import with_suffix
-
-        found = []
-        for attempt in range(1, 100):
-            name = job_name if attempt == 1 else with_suffix(job_name, str(attempt))
-            if not status.exists(name, self.workdir):
-                break
-            found.append((name, self.stop(JobHandle("local", name, workdir=self.workdir, created=False), reason)))
-        return found
 
     def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
         from trainops.backends.local.logs import iter_local_logs

@@ -18,7 +18,8 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from trainops.aws.clients import ClientFactory, default_client_factory
-from trainops.backends.api import JobHandle, JobResult, Log, RegisteredVersion, place_job
+from trainops.backends.api import Backend, Evaluation, JobHandle, JobResult, Log, Placement, RegisteredVersion
+from trainops.backends.options import BackendOptions, SageMakerOptions
 from trainops.backends.failures import status_walk
 from trainops.backends.sagemaker import cost as costs
 from trainops.backends.sagemaker import fsx, processing, registry, training
@@ -59,7 +60,7 @@ def default_region(spec: Any = None, region: str | None = None) -> str | None:
             or os.environ.get("AWS_DEFAULT_REGION"))
 
 
-class SageMakerBackend:
+class SageMakerBackend(Backend):
     """The SageMaker backend bound to a region and a client factory.
 
     Args:
@@ -72,6 +73,8 @@ class SageMakerBackend:
 
     name = "sagemaker"
     remote = True  # jobs run in SageMaker: channels are S3 / FSx, logs are CloudWatch's, a job has a console page
+    Options = SageMakerOptions
+    capabilities = frozenset({"evaluate", "register", "stage", "metrics"})
     CONTEXT = frozenset({"region", "client_factory", "poll_seconds"})
 
     def __init__(self, region: str | None = None, client_factory: ClientFactory | None = None,
@@ -95,27 +98,40 @@ class SageMakerBackend:
         except SpecError:  # no job of that name
             return None
 
-    def submit(self, spec: Any, name: str, *, if_exists: str = "reattach", log: Log | None = None,
-               launcher: str | None = None, preflight: bool = True, **unused: Any) -> JobHandle:
-        """Render the request (bad input fails before any call), place the job (re-attach policy), then preflight,
-        upload the code and create it. ``unused`` takes the local-only options a front end may pass to either
-        backend (processes_per_host, channel_overrides, checkpoint_key, detached)."""
+    @property
+    def label(self) -> str:
+        return "SageMaker training"
+
+    def dry_run(self, spec: Any, name: str, options: BackendOptions) -> dict[str, Any]:
+        """The CreateTrainingJob request for ``name`` (every input problem raised before any AWS call)."""
         from trainops.backends.sagemaker.render import render
 
-        log = log or _print
-        region = default_region(spec, self.region)
-        launcher = launcher or spec.launcher
-        render(spec, job_name=name, launcher=launcher, region=region)  # every input problem, before any AWS call
-        placement = place_job(name, if_exists, self.status_of, "SageMaker training")
-        request = render(spec, job_name=placement.job_name, launcher=launcher, region=region)
-        if not placement.reattach:
-            if preflight:
-                checks.preflight(self.clients, request)
-            self._upload_code(spec, request, placement.job_name, launcher)
+        assert isinstance(options, SageMakerOptions)
+        return render(spec, job_name=name, launcher=options.launcher or spec.launcher,
+                      region=default_region(spec, self.region))
+
+    def _create(self, spec: Any, name: str, options: BackendOptions, *, detached: bool, log: Log) -> JobHandle:
+        """Preflight, upload the code, create the job (a SageMaker job never depends on this process: ``detached``
+        changes nothing)."""
+        assert isinstance(options, SageMakerOptions)
+        request = self.dry_run(spec, name, options)
+        if options.preflight:
+            checks.preflight(self.clients, request)
+        self._upload_code(spec, request, name, options.launcher or spec.launcher)
+        return self._send(spec, request, log)
+
+    def _reattach(self, spec: Any, placement: Placement, options: BackendOptions, log: Log) -> JobHandle:
+        return self._send(spec, self.dry_run(spec, placement.job_name, options), log)
+
+    def _send(self, spec: Any, request: dict[str, Any], log: Log) -> JobHandle:
         submitted = training.submit(self.clients, request, if_exists="reattach")  # also covers a lost create race
         log(f"[trainops] {'created' if submitted.created else 're-attached to'} SageMaker training job "
             f"{submitted.job_name}")
-        return JobHandle("sagemaker", submitted.job_name, region=region, created=submitted.created)
+        return JobHandle("sagemaker", submitted.job_name, region=default_region(spec, self.region),
+                         created=submitted.created)
+
+    def location(self) -> dict[str, str]:
+        return {"region": self.region} if self.region else {}
 
     def _upload_code(self, spec: Any, request: dict[str, Any], name: str, launcher: str) -> None:
         from trainops.backends.sagemaker import uploads
@@ -123,15 +139,6 @@ class SageMakerBackend:
 
         # An s3:// source tarball is used as given; the trainops runtime is uploaded in every case (issue 13).
         uploads.upload_job_code(self.clients, spec, artifact_locations(spec.output_path, name), launcher)
-
-    def submit_request(self, request: dict[str, Any], if_exists: training.IfExists = "reattach"
-                       ) -> training.SubmitResult:
-        """Create a training job from an already rendered request (``create_training_job(**request)``)."""
-        return training.submit(self.clients, request, if_exists=if_exists)
-
-    def preflight(self, request: dict[str, Any]) -> None:
-        """Check a rendered training request against the account (FSx, VPC, security groups)."""
-        checks.preflight(self.clients, request)
 
     def describe(self, handle: JobHandle) -> JobResult:
         """Where the job stands; ``details`` add its final ``metrics`` and its own limits (``max_run_seconds``,
@@ -167,20 +174,6 @@ class SageMakerBackend:
     def runs_here(self, handle: JobHandle) -> bool:
         """False: SageMaker runs the job; a stop is a request to the service, and a wait must be left by the caller."""
         return False
-
-    def stop_copies(self, job_name: str, reason: str = "") -> list[tuple[str, str]]:
-        """Stop the job of that name and each suffixed copy (``-2``, ``-3``...) the re-attach policy may have
-        created, for a stop asked before a handle exists; (name, status afterwards) for each one found."""
-        from trainops.spec.names import with_suffix
-
-        found = []
-        for attempt in range(1, training.MAX_NEW_NAME_ATTEMPTS + 1):
-            name = job_name if attempt == 1 else with_suffix(job_name, str(attempt))
-            try:
-                found.append((name, training.stop(self.clients, name)))
-            except SpecError:  # no job of that name: the copies end here
-                break
-        return found
 
     def logs(self, handle: JobHandle, *, follow: bool = False, poll_seconds: float = 5.0,
              sleep: Callable[[float], None] = time.sleep) -> Iterator[str]:
@@ -367,9 +360,3 @@ class SageMakerBackend:
                   if value is not None}
         return fsx.stage(self.clients, file_system_id=file_system_id, s3_uri=fsx_source(source, s3_prefix),
                          file_system_path=file_system_path, paths=paths, report_uri=report_uri, **timing)
-
-    def stage_fsx(self, *, file_system_id: str, s3_uri: str, file_system_path: str, **options: Any
-                  ) -> fsx.StagingReport:
-        """`fsx.stage` with this backend's clients (options as for it)."""
-        return fsx.stage(self.clients, file_system_id=file_system_id, s3_uri=s3_uri,
-                         file_system_path=file_system_path, **options)
