@@ -32,7 +32,7 @@ def test_a_safe_name_is_one_component_and_stays_under_its_root(tmp_path):
             paths.job_dir(name, tmp_path)
         assert raised.value.problems[0].path == "job_name"
     # A link planted under a safe name that leads out of the jobs directory is refused too.
-    (tmp_path / "jobs").mkdir()
+    (tmp_path / "jobs").mkdir(exist_ok=True)  # made (mode 0700) by the calls above
     (tmp_path / "jobs" / "planted").symlink_to(tmp_path)
     with pytest.raises(SpecError, match="leads outside"):
         paths.job_dir("planted", tmp_path)

@@ -150,7 +150,7 @@ class LocalJob:
         name in the same work directory (two controllers would overwrite each other's hosts and records).
         """
         started = time.time()
-        self.job_dir.mkdir(parents=True, exist_ok=True)
+        paths.own_directory(self.job_dir, "job_name")
         claim = try_lock(self.job_dir / JOB_LOCK, f"{self.job_name} (controller pid {os.getpid()})", patience=0.2)
         if claim is None:
             raise JobFailed(f"local job {self.job_name} is already running in {self.job_dir} "
@@ -293,18 +293,19 @@ class LocalJob:
             key = self.checkpoint_key or self.spec.name or f"job-{self.spec.spec_hash()[:12]}"
         else:
             key = self.checkpoint_key or self.job_name
+        field = "checkpoint_key"
         if checkpoint_uri:
-            key = checkpoint_uri.split("://", 1)[-1].strip("/").replace("/", "__")
+            key, field = checkpoint_uri.split("://", 1)[-1].strip("/").replace("/", "__"), "checkpoint_s3_uri"
+        key = paths.short_key(key)
         root = paths.checkpoints_root(self.workdir)
         directory = root / key
         self._checkpoint_lock = try_lock(root / f".{key}.lock", self.job_name)
         if self._checkpoint_lock is None:
-            private = root / f"{key}@{self.job_name}"
+            private = root / paths.short_key(f"{key}@{self.job_name}")
             self.log(f"[trainops] checkpoint directory {directory} is in use by running job "
                      f"{holder(root / f'.{key}.lock')}: this job keeps its checkpoints in {private}")
             directory = private
-        directory.mkdir(parents=True, exist_ok=True)
-        return directory
+        return paths.own_directory(directory, field)  # a link or a file there is refused, never resumed from
 
     def _environment(self, layout: HostLayout, addresses: dict[str, str], port: int) -> dict[str, str]:
         """The container's environment (`container.container_environment`) plus what only the local executor sets:

@@ -40,9 +40,15 @@ def try_lock(path: Path, owner: str, patience: float = 0.0) -> HeldLock | None:
 
     `patience` is for locks that readers probe (`trainops.backends.local.identity.lock_held` holds a shared lock
     for a few microseconds): a controller starting at that instant retries instead of calling itself a duplicate."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle = open(path, "a+", encoding="utf-8")
-    os.set_inheritable(handle.fileno(), False)  # launchers must not keep it after the controller is gone
+    from trainops.backends.local.safe_fs import PlantedLink, open_state_file
+    from trainops.errors import Problem, SpecError
+
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:  # never through a link planted under the lock's name (it would be truncated below); close-on-exec:
+        # launchers must not keep it after the controller is gone
+        handle = open(open_state_file(path, os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8")  # noqa: SIM115
+    except PlantedLink as error:
+        raise SpecError(Problem("job_name", f"{error.strerror}"), source="local state") from None
     deadline = time.monotonic() + patience
     while True:
         try:
@@ -62,7 +68,10 @@ def try_lock(path: Path, owner: str, patience: float = 0.0) -> HeldLock | None:
 
 def holder(path: Path) -> str:
     """The owner recorded by whoever holds (or last held) the lock at `path`."""
+    from trainops.backends.local.safe_fs import open_state_file
+
     try:
-        return path.read_text(encoding="utf-8").strip() or "another job"
+        with open(open_state_file(path, os.O_RDONLY | os.O_NONBLOCK), encoding="utf-8", errors="replace") as handle:
+            return handle.read(4096).strip() or "another job"
     except OSError:
         return "another job"

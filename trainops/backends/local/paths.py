@@ -1,4 +1,10 @@
-"""Where the local backend keeps its state: `$TRAINOPS_HOME` (default `~/.trainops`) or an explicit work directory.
+"""Where the local backend keeps its state: `$TRAINOPS_HOME` (default: the user's state directory, from
+platformdirs: `~/.local/state/trainops` on Linux) or an explicit work directory.
+
+The state root is the user's alone, checked before anything is written in it: created mode 0700, and refused (exit
+2, saying what to do) when it, `jobs/` or `checkpoints/` is owned by someone else or writable by group or others, or
+lies under a directory another user could rename it in. Otherwise a user who created the directory first could
+plant links there that a root `trainops run` would write through, or a checkpoint it would resume.
 
 Every name that becomes a directory here (a job name, a checkpoint key) must be one safe path component: the rules
 of `trainops.spec` check names where they enter, and these checks are the last line before the file system, so a
@@ -9,6 +15,7 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from pathlib import Path
 
 from trainops.errors import Problem, SpecError
@@ -66,21 +73,138 @@ def state_root(workdir: str | os.PathLike | None = None, field: str = "workdir")
 
 
 def trainops_home() -> Path:
-    """The root of local state: `$TRAINOPS_HOME`, else `~/.trainops`."""
-    return Path(os.environ.get("TRAINOPS_HOME") or Path.home() / ".trainops").expanduser().resolve()
+    """The root of local state: `$TRAINOPS_HOME`, else the user's state directory (platformdirs)."""
+    configured = os.environ.get("TRAINOPS_HOME")
+    if configured:
+        return Path(configured).expanduser().resolve()
+    import platformdirs
+
+    return Path(platformdirs.user_state_path("trainops")).resolve()
+
+
+def _owner_problem(path: Path, details: os.stat_result, ancestor: bool) -> str | None:
+    """Why ``path`` cannot hold this user's state, or None: owned by another user (root's own directories are fine
+    above the root), or writable by group or others (a sticky directory such as /tmp is fine above the root)."""
+    me = os.geteuid()
+    if details.st_uid != me and not (ancestor and details.st_uid == 0):
+        return f"is owned by uid {details.st_uid}, not by you (uid {me})"
+    if details.st_mode & 0o022 and not (ancestor and details.st_mode & stat.S_ISVTX):
+        who = "others" if details.st_mode & 0o002 else "its group"
+        return f"is writable by {who} (mode {details.st_mode & 0o7777:o})"
+    return None
+
+
+def _refuse(path: Path, why: str, field: str) -> SpecError:
+    if field in ("TRAINOPS_HOME", "workdir"):
+        what = (f"remove {path} or point {'TRAINOPS_HOME' if field == 'TRAINOPS_HOME' else '--workdir'} at a new "
+                "directory of your own (trainops creates it, mode 0700)")
+    else:
+        what = f"remove {path} (trainops creates it again, mode 0700)"
+    return SpecError(Problem(field, f"{path} {why}: trainops keeps job state only in a directory that is yours "
+                                    f"alone (another user could plant links there); {what}"),
+                     source="local state")
+
+
+def checked_directory(path: Path, field: str, *, ancestors: bool = False) -> Path:
+    """``path`` created mode 0700 when missing, then checked to be a real directory of this user that nobody else
+    can write; `SpecError` naming ``field`` otherwise (a file, a link, another user's, group- or world-writable)."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except FileNotFoundError:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        return checked_directory(path, field, ancestors=ancestors)
+    except OSError as error:
+        raise SpecError(Problem(field, f"{path} cannot be created ({error.strerror}): give a directory you can "
+                                       "write"), source="local state") from None
+    details = os.lstat(path)
+    if stat.S_ISLNK(details.st_mode):
+        raise _refuse(path, "is a symbolic link", field)
+    if not stat.S_ISDIR(details.st_mode):
+        raise SpecError(Problem(field, f"{path} is a file, not a directory: move it away, or give another "
+                                       "directory"), source="local state")
+    problem = _owner_problem(path, details, ancestor=False)
+    if problem:
+        raise _refuse(path, problem, field)
+    if ancestors:
+        for parent in path.parents:
+            problem = _owner_problem(parent, os.stat(parent), ancestor=True)
+            if problem:
+                raise _refuse(path, f"lies in {parent}, which {problem}", field)
+    return path
+
+
+def secure_root(workdir: str | os.PathLike | None = None) -> Path:
+    """`state_root`, created and checked with its `jobs/` and `checkpoints/` (`checked_directory`; the root's
+    parents too), whichever of them a command is about to use: a planted one is refused before anything is read."""
+    field = "workdir" if workdir else "TRAINOPS_HOME"
+    root = checked_directory(state_root(workdir, field), field, ancestors=True)
+    for name in ("jobs", "checkpoints"):
+        checked_directory(root / name, field)
+    return root
 
 
 def jobs_root(workdir: str | os.PathLike | None = None) -> Path:
-    """The directory holding one sub-directory per local job."""
-    return state_root(workdir) / "jobs"
+    """The directory holding one sub-directory per local job (created and checked)."""
+    return secure_root(workdir) / "jobs"
 
 
 def job_dir(job_name: str, workdir: str | os.PathLike | None = None) -> Path:
-    """The directory of one local job (contract directories, logs, status); `SpecError` for an unsafe name."""
-    return child(jobs_root(workdir), job_name, "job_name")
+    """The directory of one local job (contract directories, logs, status); `SpecError` for an unsafe name, or
+    for a file, a link or another user's directory under that name."""
+    path = jobs_root(workdir) / safe_component(job_name, "job_name")
+    try:
+        details = os.lstat(path)
+    except FileNotFoundError:
+        return path
+    if stat.S_ISLNK(details.st_mode):
+        target = path.resolve()
+        outside = "" if target.parent == path.parent else f" that leads outside {path.parent} (to {target})"
+        raise _refuse(path, f"is a symbolic link{outside}", "job_name")
+    if not stat.S_ISDIR(details.st_mode):
+        raise SpecError(Problem("job_name", f"{path} is a file, not a job directory: remove it, or choose another "
+                                            "job name"), source="local state")
+    problem = _owner_problem(path, details, ancestor=False)
+    if problem:
+        raise _refuse(path, problem, "job_name")
+    return path
 
 
 def checkpoints_root(workdir: str | os.PathLike | None = None) -> Path:
-    """Checkpoints outlive a job's run, so a re-run of the same job resumes: they sit beside the jobs, by key."""
-    return state_root(workdir) / "checkpoints"
+    """Checkpoints outlive a job's run, so a re-run of the same job resumes: they sit beside the jobs, by key
+    (created and checked)."""
+    return secure_root(workdir) / "checkpoints"
+
+
+def short_key(key: str, limit: int = 200) -> str:
+    """``key`` when it fits one directory entry with room for trainops' own affixes (`.KEY.lock`, `KEY@job`),
+    else its first characters plus a digest of the whole: the same key always gives the same name, so a re-run
+    still resumes, and a long `checkpoint_s3_uri` never ends in "File name too long"."""
+    if len(key.encode("utf-8")) <= limit:
+        return key
+    import hashlib
+
+    digest = hashlib.sha256(key.encode("utf-8")).hexdigest()[:16]
+    return f"{key.encode('utf-8')[:limit - 17].decode('utf-8', 'ignore')}-{digest}"
+
+
+def own_directory(path: Path, field: str) -> Path:
+    """``path`` (a job's or a checkpoint's directory under a checked root) created mode 0700 when missing; a link,
+    a file or another user's directory there is a `SpecError` naming ``field``."""
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as error:
+        raise SpecError(Problem(field, f"{path} cannot be created ({error.strerror})"), source="local state") from None
+    details = os.lstat(path)
+    if stat.S_ISLNK(details.st_mode):
+        raise _refuse(path, "is a symbolic link", field)
+    if not stat.S_ISDIR(details.st_mode):
+        raise SpecError(Problem(field, f"{path} is a file, not a directory: move it away"), source="local state")
+    problem = _owner_problem(path, details, ancestor=False)
+    if problem:
+        raise _refuse(path, problem, field)
+    return path
 

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from trainops.backends.local.safe_fs import open_state_file
 from trainops.backends.local.secrets import mask
 
 READ_BYTES = 64 * 1024
@@ -199,7 +200,8 @@ class LogPump:
     # --- the log file ---
     def _open_sink(self) -> None:
         try:
-            self._sink = os.open(self.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            # Never through a link planted under the log's name: the output is then counted lost, and said.
+            self._sink = open_state_file(self.log_file, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
         except OSError as error:
             self._note(error)
 

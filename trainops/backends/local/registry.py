@@ -56,10 +56,11 @@ _VERSION_DIR = re.compile(r"^v([1-9][0-9]*)$")
 
 
 def default_registry_dir() -> Path:
-    """``$TRAINOPS_HOME/registry`` (``TRAINOPS_HOME`` defaults to ``~/.trainops``), read when called so that a
-    changed environment takes effect."""
-    home = os.environ.get("TRAINOPS_HOME") or str(Path.home() / ".trainops")
-    return Path(home).expanduser().resolve() / "registry"
+    """``registry`` in the local state root (``$TRAINOPS_HOME``, else the user's state directory), read when
+    called so that a changed environment takes effect."""
+    from trainops.backends.local.paths import trainops_home
+
+    return trainops_home() / "registry"
 
 
 def now_text() -> str:

@@ -130,3 +130,54 @@ class DirectoryCache:
         for descriptor in self.open_ones.values():
             os.close(descriptor)
         self.open_ones.clear()
+
+
+# --- single files of the local state (status records, lock files, logs) -----------------------------------------
+class PlantedLink(OSError):
+    """A symbolic link (or a non-file) where trainops keeps one of its own files."""
+
+
+def _refused(path: os.PathLike | str, error: OSError) -> OSError:
+    if error.errno in (errno.ELOOP, errno.EMLINK):
+        return PlantedLink(error.errno, f"{os.fspath(path)} is a symbolic link; trainops never writes through one "
+                                        "(remove the link)")
+    return error
+
+
+def open_state_file(path: os.PathLike | str, flags: int, mode: int = 0o600) -> int:
+    """Open one of trainops' own files without following a link there (`PlantedLink` when one is)."""
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as error:
+        raise _refused(path, error) from None
+
+
+def write_atomically(path: os.PathLike | str, data: bytes, mode: int = 0o600) -> None:
+    """Replace ``path`` with ``data``: written to a new temporary name beside it (``O_EXCL``, ``O_NOFOLLOW``, in
+    the parent directory opened without following a link), then renamed over it, so a reader sees the old contents
+    or the new and a link planted under either name is replaced, never written through."""
+    import secrets
+
+    directory, name = os.path.split(os.fspath(path))
+    try:
+        parent = os.open(directory or ".", DIRECTORY_FLAGS)
+    except OSError as error:
+        raise _refused(directory, error) from None
+    temporary = f".{name}.{secrets.token_hex(6)}.tmp"
+    try:
+        descriptor = os.open(temporary, NEW_FILE_FLAGS, mode, dir_fd=parent)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(descriptor, view):]
+        finally:
+            os.close(descriptor)
+        os.replace(temporary, name, src_dir_fd=parent, dst_dir_fd=parent)
+    except BaseException:
+        try:
+            os.unlink(temporary, dir_fd=parent)
+        except OSError:
+            pass
+        raise
+    finally:
+        os.close(parent)

@@ -10,10 +10,11 @@ from __future__ import annotations
 import errno
 import json
 import os
+import stat
 from pathlib import Path
 
-from trainops.backends.local import identity, paths
-from trainops.errors import JobFailed, SpecError
+from trainops.backends.local import identity, paths, safe_fs
+from trainops.errors import JobFailed, Problem, SpecError
 
 STATUS_FILE = "status.json"
 FAILURE_FILE = "failure"
@@ -29,7 +30,8 @@ def reserve_space(job_dir: Path) -> None:
     """Set `RESERVE_BYTES` aside in the job directory (best effort: nothing is reserved on a disk already full)."""
     path = job_dir / RESERVE_FILE
     try:
-        with open(path, "wb") as handle:
+        descriptor = safe_fs.open_state_file(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)
+        with open(descriptor, "wb") as handle:
             handle.write(b"\0" * RESERVE_BYTES)  # written, not sparse: the blocks are really taken
     except OSError:
         try:
@@ -48,18 +50,12 @@ def _release_space(job_dir: Path) -> bool:
 
 def _replace(job_dir: Path, name: str, text: str) -> None:
     """Write `name` in the job directory atomically; on a full disk, give back the reserve and try once more."""
-    job_dir.mkdir(parents=True, exist_ok=True)
-    temporary = job_dir / f".{name}.{os.getpid()}.tmp"
+    job_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     for attempt in (1, 2):
         try:
-            temporary.write_text(text, encoding="utf-8")
-            os.replace(temporary, job_dir / name)
+            safe_fs.write_atomically(job_dir / name, text.encode("utf-8"))
             return
         except OSError as error:
-            try:
-                temporary.unlink()
-            except OSError:
-                pass
             if attempt == 2 or error.errno not in FULL or not _release_space(job_dir):
                 raise JobFailed(f"cannot write {job_dir / name}: {error.strerror or error}"
                                 + (f"{disk_full_note(job_dir)}" if error.errno in FULL else "")) from None
@@ -81,7 +77,7 @@ def write_failed_start(job_dir: Path, job_id: str, reason: str) -> None:
     """Record as Failed a job whose controller raised before it could record an end (bad input found while laying
     out, a crash): only while the record is still that job's and active; never raises."""
     try:
-        record = json.loads((job_dir / STATUS_FILE).read_text(encoding="utf-8"))
+        record = read_record(job_dir, job_dir.name)
         if isinstance(record, dict) and record.get("job_id") == job_id and record.get("status") in ACTIVE:
             write(job_dir, {**record, "status": "Failed", "failure_reason": reason[:1024]})
     except Exception:  # noqa: BLE001 - the original error is what the caller reports
@@ -105,7 +101,14 @@ def read_record(job_dir: Path, job_name: str) -> dict:
     """The record as written (checked for corruption, not for liveness)."""
     path = job_dir / STATUS_FILE
     try:
-        record = json.loads(path.read_text(encoding="utf-8"))
+        with open(safe_fs.open_state_file(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+                raise ValueError("not a regular file")
+            record = json.loads(handle.read(64 * 1024 * 1024).decode("utf-8"))
+    except safe_fs.PlantedLink as error:
+        raise SpecError(Problem("job_name", f"{error.strerror}: trainops reads only its own status records; "
+                                            f"remove {job_dir} to forget job {job_name!r}"),
+                        source="local state") from None
     except FileNotFoundError:
         raise SpecError(f"no local job named {job_name!r} under {job_dir.parent}") from None
     except (OSError, ValueError) as error:
@@ -132,4 +135,4 @@ def read(job_name: str, workdir: str | os.PathLike | None = None) -> dict:
 
 def exists(job_name: str, workdir: str | os.PathLike | None = None) -> bool:
     """Whether a local job of that name has a status record."""
-    return (paths.job_dir(job_name, workdir) / STATUS_FILE).is_file()
+    return os.path.lexists(paths.job_dir(job_name, workdir) / STATUS_FILE)  # a link there: `read` says so

@@ -238,10 +238,10 @@ class JobProcesses:
                 "cgroup": str(self.cgroup) if self.cgroup else None,
                 "known": {str(pid): ticks for pid, ticks in sorted(self.known.items())},
                 "sessions": {str(sid): ticks for sid, ticks in sorted(self.sessions.items())}}
-        temporary = self.job_dir / f".{RECORD}.{os.getpid()}.tmp"
+        from trainops.backends.local.safe_fs import write_atomically
+
         try:
-            temporary.write_text(json.dumps(data), encoding="utf-8")
-            os.replace(temporary, self.job_dir / RECORD)
+            write_atomically(self.job_dir / RECORD, json.dumps(data).encode("utf-8"))
         except OSError:
             pass  # a full disk: the live view in memory (and the cgroup) still track everything
 

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from trainops.backends.local.guard import Guard, start_guard
+from trainops.backends.local.safe_fs import open_state_file, write_atomically
 from trainops.backends.local.tracking import (
     JobProcesses,
     clock_ticks_now,
@@ -36,9 +37,7 @@ STOP_POLL_SECONDS = 0.2
 
 def request_stop(job_dir: Path, reason: str) -> None:
     """Ask the controller of the job in `job_dir` to stop it (it polls for this file)."""
-    temporary = job_dir / f".{STOP_REQUEST}.{os.getpid()}.tmp"
-    temporary.write_text(reason, encoding="utf-8")
-    os.replace(temporary, job_dir / STOP_REQUEST)
+    write_atomically(job_dir / STOP_REQUEST, reason.encode("utf-8"))
 
 
 def clear_stop_request(job_dir: Path) -> None:
@@ -117,7 +116,8 @@ class ProcessWatch:
     def check_stop_request(self) -> bool:
         """Pass a pending stop request on to the job (`on_stop_request`); True when there is one."""
         try:
-            reason = (self.job_dir / STOP_REQUEST).read_text(encoding="utf-8").strip()
+            with open(open_state_file(self.job_dir / STOP_REQUEST, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+                reason = handle.read(4096).decode("utf-8", "replace").strip()
         except (OSError, ValueError):
             return False
         self.on_stop_request(reason or "Stopped by trainops stop")
