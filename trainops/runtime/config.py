@@ -67,16 +67,33 @@ class LaunchConfig:
     log_prefix: str | None = None
     inherited_pythonpath: str = ""
     python: str = sys.executable
+    #: The hosts of the instance groups that run the distribution (heterogeneous clusters), sorted; None: every host.
+    distribution_hosts: tuple[str, ...] | None = None
+
+    @property
+    def training_hosts(self) -> tuple[str, ...]:
+        """The hosts the distribution spans: those of its instance groups, else every host (the toolkit's
+        ``distribution_hosts``)."""
+        return self.hosts if self.distribution_hosts is None else self.distribution_hosts
+
+    @property
+    def in_distribution(self) -> bool:
+        """Whether this host takes part in the distribution; a host of another instance group (a data-loading group
+        of a heterogeneous cluster) runs the script as one plain process, as the toolkit does."""
+        return self.current_host in self.training_hosts
 
     @property
     def node_rank(self) -> int:
-        """This host's index in the sorted host list (SageMaker's ranking)."""
-        return self.hosts.index(self.current_host)
+        """This host's index among the training hosts, sorted (SageMaker's ranking); outside them, among all hosts."""
+        hosts = self.training_hosts if self.in_distribution else self.hosts
+        return hosts.index(self.current_host)
 
     @property
     def master_host(self) -> str:
-        """The first host in sorted order: where rank 0 runs and torchrun / mpirun rendezvous."""
-        return self.hosts[0]
+        """The first training host in sorted order: where rank 0 runs and torchrun / mpirun rendezvous (the first
+        host of the distribution's instance group, whichever group the resource config lists first)."""
+        hosts = self.training_hosts or self.hosts
+        return hosts[0]
 
     @property
     def is_master(self) -> bool:
@@ -138,6 +155,30 @@ def _entry_point(contract: Contract, hyperparameters: Mapping[str, Any]) -> tupl
     return path, contract.code_dir
 
 
+def distribution_hosts(contract: Contract, distribution: Mapping[str, Any]) -> tuple[str, ...] | None:
+    """The hosts a distribution spans, as AWS's training toolkit decides them: the instance groups the distribution
+    names (``sagemaker_distribution_instance_groups``; with none named, the current host's group when a strategy is
+    enabled), each group's hosts from ``resourceconfig.json``. None when every host takes part: no strategy, or a
+    resource config without instance groups (a hand-made local contract)."""
+    groups_config = contract.resource_config.get("instance_groups") or []
+    if distribution["type"] == "none" or not isinstance(groups_config, list) or not groups_config:
+        return None
+    named = distribution.get("instance_groups")
+    wanted = list(named) if named else [contract.current_group or "homogeneousCluster"]
+    hosts: list[str] = []
+    for group in groups_config:
+        if not isinstance(group, Mapping) or group.get("instance_group_name") not in wanted:
+            continue
+        members = group.get("hosts")
+        if not isinstance(members, list) or not all(isinstance(host, str) for host in members):
+            raise ContractError(f"{os.path.join(contract.input_config_dir, 'resourceconfig.json')}: instance group "
+                                f"{group.get('instance_group_name')!r} needs 'hosts', a list of host names")
+        hosts += [host for host in members if host in contract.hosts and host not in hosts]
+    if not named and not hosts:
+        return None  # the current group is not described: every host, as before instance groups existed
+    return tuple(sorted(hosts))
+
+
 def launch_config(contract: Contract, environ: Mapping[str, str] | None = None,
                   python: str | None = None) -> LaunchConfig:
     """Decide this host's launch from its contract and the environment. Raises :class:`ContractError` (exit 2) on
@@ -192,4 +233,5 @@ def launch_config(contract: Contract, environ: Mapping[str, str] | None = None,
         log_prefix=environ.get("TRAINOPS_LOG_PREFIX"),
         inherited_pythonpath=environ.get("PYTHONPATH", ""),
         python=python or sys.executable,
+        distribution_hosts=distribution_hosts(contract, distribution),
     )

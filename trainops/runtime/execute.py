@@ -9,12 +9,19 @@ still alive gets SIGTERM, then SIGKILL.
 SIGTERM and SIGINT to the launcher are forwarded to the command and to every rank; after ``stop_grace_seconds`` what is
 left is killed; the failure file then says ``reason: stopped`` and the launch exits 1. The same happens with
 ``reason: timeout`` when ``max_run_seconds`` passes.
+
+A TensorFlow parameter-server plan also has a parameter-server process (:mod:`trainops.runtime.parameter_server`),
+started before the worker in a session of its own, in the order AWS's TensorFlow toolkit uses: after a successful
+worker, a host other than the master keeps serving until the master's worker address closes, then its parameter
+server is stopped (SIGTERM, SIGKILL after a few seconds). A parameter server that exits while the worker runs fails
+the host (the worker is stopped): the job could not train without it.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -41,6 +48,11 @@ DEFAULT_STOP_GRACE_SECONDS = 30.0
 _POLL_SECONDS = 0.1
 _SWEEP_SECONDS = 3.0
 _STDERR_KEEP_BYTES = 64 * 1024
+_PARAMETER_SERVER_GRACE_SECONDS = 5.0
+#: How often a worker host checks whether the master's worker is still up: the toolkit's 10 s on SageMaker; a local
+#: simulation checks each second.
+MASTER_POLL_SECONDS = 10.0
+LOCAL_MASTER_POLL_SECONDS = 1.0
 
 
 @dataclass(frozen=True)
@@ -101,6 +113,8 @@ class Launch:
         self.started = time.monotonic()
         self.kill_at: float | None = None
         self.spawn_error = ""
+        self.parameter_server: subprocess.Popen | None = None
+        self.parameter_server_failure = ""
         # Only a process that does nothing but this launch may collect orphans: reaping reaches every exited child.
         self.collect_orphans = collect_orphans
 
@@ -131,6 +145,8 @@ class Launch:
     def _signal_everything(self, signum: int) -> None:
         if self.child is not None and self.child.poll() is None:
             signal_group(self.child.pid, signum)
+        if self.parameter_server is not None and self.parameter_server.poll() is None:
+            signal_group(self.parameter_server.pid, signum)
         for record in records.read_records(self.record_dirs):
             if record.get("state") == "running":
                 signal_process(int(record["pid"]), signum, record.get("start_ticks"))
@@ -158,7 +174,8 @@ class Launch:
         """Collect orphans handed to this launcher (it is their subreaper), waiting a little for the last ones."""
         if not self.collect_orphans:
             return
-        keep = {self.child.pid} if self.child is not None and self.child.returncode is None else set()
+        keep = {process.pid for process in (self.child, self.parameter_server)
+                if process is not None and process.returncode is None}
         deadline = time.monotonic() + wait_seconds
         while True:
             reap_orphans(keep)
@@ -195,6 +212,8 @@ class Launch:
                 return self._run_mpi_worker()
             if self.plan.mode == "mpirun":
                 return self._run_mpi_master()
+            if self.plan.parameter_server:
+                return self._run_with_parameter_server()
             return self._finish(self._run_child())
         finally:
             for number, handler in previous.items():
@@ -231,6 +250,7 @@ class Launch:
             if polls % 20 == 0:
                 self._reap()
             self.should_stop()
+            self._watch_parameter_server()
             if self.kill_at is not None and time.monotonic() > self.kill_at:
                 signal_group(self.child.pid, signal.SIGKILL)
                 self._signal_everything(signal.SIGKILL)
@@ -274,6 +294,9 @@ class Launch:
     def _failure_for(self, status: int, captured: str) -> failures.Failure | None:
         if self.stop_signal is not None:
             return self._stop_failure()
+        if self.parameter_server_failure:
+            return failures.Failure(reason="error", host=self.plan.current_host, exit_code=status or 1,
+                                    time=time.time(), summary=self.parameter_server_failure, source="launcher")
         if self.spawn_error:
             return failures.Failure(reason="error", host=self.plan.current_host, exit_code=status, time=time.time(),
                                     summary=self.spawn_error, source="launcher")
@@ -307,6 +330,75 @@ class Launch:
     def _finish(self, result: tuple[int, str]) -> Outcome:
         status, captured = result
         return self._report(self._failure_for(status, captured))
+
+    # --- TensorFlow parameter servers ----------------------------------------------------------------------------
+
+    def _run_with_parameter_server(self) -> Outcome:
+        """Start this host's parameter server, run the worker, wait for the master where the toolkit does, stop the
+        parameter server, report."""
+        argv = list(self.plan.parameter_server)
+        _log(f"parameter server on host {self.plan.current_host}: {' '.join(argv)}")
+        env = dict(self.plan.env)
+        env.update(self.plan.parameter_server_env)
+        try:
+            self.parameter_server = subprocess.Popen(
+                argv, cwd=self.plan.cwd, env=child_environment(self.parent_env, env), start_new_session=True,
+                preexec_fn=parent_death_signal_setter(signal.SIGTERM))
+        except OSError as error:
+            return self._report(failures.Failure(
+                reason="error", host=self.plan.current_host, exit_code=127, time=time.time(), source="launcher",
+                summary=f"cannot start the parameter server on host {self.plan.current_host}: {error}"))
+        try:
+            result = self._run_child()
+            if result[0] == 0 and self.plan.wait_for_master and not self.parameter_server_failure:
+                self._wait_for_master_to_finish(self.plan.wait_for_master)
+        finally:
+            self._stop_parameter_server()
+        return self._finish(result)
+
+    def _watch_parameter_server(self) -> None:
+        """A parameter server that ends while the worker runs fails the host: the worker is stopped."""
+        server = self.parameter_server
+        if server is None or self.parameter_server_failure or server.poll() is None:
+            return
+        self.parameter_server_failure = (f"the parameter server on host {self.plan.current_host} exited with code "
+                                         f"{server.returncode} while the worker was running (see its output above)")
+        _log(self.parameter_server_failure)
+        if self.child is not None and self.child.poll() is None:
+            self._signal_everything(signal.SIGTERM)
+            if self.kill_at is None:
+                self.kill_at = time.monotonic() + self.stop_grace_seconds
+
+    def _wait_for_master_to_finish(self, address: str) -> None:
+        """Keep this host's parameter server up while the master's worker still accepts connections (the toolkit
+        polls the master's port 2222 the same way), unless the launch is stopped."""
+        host, _, port = address.rpartition(":")
+        pause = LOCAL_MASTER_POLL_SECONDS if self.plan.local else MASTER_POLL_SECONDS
+        told = False
+        while not self.should_stop():
+            self._watch_parameter_server()
+            if self.parameter_server_failure or not _accepts_connections(host, int(port)):
+                return
+            if not told:
+                _log(f"the master's worker ({address}) is still up: host {self.plan.current_host} keeps its "
+                     "parameter server until it is done")
+                told = True
+            time.sleep(pause)
+
+    def _stop_parameter_server(self) -> None:
+        server = self.parameter_server
+        if server is None:
+            return
+        if server.poll() is None:
+            signal_group(server.pid, signal.SIGTERM)
+            try:
+                server.wait(_PARAMETER_SERVER_GRACE_SECONDS)
+            except subprocess.TimeoutExpired:
+                signal_group(server.pid, signal.SIGKILL)
+                server.wait()
+        # Whatever the server started in its session goes with it.
+        signal_group(server.pid, signal.SIGKILL)
+        _log(f"parameter server on host {self.plan.current_host} stopped")
 
     # --- mpirun: master and workers -----------------------------------------------------------------------------
 
@@ -381,6 +473,14 @@ class Launch:
                                     summary=f"the ranks on host {self.plan.current_host} were stopped: the job "
                                             f"failed on another host (see {self.plan.master_host}'s failure file)")
         return None
+
+
+def _accepts_connections(host: str, port: int, timeout: float = 2.0) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            return True
+    except OSError:
+        return False
 
 
 def execute(plan: LaunchPlan, parent_env: Mapping[str, str] | None = None, max_run_seconds: float | None = None,

@@ -75,7 +75,7 @@ def smddp_environment(config: LaunchConfig) -> dict[str, str]:
     instance type; on SageMaker also ``FI_PROVIDER=efa`` and ``RDMAV_FORK_SAFE=1``, which the toolkit always sets for
     SMDDP (EFA details per instance type come from :func:`environment.network_environment`)."""
     env: dict[str, str] = {}
-    if len(config.hosts) == 1:
+    if len(config.training_hosts) == 1:
         env["SMDATAPARALLEL_USE_SINGLENODE"] = "1"
     else:
         env["SMDATAPARALLEL_USE_HOMOGENEOUS"] = "1"
@@ -104,7 +104,7 @@ def mpirun_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
     options = str(distribution.get("custom_mpi_options") or "")
     known, custom = split_custom_mpi_options(options, f"distribution.custom_mpi_options ({kind})")
     processes = processes_per_host(config, facts)
-    hosts = config.hosts
+    hosts = config.training_hosts
     total = processes * len(hosts)
     smddp = kind in _SMDDP_TYPES
     env = common_environment(config, facts, "mpirun", processes)

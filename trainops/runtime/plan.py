@@ -7,8 +7,15 @@ probed, written or started. It follows what AWS's training toolkits do (referenc
   static rendezvous, ``--node_rank`` = index in the sorted host list, master = first host; on Trainium over
   NeuronCores, optionally under ``neuron_parallel_compile``;
 - ``mpi``, ``pytorchddp``, SMDDP's AllReduce path and SMP v1: mpirun from the first host (see :mod:`mpi_plan`);
-- ``parameter_server`` and ``multi_worker_mirrored_strategy``: one process per host with ``TF_CONFIG``;
+- ``parameter_server``: on several hosts, a TensorFlow parameter-server process on every host (task ``ps``) beside
+  the one worker process (``master`` on the first host, ``worker`` elsewhere), both with ``TF_CONFIG``; on one host
+  neither (the toolkit enables parameter servers only with several hosts);
+- ``multi_worker_mirrored_strategy``: one process per host with ``TF_CONFIG`` (every host a ``worker``);
 - ``none``: one plain process.
+
+In a heterogeneous cluster only the hosts of the distribution's instance group launch the distribution; the first of
+them is the master, and hosts of other groups run the script as one plain process (the toolkit's
+``distribution_hosts``).
 
 Every rank runs under :mod:`trainops.runtime.rank`, which records how it ended (the failure file's root cause).
 """
@@ -28,10 +35,13 @@ from trainops.runtime.host_facts import HostFacts
 
 RANK_MODULE = "trainops.runtime.rank"
 TORCH_LAUNCHER_MODULE = "trainops.runtime.torch_launcher"
+PARAMETER_SERVER_MODULE = "trainops.runtime.parameter_server"
 
-#: The ports the AWS TensorFlow toolkit gives the TF_CONFIG cluster on SageMaker (workers, parameter servers).
+#: The ports the AWS TensorFlow toolkit gives the TF_CONFIG cluster on SageMaker: parameter-server jobs' master and
+#: workers, their parameter servers, and MultiWorkerMirroredStrategy's workers.
 TF_WORKER_PORT = 2222
 TF_PS_PORT = 2223
+TF_MWMS_PORT = 8890
 
 #: Line prefix of each rank's output in local runs (``TRAINOPS_LOG_PREFIX`` overrides; empty disables).
 DEFAULT_LOCAL_LOG_PREFIX = "[{host} rank {rank}] "
@@ -66,6 +76,12 @@ class LaunchPlan:
     coordination: str = ""  # local mpirun: the rendezvous name master and workers meet on
     notes: list[str] = field(default_factory=list)  # human-readable remarks (e.g. smddprun not installed)
     healthcheck: bool = False  # run the GPU health check on this host before starting the ranks
+    # TensorFlow parameter servers: the command of this host's parameter-server process (started before the worker,
+    # stopped after it), what its environment adds over ``env``, and for a host other than the master the master's
+    # worker address, which this host waits to see closed before it stops its parameter server (the toolkit's order).
+    parameter_server: tuple[str, ...] = ()
+    parameter_server_env: dict[str, str] = field(default_factory=dict)
+    wait_for_master: str = ""
 
     @property
     def master_host(self) -> str:
@@ -73,8 +89,14 @@ class LaunchPlan:
 
     def dry_run(self) -> dict[str, Any]:
         """The plan as ``launch --dry-run`` prints it: ``{"argv": [...], "env": {...}}`` (env: only what the launch
-        adds or overrides, keys sorted)."""
-        return {"argv": list(self.argv), "env": {key: self.env[key] for key in sorted(self.env)}}
+        adds or overrides, keys sorted), and for parameter-server jobs ``parameter_server``: its argv and what its
+        environment adds over ``env``."""
+        shown: dict[str, Any] = {"argv": list(self.argv), "env": {key: self.env[key] for key in sorted(self.env)}}
+        if self.parameter_server:
+            shown["parameter_server"] = {
+                "argv": list(self.parameter_server),
+                "env": {key: self.parameter_server_env[key] for key in sorted(self.parameter_server_env)}}
+        return shown
 
 
 def distribution_kind(distribution: dict[str, Any]) -> str:
@@ -147,6 +169,7 @@ def common_environment(config: LaunchConfig, facts: HostFacts, mode: str, proces
         "PYTHONUNBUFFERED": "1",
         "TRAINOPS_BASE_DIR": config.base_dir,
         "TRAINOPS_DISTRIBUTION": env_value(config.distribution),
+        "TRAINOPS_DISTRIBUTION_HOSTS": env_value(list(config.training_hosts)),
         "TRAINOPS_LAUNCH_MODE": mode,
         "TRAINOPS_NODE_RANK": str(config.node_rank),
         "TRAINOPS_PROCESSES_PER_HOST": str(processes),
@@ -160,10 +183,11 @@ def common_environment(config: LaunchConfig, facts: HostFacts, mode: str, proces
 def base_plan(config: LaunchConfig, mode: str, argv: list[str], env: dict[str, str], processes: int,
                world_size: int | None = None, **extra: Any) -> LaunchPlan:
     """A plan with the fields every mode fills the same way (for the plan builders here and in ``mpi_plan``)."""
+    hosts = config.training_hosts if config.in_distribution else config.hosts
     return LaunchPlan(
         mode=mode, argv=argv, env=env, cwd=config.code_dir, processes_per_host=processes,
-        world_size=processes * len(config.hosts) if world_size is None else world_size,
-        node_rank=config.node_rank, hosts=config.hosts,
+        world_size=processes * len(hosts) if world_size is None else world_size,
+        node_rank=config.node_rank, hosts=hosts,
         current_host=config.current_host, local=config.local, record_dir=config.record_dir,
         failure_path=config.failure_path, success_path=config.success_path, healthcheck=config.healthcheck, **extra)
 
@@ -187,9 +211,9 @@ def torchrun_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
     argv: list[str] = []
     if config.neuron_parallel_compile and is_neuron_host(config, facts):
         argv.append("neuron_parallel_compile")
-    argv += [config.python, "-m", TORCH_LAUNCHER_MODULE, "--nnodes", str(len(config.hosts)),
+    argv += [config.python, "-m", TORCH_LAUNCHER_MODULE, "--nnodes", str(len(config.training_hosts)),
              "--nproc_per_node", str(processes)]
-    if len(config.hosts) > 1:
+    if len(config.training_hosts) > 1:
         argv += ["--master_addr", config.address_of(config.master_host), "--master_port",
                  str(config.rendezvous_port), "--node_rank", str(config.node_rank)]
     # torchrun runs the wrapper as a module (-m); the wrapper then runs the user's script in-process.
@@ -197,57 +221,82 @@ def torchrun_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
     return base_plan(config, "torchrun", argv, env, processes)
 
 
-def tf_config(config: LaunchConfig) -> dict[str, Any]:
-    """The TensorFlow cluster spec for this host (the AWS TensorFlow toolkit's shape). Parameter server: the first
-    host is ``master``, the others ``worker``, every host also runs a ``ps`` task when there are several hosts.
-    MultiWorkerMirroredStrategy: every host is a ``worker``. Locally, ports are derived from
-    ``TRAINOPS_MASTER_PORT`` so simulated hosts on one machine do not collide."""
-    hosts = list(config.hosts)
-    count = len(hosts)
+def parameter_servers_enabled(config: LaunchConfig) -> bool:
+    """Parameter servers run only with more than one host (the toolkit's rule): on one host the job is a plain
+    TensorFlow process without ``TF_CONFIG``."""
+    return config.distribution["type"] == "parameter_server" and len(config.training_hosts) > 1
+
+
+def _tf_ports(config: LaunchConfig) -> tuple[dict[str, int], dict[str, int]]:
+    """Worker and parameter-server ports per host: the toolkit's fixed ports on SageMaker; locally, ports derived from
+    ``TRAINOPS_MASTER_PORT`` so that simulated hosts on one machine do not collide."""
+    hosts = list(config.training_hosts)
     if config.local and config.master_port is not None:
-        worker_ports = {host: config.master_port + 1 + index for index, host in enumerate(hosts)}
-        ps_ports = {host: config.master_port + 1 + count + index for index, host in enumerate(hosts)}
-    else:
-        worker_ports = {host: TF_WORKER_PORT for host in hosts}
-        ps_ports = {host: TF_PS_PORT for host in hosts}
+        count = len(hosts)
+        return ({host: config.master_port + 1 + index for index, host in enumerate(hosts)},
+                {host: config.master_port + 1 + count + index for index, host in enumerate(hosts)})
+    worker = TF_MWMS_PORT if config.distribution["type"] == "multi_worker_mirrored_strategy" else TF_WORKER_PORT
+    return {host: worker for host in hosts}, {host: TF_PS_PORT for host in hosts}
+
+
+def tf_config(config: LaunchConfig, parameter_server_task: bool = False) -> dict[str, Any]:
+    """The TensorFlow cluster spec for this host, in the AWS TensorFlow toolkit's shape (``"environment": "cloud"``).
+    Parameter servers: the first training host is ``master`` (port 2222), the others ``worker``, and every training
+    host also runs a ``ps`` task (port 2223); ``parameter_server_task`` gives the ``ps`` task's own view.
+    MultiWorkerMirroredStrategy: every training host is a ``worker`` (port 8890)."""
+    hosts = list(config.training_hosts)
+    worker_ports, ps_ports = _tf_ports(config)
 
     def addresses(names: list[str], ports: dict[str, int]) -> list[str]:
         return [f"{config.address_of(name)}:{ports[name]}" for name in names]
 
     if config.distribution["type"] == "multi_worker_mirrored_strategy":
-        return {"cluster": {"worker": addresses(hosts, worker_ports)},
-                "task": {"type": "worker", "index": config.node_rank}}
+        return {"cluster": {"worker": addresses(hosts, worker_ports)}, "environment": "cloud",
+                "task": {"index": hosts.index(config.current_host), "type": "worker"}}
     cluster: dict[str, Any] = {"master": addresses(hosts[:1], worker_ports)}
-    if count > 1:
-        cluster["worker"] = addresses(hosts[1:], worker_ports)
+    if len(hosts) > 1:
         cluster["ps"] = addresses(hosts, ps_ports)
-    if config.is_master:
-        task = {"type": "master", "index": 0}
+        cluster["worker"] = addresses(hosts[1:], worker_ports)
+    if parameter_server_task:
+        task = {"index": hosts.index(config.current_host), "type": "ps"}
+    elif config.is_master:
+        task = {"index": 0, "type": "master"}
     else:
-        task = {"type": "worker", "index": hosts[1:].index(config.current_host)}
+        task = {"index": hosts[1:].index(config.current_host), "type": "worker"}
     return {"cluster": cluster, "environment": "cloud", "task": task}
 
 
 def plain_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
     """One process on this host: the script under the rank wrapper (or run directly when it is not Python), with
-    ``TF_CONFIG`` for the TensorFlow strategies."""
-    kind = distribution_kind(config.distribution)
+    ``TF_CONFIG`` for the TensorFlow strategies, and beside it the parameter-server process of a parameter-server
+    job on several hosts. A host outside the distribution's instance group always runs this plan, plainly."""
+    kind = distribution_kind(config.distribution) if config.in_distribution else "plain"
     env = common_environment(config, facts, "plain", 1)
-    if kind == "per_host":
-        env["TF_CONFIG"] = env_value(tf_config(config))
+    tensorflow = kind == "per_host" and (config.distribution["type"] == "multi_worker_mirrored_strategy"
+                                          or parameter_servers_enabled(config))
+    extra: dict[str, Any] = {}
+    if tensorflow:
+        cluster = tf_config(config)
+        env["TF_CONFIG"] = env_value(cluster)
+        if parameter_servers_enabled(config):
+            extra["parameter_server"] = (config.python, "-m", PARAMETER_SERVER_MODULE)
+            extra["parameter_server_env"] = {"TF_CONFIG": env_value(tf_config(config, parameter_server_task=True))}
+            if not config.is_master:
+                extra["wait_for_master"] = cluster["cluster"]["master"][0]
     if config.entry_point.endswith(".py"):
         argv = rank_command(config)
     else:
         argv = [config.entry_point, *config.script_arguments]
     # Without a distribution each host runs on its own: the world of one process is that process.
-    return base_plan(config, "plain", argv, env, 1, world_size=len(config.hosts) if kind == "per_host" else 1)
+    return base_plan(config, "plain", argv, env, 1, world_size=len(config.training_hosts) if tensorflow else 1,
+                     **extra)
 
 
 def build_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
     """The launch plan for this host: pure, from the config and the host facts. Raises
     :class:`~trainops.runtime.contract.ContractError` when the contract asks for something that cannot be launched
     (e.g. custom MPI options with shell metacharacters, a torchrun job whose entry point is not Python)."""
-    kind = distribution_kind(config.distribution)
+    kind = distribution_kind(config.distribution) if config.in_distribution else "plain"
     if kind == "torchrun":
         return torchrun_plan(config, facts)
     if kind == "mpirun":

@@ -37,6 +37,8 @@ def _identity(environ: dict[str, str]) -> dict[str, object]:
     host = environ.get("SM_CURRENT_HOST", "")
     mode = environ.get("TRAINOPS_LAUNCH_MODE", "")
     if "OMPI_COMM_WORLD_RANK" in environ and mode == "mpirun":
+        # mpirun spans the distribution's hosts only (one instance group of a heterogeneous cluster).
+        hosts = json.loads(environ.get("TRAINOPS_DISTRIBUTION_HOSTS") or "[]") or hosts
         world_rank = int(environ["OMPI_COMM_WORLD_RANK"])
         world_size = int(environ.get("OMPI_COMM_WORLD_SIZE", "1"))
         per_host = max(1, int(environ.get("TRAINOPS_PROCESSES_PER_HOST") or "1"))

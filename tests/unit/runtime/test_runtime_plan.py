@@ -110,10 +110,15 @@ def test_plan_for_every_mode_instance_and_place(make_config, instance_type, host
     else:
         assert plan.mode == "plain"
         assert plan.argv == ["/usr/bin/python3", *wrapper]
-        if kind == "per_host":
+        if kind == "per_host" and (hosts > 1 or distribution["type"] == "multi_worker_mirrored_strategy"):
             tf_config = json.loads(plan.env["TF_CONFIG"])
             assert tf_config["task"]["type"] in ("master", "worker")
+            assert tf_config["environment"] == "cloud"
+            # a parameter-server job on several hosts starts a parameter server on every host
+            assert bool(plan.parameter_server) == (distribution["type"] == "parameter_server")
         else:
+            # the toolkit enables parameter servers only with several hosts: one host gets neither TF_CONFIG nor ps
+            assert not plan.parameter_server
             assert "TF_CONFIG" not in plan.env
 
 
@@ -222,14 +227,39 @@ def test_parameter_server_tf_config(make_config):
     assert master_config["cluster"] == {"master": ["algo-1:2222"], "worker": ["algo-2:2222", "algo-3:2222"],
                                         "ps": ["algo-1:2223", "algo-2:2223", "algo-3:2223"]}
     assert master_config["task"] == {"type": "master", "index": 0}
+    assert master_config["environment"] == "cloud"
     assert json.loads(worker.env["TF_CONFIG"])["task"] == {"type": "worker", "index": 1}
+    # every host runs a parameter-server process: task ps, index = the host's place, GPUs hidden by the server
+    for plan, index in ((master, 0), (worker, 2)):
+        assert plan.parameter_server == ("/usr/bin/python3", "-m", "trainops.runtime.parameter_server")
+        ps_config = json.loads(plan.parameter_server_env["TF_CONFIG"])
+        assert ps_config["task"] == {"type": "ps", "index": index}
+        assert ps_config["cluster"] == master_config["cluster"]
+        assert plan.dry_run()["parameter_server"]["argv"] == list(plan.parameter_server)
+    # a worker stops its parameter server only once the master's worker address has closed (the toolkit's wait)
+    assert master.wait_for_master == "" and worker.wait_for_master == "algo-1:2222"
+
+
+def test_parameter_server_on_one_host_is_a_plain_process(make_config):
+    plan = build_plan(make_config("ml.c5.xlarge", hosts=1, distribution={"type": "parameter_server"}), HostFacts())
+    assert plan.mode == "plain" and "TF_CONFIG" not in plan.env and not plan.parameter_server
+    assert "parameter_server" not in plan.dry_run()
+
+
+def test_multi_worker_mirrored_strategy_uses_the_toolkit_port_and_environment(make_config):
+    for hosts in (1, 2):
+        config = make_config("ml.p4d.24xlarge", hosts=hosts, current=hosts - 1,
+                             distribution={"type": "multi_worker_mirrored_strategy"})
+        tf_config = json.loads(build_plan(config, HostFacts(gpus=8)).env["TF_CONFIG"])
+        assert tf_config == {"cluster": {"worker": [f"algo-{i + 1}:8890" for i in range(hosts)]},
+                             "environment": "cloud", "task": {"index": hosts - 1, "type": "worker"}}
 
 
 def test_local_tf_config_ports_do_not_collide(make_config):
     config = make_config("ml.c5.xlarge", hosts=2, current=1, distribution={"type": "multi_worker_mirrored_strategy"},
                          local=True, host_addresses={"algo-1": "127.0.0.1", "algo-2": "127.0.0.1"}, master_port=30000)
     tf_config = json.loads(build_plan(config, HostFacts()).env["TF_CONFIG"])
-    assert tf_config == {"cluster": {"worker": ["127.0.0.1:30001", "127.0.0.1:30002"]},
+    assert tf_config == {"cluster": {"worker": ["127.0.0.1:30001", "127.0.0.1:30002"]}, "environment": "cloud",
                          "task": {"type": "worker", "index": 1}}
 
 
