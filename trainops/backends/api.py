@@ -386,15 +386,48 @@ class Backend(abc.ABC):
         self.require("metrics")
         raise NotImplementedError  # pragma: no cover - a backend declaring the capability overrides this
 
-    def evaluate(self, **arguments: Any) -> Evaluation:
-        """Run an evaluation script on a model and read its metrics (no gates: `trainops.steps.evaluate`)."""
-        self.require("evaluate")
-        raise NotImplementedError  # pragma: no cover
+    #: Backend-specific settings its `evaluate` / `register` take beyond the common arguments (SageMaker: the role,
+    #: the image...); any other is a `SpecError` naming it.
+    EVALUATION_SETTINGS: ClassVar[frozenset[str]] = frozenset()
+    REGISTRATION_SETTINGS: ClassVar[frozenset[str]] = frozenset()
 
-    def register(self, **arguments: Any) -> RegisteredVersion:
-        """Record a model version in the backend's registry."""
+    def _settings(self, given: Mapping[str, Any], known: frozenset[str], what: str, source: str) -> dict[str, Any]:
+        chosen = {key: value for key, value in given.items() if value is not None}
+        unknown = sorted(set(chosen) - known)
+        if unknown:
+            have = ", ".join(sorted(known)) or "none"
+            raise SpecError([Problem(key, f"is not a setting of {what} on the {self.name} backend (its settings: "
+                                          f"{have}); leave it out or choose the backend it belongs to")
+                             for key in unknown], source)
+        return chosen
+
+    def evaluate(self, *, entry_point: str, source_dir: Any, model_artifact: Any, channels: Mapping[str, Any],
+                 output_dir: Any, hyperparameters: Mapping[str, Any] | None = None,
+                 environment: Mapping[str, str] | None = None, timeout: float | None = None,
+                 sink: Callable[[str, bool], None] | None = None, **settings: Any) -> Evaluation:
+        """Run an evaluation script on a model and read its metrics (no gates: `trainops.steps.evaluate`).
+        ``settings``: the backend's `EVALUATION_SETTINGS` (None values: not given)."""
+        self.require("evaluate")
+        chosen = self._settings(settings, self.EVALUATION_SETTINGS, "an evaluation", "evaluation")
+        return self._evaluate(entry_point=entry_point, source_dir=source_dir, model_artifact=model_artifact,
+                              channels=channels, output_dir=output_dir, hyperparameters=hyperparameters,
+                              environment=environment, timeout=timeout, sink=sink, **chosen)
+
+    def _evaluate(self, **arguments: Any) -> Evaluation:
+        raise NotImplementedError  # pragma: no cover - a backend declaring "evaluate" overrides this
+
+    def register(self, *, model_artifact: Any, metrics: Mapping[str, Any], group: str, approval: str,
+                 spec_data: Mapping[str, Any] | None = None, description: str = "", job_name: str | None = None,
+                 **settings: Any) -> RegisteredVersion:
+        """Record a model version in the backend's registry, once per training job. ``settings``: the backend's
+        `REGISTRATION_SETTINGS` (None values: not given)."""
         self.require("register")
-        raise NotImplementedError  # pragma: no cover
+        chosen = self._settings(settings, self.REGISTRATION_SETTINGS, "a registration", "registry")
+        return self._register(model_artifact=model_artifact, metrics=metrics, group=group, approval=approval,
+                              spec_data=spec_data, description=description, job_name=job_name, **chosen)
+
+    def _register(self, **arguments: Any) -> RegisteredVersion:
+        raise NotImplementedError  # pragma: no cover - a backend declaring "register" overrides this
 
     def champion(self, group: str) -> RegisteredVersion | None:
         """The group's latest Approved version, or None."""

@@ -153,7 +153,7 @@ def evaluate(
     sink: Callable[[str, bool], None] | None = None,
     role: str | None = None,
     image_uri: str | None = None,
-    instance_type: str = "ml.m5.xlarge",
+    instance_type: str | None = None,
     job_name: str | None = None,
     code_uri: str | None = None,
     client_factory: Callable[[str], Any] | None = None,

@@ -193,13 +193,11 @@ class LocalBackend(Backend):
         return str(child(Path(workdir or trainops_home()) / "evaluations", key, "job_name"))
 
     # --- evaluation, registry, staging -------------------------------------------------------------------------
-    def evaluate(self, *, entry_point: str, source_dir: Any, model_artifact: Any, channels: dict, output_dir: Any,
+    def _evaluate(self, *, entry_point: str, source_dir: Any, model_artifact: Any, channels: dict, output_dir: Any,
                  hyperparameters: dict | None = None, environment: dict | None = None, timeout: float | None = None,
-                 sink: Any = None, **unused: Any):
-        """Run the evaluation script here (`trainops.backends.local.evaluate.run_evaluation`); ``unused`` takes the
-        SageMaker-only settings (role, image_uri, instance_type...)."""
+                 sink: Any = None) -> Evaluation:
+        """Run the evaluation script here (`trainops.backends.local.evaluate.run_evaluation`)."""
         from trainops.backends.local.evaluate import run_evaluation
-        from trainops.steps.evaluate import EvaluationResult
 
         run = run_evaluation(entry_point=entry_point, source_dir=source_dir, model_artifact=model_artifact,
                              channels=channels, output_dir=output_dir, hyperparameters=hyperparameters,
@@ -209,8 +207,8 @@ class LocalBackend(Backend):
         # A file called report.* wins over other documents the script may have written.
         reports.sort(key=lambda name: (not Path(name).stem.lower().startswith("report"), name))
         plots = [str(output / name) for name in run.files if name.lower().endswith(PLOT_SUFFIXES)]
-        return EvaluationResult(
-            backend="local", metrics=run.metrics, passed=True, output_dir=run.output_dir,
+        return Evaluation(
+            backend="local", metrics=run.metrics, output_dir=run.output_dir,
             metrics_path=run.metrics_path, files=run.files, report=str(output / reports[0]) if reports else None,
             plots=plots, duration_seconds=run.duration_seconds,
         )
@@ -220,8 +218,8 @@ class LocalBackend(Backend):
 
         return LocalRegistry(self.registry_dir)
 
-    def register(self, *, model_artifact: Any, metrics: Any, group: str, approval: str, spec_data: Any = None,
-                 description: str = "", job_name: str | None = None, **unused: Any) -> RegisteredVersion:
+    def _register(self, *, model_artifact: Any, metrics: Any, group: str, approval: str, spec_data: Any = None,
+                  description: str = "", job_name: str | None = None) -> RegisteredVersion:
         """A new version in the local registry, or the version this training job already has (once per job)."""
         registry = self._registry()
         # Once per training job (a retried task, a re-run pipeline): the registry decides, under its group lock.

@@ -19,8 +19,8 @@ from typing import Any
 
 from trainops.aws.clients import ClientFactory, default_client_factory
 from trainops.backends.api import Backend, Evaluation, JobHandle, JobResult, Log, Placement, RegisteredVersion
-from trainops.backends.options import BackendOptions, SageMakerOptions
 from trainops.backends.failures import status_walk
+from trainops.backends.options import BackendOptions, SageMakerOptions
 from trainops.backends.sagemaker import cost as costs
 from trainops.backends.sagemaker import fsx, processing, registry, training
 from trainops.backends.sagemaker import logs as log_reading
@@ -75,6 +75,9 @@ class SageMakerBackend(Backend):
     remote = True  # jobs run in SageMaker: channels are S3 / FSx, logs are CloudWatch's, a job has a console page
     Options = SageMakerOptions
     capabilities = frozenset({"evaluate", "register", "stage", "metrics"})
+    EVALUATION_SETTINGS = frozenset({"role", "image_uri", "instance_type", "job_name", "code_uri", "poll_seconds",
+                                     "sleep"})
+    REGISTRATION_SETTINGS = frozenset({"image_uri", "metrics_uri"})
     CONTEXT = frozenset({"region", "client_factory", "poll_seconds"})
 
     def __init__(self, region: str | None = None, client_factory: ClientFactory | None = None,
@@ -238,22 +241,22 @@ class SageMakerBackend(Backend):
         return ""
 
     # --- evaluation ----------------------------------------------------------------------------------------------
-    def evaluate(self, *, entry_point: str, source_dir: Any, model_artifact: Any, channels: Mapping[str, Any],
+    def _evaluate(self, *, entry_point: str, source_dir: Any, model_artifact: Any, channels: Mapping[str, Any],
                  output_dir: Any, hyperparameters: Mapping[str, Any] | None = None,
                  environment: Mapping[str, str] | None = None, timeout: float | None = None,
                  role: str | None = None, image_uri: str | None = None, instance_type: str = "ml.m5.xlarge",
                  job_name: str | None = None, code_uri: str | None = None, poll_seconds: float | None = None,
-                 sleep: Callable[[float], None] = time.sleep, **unused: Any):
+                 sleep: Callable[[float], None] = time.sleep, sink: Any = None) -> Evaluation:
         """Upload ``source_dir`` (and the contract bootstrap) to ``code_uri`` (default ``<output_dir>/code``), run a
         processing job on ``image_uri`` (the training image) with ``role``, read ``metrics.json`` back from
-        ``output_dir`` (an S3 prefix; empty: `evaluation_prefix` of the model). ``job_name`` defaults to a name derived from the model, output and script, so
-        a retried task re-attaches to the processing job its first attempt started."""
+        ``output_dir`` (an S3 prefix; empty: `evaluation_prefix` of the model). ``job_name`` defaults to a name
+        derived from the model, output and script, so a retried task re-attaches to the processing job its first
+        attempt started. ``sink`` is for a local run's output lines: a processing job's are in CloudWatch."""
         from trainops.aws.s3 import join_uri, put_bytes
         from trainops.backends.local.evaluate import script_arguments, validate_metrics
         from trainops.backends.sagemaker.evaluation_bootstrap import BOOTSTRAP_NAME, bootstrap_source
         from trainops.backends.sagemaker.uploads import upload_source_dir
         from trainops.spec.names import check_job_name, deterministic_job_name
-        from trainops.steps.evaluate import EvaluationResult
 
         problems = []
         model_uri = os.fspath(model_artifact)
@@ -272,8 +275,9 @@ class SageMakerBackend(Backend):
             problems.append(Problem("output_dir", f"{output_uri!r} is not an s3:// prefix; a processing job writes "
                                                   "its metrics to S3"))
         if len(channels) != 1:
+            listed = ", ".join(sorted(channels)) or "none"
             problems.append(Problem("channels", f"a SageMaker evaluation takes exactly one data channel (an S3 "
-                                                f"prefix), got {len(channels)}: {', '.join(sorted(channels)) or 'none'}"))
+                                                f"prefix), got {len(channels)}: {listed}"))
         if problems:
             raise SpecError(problems, source="evaluation")
         (channel_name, test_uri), = channels.items()
@@ -294,13 +298,13 @@ class SageMakerBackend(Backend):
         poll = next((value for value in (poll_seconds, self.poll_seconds) if value is not None), 15.0)
         outcome = processing.evaluate(self.clients, request, poll_seconds=poll, sleep=sleep)
         metrics = validate_metrics(outcome.metrics, outcome.metrics_uri)
-        return EvaluationResult(backend="sagemaker", metrics=metrics, passed=True, output_dir=output_uri,
+        return Evaluation(backend="sagemaker", metrics=metrics, output_dir=output_uri,
                                 metrics_path=outcome.metrics_uri, job_name=outcome.job_name)
 
     # --- registry ------------------------------------------------------------------------------------------------
-    def register(self, *, model_artifact: Any, metrics: Mapping[str, Any], group: str, approval: str,
+    def _register(self, *, model_artifact: Any, metrics: Mapping[str, Any], group: str, approval: str,
                  spec_data: dict[str, Any] | None = None, description: str = "", job_name: str | None = None,
-                 image_uri: str | None = None, metrics_uri: str | None = None, **unused: Any) -> RegisteredVersion:
+                 image_uri: str | None = None, metrics_uri: str | None = None) -> RegisteredVersion:
         """A model package in the SageMaker Model Registry; the spec goes in as its hash (metadata values are
         short strings)."""
         from trainops.aws.s3 import parse_s3_uri
