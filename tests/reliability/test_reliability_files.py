@@ -5,8 +5,6 @@ outside where trainops may write, with a clear error.
 
 from __future__ import annotations
 
-import os
-
 import pytest
 from files_scenarios import (
     concurrent_registrations,
@@ -63,18 +61,10 @@ def test_a_port_directory_planted_by_another_user_is_refused(tmp_path):
     assert outcome["victims_changed"] == 0
 
 
-@pytest.mark.parametrize("swap_in, copies_with", [("thread", "threads"), ("process", "processes")])
-def test_staging_while_directories_are_swapped_for_links_reads_and_writes_nothing_outside(tmp_path, monkeypatch,
-                                                                                          swap_in, copies_with):
-    """Both ways a stage with two workers copies: threads (a process with another thread, here the swapper) and
-    forked processes (the swapper is another process; pytest's own threads are said not to be there)."""
-    from trainops.backends.local import stage_parallel
-
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    if swap_in == "process":
-        monkeypatch.setattr(stage_parallel.threading, "active_count", lambda: 1)
+@pytest.mark.parametrize("swap_in", ["thread", "process"])
+def test_staging_while_directories_are_swapped_for_links_reads_and_writes_nothing_outside(tmp_path, swap_in):
+    """The swaps made by a thread of the staging process and by another process."""
     outcome = staging_races(tmp_path, files=1000, rounds=2, swap_in=swap_in)
-    assert outcome["modes"] == [copies_with]
     assert outcome["source_swaps"]["from_outside"] == 0
     assert outcome["destination_swaps"]["written_outside"] == 0
 

@@ -1,7 +1,7 @@
 """A stand-in for `trainops.backends.local.stage_sources.copy_descriptor` that fails on purpose, for the staging
-tests of crashes, deaths and interruptions: on its ``at``-th call (counted per process, so each forked copying
-process counts its own) it writes half a file, then does what the test asks (raise, kill itself, signal its process
-group, sleep); every other call copies normally. Tests that run staging in a subprocess import it there too."""
+tests of crashes, deaths and interruptions: on its ``at``-th call it writes half a file, then does what the test
+asks (raise, kill itself, signal its process group, sleep); every other call copies normally. Tests that run
+staging in a subprocess import it there too."""
 
 from __future__ import annotations
 
@@ -39,13 +39,13 @@ def failing_copy(at: int, then: Callable[[], None], *, half: bool = True, from_t
     original = stage_sources.copy_descriptor
     calls = [0]
 
-    def copy(source_descriptor: int, target: int, size: int, stop) -> int:
+    def copy(source_descriptor: int, target: int, size: int) -> int:
         calls[0] += 1
         if calls[0] == at or (from_then_on and calls[0] > at):
             if half:
                 os.write(target, b"half")
             then()
-        return original(source_descriptor, target, size, stop)
+        return original(source_descriptor, target, size)
 
     return copy
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import array
-import base64
 import ctypes
 import fcntl
 import io
@@ -13,13 +11,14 @@ import signal
 import subprocess
 import sys
 import textwrap
+import uuid
 from pathlib import Path
 
 import pytest
 from support.failing_copy import failing_copy, raising
 
-from trainops.backends.local import stage_sources
-from trainops.backends.local.stage_manifest import MANIFEST_VERSION, StageManifest
+from trainops.backends.local import stage_s3, stage_sources
+from trainops.backends.local.stage_manifest import MANIFEST_VERSION
 from trainops.backends.local.stage_names import (
     JOURNAL_NAME,
     MANIFEST_NAME,
@@ -79,13 +78,13 @@ def tree(tmp_path: Path) -> tuple[Path, Path, dict[str, bytes]]:
 
 @pytest.mark.parametrize("name", ["../x", "/etc/x", "a/../../x", "a\nb", "a/./b", "a//b", "", "..", "x/..",
                                   "tab\there", "esc\x1b[31m", "c1\x9bx", "nul\x00", ".trainops-stage.json",
-                                  "sub/.trainops-stage-1-2.tmp"])
+                                  "sub/.trainops-stage-1-2.tmp", "n" * 256, "a/" + "\u00e9" * 128 + "/b"])
 def test_hostile_names_are_refused_with_a_reason(name):
     assert refusal_reason(name)
 
 
 @pytest.mark.parametrize("name", ["a", "a/b/c.bin", "with space/ünïcode.txt", "back\\slash", "..hidden", "a/.x",
-                                  "dir/marker/"])
+                                  "dir/marker/", "n" * 255])
 def test_ordinary_names_are_accepted(name):
     assert refusal_reason(name) is None
 
@@ -152,77 +151,31 @@ def test_an_unreadable_manifest_means_copy_everything_again(tree):
     assert json.loads((destination / MANIFEST_NAME).read_text())["version"] == MANIFEST_VERSION
 
 
-def test_version_1_and_2_manifests_are_still_read_and_a_malformed_one_is_not_trusted(tree):
+def test_a_manifest_of_another_format_or_malformed_is_not_trusted(tree):
+    """Manifests of other versions (the earlier formats included) and malformed ones mean "copy everything again",
+    with a note; the entries are name -> [size, fingerprint, staged mtime]."""
     source, destination, contents = tree
     assert stage_tree(str(source), str(destination)).files_copied == len(contents)
     document = json.loads((destination / MANIFEST_NAME).read_text())
-    assert document["version"] == MANIFEST_VERSION == 3
+    assert document["version"] == MANIFEST_VERSION == 4
     files = recorded_files(destination)
-    assert sorted(files) == sorted(contents) == document["names"].split("\n")
-    old = {"version": 1, "source": document["source"], "files": {name: list(entry) for name, entry in files.items()}}
-    version_2 = {"version": 2, "source": document["source"], "files": list(files),
-                 "sizes": [entry[0] for entry in files.values()],
-                 "fingerprints": [entry[1] for entry in files.values()],
-                 "staged_mtimes": [entry[2] for entry in files.values()]}
-    for earlier in (old, version_2):
-        (destination / MANIFEST_NAME).write_text(json.dumps(earlier))
-        rerun = stage_tree(str(source), str(destination))
-        assert rerun.files_skipped == len(contents) and rerun.files_copied == 0
-    for broken in ({"sizes": document["sizes"][:-4]}, {"sizes": "not base64!"}, {"names": ["a", "b"]},
-                   {"fingerprints": [1.5] * len(contents)}):
+    assert sorted(files) == sorted(contents) == sorted(document["files"])
+    earlier = {"version": 3, "source": document["source"], "names": "\n".join(files)}
+    (destination / MANIFEST_NAME).write_text(json.dumps(earlier))
+    rerun = stage_tree(str(source), str(destination))
+    assert rerun.files_copied == len(contents) and any("unknown format" in note for note in rerun.notes)
+    name = sorted(files)[0]
+    for broken in ({"files": []}, {"files": {name: [1, 2]}}, {"files": {name: [1.5, 1, 1]}},
+                   {"files": {name: ["1", 1, 1]}}):
         (destination / MANIFEST_NAME).write_text(json.dumps({**document, **broken}))
         again = stage_tree(str(source), str(destination))
         assert again.files_copied == len(contents) and any("malformed" in note for note in again.notes), broken
 
 
-def test_a_manifest_whose_names_are_out_of_order_is_still_read_whole(tree):
-    """A version 3 manifest is written sorted (listing processes take their part of it as a range); one edited out
-    of order is used as a table instead, so no entry is missed."""
-    source, destination, contents = tree
-    stage_tree(str(source), str(destination))
-    document = json.loads((destination / MANIFEST_NAME).read_text())
-    names = document["names"].split("\n")
-    order = list(reversed(range(len(names))))
-    columns = {}
-    for column in ("sizes", "fingerprints", "staged_mtimes"):
-        values = array.array("q")
-        values.frombytes(base64.b64decode(document[column]))
-        columns[column] = base64.b64encode(array.array("q", [values[index] for index in order])).decode()
-    (destination / MANIFEST_NAME).write_text(json.dumps({**document, **columns,
-                                                          "names": "\n".join(names[index] for index in order)}))
-    rerun = stage_tree(str(source), str(destination), workers=2)
-    assert rerun.files_skipped == len(contents) and rerun.files_copied == 0 and not rerun.stale
-
-
-def test_a_manifest_part_is_exactly_the_names_under_its_top_directories(tmp_path):
-    """A listing process takes the entries under its top-level directories as a range of the sorted names: not a
-    sibling whose name starts the same ("a0", "ab", "a.txt"), with ETags and undecodable names surviving the round
-    trip; a single name is found by a search without building the whole table."""
-    names = ["a.txt", "a/x", "a/y/z", "a0/q", "ab/c", "b/d", "caf\udce9/e"]
-    manifest = StageManifest("s3://bucket/data", {name: (index, f'"etag-{index}"', 1000 + index)
-                                                   for index, name in enumerate(names)})
-    manifest.save(descriptor := os.open(tmp_path, os.O_RDONLY | os.O_DIRECTORY))
-    try:
-        loaded = StageManifest.load(descriptor, "s3://bucket/data")
-    finally:
-        os.close(descriptor)
-    assert loaded._files is None  # columns until a table is needed
-    assert loaded.part(["a"]) == {"a/x": (1, '"etag-1"', 1001), "a/y/z": (2, '"etag-2"', 1002)}
-    assert sorted(loaded.part(["ab", "caf\udce9"])) == ["ab/c", "caf\udce9/e"]
-    assert loaded.part(["missing"]) == {}
-    assert loaded.entry("a.txt") == (0, '"etag-0"', 1000) and loaded.entry("a") is None and len(loaded) == 7
-    assert loaded._files is None
-    assert loaded.files == manifest.files
-
-
 def recorded_files(destination: Path) -> dict:
     """The manifest of ``destination`` as name -> (size, fingerprint, staged mtime)."""
-    descriptor = os.open(destination, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        document = json.loads((destination / MANIFEST_NAME).read_text())
-        return dict(StageManifest.load(descriptor, document["source"]).files)
-    finally:
-        os.close(descriptor)
+    document = json.loads((destination / MANIFEST_NAME).read_text())
+    return {name: tuple(entry) for name, entry in document["files"].items()}
 
 
 def test_a_manifest_written_for_another_source_is_not_trusted(tree, tmp_path):
@@ -258,13 +211,13 @@ def test_each_file_is_written_to_a_temporary_name_in_its_directory_then_renamed(
     seen = []
     original = stage_sources.copy_descriptor
 
-    def observing(source_descriptor, target, size, stop):
+    def observing(source_descriptor, target, size):
         written_to = Path(os.readlink(f"/proc/self/fd/{target}"))
         seen.append(written_to)
         final = written_to.parent / [name for name in contents if len(contents[name]) == size][0].rpartition("/")[2]
         assert is_temporary_name(written_to.name)
         assert not final.exists()  # the final name appears only with the rename, complete
-        return original(source_descriptor, target, size, stop)
+        return original(source_descriptor, target, size)
 
     monkeypatch.setattr(stage_sources, "copy_descriptor", observing)
     report = stage_tree(str(source), str(destination), workers=1)
@@ -360,20 +313,7 @@ def test_a_link_in_the_destination_is_never_written_through(tree, tmp_path):
     assert list(elsewhere.iterdir()) == []
 
 
-def copy_mode(monkeypatch, mode: str) -> int:
-    """Set up one of the ways a stage copies (one worker; threads, as in a process with other threads such as an
-    Airflow worker; forked processes) and return the workers to ask for."""
-    from trainops.backends.local import stage_parallel
-
-    if mode == "one worker":
-        return 1
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    monkeypatch.setattr(stage_parallel.threading, "active_count", lambda: 1 if mode == "processes" else 2)
-    return 2
-
-
-@pytest.mark.parametrize("mode", ["one worker", "processes"])
-def test_a_source_directory_swapped_for_a_link_while_listing_is_not_read_through(tmp_path, monkeypatch, mode):
+def test_a_source_directory_swapped_for_a_link_while_listing_is_not_read_through(tmp_path, monkeypatch):
     """The directory is checked when its parent is listed, then replaced by a link to a directory outside before
     it is opened itself: opened relative to its parent with O_NOFOLLOW, it is refused instead of read."""
     outside = tmp_path / "outside"
@@ -383,17 +323,17 @@ def test_a_source_directory_swapped_for_a_link_while_listing_is_not_read_through
     (source / "sub").mkdir(parents=True)
     (source / "sub" / "data.txt").write_text("data")
     (source / "top.txt").write_text("top")
-    original = stage_sources.DirectoryOpener.open
+    original = stage_sources.LocalSource._open
 
     def swapping(self, index):
-        if self.directories[index][0] == ("sub",) and (source / "sub").is_dir() and not (source / "sub").is_symlink():
+        if self.directories[index][0] == "sub" and (source / "sub").is_dir() and not (source / "sub").is_symlink():
             (source / "sub").rename(tmp_path / "moved-away")
             (source / "sub").symlink_to(outside)
         return original(self, index)
 
-    monkeypatch.setattr(stage_sources.DirectoryOpener, "open", swapping)
+    monkeypatch.setattr(stage_sources.LocalSource, "_open", swapping)
     destination = tmp_path / "destination"
-    report = stage_tree(str(source), str(destination), workers=copy_mode(monkeypatch, mode))
+    report = stage_tree(str(source), str(destination))
     assert not report.ok
     assert [item.name for item in report.refused] == ["sub"]
     assert "cannot read the directory" in report.refused[0].reason
@@ -432,21 +372,16 @@ def exchange(first: Path, second: Path) -> None:
         raise OSError(error, os.strerror(error), str(first))
 
 
-@pytest.mark.parametrize("mode", ["one worker", "threads", "processes"])
-def test_a_destination_directory_swapped_for_a_link_mid_copy_sends_nothing_there(tree, tmp_path, monkeypatch, mode):
+def test_a_destination_directory_swapped_for_a_link_mid_copy_sends_nothing_there(tree, tmp_path, monkeypatch):
     """After the first copy, every destination directory is replaced by a link to a directory outside (the issue's
     run sent ~97,000 of 100,000 files there): copies go on only into the directories staging created and checked.
-
-    The swap is made once (claimed with an atomic mkdir, so also across worker processes) and atomically (rename
-    exchange): before, two workers could both run the swap, and the second one's rename of the link onto the moved
-    directory failed with 'Is a directory', a failure of the test's own swap, not of staging."""
+    The swap is made once and atomically (rename exchange)."""
     source, destination, contents = tree
     elsewhere = tmp_path / "elsewhere"
     (elsewhere / "deep").mkdir(parents=True)  # the same shape as the destination, ready to receive its files
     original = stage_sources.copy_descriptor
 
-    def swap_then_copy(source_descriptor, target, size, stop):
-        (tmp_path / f"copier-{os.getpid()}").touch()
+    def swap_then_copy(source_descriptor, target, size):
         try:
             (tmp_path / "swap-claimed").mkdir()
         except FileExistsError:
@@ -457,13 +392,10 @@ def test_a_destination_directory_swapped_for_a_link_mid_copy_sends_nothing_there
                 link.symlink_to(elsewhere)
                 exchange(link, destination / directory)  # the link takes the directory's name in one step
                 link.rename(tmp_path / f"moved-{directory}")  # the real directory, parked outside
-        return original(source_descriptor, target, size, stop)
+        return original(source_descriptor, target, size)
 
     monkeypatch.setattr(stage_sources, "copy_descriptor", swap_then_copy)
-    report = stage_tree(str(source), str(destination), workers=copy_mode(monkeypatch, mode))
-    copiers = {path.name for path in tmp_path.glob("copier-*")}
-    assert (f"copier-{os.getpid()}" in copiers) == (mode != "processes") and copiers
-    assert report.copied_with == mode
+    report = stage_tree(str(source), str(destination))
     assert [path for path in elsewhere.rglob("*") if not path.is_dir()] == []
     assert report.files_copied + len(report.failed) == len(contents)
     assert all("symbolic link" in item.reason or "replaced" in item.reason for item in report.failed), \
@@ -598,50 +530,38 @@ def test_progress_bar_is_drawn_only_when_asked_or_on_a_terminal(tree, tmp_path):
     assert silent.getvalue() == ""
 
 
-# --- S3 sources, with a stand-in client (the moto server tests are in tests/system) ----------------------------------
+# --- S3 sources, against the moto server of the test session ------------------------------------------------------
 
 
-class FakeBody:
-    def __init__(self, data: bytes):
-        self.data = data
+def s3_bucket(objects: dict[str, bytes]):
+    """A new bucket of the moto server holding ``objects`` (keys HTTP cannot carry go straight into moto's store),
+    and a client that records the key of every GetObject and HeadObject it sends."""
+    import boto3
+    from moto.s3.models import s3_backends
+    from support.moto_server import ACCOUNT_ID
 
-    def iter_chunks(self, size: int):
-        for start in range(0, len(self.data), size):
-            yield self.data[start:start + size]
-
-    def close(self) -> None:
-        pass
-
-
-class FakeS3:
-    """list_objects_v2 pages and get_object from a dict of key -> bytes; records every key downloaded."""
-
-    def __init__(self, objects: dict[str, bytes]):
-        self.objects = objects
-        self.downloaded: list[str] = []
-
-    def get_paginator(self, operation: str):
-        assert operation == "list_objects_v2"
-        objects = self.objects
-
-        class Paginator:
-            def paginate(self, Bucket, Prefix):
-                yield {"Contents": [{"Key": key, "Size": len(data), "ETag": f'"{hash(data)}"'}
-                                    for key, data in sorted(objects.items()) if key.startswith(Prefix)]}
-
-        return Paginator()
-
-    def get_object(self, Bucket, Key):
-        self.downloaded.append(Key)
-        data = self.objects[Key]
-        return {"Body": FakeBody(data), "ContentLength": len(data), "ETag": f'"{hash(data)}"'}
+    client = boto3.client("s3")
+    bucket = f"staging-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=bucket)
+    for key, data in objects.items():
+        if "\n" in key:
+            s3_backends[ACCOUNT_ID]["aws"].put_object(bucket, key, data)
+        else:
+            client.put_object(Bucket=bucket, Key=key, Body=data)
+    client.downloaded, client.heads = [], []
+    client.meta.events.register("provide-client-params.s3.GetObject",
+                                lambda params, **kwargs: client.downloaded.append(params["Key"]))
+    client.meta.events.register("provide-client-params.s3.HeadObject",
+                                lambda params, **kwargs: client.heads.append(params["Key"]))
+    return client, bucket
 
 
-def test_s3_keys_that_would_escape_are_refused_before_any_download(tmp_path):
-    client = FakeS3({"data/ok/a.txt": b"a", "data/../x": b"evil", "data//etc/x": b"evil", "data/a/../../x": b"evil",
-                     "data/a\nb": b"evil", "data/marker/": b"", "database/other": b"not under the prefix"})
+def test_s3_keys_that_would_escape_are_refused_before_any_download(aws_environment, tmp_path):
+    client, bucket = s3_bucket({"data/ok/a.txt": b"a", "data/../x": b"evil", "data//etc/x": b"evil",
+                                "data/a/../../x": b"evil", "data/a\nb": b"evil", "data/marker/": b"",
+                                "database/other": b"not under the prefix"})
     destination = tmp_path / "parent" / "destination"
-    report = stage_tree("s3://bucket/data", str(destination), client_factory=lambda service: client)
+    report = stage_tree(f"s3://{bucket}/data", str(destination), client_factory=lambda service: client)
     assert {item.name for item in report.refused} == {"../x", "/etc/x", "a/../../x", "a\nb"}
     assert client.downloaded == ["data/ok/a.txt"]
     assert staged_files(destination) == {"ok/a.txt": b"a"}
@@ -649,22 +569,48 @@ def test_s3_keys_that_would_escape_are_refused_before_any_download(tmp_path):
                                  "parent/destination/ok/a.txt", f"parent/destination/{MANIFEST_NAME}"}
 
 
-def test_s3_objects_are_skipped_by_etag_and_copied_again_when_it_changes(tmp_path):
-    client = FakeS3({"p/a.bin": b"first", "p/b.bin": b"second"})
+def test_s3_objects_are_skipped_by_etag_and_copied_again_when_it_changes(aws_environment, tmp_path):
+    client, bucket = s3_bucket({"p/a.bin": b"first", "p/b.bin": b"second"})
     destination = tmp_path / "destination"
     factory = lambda service: client  # noqa: E731
-    assert stage_tree("s3://bucket/p/", str(destination), client_factory=factory).files_copied == 2
-    client.objects["p/a.bin"] = b"FIRST"  # same size, new ETag
-    report = stage_tree("s3://bucket/p/", str(destination), client_factory=factory)
+    assert stage_tree(f"s3://{bucket}/p/", str(destination), client_factory=factory).files_copied == 2
+    assert client.heads == []  # the listed size and ETag are given to the transfer manager: no HeadObject
+    client.put_object(Bucket=bucket, Key="p/a.bin", Body=b"FIRST")  # same size, new ETag
+    report = stage_tree(f"s3://{bucket}/p/", str(destination), client_factory=factory)
     assert (report.files_copied, report.files_skipped) == (1, 1)
     assert (destination / "a.bin").read_bytes() == b"FIRST"
-    assert stage_tree("s3://bucket/p", str(destination), client_factory=factory).files_skipped == 2
+    assert stage_tree(f"s3://{bucket}/p", str(destination), client_factory=factory).files_skipped == 2
+    assert recorded_files(destination)["a.bin"][1] == client.head_object(Bucket=bucket, Key="p/a.bin")["ETag"]
 
 
-def test_an_empty_s3_prefix_is_bad_input_and_creates_nothing(tmp_path):
+def test_an_s3_object_changed_after_listing_fails_instead_of_being_recorded_wrong(aws_environment, tmp_path,
+                                                                                 monkeypatch):
+    """Every GetObject carries If-Match with the listed ETag: an object overwritten between the listing and its
+    download fails (and is staged by the next run) instead of landing under the old ETag."""
+    client, bucket = s3_bucket({"p/a.bin": b"listed", "p/big.bin": os.urandom(9 * 1024 * 1024)})
+    original_list = stage_s3.S3Source.list
+
+    def list_then_overwrite(self):
+        listed = original_list(self)
+        client.put_object(Bucket=bucket, Key="p/a.bin", Body=b"newer!")
+        client.put_object(Bucket=bucket, Key="p/big.bin", Body=os.urandom(9 * 1024 * 1024))  # ranged parts
+        return listed
+
+    monkeypatch.setattr(stage_s3.S3Source, "list", list_then_overwrite)
+    report = stage_tree(f"s3://{bucket}/p", str(tmp_path / "destination"), client_factory=lambda service: client)
+    monkeypatch.undo()
+    assert sorted(item.name for item in report.failed) == ["a.bin", "big.bin"]
+    assert all("changed since it was listed" in item.reason for item in report.failed)
+    assert staged_files(tmp_path / "destination") == {}
+    rerun = stage_tree(f"s3://{bucket}/p", str(tmp_path / "destination"), client_factory=lambda service: client)
+    assert rerun.ok and (tmp_path / "destination" / "a.bin").read_bytes() == b"newer!"
+
+
+def test_an_empty_s3_prefix_is_bad_input_and_creates_nothing(aws_environment, tmp_path):
+    client, bucket = s3_bucket({"other/x": b"x"})
     destination = tmp_path / "destination"
     with pytest.raises(SpecError, match="no objects under"):
-        stage_tree("s3://bucket/none", str(destination), client_factory=lambda service: FakeS3({"other/x": b"x"}))
+        stage_tree(f"s3://{bucket}/none", str(destination), client_factory=lambda service: client)
     assert not destination.exists()
 
 
@@ -749,177 +695,59 @@ def test_sagemaker_step_rejects_sources_fsx_cannot_import(source, options, field
               **options)
 
 
-def record_listing_processes(monkeypatch, tmp_path: Path) -> Path:
-    """Two CPUs, no other thread, and each listing process leaves a file named by its pid in the returned folder."""
-    from trainops.backends.local import stage_parallel
-
-    pids = tmp_path / "pids"
-    pids.mkdir()
-    original_child = stage_parallel._child
-
-    def recording_child(*arguments):
-        (pids / str(os.getpid())).touch()
-        return original_child(*arguments)
-
-    monkeypatch.setattr(stage_parallel, "_child", recording_child)
-    monkeypatch.setattr(stage_parallel.os, "cpu_count", lambda: 2)
-    single_threaded(monkeypatch)
-    return pids
-
-
-def test_two_workers_list_the_subtrees_in_child_processes_and_report_as_one_worker_does(tmp_path, monkeypatch):
-    """A local tree with two workers is listed by forked processes (each takes some top-level directories): what is
-    copied, skipped, refused and found stale (at the top, inside a subtree, a whole directory gone) is the same as
-    with one worker, and the files of a directory reached through a link inside the source are copied."""
-    pids = record_listing_processes(monkeypatch, tmp_path)
-    reports = {}
-    for workers in (1, 2):
-        source = tmp_path / f"source-{workers}"
-        for index in range(12):
-            (source / f"dir-{index % 4}" / "deep").mkdir(parents=True, exist_ok=True)
-            (source / f"dir-{index % 4}" / "deep" / f"f{index}.bin").write_bytes(b"x" * index)
-        (source / "top.bin").write_bytes(b"top")
-        (source / "gone-top.bin").write_bytes(b"soon gone")
-        (source / "linked").symlink_to(source / "dir-1")
-        (source / "dir-2" / "bad\nname").write_bytes(b"refused")
-        destination = tmp_path / f"destination-{workers}"
-        first = stage_tree(str(source), str(destination), workers=workers)
-        (source / "gone-top.bin").unlink()
-        (source / "dir-0" / "deep" / "f0.bin").unlink()
-        for path in (source / "dir-3" / "deep").iterdir():
-            path.unlink()
-        (source / "dir-3" / "deep").rmdir()
-        (source / "dir-3").rmdir()
-        (source / "dir-1" / "deep" / "f1.bin").write_bytes(b"changed")
-        second = stage_tree(str(source), str(destination), workers=workers)
-        reports[workers] = [(report.files_found, report.files_copied, report.files_skipped, sorted(report.stale),
-                             [item.name for item in report.refused], report.failed) for report in (first, second)]
-        assert staged_files(destination)["linked/deep/f5.bin"] == b"x" * 5
-    assert reports[2] == reports[1]
-    assert reports[1][1][3] == sorted(["gone-top.bin", "dir-0/deep/f0.bin", "dir-3/deep/f3.bin",
-                                       "dir-3/deep/f7.bin", "dir-3/deep/f11.bin"])
-    assert reports[1][1][1] == 2  # f1.bin, changed, and its linked twin
-    assert len(list(pids.iterdir())) == 4  # two children for each of the two stages of the two-worker tree
-    assert str(os.getpid()) not in {path.name for path in pids.iterdir()}
+def test_stale_names_at_every_level_and_directories_linked_inside_the_source(tmp_path):
+    """What is copied, skipped, refused and found stale at the top, inside a subtree and for a whole directory
+    gone; the files of a directory reached through a link inside the source are copied."""
+    source = tmp_path / "source"
+    for index in range(12):
+        (source / f"dir-{index % 4}" / "deep").mkdir(parents=True, exist_ok=True)
+        (source / f"dir-{index % 4}" / "deep" / f"f{index}.bin").write_bytes(b"x" * index)
+    (source / "top.bin").write_bytes(b"top")
+    (source / "gone-top.bin").write_bytes(b"soon gone")
+    (source / "linked").symlink_to(source / "dir-1")
+    (source / "dir-2" / "bad\nname").write_bytes(b"refused")
+    destination = tmp_path / "destination"
+    first = stage_tree(str(source), str(destination))
+    (source / "gone-top.bin").unlink()
+    (source / "dir-0" / "deep" / "f0.bin").unlink()
+    for path in (source / "dir-3" / "deep").iterdir():
+        path.unlink()
+    (source / "dir-3" / "deep").rmdir()
+    (source / "dir-3").rmdir()
+    (source / "dir-1" / "deep" / "f1.bin").write_bytes(b"changed")
+    second = stage_tree(str(source), str(destination))
+    assert staged_files(destination)["linked/deep/f5.bin"] == b"x" * 5
+    assert (first.files_found, first.files_copied, [item.name for item in first.refused]) == (17, 17,
+                                                                                              ["dir-2/bad\nname"])
+    assert sorted(second.stale) == sorted(["gone-top.bin", "dir-0/deep/f0.bin", "dir-3/deep/f3.bin",
+                                           "dir-3/deep/f7.bin", "dir-3/deep/f11.bin"])
+    assert second.files_copied == 2  # f1.bin, changed, and its linked twin
 
 
-def test_a_tree_with_one_top_directory_is_split_deeper_among_the_listing_processes(tmp_path, monkeypatch):
-    """``data/train/part-*``: the subtrees handed to the listing processes are found a level or two down, so two
-    processes list it; copied, skipped and stale names (at every level) are what one worker reports."""
-    pids = record_listing_processes(monkeypatch, tmp_path)
-    reports = {}
-    for workers in (1, 2):
-        source = tmp_path / f"source-{workers}"
-        for index in range(24):
-            part = source / "data" / "train" / f"part-{index % 8}"
-            part.mkdir(parents=True, exist_ok=True)
-            (part / f"f{index}.bin").write_bytes(b"x" * index)
-        (source / "data" / "README").write_bytes(b"about")
-        (source / "data" / "train" / "index.csv").write_bytes(b"a,b")
-        destination = tmp_path / f"destination-{workers}"
-        first = stage_tree(str(source), str(destination), workers=workers)
-        (source / "data" / "README").unlink()
-        (source / "data" / "train" / "index.csv").unlink()
-        (source / "data" / "train" / "part-3" / "f11.bin").unlink()
-        (source / "data" / "train" / "part-5" / "f5.bin").write_bytes(b"changed")
-        second = stage_tree(str(source), str(destination), workers=workers)
-        reports[workers] = [(report.files_found, report.files_copied, report.files_skipped, sorted(report.stale))
-                            for report in (first, second)]
-    assert reports[2] == reports[1]
-    assert reports[1][1] == (23, 1, 22, ["data/README", "data/train/index.csv", "data/train/part-3/f11.bin"])
-    assert len(list(pids.iterdir())) == 4  # two listing processes for each stage of the two-worker tree
+def test_a_tree_with_one_top_directory_reports_stale_names_at_every_level(tmp_path):
+    """``data/train/part-*``: copied, skipped and stale names (at every level)."""
+    source = tmp_path / "source"
+    for index in range(24):
+        part = source / "data" / "train" / f"part-{index % 8}"
+        part.mkdir(parents=True, exist_ok=True)
+        (part / f"f{index}.bin").write_bytes(b"x" * index)
+    (source / "data" / "README").write_bytes(b"about")
+    (source / "data" / "train" / "index.csv").write_bytes(b"a,b")
+    destination = tmp_path / "destination"
+    stage_tree(str(source), str(destination))
+    (source / "data" / "README").unlink()
+    (source / "data" / "train" / "index.csv").unlink()
+    (source / "data" / "train" / "part-3" / "f11.bin").unlink()
+    (source / "data" / "train" / "part-5" / "f5.bin").write_bytes(b"changed")
+    second = stage_tree(str(source), str(destination))
+    assert (second.files_found, second.files_copied, second.files_skipped, sorted(second.stale)) == (
+        23, 1, 22, ["data/README", "data/train/index.csv", "data/train/part-3/f11.bin"])
 
 
-def test_an_error_in_a_listing_process_is_raised_in_the_stage(tree, monkeypatch):
-    from trainops.backends.local import stage_parallel
-
-    def failing_child(*arguments):
-        raise RuntimeError("listing broke")
-
-    monkeypatch.setattr(stage_parallel, "_child", failing_child)
-    monkeypatch.setattr(stage_parallel.os, "cpu_count", lambda: 2)
-    single_threaded(monkeypatch)
-    source, destination, _ = tree
-    with pytest.raises(RuntimeError, match="listing broke"):
-        stage_tree(str(source), str(destination), workers=2)
-
-
-def single_threaded(monkeypatch) -> None:
-    """Staging forks its listing processes only when the process has no other thread; pytest's process may have
-    some (a moto server, an earlier test's pool), so the tests of the forked path say there are none."""
-    from trainops.backends.local import stage_parallel
-
-    monkeypatch.setattr(stage_parallel.threading, "active_count", lambda: 1)
-
-
-def test_a_process_with_other_threads_lists_in_process(tree, monkeypatch):
-    """Forking while another thread holds a lock leaves the lock held in the child: with a second thread alive
-    (an Airflow worker, a notebook), the listing runs in this process and the stage is the same."""
-    import threading
-
-    from trainops.backends.local import stage_parallel
-
-    def no_fork(*arguments):
-        raise AssertionError("a listing process was started")
-
-    monkeypatch.setattr(stage_parallel, "list_in_processes", no_fork)
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    source, destination, _ = tree
-    stop = threading.Event()
-    other = threading.Thread(target=stop.wait)
-    other.start()
-    try:
-        report = stage_tree(str(source), str(destination), workers=2)
-    finally:
-        stop.set()
-        other.join()
-    assert report.files_copied == report.files_found > 0
-
-
-def test_the_callers_gc_freeze_survives_a_stage(tree, monkeypatch):
-    """A server that froze its objects before forking workers keeps them frozen after a stage with listing
-    processes (the stage used to unfreeze everything)."""
-    import gc
-
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    single_threaded(monkeypatch)
-    source, destination, _ = tree
-    gc.freeze()
-    try:
-        frozen = gc.get_freeze_count()
-        stage_tree(str(source), str(destination), workers=2)
-        # Still frozen (the count is of live objects: one freed during the stage leaves it, so not an equality);
-        # the stage used to unfreeze everything, which leaves 0.
-        assert gc.get_freeze_count() > frozen // 2 > 0
-    finally:
-        gc.unfreeze()
-    stage_tree(str(source), str(destination / "again"), workers=2)
-    assert gc.get_freeze_count() == 0  # a freeze made by the stage itself is undone
-
-
-def test_a_failed_fork_is_a_clear_error_and_leaves_no_descriptor_open(tree, monkeypatch):
-    from trainops.backends.local import stage_parallel
-
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
-    single_threaded(monkeypatch)
-
-    def no_process(*arguments):
-        raise BlockingIOError(11, "Resource temporarily unavailable")
-
-    source, destination, _ = tree
-    stage_tree(str(source), str(destination / "warm"), workers=1)  # imports and caches settle first
-    before = len(os.listdir("/proc/self/fd"))
-    monkeypatch.setattr(stage_parallel.os, "fork", no_process)
-    with pytest.raises(JobFailed, match="could not start a listing process.*--workers 1"):
-        stage_tree(str(source), str(destination / "new"), workers=2)
-    assert len(os.listdir("/proc/self/fd")) == before
-
-
-def test_a_staged_file_that_became_a_directory_is_stale_once_with_two_workers(tmp_path, monkeypatch):
+def test_a_staged_file_that_became_a_directory_is_stale_once_with_two_workers(tmp_path):
     """A top-level file staged earlier and now a directory of the source: its old name is stale once (the listing
     process of that directory and the staging process both used to report it), as with one worker; a re-stage that
     sees every name of the manifest finds nothing stale."""
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
     results = {}
     for workers in (1, 2):
         source = tmp_path / f"source-{workers}"

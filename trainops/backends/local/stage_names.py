@@ -10,8 +10,9 @@ names made of ordinary segments, and refuses (and reports) everything else befor
   keys land on one file;
 - control characters anywhere (newlines, tabs, NUL, escape sequences, the C1 range): they break logs, manifests
   and tools that read one name per line, and can rewrite a terminal when printed;
-- names staging keeps for itself (any segment starting with ``.trainops-stage``: its manifest, journal and
-  temporary files).
+- segments longer than a file name may be (255 bytes);
+- names staging keeps for itself (any segment starting with ``.trainops-stage``: its manifest, its marker of a
+  running stage and its temporary files).
 
 A backslash is an ordinary character on Linux (the local backend and FSx for Lustre mounts), so it is allowed.
 """
@@ -21,22 +22,22 @@ from __future__ import annotations
 import os
 import re
 
-#: Every name staging keeps for itself starts with this: the manifest, the journal and the temporary files. A
-#: source name with a segment that starts with it is refused, so a source can never collide with them.
+#: Every name staging keeps for itself starts with this; a source name with a segment that starts with it is
+#: refused, so a source can never collide with staging's own files.
 RESERVED_PREFIX = ".trainops-stage"
 #: The manifest of what was staged, at the top of the destination.
 MANIFEST_NAME = RESERVED_PREFIX + ".json"
-#: Lists the directories that hold temporary files while a stage runs, so the next run can remove what a killed
-#: run left behind.
+#: Present while a stage writes: a stage that finds it was killed, and removes the temporary files left behind.
 JOURNAL_NAME = RESERVED_PREFIX + "-journal.json"
 #: Temporary files are ``.trainops-stage-<pid>-<number>.tmp`` in the directory of their final name.
 TEMPORARY_SUFFIX = ".tmp"
+#: The longest file name (one segment) Linux file systems take, in bytes.
+NAME_MAX = 255
 
 
-def temporary_name(number: int, process: int | None = None) -> str:
-    """The name of a temporary file (in the directory of the final file, so the rename stays in one directory);
-    ``process`` is this process's id, passed in by callers that make many names."""
-    return f"{RESERVED_PREFIX}-{process or os.getpid()}-{number}{TEMPORARY_SUFFIX}"
+def temporary_name(number: int) -> str:
+    """A temporary file's name (in the directory of the final file, so the rename stays in one directory)."""
+    return f"{RESERVED_PREFIX}-{os.getpid()}-{number}{TEMPORARY_SUFFIX}"
 
 
 def is_temporary_name(name: str) -> bool:
@@ -48,25 +49,14 @@ def is_temporary_name(name: str) -> bool:
 _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")
 
 
-def _control_character(name: str) -> str | None:
-    found = _CONTROL.search(name)
-    return found.group() if found else None
-
-
-def _is_control(character: str) -> bool:
-    return _CONTROL.match(character) is not None
-
-
 def refusal_reason(name: str) -> str | None:
-    """Why ``name`` may not be staged, or None when it is safe to write under the destination.
-
-    The reason is a short sentence naming the problem, for the report and the command line.
-    """
+    """Why ``name`` may not be staged (a short sentence for the report), or None when it is safe to write under the
+    destination."""
     if not name:
         return "empty name"
-    control = _control_character(name)
-    if control is not None:
-        return f"name contains the control character {control!r}; rename the file or object"
+    reason = entry_refusal_reason(name)
+    if reason is not None and "control character" in reason:
+        return reason
     if name.startswith("/"):
         return "absolute path; it would be written outside the destination"
     segments = name.rstrip("/").split("/")
@@ -76,19 +66,22 @@ def refusal_reason(name: str) -> str | None:
         return "'.' segment; names must be plain relative paths"
     if "" in segments:
         return "empty path segment ('//'); two keys would land on one file"
-    if RESERVED_PREFIX in name and any(segment.startswith(RESERVED_PREFIX) for segment in segments):
-        return f"names starting with {RESERVED_PREFIX!r} are reserved for staging's own files"
+    for segment in segments:
+        reason = entry_refusal_reason(segment)
+        if reason is not None:
+            return reason
     return None
 
 
 def entry_refusal_reason(entry_name: str) -> str | None:
-    """`refusal_reason` for one directory entry's own name, when its parent's name was already accepted (a local
-    listing: an entry name never holds ``/`` and is never ``.`` or ``..``, so only the rest needs checking)."""
-    control = _control_character(entry_name)
-    if control is not None:
-        return f"name contains the control character {control!r}; rename the file or object"
+    """`refusal_reason` for one segment (a directory entry's own name, whose parent was already accepted)."""
+    found = _CONTROL.search(entry_name)
+    if found:
+        return f"name contains the control character {found.group()!r}; rename the file or object"
     if entry_name.startswith(RESERVED_PREFIX):
         return f"names starting with {RESERVED_PREFIX!r} are reserved for staging's own files"
+    if len(entry_name) * 4 > NAME_MAX and len(os.fsencode(entry_name)) > NAME_MAX:
+        return f"a path segment is longer than {NAME_MAX} bytes, which no file system here takes"
     return None
 
 
@@ -101,10 +94,4 @@ def printable_name(name: str) -> str:
         text = name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
     except UnicodeEncodeError:  # a lone surrogate that no file system produced: show the code point
         return ascii(name)[1:-1]
-    if _control_character(text) is None:
-        return text
-    return "".join(_escaped(character) for character in text)
-
-
-def _escaped(character: str) -> str:
-    return character.encode("unicode_escape").decode("ascii") if _is_control(character) else character
+    return _CONTROL.sub(lambda found: found.group().encode("unicode_escape").decode("ascii"), text)

@@ -15,10 +15,7 @@ LISTED_LIMIT = 100
 
 
 class StageReport:
-    """What a stage did. `to_dict` is JSON-able (an Airflow XCom value, a KFP output).
-
-    A plain class rather than a dataclass: `dataclasses` (with `inspect`) is a tenth of the ``trainops stage``
-    command's import time, and a re-stage of an unchanged tree takes well under a second."""
+    """What a stage did. `to_dict` is JSON-able (an Airflow XCom value, a KFP output)."""
 
     def __init__(self, source: str, destination: str, files_found: int = 0, files_copied: int = 0,
                  bytes_copied: int = 0, files_skipped: int = 0, bytes_skipped: int = 0, seconds: float = 0.0,
@@ -37,8 +34,6 @@ class StageReport:
         self.stale: list[str] = stale if stale is not None else []  # staged earlier, gone from the source, left
         self.deleted: list[str] = deleted if deleted is not None else []  # ... removed (delete=True)
         self.notes: list[str] = notes if notes is not None else []
-        #: How the copies were made: "processes", "threads" or "one worker" ("" when nothing was copied).
-        self.copied_with = ""
 
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={value!r}" for name, value in vars(self).items())
@@ -125,13 +120,7 @@ class Progress:
 
     def advance(self, size: int) -> None:
         """One more file done (copied or failed); redraw when a tenth of a second has passed, or at the end."""
-        self.advance_many(1, size)
-
-    def advance_many(self, files: int, size: int) -> None:
-        """``files`` more done, ``size`` bytes in all (a batch); redraws as `advance` does."""
-        if not files:
-            return
-        self.files += files
+        self.files += 1
         self.bytes += size
         now = time.monotonic()
         if self.enabled and (now - self.drawn >= 0.1 or self.files == self.total_files):

@@ -1,41 +1,27 @@
 """Data staging: copy a local directory, a ``file://`` URI or an S3 prefix into a local directory that stands for the
-FSx for Lustre mount, in parallel, copying only what changed since the last stage.
+FSx for Lustre mount, copying only what changed since the last stage.
 
 Guarantees:
 
-- **Nothing is written outside the destination.** Names are checked before anything is written
-  (`trainops.backends.local.stage_names`: ``..``, absolute, control characters, reserved names); local symbolic
-  links that point outside the source are refused; directories inside the destination are created one level at a
-  time and a symbolic link (or a file) found where a directory should be fails every file below it, so staging
-  never writes through a link. Every refusal and failure is in the report, with its reason.
-- **Nothing is looked up by path after it was checked** (`trainops.backends.local.safe_fs`): the source and the
-  destination are opened once, every directory below them is opened relative to its already-open parent with
-  ``O_NOFOLLOW`` and compared with the (device, inode) seen when it was listed or created, and every file is
-  opened, created, renamed, looked at and deleted relative to its directory's descriptor. A directory swapped for a
-  link while a stage runs, on either side, makes its files fail instead of being read or written through the link.
-  Walks are iterative and paths are never joined, so trees of any depth (longer than PATH_MAX) are staged.
-- **No partial file under a final name.** Each file is written to a temporary name
-  (``.trainops-stage-<pid>-<worker>.tmp``) in the directory of its final name and renamed into place with
-  ``os.replace``. Before copying, the directories that will hold temporary files are listed in a journal
-  (``.trainops-stage-journal.json``); a stage that is killed leaves the journal, and the next run deletes the
-  temporary files it names before it starts, then copies what is missing.
-- **Re-runs copy only what changed**, through the manifest ``.trainops-stage.json``
-  (`trainops.backends.local.stage_manifest`), saved at the end, every few seconds, and when a stage is interrupted.
-  A re-stage of a local tree compares each file with the manifest and with its copy while the source is listed, so
-  an unchanged file costs one ``stat`` on each side and no record in memory.
-- **Files deleted from the source stay in the destination** by default (a stage never removes data a job may still
-  read); they are listed in the report as ``stale``. With ``delete=True`` (``--delete``) the files an earlier stage
-  wrote that are gone from the source are removed, as ``rsync --delete`` would; files staging did not write are
-  never deleted.
-- **One stage at a time per destination**: a second one fails at once instead of racing (an advisory ``flock`` on
-  the destination directory).
+- **Nothing is written outside the destination.** Names are checked before anything is written (`stage_names`:
+  ``..``, absolute, control characters, overlong, reserved names); local links that point outside the source are
+  refused; directories inside the destination are created one level at a time relative to their open parent, and a
+  link (or a file) found where a directory should be fails every file below it. Every refusal and failure is in the
+  report, with its reason.
+- **No partial file under a final name.** Each file is written to a new temporary name (``O_EXCL``) in the
+  directory of its final name and renamed into place. While a stage writes, ``.trainops-stage-journal.json`` marks
+  the destination; a stage that finds the mark left by a killed one removes its temporary files first.
+- **Re-runs copy only what changed**: the manifest (`stage_manifest`) records each staged file; a local file is
+  skipped when its size and modification time are unchanged, an S3 object when its size and ETag are, and in both
+  cases only while the copy on disk is still what was written. It is saved at the end, every few seconds and when
+  a stage is interrupted.
+- **Files deleted from the source stay in the destination** (listed as ``stale``) unless ``delete=True``, which
+  removes the files an earlier stage wrote, never others.
+- **One stage at a time per destination** (an advisory ``flock`` on the destination directory).
 
-Copies are not fsync'ed (like ``cp`` and ``rsync``): the guarantees cover an interrupted or killed process, not a
-power loss of the machine.
-
-The copying itself (temporary names, the journal, worker threads) is in `trainops.backends.local.stage_copy`; a local
-tree with more than one worker is copied by forked processes instead, each in a directory of its own
-(`trainops.backends.local.stage_copy_processes`), when this process may fork (no other thread).
+Local trees are copied by this process, one file after another, in the kernel (`stage_sources.LocalSource`); S3
+prefixes are downloaded in parallel by boto3's transfer manager (`stage_s3.S3Source`). Copies are not fsync'ed
+(like ``cp``, ``rsync`` and ``aws s3 sync``).
 """
 
 from __future__ import annotations
@@ -47,19 +33,24 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NamedTuple, TextIO
 
-from trainops.backends.local.safe_fs import DirectoryCache, UnsafePath
-from trainops.backends.local.stage_journal import remove_leftovers
+from trainops.backends.local.safe_fs import NEW_FILE_FLAGS, DirectoryCache, UnsafePath
 from trainops.backends.local.stage_manifest import StageManifest
-from trainops.backends.local.stage_names import printable_name, refusal_reason
-from trainops.backends.local.stage_report import StageReport
-from trainops.backends.local.stage_sources import LocalSource, Refusal, S3Source, SourceFile, local_path_of, open_source
+from trainops.backends.local.stage_names import (
+    JOURNAL_NAME,
+    is_temporary_name,
+    printable_name,
+    refusal_reason,
+    temporary_name,
+)
+from trainops.backends.local.stage_report import Progress, StageReport
+from trainops.backends.local.stage_sources import LocalSource, Refusal, SourceFile, local_path_of, open_source
 from trainops.errors import JobFailed, Problem, SpecError
 
 MAXIMUM_WORKERS = 256
-
-Source = LocalSource | S3Source
+#: Seconds between saves of the manifest while a stage runs (what a killed stage completed is not copied again).
+CHECKPOINT_SECONDS = 5.0
 
 
 def local_destination(destination: str) -> Path:
@@ -75,59 +66,39 @@ def local_destination(destination: str) -> Path:
     return path
 
 
-def _check_destination(source: Source, destination: Path, text: str) -> None:
-    """Raise `SpecError` when ``destination`` is inside a local source or is not a directory."""
-    if isinstance(source, LocalSource):
-        source_real = os.path.realpath(source.root)
-        destination_real = os.path.realpath(destination)
-        if destination_real == source_real or destination_real.startswith(source_real.rstrip(os.sep) + os.sep):
-            raise SpecError(Problem("destination", f"{text} is inside the source {source.uri}; staging would copy "
-                                                   "its own output; choose a destination outside the source"))
-    if destination.exists() and not destination.is_dir():
-        raise SpecError(Problem("destination", f"{text} exists and is not a directory; choose a directory"))
+def default_workers(source: str) -> int:
+    """Parallel downloads for S3 when none are asked for: 10, as ``aws s3 sync``. A local tree is copied by one
+    process in the kernel (on 2 cores, threads only took turns)."""
+    return 10 if source.startswith("s3://") else 1
 
 
-def _create_destination(destination: Path, text: str) -> None:
-    try:
-        destination.mkdir(parents=True, exist_ok=True)
-    except OSError as error:
-        raise SpecError(Problem("destination", f"cannot create {text}: {error.strerror}; choose a writable "
-                                               "directory")) from error
+class Created(NamedTuple):
+    """A temporary file open for writing: its directory (a descriptor owned by this record), name and descriptor."""
+
+    directory: int
+    temporary: str
+    descriptor: int
 
 
-def _lock(destination: Path) -> int:
-    """Hold an advisory lock on the destination directory for this stage; fail when another stage holds it."""
-    descriptor = os.open(destination, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        os.close(descriptor)
-        raise JobFailed(f"another stage is writing into {destination}; wait for it to finish, then stage again")
-    except OSError:
-        pass  # file systems without flock: stage unlocked rather than not at all
-    return descriptor
-
-
-class DirectoryMaker:
-    """Creates directories under the open destination one level at a time, each relative to its open parent, never
-    through a symbolic link or a file; remembers the (device, inode) of each, which the copies check."""
+class Destination:
+    """Writes files under the open destination: directories created one level at a time relative to their open
+    parent (`safe_fs.DirectoryCache`), never through a link or a file, and checked by (device, inode) each time a
+    file goes in; each file created under a temporary name, then renamed."""
 
     def __init__(self, root: int):
         self.cache = DirectoryCache(root)
-        root_details = os.fstat(root)
-        self.known: dict[str, str | None] = {"": None}  # relative directory -> None (fine) or why it is not usable
-        self.identities: dict[str, tuple[int, int]] = {"": (root_details.st_dev, root_details.st_ino)}
+        details = os.fstat(root)
+        self.problems: dict[str, str | None] = {"": None}  # relative directory -> None (usable) or why not
+        self.identities: dict[str, tuple[int, int]] = {"": (details.st_dev, details.st_ino)}
+        self.number = 0
 
     def prepare(self, relative: str) -> str | None:
-        """Make sure ``relative`` is a real directory under the destination; return why not, or None. Iterative:
-        a tree thousands of levels deep is fine."""
-        if relative in self.known:
-            return self.known[relative]
+        """Make ``relative`` a real directory under the destination; return why it cannot be, or None."""
         missing = []
-        while relative not in self.known:
+        while relative not in self.problems:
             missing.append(relative)
             relative = relative.rpartition("/")[0]
-        problem = self.known[relative]
+        problem = self.problems[relative]
         for relative in reversed(missing):
             if problem is None:
                 try:
@@ -137,7 +108,7 @@ class DirectoryMaker:
                     problem = self._why_not_a_directory(relative)
                 except OSError as error:
                     problem = f"cannot create the directory {relative!r}: {error.strerror}"
-            self.known[relative] = problem
+            self.problems[relative] = problem
         return problem
 
     def _why_not_a_directory(self, relative: str) -> str:
@@ -150,109 +121,150 @@ class DirectoryMaker:
             return f"{relative!r} in the destination is a symbolic link; staging does not write through it"
         return f"{relative!r} in the destination is a file, not a directory"
 
-    def close(self) -> None:
-        self.cache.close()
-
-
-class CopiesOnDisk:
-    """Looks at the staged copies in the destination (relative to their open directory, links not followed)."""
-
-    def __init__(self, root: int):
-        self.cache = DirectoryCache(root, capacity=8)
-        self.missing: str | None = None  # a directory found missing (or unsafe): its files are not looked at
-        self.last: str | None = None
-        self.last_descriptor = -1
-
-    def directory(self, directory: str) -> int | None:
-        """The open directory of the copies named ``directory/...`` (relative to the destination), or None when it
-        is missing or unsafe (a link or a file where the directory should be)."""
-        # Names come directory by directory: the last directory's descriptor is kept at hand.
-        if directory != self.last:
-            if directory == self.missing:
-                return None
+    def create(self, item: SourceFile, done: Callable[..., None]) -> Created | None:
+        """A new temporary file for ``item`` in its directory, or None (reported through ``done``) when that
+        directory is not usable."""
+        relative = item.name.rpartition("/")[0]
+        problem = self.prepare(relative)
+        if problem is None:
             try:
-                self.last_descriptor, self.last = self.cache.open(directory), directory
-            except OSError:  # missing, or a link or a file where the directory should be
-                self.missing = directory
+                directory = self.cache.open(relative)
+                details = os.fstat(directory)
+                if (details.st_dev, details.st_ino) != self.identities[relative]:
+                    problem = f"{relative!r} in the destination was replaced while staging; stage again"
+            except UnsafePath:
+                problem = f"{relative!r} in the destination became a symbolic link; staging does not write through it"
+            except OSError as error:
+                problem = f"cannot open the directory {relative!r}: {error.strerror}"
+        if problem is not None:
+            done(item, error=problem)
+            return None
+        while True:
+            self.number += 1
+            name = temporary_name(self.number)
+            try:
+                descriptor = os.open(name, NEW_FILE_FLAGS, item.mode, dir_fd=directory)
+            except FileExistsError:
+                continue
+            except OSError as error:
+                done(item, error=f"cannot create a file in the destination: {error.strerror}")
                 return None
-        return self.last_descriptor
+            return Created(os.dup(directory), name, descriptor)
 
-    def details(self, name: str) -> os.stat_result | None:
-        directory, _, base = name.rpartition("/")
-        if self.directory(directory) is None:
-            return None
+    def commit(self, created: Created, item: SourceFile, written: int, fingerprint: int | str, modified: int,
+               done: Callable[..., None]) -> None:
+        """Rename the complete temporary file to its final name (replacing a file or link there, never writing
+        through it) and report it through ``done``."""
+        base = item.name.rpartition("/")[2]
         try:
-            return os.stat(base, dir_fd=self.last_descriptor, follow_symlinks=False)
+            os.replace(created.temporary, base, src_dir_fd=created.directory, dst_dir_fd=created.directory)
+        except OSError as error:
+            self.discard(created)
+            reason = ("a directory of that name is in the destination" if isinstance(error, IsADirectoryError)
+                      else f"cannot rename into place: {error.strerror}")
+            done(item, error=reason)
+            return
+        os.close(created.directory)
+        done(item, written, fingerprint, modified)
+
+    @staticmethod
+    def discard(created: Created) -> None:
+        """Remove the temporary file (its descriptor is closed by whoever wrote it)."""
+        try:
+            os.unlink(created.temporary, dir_fd=created.directory)
         except OSError:
-            return None
+            pass
+        os.close(created.directory)
 
     def close(self) -> None:
         self.cache.close()
 
 
-class UnchangedCheck:
-    """What a re-stage's listing checks each local file against (`LocalSource.list` makes the check inline): the
-    manifest's entry and the copy on disk. Counts what it skips, and how many listed names the manifest knows (to
-    tell whether any went stale)."""
-
-    def __init__(self, manifest: StageManifest, copies: CopiesOnDisk):
-        self.manifest, self.copies = manifest, copies
-        #: How a name's entry is found: the whole manifest's table unless set (a listing process sets its part's).
-        self.lookup: Callable[[str], Any] | None = None
-        self.part: dict[str, Any] = {}  # in a listing process: the entries under its subtrees
-        self.skipped = self.skipped_bytes = 0
-        self.seen: set[str] = set()  # listed names the manifest knows
-
-    def inline_parts(self) -> tuple[Callable[[str], Any], Callable[[str], None], Callable[[str], int | None]]:
-        """What `LocalSource.list` uses to make this check inline (the test of `_unchanged`, without a call per
-        file; it adds to `skipped` and `skipped_bytes` itself): the look-up of an entry, ``seen.add`` and the open
-        directory of the copies for a directory name."""
-        return self.lookup or self.manifest.files.get, self.seen.add, self.copies.directory
+def _check_destination(source: Any, destination: Path, text: str) -> None:
+    """Raise `SpecError` when ``destination`` is inside a local source or is not a directory."""
+    if isinstance(source, LocalSource):
+        source_real, destination_real = source.identity, os.path.realpath(destination)
+        if destination_real == source_real or destination_real.startswith(source_real.rstrip(os.sep) + os.sep):
+            raise SpecError(Problem("destination", f"{text} is inside the source {source.uri}; staging would copy "
+                                                   "its own output; choose a destination outside the source"))
+    if destination.exists() and not destination.is_dir():
+        raise SpecError(Problem("destination", f"{text} exists and is not a directory; choose a directory"))
 
 
-def _unchanged(item: SourceFile, manifest: StageManifest, copies: CopiesOnDisk) -> bool:
-    entry = manifest.entry(item.name)
-    if entry is None or entry[0] != item.size or entry[1] != item.fingerprint:
-        return False
-    details = copies.details(item.name)
-    # The copy itself must still be what was staged: edited or replaced copies are staged again.
-    return (details is not None and stat.S_ISREG(details.st_mode) and details.st_size == entry[0]
-            and details.st_mtime_ns == entry[2])
+def _lock(destination: Path, text: str) -> int:
+    """Create the destination, open it and hold an advisory lock on it for this stage; fail when another stage
+    holds it. The descriptor is the destination for everything below."""
+    try:
+        destination.mkdir(parents=True, exist_ok=True)
+        descriptor = os.open(destination, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as error:
+        raise SpecError(Problem("destination", f"cannot create {text}: {error.strerror}; choose a writable "
+                                               "directory")) from error
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(descriptor)
+        raise JobFailed(f"another stage is writing into {destination}; wait for it to finish, then stage again") \
+            from None
+    except OSError:
+        pass  # file systems without flock: stage unlocked rather than not at all
+    return descriptor
+
+
+def _remove_leftovers(root: int) -> int:
+    """When a killed stage left its mark, remove the temporary files under the destination (a walk relative to
+    open directories, no link followed); returns how many."""
+    try:
+        os.stat(JOURNAL_NAME, dir_fd=root, follow_symlinks=False)
+    except FileNotFoundError:
+        return 0
+    cache, pending, removed = DirectoryCache(root), [""], 0
+    try:
+        while pending:
+            relative = pending.pop()
+            try:
+                listing = os.scandir(cache.open(relative))
+            except OSError:
+                continue
+            with listing:
+                for entry in listing:
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(f"{relative}/{entry.name}" if relative else entry.name)
+                    elif is_temporary_name(entry.name) and entry.is_file(follow_symlinks=False):
+                        os.unlink(entry.name, dir_fd=cache.open(relative))
+                        removed += 1
+    finally:
+        cache.close()
+    os.unlink(JOURNAL_NAME, dir_fd=root)
+    return removed
 
 
 def _delete_stale(names: list[str], root: int, manifest: StageManifest, report: StageReport) -> None:
+    """Remove the staged copies of ``names`` (and the directories that leaves empty)."""
     cache = DirectoryCache(root, capacity=8)
     try:
         for name in names:
             parent, _, base = name.rpartition("/")
-            # The manifest is a file in the destination anyone could edit: its names get the same checks as the
-            # source's, and its directories are opened without following links.
-            try:
+            try:  # the manifest could be edited: its names get the source's checks, directories no link followed
                 directory = cache.open(parent) if refusal_reason(name) is None else None
-            except OSError:
-                directory = None
-            if directory is None:
-                report.notes.append(f"not deleting {printable_name(name)}: its name or path is unsafe")
-                continue
-            try:
-                mode = os.stat(base, dir_fd=directory, follow_symlinks=False).st_mode
+                mode = None if directory is None else os.stat(base, dir_fd=directory, follow_symlinks=False).st_mode
             except FileNotFoundError:
-                mode = None
+                mode = 0
             except OSError as error:
                 report.failed.append(Refusal(name, f"cannot delete the stale copy: {error.strerror}"))
                 continue
-            if mode is not None and stat.S_ISDIR(mode):
-                # Something else replaced the staged file with a directory: not ours to delete any more.
-                report.notes.append(f"not deleting {printable_name(name)}: it is a directory now")
-                manifest.forget(name)
+            if mode is None or stat.S_ISDIR(mode):  # unsafe, or replaced by a directory: not ours to delete
+                report.notes.append(f"not deleting {printable_name(name)}: "
+                                    + ("it is a directory now" if mode else "its name or path is unsafe"))
+                manifest.files.pop(name, None)
                 continue
             try:
-                if mode is not None:
+                if mode:
                     os.unlink(base, dir_fd=directory)
             except OSError as error:
                 report.failed.append(Refusal(name, f"cannot delete the stale copy: {error.strerror}"))
                 continue
-            manifest.forget(name)
+            manifest.files.pop(name, None)
             report.deleted.append(name)
             while parent:  # remove directories the deletion emptied; rmdir refuses non-empty ones
                 above, _, last = parent.rpartition("/")
@@ -266,39 +278,17 @@ def _delete_stale(names: list[str], root: int, manifest: StageManifest, report: 
         cache.close()
 
 
-def _prepare_directories(items: list[SourceFile], maker: DirectoryMaker, report: StageReport) -> list[SourceFile]:
-    """Create the directories ``items`` go into; the items whose directory cannot be made fail (in the report)."""
-    ready: list[SourceFile] = []
-    for item in items:
-        problem = maker.prepare(item.name.rpartition("/")[0])
-        if problem is None:
-            ready.append(item)
-        else:
-            report.failed.append(Refusal(item.name, problem))
-    return ready
-
-
-def _list(source: Source, check: UnchangedCheck | None, workers: int
-          ) -> tuple[list[SourceFile], list[Refusal], list[str] | None]:
-    """List the source: a local tree with more than one worker in several processes (`stage_parallel`: a re-stage
-    is mostly the per-file work of this listing); returns (files, refusals, stale names or None when unknown)."""
-    if isinstance(source, LocalSource) and workers > 1:
-        # Imported here: an S3 stage or a single worker needs none of it (pickle, select).
-        from trainops.backends.local.stage_parallel import list_in_processes, may_fork
-
-        if may_fork(workers):
-            return list_in_processes(source, check, workers)
-    files, refused = source.list(check) if check is not None else source.list()  # a check only for local trees
-    return files, refused, None
-
-
-def default_workers(source: str) -> int:
-    """Parallel copies when none are asked for: S3 downloads wait on the network, so 8; local copies wait on the
-    CPU and the disk, so one per CPU (at least 2, at most 8): more copies than cores only add switching (measured in
-    bench/staging.py on 2 cores: 2 workers beat 4 and 8)."""
-    if source.startswith("s3://"):
-        return 8
-    return max(2, min(8, os.cpu_count() or 2))
+def _unchanged(item: SourceFile, manifest: StageManifest, cache: DirectoryCache) -> bool:
+    """Whether the manifest says ``item`` was staged as it is now and its copy is still what was written."""
+    entry = manifest.files.get(item.name)
+    if entry is None or entry[0] != item.size or entry[1] != item.fingerprint:
+        return False
+    directory, _, base = item.name.rpartition("/")
+    try:
+        details = os.stat(base, dir_fd=cache.open(directory), follow_symlinks=False)
+    except OSError:
+        return False
+    return stat.S_ISREG(details.st_mode) and details.st_size == entry[0] and details.st_mtime_ns == entry[2]
 
 
 def stage_tree(source: str, destination: str, *, workers: int | None = None, progress: bool | None = None,
@@ -309,9 +299,8 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
     Args:
         source: a local directory, a ``file://`` URI or ``s3://bucket/prefix``.
         destination: a local directory (or ``file://`` URI), created when missing; stands for the FSx mount.
-        workers: parallel copies, 1 to 256; default `default_workers(source)`. For a local tree in a process
-            with no other thread these are forked processes (at most one per CPU) that list and copy; otherwise
-            threads.
+        workers: parallel S3 downloads, 1 to 256 (default `default_workers`); a local tree is copied by this
+            process whatever the number.
         progress: draw a progress bar on ``stream``; None (default) draws it when ``stream`` is a terminal.
         client_factory: a callable from a service name to a boto3 client (for S3 sources); default: boto3's own
             configuration (credentials, region, ``AWS_ENDPOINT_URL``).
@@ -320,10 +309,9 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
         stream: where the progress bar goes (default ``sys.stderr``).
 
     Refused and failed files do not raise: they are in the report (`StageReport.ok` is False; call
-    `StageReport.raise_for_problems` to turn them into `JobFailed`). Raises `SpecError` for bad input (missing
-    source, destination inside the source, bad ``workers``) and `JobFailed` when the source cannot be listed or
-    another stage holds the destination. Anything unexpected (or Ctrl-C) stops every copy, keeps the files that
-    were completed (and the manifest of them), removes the temporary files and is raised again.
+    `StageReport.raise_for_problems` to turn them into `JobFailed`). Raises `SpecError` for bad input and `JobFailed`
+    when the source cannot be listed or another stage holds the destination. Anything unexpected (or Ctrl-C) stops
+    the copies, keeps the completed files (and the manifest of them), removes the temporary files and is raised.
     """
     started = time.monotonic()
     if workers is None:
@@ -334,74 +322,70 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
     stream = stream if stream is not None else sys.stderr
     root = local_destination(destination)
     opened = open_source(source, client_factory, workers)
-    _check_destination(opened, root, destination)
     report = StageReport(source=source, destination=destination)
-    lock = None
-    maker = copies = check = None
+    lock = writer = None
     try:
-        if isinstance(opened, LocalSource) and root.is_dir():
-            # A re-stage of a local tree: the manifest is read first (under the lock) and each file compared while
-            # it is listed, so that unchanged files cost one stat on each side and nothing else.
-            lock = _lock(root)  # also the destination's descriptor: everything below is done relative to it
-            leftovers = remove_leftovers(lock)
-            manifest = StageManifest.load(lock, opened.identity)
-            if len(manifest):
-                copies = CopiesOnDisk(lock)
-                check = UnchangedCheck(manifest, copies)
-            files, report.refused, stale_found = _list(opened, check, workers)
-        else:
-            # Listed before the destination is created, so a missing bucket or prefix leaves nothing behind.
-            files, report.refused, _ = _list(opened, None, workers)
-            _create_destination(root, destination)
-            lock = _lock(root)
-            leftovers = remove_leftovers(lock)
-            manifest = StageManifest.load(lock, opened.identity)
+        _check_destination(opened, root, destination)
+        # Listed before the destination is created, so a missing bucket or prefix leaves nothing behind.
+        files, report.refused = opened.list()
+        report.files_found = len(files)
+        lock = _lock(root, destination)
+        leftovers = _remove_leftovers(lock)
         if leftovers:
             report.notes.append(f"removed {leftovers} temporary files left by an interrupted stage")
+        manifest = StageManifest.load(lock, opened.identity)
         if manifest.note:
             report.notes.append(manifest.note)
-        to_copy: list[SourceFile] = []
-        stale: list[str] = []
-        if check is not None:
-            to_copy = files
-            report.files_skipped, report.bytes_skipped = check.skipped, check.skipped_bytes
-            report.files_found = len(files) + check.skipped
-            if stale_found is not None:
-                stale = sorted(stale_found)
-            elif len(check.seen) < len(manifest):
-                stale = sorted(name for name in manifest.names() if name not in check.seen)
-        elif len(manifest):
-            report.files_found = len(files)
-            copies = CopiesOnDisk(lock)
-            for item in files:
-                if _unchanged(item, manifest, copies):
-                    report.files_skipped += 1
-                    report.bytes_skipped += item.size
-                else:
-                    to_copy.append(item)
+        to_copy = files
+        if len(manifest):
+            copies = DirectoryCache(lock, capacity=8)
+            try:
+                to_copy = [item for item in files if not _unchanged(item, manifest, copies)]
+            finally:
+                copies.close()
+            report.files_skipped = len(files) - len(to_copy)
+            report.bytes_skipped = sum(item.size for item in files) - sum(item.size for item in to_copy)
             present = {item.name for item in files}
-            stale = sorted(name for name in manifest.names() if name not in present)
-        else:
-            report.files_found = len(files)
-            to_copy = files
-        if delete:
-            _delete_stale(stale, lock, manifest, report)
-        else:
-            report.stale = stale
-        maker = DirectoryMaker(lock)
-        ready = _prepare_directories(to_copy, maker, report)
-        if ready:
-            # Imported here: a re-stage with nothing to copy (the common case) needs none of it.
-            from trainops.backends.local.stage_copy import copy_all
+            stale = sorted(name for name in manifest.files if name not in present)
+            if delete:
+                _delete_stale(stale, lock, manifest, report)
+            else:
+                report.stale = stale
+        if not to_copy:
+            if report.deleted:
+                manifest.save(lock)
+            return report
+        bar = Progress(len(to_copy), sum(item.size for item in to_copy), stream,
+                       stream.isatty() if progress is None else progress)
+        saved = [time.monotonic()]
 
-            copy_all(opened, ready, lock, maker.identities, manifest, report, workers, stream,
-                     stream.isatty() if progress is None else progress)
-        elif manifest.changed:
+        def done(item: SourceFile, written: int = 0, fingerprint: int | str = 0, modified: int = 0,
+                 error: str | None = None) -> None:
+            if error is not None:
+                report.failed.append(Refusal(item.name, error))
+            else:
+                manifest.files[item.name] = (written, fingerprint, modified)
+                report.files_copied += 1
+                report.bytes_copied += written
+            bar.advance(item.size)
+            if time.monotonic() - saved[0] > CHECKPOINT_SECONDS:
+                manifest.save(lock)
+                saved[0] = time.monotonic()
+
+        writer = Destination(lock)
+        for item in to_copy:  # every directory first: a tree's shape is in place before its files come
+            writer.prepare(item.name.rpartition("/")[0])
+        descriptor = os.open(JOURNAL_NAME, NEW_FILE_FLAGS & ~os.O_EXCL | os.O_TRUNC, 0o644, dir_fd=lock)
+        os.close(descriptor)
+        try:
+            opened.copy_all(to_copy, writer, done)
+        finally:
+            bar.close()
             manifest.save(lock)
+            os.unlink(JOURNAL_NAME, dir_fd=lock)
     finally:
-        for helper in (maker, copies):
-            if helper is not None:
-                helper.close()
+        if writer is not None:
+            writer.close()
         if lock is not None:
             os.close(lock)
         opened.close()
