@@ -112,7 +112,7 @@ with DAG(
         registry_dir=steps["register_registry_dir"],
         backend=steps["backend"],
         # SageMaker: the training job's role and image, from the one resolution of the pipeline file
-        # (trainops.spec.plan); unused locally.
+        # (trainops.steps.plan); unused locally.
         role=steps["evaluate_role"],
         image_uri=steps["evaluate_image_uri"],
         region_name=steps["region"],

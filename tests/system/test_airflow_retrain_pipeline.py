@@ -35,7 +35,7 @@ def test_every_task_instance_succeeds(retrain_run):
 
 
 def test_training_xcom_is_small_json_and_names_the_job_from_the_task(retrain_run):
-    from trainops.backends.sagemaker.names import deterministic_job_name
+    from trainops.spec.names import deterministic_job_name
 
     home, outcome = retrain_run
     result = outcome["xcom"]["train"]["return_value"]

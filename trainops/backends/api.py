@@ -309,6 +309,10 @@ class Backend(abc.ABC):
         region); empty where the default applies."""
         return {}
 
+    def where(self) -> str:
+        """Where this backend's jobs live, for a message ("no local job X (in /root/.local/state/trainops/jobs)")."""
+        return ", ".join(f"{key} {value}" for key, value in self.location().items()) or f"the {self.name} backend"
+
     @abc.abstractmethod
     def status_of(self, name: str) -> JobStatus | None:
         """The status of the training job called ``name``, or None when there is none (the re-attach policy's look)."""

@@ -183,10 +183,11 @@ def _print_outcome(result: dict) -> None:
 def _backend_of(args: argparse.Namespace) -> str:
     if args.backend:
         return args.backend
-    from trainops.backends.local import status
+    from trainops.backends.api import get_backend
 
     # A local job of that name wins; any other name is looked up on SageMaker.
-    return "local" if status.exists(args.job_name, args.workdir) else "sagemaker"
+    local = get_backend("local", workdir=args.workdir)
+    return "local" if local.status_of(args.job_name) is not None else "sagemaker"
 
 
 def _sagemaker_factory(args: argparse.Namespace):
@@ -197,12 +198,13 @@ def _sagemaker_factory(args: argparse.Namespace):
     if not boto3.session.Session(region_name=args.region).region_name:
         # Without a region boto3 cannot even name the endpoint; when the backend was guessed, the user most
         # likely meant a local job: say both.
-        from trainops.backends.local import paths
+        from trainops.backends.api import get_backend
         from trainops.errors import Problem, SpecError
 
         how = "set a region (--region, AWS_REGION or the AWS profile's region)"
         if args.backend is None:
-            raise SpecError(Problem("job_name", f"no local job {args.job_name!r} (in {paths.jobs_root(args.workdir)}); "
+            where = get_backend("local", workdir=args.workdir).where()
+            raise SpecError(Problem("job_name", f"no local job {args.job_name!r} (in {where}); "
                                                 f"for a SageMaker job {how}"))
         raise SpecError(Problem("--region", f"a SageMaker job needs a region: {how}"))
     return default_client_factory(args.region)

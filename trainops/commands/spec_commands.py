@@ -63,14 +63,16 @@ def default_region() -> str | None:
 
 
 def render_command(args: argparse.Namespace) -> int:
-    from trainops.backends.sagemaker.names import timestamped_job_name
-    from trainops.backends.sagemaker.render import masked, render
+    from trainops.backends.api import get_backend
     from trainops.spec import load_job_spec
+    from trainops.spec.names import timestamped_job_name
 
     spec = load_job_spec(args.file)
     job_name = args.job_name or timestamped_job_name(spec.name or "trainops")
-    request = render(spec, job_name=job_name, launcher=args.launcher, region=args.region or default_region())
-    json.dump(masked(request), sys.stdout, indent=2)
+    # The SageMaker backend renders the request (the local backend executes the same one): a dry run, no call.
+    sagemaker = get_backend("sagemaker", region=args.region or default_region())
+    request = sagemaker.render_request(spec, job_name, launcher=args.launcher, region=args.region or default_region())
+    json.dump(request, sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0
 

@@ -41,9 +41,9 @@ def evaluation_prefix(model_artifact: str) -> str:
 def _backend_options(backend: str, spec_json: str, spec_dir: str, where: Places, artifact: str, job_name: str,
                      region: str) -> tuple[str, dict[str, Any]]:
     """The output directory and the backend's own arguments of the evaluate step, as every front end derives them
-    (`trainops.spec.plan.step_settings`: on SageMaker the training job's role and image evaluate its model)."""
+    (`trainops.steps.plan.step_settings`: on SageMaker the training job's role and image evaluate its model)."""
     from trainops.backends.api import get_backend
-    from trainops.spec.plan import step_settings
+    from trainops.steps.plan import step_settings
 
     def spec():  # read only by a backend whose settings come from it (SageMaker)
         return load_component_spec(spec_json, spec_dir, where)

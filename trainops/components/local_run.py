@@ -159,7 +159,7 @@ def run_local(path: str, *, workdir: str | None = None, gate: str | None = None,
     from kfp.local import config as local_config
 
     from trainops.components.pipeline import build_pipeline
-    from trainops.spec.plan import resolve_plan
+    from trainops.steps.plan import resolve_plan
 
     source = read_pipeline_source(path, workdir_override=workdir)
     plan = resolve_plan(source.resolved, "local", pipeline_dir=source.directory)  # a local run: the local backend

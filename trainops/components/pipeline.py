@@ -51,8 +51,8 @@ class PipelineSource:
 
     @property
     def plan(self):
-        """The pipeline resolved as `trainops run` and the retraining DAG resolve it (`trainops.spec.plan`)."""
-        from trainops.spec.plan import resolve_plan
+        """The pipeline resolved as `trainops run` and the retraining DAG resolve it (`trainops.steps.plan`)."""
+        from trainops.steps.plan import resolve_plan
 
         return resolve_plan(self.resolved, None, pipeline_dir=self.directory)
 

@@ -24,7 +24,7 @@ def run_register(*, model: Any, metrics: Any, spec_json: str, spec_dir: str, bac
     where = places(pipeline_dir, workdir)
     spec = load_component_spec(spec_json, spec_dir, where)
     from trainops.backends.api import get_backend
-    from trainops.spec.plan import step_settings
+    from trainops.steps.plan import step_settings
 
     _, settings = step_settings(get_backend(backend, workdir=str(where.workdir)), spec, spec.region or region or None)
     options: dict[str, Any] = {

@@ -56,7 +56,7 @@ def resolve_pipeline_steps(
     """
     from trainops.errors import SpecError
     from trainops.spec.pipeline import load_pipeline
-    from trainops.spec.plan import resolve_plan
+    from trainops.steps.plan import resolve_plan
     from trainops.spec.secrets import masked_spec_document
     from trainops.steps.train import load_spec
 
@@ -76,7 +76,7 @@ def resolve_pipeline_steps(
         merged = spec.to_json_dict()
         merged["hyperparameters"] = {**merged.get("hyperparameters", {}), **hyperparameters}
         spec = load_spec(merged)  # the merged spec must still be valid; fail here, naming the field, not later
-    # The values every front end shares come from the one resolution (trainops.spec.plan); on SageMaker that
+    # The values every front end shares come from the one resolution (trainops.steps.plan); on SageMaker that
     # includes the role, image and region the evaluate and register tasks need.
     plan = resolve_plan(pipeline, backend, pipeline_dir=path.parent, spec=spec)
     steps = plan.to_dict()

@@ -54,7 +54,7 @@ class TrainStep(CoreModel):
     @field_validator("retries")
     @classmethod
     def _retries(cls, value: dict[str, float]) -> dict[str, float]:
-        from trainops.backends.failures import RetryBudgets
+        from trainops.spec.retries import RetryBudgets
 
         RetryBudgets.parse(value, "retries")  # a ValueError names the key and the valid ones
         return value
@@ -146,10 +146,10 @@ def parse_pipeline(data: Any, source: str, pipeline_dir: Path, workdir_override:
     if workdir:
         variables["workdir"] = str(workdir)
     else:
-        from trainops.backends.local.paths import trainops_home
+        from trainops.home import trainops_home
 
         variables["workdir"] = str(trainops_home())
-    from trainops.backends.local.paths import state_root
+    from trainops.home import state_root
 
     try:
         state_root(variables["workdir"], "workdir")  # a file or /proc refused before any step runs

@@ -95,3 +95,9 @@ def restore_masked(document: Any, environ: Mapping[str, str], field: str = "spec
     if missing:
         raise SpecError(missing, source="secrets")
     return {**document, "environment": environment}
+
+
+def public_spec(spec: Any) -> dict[str, Any]:
+    """A job spec as it may be shown (a status record, a pipeline's summary): `spec.to_json_dict()` with the secret
+    environment values replaced by the mask."""
+    return masked_spec_document(spec.to_json_dict())

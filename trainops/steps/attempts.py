@@ -28,7 +28,7 @@ def attempt_name(job_name: str, number: int) -> str:
     """The job name of attempt `number` (1-based): the step's name, then `<name>-2`, `<name>-3`, ..."""
     if number <= 1:
         return job_name
-    from trainops.backends.sagemaker.names import with_suffix
+    from trainops.spec.names import with_suffix
 
     return with_suffix(job_name, str(number))
 

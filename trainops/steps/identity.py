@@ -32,7 +32,7 @@ def training_fingerprint(spec, channels: dict[str, str]) -> str:
 
 def training_job_name(spec, channels: dict[str, str], *, base: str, run_key: str = "") -> str:
     """`<spec name or base>-<hash of the fingerprint [and run_key]>`: the same inputs give the same name."""
-    from trainops.backends.sagemaker.names import deterministic_job_name
+    from trainops.spec.names import deterministic_job_name
 
     parts = [training_fingerprint(spec, channels)] + ([run_key] if run_key else [])
     return deterministic_job_name(spec.name or base, *parts)

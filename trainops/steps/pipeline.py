@@ -18,7 +18,7 @@ from typing import Any
 
 from trainops.errors import JobFailed, SpecError
 from trainops.spec.pipeline import PipelineSpec, load_pipeline, resolve
-from trainops.spec.plan import PipelinePlan, resolve_plan, train_spec
+from trainops.steps.plan import PipelinePlan, resolve_plan, train_spec
 
 Log = Callable[[str], None]
 
@@ -58,7 +58,7 @@ def _print(line: str) -> None:
 
 class PipelineRunner:
     """Runs one pipeline; every step is a call into `trainops.steps`, the same calls Airflow and KFP make, with the
-    arguments of the pipeline's `PipelinePlan` (`trainops.spec.plan.resolve_plan`)."""
+    arguments of the pipeline's `PipelinePlan` (`trainops.steps.plan.resolve_plan`)."""
 
     def __init__(self, pipeline: PipelineSpec, pipeline_dir: Path, *, backend: str | None = None, force: bool = False,
                  log: Log | None = None):
@@ -157,8 +157,8 @@ class PipelineRunner:
         return train_spec(self.pipeline, self.pipeline_dir)
 
     def _train(self) -> dict[str, Any]:
-        from trainops.backends.local.secrets import public_spec
         from trainops.spec.names import timestamped_job_name
+        from trainops.spec.secrets import public_spec
         from trainops.steps.attempts import cost_line
         from trainops.steps.identity import training_fingerprint, training_job_name
         from trainops.steps.train import train

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from trainops.backends.sagemaker.names import (
+from trainops.spec.names import (
     deterministic_job_name,
     sanitize_base,
     timestamped_job_name,

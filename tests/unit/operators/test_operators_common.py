@@ -15,7 +15,7 @@ isolate_airflow_home()
 import pytest  # noqa: E402
 from airflow.sdk.exceptions import AirflowException, AirflowFailException  # noqa: E402
 
-from trainops.backends.sagemaker.names import valid_job_name  # noqa: E402
+from trainops.spec.names import valid_job_name  # noqa: E402
 from trainops.errors import JobFailed, Problem, SpecError  # noqa: E402
 from trainops.operators.common import airflow_error, check_backend, task_job_name, translated_errors  # noqa: E402
 from trainops.operators.lineage import (  # noqa: E402

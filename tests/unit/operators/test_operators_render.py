@@ -14,7 +14,7 @@ isolate_airflow_home()
 import pytest  # noqa: E402
 from airflow.sdk.exceptions import AirflowFailException  # noqa: E402
 
-from trainops.backends.sagemaker.names import deterministic_job_name  # noqa: E402
+from trainops.spec.names import deterministic_job_name  # noqa: E402
 from trainops.operators.render import RenderTrainingJobOperator  # noqa: E402
 
 SPECS = REPO / "examples" / "specs"

@@ -1,5 +1,5 @@
 """The pipeline file resolved once: the runner, the retraining DAG and the KFP components take the same values from
-`trainops.spec.plan` (on SageMaker: the training job's role, image and region for evaluate and register, and an S3
+`trainops.steps.plan` (on SageMaker: the training job's role, image and region for evaluate and register, and an S3
 evaluation output), so their defaults cannot drift."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from support.airflow_home import REPO, isolate_airflow_home
 isolate_airflow_home()
 
 from trainops.errors import SpecError  # noqa: E402
-from trainops.spec.plan import resolve_plan  # noqa: E402
+from trainops.steps.plan import resolve_plan  # noqa: E402
 
 DIGITS = REPO / "examples" / "digits" / "pipeline.yaml"
 ROLE = "arn:aws:iam::123456789012:role/SageMakerTrainingRole"

@@ -91,6 +91,12 @@ class LocalBackend(Backend):
     def location(self) -> dict[str, str]:
         return {"workdir": self.workdir} if self.workdir else {}
 
+    def where(self) -> str:
+        """The directory of this backend's job records."""
+        from trainops.backends.local.paths import jobs_root
+
+        return str(jobs_root(self.workdir))
+
     def describe(self, handle: JobHandle) -> JobResult:
         from trainops.backends.local import status
 

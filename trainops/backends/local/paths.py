@@ -19,6 +19,7 @@ import stat
 from pathlib import Path
 
 from trainops.errors import Problem, SpecError
+from trainops.home import PSEUDO_FILE_SYSTEMS, TMPFS_UNDER_DEV, state_root, trainops_home  # noqa: F401 - re-exported
 
 # Letters, digits and `._@+=-`, not starting with `.` or `-` (no `.`, `..`, hidden or option-like names), at most
 # 255 bytes (one directory entry on Linux). `@` is in: a private checkpoint directory is `<key>@<job name>`.
@@ -44,42 +45,6 @@ def child(root: Path, name: object, field: str = "job_name") -> Path:
         raise SpecError(Problem(field, f"{path} leads outside {resolved_root} (to {resolved}): remove it"),
                         source="job name")
     return path
-
-
-# Kernel file systems: a directory there looks real but refuses new entries (or worse, writes reach a device).
-# /dev/shm is an ordinary tmpfs, a fine place for scratch state.
-PSEUDO_FILE_SYSTEMS = (Path("/proc"), Path("/sys"), Path("/dev"))
-TMPFS_UNDER_DEV = Path("/dev/shm")
-
-
-def state_root(workdir: str | os.PathLike | None = None, field: str = "workdir") -> Path:
-    """The directory holding local state: ``workdir`` resolved, else `trainops_home`; `SpecError` naming ``field``
-    when it is (or lies under) a file, or lies in /proc, /sys or /dev, where jobs cannot be kept."""
-    root = Path(workdir).expanduser().resolve() if workdir else trainops_home()
-    if workdir is None:
-        field = "TRAINOPS_HOME"
-    in_tmpfs = root == TMPFS_UNDER_DEV or TMPFS_UNDER_DEV in root.parents
-    if not in_tmpfs and any(root == pseudo or pseudo in root.parents for pseudo in PSEUDO_FILE_SYSTEMS):
-        raise SpecError(Problem(field, f"{root} is on a kernel file system (/proc, /sys or /dev): give a directory "
-                                       "on disk"), source="local state")
-    existing = root
-    while not existing.exists() and existing.parent != existing:
-        existing = existing.parent
-    if not existing.is_dir():
-        raise SpecError(Problem(field, f"{existing} is a file, not a directory"
-                                       + (f" (so {root} cannot be created)" if existing != root else "")
-                                       + ": give a directory"), source="local state")
-    return root
-
-
-def trainops_home() -> Path:
-    """The root of local state: `$TRAINOPS_HOME`, else the user's state directory (platformdirs)."""
-    configured = os.environ.get("TRAINOPS_HOME")
-    if configured:
-        return Path(configured).expanduser().resolve()
-    import platformdirs
-
-    return Path(platformdirs.user_state_path("trainops")).resolve()
 
 
 def _owner_problem(path: Path, details: os.stat_result, ancestor: bool) -> str | None:

@@ -9,11 +9,9 @@ writes or returns is masked here.
 
 from __future__ import annotations
 
-from typing import Any
-
 from trainops.runtime.output_relay import MASK, MASK_VARIABLES, mask, secret_values
 from trainops.spec.job import JobSpec
-from trainops.spec.secrets import masked_spec_document
+from trainops.spec.secrets import public_spec
 
 __all__ = ["MASK", "mask", "mask_variables", "job_secrets", "public_spec"]
 
@@ -30,8 +28,3 @@ def job_secrets(spec: JobSpec, environ: dict[str, str] | None = None) -> list[st
     combined = {**environ, **spec.environment}
     combined[MASK_VARIABLES] = mask_variables(spec, environ.get(MASK_VARIABLES))
     return secret_values(combined)
-
-
-def public_spec(spec: JobSpec) -> dict[str, Any]:
-    """`spec.to_json_dict()` with the secret environment values replaced by `****`."""
-    return masked_spec_document(spec.to_json_dict())

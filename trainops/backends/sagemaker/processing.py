@@ -23,7 +23,7 @@ from typing import Any
 
 from trainops.aws.clients import ClientFactory, translate_client_error
 from trainops.aws.s3 import get_bytes, join_uri, parse_s3_uri
-from trainops.backends.sagemaker.names import valid_job_name
+from trainops.spec.names import valid_job_name
 from trainops.backends.sagemaker.training import is_not_found
 from trainops.backends.sagemaker.waiting import describer, poll
 from trainops.backends.states import classify
@@ -92,7 +92,7 @@ def build_evaluation_request(
     """The ``create_processing_job`` keyword arguments of an evaluation (pure: printable, testable, no AWS call).
 
     Args:
-        job_name: a valid SageMaker job name (see `trainops.backends.sagemaker.names`).
+        job_name: a valid SageMaker job name (see `trainops.spec.names`).
         model_uri: the training job's ``model.tar.gz``. test_data_uri: an S3 prefix of test data.
         code_uri: an S3 prefix holding ``script`` (a file name, relative to that prefix).
         output_uri: the evaluation prefix; ``metrics.json`` appears directly under it.

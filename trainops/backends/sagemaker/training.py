@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from trainops.aws.clients import ClientFactory, error_code, error_message, translate_client_error
-from trainops.backends.sagemaker.names import valid_job_name, with_suffix
+from trainops.spec.names import valid_job_name, with_suffix
 from trainops.backends.sagemaker.waiting import describer, poll
 from trainops.backends.states import classify, explain_secondary_status, wait_bound_seconds
 from trainops.errors import JobFailed, Problem, SpecError
@@ -203,7 +203,7 @@ def _check_submit_arguments(request: dict[str, Any], if_exists: str) -> str:
             Problem(
                 "TrainingJobName",
                 f"{name!r} is not a valid SageMaker job name: 1-63 letters, digits and hyphens, starting and ending "
-                "with a letter or digit; use trainops.backends.sagemaker.names.deterministic_job_name()",
+                "with a letter or digit; use trainops.spec.names.deterministic_job_name()",
             )
         )
     return str(name)
