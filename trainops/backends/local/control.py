@@ -1,10 +1,12 @@
 """`trainops stop` for local jobs: ask the job's controller to stop it, or clean up after a controller that died.
 
-Nothing is signalled on the strength of a recorded pid. A running job is asked to stop through a `stop-request`
-file its controller polls (`trainops.backends.local.watch`); what a dead controller left behind is found and stopped
-by `trainops.backends.local.tracking` (its cgroup, or pids whose start time still matches). Only when the controller
-does not answer in time is it killed, and only if its identity is proven (`identity.signalable_controller`): then
-its guard stops the job's processes and records the job.
+Nothing is signalled on the strength of a record. A running job is asked to stop through a `stop-request` file
+its controller polls (`trainops.backends.local.watch`); what a dead controller left behind is found and stopped by
+`trainops.backends.local.tracking` from what the kernel reports (the job's cgroup, verified to be one, or the job's
+marker in a process's environment), never from the pids a record lists. Only when the controller does not answer
+in time is it killed, and only if it is proven (`identity.signalable_controller`: the recorded identity *and* the
+kernel reporting it as the holder of the job's lock): then its guard stops the job's processes and records the
+job.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ def stop_local_job(job_name: str, workdir: str | os.PathLike | None = None, time
         if record["status"] not in status.ACTIVE:
             return f"{job_name}: {record['status']}{_leftovers(job_dir, record)}"
         time.sleep(0.2)
-    pid = identity.signalable_controller(status.read_record(job_dir, job_name))
+    pid = identity.signalable_controller(status.read_record(job_dir, job_name), job_dir)
     if pid is not None:
         os.kill(pid, signal.SIGKILL)  # proven to be the job's controller: its guard takes over from here
         guard_deadline = time.monotonic() + 30.0

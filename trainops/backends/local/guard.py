@@ -5,7 +5,9 @@ no chance to stop its hosts. So, when a job starts, the controller starts this g
 trainops.backends.local.guard JOB_DIR`) in a session of its own, handing it:
 
 - the read end of a pipe whose write end only the controller holds: end-of-file means the controller is gone, a
-  `done` line before it means the controller finished the job itself;
+  `done` line before it means the controller finished the job itself. Over it the controller also tells the guard
+  every process it has tracked (`record <json>` lines, `trainops.backends.local.tracking.JobProcesses.save`): the
+  guard acts on that, never on `processes.json`, which anyone able to write the job directory could forge;
 - copies of the controller's locked descriptors (the job's controller lock and its checkpoint directory's lock):
   `flock` locks belong to the open file, so they stay held until the guard exits too. A re-run or an Airflow retry
   therefore neither starts a second controller of the job nor a second job on the same checkpoint directory while
@@ -18,9 +20,11 @@ how many processes it stopped and how many could not be stopped, then exits, rel
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -34,14 +38,26 @@ class Guard:
     def __init__(self, process: subprocess.Popen):
         self.process = process
         self.pid = process.pid
+        self._lock = threading.Lock()
+
+    def tell(self, record: dict) -> None:
+        """Pass the controller's record of the job's processes on (the guard keeps the latest)."""
+        line = b"record " + json.dumps(record).encode("utf-8") + b"\n"
+        with self._lock:
+            try:
+                self.process.stdin.write(line)
+                self.process.stdin.flush()
+            except (OSError, ValueError):
+                pass
 
     def done(self) -> None:
         """The job finished under its controller: the guard exits without touching anything."""
-        try:
-            self.process.stdin.write(b"done\n")
-            self.process.stdin.close()
-        except (OSError, ValueError):
-            pass
+        with self._lock:
+            try:
+                self.process.stdin.write(b"done\n")
+                self.process.stdin.close()
+            except (OSError, ValueError):
+                pass
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:
@@ -72,8 +88,9 @@ def _log(message: str) -> None:
     sys.stderr.flush()
 
 
-def take_over(job_dir: Path) -> None:
-    """The controller is gone: stop the job's processes and record how the job ended."""
+def take_over(job_dir: Path, reported: dict | None = None) -> None:
+    """The controller is gone: stop the job's processes (those it ``reported``, its verified cgroup, its marker)
+    and record how the job ended."""
     from trainops.backends.local import status
     from trainops.backends.local.tracking import JobProcesses, remove_cgroup
 
@@ -90,7 +107,7 @@ def take_over(job_dir: Path) -> None:
     if active:
         status.write(job_dir, {**record, "status": "Stopping", "secondary_status": "Stopping",
                                "failure_reason": reason + "; its guard is stopping the job's processes"})
-    processes = JobProcesses.load(job_dir, record)
+    processes = JobProcesses.load(job_dir, record, reported=reported or {})
     stopped, left = processes.stop(GRACE_SECONDS)
     if left == 0:
         remove_cgroup(processes.cgroup)
@@ -109,18 +126,25 @@ def take_over(job_dir: Path) -> None:
 
 def main(argv: list[str]) -> int:
     job_dir = Path(argv[0])
-    message = b""
+    pending, reported = b"", None
     while True:
         try:
-            chunk = os.read(0, 64)
+            chunk = os.read(0, 65536)
         except InterruptedError:
             continue
         if not chunk:
             break
-        message += chunk
-    if b"done" in message:
-        return 0
-    take_over(job_dir)
+        pending += chunk
+        *lines, pending = pending.split(b"\n")
+        for line in lines:
+            if line == b"done":
+                return 0
+            if line.startswith(b"record "):
+                try:
+                    reported = json.loads(line[len(b"record "):])
+                except ValueError:
+                    pass
+    take_over(job_dir, reported if isinstance(reported, dict) else None)
     return 0
 
 

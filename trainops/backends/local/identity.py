@@ -112,13 +112,43 @@ def same_process(identity: Any) -> bool:
     return is_alive(identity["pid"], ticks) and process_start_ticks(identity["pid"]) == ticks
 
 
-def signalable_controller(record: dict) -> int | None:
-    """The controller's pid when it may be signalled: its identity matches a live process of this boot, and it is
-    neither this process nor pid 1 (a container's init, or the host's). None otherwise."""
+def lock_holders(path: Path) -> set[int]:
+    """The pids the kernel reports (`/proc/locks`) as holding a `flock` on the file at ``path`` (opened without
+    following a link); empty when none does or the file is missing. The pids are those that took the lock, as seen
+    from this process's pid namespace."""
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return set()
+    try:
+        details = os.fstat(descriptor)
+    finally:
+        os.close(descriptor)
+    wanted = f"{os.major(details.st_dev):02x}:{os.minor(details.st_dev):02x}:{details.st_ino}"
+    holders = set()
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as handle:
+            for line in handle:
+                fields = line.split()
+                # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF"; a waiter's line has "->" after the number
+                if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == wanted and fields[4].isdigit():
+                    holders.add(int(fields[4]))
+    except OSError:
+        pass
+    return holders
+
+
+def signalable_controller(record: dict, job_dir: Path | None = None) -> int | None:
+    """The controller's pid when it may be signalled: its identity matches a live process of this boot, it is
+    neither this process nor pid 1 (a container's init, or the host's), and, given the job's directory, the kernel
+    reports it holding the job's controller lock (an identity copied from an unrelated process into the record
+    proves nothing). None otherwise."""
     identity = record.get("controller")
     if not same_process(identity):
         return None
     pid = identity["pid"]
     if pid <= 1 or pid == os.getpid():
+        return None
+    if job_dir is not None and pid not in lock_holders(Path(job_dir) / CONTROLLER_LOCK):
         return None
     return pid

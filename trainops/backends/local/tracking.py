@@ -100,6 +100,29 @@ def create_cgroup(job_id: str) -> Path | None:
     return group
 
 
+def verified_cgroup(recorded: object, job_id: str) -> Path | None:
+    """The job's cgroup named in a record, when it provably is one: called ``trainops-<job id>`` for this very
+    job, and a real directory (no link on the way) inside a cgroup v2 mount, where only the kernel's files exist.
+    Anything else (a look-alike directory elsewhere, another job's group) is None: never read, signalled or
+    written."""
+    if not isinstance(recorded, str) or not job_id or not recorded.startswith("/"):
+        return None
+    group = Path(recorded)
+    if group.name != f"{CGROUP_PREFIX}{job_id}" or os.path.realpath(group) != str(group):
+        return None
+    try:
+        with open("/proc/self/mountinfo", encoding="utf-8") as handle:
+            mounts = [line.split() for line in handle]
+    except OSError:
+        return None
+    for fields in mounts:
+        separator = fields.index("-") if "-" in fields else -1
+        if separator >= 0 and fields[separator + 1] == "cgroup2" and group.is_relative_to(fields[4]) \
+                and group != Path(fields[4]):
+            return group if group.is_dir() else None
+    return None
+
+
 def cgroup_pids(group: Path | None) -> set[int]:
     """The processes in the job's cgroup (empty when there is none or it is gone)."""
     if group is None:
@@ -114,7 +137,11 @@ def cgroup_pids(group: Path | None) -> set[int]:
 def kill_cgroup(group: Path) -> None:
     """SIGKILL every process of the group; `cgroup.kill` (Linux 5.14) does it atomically, even to one forking."""
     try:
-        (group / "cgroup.kill").write_text("1", encoding="ascii")
+        descriptor = os.open(group / "cgroup.kill", os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)  # never created
+        try:
+            os.write(descriptor, b"1")
+        finally:
+            os.close(descriptor)
         return
     except OSError:
         pass
@@ -197,6 +224,7 @@ class JobProcesses:
         self.exclude = set(exclude or ())
         self.adopter = adopter
         self.since_ticks = since_ticks
+        self.listener: Callable[[dict], None] | None = None  # told every saved record (the guard's pipe)
         self._lock = threading.Lock()
 
     @property
@@ -205,39 +233,49 @@ class JobProcesses:
 
     # --- the record ---
     @classmethod
-    def load(cls, job_dir: Path, record: dict) -> JobProcesses:
-        """An outsider's view: what the controller recorded (pids only when this is still the same boot)."""
+    def load(cls, job_dir: Path, record: dict, reported: dict | None = None) -> JobProcesses:
+        """An outsider's view of a recorded job: its cgroup when the one `processes.json` names is verified
+        (`verified_cgroup`), and the processes carrying its marker. The pids and sessions a file lists are never
+        taken as the job's (anyone who can write the file could name any process); ``reported`` is what the
+        controller itself told its guard over their pipe (`trainops.backends.local.guard`), and only that is."""
         from trainops.backends.local.identity import boot_id
+        from trainops.backends.local.safe_fs import open_state_file
 
         job_id = record.get("job_id") if isinstance(record.get("job_id"), str) else None
-        try:
-            saved = json.loads((Path(job_dir) / RECORD).read_text(encoding="utf-8"))
-            if not isinstance(saved, dict) or saved.get("job_id") != job_id:
+        if reported is not None:
+            saved = reported
+            job_id = reported.get("job_id") if isinstance(reported.get("job_id"), str) else job_id
+        else:
+            try:
+                with open(open_state_file(Path(job_dir) / RECORD, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+                    saved = json.loads(handle.read(16 * 1024 * 1024))
+                if not isinstance(saved, dict) or saved.get("job_id") != job_id:
+                    saved = {}
+            except (OSError, ValueError):
                 saved = {}
-        except (OSError, ValueError):
-            saved = {}
         same_boot = saved.get("boot_id") is not None and saved.get("boot_id") == boot_id()
-        cgroup = saved.get("cgroup")
         known = sessions = {}
-        if same_boot:
+        if same_boot and reported is not None:
             known = {int(pid): int(ticks) for pid, ticks in (saved.get("known") or {}).items()
                      if str(pid).isdigit() and isinstance(ticks, int)}
             sessions = {int(sid): int(ticks) for sid, ticks in (saved.get("sessions") or {}).items()
                         if str(sid).isdigit() and isinstance(ticks, int)}
         controller = record.get("controller") if isinstance(record.get("controller"), dict) else {}
         exclude = {controller["pid"]} if isinstance(controller.get("pid"), int) and same_boot else set()
-        group = Path(cgroup) if isinstance(cgroup, str) and same_boot and cgroup.startswith("/") else None
-        if group is not None and not group.name.startswith(CGROUP_PREFIX):
-            group = None  # only a group trainops created is trusted as the job's
+        group = verified_cgroup(saved.get("cgroup"), job_id or "") if same_boot else None
         return cls(Path(job_dir), job_id or "", cgroup=group, known=known, sessions=sessions, exclude=exclude)
 
     def save(self) -> None:
+        """Record what is tracked: in `processes.json` (for `trainops status`: counted, never signalled from
+        there) and, through `listener`, to the job's guard, whose copy is the one it may act on."""
         from trainops.backends.local.identity import boot_id
 
         data = {"job_id": self.job_id, "boot_id": boot_id(), "mechanism": self.mechanism,
                 "cgroup": str(self.cgroup) if self.cgroup else None,
                 "known": {str(pid): ticks for pid, ticks in sorted(self.known.items())},
                 "sessions": {str(sid): ticks for sid, ticks in sorted(self.sessions.items())}}
+        if self.listener is not None:
+            self.listener(data)
         from trainops.backends.local.safe_fs import write_atomically
 
         try:

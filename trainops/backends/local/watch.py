@@ -81,6 +81,8 @@ class ProcessWatch:
             self.guard = start_guard(self.job_dir, self.locked_descriptors)
             if self.guard is not None:
                 launch.register(self.guard.pid)
+        if self.guard is not None:
+            self.processes.listener = self.guard.tell  # the guard acts on what it is told, not on the file
         if self.guard is None:
             self.log("[trainops] warning: the job's guard could not start: if this process is killed outright, "
                      "trainops stop NAME stops what it left")
