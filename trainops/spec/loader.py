@@ -505,7 +505,8 @@ def load_job_spec(path: str | Path):
 
 
 def resolve_relative_paths(spec, base: Path):
-    """Make local paths in the spec (source_dir, local channels, local output_path) absolute against `base`."""
+    """Make local paths in the spec (source_dir, dependencies, local channels, model_uri and output_path) absolute
+    against `base`."""
     from trainops.spec.inputs import is_local_uri, local_path
 
     updates: dict[str, Any] = {}
@@ -519,6 +520,11 @@ def resolve_relative_paths(spec, base: Path):
         path = Path(local_path(spec.output_path))
         if not path.is_absolute():
             updates["output_path"] = str((base / path).resolve())
+    if spec.dependencies:  # SDK estimator options (issue 25): local directories and a local model
+        updates["dependencies"] = [item if Path(item).is_absolute() else str((base / item).resolve())
+                                   for item in spec.dependencies]
+    if spec.model_uri and is_local_uri(spec.model_uri) and not Path(local_path(spec.model_uri)).is_absolute():
+        updates["model_uri"] = str((base / local_path(spec.model_uri)).resolve())
     inputs = {}
     for name, channel in spec.inputs.items():
         uri = channel if isinstance(channel, str) else getattr(channel, "s3_data", None)

@@ -48,7 +48,7 @@ def evaluation_prefix(model_artifact: str) -> str:
 def _model_size_limit() -> dict[str, str]:
     """``TRAINOPS_MAX_MODEL_BYTES`` of this process for the evaluation container: the largest model archive it will
     extract is then the same locally and on SageMaker (the bootstrap's default, 64 GiB, otherwise)."""
-    from trainops.backends.local.model_extract import LIMIT_VARIABLE
+    from trainops.backends.model_extract import LIMIT_VARIABLE
 
     value = os.environ.get(LIMIT_VARIABLE, "").strip()
     return {LIMIT_VARIABLE: value} if value else {}
@@ -138,10 +138,11 @@ class SageMakerBackend(Backend):
 
     def _upload_code(self, spec: Any, request: dict[str, Any], name: str, launcher: str) -> None:
         from trainops.backends.sagemaker import uploads
-        from trainops.backends.sagemaker.render import artifact_locations
+        from trainops.backends.sagemaker.render_options import job_locations
 
-        # An s3:// source tarball is used as given; the trainops runtime is uploaded in every case (issue 13).
-        uploads.upload_job_code(self.clients, spec, artifact_locations(spec.output_path, name), launcher)
+        # An s3:// source tarball is used as given; the trainops runtime is uploaded in every case (issue 13); the
+        # code goes under code_location when the spec sets it (issue 25).
+        uploads.upload_job_code(self.clients, spec, job_locations(spec, name), launcher)
 
     def describe(self, handle: JobHandle) -> JobResult:
         """Where the job stands; ``details`` add its final ``metrics`` and its own limits (``max_run_seconds``,
@@ -253,7 +254,7 @@ class SageMakerBackend(Backend):
         derived from the model, output and script, so a retried task re-attaches to the processing job its first
         attempt started. ``sink`` is for a local run's output lines: a processing job's are in CloudWatch."""
         from trainops.aws.s3 import join_uri, put_bytes
-        from trainops.backends.local.evaluate import script_arguments, validate_metrics
+        from trainops.backends.model_rules import script_arguments, validate_metrics
         from trainops.backends.sagemaker.evaluation_bootstrap import BOOTSTRAP_NAME, bootstrap_source
         from trainops.backends.sagemaker.uploads import upload_source_dir
         from trainops.spec.names import check_job_name, deterministic_job_name
@@ -308,7 +309,7 @@ class SageMakerBackend(Backend):
         """A model package in the SageMaker Model Registry; the spec goes in as its hash (metadata values are
         short strings)."""
         from trainops.aws.s3 import parse_s3_uri
-        from trainops.backends.local.registry import check_group, check_metrics
+        from trainops.backends.model_rules import check_group, check_metrics
 
         model_artifact = os.fspath(model_artifact)
         problems = []

@@ -131,13 +131,26 @@ def upload_source_dir(factory: ClientFactory, source_dir: str | os.PathLike[str]
     return UploadResult(uri=result.uri, keys=result.keys, total_bytes=result.total_bytes, skipped=skipped)
 
 
-def source_tarball_bytes(source_dir: str | os.PathLike[str]) -> bytes:
-    """The ``sourcedir.tar.gz`` of a directory, byte-for-byte the same for the same files.
+def code_files(source_dir: str | os.PathLike[str], dependencies: list[str] | tuple[str, ...] = ()
+               ) -> list[tuple[Path, str]]:
+    """The files of the code: ``source_dir``'s at the root and each of the spec's ``dependencies`` directories under
+    its own name, as the SDK packs them (``dependencies=['libs/common']`` -> ``common/...``)."""
+    files, _ = list_files(source_dir)
+    for index, dependency in enumerate(dependencies):
+        name = Path(dependency).name
+        extra, _ = list_files(dependency, f"dependencies.{index}")
+        files += [(path, f"{name}/{relative}") for path, relative in extra]
+    return sorted(files, key=lambda item: item[1])
+
+
+def source_tarball_bytes(source_dir: str | os.PathLike[str], dependencies: list[str] | tuple[str, ...] = ()) -> bytes:
+    """The ``sourcedir.tar.gz`` of a directory (and the spec's ``dependencies``), byte-for-byte the same for the same
+    files.
 
     Members are at the archive root (as the SDK writes them), sorted, with time 0, owner 0 and modes normalised to
     0644 or 0755 (executable files keep their execute bit).
     """
-    files, _ = list_files(source_dir)
+    files = code_files(source_dir, dependencies)
     buffer = io.BytesIO()
     # The gzip header carries a time too: fix it, or two archives of the same tree differ.
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as compressed:
@@ -154,13 +167,14 @@ def source_tarball_bytes(source_dir: str | os.PathLike[str]) -> bytes:
     return buffer.getvalue()
 
 
-def upload_source_tarball(factory: ClientFactory, source_dir: str | os.PathLike[str], s3_uri: str) -> UploadResult:
+def upload_source_tarball(factory: ClientFactory, source_dir: str | os.PathLike[str], s3_uri: str,
+                          dependencies: list[str] | tuple[str, ...] = ()) -> UploadResult:
     """Upload ``source_dir`` as one ``sourcedir.tar.gz`` object at ``s3_uri`` (the toolkit launcher's code).
 
     ``s3_uri`` names the object itself (``s3://bucket/job/source/sourcedir.tar.gz``); the same URI goes into the
     ``sagemaker_submit_directory`` hyperparameter.
     """
-    body = source_tarball_bytes(source_dir)
+    body = source_tarball_bytes(source_dir, dependencies)
     bucket, key = parse_s3_uri(s3_uri, "s3_uri")
     if not key or key.endswith("/"):
         raise SpecError(Problem("s3_uri", f"{s3_uri!r} names a prefix; name the object, e.g. .../{SOURCE_TARBALL_NAME}"))
@@ -199,7 +213,11 @@ def upload_job_code(factory: ClientFactory, spec: Any, locations: Any, launcher:
     if launcher == "trainops":
         if spec.source_dir and not is_s3_source(spec.source_dir):
             results.append(upload_source_dir(factory, spec.source_dir, locations.code_prefix))
+            for dependency in getattr(spec, "dependencies", None) or []:
+                prefix = f"{locations.code_prefix.rstrip('/')}/{Path(dependency).name}/"
+                results.append(upload_source_dir(factory, dependency, prefix))
         results.append(upload_runtime(factory, locations.runtime_prefix))
     elif spec.source_dir and not is_s3_source(spec.source_dir):
-        results.append(upload_source_tarball(factory, spec.source_dir, locations.source_tarball))
+        results.append(upload_source_tarball(factory, spec.source_dir, locations.source_tarball,
+                                             getattr(spec, "dependencies", None) or ()))
     return results
