@@ -20,7 +20,7 @@ from __future__ import annotations
 import abc
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 from trainops.backends import builtin_names, check_backend_name
 from trainops.backends.options import BackendOptions, LocalOptions, SageMakerOptions
@@ -30,7 +30,7 @@ from trainops.spec.names import check_job_name, with_suffix
 
 __all__ = [
     "BACKENDS", "IF_EXISTS", "MAX_SUFFIX", "Backend", "BackendOptions", "Evaluation", "JobHandle", "JobResult",
-    "LocalOptions", "Placement", "RegisteredVersion", "SageMakerOptions", "Unsupported", "check_choice",
+    "LocalOptions", "ModelRegistry", "Placement", "RegisteredVersion", "SageMakerOptions", "Unsupported", "check_choice",
     "get_backend", "place_job",
 ]
 
@@ -227,6 +227,23 @@ def place_job(job_name: str, if_exists: str, lookup: Callable[[str], JobStatus |
         if if_exists == "reattach" and status.reattachable:
             return Placement(candidate, status)
     raise JobFailed(f"no free job name found for copies of {job_name!r} ({MAX_SUFFIX - 1} tried): choose another name")
+
+
+class ModelRegistry(Protocol):
+    """What ``trainops models`` does with a backend's registry (`Backend.model_registry`). Entries are the
+    backend's own records (with ``group``, ``version``, ``approval_status``, ``metrics``, ``to_dict()``)."""
+
+    root: Any
+
+    def list(self, group: str | None = None) -> list[Any]: ...
+
+    def damaged(self, group: str | None = None) -> list[tuple[str, int, str]]: ...
+
+    def get(self, group: str, version: int | None = None) -> Any: ...
+
+    def champion(self, group: str) -> Any: ...
+
+    def set_approval(self, group: str, version: int, status: str) -> Any: ...
 
 
 class Unsupported(SpecError):
@@ -436,6 +453,11 @@ class Backend(abc.ABC):
     def champion(self, group: str) -> RegisteredVersion | None:
         """The group's latest Approved version, or None."""
         self.require("register")
+        raise NotImplementedError  # pragma: no cover
+
+    def model_registry(self) -> ModelRegistry:
+        """The registry itself, for browsing and approving versions (``trainops models``)."""
+        self.require("browse_registry")
         raise NotImplementedError  # pragma: no cover
 
     def stage(self, source: str, destination: str, **options: Any) -> Any:

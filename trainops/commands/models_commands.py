@@ -51,10 +51,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _registry(args: argparse.Namespace):
-    from trainops.backends.local.registry import LocalRegistry
+    from trainops.backends.api import get_backend
     from trainops.errors import Problem, SpecError
 
-    registry = LocalRegistry(args.registry)
+    registry = get_backend("local", registry_dir=args.registry).model_registry()
     if registry.root.exists() and not registry.root.is_dir():
         raise SpecError(Problem("--registry", f"{registry.root} is a file, not a registry: give the registry's "
                                               "directory (default $TRAINOPS_HOME/registry)"))

@@ -217,7 +217,8 @@ def test_bootstrap_names_the_limit_variable_when_its_value_is_not_a_number(tmp_p
 def test_the_standalone_extraction_opens_files_as_safe_fs_does():
     """model_extract cannot import safe_fs (its text runs where trainops is not installed), so it has its own copy
     of the open flags: they must stay the same."""
-    from trainops.backends.local import model_extract, safe_fs
+    from trainops.backends import model_extract
+    from trainops.backends.local import safe_fs
 
     assert model_extract._NEW_FILE_FLAGS == safe_fs.NEW_FILE_FLAGS
     assert model_extract._DIRECTORY_FLAGS == safe_fs.DIRECTORY_FLAGS
@@ -235,7 +236,7 @@ def test_bootstrap_runs_the_local_extraction_itself(tmp_path):
     smaller copy (realpath checks and tarfile's extractall): the CVE-2025-4517 chain of long links is refused, and a
     link already where a member goes is refused by the O_NOFOLLOW creation, without resolving any path."""
     from tests.reliability.files_scenarios import realpath_overflow_archive
-    from trainops.backends.local import model_extract
+    from trainops.backends import model_extract
 
     assert bootstrap_source().startswith(Path(model_extract.__file__).read_text(encoding="utf-8"))
     job = tmp_path / "job"  # the archive aims at model-extracted/../../victim.txt: tmp_path/victim.txt

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from trainops.backends.api import Backend, Evaluation, JobHandle, JobResult, Log, RegisteredVersion
+from trainops.backends.api import Backend, Evaluation, JobHandle, JobResult, Log, ModelRegistry, RegisteredVersion
 from trainops.backends.options import BackendOptions, LocalOptions
 from trainops.backends.states import JobStatus, wait_bound_seconds
 
@@ -39,7 +39,7 @@ class LocalBackend(Backend):
     remote = False  # jobs run on this machine: local channel paths, logs and processes are here
     Options = LocalOptions
     CONTEXT = frozenset({"workdir", "registry_dir", "client_factory", "region"})
-    capabilities = frozenset({"evaluate", "register", "stage", "run_here"})
+    capabilities = frozenset({"evaluate", "register", "stage", "run_here", "browse_registry"})
 
     def __init__(self, workdir: str | os.PathLike | None = None, registry_dir: str | os.PathLike | None = None,
                  client_factory: Any = None, region: str | None = None):
@@ -223,6 +223,10 @@ class LocalBackend(Backend):
         from trainops.backends.local.registry import LocalRegistry
 
         return LocalRegistry(self.registry_dir)
+
+    def model_registry(self) -> ModelRegistry:
+        """The local registry directory (``trainops models``)."""
+        return self._registry()
 
     def _register(self, *, model_artifact: Any, metrics: Any, group: str, approval: str, spec_data: Any = None,
                   description: str = "", job_name: str | None = None) -> RegisteredVersion:

@@ -16,7 +16,6 @@ interrupt stops it and everything it started. Its output is streamed line by lin
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import shutil
@@ -33,6 +32,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from trainops.backends.local.model_archive import extract_model
+from trainops.backends.model_rules import script_arguments, validate_metrics  # noqa: F401 - re-exported
 from trainops.errors import JobFailed, Problem, SpecError
 
 __all__ = ["LocalEvaluation", "extract_model", "local_path", "read_metrics", "run_evaluation"]
@@ -102,34 +102,6 @@ def contract_environment(channels: Mapping[str, str | os.PathLike[str]],
     env["SM_OUTPUT_DATA_DIR"] = os.fspath(output_dir)
     env["TRAINOPS_EVALUATION_DIR"] = os.fspath(output_dir)
     return env
-
-
-def script_arguments(hyperparameters: Mapping[str, Any] | None) -> list[str]:
-    """Hyperparameters as ``--key value`` arguments, written as the training launchers write them."""
-    from trainops.runtime.hyperparameters import script_arguments as toolkit_arguments
-    from trainops.runtime.hyperparameters import user_hyperparameters
-
-    # Encoded and decoded as the training launchers do (contracts section 2), framework keys dropped, so that a
-    # script sees the same arguments in training and in evaluation.
-    encoded = {str(key): json.dumps(value) for key, value in (hyperparameters or {}).items()}
-    return toolkit_arguments(user_hyperparameters(encoded))
-
-
-def validate_metrics(data: Any, where: str) -> dict[str, float]:
-    """Check the contents of a ``metrics.json`` (found at ``where``): a non-empty, flat JSON object of metric
-    name -> finite number. Raises `JobFailed` saying what the evaluation script must write instead."""
-    how = f"write a flat JSON object of metric name -> number to {where}, e.g. {{\"accuracy\": 0.97}}"
-    if not isinstance(data, dict):
-        raise JobFailed(f"{where} holds a JSON {type(data).__name__}, not an object; {how}")
-    if not data:
-        raise JobFailed(f"{where} is an empty object; {how}")
-    wrong = [name for name, value in data.items()
-             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)]
-    if wrong:
-        shown = ", ".join(f"{name}={data[name]!r}" for name in sorted(wrong))
-        raise JobFailed(f"{where}: these metrics are not finite numbers: {shown}; {how} "
-                        f"(put text, lists and nested results in another file of the same directory)")
-    return {str(name): value for name, value in data.items()}
 
 
 def read_metrics(path: str | os.PathLike[str]) -> dict[str, float]:

@@ -1,6 +1,6 @@
 """Extracting a ``model.tar.gz`` without trusting it, for the local backend's evaluation.
 
-The extraction itself is `trainops.backends.local.model_extract` (no link is ever followed or extracted, sizes are
+The extraction itself is `trainops.backends.model_extract` (no link is ever followed or extracted, sizes are
 checked against ``TRAINOPS_MAX_MODEL_BYTES`` and the free space before anything is written; its docstring has the
 rules). That module is self-contained because the SageMaker evaluation bootstrap runs the same text in the
 processing job; here its errors become trainops' own: `SpecError` (field ``model_artifact``, or the limit's
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from trainops.backends.local.model_extract import LIMIT_VARIABLE, ArchiveRefused, NoRoom, extract
+from trainops.backends.model_extract import LIMIT_VARIABLE, ArchiveRefused, NoRoom, extract
 from trainops.errors import JobFailed, Problem, SpecError
 
 __all__ = ["LIMIT_VARIABLE", "extract_model"]

@@ -31,7 +31,6 @@ import contextlib
 import errno
 import fcntl
 import json
-import math
 import os
 import re
 import shutil
@@ -44,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from trainops.backends.local.safe_fs import NEW_FILE_FLAGS, make_directory, open_path
+from trainops.backends.model_rules import GROUP_PATTERN, check_group, check_metrics  # noqa: F401 - re-exported
 from trainops.errors import JobFailed, Problem, SpecError
 
 APPROVAL_STATUSES: tuple[str, ...] = ("Approved", "Rejected", "PendingManualApproval")
@@ -51,7 +51,6 @@ ENTRY_FILE = "entry.json"
 LOCK_FILE = ".lock"
 STAGING_DIR = ".staging"
 # The SageMaker model package group rule, so a group name works on both backends.
-_GROUP_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _VERSION_DIR = re.compile(r"^v([1-9][0-9]*)$")
 
 
@@ -138,34 +137,12 @@ class ModelVersion:
         return data
 
 
-def check_group(group: Any, field_name: str = "group") -> str:
-    """A valid group name, or `SpecError` naming the field: 1-63 letters, digits and hyphens, as SageMaker requires."""
-    if not isinstance(group, str) or not _GROUP_PATTERN.match(group):
-        raise SpecError(Problem(field_name, f"{group!r} is not a model group name; use 1-63 letters, digits and "
-                                            f"hyphens, starting with a letter or digit (e.g. digits-classifier)"),
-                        source="registry")
-    return group
-
-
 def check_approval(status: Any, field_name: str = "approval") -> str:
     """A valid approval status, or `SpecError` listing the valid ones."""
     if status not in APPROVAL_STATUSES:
         raise SpecError(Problem(field_name, f"{status!r} is not an approval status; use one of "
                                             f"{', '.join(APPROVAL_STATUSES)}"), source="registry")
     return status
-
-
-def check_metrics(metrics: Any, field_name: str = "metrics") -> dict[str, float]:
-    """Metrics as a dict of name -> finite number, or `SpecError` naming the first wrong entry."""
-    if not isinstance(metrics, Mapping):
-        raise SpecError(Problem(field_name, "give the evaluation's metrics as a mapping of name -> number"),
-                        source="registry")
-    checked: dict[str, float] = {}
-    for name, value in metrics.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise SpecError(Problem(f"{field_name}.{name}", f"{value!r} is not a finite number"), source="registry")
-        checked[str(name)] = value
-    return checked
 
 
 def _write_json_atomically(path: Path, data: Any) -> None:
@@ -183,6 +160,27 @@ def _write_json_atomically(path: Path, data: Any) -> None:
     except BaseException:
         Path(handle.name).unlink(missing_ok=True)
         raise
+
+
+#: What `copy_file_range` answers for a pair of files it cannot copy between (another file system before Linux
+#: 5.19, a file system without support, a kernel without the call, a seccomp filter): the copy reads and writes.
+CANNOT_COPY_IN_KERNEL = (errno.EXDEV, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS, errno.EPERM, errno.EBADF)
+FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
+
+
+def _disk_error(error: OSError, root: Path) -> Exception:
+    """A full or read-only registry as a clear error (nothing was registered); other errors as they are."""
+    where = error.filename or root
+    if error.errno in FULL:
+        return JobFailed(f"the registry's disk is full ({error.strerror}: {where}); nothing was registered "
+                         f"(no version of it is left in {root}): free space there, or register into another "
+                         "registry directory")
+    if error.errno in READ_ONLY:
+        return SpecError(Problem("registry_dir", f"{root} is read-only or not writable ({error.strerror}: {where}); "
+                                                 "nothing was registered: give a registry directory you can write"),
+                         source="registry")
+    return error
 
 
 def _refuse(path: str, why: str) -> SpecError:
@@ -205,10 +203,16 @@ def _copy_file_at(name: str, source_parent: int, target_parent: int, shown: str)
             raise _refuse(shown, "is not a regular file (a FIFO, socket or device)")
         target = os.open(name, NEW_FILE_FLAGS, stat.S_IMODE(details.st_mode) & 0o755, dir_fd=target_parent)
         try:
-            copied = 0
+            copied, in_kernel = 0, hasattr(os, "copy_file_range")
             while copied < details.st_size:
-                count = os.copy_file_range(source, target, details.st_size - copied) \
-                    if hasattr(os, "copy_file_range") else 0
+                count = 0
+                if in_kernel:
+                    try:
+                        count = os.copy_file_range(source, target, details.st_size - copied)
+                    except OSError as error:
+                        if error.errno not in CANNOT_COPY_IN_KERNEL:
+                            raise
+                        in_kernel = False  # another file system, or one that cannot: read and write instead
                 if count == 0:
                     data = os.read(source, 1024 * 1024)
                     if not data:
@@ -308,7 +312,7 @@ class LocalRegistry:
         if not self.root.is_dir():
             return []
         return sorted(entry.name for entry in self.root.iterdir()
-                      if entry.is_dir() and _GROUP_PATTERN.match(entry.name))
+                      if entry.is_dir() and GROUP_PATTERN.match(entry.name))
 
     def _version_numbers(self, directory: Path) -> list[int]:
         if not directory.is_dir():
@@ -439,6 +443,14 @@ class LocalRegistry:
                 spec_data = json.loads(json.dumps(dict(spec)))
             except (TypeError, ValueError) as error:
                 raise SpecError(Problem("spec", f"cannot be stored as JSON ({error})"), source="registry") from error
+        try:
+            return self._register_copy(group, source, checked_metrics, approval, spec_data, description, job_name)
+        except OSError as error:
+            raise _disk_error(error, self.root) from error
+
+    def _register_copy(self, group: str, source: Path, checked_metrics: dict[str, float], approval: str,
+                       spec_data: Any, description: str, job_name: str | None) -> tuple[ModelVersion, bool]:
+        """The copy into ``.staging`` and its publication as the next version (see `register_once`)."""
         staging_root = self.group_dir(group) / STAGING_DIR
         staging_root.mkdir(parents=True, exist_ok=True)
         staged = Path(tempfile.mkdtemp(dir=staging_root))

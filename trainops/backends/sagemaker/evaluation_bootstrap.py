@@ -5,7 +5,7 @@ The processing backend hands the model over as an unextracted model.tar.gz and p
 --model-dir/--test-dir/--output-dir; the bootstrap extracts the model, sets the contract's variables (extracted
 model, SM_CHANNEL_*, SM_OUTPUT_DATA_DIR, TRAINOPS_EVALUATION_DIR) and runs the script with the hyperparameters as
 ``--key value``. It runs where trainops is not installed (any image), so it is one file of standard-library Python:
-the text of `trainops.backends.local.model_extract`, the extraction the local backend runs too (no link followed,
+the text of `trainops.backends.model_extract`, the extraction the local backend runs too (no link followed,
 sizes checked before writing), followed by the part below.
 """
 
@@ -68,7 +68,7 @@ if __name__ == "__main__":
 
 @functools.lru_cache(maxsize=1)
 def bootstrap_source() -> str:
-    """The bootstrap's text: `trainops.backends.local.model_extract`'s source (read from the installed package when
+    """The bootstrap's text: `trainops.backends.model_extract`'s source (read from the installed package when
     an evaluation is submitted, not at import), followed by the bootstrap's own part."""
-    extraction = resources.files("trainops.backends.local").joinpath("model_extract.py").read_text(encoding="utf-8")
+    extraction = resources.files("trainops.backends").joinpath("model_extract.py").read_text(encoding="utf-8")
     return extraction + _BOOTSTRAP_MAIN

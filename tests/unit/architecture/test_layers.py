@@ -1,0 +1,97 @@
+"""The layers point one way, proven over the source of every module, function-local imports included (an import
+inside a function is a dependency too; it only runs later): front ends reach backends through the seam only, there
+is no import cycle, and the spec imports nothing above it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from import_graph import cycles, edges, modules  # beside this file (pytest puts its folder on sys.path)
+
+CONCRETE = ("trainops.backends.local", "trainops.backends.sagemaker")
+#: Modules that still import a concrete backend from outside trainops/backends/ (the list only shrinks).
+NOT_MOVED_YET: frozenset[str] = frozenset({"trainops.commands.stage_commands"})
+#: Imports of one backend by the other still to move to a neutral module (the list only shrinks).
+CROSS_LEFT: frozenset[str] = frozenset({
+    "trainops.backends.local.backend -> trainops.backends.sagemaker.render",
+    "trainops.backends.local.job -> trainops.backends.sagemaker.render",
+    "trainops.backends.local.job -> trainops.backends.sagemaker.uploads",
+})
+#: Import cycles still to open (each a sorted list of modules; the list only shrinks).
+CYCLES_LEFT: list[list[str]] = [
+    ["trainops.backends.local.stage_s3", "trainops.backends.local.stage_sources"],
+    ["trainops.backends.sagemaker.render", "trainops.backends.sagemaker.render_options"],
+    ["trainops.runtime.config", "trainops.runtime.environment", "trainops.runtime.healthcheck"],
+    ["trainops.runtime.context", "trainops.runtime.parallel", "trainops.runtime.smp_native",
+     "trainops.runtime.tensor_parallel"],
+    ["trainops.runtime.mpi_plan", "trainops.runtime.plan"],
+    ["trainops.spec.estimator_rules", "trainops.spec.rules"],
+]
+
+
+@pytest.fixture(scope="module")
+def graph() -> dict[str, dict[str, bool]]:
+    return edges(modules())
+
+
+def _concrete(target: str) -> bool:
+    return any(target == prefix or target.startswith(prefix + ".") for prefix in CONCRETE)
+
+
+def test_front_ends_import_no_concrete_backend(graph):
+    found = sorted(f"{module} -> {target}" for module, targets in graph.items()
+                   if not module.startswith("trainops.backends") for target in targets if _concrete(target))
+    offenders = {line.split(" -> ")[0] for line in found}
+    assert sorted(offenders - NOT_MOVED_YET) == [], "\n".join(found)
+    assert NOT_MOVED_YET <= offenders, f"no concrete import left in {sorted(NOT_MOVED_YET - offenders)}: take it off"
+
+
+def test_the_seam_and_the_registry_import_no_backend(graph):
+    for seam in ("trainops.backends", "trainops.backends.api", "trainops.backends.options",
+                 "trainops.backends.states", "trainops.backends.failures"):
+        assert [target for target in graph[seam] if _concrete(target)] == [], seam
+
+
+def test_one_backend_imports_nothing_of_the_other(graph):
+    found = {f"{module} -> {target}" for mine, other in (CONCRETE, CONCRETE[::-1])
+             for module, targets in graph.items() if module.startswith(mine)
+             for target in targets if target.startswith(other)}
+    assert sorted(found - CROSS_LEFT) == [], "\n".join(sorted(found))
+    assert CROSS_LEFT <= found, f"gone: {sorted(CROSS_LEFT - found)}: take them off the list"
+
+
+def test_there_is_no_import_cycle(graph):
+    found = cycles(graph)
+    assert [cycle for cycle in found if cycle not in CYCLES_LEFT] == [], found
+    assert [cycle for cycle in CYCLES_LEFT if cycle not in found] == [], "a listed cycle is gone: take it off"
+
+
+def test_the_spec_imports_nothing_above_it(graph):
+    # Below the spec: the errors, the state root's location, and the runtime (standard library only).
+    allowed = ("trainops.spec", "trainops.errors", "trainops.home", "trainops.runtime")
+    found = sorted(f"{module} -> {target}" for module, targets in graph.items() if module.startswith("trainops.spec")
+                   for target in targets if not any(target == a or target.startswith(a + ".") for a in allowed))
+    assert found == [], "\n".join(found)
+
+
+def test_the_runtime_imports_only_itself(graph):
+    found = sorted(f"{module} -> {target}" for module, targets in graph.items()
+                   if module.startswith("trainops.runtime") for target in targets
+                   if not target.startswith("trainops.runtime") and target != "trainops")
+    assert found == [], "\n".join(found)
+
+
+def test_function_local_imports_are_counted(graph):
+    """The graph is not only module-level imports: the CLI loads its commands inside functions."""
+    assert graph["trainops.steps.train"].get("trainops.steps.attempts") is True  # imported inside train()
+
+
+@pytest.mark.parametrize(("backend", "other"), [("local", "sagemaker"), ("sagemaker", "local")])
+def test_loading_a_backend_loads_nothing_of_the_other(backend, other):
+    code = ("import sys; from trainops.backends import backend_class; backend_class(%r); "
+            "print(sorted(m for m in sys.modules if m.startswith('trainops.backends.%s')))" % (backend, other))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert done.stdout.strip() == "[]", done.stdout
