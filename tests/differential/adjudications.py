@@ -115,16 +115,26 @@ TOOLKIT_EFA = {"ml.g4dn.8xlarge", "ml.g4dn.12xlarge", "ml.g5.48xlarge", "ml.p3dn
                "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.trn1.32xlarge", "ml.p6e-gb200.36xlarge"}
 TOOLKIT_EFA_RDMA = {"ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.p5.48xlarge", "ml.p5e.48xlarge", "ml.trn1.32xlarge",
                     "ml.p6e-gb200.36xlarge"}
+# sagemaker-training 4.8.3's lists (the release AWS's TensorFlow toolkit 20.5.0 pins): no p5e, p6e-gb200, and no
+# device RDMA on p5.
+TOOLKIT_4_8_EFA = TOOLKIT_EFA - {"ml.p5e.48xlarge", "ml.p6e-gb200.36xlarge"}
+TOOLKIT_4_8_EFA_RDMA = {"ml.p4d.24xlarge", "ml.p4de.24xlarge", "ml.trn1.32xlarge"}
 EFA_VARIABLES = ("FI_PROVIDER", "NCCL_PROTO", "FI_EFA_USE_DEVICE_RDMA", "RDMAV_FORK_SAFE")
+
+
+def _tensorflow_case(case: dict) -> bool:
+    """A case of the TensorFlow toolkit's grid (goldens/launch_tensorflow.json, on sagemaker-training 4.8.3)."""
+    return case["id"].startswith("tf-")
 
 
 def _efa_list_lags(case: dict, oracle: Any, ours: Any) -> bool:
     from trainops.runtime import catalog
 
+    efa, rdma = (TOOLKIT_4_8_EFA, TOOLKIT_4_8_EFA_RDMA) if _tensorflow_case(case) else (TOOLKIT_EFA, TOOLKIT_EFA_RDMA)
     instance = catalog.lookup(case["instance_type"])
     return (ours.accepted and instance is not None
-            and (instance.efa != (case["instance_type"] in TOOLKIT_EFA)
-                 or instance.gpudirect_rdma != (case["instance_type"] in TOOLKIT_EFA_RDMA)))
+            and (instance.efa != (case["instance_type"] in efa)
+                 or instance.gpudirect_rdma != (case["instance_type"] in rdma)))
 
 
 def _without_efa_variables_trainops_adds(case: dict, oracle: Any, ours: Any) -> tuple:
@@ -133,7 +143,28 @@ def _without_efa_variables_trainops_adds(case: dict, oracle: Any, ours: Any) -> 
     for name in EFA_VARIABLES:
         if name in mine and name not in theirs:
             del mine[name]
+    if _pytorch_variables_in_tensorflow(case, oracle, ours):
+        _without_pytorch_variables(case, oracle, ours)
     return _without_forwarded_rendezvous(case, oracle, ours)
+
+
+#: What AWS's PyTorch container gives every process and trainops' runtime gives every job whatever its framework
+#: (it cannot tell a TensorFlow image from a PyTorch one); the TensorFlow toolkit sets none of them for a process
+#: it starts itself (its mpirun forwards NCCL_SOCKET_IFNAME, as trainops' does).
+PYTORCH_CONTAINER_VARIABLES = ("MASTER_ADDR", "MASTER_PORT", "NCCL_SOCKET_IFNAME")
+
+
+def _pytorch_variables_in_tensorflow(case: dict, oracle: Any, ours: Any) -> bool:
+    return (_tensorflow_case(case) and ours.accepted and ours.value["mode"] == "plain"
+            and any(name in ours.value["rank_env"] and name not in oracle.value["rank_env"]
+                    for name in PYTORCH_CONTAINER_VARIABLES))
+
+
+def _without_pytorch_variables(case: dict, oracle: Any, ours: Any) -> tuple:
+    for name in PYTORCH_CONTAINER_VARIABLES:
+        if name not in oracle.value["rank_env"]:
+            ours.value["rank_env"].pop(name, None)
+    return oracle, ours
 
 
 def _forwards_rendezvous(case: dict, oracle: Any, ours: Any) -> bool:
@@ -151,6 +182,7 @@ def _without_forwarded_rendezvous(case: dict, oracle: Any, ours: Any) -> tuple:
 LAUNCH_RULES: list[Rule] = [
     Rule("efa-instance-types", _efa_list_lags, _without_efa_variables_trainops_adds),
     Rule("mpi-rendezvous-forwarded", _forwards_rendezvous, _without_forwarded_rendezvous),
+    Rule("pytorch-variables-in-tensorflow-jobs", _pytorch_variables_in_tensorflow, _without_pytorch_variables),
 ]
 
 

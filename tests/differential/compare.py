@@ -1,4 +1,4 @@
-"""Compare trainops with the captured oracles (goldens/render.json, goldens/launch.json).
+"""Compare trainops with the captured oracles (goldens/render.json, goldens/launch.json, launch_tensorflow.json).
 
 Used by the differential tests and runnable on its own for a report (`.venv/bin/python tests/differential/compare.py`). Each
 case ends in one of three classes: `agree` (exactly what the oracle did), `adjudicated` (a deliberate difference
@@ -20,6 +20,7 @@ if str(HERE.parent) not in sys.path:  # run as a script: tests/ holds the `diffe
     sys.path.insert(0, str(HERE.parent))
 RENDER_GOLDEN = HERE / "goldens" / "render.json"
 LAUNCH_GOLDEN = HERE / "goldens" / "launch.json"
+TENSORFLOW_LAUNCH_GOLDEN = HERE / "goldens" / "launch_tensorflow.json"
 
 #: Request fields the SDK sends that trainops does not render on purpose (ADJUDICATIONS.md, "debugger-profiler").
 NOT_RENDERED = ("DebugHookConfig", "ProfilerConfig", "DebugRuleConfigurations", "ProfilerRuleConfigurations",
@@ -170,7 +171,11 @@ def main() -> None:
 
         launch = load(LAUNCH_GOLDEN)
         verdicts = [judge_launch(case) for case in launch["cases"]]
-        print("launch:", report(verdicts))
+        print("launch (PyTorch toolkit):", report(verdicts))
+        if TENSORFLOW_LAUNCH_GOLDEN.exists():
+            launch = load(TENSORFLOW_LAUNCH_GOLDEN)
+            verdicts = [judge_launch(case) for case in launch["cases"]]
+            print("launch (TensorFlow toolkit):", report(verdicts))
 
 
 if __name__ == "__main__":

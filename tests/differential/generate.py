@@ -10,7 +10,11 @@ Writes two goldens next to this file, each with the oracle package versions:
   sends (captured offline: a session whose SageMaker client records `create_training_job`, code "uploads" that only
   compute their S3 key, no telemetry, no network) or the error the SDK raises;
 - goldens/launch.json: for every container contract of the launch grid, the runner the PyTorch toolkit picks and the
-  command and environment that runner would execute (its command builders are called; nothing is executed).
+  command and environment that runner would execute (its command builders are called; nothing is executed);
+- goldens/launch_tensorflow.json (``--only tf-launch``, in the TensorFlow toolkit's own venv,
+  build_tf_oracle_venv.sh): the same for AWS's TensorFlow toolkit, plus the parameter server it would start (its
+  cluster and task) and whether a worker host waits for the master; TensorFlow itself is replaced by an empty module
+  (the toolkit imports it; the launch decisions never call it when the server start is captured).
 
 Only the standard library and the oracle packages are used here; the tests read the goldens with trainops' venv.
 """
@@ -320,6 +324,85 @@ LAUNCH_HYPERPARAMETERS = {
 
 
 def launch_grid() -> list[dict]:
+    return homogeneous_launch_grid() + hetero_launch_grid(PYTORCH_HETERO)
+
+
+#: Heterogeneous clusters: a GPU group and a CPU (data-loading) group, either listed first; the distribution names the
+#: GPU group (as the SDK sends it, sagemaker_distribution_instance_groups) or no strategy is enabled.
+HETERO_GROUPS = {"gpus": ("ml.p4d.24xlarge", 2, 8), "cpus": ("ml.c5.18xlarge", 1, 0)}
+PYTORCH_HETERO = {
+    "none": {},
+    "torch_distributed": {"sagemaker_torch_distributed_enabled": True},
+    "mpi": {"sagemaker_mpi_enabled": True, "sagemaker_mpi_custom_mpi_options": ""},
+    "smddp": {"sagemaker_distributed_dataparallel_enabled": True,
+              "sagemaker_distributed_dataparallel_custom_mpi_options": ""},
+    "pytorchddp": {"sagemaker_pytorch_ddp_enabled": True},
+}
+TENSORFLOW_HETERO = {
+    "none": {},
+    "mpi": {"sagemaker_mpi_enabled": True, "sagemaker_mpi_custom_mpi_options": ""},
+}
+
+
+def hetero_launch_grid(distributions: dict[str, dict]) -> list[dict]:
+    """Every distribution x group order x host of a two-group cluster."""
+    cases = []
+    for order in (("gpus", "cpus"), ("cpus", "gpus")):
+        groups, index = [], 1
+        for name in order:
+            instance_type, count, _ = HETERO_GROUPS[name]
+            groups.append({"instance_group_name": name, "instance_type": instance_type,
+                           "hosts": [f"algo-{index + offset}" for offset in range(count)]})
+            index += count
+        hosts = sorted(host for group in groups for host in group["hosts"])
+        for name, framework in distributions.items():
+            hyperparameters = {"epochs": 3, "lr": 0.1, **framework}
+            if framework:
+                hyperparameters["sagemaker_distribution_instance_groups"] = ["gpus"]
+            for group in groups:
+                instance_type, _, gpus = HETERO_GROUPS[group["instance_group_name"]]
+                for current in group["hosts"]:
+                    cases.append({"id": f"hetero-{name}-{order[0]}-first-{current}", "hosts": hosts,
+                                  "current_host": current, "instance_type": instance_type, "gpus": gpus,
+                                  "neuron_cores": 0, "hyperparameters": hyperparameters, "channels": ["train"],
+                                  "instance_groups": copy.deepcopy(groups)})
+    return cases
+
+
+#: The TensorFlow toolkit's launch grid: its strategies (parameter servers, MultiWorkerMirroredStrategy, MPI as
+#: Horovod jobs use it, none) on GPU and CPU types, one to three hosts, every host.
+TENSORFLOW_LAUNCH = {
+    "none": {},
+    "parameter_server": {"sagemaker_parameter_server_enabled": True},
+    "mwms": {"sagemaker_multi_worker_mirrored_strategy_enabled": True},
+    "mpi": {"sagemaker_mpi_enabled": True, "sagemaker_mpi_custom_mpi_options": ""},
+    "mpi_ppn": {"sagemaker_mpi_enabled": True, "sagemaker_mpi_num_of_processes_per_host": 2,
+                "sagemaker_mpi_custom_mpi_options": "--NCCL_DEBUG INFO"},
+}
+TENSORFLOW_TYPES = {"ml.p4d.24xlarge": 8, "ml.p5.48xlarge": 8, "ml.g5.12xlarge": 4, "ml.c5.xlarge": 0}
+
+
+def tensorflow_launch_grid() -> list[dict]:
+    cases = []
+    for name, framework in TENSORFLOW_LAUNCH.items():
+        for instance_type, gpus in TENSORFLOW_TYPES.items():
+            for count in (1, 2, 3):
+                hosts = [f"algo-{index + 1}" for index in range(count)]
+                for current in hosts:
+                    model_dir = "/opt/ml/model" if "sagemaker_mpi_enabled" in framework else \
+                        f"s3://trainops-oracle-out/jobs/{JOB}/model"
+                    cases.append({"id": f"tf-{name}-{instance_type}-{count}-{current}", "hosts": hosts,
+                                  "current_host": current, "instance_type": instance_type, "gpus": gpus,
+                                  "neuron_cores": 0, "channels": ["train"],
+                                  "hyperparameters": {"epochs": 3, "lr": 0.1, "model_dir": model_dir, **framework}})
+    for case in hetero_launch_grid(TENSORFLOW_HETERO):
+        case["id"] = "tf-" + case["id"]
+        case["hyperparameters"]["model_dir"] = "/opt/ml/model"
+        cases.append(case)
+    return cases
+
+
+def homogeneous_launch_grid() -> list[dict]:
     cases = []
     for name, framework in LAUNCH_HYPERPARAMETERS.items():
         for instance_type in LAUNCH_TYPES:
@@ -346,11 +429,13 @@ def _write_contract(base: Path, case: dict) -> None:
                        "sagemaker_instance_type": case["instance_type"], **case["hyperparameters"]}
     (config / "hyperparameters.json").write_text(json.dumps({key: json.dumps(value)
                                                              for key, value in hyperparameters.items()}))
+    groups = case.get("instance_groups") or [{"instance_group_name": "homogeneousCluster",
+                                              "instance_type": case["instance_type"], "hosts": case["hosts"]}]
+    current_group = next(group["instance_group_name"] for group in groups if case["current_host"] in group["hosts"])
     (config / "resourceconfig.json").write_text(json.dumps({
         "current_host": case["current_host"], "hosts": case["hosts"], "network_interface_name": "eth0",
-        "current_instance_type": case["instance_type"], "current_group_name": "homogeneousCluster",
-        "instance_groups": [{"instance_group_name": "homogeneousCluster", "instance_type": case["instance_type"],
-                             "hosts": case["hosts"]}]}))
+        "current_instance_type": case["instance_type"], "current_group_name": current_group,
+        "instance_groups": groups}))
     (config / "inputdataconfig.json").write_text(json.dumps({
         name: {"TrainingInputMode": "File", "S3DistributionType": "FullyReplicated", "RecordWrapperType": "None"}
         for name in case["channels"]}))
@@ -374,7 +459,8 @@ def run_toolkit(case: dict) -> dict:
         env = {key: value for key, value in os.environ.items()
                if not key.startswith(("SM_", "NCCL_", "FI_", "SMDATAPARALLEL", "RDMAV", "MASTER_"))}
         env.update(SAGEMAKER_BASE_DIR=str(base), TRAINOPS_ORACLE_CASE=json.dumps(case))
-        result = subprocess.run([sys.executable, __file__, "--toolkit-child"], env=env, capture_output=True,
+        child = "--tensorflow-child" if case["id"].startswith("tf-") else "--toolkit-child"
+        result = subprocess.run([sys.executable, __file__, child], env=env, capture_output=True,
                                 text=True, timeout=120)
         if result.returncode != 0:
             raise RuntimeError(f"toolkit child failed for {case['id']}:\n{result.stderr[-3000:]}")
@@ -397,7 +483,8 @@ def toolkit_child() -> None:
     before = dict(os.environ)
     captured = {}
 
-    def run(uri, user_entry_point, args, env_vars=None, capture_error=True, runner_type=None, **kwargs):
+    def run(uri, user_entry_point, args, env_vars=None, capture_error=True, runner_type=runner.ProcessRunnerType,
+            **kwargs):
         captured.update(runner=runner_type.value, args=list(args), env_vars=dict(env_vars))
         process_runner = runner.get(runner_type, user_entry_point, args, env_vars)
         captured["runner_class"] = type(process_runner).__name__
@@ -409,6 +496,11 @@ def toolkit_child() -> None:
 
     entry_point.run = run
     training.train(environment.Environment())
+    _print_captured(captured, before)
+
+
+def _print_captured(captured: dict, before: dict) -> None:
+    """One JSON line on stdout: what the runner would run, and what the toolkit set in its own environment."""
     set_by_toolkit = {key: value for key, value in os.environ.items() if before.get(key) != value}
     captured["os_environ"] = set_by_toolkit
     captured["command"] = [part if not part.startswith("LD_PRELOAD=") else "LD_PRELOAD=<gethostname shim>"
@@ -417,21 +509,73 @@ def toolkit_child() -> None:
     print(json.dumps(captured, sort_keys=True, default=str))
 
 
+def tensorflow_child() -> None:
+    """The TensorFlow toolkit's `training.train` for one contract: the runner and command of its worker as for
+    PyTorch, plus the parameter server it would start (`_run_ps`: cluster and task index) and whether this host would
+    wait for the master (`_wait_until_master_is_down`). TensorFlow is an empty module: nothing calls it here."""
+    import types
+
+    case = json.loads(os.environ["TRAINOPS_ORACLE_CASE"])
+    logging.disable(logging.WARNING)
+    sys.modules["tensorflow"] = types.ModuleType("tensorflow")
+    from sagemaker_training import environment, mapping
+
+    environment.num_gpus = lambda: case["gpus"]
+    environment.num_neurons = lambda instance_type: case["neuron_cores"]
+    environment.num_cpus = lambda: 96
+    from sagemaker_tensorflow_container import training
+    from sagemaker_training import entry_point, runner
+
+    before = dict(os.environ)
+    captured: dict = {"parameter_server": None, "waits_for_master": None}
+
+    def run(uri, user_entry_point, args, env_vars=None, capture_error=True, runner_type=runner.ProcessRunnerType,
+            **kwargs):
+        captured.update(runner=runner_type.value, args=list(args), env_vars=dict(env_vars))
+        process_runner = runner.get(runner_type, user_entry_point, args, env_vars)
+        captured["runner_class"] = type(process_runner).__name__
+        captured["command"] = [] if type(process_runner).__name__ == "WorkerRunner" else \
+            process_runner._create_command()
+        captured["processes_per_host"] = getattr(process_runner, "_processes_per_host", None)
+
+    def run_ps(env, cluster):
+        captured["parameter_server"] = {"cluster": cluster, "task_index": env.hosts.index(env.current_host)}
+
+    entry_point.run = run
+    training._run_ps = run_ps
+    training._wait_until_master_is_down = lambda master: captured.update(waits_for_master=master)
+    env = environment.Environment()
+    training.train(env, mapping.to_cmd_args(env.hyperparameters))
+    _print_captured(captured, before)
+
+
 # ---------------------------------------------------------------------------------------------------------------
 
-def versions() -> dict:
-    return {name: metadata.version(name) for name in ("sagemaker", "sagemaker-training", "sagemaker-pytorch-training")}
+def versions(names: tuple[str, ...] = ("sagemaker", "sagemaker-training", "sagemaker-pytorch-training")) -> dict:
+    return {name: metadata.version(name) for name in names}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--toolkit-child", action="store_true", help=argparse.SUPPRESS)
-    parser.add_argument("--only", choices=("render", "launch", "instances"))
+    parser.add_argument("--tensorflow-child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--only", choices=("render", "launch", "instances", "tf-launch"))
     args = parser.parse_args()
     if args.toolkit_child:
         toolkit_child()
         return
+    if args.tensorflow_child:
+        tensorflow_child()
+        return
     GOLDENS.mkdir(exist_ok=True)
+    if args.only == "tf-launch":  # in the TensorFlow toolkit's venv (build_tf_oracle_venv.sh)
+        cases = tensorflow_launch_grid()
+        for case in cases:
+            case["toolkit"] = run_toolkit(case)
+        _write(GOLDENS / "launch_tensorflow.json", {
+            "generator": "tests/differential/generate.py --only tf-launch",
+            "versions": versions(("sagemaker-training", "sagemaker-tensorflow-training")), "cases": cases})
+        return
     if args.only in (None, "instances"):
         write_instances()
     if args.only in (None, "render"):

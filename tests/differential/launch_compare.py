@@ -1,8 +1,11 @@
-"""trainops' launch plan (`python -m trainops.runtime launch --dry-run`) against what AWS's PyTorch toolkit launches.
+"""trainops' launch plan (`python -m trainops.runtime launch --dry-run`) against what AWS's PyTorch and TensorFlow
+toolkits launch.
 
 Both sides are reduced to what decides the launch: the launcher (one process, torchrun, mpirun from the first host or
 a waiting MPI worker), ranks per host, torchrun's rendezvous, mpirun's host list and process count, the user's
-arguments, the variables the ranks get (EFA / NCCL / SMDDP / rendezvous) and the SM_* variables scripts read.
+arguments, the variables the ranks get (EFA / NCCL / SMDDP / rendezvous) and the SM_* variables scripts read; for the
+TensorFlow toolkit's cases (ids ``tf-*``) also the worker's TF_CONFIG, the parameter server the host starts (its
+cluster and task index) and the master a worker host waits for before its parameter server stops.
 """
 
 from __future__ import annotations
@@ -55,6 +58,14 @@ def _forwarded(argv: list[str], env: dict[str, str]) -> dict[str, str]:
     return forwarded
 
 
+def _tensorflow(summary: dict[str, Any], script_env: dict[str, str], parameter_server: dict[str, Any] | None,
+                waits_for_master: str | None) -> dict[str, Any]:
+    summary["tf_config"] = _decoded(script_env.get("TF_CONFIG"))
+    summary["parameter_server"] = parameter_server
+    summary["waits_for_master"] = waits_for_master
+    return summary
+
+
 def _summary(mode: str, argv: list[str], env: dict[str, str], processes: int | None, user_args: list[str],
              script_env: dict[str, str]) -> dict[str, Any]:
     summary: dict[str, Any] = {"mode": mode, "user_args": list(user_args)}
@@ -85,7 +96,10 @@ def toolkit_summary(case: dict[str, Any]) -> dict[str, Any]:
         mode = "mpirun" if command else "mpi_worker"
     else:
         mode = _MODES[toolkit["runner"]]
-    return _summary(mode, command, env, toolkit.get("processes_per_host"), toolkit["args"], toolkit["env_vars"])
+    summary = _summary(mode, command, env, toolkit.get("processes_per_host"), toolkit["args"], toolkit["env_vars"])
+    if case["id"].startswith("tf-"):
+        _tensorflow(summary, toolkit["env_vars"], toolkit["parameter_server"], toolkit["waits_for_master"])
+    return summary
 
 
 def trainops_launch(case: dict[str, Any]) -> Outcome:
@@ -110,6 +124,13 @@ def trainops_launch(case: dict[str, Any]) -> Outcome:
         dry_run = json.loads(text)
         summary = _summary(plan.mode, dry_run["argv"], dry_run["env"], plan.processes_per_host,
                            list(config.script_arguments), dry_run["env"])
+        if case["id"].startswith("tf-"):
+            server = None
+            if plan.parameter_server:
+                ps_config = json.loads(plan.parameter_server_env["TF_CONFIG"])
+                server = {"cluster": ps_config["cluster"], "task_index": ps_config["task"]["index"]}
+            waits = plan.wait_for_master.rpartition(":")[0] or None
+            _tensorflow(summary, dry_run["env"], server, waits)
         return Outcome(True, value=summary)
 
 

@@ -16,7 +16,8 @@ GOLDEN = load(LAUNCH_GOLDEN)
 
 
 def test_the_grid_covers_every_runner():
-    assert len(GOLDEN["cases"]) >= 60
+    assert len(GOLDEN["cases"]) >= 250
+    assert sum(case["id"].startswith("hetero-") for case in GOLDEN["cases"]) == 30  # 5 distributions x 2 orders x 3
     assert GOLDEN["versions"]["sagemaker-training"].startswith("5.1")
     runners = {case["toolkit"]["runner"] for case in GOLDEN["cases"]}
     assert runners == {"Process", "TorchDistributed", "MPI", "SMDataParallel"}
@@ -45,6 +46,15 @@ def test_every_contract_launches_what_the_toolkit_launches_or_is_adjudicated():
     ("torch_distributed-ml.trn2.48xlarge-2-algo-2", lambda ours: ours["torchrun"]["nproc_per_node"] == "64"),
     # FI_PROVIDER=efa only where SageMaker attaches EFA: not on a single-GPU g5
     ("torch_distributed-ml.g5.xlarge-2-algo-1", lambda ours: "FI_PROVIDER" not in ours["rank_env"]),
+    # issue 27 item 3, heterogeneous clusters: mpirun spans the distribution's group only (2 x 8, not 3 hosts)...
+    ("hetero-mpi-gpus-first-algo-1", lambda ours: ours["mpirun"] == {"host": "algo-1:8,algo-2:8", "np": "16"}),
+    # ... from its first host when the other group is listed first; the data-loading host runs the script itself
+    ("hetero-mpi-cpus-first-algo-2", lambda ours: ours["mode"] == "mpirun"
+     and ours["mpirun"] == {"host": "algo-2:8,algo-3:8", "np": "16"}),
+    ("hetero-mpi-cpus-first-algo-1", lambda ours: ours["mode"] == "plain"),
+    ("hetero-torch_distributed-cpus-first-algo-3", lambda ours: ours["torchrun"]["nnodes"] == "2"
+     and ours["torchrun"]["master_addr"] == "algo-2" and ours["torchrun"]["node_rank"] == "1"),
+    ("hetero-smddp-cpus-first-algo-3", lambda ours: ours["mode"] == "mpi_worker"),
 ])
 def test_issue_14_launch_items(case_id, checks):
     case = next(case for case in GOLDEN["cases"] if case["id"] == case_id)

@@ -159,11 +159,13 @@ def common_environment(config: LaunchConfig, facts: HostFacts, mode: str, proces
     launcher = mode
     if mode == "mpirun" and config.distribution["type"] in ("smddp", "pytorchddp"):
         launcher = "smddp"
-    env.update(network_environment(config, launcher))
-    if not config.local:
-        # AWS's PyTorch container sets the rendezvous address for every launch, single process included.
-        env["MASTER_ADDR"] = config.address_of(config.master_host)
-        env["MASTER_PORT"] = str(config.rendezvous_port)
+    if config.distribution["type"] not in _PER_HOST_TYPES:
+        # The TensorFlow strategies are the TensorFlow toolkit's, which sets neither NCCL's interface nor a PyTorch
+        # rendezvous address; every other launch gets what AWS's PyTorch container sets for every process.
+        env.update(network_environment(config, launcher))
+        if not config.local:
+            env["MASTER_ADDR"] = config.address_of(config.master_host)
+            env["MASTER_PORT"] = str(config.rendezvous_port)
     env.update({
         "PYTHONPATH": _pythonpath(config, facts),
         "PYTHONUNBUFFERED": "1",

@@ -71,10 +71,14 @@ def test_plan_for_every_mode_instance_and_place(make_config, instance_type, host
     # NCCL_SOCKET_IFNAME always; EFA settings on EFA types for torchrun and mpirun (SMDDP: FI_PROVIDER always),
     # nothing more for one plain process; torchrun always NCCL_PROTO=simple.
     smddp = kind == "mpirun" and distribution["type"] in ("smddp", "pytorchddp")
-    assert plan.env["NCCL_SOCKET_IFNAME"] == "eth0"
-    assert ("FI_PROVIDER" in plan.env) == (kind in ("torchrun", "mpirun") and instance.efa or smddp)
-    assert ("FI_EFA_USE_DEVICE_RDMA" in plan.env) == (kind in ("torchrun", "mpirun") and instance.gpudirect_rdma)
-    assert ("NCCL_PROTO" in plan.env) == (kind == "torchrun" or kind == "mpirun" and instance.efa)
+    if kind == "per_host":
+        # the TensorFlow strategies: the TensorFlow toolkit sets no NCCL interface and no PyTorch rendezvous
+        assert not {"NCCL_SOCKET_IFNAME", "MASTER_ADDR", "MASTER_PORT", "FI_PROVIDER"} & set(plan.env)
+    else:
+        assert plan.env["NCCL_SOCKET_IFNAME"] == "eth0"
+        assert ("FI_PROVIDER" in plan.env) == (kind in ("torchrun", "mpirun") and instance.efa or smddp)
+        assert ("FI_EFA_USE_DEVICE_RDMA" in plan.env) == (kind in ("torchrun", "mpirun") and instance.gpudirect_rdma)
+        assert ("NCCL_PROTO" in plan.env) == (kind == "torchrun" or kind == "mpirun" and instance.efa)
 
     wrapper = ["-m", "trainops.runtime.rank", config.entry_point, "--epochs", "3", "--lr", "0.1"]
     if kind == "torchrun":
