@@ -18,6 +18,7 @@ only; each backend's heavy imports (boto3, the local process machinery) happen i
 from __future__ import annotations
 
 import abc
+import builtins
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
@@ -237,7 +238,7 @@ class ModelRegistry(Protocol):
 
     def list(self, group: str | None = None) -> list[Any]: ...
 
-    def damaged(self, group: str | None = None) -> list[tuple[str, int, str]]: ...
+    def damaged(self, group: str | None = None) -> builtins.list[tuple[str, int, str]]: ...
 
     def get(self, group: str, version: int | None = None) -> Any: ...
 
@@ -434,7 +435,7 @@ class Backend(abc.ABC):
                               channels=channels, output_dir=output_dir, hyperparameters=hyperparameters,
                               environment=environment, timeout=timeout, sink=sink, **chosen)
 
-    def _evaluate(self, **arguments: Any) -> Evaluation:
+    def _evaluate(self, *args: Any, **arguments: Any) -> Evaluation:
         raise NotImplementedError  # pragma: no cover - a backend declaring "evaluate" overrides this
 
     def register(self, *, model_artifact: Any, metrics: Mapping[str, Any], group: str, approval: str,
@@ -447,7 +448,7 @@ class Backend(abc.ABC):
         return self._register(model_artifact=model_artifact, metrics=metrics, group=group, approval=approval,
                               spec_data=spec_data, description=description, job_name=job_name, **chosen)
 
-    def _register(self, **arguments: Any) -> RegisteredVersion:
+    def _register(self, *args: Any, **arguments: Any) -> RegisteredVersion:
         raise NotImplementedError  # pragma: no cover - a backend declaring "register" overrides this
 
     def champion(self, group: str) -> RegisteredVersion | None:
@@ -460,8 +461,9 @@ class Backend(abc.ABC):
         self.require("browse_registry")
         raise NotImplementedError  # pragma: no cover
 
-    def stage(self, source: str, destination: str, **options: Any) -> Any:
-        """Put data where training reads it; the report has ``to_dict()``."""
+    def stage(self, *args: Any, **options: Any) -> Any:
+        """Put data where training reads it (``source``, ``destination``, the backend's options); the report has
+        ``to_dict()``."""
         self.require("stage")
         raise NotImplementedError  # pragma: no cover
 

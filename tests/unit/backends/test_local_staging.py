@@ -28,7 +28,8 @@ from trainops.backends.local.stage_names import (
 )
 from trainops.backends.local.staging import stage_tree
 from trainops.errors import JobFailed, SpecError
-from trainops.steps.stage import parse_fsx_destination, stage
+from trainops.backends.sagemaker.fsx_paths import parse_fsx_destination
+from trainops.steps.stage import stage
 
 REPOSITORY = Path(__file__).resolve().parents[3]
 
@@ -604,6 +605,38 @@ def test_an_s3_object_changed_after_listing_fails_instead_of_being_recorded_wron
     assert staged_files(tmp_path / "destination") == {}
     rerun = stage_tree(f"s3://{bucket}/p", str(tmp_path / "destination"), client_factory=lambda service: client)
     assert rerun.ok and (tmp_path / "destination" / "a.bin").read_bytes() == b"newer!"
+
+
+def test_an_interrupted_s3_stage_leaves_whole_files_only_and_a_rerun_completes(aws_environment, tmp_path,
+                                                                              monkeypatch):
+    """Ctrl-C while downloads are in flight: the transfer manager is stopped, every temporary file is removed, the
+    files already renamed are whole and in the manifest, and the next stage downloads only the rest."""
+    from trainops.backends.local import staging
+
+    objects = {f"p/part-{index % 3}/object-{index:03d}.bin": os.urandom(2048) for index in range(120)}
+    client, bucket = s3_bucket(objects)
+    original, commits = staging.Destination.commit, [0]
+
+    def interrupting(self, *arguments):
+        commits[0] += 1
+        if commits[0] == 40:
+            raise KeyboardInterrupt
+        return original(self, *arguments)
+
+    monkeypatch.setattr(staging.Destination, "commit", interrupting)
+    destination = tmp_path / "destination"
+    with pytest.raises(KeyboardInterrupt):
+        stage_tree(f"s3://{bucket}/p", str(destination), workers=4, client_factory=lambda service: client)
+    staged = staged_files(destination)
+    assert not any(is_temporary_name(Path(name).name) for name in listing(destination))
+    assert not (destination / JOURNAL_NAME).exists()
+    assert len(staged) == 39 and set(recorded_files(destination)) == set(staged)
+    assert all(objects[f"p/{name}"] == data for name, data in staged.items())
+    monkeypatch.undo()
+    client.downloaded.clear()
+    rerun = stage_tree(f"s3://{bucket}/p", str(destination), workers=4, client_factory=lambda service: client)
+    assert rerun.ok and (rerun.files_skipped, rerun.files_copied) == (39, 81) and len(client.downloaded) == 81
+    assert staged_files(destination) == {name.removeprefix("p/"): data for name, data in objects.items()}
 
 
 def test_an_empty_s3_prefix_is_bad_input_and_creates_nothing(aws_environment, tmp_path):

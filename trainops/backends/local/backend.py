@@ -72,18 +72,20 @@ class LocalBackend(Backend):
         """Start the job under a detached supervisor, or prepare it for `wait` to run in this process."""
         assert isinstance(options, LocalOptions)
         handle = self.handle(name, created=True)
-        settings = {"processes_per_host": options.processes_per_host,
-                    "channel_overrides": dict(options.channel_overrides) if options.channel_overrides else None,
-                    "checkpoint_key": options.checkpoint_key, "launcher": options.launcher,
-                    "image_python": options.image_python}
+        overrides = dict(options.channel_overrides) if options.channel_overrides else None
         if detached:
             from trainops.backends.local.detached import submit_detached
 
-            submit_detached(spec, name, workdir=self.workdir, **settings)
+            submit_detached(spec, name, workdir=self.workdir, processes_per_host=options.processes_per_host,
+                            channel_overrides=overrides, checkpoint_key=options.checkpoint_key,
+                            launcher=options.launcher, image_python=options.image_python)
             return handle
         from trainops.backends.local.job import LocalJob
 
-        self._jobs[name] = LocalJob(spec, name, workdir=self.workdir, log=log, **settings)
+        self._jobs[name] = LocalJob(spec, name, workdir=self.workdir, log=log,
+                                    processes_per_host=options.processes_per_host, channel_overrides=overrides,
+                                    checkpoint_key=options.checkpoint_key, launcher=options.launcher,
+                                    image_python=options.image_python)
         if options.on_job is not None:
             options.on_job(self._jobs[name])
         return handle
@@ -113,7 +115,8 @@ class LocalBackend(Backend):
             finally:
                 self._jobs.pop(handle.job_name, None)
         record = status.read(handle.job_name, handle.workdir)
-        spec = record.get("spec") if isinstance(record.get("spec"), dict) else {}
+        raw = record.get("spec")
+        spec: dict[str, Any] = raw if isinstance(raw, dict) else {}
         deadline = time.monotonic() + wait_bound_seconds(spec.get("max_run") or 86400, spec.get("max_wait"))
         while JobStatus.parse(record["status"], "local_job").outcome == "waiting":
             if time.monotonic() > deadline:
@@ -264,9 +267,8 @@ class LocalBackend(Backend):
         if s3_prefix is not None:
             raise SpecError(Problem("s3_prefix", "is for FSx staging (backend 'sagemaker'); with the local backend "
                                                  "put the s3:// URI in the source instead"))
-        options = {key: value for key, value in (("workers", workers), ("progress", progress),
-                                                 ("client_factory", self.client_factory)) if value is not None}
-        report = stage_tree(source, destination, delete=delete, **options)
+        report = stage_tree(source, destination, delete=delete, workers=workers, progress=progress,
+                            client_factory=self.client_factory)
         if strict:
             report.raise_for_problems()
         return report

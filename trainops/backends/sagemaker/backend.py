@@ -286,6 +286,7 @@ class SageMakerBackend(Backend):
         name = check_job_name(job_name) if job_name else \
             deterministic_job_name("evaluate", model_uri, output_uri, entry_point, *user_arguments)
         code_prefix = code_uri or join_uri(output_uri, "code")
+        assert role is not None and image_uri is not None  # the problems above said so otherwise
         request = processing.build_evaluation_request(
             job_name=name, role_arn=role, image_uri=image_uri, model_uri=model_uri,
             test_data_uri=os.fspath(test_uri), code_uri=code_prefix, script=BOOTSTRAP_NAME, output_uri=output_uri,
@@ -332,6 +333,7 @@ class SageMakerBackend(Backend):
         if spec_data is not None:
             canonical = json.dumps(spec_data, sort_keys=True, separators=(",", ":")).encode("utf-8")
             metadata["trainops:spec_sha256"] = hashlib.sha256(canonical).hexdigest()
+        assert image_uri is not None  # the problems above said so otherwise
         package = registry.register(
             self.clients, group=group, image_uri=image_uri, model_artifact_uri=model_artifact, metrics=checked,
             metrics_uri=metrics_location, approval=approval, description=description, metadata=metadata,
@@ -358,10 +360,12 @@ class SageMakerBackend(Backend):
         """Make an S3 prefix visible on an FSx for Lustre file system: ``destination`` is
         ``fsx://fs-.../path``, ``source`` the S3 prefix. ``workers`` is accepted and unused (the import runs inside
         FSx); ``strict`` needs no check here (`fsx.stage` raises when any file failed)."""
-        from trainops.steps.stage import fsx_source, parse_fsx_destination
+        from trainops.backends.sagemaker.fsx_paths import fsx_source, parse_fsx_destination
 
         file_system_id, file_system_path = parse_fsx_destination(destination)
-        timing = {key: value for key, value in (("poll_seconds", poll_seconds), ("timeout_seconds", timeout_seconds))
-                  if value is not None}
+        timing: dict[str, float] = {key: value for key, value in (("poll_seconds", poll_seconds),
+                                                                   ("timeout_seconds", timeout_seconds))
+                                    if value is not None}
         return fsx.stage(self.clients, file_system_id=file_system_id, s3_uri=fsx_source(source, s3_prefix),
-                         file_system_path=file_system_path, paths=paths, report_uri=report_uri, **timing)
+                         file_system_path=file_system_path, paths=paths, report_uri=report_uri,
+                         **timing)  # type: ignore[arg-type]  # only the two float settings, each when given
