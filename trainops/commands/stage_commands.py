@@ -12,7 +12,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     stage = subparsers.add_parser(
         "stage", help="copy data (local directory, file:// or s3://) into a local directory standing for FSx",
         description="Copy SRC (a local directory, a file:// URI or s3://bucket/prefix) into the local directory DST, "
-                    "in parallel, skipping files unchanged since the last stage (manifest DST/.trainops-stage.json). "
+                    "skipping files unchanged since the last stage (by size and modification time, or size and ETag "
+                    "for S3; manifest DST/.trainops-stage.json); S3 objects are downloaded in parallel by boto3's "
+                    "transfer manager. "
                     "Each file is written under a temporary name and renamed, so an interrupted stage leaves no "
                     "partial file; run it again to complete it. Names that would land outside DST ('..', absolute "
                     "paths, links pointing outside SRC, control characters) are refused and printed on stderr. "
@@ -23,7 +25,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     stage.add_argument("source", metavar="SRC", help="local directory, file:// URI or s3://bucket/prefix")
     stage.add_argument("destination", metavar="DST", help="local directory (created when missing)")
     stage.add_argument("--workers", type=int, default=None, metavar="N",
-                       help="parallel copies (default: one per CPU for local sources, 8 for S3)")
+                       help="parallel S3 downloads (default 10, as aws s3 sync; a local tree is copied by one "
+                            "process)")
     stage.add_argument("--delete", action="store_true",
                        help="remove files an earlier stage wrote that are no longer in SRC (like rsync --delete)")
     stage.add_argument("--quiet", "-q", action="store_true",

@@ -27,8 +27,8 @@ from trainops.backends.local.stage_names import (
     refusal_reason,
 )
 from trainops.backends.local.staging import stage_tree
-from trainops.errors import JobFailed, SpecError
 from trainops.backends.sagemaker.fsx_paths import parse_fsx_destination
+from trainops.errors import JobFailed, SpecError
 from trainops.steps.stage import stage
 
 REPOSITORY = Path(__file__).resolve().parents[3]

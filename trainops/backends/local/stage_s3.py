@@ -93,9 +93,8 @@ class S3Source:
             raise SpecError(Problem("source", f"no objects under {self.uri}; check the bucket and the prefix"))
         return files, refused
 
-    def copy_all(self, items: list[SourceFile], destination: Any, done: Callable[..., None]) -> None:
-        """Download ``items`` into ``destination`` (a `staging.Destination`), calling ``done(item, written,
-        fingerprint, modified)`` after each rename, or ``done(item, error=reason)`` when it failed."""
+    def copy_all(self, items: list[SourceFile], destination: Any) -> None:
+        """Download ``items`` into ``destination`` (a `staging.Destination`), at most ``workers`` requests at once."""
         from boto3.s3.transfer import TransferConfig
         from s3transfer.manager import TransferManager
         from s3transfer.subscribers import BaseSubscriber
@@ -130,15 +129,15 @@ class S3Source:
             except self.failure_types as error:
                 handle.close()
                 destination.discard(created)
-                done(item, error=_download_error(error))
+                destination.fail(item, _download_error(error))
                 return
             handle.close()
-            destination.commit(created, item, written, item.fingerprint, item.modified, done)
+            destination.commit(created, item, written, item.fingerprint, item.modified)
 
         try:
             with Manager(self.client, config) as manager:
                 for item in items:
-                    created = destination.create(item, done)
+                    created = destination.create(item)
                     if created is None:
                         continue
                     handle = os.fdopen(created.descriptor, "wb")
@@ -146,9 +145,11 @@ class S3Source:
                                               extra_args={"IfMatch": item.fingerprint}, subscribers=[Known(item)])
                     window.append((future, item, handle, created))
                     while len(window) >= limit:
-                        finish(*window.popleft())
+                        finish(*window[0])
+                        window.popleft()
                 while window:
-                    finish(*window.popleft())
+                    finish(*window[0])
+                    window.popleft()
         finally:  # the manager has stopped its threads: nothing writes to these any more
             for _, _, handle, created in window:
                 handle.close()

@@ -195,26 +195,23 @@ class LocalSource:
         else:
             refused.append(Refusal(name, "symbolic link to something that is not a regular file"))
 
-    def copy_all(self, items: list[SourceFile], destination: Any, done: Callable[..., None]) -> None:
-        """Copy ``items`` into ``destination`` (a `staging.Destination`) one after another, calling ``done(item,
-        written, fingerprint, modified)`` after each rename or ``done(item, error=reason)``."""
+    def copy_all(self, items: list[SourceFile], destination: Any) -> None:
+        """Copy ``items`` into ``destination`` (a `staging.Destination`) one after another."""
         for item in items:
-            created = destination.create(item, done)
+            created = destination.create(item)
             if created is None:
                 continue
             try:
                 copied = self.copy(item, created.descriptor)
-            except OSError as error:
+            except BaseException as error:
                 os.close(created.descriptor)
                 destination.discard(created)
-                done(item, error=_reason(error))
+                if not isinstance(error, OSError):
+                    raise
+                destination.fail(item, _reason(error))
                 continue
-            except BaseException:
-                os.close(created.descriptor)
-                destination.discard(created)
-                raise
             os.close(created.descriptor)
-            destination.commit(created, item, *copied, done)
+            destination.commit(created, item, *copied)
 
     def copy(self, item: SourceFile, target: int) -> tuple[int, int | str, int]:
         """Copy ``item`` into the open descriptor ``target`` and give it the source's times; returns (bytes written,

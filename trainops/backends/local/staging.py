@@ -1,27 +1,20 @@
 """Data staging: copy a local directory, a ``file://`` URI or an S3 prefix into a local directory that stands for the
 FSx for Lustre mount, copying only what changed since the last stage.
 
-Guarantees:
-
-- **Nothing is written outside the destination.** Names are checked before anything is written (`stage_names`:
-  ``..``, absolute, control characters, overlong, reserved names); local links that point outside the source are
-  refused; directories inside the destination are created one level at a time relative to their open parent, and a
-  link (or a file) found where a directory should be fails every file below it. Every refusal and failure is in the
-  report, with its reason.
+- **Nothing is written outside the destination.** Names are checked before anything is written (`stage_names`);
+  local links that point outside the source are refused; directories are created one level at a time relative to
+  their open parent and checked by (device, inode), and a link or a file where a directory should be fails every
+  file below it. Every refusal and failure is in the report, with its reason.
 - **No partial file under a final name.** Each file is written to a new temporary name (``O_EXCL``) in the
-  directory of its final name and renamed into place. While a stage writes, ``.trainops-stage-journal.json`` marks
-  the destination; a stage that finds the mark left by a killed one removes its temporary files first.
-- **Re-runs copy only what changed**: the manifest (`stage_manifest`) records each staged file; a local file is
-  skipped when its size and modification time are unchanged, an S3 object when its size and ETag are, and in both
-  cases only while the copy on disk is still what was written. It is saved at the end, every few seconds and when
-  a stage is interrupted.
-- **Files deleted from the source stay in the destination** (listed as ``stale``) unless ``delete=True``, which
-  removes the files an earlier stage wrote, never others.
+  directory of its final name, then renamed. While a stage writes, ``.trainops-stage-journal.json`` marks the
+  destination; a stage that finds the mark of a killed one first removes the temporary files it left.
+- **Re-runs copy only what changed** (`stage_manifest`): a local file is skipped while its size and modification
+  time, an S3 object while its size and ETag, are what was staged and its copy is still what was written.
+- **Files gone from the source stay** (listed as ``stale``) unless ``delete=True`` removes those staging wrote.
 - **One stage at a time per destination** (an advisory ``flock`` on the destination directory).
 
-Local trees are copied by this process, one file after another, in the kernel (`stage_sources.LocalSource`); S3
-prefixes are downloaded in parallel by boto3's transfer manager (`stage_s3.S3Source`). Copies are not fsync'ed
-(like ``cp``, ``rsync`` and ``aws s3 sync``).
+A local tree is copied by this process in the kernel (`stage_sources.LocalSource`); an S3 prefix is downloaded in
+parallel by boto3's transfer manager (`stage_s3.S3Source`). Copies are not fsync'ed (as ``cp`` and ``aws s3 sync``).
 """
 
 from __future__ import annotations
@@ -37,13 +30,8 @@ from typing import Any, NamedTuple, TextIO
 
 from trainops.backends.local.safe_fs import NEW_FILE_FLAGS, DirectoryCache, UnsafePath
 from trainops.backends.local.stage_manifest import StageManifest
-from trainops.backends.local.stage_names import (
-    JOURNAL_NAME,
-    is_temporary_name,
-    printable_name,
-    refusal_reason,
-    temporary_name,
-)
+from trainops.backends.local.stage_names import JOURNAL_NAME, is_temporary_name, printable_name, refusal_reason
+from trainops.backends.local.stage_names import temporary_name as _temporary_name
 from trainops.backends.local.stage_report import Progress, StageReport
 from trainops.backends.local.stage_sources import LocalSource, Refusal, SourceFile, local_path_of, open_source
 from trainops.errors import JobFailed, Problem, SpecError
@@ -67,8 +55,8 @@ def local_destination(destination: str) -> Path:
 
 
 def default_workers(source: str) -> int:
-    """Parallel downloads for S3 when none are asked for: 10, as ``aws s3 sync``. A local tree is copied by one
-    process in the kernel (on 2 cores, threads only took turns)."""
+    """Parallel S3 downloads when none are asked for: 10, as ``aws s3 sync``. A local tree is copied by one process
+    in the kernel whatever the number (on 2 cores, more copiers only took turns)."""
     return 10 if source.startswith("s3://") else 1
 
 
@@ -81,16 +69,17 @@ class Created(NamedTuple):
 
 
 class Destination:
-    """Writes files under the open destination: directories created one level at a time relative to their open
-    parent (`safe_fs.DirectoryCache`), never through a link or a file, and checked by (device, inode) each time a
-    file goes in; each file created under a temporary name, then renamed."""
+    """Writes files under the open destination and records each outcome in the report, the manifest and the
+    progress bar. Directories are created level by level relative to their open parent (`safe_fs.DirectoryCache`),
+    never through a link or a file, and checked by (device, inode) each time a file goes in."""
 
-    def __init__(self, root: int):
+    def __init__(self, root: int, report: StageReport, manifest: StageManifest, progress: Progress):
+        self.root, self.report, self.manifest, self.progress = root, report, manifest, progress
         self.cache = DirectoryCache(root)
         details = os.fstat(root)
         self.problems: dict[str, str | None] = {"": None}  # relative directory -> None (usable) or why not
-        self.identities: dict[str, tuple[int, int]] = {"": (details.st_dev, details.st_ino)}
-        self.number = 0
+        self.identities = {"": (details.st_dev, details.st_ino)}
+        self.number, self.saved = 0, time.monotonic()
 
     def prepare(self, relative: str) -> str | None:
         """Make ``relative`` a real directory under the destination; return why it cannot be, or None."""
@@ -105,67 +94,66 @@ class Destination:
                     details = os.fstat(self.cache.open(relative, create=True))
                     self.identities[relative] = (details.st_dev, details.st_ino)
                 except UnsafePath:
-                    problem = self._why_not_a_directory(relative)
+                    parent, _, name = relative.rpartition("/")
+                    try:
+                        mode = os.stat(name, dir_fd=self.cache.open(parent), follow_symlinks=False).st_mode
+                    except OSError:
+                        mode = 0
+                    problem = (f"{relative!r} in the destination is a symbolic link; staging does not write through "
+                               "it" if stat.S_ISLNK(mode) else f"{relative!r} in the destination is a file, not a "
+                                                               "directory")
                 except OSError as error:
                     problem = f"cannot create the directory {relative!r}: {error.strerror}"
             self.problems[relative] = problem
         return problem
 
-    def _why_not_a_directory(self, relative: str) -> str:
-        parent, _, name = relative.rpartition("/")
-        try:
-            mode = os.stat(name, dir_fd=self.cache.open(parent), follow_symlinks=False).st_mode
-        except OSError:
-            mode = 0
-        if stat.S_ISLNK(mode):
-            return f"{relative!r} in the destination is a symbolic link; staging does not write through it"
-        return f"{relative!r} in the destination is a file, not a directory"
-
-    def create(self, item: SourceFile, done: Callable[..., None]) -> Created | None:
-        """A new temporary file for ``item`` in its directory, or None (reported through ``done``) when that
-        directory is not usable."""
+    def create(self, item: SourceFile) -> Created | None:
+        """A new temporary file for ``item`` in its directory, or None (the failure recorded)."""
         relative = item.name.rpartition("/")[0]
         problem = self.prepare(relative)
-        if problem is None:
-            try:
-                directory = self.cache.open(relative)
-                details = os.fstat(directory)
-                if (details.st_dev, details.st_ino) != self.identities[relative]:
-                    problem = f"{relative!r} in the destination was replaced while staging; stage again"
-            except UnsafePath:
-                problem = f"{relative!r} in the destination became a symbolic link; staging does not write through it"
-            except OSError as error:
-                problem = f"cannot open the directory {relative!r}: {error.strerror}"
-        if problem is not None:
-            done(item, error=problem)
-            return None
-        while True:
-            self.number += 1
-            name = temporary_name(self.number)
-            try:
-                descriptor = os.open(name, NEW_FILE_FLAGS, item.mode, dir_fd=directory)
-            except FileExistsError:
-                continue
-            except OSError as error:
-                done(item, error=f"cannot create a file in the destination: {error.strerror}")
-                return None
-            return Created(os.dup(directory), name, descriptor)
-
-    def commit(self, created: Created, item: SourceFile, written: int, fingerprint: int | str, modified: int,
-               done: Callable[..., None]) -> None:
-        """Rename the complete temporary file to its final name (replacing a file or link there, never writing
-        through it) and report it through ``done``."""
-        base = item.name.rpartition("/")[2]
         try:
-            os.replace(created.temporary, base, src_dir_fd=created.directory, dst_dir_fd=created.directory)
+            directory = self.cache.open(relative) if problem is None else -1
+            details = os.fstat(directory) if problem is None else None
+            if details is not None and (details.st_dev, details.st_ino) != self.identities[relative]:
+                problem = f"{relative!r} in the destination was replaced while staging; stage again"
+            while problem is None:
+                self.number += 1
+                name = _temporary_name(self.number)
+                try:
+                    descriptor = os.open(name, NEW_FILE_FLAGS, item.mode, dir_fd=directory)
+                except FileExistsError:
+                    continue
+                return Created(os.dup(directory), name, descriptor)
+        except UnsafePath:
+            problem = f"{relative!r} in the destination became a symbolic link; staging does not write through it"
+        except OSError as error:
+            problem = f"cannot create a file in the destination directory {relative!r}: {error.strerror}"
+        self.fail(item, problem)
+        return None
+
+    def commit(self, created: Created, item: SourceFile, written: int, fingerprint: int | str, modified: int) -> None:
+        """Rename the complete temporary file to its final name (a file or link there is replaced, never written
+        through) and record it."""
+        try:
+            os.replace(created.temporary, item.name.rpartition("/")[2], src_dir_fd=created.directory,
+                       dst_dir_fd=created.directory)
         except OSError as error:
             self.discard(created)
-            reason = ("a directory of that name is in the destination" if isinstance(error, IsADirectoryError)
+            self.fail(item, "a directory of that name is in the destination" if isinstance(error, IsADirectoryError)
                       else f"cannot rename into place: {error.strerror}")
-            done(item, error=reason)
             return
         os.close(created.directory)
-        done(item, written, fingerprint, modified)
+        self.manifest.files[item.name] = (written, fingerprint, modified)
+        self.report.files_copied += 1
+        self.report.bytes_copied += written
+        self.progress.advance(item.size)
+        if time.monotonic() - self.saved > CHECKPOINT_SECONDS:
+            self.manifest.save(self.root)
+            self.saved = time.monotonic()
+
+    def fail(self, item: SourceFile, reason: str) -> None:
+        self.report.failed.append(Refusal(item.name, reason))
+        self.progress.advance(item.size)
 
     @staticmethod
     def discard(created: Created) -> None:
@@ -176,24 +164,9 @@ class Destination:
             pass
         os.close(created.directory)
 
-    def close(self) -> None:
-        self.cache.close()
-
-
-def _check_destination(source: Any, destination: Path, text: str) -> None:
-    """Raise `SpecError` when ``destination`` is inside a local source or is not a directory."""
-    if isinstance(source, LocalSource):
-        source_real, destination_real = source.identity, os.path.realpath(destination)
-        if destination_real == source_real or destination_real.startswith(source_real.rstrip(os.sep) + os.sep):
-            raise SpecError(Problem("destination", f"{text} is inside the source {source.uri}; staging would copy "
-                                                   "its own output; choose a destination outside the source"))
-    if destination.exists() and not destination.is_dir():
-        raise SpecError(Problem("destination", f"{text} exists and is not a directory; choose a directory"))
-
 
 def _lock(destination: Path, text: str) -> int:
-    """Create the destination, open it and hold an advisory lock on it for this stage; fail when another stage
-    holds it. The descriptor is the destination for everything below."""
+    """Create and open the destination and hold an advisory lock on it; fail when another stage holds it."""
     try:
         destination.mkdir(parents=True, exist_ok=True)
         descriptor = os.open(destination, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -215,77 +188,76 @@ def _remove_leftovers(root: int) -> int:
     """When a killed stage left its mark, remove the temporary files under the destination (a walk relative to
     open directories, no link followed); returns how many."""
     try:
-        os.stat(JOURNAL_NAME, dir_fd=root, follow_symlinks=False)
+        os.unlink(JOURNAL_NAME, dir_fd=root)
     except FileNotFoundError:
         return 0
     cache, pending, removed = DirectoryCache(root), [""], 0
-    try:
-        while pending:
-            relative = pending.pop()
-            try:
-                listing = os.scandir(cache.open(relative))
-            except OSError:
-                continue
-            with listing:
-                for entry in listing:
-                    if entry.is_dir(follow_symlinks=False):
-                        pending.append(f"{relative}/{entry.name}" if relative else entry.name)
-                    elif is_temporary_name(entry.name) and entry.is_file(follow_symlinks=False):
-                        os.unlink(entry.name, dir_fd=cache.open(relative))
-                        removed += 1
-    finally:
-        cache.close()
-    os.unlink(JOURNAL_NAME, dir_fd=root)
+    while pending:
+        relative = pending.pop()
+        try:
+            listing = os.scandir(cache.open(relative))
+        except OSError:
+            continue
+        with listing:
+            for entry in listing:
+                if entry.is_dir(follow_symlinks=False):
+                    pending.append(f"{relative}/{entry.name}" if relative else entry.name)
+                elif is_temporary_name(entry.name) and entry.is_file(follow_symlinks=False):
+                    os.unlink(entry.name, dir_fd=cache.open(relative))
+                    removed += 1
+    cache.close()
     return removed
 
 
 def _delete_stale(names: list[str], root: int, manifest: StageManifest, report: StageReport) -> None:
     """Remove the staged copies of ``names`` (and the directories that leaves empty)."""
     cache = DirectoryCache(root, capacity=8)
-    try:
-        for name in names:
-            parent, _, base = name.rpartition("/")
-            try:  # the manifest could be edited: its names get the source's checks, directories no link followed
-                directory = cache.open(parent) if refusal_reason(name) is None else None
-                mode = None if directory is None else os.stat(base, dir_fd=directory, follow_symlinks=False).st_mode
-            except FileNotFoundError:
-                mode = 0
-            except OSError as error:
-                report.failed.append(Refusal(name, f"cannot delete the stale copy: {error.strerror}"))
-                continue
-            if mode is None or stat.S_ISDIR(mode):  # unsafe, or replaced by a directory: not ours to delete
-                report.notes.append(f"not deleting {printable_name(name)}: "
-                                    + ("it is a directory now" if mode else "its name or path is unsafe"))
-                manifest.files.pop(name, None)
-                continue
-            try:
-                if mode:
-                    os.unlink(base, dir_fd=directory)
-            except OSError as error:
-                report.failed.append(Refusal(name, f"cannot delete the stale copy: {error.strerror}"))
-                continue
+    for name in names:
+        parent, _, base = name.rpartition("/")
+        try:  # the manifest could be edited: its names get the source's checks, directories no link followed
+            if refusal_reason(name) is not None:
+                raise UnsafePath(name)
+            directory = cache.open(parent)
+            mode: int | None = os.stat(base, dir_fd=directory, follow_symlinks=False).st_mode
+        except FileNotFoundError:
+            mode = 0  # already gone
+        except UnsafePath:
+            mode = None
+        except OSError as error:
+            report.failed.append(Refusal(name, f"cannot delete the stale copy: {error.strerror}"))
+            continue
+        if mode is None or stat.S_ISDIR(mode):  # unsafe, or a directory now: not ours to delete
+            report.notes.append(f"not deleting {printable_name(name)}: "
+                                + ("its name or path is unsafe" if mode is None else "it is a directory now"))
             manifest.files.pop(name, None)
-            report.deleted.append(name)
-            while parent:  # remove directories the deletion emptied; rmdir refuses non-empty ones
-                above, _, last = parent.rpartition("/")
-                cache.forget(parent)
-                try:
-                    os.rmdir(last, dir_fd=cache.open(above))
-                except OSError:
-                    break
-                parent = above
-    finally:
-        cache.close()
+            continue
+        try:
+            if mode:
+                os.unlink(base, dir_fd=directory)
+        except OSError as error:
+            report.failed.append(Refusal(name, f"cannot delete the stale copy: {error.strerror}"))
+            continue
+        manifest.files.pop(name, None)
+        report.deleted.append(name)
+        while parent:  # remove directories the deletion emptied; rmdir refuses non-empty ones
+            above, _, last = parent.rpartition("/")
+            cache.forget(parent)
+            try:
+                os.rmdir(last, dir_fd=cache.open(above))
+            except OSError:
+                break
+            parent = above
+    cache.close()
 
 
-def _unchanged(item: SourceFile, manifest: StageManifest, cache: DirectoryCache) -> bool:
+def _unchanged(item: SourceFile, manifest: StageManifest, copies: DirectoryCache) -> bool:
     """Whether the manifest says ``item`` was staged as it is now and its copy is still what was written."""
     entry = manifest.files.get(item.name)
     if entry is None or entry[0] != item.size or entry[1] != item.fingerprint:
         return False
     directory, _, base = item.name.rpartition("/")
     try:
-        details = os.stat(base, dir_fd=cache.open(directory), follow_symlinks=False)
+        details = os.stat(base, dir_fd=copies.open(directory), follow_symlinks=False)
     except OSError:
         return False
     return stat.S_ISREG(details.st_mode) and details.st_size == entry[0] and details.st_mtime_ns == entry[2]
@@ -294,38 +266,36 @@ def _unchanged(item: SourceFile, manifest: StageManifest, cache: DirectoryCache)
 def stage_tree(source: str, destination: str, *, workers: int | None = None, progress: bool | None = None,
                client_factory: Callable[[str], Any] | None = None, delete: bool = False,
                stream: TextIO | None = None) -> StageReport:
-    """Stage ``source`` into the local directory ``destination`` and report what happened.
+    """Stage ``source`` (a local directory, ``file://`` URI or ``s3://bucket/prefix``) into the local directory
+    ``destination`` (created when missing; it stands for the FSx mount) and report what happened.
 
-    Args:
-        source: a local directory, a ``file://`` URI or ``s3://bucket/prefix``.
-        destination: a local directory (or ``file://`` URI), created when missing; stands for the FSx mount.
-        workers: parallel S3 downloads, 1 to 256 (default `default_workers`); a local tree is copied by this
-            process whatever the number.
-        progress: draw a progress bar on ``stream``; None (default) draws it when ``stream`` is a terminal.
-        client_factory: a callable from a service name to a boto3 client (for S3 sources); default: boto3's own
-            configuration (credentials, region, ``AWS_ENDPOINT_URL``).
-        delete: remove files an earlier stage wrote that are gone from the source (default: leave them, and list
-            them as ``stale``).
-        stream: where the progress bar goes (default ``sys.stderr``).
+    ``workers``: parallel S3 downloads, 1 to 256 (default `default_workers`). ``progress``: draw a progress bar on
+    ``stream`` (default ``sys.stderr``; None: when it is a terminal). ``client_factory``: service name -> boto3
+    client for S3 (default: boto3's own configuration, ``AWS_ENDPOINT_URL`` included). ``delete``: remove the files
+    an earlier stage wrote that are gone from the source (default: leave them, listed as ``stale``).
 
-    Refused and failed files do not raise: they are in the report (`StageReport.ok` is False; call
-    `StageReport.raise_for_problems` to turn them into `JobFailed`). Raises `SpecError` for bad input and `JobFailed`
-    when the source cannot be listed or another stage holds the destination. Anything unexpected (or Ctrl-C) stops
-    the copies, keeps the completed files (and the manifest of them), removes the temporary files and is raised.
+    Refused and failed files do not raise: they are in the report (`StageReport.raise_for_problems` turns them into
+    `JobFailed`). Raises `SpecError` for bad input and `JobFailed` when the source cannot be listed or another stage
+    holds the destination. Anything unexpected (or Ctrl-C) stops the copies, keeps the completed files and their
+    manifest, removes the temporary files and is raised.
     """
     started = time.monotonic()
-    if workers is None:
-        workers = default_workers(str(source))
+    workers = default_workers(str(source)) if workers is None else workers
     if isinstance(workers, bool) or not isinstance(workers, int) or not 1 <= workers <= MAXIMUM_WORKERS:
         raise SpecError(Problem("workers", f"{workers!r} is not a number of parallel copies; use 1 to "
                                            f"{MAXIMUM_WORKERS}"))
-    stream = stream if stream is not None else sys.stderr
     root = local_destination(destination)
     opened = open_source(source, client_factory, workers)
-    report = StageReport(source=source, destination=destination)
-    lock = writer = None
+    report = StageReport(source, destination)
+    lock = None
     try:
-        _check_destination(opened, root, destination)
+        if isinstance(opened, LocalSource):
+            inside = os.path.realpath(root)
+            if inside == opened.identity or inside.startswith(opened.identity.rstrip(os.sep) + os.sep):
+                raise SpecError(Problem("destination", f"{destination} is inside the source {source}; staging would "
+                                                       "copy its own output; choose a destination outside it"))
+        if root.exists() and not root.is_dir():
+            raise SpecError(Problem("destination", f"{destination} exists and is not a directory; choose one"))
         # Listed before the destination is created, so a missing bucket or prefix leaves nothing behind.
         files, report.refused = opened.list()
         report.files_found = len(files)
@@ -334,15 +304,12 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
         if leftovers:
             report.notes.append(f"removed {leftovers} temporary files left by an interrupted stage")
         manifest = StageManifest.load(lock, opened.identity)
-        if manifest.note:
-            report.notes.append(manifest.note)
+        report.notes += [manifest.note] if manifest.note else []
         to_copy = files
         if len(manifest):
             copies = DirectoryCache(lock, capacity=8)
-            try:
-                to_copy = [item for item in files if not _unchanged(item, manifest, copies)]
-            finally:
-                copies.close()
+            to_copy = [item for item in files if not _unchanged(item, manifest, copies)]
+            copies.close()
             report.files_skipped = len(files) - len(to_copy)
             report.bytes_skipped = sum(item.size for item in files) - sum(item.size for item in to_copy)
             present = {item.name for item in files}
@@ -355,37 +322,21 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
             if report.deleted:
                 manifest.save(lock)
             return report
+        stream = stream if stream is not None else sys.stderr
         bar = Progress(len(to_copy), sum(item.size for item in to_copy), stream,
                        stream.isatty() if progress is None else progress)
-        saved = [time.monotonic()]
-
-        def done(item: SourceFile, written: int = 0, fingerprint: int | str = 0, modified: int = 0,
-                 error: str | None = None) -> None:
-            if error is not None:
-                report.failed.append(Refusal(item.name, error))
-            else:
-                manifest.files[item.name] = (written, fingerprint, modified)
-                report.files_copied += 1
-                report.bytes_copied += written
-            bar.advance(item.size)
-            if time.monotonic() - saved[0] > CHECKPOINT_SECONDS:
-                manifest.save(lock)
-                saved[0] = time.monotonic()
-
-        writer = Destination(lock)
-        for item in to_copy:  # every directory first: a tree's shape is in place before its files come
+        writer = Destination(lock, report, manifest, bar)
+        for item in to_copy:  # every directory first: the tree's shape is in place before its files come
             writer.prepare(item.name.rpartition("/")[0])
-        descriptor = os.open(JOURNAL_NAME, NEW_FILE_FLAGS & ~os.O_EXCL | os.O_TRUNC, 0o644, dir_fd=lock)
-        os.close(descriptor)
+        os.close(os.open(JOURNAL_NAME, NEW_FILE_FLAGS, 0o644, dir_fd=lock))
         try:
-            opened.copy_all(to_copy, writer, done)
+            opened.copy_all(to_copy, writer)
         finally:
+            writer.cache.close()
             bar.close()
             manifest.save(lock)
             os.unlink(JOURNAL_NAME, dir_fd=lock)
     finally:
-        if writer is not None:
-            writer.close()
         if lock is not None:
             os.close(lock)
         opened.close()
