@@ -22,6 +22,7 @@ Every rank runs under :mod:`trainops.runtime.rank`, which records how it ended (
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from dataclasses import dataclass, field
@@ -294,18 +295,40 @@ def plain_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
                      **extra)
 
 
+def with_catalog_neuron_cores(config: LaunchConfig, facts: HostFacts) -> tuple[HostFacts, str]:
+    """The host facts with the catalog's NeuronCore count when no probe found any on a Trainium type (the driver's
+    sysfs and ``neuron-ls`` missing or not answering; AWS's toolkit hard-codes 64 for ml.trn2.48xlarge), and a note
+    saying so; the facts unchanged, and no note, otherwise."""
+    instance = catalog.lookup(config.instance_type)
+    if facts.neuron_cores or facts.gpus or instance is None or instance.accelerator != "neuron" \
+            or not instance.neuron_cores:
+        return facts, ""
+    if config.local:
+        # A simulated Trainium host on a machine without Neuron devices: one process, not the catalog's count.
+        return facts, (f"no NeuronCores on this machine: {config.instance_type} runs as if it had none here (on "
+                       f"SageMaker: the catalog's {instance.neuron_cores}); set SM_NUM_NEURONS to simulate them")
+    note = (f"no NeuronCores found by probing this host: using the instance catalog's {instance.neuron_cores} "
+            f"for {config.instance_type}")
+    return dataclasses.replace(facts, neuron_cores=instance.neuron_cores), note
+
+
 def build_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
     """The launch plan for this host: pure, from the config and the host facts. Raises
     :class:`~trainops.runtime.contract.ContractError` when the contract asks for something that cannot be launched
     (e.g. custom MPI options with shell metacharacters, a torchrun job whose entry point is not Python)."""
+    facts, note = with_catalog_neuron_cores(config, facts)
     kind = distribution_kind(config.distribution) if config.in_distribution else "plain"
     if kind == "torchrun":
-        return torchrun_plan(config, facts)
-    if kind == "mpirun":
+        plan = torchrun_plan(config, facts)
+    elif kind == "mpirun":
         from trainops.runtime.mpi_plan import mpirun_plan
 
-        return mpirun_plan(config, facts)
-    return plain_plan(config, facts)
+        plan = mpirun_plan(config, facts)
+    else:
+        plan = plain_plan(config, facts)
+    if note:
+        plan.notes.insert(0, note)
+    return plan
 
 
 def plan_as_json(plan: LaunchPlan) -> str:

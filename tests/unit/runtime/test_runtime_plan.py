@@ -188,6 +188,22 @@ def test_detected_counts_not_the_catalog_decide_processes(make_config):
     assert value_after(build_plan(config, HostFacts(gpus=2)).argv, "--nproc_per_node") == "2"
 
 
+def test_trainium_without_a_probe_answer_uses_the_catalog_and_says_so(make_config):
+    # issue 27 item 7: the toolkit hard-codes 64 for ml.trn2.48xlarge; trainops takes the catalog's count
+    config = make_config("ml.trn2.48xlarge", hosts=2, distribution={"type": "torch_distributed"})
+    plan = build_plan(config, HostFacts(neuron_cores=0, cpus=192))
+    assert value_after(plan.argv, "--nproc_per_node") == "64" and plan.env["SM_NUM_NEURONS"] == "64"
+    assert plan.notes[0] == ("no NeuronCores found by probing this host: using the instance catalog's 64 for "
+                             "ml.trn2.48xlarge")
+    # a probe that answers wins, and no note is made
+    probed = build_plan(config, HostFacts(neuron_cores=32))
+    assert value_after(probed.argv, "--nproc_per_node") == "32" and not probed.notes
+    # a simulated host on this machine keeps one process, and says why
+    local = build_plan(make_config("ml.trn2.48xlarge", distribution={"type": "torch_distributed"}, local=True),
+                       HostFacts())
+    assert value_after(local.argv, "--nproc_per_node") == "1" and "SM_NUM_NEURONS" in local.notes[0]
+
+
 def test_trainium_runs_over_neuron_cores_with_optional_parallel_compile(make_config):
     config = make_config("ml.trn1.32xlarge", hosts=2, distribution={"type": "torch_distributed",
                                                                      "neuron_parallel_compile": True},
