@@ -125,6 +125,7 @@ class LocalJob:
         self.log = log or _print_line
         self.grace_seconds = grace_seconds
         self.job_id = uuid.uuid4().hex
+        self._placed = time.time()  # a record of this name begun since is another caller's run (`_follow`)
         self._stop_reason: str | None = None
         self._launchers: dict[str, subprocess.Popen] = {}
         self._readers: list[threading.Thread] = []
@@ -146,16 +147,17 @@ class LocalJob:
     def run(self) -> LocalJobResult:
         """Lay out, launch, watch and finish the job; returns how it ended (never raises for a failed job).
 
-        Raises `JobFailed` without running anything when another trainops process is running a job of the same
-        name in the same work directory (two controllers would overwrite each other's hosts and records).
+        When another trainops process runs (or, since this job was placed, ran) a job of the same name in the same
+        work directory, nothing is run here: the job is followed to its end and its result returned (two callers
+        of one new name make one job, the re-attach rule).
         """
         started = time.time()
         paths.own_directory(self.job_dir, "job_name")
         claim = try_lock(self.job_dir / JOB_LOCK, f"{self.job_name} (controller pid {os.getpid()})", patience=0.2)
-        if claim is None:
-            raise JobFailed(f"local job {self.job_name} is already running in {self.job_dir} "
-                            f"({holder(self.job_dir / JOB_LOCK)}): choose another job name, or follow it with "
-                            f"trainops logs {self.job_name} --follow")
+        if claim is None or self.started_by_another():
+            if claim is not None:
+                claim.release()
+            return self._follow()
         self._claim = claim
         clear_stop_request(self.job_dir)  # an earlier run's; one made after the record below is this job's
         # Recorded at once, with the controller's identity, so status / stop / a detached caller see the job while
@@ -226,6 +228,48 @@ class LocalJob:
             status.write_failure(self.job_dir, result.failure_reason)
         status.write(self.job_dir, {**result.to_dict(), "job_id": self.job_id, "spec": self._public()})
         return result
+
+    # --- another caller's run of this name ----------------------------------------------------------------------
+    def started_by_another(self) -> bool:
+        """Whether the job directory holds a record of a run that began after this job was placed: another caller
+        placed the same new name at the same moment and ran it (maybe to its end) first."""
+        try:
+            record = status.read_record(self.job_dir, self.job_name)
+        except SpecError:
+            return False
+        started = record.get("started")
+        return isinstance(started, (int, float)) and started >= self._placed and record.get("job_id") != self.job_id
+
+    def _follow(self) -> LocalJobResult:
+        """The re-attach rule for two callers of one new name: the one that got the job's lock runs it; this one
+        follows it to its end (a stop asked of this one is passed on) and returns how it ended."""
+        from trainops.backends.local.identity import lock_held
+        from trainops.backends.local.watch import request_stop
+        from trainops.backends.states import wait_bound_seconds
+
+        self.log(f"[trainops] local job {self.job_name} was started by another caller "
+                 f"({holder(self.job_dir / JOB_LOCK)}): following it to its end")
+        deadline = time.monotonic() + 60.0
+        while not status.exists(self.job_name, self.workdir):  # its first record follows its lock at once
+            if time.monotonic() > deadline or not lock_held(self.job_dir):
+                raise JobFailed(f"local job {self.job_name} is held by another controller that records nothing "
+                                f"({holder(self.job_dir / JOB_LOCK)}): follow it with trainops logs "
+                                f"{self.job_name} --follow")
+            time.sleep(POLL_SECONDS)
+        record, asked = status.read(self.job_name, self.workdir), False
+        spec = record.get("spec") if isinstance(record.get("spec"), dict) else {}
+        deadline = time.monotonic() + wait_bound_seconds(spec.get("max_run") or 86400, spec.get("max_wait"))
+        while record.get("status") in status.ACTIVE and time.monotonic() < deadline:
+            if self._stop_reason and not asked:
+                request_stop(self.job_dir, self._stop_reason)
+                asked = True
+            time.sleep(POLL_SECONDS * 5)
+            record = status.read(self.job_name, self.workdir)
+        known = {name: record[name] for name in LocalJobResult.__dataclass_fields__ if name in record}
+        known.update(job_name=self.job_name, job_dir=str(self.job_dir), status=record.get("status", "Failed"))
+        known.setdefault("started", record.get("started") or time.time())
+        known.setdefault("ended", record.get("ended") or time.time())
+        return LocalJobResult(**known)
 
     # --- pieces -------------------------------------------------------------------------------------------------
     def _public(self) -> dict:

@@ -52,7 +52,8 @@ def _announce_when_recorded(job, stop: threading.Event) -> None:
             record = status.read_record(job.job_dir, job.job_name)
         except Exception:  # noqa: BLE001 - not written yet, or half-way through being replaced
             record = {}
-        if record.get("job_id") == job.job_id:
+        if record.get("job_id") == job.job_id or (record and job.started_by_another()):  # this job, or the one
+            # another caller started under this name a moment ago (which this supervisor follows, `LocalJob.run`)
             _say("started")
             _close_handshake()
             return
