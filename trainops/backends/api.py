@@ -37,6 +37,11 @@ __all__ = [
 
 #: The built-in backends, in the order messages list them (entry points may add more: `trainops.backends`).
 BACKENDS: tuple[str, ...] = builtin_names()
+#: The optional operations a backend may declare in ``capabilities``, and how messages say them.
+CAPABILITIES: dict[str, str] = {
+    "evaluate": "evaluate models", "register": "register models", "browse_registry": "browse a model registry",
+    "stage": "stage data", "metrics": "report a job's metrics", "run_here": "run jobs in this process",
+}
 #: What `submit` does when a job of the name exists: follow it, refuse, or create a suffixed copy.
 IF_EXISTS: tuple[str, ...] = ("reattach", "fail", "new")
 #: Suffixed names tried (``<name>-2`` ... ``<name>-99``) before giving up: the one bound of the re-attach policy,
@@ -399,9 +404,9 @@ class Backend(abc.ABC):
     def require(self, capability: str) -> None:
         """Raise `Unsupported` unless this backend declares ``capability``."""
         if capability not in self.capabilities:
-            have = ", ".join(sorted(self.capabilities)) or "none"
-            raise Unsupported(Problem("backend", f"the {self.name} backend cannot {capability.replace('_', ' ')} "
-                                                 f"(it can: {have}); choose a backend that can"))
+            have = ", ".join(CAPABILITIES.get(name, name) for name in sorted(self.capabilities)) or "nothing more"
+            raise Unsupported(Problem("backend", f"the {self.name} backend cannot {CAPABILITIES.get(capability, capability)}"
+                                                 f" (it can: {have}); choose a backend that can"))
 
     def metrics(self, handle: JobHandle) -> dict[str, float]:
         """The job's final metrics (name -> value) as the service reports them."""

@@ -18,8 +18,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "(several simulated hosts on this machine) or on SageMaker. Exit 0 when it completed, 1 when it "
                     "failed or was stopped, 2 on invalid input. Ctrl-C or SIGTERM stops every process of a local job.")
     run.add_argument("file", help="job spec or pipeline file (YAML or JSON)")
-    run.add_argument("--backend", choices=["local", "sagemaker"], default=None,
-                     help="where to run (default: local, or the pipeline file's backend)")
+    run.add_argument("--backend", default=None, metavar="NAME",
+                     help="where to run: local, sagemaker, or a backend an installed package registers (default: "
+                          "local, or the pipeline file's backend)")
     run.add_argument("--job-name", default=None, help="job name (default: <name>-<timestamp>)")
     run.add_argument("--processes-per-host", type=int, default=None, metavar="N",
                      help="local backend: ranks per simulated host (default: the spec's, else GPUs, else 1)")
@@ -49,7 +50,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         command = subparsers.add_parser(name, help=text, description=f"{text[0].upper()}{text[1:]} (a local job "
                                         "when one has that name, else a SageMaker training job).")
         command.add_argument("job_name", help="the job's name")
-        command.add_argument("--backend", choices=["local", "sagemaker"], default=None,
+        command.add_argument("--backend", default=None, metavar="NAME",
                              help="where the job runs (default: local if a local job has that name)")
         command.add_argument("--workdir", default=None, help="local backend: state directory")
         command.add_argument("--region", default=None, help="sagemaker backend: AWS region")

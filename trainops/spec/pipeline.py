@@ -104,7 +104,9 @@ class PipelineSpec(CoreModel):
     """A retraining pipeline: optional prepare and stage, train, optional evaluate with a gate, optional register."""
 
     name: str = Field(min_length=1, max_length=63, pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
-    backend: Literal["local", "sagemaker"] = "local"
+    backend: str = Field(default="local", pattern=r"^[a-z][a-z0-9_-]{0,62}$",
+                         description="A registered backend (`local`, `sagemaker`, or one an installed package adds); "
+                                     "checked against the registry when the pipeline is resolved.")
     workdir: str | None = Field(default=None, description="Local state (jobs, checkpoints, registry).")
     region: str | None = None
     steps: Steps

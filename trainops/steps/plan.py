@@ -190,7 +190,7 @@ def resolve_plan(pipeline: Any, backend: str | None = None, workdir: str | os.Pa
         workdir: overrides the file's work directory (only with a path: a `PipelineSpec` has substituted it).
         spec: the training spec when the caller has it already (e.g. with hyperparameters merged).
     """
-    from trainops.backends.api import BACKENDS, check_choice, get_backend
+    from trainops.backends import check_backend_name, get_backend
     from trainops.spec.pipeline import load_pipeline, resolve
 
     if isinstance(pipeline, (str, os.PathLike)):
@@ -200,7 +200,7 @@ def resolve_plan(pipeline: Any, backend: str | None = None, workdir: str | os.Pa
     elif pipeline_dir is None:
         raise SpecError("resolve_plan: give the pipeline file's directory (pipeline_dir) with a PipelineSpec")
     here = Path(pipeline_dir).resolve()
-    backend = check_choice(backend or pipeline.backend, BACKENDS, "backend")
+    backend = check_backend_name(backend or pipeline.backend)
     steps = pipeline.steps
     spec = spec if spec is not None else train_spec(pipeline, here)
     work = str(Path(pipeline.workdir))

@@ -68,10 +68,11 @@ def train(
     from the shared checkpoint location. The result always carries ``failure_class``, ``attempts`` and ``cost`` (the
     sum over attempts).
     """
+    from trainops.backends import check_backend_name
     from trainops.backends.api import get_backend
     from trainops.spec.names import check_job_name
 
-    check_choice(backend, BACKENDS, "backend")
+    check_backend_name(backend)
     check_choice(if_exists, IF_EXISTS, "if_exists")
     spec = load_spec(spec, options.pop("base_dir", None))
     job_name = check_job_name(job_name) if job_name else default_job_name(spec)

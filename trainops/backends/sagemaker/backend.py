@@ -157,6 +157,12 @@ class SageMakerBackend(Backend):
                               if response.get("EnableManagedSpotTraining") else None)
         return result
 
+    def metrics(self, handle: JobHandle) -> dict[str, float]:
+        """The job's final metrics as SageMaker reports them (FinalMetricDataList: the spec's metric_definitions)."""
+        from trainops.backends.sagemaker.training import final_metrics
+
+        return final_metrics(training.describe_response(self.clients, handle.job_name))
+
     def wait(self, handle: JobHandle, *, log: Log | None = None, clock: Callable[[], float] = time.monotonic,
              sleep: Callable[[float], None] = time.sleep) -> JobResult:
         """Wait for the job to end, bounded by its own limits (`trainops.backends.states.wait_bound_seconds`); a
