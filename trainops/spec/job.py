@@ -216,6 +216,25 @@ class JobSpec(CoreModel):
         default=20, ge=0, le=50, description="Log level of the image's training toolkit "
         "(sagemaker_container_log_level; 20 is logging.INFO).")
 
+    # --- what a run may cost, and when a job that hangs is stopped (trainops' own guards: no request field) ----
+    max_cost_usd: float | None = Field(
+        default=None, gt=0, description="Budget in US dollars over every attempt of a run (the catalog's "
+        "on-demand prices); see `budget` for what reaching it does.")
+    budget: Literal["refuse", "stop"] = Field(
+        default="stop", description="refuse: refuse before anything is created a run whose first attempt could "
+        "cost more than max_cost_usd; stop: stop the job when its billable cost reaches it (either way no retry "
+        "starts that cannot fit, and the attempt is classified budget).")
+    wait_grace_seconds: int = Field(
+        default=3600, ge=0, le=7 * 24 * 3600, description="Grace added to max_run (+ max_wait) for the wait "
+        "bound, measured from the job's own start (provisioning, image download, model upload).")
+    stop_at_wait_bound: bool = Field(
+        default=True, description="Stop the job when its wait bound passes (classified timeout); false: leave "
+        "it running and only stop waiting.")
+    stall_timeout: int | None = Field(
+        default=None, ge=1, le=MAX_RUN_LIMIT, description="Seconds without a new log line or metric after which "
+        "a running job is stopped as infrastructure (stalled); off by default, recommended for multi-node GPU "
+        "jobs (an NCCL hang prints nothing).")
+
     # --- single-field checks ---------------------------------------------------------------------------------
     @field_validator("name")
     @classmethod
