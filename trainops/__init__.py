@@ -43,7 +43,12 @@ _EXPORTS: dict[str, str] = {
     "PreflightError": "trainops.errors",
 }
 
-__all__ = ["__version__", *_EXPORTS]
+__all__ = [  # the names of _EXPORTS, written out so that linters and type checkers see them
+    "__version__", "JobSpec", "load_job_spec", "parse_job_spec", "train", "evaluate", "register", "stage",
+    "get_backend", "Backend", "BackendOptions", "LocalOptions", "SageMakerOptions", "JobHandle", "JobResult",
+    "Evaluation", "RegisteredVersion", "Unsupported", "JobStatus", "Problem", "SpecError", "JobFailed",
+    "TrainopsError", "PreflightError",
+]
 
 if TYPE_CHECKING:
     from trainops.backends import get_backend

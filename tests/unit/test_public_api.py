@@ -10,6 +10,7 @@ import trainops
 
 
 def test_every_public_name_resolves_to_its_module():
+    assert sorted(trainops.__all__) == sorted(["__version__", *trainops._EXPORTS])
     for name in trainops.__all__:
         value = getattr(trainops, name)
         assert value is not None, name

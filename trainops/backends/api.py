@@ -30,9 +30,9 @@ from trainops.errors import JobFailed, Problem, SpecError
 from trainops.spec.names import check_job_name, with_suffix
 
 __all__ = [
-    "BACKENDS", "IF_EXISTS", "MAX_SUFFIX", "Backend", "BackendOptions", "Evaluation", "JobHandle", "JobResult",
-    "LocalOptions", "ModelRegistry", "Placement", "RegisteredVersion", "SageMakerOptions", "Unsupported", "check_choice",
-    "get_backend", "place_job",
+    "BACKENDS", "CAPABILITIES", "IF_EXISTS", "MAX_SUFFIX", "Backend", "BackendOptions", "Evaluation", "JobHandle",
+    "JobResult", "LocalOptions", "ModelRegistry", "Placement", "RegisteredVersion", "SageMakerOptions", "Unsupported",
+    "check_choice", "get_backend", "place_job",
 ]
 
 #: The built-in backends, in the order messages list them (entry points may add more: `trainops.backends`).
@@ -405,8 +405,9 @@ class Backend(abc.ABC):
         """Raise `Unsupported` unless this backend declares ``capability``."""
         if capability not in self.capabilities:
             have = ", ".join(CAPABILITIES.get(name, name) for name in sorted(self.capabilities)) or "nothing more"
-            raise Unsupported(Problem("backend", f"the {self.name} backend cannot {CAPABILITIES.get(capability, capability)}"
-                                                 f" (it can: {have}); choose a backend that can"))
+            wanted = CAPABILITIES.get(capability, capability)
+            raise Unsupported(Problem("backend", f"the {self.name} backend cannot {wanted} (it can: {have}); "
+                                                 "choose a backend that can"))
 
     def metrics(self, handle: JobHandle) -> dict[str, float]:
         """The job's final metrics (name -> value) as the service reports them."""

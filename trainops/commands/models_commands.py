@@ -74,7 +74,8 @@ def _metrics_text(metrics: dict[str, float], limit: int | None = LISTED_METRICS)
 
 def _table(rows: list[list[str]]) -> str:
     widths = [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-    return "\n".join("  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows)
+    lines = ("  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows)
+    return "\n".join(lines)
 
 
 def list_command(args: argparse.Namespace) -> int:

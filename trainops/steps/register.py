@@ -100,9 +100,10 @@ def register(
     region: str | None = None,
 ) -> dict[str, Any]:
     """Register a model version (once per training job: a job already registered in the group returns its
-    version, with ``already_registered`` true); return ``{"backend", "group", "version", "approval_status", "model_artifact",
-    "metrics", "champion", "created", "job_name", "location"}`` (``location``: the version's directory locally,
-    the model package ARN on SageMaker; ``champion``: whether this version is now the group's champion).
+    version, with ``already_registered`` true); return ``{"backend", "group", "version", "approval_status",
+    "model_artifact", "metrics", "champion", "created", "job_name", "location"}`` (``location``: the version's
+    directory locally, the model package ARN on SageMaker; ``champion``: whether this version is now the group's
+    champion).
 
     Args:
         model_artifact: ``model.tar.gz`` (local path / ``file://`` locally, copied into the registry; ``s3://`` on

@@ -98,7 +98,7 @@ def test_function_local_imports_are_counted(graph):
 
 @pytest.mark.parametrize(("backend", "other"), [("local", "sagemaker"), ("sagemaker", "local")])
 def test_loading_a_backend_loads_nothing_of_the_other(backend, other):
-    code = ("import sys; from trainops.backends import backend_class; backend_class(%r); "
-            "print(sorted(m for m in sys.modules if m.startswith('trainops.backends.%s')))" % (backend, other))
+    code = (f"import sys; from trainops.backends import backend_class; backend_class({backend!r}); "
+            f"print(sorted(m for m in sys.modules if m.startswith('trainops.backends.{other}')))")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert done.stdout.strip() == "[]", done.stdout
