@@ -6,6 +6,7 @@ import argparse
 import json
 import signal
 import sys
+from typing import Any
 
 PIPELINE_KEYS = {"steps", "workdir", "backend"}
 
@@ -140,10 +141,10 @@ def _run_job(args: argparse.Namespace) -> int:
         result = train(args.file, backend=args.backend or "local", **options)
         code = 0
     except JobFailed as error:
-        result = getattr(error, "result", None)
-        if result is None:
+        failed: dict[str, Any] | None = getattr(error, "result", None)
+        if failed is None:
             raise
-        code = 1
+        result, code = failed, 1
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)

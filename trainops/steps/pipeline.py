@@ -67,6 +67,7 @@ class PipelineRunner:
         self.backend = backend or pipeline.backend
         self.force = force
         self.log = log or _print
+        assert pipeline.workdir is not None  # resolve() always sets it (the default state root when none is given)
         self.workdir = Path(pipeline.workdir)
         self.run_record = PipelineRun(pipeline.name, self.backend)
         self._plan: PipelinePlan | None = None
@@ -91,7 +92,7 @@ class PipelineRunner:
             if evaluation is not None and not evaluation["passed"]:
                 self.run_record.status = "GateFailed"
                 self.run_record.message = evaluation.get("message") or "the quality gate failed"
-                if steps.evaluate.on_gate_failure == "fail":
+                if steps.evaluate is not None and steps.evaluate.on_gate_failure == "fail":
                     raise StepFailed(f"step evaluate: {self.run_record.message}")
                 self.log(f"[pipeline] {self.run_record.message}: register skipped")
                 return self._finish()
@@ -140,6 +141,7 @@ class PipelineRunner:
         from trainops.steps.prepare import run_script
 
         step = self.plan.prepare
+        assert step is not None  # only called when the pipeline has the step
         summary = run_script(step.script, step.args, cwd=str(self.pipeline_dir), timeout=step.timeout, log=self.log)
         return {"summary": summary}
 
@@ -147,6 +149,7 @@ class PipelineRunner:
         from trainops.steps.stage import stage
 
         step = self.plan.stage
+        assert step is not None  # only called when the pipeline has the step
         options = {"s3_prefix": step.s3_prefix} if step.s3_prefix else {}
         destination = step.destination
         report = stage(step.source, destination, backend=self.plan.backend, workers=step.workers, **options)
@@ -189,7 +192,7 @@ class PipelineRunner:
         from trainops.steps.evaluate import evaluate
 
         result = evaluate(**self.plan.evaluate_arguments(trained["model_artifact"], trained["job_name"]))
-        data = result.to_dict() if hasattr(result, "to_dict") else dict(result)
+        data = result.to_dict()
         metrics = ", ".join(f"{key}={value:.4g}" if isinstance(value, (int, float)) else f"{key}={value}"
                             for key, value in (data.get("metrics") or {}).items())
         gate = data.get("gate") or {}
@@ -202,6 +205,7 @@ class PipelineRunner:
         from trainops.steps.register import register
 
         step = self.plan.register
+        assert step is not None  # only called when the pipeline has the step
         # The entry says what the model cost to train, every attempt included.
         arguments = self.plan.register_arguments()
         arguments["description"] = "; ".join(filter(None, [
@@ -295,5 +299,5 @@ def run_pipeline_file(path: str, *, backend: str | None = None, force: bool = Fa
 
     log(f"[pipeline] {pipeline.name}: {record.status} in {record.to_dict()['duration_seconds']:.1f} s"
         + (f" ({record.message})" if record.message else "") + f"; training {cost_line(record.cost)}")
-    log(f"[pipeline] results: {Path(pipeline.workdir) / 'pipelines' / pipeline.name / 'last-run.json'}")
+    log(f"[pipeline] results: {Path(pipeline.workdir or '.') / 'pipelines' / pipeline.name / 'last-run.json'}")
     return 0

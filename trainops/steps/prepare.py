@@ -25,7 +25,7 @@ def run_script(script: str, arguments: list[str], *, cwd: str, timeout: float | 
     process = subprocess.Popen(command, cwd=cwd, stdout=output, stderr=subprocess.STDOUT if log else None,
                                start_new_session=True)
     try:
-        if log:
+        if log and process.stdout is not None:  # piped whenever there is a log to write to
             for raw in iter(process.stdout.readline, b""):
                 log(f"[prepare] {raw.decode('utf-8', 'replace').rstrip()}")
         code = process.wait(timeout=timeout or None)

@@ -36,7 +36,7 @@ def load_spec(spec: Any, base_dir: str | os.PathLike | None = None):
     from trainops.spec.loader import load_job_spec, parse_job_spec, resolve_relative_paths
 
     if isinstance(spec, (str, os.PathLike)) and not isinstance(spec, dict):
-        return load_job_spec(spec)
+        return load_job_spec(os.fspath(spec))
     parsed = spec if isinstance(spec, JobSpec) else parse_job_spec(spec)
     return resolve_relative_paths(parsed, Path(base_dir or os.getcwd()).resolve())
 
