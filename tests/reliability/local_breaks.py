@@ -13,14 +13,18 @@ from pathlib import Path
 
 TRAINOPS = [sys.executable, "-m", "trainops.cli"]
 
-# The stand-in's training: says whether it found a checkpoint someone planted, optionally sleeps, then finishes.
+ESCAPES = (b"\x1b]0;owned-title\x07 \x1b]52;c;ZXZpbA==\x07 \x1b[2J\x1b[H \xc2\x9b31m red \x1b[1A"
+           b"\n\x1b[2K[trainops] job completed (forged)\n")
+# The stand-in's training: says whether it found a checkpoint someone planted, optionally prints ESCAPES and
+# sleeps, then finishes.
 SCRIPT = """import os, sys, time
+ESCAPES = """ + repr(ESCAPES) + """
 checkpoints = os.environ.get("TRAINOPS_CHECKPOINT_DIR", "/opt/ml/checkpoints")
 if os.path.isdir(checkpoints) and "planted.pt" in os.listdir(checkpoints):
     print("RESUMED FROM A PLANTED CHECKPOINT", flush=True)
-text = os.environ.get("PRINT")
-if text:
-    sys.stdout.buffer.write(text.encode("utf-8", "surrogateescape") + b"\\n")
+if os.environ.get("ESCAPES"):  # what a hostile rank prints: window title, OSC 52 clipboard, clear screen, a C1 CSI,
+    # a cursor move, and a line dressed as trainops' own
+    sys.stdout.buffer.write(ESCAPES)
     sys.stdout.flush()
 time.sleep(float(os.environ.get("SLEEP", "0")))
 print("trained", flush=True)

@@ -327,15 +327,29 @@ def container_environment(request: Mapping[str, Any], layout: HostLayout, *, inh
     return env
 
 
+#: Where trainops finds the host's own tools (unshare, sh, mount): after the directory of the Python running
+#: trainops, these, never the PATH of the job's environment (a spec's PATH must not choose what runs as the host).
+SAFE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+
+def host_tool(name: str) -> str | None:
+    """The absolute path of the host tool ``name`` from trainops' own environment (`SAFE_PATH` after the directory
+    of `sys.executable`), or None when there is none."""
+    import sys
+
+    return shutil.which(name, path=os.pathsep.join([os.path.dirname(sys.executable), SAFE_PATH]))
+
+
 @functools.lru_cache(maxsize=1)
 def namespaces_available() -> bool:
     """Whether this machine lets an unprivileged child make a private mount namespace with bind mounts."""
-    if os.environ.get(TOOLKIT_DISABLED) == "0" or not shutil.which("unshare"):
+    unshare, shell = host_tool("unshare"), host_tool("sh")
+    if os.environ.get(TOOLKIT_DISABLED) == "0" or not unshare or not shell:
         return False
     probe = ("set -e; d=$(mktemp -d); mount -t tmpfs trainops-probe \"$d\"; umount \"$d\"; rmdir \"$d\"")
     try:
-        return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", probe],
-                              capture_output=True, timeout=20).returncode == 0
+        return subprocess.run([unshare, "--mount", "--propagation", "private", shell, "-c", probe],
+                              capture_output=True, timeout=20, env={"PATH": SAFE_PATH}).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
 
@@ -344,7 +358,8 @@ def namespaces_available() -> bool:
 # /opt/ml becomes this host's base directory (a tmpfs on /opt when /opt/ml does not exist, with /opt's own entries
 # bound back so an interpreter installed there still runs), /etc/hosts names every emulated host.
 _NAMESPACE_SCRIPT = r"""set -e
-base=$1; hosts=$2; keep=$3; shift 3
+base=$1; hosts=$2; keep=$3; tools=$4; shift 4
+container_path=${PATH-}; PATH=$tools
 if [ ! -d /opt/ml ]; then
   mount --bind /opt "$keep"
   mount -t tmpfs -o mode=755 trainops-opt /opt
@@ -358,6 +373,7 @@ if [ ! -d /opt/ml ]; then
 fi
 mount --bind "$base" /opt/ml
 mount --bind "$hosts" /etc/hosts
+PATH=$container_path
 exec "$@"
 """
 
@@ -376,8 +392,12 @@ def isolate(argv: list[str], layout: HostLayout, job_dir: Path, hosts: list[str]
         names = "".join(f"127.0.0.1\t{host}\n" for host in hosts)
         hosts_file.write_text(original.rstrip("\n") + "\n# emulated SageMaker hosts (trainops)\n" + names,
                               encoding="utf-8")
-    return ["unshare", "--mount", "--propagation", "private", "sh", "-c", _NAMESPACE_SCRIPT, "trainops-container",
-            str(layout.base_dir), str(hosts_file), str(keep), *argv]
+    unshare, shell = host_tool("unshare"), host_tool("sh")
+    if not unshare or not shell:
+        raise SpecError(Problem("isolation", f"unshare or sh is not on this machine (looked in {SAFE_PATH}): install "
+                                             "util-linux, or set TRAINOPS_LOCAL_NAMESPACE=0"), source="local host")
+    return [unshare, "--mount", "--propagation", "private", shell, "-c", _NAMESPACE_SCRIPT, "trainops-container",
+            str(layout.base_dir), str(hosts_file), str(keep), SAFE_PATH, *argv]
 
 
 def request_secrets(request: Mapping[str, Any], environ: Mapping[str, str]) -> list[str]:

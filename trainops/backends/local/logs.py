@@ -10,6 +10,10 @@ from trainops.backends.local import paths, status
 
 
 def _shown(host: str, line: str) -> str:
+    """A log line as shown: prefixed with its host, its control characters escaped (`pump.printable`)."""
+    from trainops.backends.local.pump import printable
+
+    line = printable(line.rstrip("\r"))
     return line if line.startswith("[algo-") else f"[{host}] {line}"
 
 

@@ -31,6 +31,17 @@ LINE_LIMIT = 64 * 1024
 LINE_SPLIT_MARK = " [trainops: line longer than 64 KiB, continued on the next line]"
 PROGRESS_SECONDS = 1.0
 EMPTY = re.compile(r"^\s*(\[algo-\d+( rank \d+)?\]\s*)?$")
+# What a terminal obeys rather than shows: C0 controls but tab, DEL, C1 (U+0080-U+009F: \x9b is a CSI on its own),
+# and the Unicode line separators and direction overrides that reorder what is shown.
+CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` for a terminal: every control character written as its escape (``\\x1b``, ``\\u202e``), so a
+    rank can neither retitle the window, set the clipboard (OSC 52), move the cursor nor forge trainops' own lines
+    on the console or in ``trainops logs``; the log file keeps the bytes as written."""
+    return CONTROLS.sub(lambda found: f"\\x{ord(found.group()):02x}" if ord(found.group()) < 0x100
+                        else f"\\u{ord(found.group()):04x}", text)
 
 
 class LogPump:
@@ -192,7 +203,7 @@ class LogPump:
     def _show(self, shown: str) -> None:
         try:
             with self.log_lock:
-                self.log(shown)
+                self.log(printable(shown))
         except Exception as error:  # noqa: BLE001 - a closed console loses lines, never the job
             self.console_lost += 1
             self._note(error)
