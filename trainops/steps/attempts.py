@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainops.backends.api import MAX_SUFFIX
 from trainops.backends.failures import RetryBudgets, Verdict, classify_result, status_walk
 
 Log = Callable[[str], None]
@@ -171,7 +172,7 @@ def cost_line(cost: Mapping[str, Any] | None) -> str:
     return text
 
 
-def known_attempts(backend: Any, job_name: str, limit: int = 99) -> list[dict[str, Any]]:
+def known_attempts(backend: Any, job_name: str, limit: int = MAX_SUFFIX) -> list[dict[str, Any]]:
     """The results of the attempts of `job_name` that already ended in failure, in order, up to the first name that
     is free or whose job runs or completed (that one is re-attached to, never duplicated)."""
     ended: list[dict[str, Any]] = []
