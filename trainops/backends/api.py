@@ -345,8 +345,10 @@ class Backend(abc.ABC):
         """Where the job stands now (one look; the one trigger polls this)."""
 
     @abc.abstractmethod
-    def wait(self, handle: JobHandle, *, log: Log | None = None) -> JobResult:
-        """Wait until the job ends (bounded: `trainops.backends.states.wait_bound_seconds`); return how it ended."""
+    def wait(self, handle: JobHandle, *, log: Log | None = None, guards: Any = None) -> JobResult:
+        """Wait until the job ends (bounded: `trainops.backends.states.wait_bound_seconds`); return how it ended.
+        ``guards`` (`trainops.backends.guards.JobGuards`): the job's budget, stall watchdog and wait bound from its
+        own start; a guard that trips stops the job and the result's ``guard`` says which."""
 
     @abc.abstractmethod
     def stop(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:

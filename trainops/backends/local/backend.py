@@ -104,28 +104,63 @@ class LocalBackend(Backend):
 
         return self._result(status.read(handle.job_name, handle.workdir), handle)
 
-    def wait(self, handle: JobHandle, *, log: Log | None = None, poll_seconds: float = 1.0) -> JobResult:
-        """Run a job this backend prepared (blocking), or follow another process's job until it ends."""
+    def wait(self, handle: JobHandle, *, log: Log | None = None, poll_seconds: float = 1.0,
+             guards: Any = None) -> JobResult:
+        """Run a job this backend prepared (blocking), or follow another process's job until it ends. ``guards``
+        (`trainops.backends.guards.JobGuards`) are watched beside it (`trainops.backends.local.guarding`)."""
         from trainops.backends.local import status
 
         job = self._jobs.get(handle.job_name)
         if job is not None:
+            guard = self._guard(handle, guards, job.request_stop, log)
             try:
-                return self._result(job.run().to_dict(), handle)
+                return self._guarded(self._result(job.run().to_dict(), handle), guard)
             finally:
+                if guard is not None:
+                    guard.close()
                 self._jobs.pop(handle.job_name, None)
         record = status.read(handle.job_name, handle.workdir)
         raw = record.get("spec")
         spec: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        deadline = time.monotonic() + wait_bound_seconds(spec.get("max_run") or 86400, spec.get("max_wait"))
-        while JobStatus.parse(record["status"], "local_job").outcome == "waiting":
-            if time.monotonic() > deadline:
-                from trainops.backends.states import WaitTimedOut
+        deadline = time.monotonic() + wait_bound_seconds(spec.get("max_run") or 86400, spec.get("max_wait"),
+                                                         getattr(guards, "grace_seconds", 3600.0))
+        guard = self._guard(handle, guards, None, log)
+        try:
+            while JobStatus.parse(record["status"], "local_job").outcome == "waiting":
+                tripped = guard.tripped if guard is not None else None
+                if time.monotonic() > deadline or (tripped is not None and tripped.kind == "wait_bound"
+                                                   and not guards.stop_at_bound):
+                    from trainops.backends.states import WaitTimedOut
 
-                raise WaitTimedOut(f"local job {handle.job_name} did not end within its bound")
-            time.sleep(poll_seconds)
-            record = status.read(handle.job_name, handle.workdir)
-        return self._result(record, handle)
+                    raise WaitTimedOut(f"local job {handle.job_name} did not end within its bound")
+                time.sleep(poll_seconds)
+                record = status.read(handle.job_name, handle.workdir)
+        finally:
+            if guard is not None:
+                guard.close()
+        return self._guarded(self._result(record, handle), guard)
+
+    def _guard(self, handle: JobHandle, guards: Any, stop: Any, log: Log | None) -> Any:
+        """The thread watching ``guards`` beside the job (None without guards); ``stop`` None: the stop request."""
+        if guards is None:
+            return None
+        from trainops.backends.local import paths, status
+        from trainops.backends.local.guarding import LocalGuard
+        from trainops.backends.local.watch import request_stop
+
+        job_dir = paths.job_dir(handle.job_name, handle.workdir)
+        return LocalGuard(job_dir, guards, stop or (lambda reason: request_stop(job_dir, reason)),
+                          read_record=lambda: status.read(handle.job_name, handle.workdir), log=log).start()
+
+    @staticmethod
+    def _guarded(result: JobResult, guard: Any) -> JobResult:
+        """The result, with the guard that stopped the job (the failure classifier reads it)."""
+        if guard is None or guard.tripped is None or result.status.outcome != "failure":
+            return result
+        from dataclasses import replace
+
+        return replace(result, details={**result.details, "guard": guard.tripped.to_dict()},
+                       failure_reason=result.failure_reason or guard.tripped.message)
 
     def stop(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
         """Stop the job: a flag for a job this process runs (safe in a signal handler), else `stop_local_job`."""

@@ -164,14 +164,15 @@ class SageMakerBackend(Backend):
         return final_metrics(training.describe_response(self.clients, handle.job_name))
 
     def wait(self, handle: JobHandle, *, log: Log | None = None, clock: Callable[[], float] = time.monotonic,
-             sleep: Callable[[float], None] = time.sleep) -> JobResult:
+             sleep: Callable[[float], None] = time.sleep, guards: Any = None) -> JobResult:
         """Wait for the job to end, bounded by its own limits (`trainops.backends.states.wait_bound_seconds`); a
-        failed or stopped job is returned, not raised (`JobResult.raise_for_status`)."""
+        failed or stopped job is returned, not raised (`JobResult.raise_for_status`). With ``guards`` the wait is
+        `training.guarded_wait` (budget, stall, the bound from the job's own start)."""
         log = log or _print
         name = handle.job_name
         try:
             summary = training.wait(self.clients, name, poll_seconds=30.0 if self.poll_seconds is None
-                                    else self.poll_seconds, clock=clock, sleep=sleep,
+                                    else self.poll_seconds, clock=clock, sleep=sleep, guards=guards, log=log,
                                     on_update=lambda s: log(f"[trainops] {name}: {s.status} / {s.secondary_status}"))
         except training.TrainingJobFailed as error:
             summary = error.summary
@@ -217,6 +218,8 @@ class SageMakerBackend(Backend):
             details["cost"] = costs.estimate_cost(summary, region=handle.region or self.region).to_dict()
         # The failure classifier reads the whole walk (a spot interruption shows only in the transitions).
         details["secondary_statuses"] = status_walk(summary.secondary_status_history)
+        if summary.guard:
+            details["guard"] = summary.guard  # a trainops guard stopped it (trainops.backends.guards)
         return JobResult(
             backend="sagemaker", job_name=summary.job_name, status=JobStatus.parse(summary.status),
             secondary_status=summary.secondary_status, failure_reason=summary.failure_reason,

@@ -13,24 +13,28 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
 from trainops.aws.clients import ClientFactory, error_code, error_message, translate_client_error
-from trainops.spec.names import valid_job_name, with_suffix
+from trainops.backends.api import MAX_SUFFIX
 from trainops.backends.sagemaker.waiting import describer, poll
-from trainops.backends.states import classify, explain_secondary_status, wait_bound_seconds
+from trainops.backends.states import WaitTimedOut, classify, explain_secondary_status, wait_bound_seconds
 from trainops.errors import JobFailed, Problem, SpecError
+from trainops.spec.names import valid_job_name, with_suffix
 
 IfExists = Literal["reattach", "fail", "new"]
 IF_EXISTS_CHOICES: tuple[str, ...] = ("reattach", "fail", "new")
 
-#: How many suffixed names (``-2``, ``-3``, ...) ``if_exists="new"`` tries before giving up.
-MAX_NEW_NAME_ATTEMPTS = 50
+#: How many suffixed names (``-2``, ``-3``, ...) ``if_exists="new"`` tries before giving up: the re-attach policy's
+#: one bound (`trainops.backends.api.MAX_SUFFIX`), so every backend and front end looks as far for a job's copies.
+MAX_NEW_NAME_ATTEMPTS = MAX_SUFFIX
 
 #: Default wait for a job whose StoppingCondition cannot be read (SageMaker's own default MaxRuntime is one day).
 DEFAULT_MAX_RUN_SECONDS = 86400
+#: How long a guarded wait keeps polling a job it stopped, for the stop to show (the model upload included).
+STOP_SETTLE_SECONDS = 3600.0
 
 
 class JobAlreadyExists(SpecError):
@@ -82,6 +86,7 @@ class JobSummary:
     training_end_time: str | None = None
     last_modified_time: str | None = None
     arn: str | None = None
+    guard: dict[str, str] | None = None  # a trainops guard that stopped the job (trainops.backends.guards.Tripped)
 
     @property
     def outcome(self) -> str:
@@ -243,7 +248,8 @@ def submit(factory: ClientFactory, request: dict[str, Any], if_exists: IfExists 
                 if existing is None:
                     raise translate_client_error(error, f"CreateTrainingJob {name}") from error
             else:
-                return SubmitResult(job_name=name, created=True, status="InProgress", arn=response.get("TrainingJobArn"))
+                return SubmitResult(job_name=name, created=True, status="InProgress",
+                                    arn=response.get("TrainingJobArn"))
         status = existing.get("TrainingJobStatus", "")
         if if_exists == "reattach":
             return SubmitResult(job_name=name, created=False, status=status, arn=existing.get("TrainingJobArn"))
@@ -268,7 +274,8 @@ def describe_response(factory: ClientFactory, name: str) -> dict[str, Any]:
     response = _describe_or_none(factory("sagemaker"), name)
     if response is None:
         raise SpecError(
-            Problem("job_name", f"no training job named {name!r} in this account and region; check the name and the region")
+            Problem("job_name", f"no training job named {name!r} in this account and region; check the name and "
+                                "the region")
         )
     return response
 
@@ -311,6 +318,10 @@ def wait(
     on_update: Callable[[JobSummary], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    guards: Any = None,
+    now: Callable[[], float] = time.time,
+    activity: Callable[[], float | None] | None = None,
+    log: Callable[[str], None] | None = None,
 ) -> JobSummary:
     """Wait for a training job to end and return its `JobSummary` when it completed.
 
@@ -322,11 +333,19 @@ def wait(
         on_update: called with the summary whenever the status or the secondary status changes (a spot
             interruption shows here as secondary status ``Interrupted``, and the wait goes on).
         clock, sleep: injectable time, for tests.
+        guards: a `trainops.backends.guards.JobGuards`: the wait is then guarded (`guarded_wait`): bounded from the
+            job's own start, and the job stopped at its budget, a stall or the bound. None: the plain bounded wait
+            above, which leaves the job alone.
+        now, activity, log: for a guarded wait: the wall clock, the newest log event's time (default:
+            DescribeLogStreams), where to say that a guard stopped the job.
 
     Raises:
         TrainingJobFailed: the job ended Failed or Stopped; the message carries the failure reason.
         WaitTimedOut: the bound passed first (the job is left running).
     """
+    if guards is not None:
+        return guarded_wait(factory, name, guards, poll_seconds=poll_seconds, on_update=on_update, clock=clock,
+                            sleep=sleep, now=now, activity=activity, log=log)
     if max_run is None:
         current = describe(factory, name)
         max_run = current.max_runtime_seconds or DEFAULT_MAX_RUN_SECONDS
@@ -348,6 +367,70 @@ def wait(
         sleep=sleep,
     )
     summary = summarize(response)
+    if summary.outcome != "success":
+        raise TrainingJobFailed(failure_message(summary), summary)
+    return summary
+
+
+def guarded_wait(
+    factory: ClientFactory,
+    name: str,
+    guards: Any,
+    *,
+    poll_seconds: float = 30.0,
+    on_update: Callable[[JobSummary], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+    now: Callable[[], float] = time.time,
+    activity: Callable[[], float | None] | None = None,
+    log: Callable[[str], None] | None = None,
+) -> JobSummary:
+    """Wait for a job under `trainops.backends.guards.JobGuards`: at each describe its start, billable seconds and
+    last log event (`activity.observe`) go to a `Watchdog`; a guard that trips stops the job (StopTrainingJob) and
+    the wait goes on until the stop shows. The summary then carries the guard (``guard``) and its sentence as the
+    failure reason. The wait bound counts from the job's own start; with ``stop_at_bound`` false a passed bound
+    raises `WaitTimedOut` and leaves the job running."""
+    from trainops.backends.guards import STALLED, WAIT_BOUND, Watchdog
+    from trainops.backends.sagemaker.activity import last_log_event, observe
+
+    watchdog = Watchdog(guards)
+    if activity is None and guards.stall_timeout:
+        def activity() -> float | None:
+            return last_log_event(factory, name)
+
+    def check(response: dict[str, Any]) -> None:
+        tripped = watchdog.check(observe(response, now(), activity if guards.stall_timeout else None))
+        if tripped is None:
+            return
+        if tripped.kind == WAIT_BOUND and not guards.stop_at_bound:
+            raise WaitTimedOut(f"training job {name}: {tripped.message}")
+        if log is not None:
+            log(f"[trainops] {name}: {tripped.message}" + (" (infrastructure: stalled)" if tripped.kind == STALLED
+                                                            else ""))
+        stop(factory, name)
+
+    # The watchdog bounds the wait from the job's own start; this backstop, from the wait's start (later), only
+    # keeps a job that never shows its stop from holding the wait for ever.
+    backstop = guards.bound_seconds(DEFAULT_MAX_RUN_SECONDS) + STOP_SETTLE_SECONDS
+    client = factory("sagemaker")
+    describe_once = describer(client.describe_training_job, f"DescribeTrainingJob {name}", TrainingJobName=name)
+    response = poll(
+        describe_once,
+        resource="training_job",
+        status_of=lambda described: described.get("TrainingJobStatus"),
+        progress_of=lambda described: (described.get("TrainingJobStatus"), described.get("SecondaryStatus")),
+        on_update=(lambda described: on_update(summarize(described))) if on_update else None,
+        check=check,
+        bound_seconds=backstop,
+        poll_seconds=poll_seconds,
+        what=f"training job {name}",
+        clock=clock,
+        sleep=sleep,
+    )
+    summary = summarize(response)
+    if watchdog.tripped is not None and summary.outcome != "success":
+        summary = replace(summary, guard=watchdog.tripped.to_dict(),
+                          failure_reason=summary.failure_reason or watchdog.tripped.message)
     if summary.outcome != "success":
         raise TrainingJobFailed(failure_message(summary), summary)
     return summary

@@ -23,6 +23,7 @@ def poll(
     what: str = "",
     progress_of: Callable[[dict[str, Any]], Any] | None = None,
     on_update: Callable[[dict[str, Any]], None] | None = None,
+    check: Callable[[dict[str, Any]], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
 ) -> dict[str, Any]:
@@ -37,6 +38,8 @@ def poll(
         what: how to name the resource in messages (``"training job my-job"``).
         progress_of: picks what counts as progress (default: the status); ``on_update`` is called when it changes.
         on_update: called with the description each time the progress changes, including the first time.
+        check: called with each description that is not terminal (a guarded wait's watchdog: it may stop the
+            resource, and polling goes on until the stop shows, or raise to give up).
         clock, sleep: injectable time, for tests.
 
     Success and failure both return: the caller knows what a failure means for its resource and what to raise.
@@ -54,6 +57,8 @@ def poll(
         status = status_of(response)
         if classify(resource, status) != "waiting":
             return response
+        if check is not None:
+            check(response)
         elapsed = clock() - started
         if elapsed >= bound_seconds:
             raise WaitTimedOut(

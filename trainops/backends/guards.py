@@ -1,0 +1,152 @@
+"""What a wait guards a running job against: its budget, its wait bound and a stall, on every backend alike.
+
+A backend's wait observes its job (when it started, how many seconds are billable so far, when it last wrote a log
+line or a metric) and asks a `Watchdog` whether a guard has tripped; the wait then stops the job and the result
+carries the `Tripped` guard, which the failure classifier reads (`budget`, `infrastructure` for a stall, `timeout`
+for the bound). The decisions live here, once; the backends only observe and stop:
+
+- budget: the billable seconds so far x the job's instances' price per hour reach what the run may still spend
+  (``max_cost_usd`` less what earlier attempts cost);
+- wait bound: ``max_run`` (+ ``max_wait`` for spot) + ``wait_grace_seconds`` after the job's own start, so a
+  re-attached wait (an Airflow retry, a second caller) gets no fresh bound;
+- stall: no new log line and no new metric for ``stall_timeout`` seconds once the job runs its script (an NCCL hang
+  or EFA falling back to TCP prints nothing and fails nothing).
+
+Standard library only: the Airflow trigger and the KFP components import it, and `JobGuards` travels as JSON.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+BUDGET = "budget"
+STALLED = "stalled"
+WAIT_BOUND = "wait_bound"
+KINDS = (BUDGET, STALLED, WAIT_BOUND)
+DEFAULT_GRACE_SECONDS = 3600.0
+
+
+@dataclass(frozen=True)
+class JobGuards:
+    """The guards of one job's wait. None turns a guard off; the wait bound is always on (it only stops the job when
+    ``stop_at_bound``; otherwise the wait gives up and leaves the job running)."""
+
+    budget_usd: float | None = None  # what this job may spend (the run's max_cost_usd less earlier attempts)
+    hourly_usd: float | None = None  # the job's instances together, per hour (the catalog's on-demand prices)
+    stall_timeout: float | None = None
+    grace_seconds: float = DEFAULT_GRACE_SECONDS
+    stop_at_bound: bool = True
+    max_run: float | None = None  # None: the job's own StoppingCondition (or the status record's spec)
+    max_wait: float | None = None
+
+    @classmethod
+    def from_spec(cls, spec: Any, *, budget_usd: float | None = None, hourly_usd: float | None = None) -> JobGuards:
+        """The guards a job spec asks for; ``budget_usd`` is what is left of ``max_cost_usd`` for this attempt."""
+        return cls(budget_usd=budget_usd, hourly_usd=hourly_usd,
+                   stall_timeout=getattr(spec, "stall_timeout", None),
+                   grace_seconds=float(getattr(spec, "wait_grace_seconds", DEFAULT_GRACE_SECONDS)),
+                   stop_at_bound=bool(getattr(spec, "stop_at_wait_bound", True)),
+                   max_run=getattr(spec, "max_run", None),
+                   max_wait=getattr(spec, "max_wait", None) if getattr(spec, "use_spot_instances", False) else None)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> JobGuards:
+        known = {item.name for item in fields(cls)}
+        return cls(**{key: value for key, value in (data or {}).items() if key in known})
+
+    def bound_seconds(self, max_run: float | None = None, max_wait: float | None = None) -> float:
+        """max_run (+ max_wait) + grace: how long after its own start a job may be waited for."""
+        run = self.max_run if self.max_run is not None else (max_run or 86400)
+        wait = self.max_wait if self.max_wait is not None else max_wait
+        return float(run) + float(wait or 0) + float(self.grace_seconds)
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One look at a running job. Times are seconds since the epoch; None: not known (yet)."""
+
+    now: float
+    started: float | None = None  # the job's own start (SageMaker: TrainingStartTime, else CreationTime)
+    running_since: float | None = None  # since when the script should be printing (its Training status)
+    billable_seconds: float | None = None  # so far
+    last_activity: float | None = None  # the newest log line or metric
+    max_run: float | None = None  # the job's own limits, where the guards have none
+    max_wait: float | None = None
+
+
+@dataclass(frozen=True)
+class Tripped:
+    """A guard that tripped: which (`KINDS`), and the sentence the job's result and log carry."""
+
+    kind: str
+    message: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"kind": self.kind, "message": self.message}
+
+
+def cost_so_far(guards: JobGuards, billable_seconds: float | None) -> float | None:
+    """The job's billable cost so far in USD (None without a price or a duration)."""
+    if guards.hourly_usd is None or billable_seconds is None:
+        return None
+    return round(max(0.0, float(billable_seconds)) * guards.hourly_usd / 3600.0, 6)
+
+
+class Watchdog:
+    """Decides, at each look, whether a guard has tripped; the first one that trips is kept (a job is stopped once,
+    for one reason)."""
+
+    def __init__(self, guards: JobGuards):
+        self.guards = guards
+        self.tripped: Tripped | None = None
+        self.spent: float | None = None
+
+    def check(self, seen: Observation) -> Tripped | None:
+        """The guard that trips at this look (None: none; a guard that tripped earlier is not reported again)."""
+        if self.tripped is not None:
+            return None
+        self.spent = cost_so_far(self.guards, seen.billable_seconds)
+        found = self._budget(seen) or self._stall(seen) or self._bound(seen)
+        self.tripped = found
+        return found
+
+    def _budget(self, seen: Observation) -> Tripped | None:
+        budget = self.guards.budget_usd
+        if budget is None or self.spent is None or self.spent < budget:
+            return None
+        return Tripped(BUDGET, f"budget: the job's billable cost reached ${self.spent:.4f} of the ${budget:.4f} "
+                               f"left of max_cost_usd ({seen.billable_seconds:.0f} billable s at "
+                               f"${self.guards.hourly_usd:.4f}/h): trainops stopped it")
+
+    def _stall(self, seen: Observation) -> Tripped | None:
+        limit = self.guards.stall_timeout
+        if not limit or seen.running_since is None:
+            return None
+        since = max(seen.running_since, seen.last_activity or 0.0)
+        quiet = seen.now - since
+        if quiet < limit:
+            return None
+        return Tripped(STALLED, f"stalled: no new log line or metric for {quiet:.0f} s (stall_timeout {limit:g} s): "
+                                "trainops stopped the job (a hang such as NCCL's prints nothing)")
+
+    def _bound(self, seen: Observation) -> Tripped | None:
+        if seen.started is None:
+            return None
+        bound = self.guards.bound_seconds(seen.max_run, seen.max_wait)
+        waited = seen.now - seen.started
+        if waited < bound:
+            return None
+        action = "trainops stopped it" if self.guards.stop_at_bound else "it was left running (stop_at_wait_bound)"
+        return Tripped(WAIT_BOUND, f"wait bound: the job ran {waited:.0f} s since its start, past max_run + "
+                                   f"max_wait + wait_grace_seconds ({bound:.0f} s): {action}")
+
+    def remaining(self, seen: Observation) -> float | None:
+        """Seconds until the wait bound passes (None before the job's start is known)."""
+        if seen.started is None:
+            return None
+        return seen.started + self.guards.bound_seconds(seen.max_run, seen.max_wait) - seen.now

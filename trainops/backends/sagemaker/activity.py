@@ -1,0 +1,89 @@
+"""What a guarded wait observes of a SageMaker training job: its start, its billable seconds so far, and when it last
+wrote a log line or a metric (`trainops.backends.guards.Observation`).
+
+- Start: ``TrainingStartTime`` (the instances are up and billed), else ``CreationTime``: the wait bound counts from
+  the job's own start, so a re-attached wait gets no fresh bound.
+- Billable so far: ``BillableTimeInSeconds`` once SageMaker reports it, else the seconds since
+  ``TrainingStartTime``: an upper bound (a spot job is billed less, an interruption not at all).
+- Activity: the newest of the job's CloudWatch log streams' ``lastEventTimestamp`` and ``lastIngestionTime``
+  (DescribeLogStreams, one call per look, paged; ``lastEventTimestamp`` alone may lag by design, ingestion does not)
+  and the ``Timestamp`` of ``FinalMetricDataList`` (SageMaker updates the metrics while the job runs). Only while
+  the secondary status is ``Training``: provisioning, downloads, a spot interruption and the model upload print
+  nothing and are not stalls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any
+
+from trainops.aws.clients import ClientFactory, error_code, translate_client_error
+from trainops.backends.guards import Observation
+from trainops.backends.sagemaker.logs import LOG_GROUP
+
+
+def _epoch(value: Any) -> float | None:
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, (int, float)):
+        return float(value)
+    return None
+
+
+def last_log_event(factory: ClientFactory, job_name: str, log_group: str = LOG_GROUP) -> float | None:
+    """Seconds since the epoch of the newest log event of any of the job's streams (None: no stream yet)."""
+    from botocore.exceptions import ClientError
+
+    client = factory("logs")
+    newest: float | None = None
+    token: str | None = None
+    try:
+        while True:
+            arguments: dict[str, Any] = {"logGroupName": log_group, "logStreamNamePrefix": job_name + "/"}
+            if token:
+                arguments["nextToken"] = token
+            response = client.describe_log_streams(**arguments)
+            for stream in response.get("logStreams", []):
+                for key in ("lastEventTimestamp", "lastIngestionTime"):
+                    stamp = stream.get(key)
+                    if isinstance(stamp, (int, float)) and (newest is None or stamp / 1000.0 > newest):
+                        newest = stamp / 1000.0
+            token = response.get("nextToken")
+            if not token:
+                break
+    except ClientError as error:
+        if error_code(error) == "ResourceNotFoundException":
+            return None  # the group appears with the account's first job: nothing written yet
+        raise translate_client_error(error, f"DescribeLogStreams {job_name}") from error
+    return newest
+
+
+def _running_since(response: dict[str, Any]) -> float | None:
+    if response.get("SecondaryStatus") != "Training":
+        return None
+    for transition in reversed(response.get("SecondaryStatusTransitions") or []):
+        if transition.get("Status") == "Training":
+            return _epoch(transition.get("StartTime"))
+    return _epoch(response.get("TrainingStartTime"))
+
+
+def observe(response: dict[str, Any], now: float, activity: Callable[[], float | None] | None = None) -> Observation:
+    """One look at a job from its DescribeTrainingJob response; ``activity`` (the newest log event) is asked only
+    while the job is training."""
+    started_training = _epoch(response.get("TrainingStartTime"))
+    started = started_training or _epoch(response.get("CreationTime"))
+    billable: float | None = response.get("BillableTimeInSeconds")
+    if billable is None:
+        billable = max(0.0, now - started_training) if started_training is not None else 0.0
+    running_since = _running_since(response)
+    stamps = [_epoch(item.get("Timestamp")) for item in response.get("FinalMetricDataList") or []]
+    if running_since is not None and activity is not None:
+        stamps.append(activity())
+    known = [stamp for stamp in stamps if stamp is not None]
+    stopping = response.get("StoppingCondition") or {}
+    spot = bool(response.get("EnableManagedSpotTraining"))
+    return Observation(now=now, started=started, running_since=running_since, billable_seconds=float(billable),
+                       last_activity=max(known) if known else None,
+                       max_run=stopping.get("MaxRuntimeInSeconds"),
+                       max_wait=stopping.get("MaxWaitTimeInSeconds") if spot else None)
