@@ -1,11 +1,13 @@
 """Why a training attempt ended: one classifier for every backend, as a table of rules (data, not code paths).
 
 A failed attempt is `user` (the script or its input: retrying reproduces it), `infrastructure` (capacity, a lost or
-faulty instance, a failed GPU health check, EFA/NCCL transport errors, spot interruption, throttling: a fresh attempt
-from the last checkpoint is the cure), `timeout` (max_run / max_wait), `stopped` (a person or an orchestrator asked)
-or `unknown`. The retry budgets of the train step spend one budget per class, so the order of the rules matters:
-transport and hardware errors come before the generic "the script exited non-zero" rule, because an NCCL error is
-reported by the user's script too (its rank is the one that notices the lost peer).
+faulty instance, a failed GPU health check, EFA/NCCL transport errors, spot interruption, throttling, or a job
+trainops' stall watchdog stopped: reason `stalled`; a fresh attempt from the last checkpoint is the cure), `timeout`
+(max_run / max_wait, or the wait bound trainops stopped the job at), `stopped` (a person or an orchestrator asked),
+`budget` (trainops stopped the job at the run's max_cost_usd) or `unknown`. The retry budgets of the train step
+spend one budget per class, so the order of the rules matters: trainops' own guards come first (their stop is not a
+person's), transport and hardware errors before the generic "the script exited non-zero" rule, because an NCCL error
+is reported by the user's script too (its rank is the one that notices the lost peer).
 
 Each backend fills one `FailureEvidence` from what it knows (the runtime's failure file, the local supervisor,
 SageMaker's FailureReason and SecondaryStatusTransitions, the health check); `classify()` walks `RULES` and returns the
@@ -22,6 +24,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from trainops.spec.retries import (  # noqa: F401 - the classes and budgets, re-exported
+    BUDGET,
     CLASSES,
     INFRASTRUCTURE,
     STOPPED,
@@ -43,7 +46,8 @@ class FailureEvidence:
     stderr tail); `reason` is the failure file's `reason:` key (error | killed | oom | timeout | stopped);
     `secondary_statuses` are the secondary statuses in the order they were seen; `stop_requested` says a person or an
     orchestrator called stop; `healthcheck` is a failing health check's summary; `host_lost` names a host whose
-    launcher ended without any failure record (the instance went away, not the script)."""
+    launcher ended without any failure record (the instance went away, not the script); `guard` is the sentence of
+    a trainops guard that stopped the job (`trainops.backends.guards`: budget, stalled, wait bound)."""
 
     status: str = ""
     failure_text: str = ""
@@ -53,10 +57,12 @@ class FailureEvidence:
     stop_requested: bool = False
     healthcheck: str = ""
     host_lost: str = ""
+    guard: str = ""
 
     def sources(self) -> dict[str, str]:
         """The text each rule source matches against."""
         return {
+            "guard": self.guard,
             "healthcheck": self.healthcheck,
             "stop_request": "stop requested" if self.stop_requested else "",
             "host_lost": f"host {self.host_lost} was lost" if self.host_lost else "",
@@ -70,7 +76,7 @@ class FailureEvidence:
 
 @dataclass(frozen=True)
 class Rule:
-    """A line of the table: when `pattern` matches the text of `source`, the attempt ended for reason `failure_class`."""
+    """A line of the table: when `pattern` matches the text of `source`, the attempt ended for `failure_class`."""
 
     failure_class: str
     source: str
@@ -86,6 +92,7 @@ class Verdict:
     source: str = ""
     evidence: str = ""
     why: str = ""
+    reason: str = ""  # a trainops guard's kind (stalled, budget, wait_bound) when one stopped the job
 
     @property
     def retryable(self) -> bool:
@@ -109,6 +116,12 @@ _I = "(?i)"
 #: FailureReason prefixes (ClientError, AlgorithmError, CapacityError, InternalServerError), NCCL / libfabric / CUDA
 #: messages, the runtime's failure-file sentences.
 RULES: tuple[Rule, ...] = (
+    # trainops' own guards stopped the job (its stop is not a person's): the guard says why.
+    Rule(BUDGET, "guard", r"^budget:", "the run's max_cost_usd was reached: trainops stopped the job"),
+    Rule(INFRASTRUCTURE, "guard", r"^stalled:", "no log line and no metric for stall_timeout (a hang): trainops "
+         "stopped the job"),
+    Rule(TIMEOUT, "guard", r"^wait bound:", "the job passed max_run + max_wait + wait_grace_seconds from its own "
+         "start: trainops stopped it"),
     # Asked for: whatever the job printed while it was being stopped is a consequence.
     Rule(STOPPED, "stop_request", r".+", "stop was requested by a person or an orchestrator"),
     # Limits.
@@ -182,7 +195,8 @@ def classify(evidence: FailureEvidence) -> Verdict | None:
             continue
         match = pattern.search(text)
         if match:
-            return Verdict(rule.failure_class, rule.source, _matched_line(text, match), rule.why)
+            reason = text.split(":", 1)[0].replace(" ", "_") if rule.source == "guard" else ""
+            return Verdict(rule.failure_class, rule.source, _matched_line(text, match), rule.why, reason)
     return Verdict(UNKNOWN, "", (evidence.failure_text or evidence.status)[:EVIDENCE_LIMIT], "no rule matched")
 
 
@@ -237,8 +251,10 @@ def classify_result(result: Mapping[str, Any], *, stop_requested: bool = False) 
     base = evidence_from_failure_file(text, status=str(result.get("status") or ""),
                                       stop_requested=stop_requested or bool(result.get("stop_requested")),
                                       host_lost=str(result.get("host_lost") or ""))
+    guard = result.get("guard")
     evidence = FailureEvidence(**{**asdict(base), "secondary_statuses": transitions,
-                                  "healthcheck": str(result.get("healthcheck_failure") or "")})
+                                  "healthcheck": str(result.get("healthcheck_failure") or ""),
+                                  "guard": str(guard.get("message") or "") if isinstance(guard, Mapping) else ""})
     return classify(evidence)
 
 
@@ -261,12 +277,19 @@ def rules_markdown() -> str:
         "| `user` | the script or its input (an exception, a non-zero exit, an invalid request) | fails the same way: "
         "not retried by default |",
         "| `infrastructure` | capacity, a lost or faulty instance, a failed GPU health check, EFA/NCCL transport "
-        "errors, spot interruption, throttling | a fresh attempt `<name>-N` resumes from the shared checkpoints |",
-        "| `timeout` | `max_run` / `max_wait` reached | would be stopped again: not retried by default |",
+        "errors, spot interruption, throttling; reason `stalled`: no log line and no metric for `stall_timeout` "
+        "seconds, so trainops' watchdog stopped the hung job | a fresh attempt `<name>-N` resumes from the shared "
+        "checkpoints |",
+        "| `timeout` | `max_run` / `max_wait` reached, or the wait bound (`max_run` + `max_wait` + "
+        "`wait_grace_seconds` from the job's own start) passed and trainops stopped the job | would be stopped "
+        "again: not retried by default |",
         "| `stopped` | a person or an orchestrator asked | never retried |",
+        "| `budget` | the run's `max_cost_usd` was reached and trainops stopped the job (`budget: stop`) | never "
+        "retried: no retry starts that cannot fit in what is left |",
         "| `unknown` | no rule matched | not retried by default |",
         "",
-        "Rules, tried in this order (the first match decides). Sources: `stop_request` (stop was asked), "
+        "Rules, tried in this order (the first match decides). Sources: `guard` (a trainops guard stopped the job: "
+        "`trainops.backends.guards`), `stop_request` (stop was asked), "
         "`secondary_status` (SageMaker's SecondaryStatusTransitions), `reason` (the failure file's `reason:`), "
         "`failure_text` (SageMaker's FailureReason or the local failure file), `healthcheck`, `host_lost`, "
         "`exit_code`, `status`.",

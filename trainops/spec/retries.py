@@ -16,7 +16,10 @@ INFRASTRUCTURE = "infrastructure"
 TIMEOUT = "timeout"
 STOPPED = "stopped"
 UNKNOWN = "unknown"
-CLASSES = (USER, INFRASTRUCTURE, TIMEOUT, STOPPED, UNKNOWN)
+BUDGET = "budget"  # the run's max_cost_usd was reached: trainops stopped the job (never retried)
+CLASSES = (USER, INFRASTRUCTURE, TIMEOUT, STOPPED, BUDGET, UNKNOWN)
+#: Classes no budget can retry: a stop was asked for; a spent budget cannot pay for another attempt.
+NEVER_RETRIED = (STOPPED, BUDGET)
 
 
 class Classified(Protocol):
@@ -75,8 +78,8 @@ class RetryBudgets:
         return cls(**parsed)
 
     def allows(self, verdict: Classified) -> bool:
-        """Whether the class of `verdict` has an attempt left (stops are never retried)."""
-        if verdict.failure_class == STOPPED:
+        """Whether the class of `verdict` has an attempt left (stops and spent budgets are never retried)."""
+        if verdict.failure_class in NEVER_RETRIED:
             return False
         return self.used.get(verdict.failure_class, 0) < int(getattr(self, verdict.failure_class, 0))
 
