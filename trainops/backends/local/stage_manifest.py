@@ -15,14 +15,12 @@ import stat
 from trainops.backends.local.stage_names import MANIFEST_NAME, temporary_name
 
 MANIFEST_VERSION = 4
-Entry = tuple[int, "int | str", int]  # (size, fingerprint, staged mtime in ns)
+Entry = tuple[int, "int | str", int]  # (size, fingerprint, staged mtime in ns); read back as a list
 
 
-def _entry(value: object) -> Entry | None:
-    if not (isinstance(value, list) and len(value) == 3 and all(type(part) in (int, str) for part in value)):
-        return None
-    size, fingerprint, mtime = value
-    return (size, fingerprint, mtime) if type(size) is int and type(mtime) is int else None
+def _valid(value: object) -> bool:
+    return (type(value) is list and len(value) == 3 and type(value[0]) is int and type(value[2]) is int
+            and type(value[1]) in (int, str))
 
 
 class StageManifest:
@@ -30,7 +28,7 @@ class StageManifest:
 
     def __init__(self, source: str, files: dict[str, Entry] | None = None, note: str | None = None):
         self.source = source
-        self.files: dict[str, Entry] = dict(files or {})
+        self.files: dict[str, Entry] = files if files is not None else {}
         self.note = note  # why a manifest on disk was not used (for the report), or None
 
     def __len__(self) -> int:
@@ -57,11 +55,10 @@ class StageManifest:
         if document.get("source") != source:
             return cls(source, note=f"the destination was last staged from {document.get('source')!r}; every file "
                                     "is copied again and files from that source are left in place")
-        recorded = document.get("files")
-        files = {name: _entry(value) for name, value in recorded.items()} if isinstance(recorded, dict) else None
-        if files is None or None in files.values():
+        files = document.get("files")
+        if not isinstance(files, dict) or not all(map(_valid, files.values())):
             return cls(source, note=f"{MANIFEST_NAME} is malformed; every file is copied again")
-        return cls(source, files)  # type: ignore[arg-type]
+        return cls(source, files)
 
     def save(self, destination: int) -> None:
         """Write the manifest into the open destination atomically: a new temporary file (``O_EXCL``, never through

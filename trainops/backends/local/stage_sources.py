@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 from urllib.parse import unquote, urlsplit
 
 from trainops.backends.local.safe_fs import DirectoryCache, UnsafePath, open_path
-from trainops.backends.local.stage_names import entry_refusal_reason
+from trainops.backends.local.stage_names import NAME_MAX, RESERVED_PREFIX, entry_refusal_reason
 from trainops.errors import Problem, SpecError
 
 
@@ -130,10 +130,13 @@ class LocalSource:
             with listing:
                 for entry in listing:
                     name = prefix + entry.name
-                    reason = entry_refusal_reason(entry.name)
-                    if reason is not None:
-                        refused.append(Refusal(name, reason))
-                        continue
+                    # Most names are printable ASCII and short: the full check only for the others.
+                    if not (entry.name.isascii() and entry.name.isprintable() and len(entry.name) <= NAME_MAX) \
+                            or entry.name.startswith(RESERVED_PREFIX):
+                        reason = entry_refusal_reason(entry.name)
+                        if reason is not None:
+                            refused.append(Refusal(name, reason))
+                            continue
                     try:
                         details = entry.stat(follow_symlinks=False)  # fstatat relative to the directory
                     except OSError as error:
