@@ -123,3 +123,61 @@ def test_the_cli_says_why_an_attempt_ended_and_what_it_cost(tmp_path, monkeypatc
     status = capsys.readouterr().out
     assert "failure_class: user" in status and "over 1 attempt" in status
     assert "flaky-4-2" not in status  # a user error never started a second attempt
+
+
+# One case of the hang of issue 24 (break 5): a 2-host job whose host algo-2 fails its health check, on the first
+# attempt and on the retry, run in a process of its own so that a hang is a timeout, not a stuck test run.
+HEALTH_CHECK_CASE = r"""
+import json, sys
+from trainops.errors import JobFailed
+from trainops.steps.train import train
+data = json.loads(sys.argv[1])
+try:
+    train(data, job_name=sys.argv[2], retries={"infrastructure": 1, "backoff_seconds": 0}, log=lambda line: None)
+    print(json.dumps({"ended": "completed"}))
+except JobFailed as failure:
+    result = failure.result
+    print(json.dumps({"ended": "failed", "classes": [a["failure_class"] for a in result["attempts"]],
+                      "evidence": result["failure_evidence"]["evidence"]}))
+"""
+CASE_TIMEOUT_SECONDS = 300  # a case takes well under a minute even on a loaded machine; a hang waits for max_run
+CASES = int(os.environ.get("TRAINOPS_HANG_CASES", "4"))  # per tracking mechanism
+
+
+def _saturate_cpu(count: int) -> list:
+    import subprocess
+    import sys
+
+    return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+
+
+@pytest.mark.parametrize("tracking", ["cgroup", "process-tree"])
+def test_a_host_failing_its_health_check_on_every_attempt_never_hangs_with_the_cpu_saturated(tmp_path, tracking):
+    """Repeated, with every core busy: each attempt must end soon after algo-2's launcher exits (algo-1 waits in
+    torchrun's rendezvous meanwhile). Before the fix the process watch could reap algo-2's launcher before the job
+    polled it (then read as exit 0: `tests/unit/backends/test_local_launcher_exit.py` shows it deterministically),
+    and the attempt stayed InProgress until max_run. Without a cgroup the watch scans every half second."""
+    import json
+    import subprocess
+    import sys
+
+    busy = _saturate_cpu(int(os.environ.get("TRAINOPS_HANG_BUSY", "0")) or os.cpu_count() or 2)
+    try:
+        for case in range(CASES):
+            home = tmp_path / f"home-{case}"
+            data = {**spec(tmp_path), "health_check": True, "max_run": 3600}
+            environment = {**os.environ, "TRAINOPS_HOME": str(home), "TRAINOPS_HEALTHCHECK_INJECT_FAILURE": "algo-2",
+                           "TRAINOPS_LOCAL_CGROUPS": "off" if tracking == "process-tree" else "on"}
+            try:
+                done = subprocess.run([sys.executable, "-c", HEALTH_CHECK_CASE, json.dumps(data), f"hc-{case}"],
+                                      capture_output=True, text=True, env=environment, timeout=CASE_TIMEOUT_SECONDS)
+            except subprocess.TimeoutExpired:
+                pytest.fail(f"case {case}: the job hung ({CASE_TIMEOUT_SECONDS} s)")
+            assert done.returncode == 0, done.stderr[-3000:]
+            outcome = json.loads(done.stdout.strip().splitlines()[-1])
+            assert outcome["ended"] == "failed" and outcome["classes"] == ["infrastructure", "infrastructure"], outcome
+            assert "health check failed on host algo-2" in outcome["evidence"]
+    finally:
+        for process in busy:
+            process.kill()
+            process.wait()

@@ -369,10 +369,16 @@ class JobProcesses:
         return found
 
     def _reap_adopted(self, table: dict[int, _Process]) -> None:
+        """Wait for the zombies of orphans the controller adopted. Never for a launcher or guard it started itself
+        (`_CHILDREN`): their exit status belongs to their `Popen`, and a launcher reaped here would read as exit 0
+        there (ECHILD), a failed host taken for a finished one while the others wait until max_run."""
         if self.adopter is None:
             return
+        with _CHILDREN_LOCK:
+            started_here = set(_CHILDREN)
         for process in table.values():
-            if process.ppid == self.adopter and process.state == "Z" and process.pid in self.known:
+            if process.ppid == self.adopter and process.state == "Z" and process.pid in self.known \
+                    and process.pid not in started_here:
                 try:
                     os.waitpid(process.pid, os.WNOHANG)
                 except ChildProcessError:
