@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from datetime import date
 from pathlib import Path
 from types import UnionType
-from typing import Annotated, Any, Union, get_args, get_origin
+from typing import TYPE_CHECKING, Annotated, Any, Union, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ValidationError
@@ -37,6 +37,9 @@ MAX_INT_DIGITS = 4300
 # bounded answer in well under a second instead of 30,000 lines after half a minute.
 MAX_PROBLEMS = 100
 MAX_SUGGESTIONS = 50
+
+if TYPE_CHECKING:
+    from trainops.spec.job import JobSpec
 
 
 class OversizedNumber:
@@ -440,7 +443,7 @@ def _unique(problems: Iterable[Problem]) -> list[Problem]:
 PLACEHOLDERS = {"entry_point": "placeholder.py"}
 
 
-def parse_job_spec(data: Any, source: str = "job spec"):
+def parse_job_spec(data: Any, source: str = "job spec") -> JobSpec:
     """Validate plain data as a `JobSpec`; every problem comes back in one `SpecError`.
 
     pydantic checks the fields first and runs the cross-field rules only when every field is valid. So that one run
@@ -497,14 +500,14 @@ def _rule_problems_without(problems: list[Problem], data: dict) -> list[Problem]
     return []
 
 
-def load_job_spec(path: str | Path):
+def load_job_spec(path: str | Path) -> JobSpec:
     """Read and validate a job spec file; relative `source_dir` is resolved against the file's directory."""
     data = read_document(path)
     spec = parse_job_spec(data, str(path))
     return resolve_relative_paths(spec, Path(path).resolve().parent)
 
 
-def resolve_relative_paths(spec, base: Path):
+def resolve_relative_paths(spec: JobSpec, base: Path) -> JobSpec:
     """Make local paths in the spec (source_dir, dependencies, local channels, model_uri and output_path) absolute
     against `base`."""
     from trainops.spec.inputs import is_local_uri, local_path

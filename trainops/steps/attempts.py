@@ -51,7 +51,8 @@ def attempt_cost(result: Mapping[str, Any], *, instance_type: str | None = None,
     if isinstance(estimate, Mapping) and "estimated_cost" in estimate:
         return {"basis": "sagemaker-billable", "seconds": result.get("billable_seconds"),
                 "cost": estimate.get("estimated_cost"), "on_demand_cost": estimate.get("on_demand_cost"),
-                "spot_saving": estimate.get("spot_saving"), "unknown_prices": list(estimate.get("unknown_prices") or [])}
+                "spot_saving": estimate.get("spot_saving"),
+                "unknown_prices": list(estimate.get("unknown_prices") or [])}
     seconds = result.get("billable_seconds")
     basis = "billable"
     if seconds is None:
@@ -109,11 +110,20 @@ def run_attempts(
     known_attempts: list[Mapping[str, Any]] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     log: Log | None = None,
+    ledger: dict[str, Any] | None = None,
+    fits: Callable[[float | None], tuple[bool, str]] | None = None,
+    cost_notes: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run attempts until one completes or a failure's class has no budget left; return the last attempt's result
     with `attempts` (one record each), `failure_class`/`failure_evidence` of the last failure, `retries` (budgets and
-    use) and `cost` (the sum over attempts)."""
+    use) and `cost` (the sum over attempts).
+
+    The run's money: ``ledger["spent"]`` is set before each attempt to what the attempts before it cost (None when a
+    price is unknown), so `run_attempt` can give its job what is left; ``fits(spent)`` says whether a retry may start
+    (False: the run ends with the failure, and ``retry_refused`` says why); ``cost_notes`` (the forecast and the
+    budget) join the result's ``cost``, with ``spent``."""
     budgets = RetryBudgets.parse(budgets)
+    ledger = ledger if ledger is not None else {}
     log = log or (lambda line: print(line, flush=True))
     records: list[AttemptRecord] = []
     for number, earlier in enumerate(known_attempts or [], start=1):
@@ -127,6 +137,7 @@ def run_attempts(
     while True:
         number += 1
         name = attempt_name(job_name, number)
+        ledger["spent"] = total_cost([record.cost for record in records])["total"] if records else 0.0
         result = dict(run_attempt(name))
         verdict = classify_result(result)
         record = AttemptRecord(number, str(result.get("job_name") or name), str(result.get("status")),
@@ -136,7 +147,13 @@ def run_attempts(
         if verdict is not None:
             record.failure_class, record.evidence = verdict.failure_class, verdict.describe()
         if verdict is None or result.get("status") == "InProgress" or not budgets.allows(verdict):
-            return _final(result, records, verdict, budgets)
+            return _final(result, records, verdict, budgets, cost_notes)
+        if fits is not None:
+            room, why = fits(total_cost([item.cost for item in records])["total"])
+            if not room:
+                log(f"[trainops] attempt {number} ({record.job_name}) ended {verdict.describe()}; no retry: {why}")
+                result["retry_refused"] = why
+                return _final(result, records, verdict, budgets, cost_notes)
         delay = budgets.spend(verdict)
         record.retried_on = verdict.failure_class
         log(f"[trainops] attempt {number} ({record.job_name}) ended {verdict.describe()}; "
@@ -146,12 +163,19 @@ def run_attempts(
 
 
 def _final(result: dict[str, Any], records: list[AttemptRecord], verdict: Verdict | None,
-           budgets: RetryBudgets) -> dict[str, Any]:
+           budgets: RetryBudgets, cost_notes: Mapping[str, Any] | None = None) -> dict[str, Any]:
     result["attempts"] = [record.to_dict() for record in records]
     result["failure_class"] = verdict.failure_class if verdict else None
     result["failure_evidence"] = verdict.to_dict() if verdict else None
     result["retries"] = budgets.to_dict()
-    result["cost"] = total_cost([record.cost for record in records]) | {"per_attempt": [r.cost for r in records]}
+    total = total_cost([record.cost for record in records])
+    result["cost"] = total | {"per_attempt": [r.cost for r in records], "spent": total["total"]}
+    if cost_notes:
+        notes = dict(cost_notes)
+        budget = dict(notes.pop("budget", None) or {})
+        if budget.get("max_cost_usd") is not None:
+            budget["left"] = None if total["total"] is None else round(budget["max_cost_usd"] - total["total"], 6)
+        result["cost"].update(notes, budget=budget or None)
     return result
 
 
@@ -205,21 +229,33 @@ def train_in_attempts(backend: Any, spec: Any, job_name: str, *, retries: Any = 
                       on_handle: Callable[[Any, Any], None] | None = None, **options: Any) -> dict[str, Any]:
     """`train()` on a backend as attempts: earlier failed attempts listed, then attempts until one completes or the
     failure's class has no budget left. Raises `JobFailed` (carrying the result) when the last attempt failed."""
+    from trainops.backends.guards import JobGuards
     from trainops.backends.states import JobStatus
     from trainops.errors import JobFailed
+    from trainops.steps.forecast import check_budget, hourly_cost, retry_fits
 
     budgets = RetryBudgets.parse(retries) if retries is not None else RetryBudgets(infrastructure=0)
+    planned = check_budget(spec)  # budget: refuse refuses here, before anything is looked up or created
+    limit = getattr(spec, "max_cost_usd", None)
+    hourly = hourly_cost(spec)
+    ledger: dict[str, Any] = {}
 
     def run_attempt(name: str) -> dict[str, Any]:
         handle = backend.submit(spec, name, if_exists="reattach", log=log, detached=False, **options)
         if on_handle is not None:
             on_handle(backend, handle)
-        return backend.wait(handle, log=log).to_dict()
+        spent = ledger.get("spent")
+        left = None if limit is None else max(0.0, limit - (spent or 0.0))
+        guards = JobGuards.from_spec(spec, budget_usd=left, hourly_usd=hourly)
+        return backend.wait(handle, log=log, guards=guards).to_dict()
 
     instance_type, count = _instances(spec)
+    notes = {"forecast": planned.to_dict(),
+             "budget": {"max_cost_usd": limit, "mode": getattr(spec, "budget", "stop")} if limit is not None else None}
     result = run_attempts(run_attempt, job_name=job_name, budgets=budgets, instance_type=instance_type,
                           instance_count=count, region=getattr(spec, "region", None),
-                          known_attempts=known_attempts(backend, job_name), log=log)
+                          known_attempts=known_attempts(backend, job_name), log=log, ledger=ledger,
+                          fits=lambda spent: retry_fits(spec, spent), cost_notes=notes)
     if JobStatus.parse(result.get("status")).outcome == "failure":
         verdict = result.get("failure_evidence") or {}
         error = JobFailed(f"training job {result['job_name']} ended {result['status']} "
@@ -249,7 +285,7 @@ def attempts_report(backend: Any, job_name: str, record: Mapping[str, Any]) -> d
     report: dict[str, Any] = {
         "attempts": [{"job_name": item.get("job_name"), "status": item.get("status"),
                       "failure_class": verdict.failure_class if verdict else None}
-                     for item, verdict in zip(series, verdicts)],
+                     for item, verdict in zip(series, verdicts, strict=True)],
         "cost": total_cost(costs),
     }
     if verdict is not None:

@@ -185,7 +185,7 @@ def _check_operator(operator: Any, field: str) -> str:
     if operator not in OPERATORS:
         raise SpecError(Problem(f"{field}.operator",
                                 f"{operator!r} is not a gate operator; use one of {_OPERATOR_LIST}"), source="gate")
-    return operator
+    return str(operator)
 
 
 def _check_threshold(threshold: Any, field: str) -> float:

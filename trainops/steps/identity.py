@@ -7,6 +7,11 @@ task, run and map index, so a retry of that task re-attaches.)
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trainops.spec.job import JobSpec
+
 import hashlib
 from pathlib import Path
 
@@ -25,12 +30,12 @@ def channel_fingerprint(paths: dict[str, str]) -> str:
     return digest.hexdigest()
 
 
-def training_fingerprint(spec, channels: dict[str, str]) -> str:
+def training_fingerprint(spec: JobSpec, channels: dict[str, str]) -> str:
     """The spec hash and the channels' data, as one hash."""
     return hashlib.sha256(f"{spec.spec_hash()}\n{channel_fingerprint(channels)}".encode()).hexdigest()
 
 
-def training_job_name(spec, channels: dict[str, str], *, base: str, run_key: str = "") -> str:
+def training_job_name(spec: JobSpec, channels: dict[str, str], *, base: str, run_key: str = "") -> str:
     """`<spec name or base>-<hash of the fingerprint [and run_key]>`: the same inputs give the same name."""
     from trainops.spec.names import deterministic_job_name
 

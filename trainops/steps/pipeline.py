@@ -14,7 +14,10 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainops.spec.job import JobSpec
 
 from trainops.errors import JobFailed, SpecError
 from trainops.spec.pipeline import PipelineSpec, load_pipeline, resolve
@@ -156,7 +159,7 @@ class PipelineRunner:
         return {"destination": destination, "report": report,
                 "summary": report.get("summary") or f"staged into {destination}"}
 
-    def _train_spec(self):
+    def _train_spec(self) -> JobSpec:
         return train_spec(self.pipeline, self.pipeline_dir)
 
     def _train(self) -> dict[str, Any]:

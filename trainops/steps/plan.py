@@ -14,9 +14,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainops.errors import SpecError
+
+if TYPE_CHECKING:
+    from trainops.backends.api import Backend
+    from trainops.spec.job import JobSpec
 
 
 @dataclass(frozen=True)
@@ -86,7 +90,7 @@ class PipelinePlan:
             context["registry_dir"] = self.register.registry_dir
         return context
 
-    def get_backend(self, **context: Any):
+    def get_backend(self, **context: Any) -> Backend:
         """The pipeline's backend, bound to its context (``context`` adds to it, e.g. a client factory)."""
         from trainops.backends.api import get_backend
 
@@ -168,7 +172,7 @@ def step_settings(backend: Any, spec: Any, region: str | None) -> tuple[dict[str
             {key: settings[key] for key in REGISTER_SETTINGS if key in settings})
 
 
-def train_spec(pipeline: Any, pipeline_dir: Path):
+def train_spec(pipeline: Any, pipeline_dir: Path) -> JobSpec:
     """The pipeline's training job spec (a file relative to the pipeline's directory, or inline), validated."""
     from trainops.spec.pipeline import resolve
     from trainops.steps.train import load_spec
@@ -179,8 +183,8 @@ def train_spec(pipeline: Any, pipeline_dir: Path):
     return load_spec(given, base_dir=pipeline_dir)
 
 
-def resolve_plan(pipeline: Any, backend: str | None = None, workdir: str | os.PathLike | None = None, *,
-                 pipeline_dir: str | os.PathLike | None = None, spec: Any = None) -> PipelinePlan:
+def resolve_plan(pipeline: Any, backend: str | None = None, workdir: str | os.PathLike[str] | None = None, *,
+                 pipeline_dir: str | os.PathLike[str] | None = None, spec: Any = None) -> PipelinePlan:
     """Resolve a pipeline once.
 
     Args:

@@ -40,7 +40,7 @@ def run_script(script: str, arguments: list[str], *, cwd: str, timeout: float | 
     return f"{os.path.basename(script)} ran"
 
 
-def _kill_group(process: subprocess.Popen) -> None:
+def _kill_group(process: subprocess.Popen[bytes]) -> None:
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except ProcessLookupError:

@@ -16,7 +16,10 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from trainops.backends.api import Backend
 
 from trainops.errors import Problem, SpecError
 
@@ -65,7 +68,7 @@ def _masked(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _backend(backend: str, approval: str, **context: Any):
+def _backend(backend: str, approval: str, **context: Any) -> Backend:
     """The backend, after checking it and the approval status together (one error lists both problems)."""
     from trainops.backends.api import get_backend
 
@@ -78,7 +81,7 @@ def _backend(backend: str, approval: str, **context: Any):
     if approval not in APPROVAL_STATUSES:
         problems.append(Problem("approval", f"{approval!r} is not an approval status; use one of "
                                             f"{', '.join(APPROVAL_STATUSES)}"))
-    if problems:
+    if problems or chosen is None:
         raise SpecError(problems, source="registry")
     return chosen
 
@@ -123,7 +126,8 @@ def register(
     version = chosen.register(model_artifact=model_artifact, metrics=metrics, group=group, approval=approval,
                               spec_data=spec_as_json(spec), description=description, job_name=job_name,
                               image_uri=image_uri, metrics_uri=metrics_uri)
-    return version.to_dict()
+    registered: dict[str, Any] = version.to_dict()
+    return registered
 
 
 def find_champion(

@@ -50,7 +50,8 @@ def stage(source: str, destination: str, *, backend: str = "local", **options: A
     if unknown:
         raise SpecError([Problem(name, f"is not an option of the {chosen.name} stage step; use one of "
                                        f"{', '.join(sorted(allowed | CONTEXT_OPTIONS))}") for name in unknown])
-    return chosen.stage(source, destination, **options).to_dict()
+    report: dict[str, Any] = chosen.stage(source, destination, **options).to_dict()
+    return report
 
 
 def stage_options(backend: Any) -> frozenset[str]:

@@ -12,24 +12,27 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainops.backends.api import BACKENDS, IF_EXISTS, JobHandle, check_choice  # noqa: F401 - re-exported
 from trainops.errors import JobFailed  # noqa: F401 - re-exported for callers of this module
+
+if TYPE_CHECKING:
+    from trainops.spec.job import JobSpec
 
 Log = Callable[[str], None]
 #: The options that bind a backend (`get_backend`'s context); every other option goes to `Backend.submit`.
 CONTEXT_OPTIONS = ("workdir", "registry_dir", "region", "client_factory", "poll_seconds")
 
 
-def default_job_name(spec) -> str:
+def default_job_name(spec: JobSpec) -> str:
     """<name>-<timestamp>, as the SDK names jobs when none is given."""
     from trainops.spec.names import timestamped_job_name
 
     return timestamped_job_name(spec.name or "trainops")
 
 
-def load_spec(spec: Any, base_dir: str | os.PathLike | None = None):
+def load_spec(spec: Any, base_dir: str | os.PathLike[str] | None = None) -> JobSpec:
     """A JobSpec from a JobSpec, a mapping or a YAML/JSON path; relative paths resolve against the file's directory
     (or `base_dir`, else the working directory, for mappings)."""
     from trainops.spec.job import JobSpec
