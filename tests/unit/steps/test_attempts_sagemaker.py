@@ -10,6 +10,7 @@ policy, the wait loop, the classifier, the attempt loop, the cost estimate.
 from __future__ import annotations
 
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -36,9 +37,11 @@ class FakeSageMaker:
         self.walks = walks
         self.created: list[dict[str, Any]] = []
         self.seen: dict[str, int] = {}
+        self.created_at: dict[str, datetime] = {}
 
     def create_training_job(self, **request: Any) -> dict[str, Any]:
         self.created.append(request)
+        self.created_at[request["TrainingJobName"]] = datetime.now(timezone.utc)  # the wait bound counts from it
         return {"TrainingJobArn": f"arn:aws:sagemaker:us-east-1:111122223333:training-job/{request['TrainingJobName']}"}
 
     def describe_training_job(self, TrainingJobName: str) -> dict[str, Any]:
@@ -48,7 +51,7 @@ class FakeSageMaker:
         walk = self.walks[TrainingJobName]
         index = self.seen.get(TrainingJobName, 0)
         self.seen[TrainingJobName] = index + 1
-        return walk[min(index, len(walk) - 1)]
+        return dict(walk[min(index, len(walk) - 1)], CreationTime=self.created_at[TrainingJobName])
 
 
 def factory_for(fake: FakeSageMaker):
