@@ -15,7 +15,7 @@ user error fails the task without them: see the Airflow operator).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,7 +63,7 @@ def attempt_cost(result: Mapping[str, Any], *, instance_type: str | None = None,
             "unknown_prices": [] if price is not None or not instance_type else [instance_type]}
 
 
-def total_cost(costs: list[Mapping[str, Any]]) -> dict[str, Any]:
+def total_cost(costs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The cost of several attempts (or of several steps' totals): sums where every figure is known, None otherwise
     (a total that silently leaves out an attempt would understate the run)."""
     # An attempt's cost has `cost`/`on_demand_cost`; a step's total (summed again for a run) has `total`/...
@@ -107,7 +107,7 @@ def run_attempts(
     instance_type: str | None = None,
     instance_count: int = 1,
     region: str | None = None,
-    known_attempts: list[Mapping[str, Any]] | None = None,
+    known_attempts: Sequence[Mapping[str, Any]] | None = None,
     sleep: Callable[[float], None] = time.sleep,
     log: Log | None = None,
     ledger: dict[str, Any] | None = None,
@@ -247,7 +247,8 @@ def train_in_attempts(backend: Any, spec: Any, job_name: str, *, retries: Any = 
         spent = ledger.get("spent")
         left = None if limit is None else max(0.0, limit - (spent or 0.0))
         guards = JobGuards.from_spec(spec, budget_usd=left, hourly_usd=hourly)
-        return backend.wait(handle, log=log, guards=guards).to_dict()
+        ended: dict[str, Any] = backend.wait(handle, log=log, guards=guards).to_dict()
+        return ended
 
     instance_type, count = _instances(spec)
     notes = {"forecast": planned.to_dict(),
@@ -271,7 +272,8 @@ def attempts_report(backend: Any, job_name: str, record: Mapping[str, Any]) -> d
     first of a series of attempts (`NAME`, `NAME-2`, ...), each attempt's status and class and their summed cost."""
     walk = status_walk(record.get("secondary_status_history") or ())
     verdict = classify_result({**record, "secondary_statuses": walk or record.get("secondary_statuses") or ()})
-    spec = record.get("spec") if isinstance(record.get("spec"), Mapping) else {}
+    raw = record.get("spec")
+    spec: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     instance_type = record.get("instance_type") or spec.get("instance_type")
     count = int(record.get("instance_count") or spec.get("instance_count") or 1)
     series = known_attempts(backend, job_name)

@@ -83,7 +83,8 @@ class LocalGuard:
             return None
         now = self.now()
         self.growth.look(now)
-        spec = record.get("spec") if isinstance(record.get("spec"), dict) else {}
+        raw = record.get("spec")
+        spec: dict[str, Any] = raw if isinstance(raw, dict) else {}
         return Observation(now=now, started=float(started), running_since=self.growth.first_seen,
                            billable_seconds=max(0.0, now - float(started)), last_activity=self.growth.last_growth,
                            max_run=spec.get("max_run"), max_wait=spec.get("max_wait"))
