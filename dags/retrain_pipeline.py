@@ -8,43 +8,61 @@ starts one full retrain at once, the run of the most recent Monday 03:00 (``catc
 interval only, never the weeks missed while paused). Unpause it when a retrain may start now; to retrain on the
 schedule only, unpause it at a Monday's 03:00 run.
 
-Every step is described by the pipeline file the ``pipeline_file`` parameter names, by default the digits example
-(``examples/digits/pipeline.yaml``), the same file ``make run`` runs: the DAG and the command line retrain the same
-way. The default backend is ``local`` (simulated hosts on the worker), so the DAG runs offline:
+Every step is described by a pipeline file, by default the digits example (``examples/digits/pipeline.yaml``, found
+beside this DAGs folder in a checkout: ``<dags>/../examples``; elsewhere the Airflow Variable ``trainops_pipeline_dirs``
+names where pipeline files are), the same file ``make run`` runs: the DAG and the command line retrain the same way.
+The default backend is ``local`` (simulated hosts on the worker), so the DAG runs offline:
 
     airflow dags test retrain_pipeline
 
-Parameters (trigger with config): ``pipeline_file``, ``backend`` (``local`` | ``sagemaker``), ``workdir`` (local
-state; default ``$AIRFLOW_HOME/trainops``), ``hyperparameters`` (merged over the training spec's, e.g.
-``{"epochs": 2}`` for a quick run).
+Parameters (trigger with config): ``pipeline_file`` (only inside `PIPELINE_DIRS` or the directories of the Variable
+``trainops_pipeline_dirs``: whoever may trigger the DAG must not make the worker run another prepare script),
+``backend`` (``local`` | ``sagemaker``), ``hyperparameters`` (merged over the training spec's, e.g. ``{"epochs": 2}``
+for a quick run) and ``overrides`` (training spec fields; only those in `CONF_OVERRIDABLE`, none by default: the IAM
+role, the image and the output path are the DAG author's). The work directory is the deployment's, never the
+conf's: the Variable ``trainops_workdir``, else ``$AIRFLOW_HOME/trainops``.
 
-Parsing this file imports ``airflow.sdk`` and the thin trainops operator modules only: the pipeline file, the job
-spec and every heavy library are read when the tasks run, never when the scheduler parses the DAG.
+Parsing this file imports Airflow's light modules and the thin trainops operator modules only (on Airflow 2.11 and
+3.x alike, through `trainops.operators.compat`): the pipeline file, the job spec and every heavy library are read
+when the tasks run, never when the scheduler parses the DAG.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from airflow.sdk import DAG, Asset, AssetOrTimeSchedule, CronTriggerTimetable, Param, task
-
+from trainops.operators.compat import (
+    DAG,
+    CronTriggerTimetable,
+    Param,
+    asset,
+    asset_or_time_schedule,
+    retry_arguments,
+    task,
+)
 from trainops.operators.evaluate import EvaluateModelOperator, QualityGateOperator
 from trainops.operators.register import RegisterModelOperator
 from trainops.operators.stage import StageDataOperator
 from trainops.operators.training import DistributedTrainingOperator
 
-DIGITS_PIPELINE = Path(__file__).resolve().parents[1] / "examples" / "digits" / "pipeline.yaml"
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+DIGITS_PIPELINE = EXAMPLES / "digits" / "pipeline.yaml"
+#: Where this DAG reads pipeline files from (a deployment adds more with the Variable ``trainops_pipeline_dirs``).
+PIPELINE_DIRS = [str(EXAMPLES)]
+#: Training spec fields a DAG run's conf may override (``role``, ``image_uri``, ``output_path``): none by default.
+CONF_OVERRIDABLE: tuple[str, ...] = ()
 
 #: The training data. A DAG that refreshes it lists this asset in its outlets; that starts a retraining run.
 #: An ``x-`` URI on purpose: an ``s3://`` asset makes Airflow load the Amazon provider's S3 normalizer (boto3) while
 #: parsing this file, about 300 ms of every parse (bench/dag_parse.py). Producers must use the same URI.
-TRAINING_DATA = Asset(name="digits_training_data", uri="x-trainops://digits/training-data")
+TRAINING_DATA = asset("digits_training_data", "x-trainops://digits/training-data")
 
 with DAG(
     dag_id="retrain_pipeline",
     description="Weekly or on new data: stage, train (distributed), evaluate, gate, register",
-    schedule=AssetOrTimeSchedule(timetable=CronTriggerTimetable("0 3 * * 1", timezone="UTC"), assets=TRAINING_DATA),
+    schedule=asset_or_time_schedule(CronTriggerTimetable("0 3 * * 1", timezone="UTC"), [TRAINING_DATA]),
+    start_date=datetime(2026, 1, 5, tzinfo=timezone.utc),  # a Monday; Airflow 2.11 needs one for a schedule
     catchup=False,
     is_paused_upon_creation=True,  # the first run (at once, on unpause) is someone's decision, not a deployment's
     max_active_runs=1,  # two runs of one pipeline would train and register over each other
@@ -52,23 +70,28 @@ with DAG(
     params={
         "pipeline_file": Param(str(DIGITS_PIPELINE), type="string", description="the pipeline YAML"),
         "backend": Param("local", enum=["local", "sagemaker"], description="where to train and evaluate"),
-        "workdir": Param("", type="string", description="local state; empty: $AIRFLOW_HOME/trainops"),
         "hyperparameters": Param({}, type="object", description="merged over the training spec's"),
+        "overrides": Param({}, type="object", description="training spec fields the DAG allows (CONF_OVERRIDABLE)"),
     },
     doc_md=__doc__,
 ) as dag:
 
-    @task(multiple_outputs=True, retries=2, retry_delay=timedelta(minutes=1))
+    # Airflow 3.3+: a deterministic error (a missing module, a bad file) fails at once instead of retrying twice.
+    @task(multiple_outputs=True, retries=2, retry_delay=timedelta(minutes=1), **retry_arguments())
     def prepare(params=None, run_id=None) -> dict:
         """Read the pipeline file (every problem reported at once, with its field), run its data export."""
+        from trainops.operators import pipeline_file as files
         from trainops.operators.common import translated_errors
-        from trainops.operators.pipeline_file import resolve_pipeline_steps, run_prepare_step
+        from trainops.operators.compat import get_variable
 
         with translated_errors():
-            steps = resolve_pipeline_steps(params["pipeline_file"], workdir=params["workdir"] or None,
-                                           backend=params["backend"], hyperparameters=params["hyperparameters"],
-                                           run_id=run_id)
-            run_prepare_step(steps, log=print)
+            allowed = files.allowed_pipeline_dirs(PIPELINE_DIRS, get_variable(files.PIPELINE_DIRS_VARIABLE))
+            path = files.check_pipeline_file(params["pipeline_file"], allowed)
+            overrides = files.check_overrides(params.get("overrides"), CONF_OVERRIDABLE)
+            steps = files.resolve_pipeline_steps(path, workdir=get_variable(files.WORKDIR_VARIABLE) or None,
+                                                 backend=params["backend"], run_id=run_id, overrides=overrides,
+                                                 hyperparameters=params["hyperparameters"])
+            files.run_prepare_step(steps, log=print)
         return steps
 
     steps = prepare()

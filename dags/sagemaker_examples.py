@@ -18,8 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from airflow.sdk import DAG
-
+from trainops.operators.compat import DAG
 from trainops.operators.render import RenderTrainingJobOperator
 from trainops.operators.stage import StageDataOperator
 from trainops.operators.training import DistributedTrainingOperator

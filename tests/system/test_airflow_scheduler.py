@@ -2,9 +2,12 @@
 ``dag-processor`` and ``triggerer``, each its own process group, on a temporary Airflow home (SQLite) and 127.0.0.1.
 
 ``retrain_pipeline`` is triggered by hand and must succeed. On the local backend the train task submits its job to
-a detached supervisor and defers: the test sees it in state ``deferred`` while the job is InProgress, kills the
-triggerer (SIGKILL to its process group, as a crash would) and starts a new one, which takes the trigger over and
-resumes the task when the job ends. Every process is stopped after, and no process of this Airflow home is left.
+a detached supervisor and defers: the test sees it in state ``deferred`` while the job is InProgress, sees the job's
+hosts' log lines in the train task's log while it is still deferred (the trigger streams them), kills the triggerer
+(SIGKILL to its process group, as a crash would) and starts a new one, which takes the trigger over and resumes the
+task when the job ends. A second run whose conf names a pipeline file outside the DAG's directories is refused by its
+prepare task, and that file's prepare script never runs. Every process is stopped after, and no process of this
+Airflow home is left.
 
 The run time is printed (``-s`` shows it); the job trains a few epochs only (DAG parameter ``hyperparameters``).
 """
@@ -30,6 +33,17 @@ pytestmark = [pytest.mark.system, pytest.mark.slow, pytest.mark.timeout(1200)]
 DAG_ID = "retrain_pipeline"
 RUN_ID = "manual__scheduler_test"
 TASKS = ("prepare", "stage", "train", "evaluate", "gate", "register")
+EVIL_RUN_ID = "manual__another_pipeline_file"
+#: A valid pipeline file outside the DAG's pipeline directories, whose prepare script would mark that it ran.
+EVIL_PIPELINE = """name: elsewhere
+steps:
+  prepare:
+    script: export.py
+  stage: {source: ., destination: ./staged}
+  train: {spec: {name: x, entry_point: export.py, source_dir: ., instance_type: ml.m5.large, instance_count: 1}}
+  evaluate: {entry_point: export.py, source_dir: ., channels: {test: .}}
+  register: {group: elsewhere}
+"""
 
 
 def free_port() -> int:
@@ -119,14 +133,27 @@ def query(database: Path, sql: str, *parameters) -> list[tuple]:
         connection.close()
 
 
-def task_states(database: Path) -> dict[str, str]:
-    rows = query(database, "SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?", DAG_ID, RUN_ID)
+def task_states(database: Path, run_id: str = RUN_ID) -> dict[str, str]:
+    rows = query(database, "SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?", DAG_ID, run_id)
     return {task: state for task, state in rows}
 
 
-def run_state(database: Path) -> str | None:
-    rows = query(database, "SELECT state FROM dag_run WHERE dag_id = ? AND run_id = ?", DAG_ID, RUN_ID)
+def run_state(database: Path, run_id: str = RUN_ID) -> str | None:
+    rows = query(database, "SELECT state FROM dag_run WHERE dag_id = ? AND run_id = ?", DAG_ID, run_id)
     return rows[0][0] if rows else None
+
+
+def task_log(home: Path, run_id: str = RUN_ID, task_id: str = "train") -> str:
+    """Everything Airflow wrote for a task of a run: the worker's log and the triggerer's part of it."""
+    parts = []
+    for path in sorted((home / "logs").glob(f"dag_id={DAG_ID}/run_id={run_id}/task_id={task_id}/**/*")):
+        if path.is_file():
+            parts.append(path.read_text(errors="replace"))
+    return "\n".join(parts)
+
+
+def train_log(home: Path) -> str:
+    return task_log(home, RUN_ID, "train")
 
 
 def airflow_cli(env: dict[str, str], *arguments: str) -> subprocess.CompletedProcess:
@@ -198,12 +225,17 @@ def test_retrain_pipeline_under_the_real_scheduler_survives_a_triggerer_restart(
 
     seen: dict[str, set[str]] = {task: set() for task in TASKS}
     job_status_at_kill = None
+    logs_while_deferred: list[str] = []
     deadline = time.monotonic() + 900
     while run_state(database) not in ("success", "failed"):
         assert time.monotonic() < deadline, f"the run did not end: {task_states(database)}\n" + components.tail()
         states = task_states(database)
         for task, state in states.items():
             seen[task].add(str(state))
+        if states.get("train") == "deferred" and not logs_while_deferred:
+            lines = [line for line in train_log(home).splitlines() if "[algo-" in line]
+            if lines and task_states(database).get("train") == "deferred":  # still deferred after the read
+                logs_while_deferred = lines
         if states.get("train") == "deferred" and job_status_at_kill is None:
             jobs = list((home / "trainops" / "jobs").iterdir())
             assert len(jobs) == 1, jobs
@@ -226,6 +258,26 @@ def test_retrain_pipeline_under_the_real_scheduler_survives_a_triggerer_restart(
     assert Path(result["model_artifact"]).is_file() and Path(result["model_artifact"]).is_relative_to(home)
     # one job for the run: neither the deferral nor the triggerer restart started another
     assert len(list((home / "trainops" / "jobs").iterdir())) == 1
+    # the job's hosts' lines reached the task log while the task was deferred (not only after the job ended)
+    assert any("[algo-1" in line for line in logs_while_deferred), train_log(home)[-3000:]
+
+    # A conf naming another pipeline file: the prepare task refuses it; its prepare script never runs.
+    marker = home / "taken-over"
+    evil = home / "elsewhere" / "pipeline.yaml"
+    evil.parent.mkdir()
+    (evil.parent / "export.py").write_text(f"import pathlib; pathlib.Path({str(marker)!r}).write_text('ran')\n")
+    evil.write_text(EVIL_PIPELINE)
+    done = airflow_cli(env, "dags", "trigger", DAG_ID, "--run-id", EVIL_RUN_ID, "--conf",
+                       json.dumps({"pipeline_file": str(evil)}))
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    deadline = time.monotonic() + 300
+    while run_state(database, EVIL_RUN_ID) not in ("success", "failed"):
+        assert time.monotonic() < deadline, "the second run did not end\n" + components.tail()
+        time.sleep(1)
+    assert run_state(database, EVIL_RUN_ID) == "failed"
+    assert task_states(database, EVIL_RUN_ID)["prepare"] == "failed"
+    assert "is not inside a directory this DAG reads pipeline files from" in task_log(home, EVIL_RUN_ID, "prepare")
+    assert not marker.exists(), "the conf's prepare script ran on the worker"
 
     components.stop_all()
     deadline = time.monotonic() + 30

@@ -31,13 +31,6 @@ def parse_gate(text: str) -> Any:
     return text
 
 
-def evaluation_prefix(model_artifact: str) -> str:
-    """Where a SageMaker evaluation writes: ``.../<job>/evaluation`` beside the job's ``output/model.tar.gz``."""
-    from trainops.backends.sagemaker.backend import evaluation_prefix as beside_the_model
-
-    return beside_the_model(model_artifact)
-
-
 def _backend_options(backend: str, spec_json: str, spec_dir: str, where: Places, artifact: str, job_name: str,
                      region: str) -> tuple[str, dict[str, Any]]:
     """The output directory and the backend's own arguments of the evaluate step, as every front end derives them
@@ -50,7 +43,8 @@ def _backend_options(backend: str, spec_json: str, spec_dir: str, where: Places,
 
     chosen = get_backend(backend, workdir=str(where.workdir))
     settings, _ = step_settings(chosen, spec, region or None)
-    output_dir = chosen.evaluation_output(str(where.workdir), job_name) or evaluation_prefix(artifact)
+    # Empty on SageMaker: the backend writes beside the model (``.../<job>/evaluation``).
+    output_dir = chosen.evaluation_output(str(where.workdir), job_name)
     return output_dir, settings
 
 

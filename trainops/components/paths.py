@@ -47,7 +47,7 @@ class Places:
 
 def places(pipeline_dir: str, workdir: str) -> Places:
     """Resolve the pipeline directory (against the working directory) and the work directory (against it)."""
-    from trainops.backends.local.paths import trainops_home
+    from trainops.home import trainops_home
 
     base = Path(pipeline_dir or ".").expanduser().resolve()
     if workdir:

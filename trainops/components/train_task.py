@@ -120,9 +120,10 @@ class StopOnSigterm:
 def stop_sagemaker_jobs(factory: Callable[[str], Any], job_name: str) -> list[tuple[str, str]]:
     """Stop the job and each suffixed copy (``-2``, ``-3``, ...) the step may have created; return (name, status)
     for each one found. Stopping a finished job is not an error (`training.stop` reports its status)."""
-    from trainops.backends.sagemaker.backend import SageMakerBackend
+    from trainops.backends.api import get_backend
 
-    return SageMakerBackend(client_factory=factory).stop_copies(job_name)
+    stopped = get_backend("sagemaker", client_factory=factory).stop_copies(job_name)
+    return [(name, outcome.removeprefix(f"{name}: ")) for name, outcome in stopped]
 
 
 def run_train(*, spec_json: str, spec_dir: str, backend: str, workdir: str, pipeline_dir: str, channels_json: str,

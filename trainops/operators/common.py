@@ -13,8 +13,9 @@ This module keeps that translation in one place:
   connection (``aws_conn_id``) decides credentials, role assumption, region, endpoint URL and botocore config;
   trainops never handles credentials itself. Unit tests replace this one function with stubbed clients.
 
-Imports: the standard library and ``airflow.sdk`` only at module level (this module is imported when a DAG file is
-parsed); trainops' steps, boto3 and the Amazon provider are imported inside functions.
+Imports: the standard library and Airflow's light modules (`trainops.operators.compat`) only at module level
+(this module is imported when a DAG file is parsed); trainops' steps, boto3 and the Amazon provider are imported
+inside functions.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from airflow.sdk.exceptions import AirflowException, AirflowFailException
+from trainops.operators.compat import AirflowException, AirflowFailException
 
 ClientFactory = Callable[[str], Any]
 
@@ -58,6 +59,10 @@ def failure_exception(message: str, result: Any) -> AirflowException:
             message = f"{message} [{klass} failure{': ' + evidence if evidence else ''}]"
         if klass in NOT_RETRIED:
             return AirflowFailException(message + " (not retried: another try would fail the same way)")
+        if klass:
+            error = AirflowException(message)
+            error.failure_class = klass  # type: ignore[attr-defined] - read by the retry policy (Airflow 3.3+)
+            return error
     return AirflowException(message)
 
 
@@ -104,10 +109,15 @@ def with_retry_defaults(kwargs: dict[str, Any]) -> dict[str, Any]:
     (which Airflow hands to ``__init__`` as ``default_args``) set them."""
     from datetime import timedelta
 
+    from trainops.operators.retry_policy import retry_policy
+
     defaults = kwargs.get("default_args") or {}
     for key, value in (("retries", DEFAULT_RETRIES), ("retry_delay", timedelta(seconds=DEFAULT_RETRY_DELAY_SECONDS))):
         if key not in kwargs and key not in defaults:
             kwargs[key] = value
+    policy = retry_policy()  # Airflow 3.3+: user errors fail at once, infrastructure failures retry
+    if policy is not None and "retry_policy" not in kwargs and "retry_policy" not in defaults:
+        kwargs["retry_policy"] = policy
     return kwargs
 
 
@@ -124,7 +134,7 @@ def task_job_name(context: Any, base: str | None) -> str:
     The try number is deliberately left out: every try of a task instance gets the same name, which is what makes
     a retry re-attach. ``base`` defaults to the task id.
     """
-    from trainops.backends.sagemaker.names import deterministic_job_name
+    from trainops.spec.names import deterministic_job_name
 
     dag_id, task_id, run_id, map_index = task_identity(context)
     return deterministic_job_name(base or task_id, dag_id, task_id, run_id, map_index)

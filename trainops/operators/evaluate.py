@@ -16,8 +16,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator, SkipMixin
-
 from trainops.operators.common import (
     check_backend,
     lazy_aws_client_factory,
@@ -25,6 +23,7 @@ from trainops.operators.common import (
     translated_errors,
     with_retry_defaults,
 )
+from trainops.operators.compat import BaseOperator, SkipMixin
 from trainops.operators.lineage import LineageMixin, remember_lineage
 
 ON_GATE_FAILURE = ("fail", "skip_downstream", "continue")
@@ -37,7 +36,7 @@ def apply_gate(operator: Any, context: Any, evaluation: dict[str, Any], on_gate_
     Skipping downstream ends the task with Airflow's skip signal, which loses the return value: ``result``, when
     given, is pushed as the task's XCom first, so the metrics stay visible.
     """
-    from airflow.sdk.exceptions import AirflowException, AirflowFailException
+    from trainops.operators.compat import AirflowException, AirflowFailException
 
     if on_gate_failure not in ON_GATE_FAILURE:
         raise AirflowFailException(f"invalid input: 1 problem\n  - on_gate_failure: {on_gate_failure!r} is not one of "
@@ -164,7 +163,7 @@ class EvaluateModelOperator(LineageMixin, BaseOperator, SkipMixin):
 
     def _timeout(self) -> float | None:
         """The timeout in seconds; a templated value (an XCom, Jinja) may arrive as text or be empty."""
-        from airflow.sdk.exceptions import AirflowFailException
+        from trainops.operators.compat import AirflowFailException
 
         if self.timeout in (None, ""):
             return None

@@ -30,6 +30,53 @@ def default_workdir() -> str:
     return os.path.join(home, "trainops")
 
 
+#: The Airflow Variables through which a deployment widens what the retraining DAG may read and where it writes.
+PIPELINE_DIRS_VARIABLE = "trainops_pipeline_dirs"
+WORKDIR_VARIABLE = "trainops_workdir"
+#: Fields a DAG run's conf may override only when the DAG author lists them (``conf_overridable``).
+OVERRIDABLE = ("role", "image_uri", "output_path")
+
+
+def allowed_pipeline_dirs(author_dirs: list[str] | tuple[str, ...], variable: Any = None) -> list[Path]:
+    """The directories pipeline files may come from: the DAG author's, plus the deployment's Airflow Variable
+    (`PIPELINE_DIRS_VARIABLE`: a JSON list, or paths separated by ``:``), each resolved (links followed)."""
+    import json
+
+    extra: list[str] = []
+    if variable:
+        text = str(variable).strip()
+        extra = json.loads(text) if text.startswith("[") else [part for part in text.split(os.pathsep) if part]
+    return [Path(directory).expanduser().resolve() for directory in [*author_dirs, *extra]]
+
+
+def check_pipeline_file(pipeline_file: str | os.PathLike[str], allowed: list[Path]) -> Path:
+    """The pipeline file resolved, or `SpecError` naming ``pipeline_file`` when it lies outside every allowed
+    directory: whoever may trigger the DAG (with a conf) must not make the worker run another prepare script."""
+    from trainops.errors import Problem, SpecError
+
+    path = Path(pipeline_file).expanduser().resolve()
+    if not any(path == directory or directory in path.parents for directory in allowed):
+        shown = ", ".join(str(directory) for directory in allowed) or "none"
+        raise SpecError(Problem("pipeline_file", f"{path} is not inside a directory this DAG reads pipeline files "
+                                                 f"from ({shown}); the DAG's author adds directories (the DAG's "
+                                                 f"pipeline_dirs, or the Airflow Variable {PIPELINE_DIRS_VARIABLE})"),
+                        source="DAG run conf")
+    return path
+
+
+def check_overrides(overrides: dict[str, Any] | None, allowed: tuple[str, ...] | list[str]) -> dict[str, Any]:
+    """The conf's overrides of the training spec, each one the DAG author allowed (`OVERRIDABLE` fields only)."""
+    from trainops.errors import Problem, SpecError
+
+    overrides = dict(overrides or {})
+    problems = [Problem(f"overrides.{key}", "a DAG run's conf may not set this: the DAG's author allows it "
+                                            f"(conf_overridable; possible: {', '.join(OVERRIDABLE)})")
+                for key in sorted(overrides) if key not in allowed or key not in OVERRIDABLE]
+    if problems:
+        raise SpecError(problems, source="DAG run conf")
+    return overrides
+
+
 def _safe(text: str) -> str:
     # Run ids hold ':' and '+' (timestamps): keep directory names portable.
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_") or "run"
@@ -42,6 +89,7 @@ def resolve_pipeline_steps(
     backend: str | None = None,
     hyperparameters: dict[str, Any] | None = None,
     run_id: str = "manual",
+    overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Read and validate a pipeline file; return every task's arguments as one flat JSON mapping.
 
@@ -51,13 +99,14 @@ def resolve_pipeline_steps(
         backend: overrides the file's backend.
         hyperparameters: merged over the training spec's (a quick run: ``{"epochs": 2}``).
         run_id: the DAG run, which names the evaluation directory.
+        overrides: training spec fields set over the file's (checked first with `check_overrides`).
 
     Raises `SpecError` (every problem, with its field) for a bad file, a bad spec or a missing step.
     """
     from trainops.errors import SpecError
     from trainops.spec.pipeline import load_pipeline
-    from trainops.steps.plan import resolve_plan
     from trainops.spec.secrets import masked_spec_document
+    from trainops.steps.plan import resolve_plan
     from trainops.steps.train import load_spec
 
     path = Path(pipeline_file).resolve()
@@ -72,9 +121,10 @@ def resolve_pipeline_steps(
     problems += spec_problems
     if problems:
         raise SpecError(problems, str(path))
-    if hyperparameters:
+    if hyperparameters or overrides:
         merged = spec.to_json_dict()
-        merged["hyperparameters"] = {**merged.get("hyperparameters", {}), **hyperparameters}
+        merged["hyperparameters"] = {**merged.get("hyperparameters", {}), **(hyperparameters or {})}
+        merged.update(overrides or {})  # only fields the DAG author allowed (`check_overrides`)
         spec = load_spec(merged)  # the merged spec must still be valid; fail here, naming the field, not later
     # The values every front end shares come from the one resolution (trainops.steps.plan); on SageMaker that
     # includes the role, image and region the evaluate and register tasks need.

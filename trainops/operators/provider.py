@@ -39,5 +39,6 @@ def get_provider_info() -> dict:
         "triggers": [
             {"integration-name": INTEGRATION, "python-modules": ["trainops.operators.triggers"]},
         ],
-        "extra-links": ["trainops.operators.links.SageMakerTrainingJobLink"],
+        "extra-links": [f"trainops.operators.links.{name}" for name in (
+            "SageMakerTrainingJobLink", "TrainingLogsLink", "ProcessingJobLink", "ModelPackageLink")],
     }

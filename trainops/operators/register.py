@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator
-
 from trainops.operators.common import check_backend, lazy_aws_client_factory, translated_errors, with_retry_defaults
+from trainops.operators.compat import BaseOperator
 from trainops.operators.lineage import LineageMixin, remember_lineage
 
 

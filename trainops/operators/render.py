@@ -12,9 +12,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator
-
 from trainops.operators.common import task_identity, translated_errors
+from trainops.operators.compat import BaseOperator
 
 
 class RenderTrainingJobOperator(BaseOperator):
@@ -54,8 +53,8 @@ class RenderTrainingJobOperator(BaseOperator):
         self.region_name = region_name
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from trainops.backends.sagemaker.names import deterministic_job_name
-        from trainops.backends.sagemaker.render import masked, render
+        from trainops.backends.api import get_backend
+        from trainops.spec.names import deterministic_job_name
         from trainops.steps.train import load_spec
 
         with translated_errors():
@@ -64,7 +63,8 @@ class RenderTrainingJobOperator(BaseOperator):
             target = self.for_task_id or task_id
             # The same parts as trainops.operators.common.task_job_name, for the training task's id.
             name = deterministic_job_name(self.job_name or spec.name or target, dag_id, target, run_id, map_index)
-            request = masked(render(spec, job_name=name, launcher=self.launcher, region=self.region_name))
+            request = get_backend("sagemaker", region=self.region_name).render_request(
+                spec, name, launcher=self.launcher, region=self.region_name)
         self.log.info("CreateTrainingJob request (dry run, nothing was sent):\n%s", json.dumps(request, indent=2))
         return summarize_request(request, spec.region or self.region_name, self.launcher or spec.launcher)
 

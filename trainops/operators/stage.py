@@ -12,8 +12,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow.sdk import BaseOperator
-
 from trainops.operators.common import (
     check_backend,
     lazy_aws_client_factory,
@@ -21,6 +19,7 @@ from trainops.operators.common import (
     translated_errors,
     with_retry_defaults,
 )
+from trainops.operators.compat import BaseOperator
 from trainops.operators.lineage import LineageMixin, remember_lineage
 
 

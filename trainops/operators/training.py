@@ -1,46 +1,52 @@
-"""`DistributedTrainingOperator`: one typed job spec, trained on the local backend or on SageMaker, never twice.
+"""`DistributedTrainingOperator`: one typed job spec, trained on any backend, never twice.
 
-The operator calls the train step (`trainops.steps.train.train`) and translates: the job name comes from the task
-instance (DAG id, task id, run id, map index; not the try number), so a retried or cleared task re-attaches to the job
-its first try created; SpecError text (every problem with its field) becomes the task's failure; the XCom value is
-small JSON.
+The operator translates between Airflow and the backend seam (`trainops.backends.api`): the job name comes from the
+task instance (DAG id, task id, run id, map index; not the try number), so a retried or cleared task re-attaches to
+the job its first try created; SpecError text (every problem with its field) becomes the task's failure; the XCom
+value is small JSON with the same keys on every path (`XCOM_KEYS`, the cost of every attempt included).
 
-Waiting, SageMaker: ``deferrable=True`` hands the wait to `SageMakerTrainingTrigger` (no worker slot held);
-otherwise the worker waits through the backend's bounded wait while a thread streams the logs of every host from
-CloudWatch into the task log. Both are bounded by the job's ``max_run`` (+ ``max_wait``), not by an attempt count.
-Local: with ``deferrable=True`` the job is submitted to a detached supervisor (`trainops.backends.local.detached`:
-the job belongs to neither the worker nor the triggerer) and `LocalTrainingTrigger` waits on its status record;
-the hosts' last log lines go to the task log when it ends. Without it, the job runs in the task's process and its
-hosts' logs stream into the task log. Either way a retry re-attaches to the task instance's job.
+How it waits (``wait_mode``, or ``deferrable`` for short):
 
-``on_kill`` stops the job: the SageMaker job (StopTrainingJob) or every process of the local job.
+- ``defer`` (``deferrable=True``; default when ``[operators] default_deferrable`` is set): the job is submitted
+  (a local job to a detached supervisor, so it belongs to neither the worker nor the triggerer) and the one trigger
+  (`trainops.operators.triggers.JobTrigger`) polls ``backend.describe`` and streams the job's log lines into the
+  task log; no worker slot is held.
+- ``reschedule``: for deployments without a triggerer (MWAA Serverless caps a task at 60 minutes): each poke
+  submits or re-attaches (the same job: the name is the task instance's), looks once and gives its slot back until
+  ``check_interval`` later; the log names the command that follows the job's logs.
+- ``worker``: a local job runs in the task's process (its hosts' logs stream live); a remote one is polled from the
+  worker, its logs streaming as in the trigger.
+
+Every wait is bounded by the job's ``max_run`` (+ ``max_wait``), not by an attempt count. ``on_kill`` stops what the
+try started, through the seam (``backend.stop(handle)``). Nothing here imports a concrete backend.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import BaseOperator
-
 from trainops.operators.common import (
-    aws_client_factory,
     check_backend,
+    lazy_aws_client_factory,
     task_job_name,
     task_logger,
     translated_errors,
     with_retry_defaults,
 )
+from trainops.operators.compat import BaseOperator
 from trainops.operators.lineage import LineageMixin, remember_lineage, training_datasets
-from trainops.operators.links import SageMakerTrainingJobLink, remember_console_job
+from trainops.operators.links import SageMakerTrainingJobLink, TrainingLogsLink, remember_console_job
 
 IF_JOB_EXISTS = ("reattach", "fail", "new")
+WAIT_MODES = ("defer", "reschedule", "worker")
 #: Extra time given to Airflow's own deferral timeout beyond the trigger's bound: the trigger should always be the one
 #: to report a timeout, because its message says what to do.
 DEFERRAL_MARGIN_SECONDS = 600
-#: Logs read after a deferred job ended are cut to the last lines (a days-long job may have written millions).
-LOG_LINES_AFTER_DEFERRAL = 500
+#: Log lines written per look at the job in the worker and per reschedule poke (the trigger has its own bound).
+LOG_LINES_PER_POLL = 500
 #: Attempts per failure class within one try of a train task (`trainops.backends.failures.RetryBudgets`).
 DEFAULT_BUDGETS = {"infrastructure": 2, "user": 0}
 XCOM_KEYS = ("backend", "job_name", "status", "secondary_status", "failure_reason", "model_artifact",
@@ -65,22 +71,24 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
             ``<base>-<hash of dag id, task id, run id, map index>``, within 63 characters.
         if_job_exists: ``reattach`` (default: follow the job of that name; a failed one is retried under a suffixed
             name), ``fail``, or ``new`` (a suffixed copy).
-        wait_for_completion: SageMaker: wait for the job to end (default) or return after submitting it.
-        deferrable: wait in the triggerer instead of the worker (local: the job runs under a detached supervisor).
-        check_interval: seconds between two status checks on SageMaker.
+        wait_for_completion: wait for the job to end (default) or return after submitting it.
+        deferrable: wait in the triggerer (``wait_mode="defer"``); default ``[operators] default_deferrable``.
+        wait_mode: ``defer``, ``reschedule`` (no triggerer: short pokes, the slot given back between them) or
+            ``worker``; overrides ``deferrable`` when given.
+        check_interval: seconds between two looks at the job.
         aws_conn_id, region_name: SageMaker: the Airflow AWS connection and the region (default: the spec's, else
             the connection's).
         launcher, preflight: SageMaker: ``trainops`` or ``toolkit`` launcher; check FSx/VPC settings first.
         workdir, processes_per_host, channel_overrides: local backend: state directory (default
             ``$TRAINOPS_HOME``), ranks per simulated host, channel -> local path.
-        stream_logs: put the hosts' logs into the task log (SageMaker: from CloudWatch).
+        stream_logs: put the hosts' logs into the task log (SageMaker: from CloudWatch), while deferred too.
         retry_budgets: attempts per failure class within one try of the task (`trainops.backends.failures`;
             default ``{"infrastructure": 2, "user": 0}``): an infrastructure failure starts ``<name>-2`` from the
             checkpoint, in the worker or from the deferral. A user error, a time limit or a stop fails the task with
             `AirflowFailException`, so Airflow's own ``retries`` are not spent on it.
 
     Returns (XCom): ``{backend, job_name, status, secondary_status, failure_reason, model_artifact,
-    billable_seconds, duration_seconds, metrics, reattached, region}``.
+    billable_seconds, duration_seconds, metrics, reattached, region, cost}``.
     """
 
     template_fields: Sequence[str] = (
@@ -88,7 +96,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         "processes_per_host", "if_job_exists", "retry_budgets",
     )
     template_fields_renderers = {"spec": "json", "channel_overrides": "json"}
-    operator_extra_links = (SageMakerTrainingJobLink(),)
+    operator_extra_links = (SageMakerTrainingJobLink(), TrainingLogsLink())
     ui_color = "#d5e8f7"
 
     def __init__(
@@ -99,7 +107,8 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         job_name: str | None = None,
         if_job_exists: str = "reattach",
         wait_for_completion: bool = True,
-        deferrable: bool = False,
+        deferrable: bool | None = None,
+        wait_mode: str | None = None,
         check_interval: float = 30.0,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
@@ -112,14 +121,24 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         retry_budgets: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
+        from trainops.operators.compat import AirflowFailException, default_deferrable
+
+        if wait_mode is not None and wait_mode not in WAIT_MODES:
+            raise AirflowFailException(f"invalid input: 1 problem\n  - wait_mode: {wait_mode!r} is not one of "
+                                       f"{', '.join(WAIT_MODES)}")
+        if deferrable is None:
+            deferrable = default_deferrable() if wait_mode is None else wait_mode == "defer"
+        self.wait_mode = wait_mode or ("defer" if deferrable else "worker")
         super().__init__(**with_retry_defaults(kwargs))
+        self.deferrable = self.wait_mode == "defer"
+        # Airflow's scheduler waits for the reschedule date only for tasks that say they reschedule.
+        self.reschedule = self.wait_mode == "reschedule"
         self.retry_budgets = retry_budgets
         self.spec = spec
         self.backend = backend
         self.job_name = job_name
         self.if_job_exists = if_job_exists
         self.wait_for_completion = wait_for_completion
-        self.deferrable = deferrable
         self.check_interval = check_interval
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
@@ -132,92 +151,75 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
     # --- execute ----------------------------------------------------------------------------------------------
     def execute(self, context: Any) -> dict[str, Any]:
+        from trainops.steps.train import check_choice
+
+        self._held: tuple[Any, Any] | None = None  # (backend, JobHandle) of the job this try placed: on_kill stops it
+        with translated_errors():
+            check_backend(self.backend)
+            check_choice(self.if_job_exists, IF_JOB_EXISTS, "if_job_exists")
+            spec = self._spec()  # every problem of the spec at once, with its field
+            base = task_job_name(context, self.job_name or spec.name)
+            backend = self._open(spec.region or self.region_name)
+            if not backend.remote and self.wait_mode == "worker":
+                return self._train_in_worker(spec, base)
+            return self._submit_and_wait(backend, spec, base)
+
+    def _spec(self) -> Any:
         import os
 
         from trainops.spec.secrets import restore_masked
-        from trainops.steps.train import check_choice, load_spec
+        from trainops.steps.train import load_spec
 
-        self._running_job_name: str | None = None
-        self._local_job = None
-        self._client_factory = None
-        self._held: tuple[Any, Any] | None = None  # (backend, JobHandle) of the job this try placed: on_kill stops it
-        with translated_errors():
-            backend = check_backend(self.backend)
-            check_choice(self.if_job_exists, IF_JOB_EXISTS, "if_job_exists")
-            # A spec from XCom (the prepare task's) carries secrets masked: the worker's environment holds them.
-            spec = load_spec(restore_masked(self.spec, os.environ))  # every problem of the spec at once, with its field
-            name = task_job_name(context, self.job_name or spec.name)
-            # A job on this machine runs in the worker (or a detached supervisor); a remote one is submitted and
-            # waited for (in the worker or the triggerer), with the service's logs and metrics.
-            if self._backend().remote:
-                return self._train_on_sagemaker(spec, name)
-            return self._train_locally(spec, name)
+        # A spec from XCom (the prepare task's) carries secrets masked: the worker's environment holds them.
+        return load_spec(restore_masked(self.spec, os.environ))
 
-    def _backend(self, name: str | None = None) -> Any:
-        """The backend of this task (or of ``name``, a trigger event's), for what it says about its jobs."""
+    def _open(self, region: str | None, name: str | None = None) -> Any:
+        """The task's backend (or ``name``'s), with the connection's clients built on first use."""
         from trainops.backends.api import get_backend
 
-        return get_backend(name or self.backend, workdir=self.workdir)
+        return get_backend(name or self.backend, workdir=self.workdir, region=region,
+                           client_factory=lazy_aws_client_factory(self.aws_conn_id, region))
 
-    def _train_locally(self, spec: Any, name: str) -> dict[str, Any]:
+    def _submit_options(self, backend: Any) -> dict[str, Any]:
+        """The options of this backend only: a remote job gets the launcher and preflight, a local one its ranks,
+        channel paths and checkpoint key (every try of this task resumes its own checkpoints)."""
+        if backend.remote:
+            return {"launcher": self.launcher, "preflight": self.preflight}
+        return {"detached": True, "processes_per_host": self.processes_per_host,
+                "channel_overrides": self.channel_overrides, "launcher": self.launcher}
+
+    def _submit_and_wait(self, backend: Any, spec: Any, base: str) -> dict[str, Any]:
+        options = self._submit_options(backend)
+        if not backend.remote:
+            options["checkpoint_key"] = base
+        handle = backend.submit(spec, base, if_exists=self.if_job_exists, log=task_logger(self), **options)
+        self._held = (backend, handle)
+        if backend.remote:
+            remember_console_job(self, handle.job_name, handle.region)
+        result = backend.describe(handle)
+        if result.status.outcome != "waiting" or not self.wait_for_completion:
+            # A re-attached job that already ended: its result at once, the same XCom as after a wait.
+            return self._finish(backend, spec, base, result)
+        if self.wait_mode == "defer":
+            self._defer(spec, handle, base)
+        if self.wait_mode == "reschedule":
+            return self._poke(backend, spec, base, handle, result)
+        return self._wait_in_worker(backend, spec, base, handle)
+
+    def _train_in_worker(self, spec: Any, base: str) -> dict[str, Any]:
+        """A local job in this task's process (its hosts' logs stream live), through the train step's attempts."""
         from trainops.steps.train import train
 
-        if self.deferrable:
-            return self._train_locally_detached(spec, name)
-        self._running_job_name = name
         log = task_logger(self) if self.stream_logs else (lambda line: None)
-        result = self._run_step(train, spec, backend="local", job_name=name, if_exists=self.if_job_exists, log=log,
+        result = self._run_step(train, spec, backend="local", job_name=base, if_exists=self.if_job_exists, log=log,
                                 workdir=self.workdir, processes_per_host=self.processes_per_host,
-                                channel_overrides=self.channel_overrides, on_job=self._remember_local_job,
-                                on_handle=self._hold, retries=self._budgets(),
-                                checkpoint_key=name)  # a retry of this task resumes from its own checkpoints
+                                channel_overrides=self.channel_overrides, on_handle=self._hold,
+                                retries=self._budgets(), checkpoint_key=base)
         self._remember_lineage(spec, result.get("model_artifact"))
-        return xcom_result(result, metrics={})
-
-    def _train_locally_detached(self, spec: Any, name: str) -> dict[str, Any]:
-        """Submit the job to a detached supervisor (or re-attach to it) and defer on its status record."""
-        from trainops.backends.local.status import ACTIVE
-        from trainops.operators.triggers import LocalTrainingTrigger, local_event
-
-        name, record, reattached = self._local_job_to_follow(spec, name)
-        self._running_job_name = name
-        if record.get("status") not in ACTIVE:  # a retry after the job ended: its result, without waiting
-            return self.execute_complete({}, local_event(record), reattached=reattached)
-        trigger = LocalTrainingTrigger(name, workdir=self.workdir, poll_seconds=min(self.check_interval, 5.0),
-                                       max_run=spec.max_run, reattached=reattached)
-        self.log.info("deferring: the triggerer waits for local training job %s (%s); `trainops logs %s --follow` "
-                      "shows its hosts' logs", name, "re-attached" if reattached else "submitted", name)
-        self.defer(trigger=trigger, method_name="execute_complete", kwargs={"reattached": reattached,
-                                                                   "budget_used": getattr(self, "_budget_used", {})},
-                   timeout=timedelta(seconds=(spec.max_run or 86400) + trigger.grace_seconds
-                                     + DEFERRAL_MARGIN_SECONDS))
-        raise AssertionError("unreachable: defer() raises TaskDeferred")
-
-    def _local_job_to_follow(self, spec: Any, name: str) -> tuple[str, dict[str, Any], bool]:
-        """(name, status record, re-attached) of the local job this try follows, placed by the one re-attach policy
-        (`trainops.backends.api.place_job`): the job of the task instance's name when it runs or completed
-        (``reattach``), else a new detached job, under a suffixed name when that name is taken by a failed job (or
-        with ``new``). A name is never submitted twice."""
-        from trainops.backends.api import get_backend
-
-        backend = get_backend(self.backend, workdir=self.workdir)
-        handle = backend.submit(spec, name, if_exists=self.if_job_exists, log=self.log.info, detached=True,
-                                processes_per_host=self.processes_per_host, channel_overrides=self.channel_overrides,
-                                checkpoint_key=name)  # every try of this task resumes its checkpoints
-        self._hold(backend, handle)
-        return handle.job_name, backend.status_record(handle), not handle.created
+        return xcom_result(result, metrics={}, cost=self._cost(base, "local", result, spec))
 
     def _hold(self, backend: Any, handle: Any) -> None:
         self._held = (backend, handle)
-
-    def _remember_lineage(self, spec: Any, model_artifact: str | None) -> None:
-        # Channel overrides are paths on this machine: they are the inputs only of a job that runs here.
-        datasets = training_datasets(spec, None if self._backend().remote else self.channel_overrides,
-                                     model_artifact)
-        remember_lineage(self, datasets["inputs"], datasets["outputs"])
-
-    def _remember_local_job(self, job: Any) -> None:
-        self._local_job = job
 
     def _run_step(self, step: Any, *args: Any, **kwargs: Any) -> dict[str, Any]:
         """Call a step; a job that ran and failed carries its result, whose reason becomes the task's message."""
@@ -232,82 +234,104 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
                                result.get("failure_reason"))
             raise
 
-    def _train_on_sagemaker(self, spec: Any, name: str) -> dict[str, Any]:
-        from trainops.steps.train import train
-
-        factory, region = aws_client_factory(self.aws_conn_id, spec.region or self.region_name)
-        region = spec.region or region
-        self._client_factory = factory
-        remember_console_job(self, name, region)
-        # wait=False: the step submits (or re-attaches) and returns at once; waiting is this operator's business,
-        # in the worker (with logs) or in the triggerer.
-        submitted = self._run_step(train, spec, backend="sagemaker", job_name=name, if_exists=self.if_job_exists,
-                                   wait=False, log=task_logger(self), region=region, launcher=self.launcher,
-                                   client_factory=factory, poll_seconds=self.check_interval, preflight=self.preflight,
-                                   on_handle=self._hold)
-        name = submitted["job_name"]  # a failed job of that name is retried under a suffixed one
-        self._running_job_name = name
-        remember_console_job(self, name, region)
-        if submitted["status"] != "InProgress" or not self.wait_for_completion:
-            self._remember_lineage(spec, submitted.get("model_artifact"))
-            # A re-attached job that already ended has its final metrics too: the same XCom as after a wait.
-            metrics = self._final_metrics(name) if submitted["status"] == "Completed" else {}
-            return xcom_result(submitted, region=region, metrics=metrics)
-        if self.deferrable:
-            self._defer(spec, name, region, reattached=bool(submitted.get("reattached")))
-        return self._wait_in_worker(spec, name, region, submitted)
-
-    def _final_metrics(self, name: str) -> dict[str, float]:
-        from trainops.operators.triggers import final_metrics
-
-        try:
-            return final_metrics(self._client_factory("sagemaker").describe_training_job(TrainingJobName=name))
-        except Exception as error:  # noqa: BLE001 - metrics are a report; the job's outcome is already known
-            self.log.warning("could not read the final metrics of %s: %s", name, error)
-            return {}
-
-    def _defer(self, spec: Any, name: str, region: str | None, *, reattached: bool) -> None:
+    # --- waiting ------------------------------------------------------------------------------------------------
+    def _bound(self, spec: Any, result: Any = None, grace: float = 3600.0) -> float:
         from trainops.backends.states import wait_bound_seconds
-        from trainops.operators.triggers import SageMakerTrainingTrigger
 
-        trigger = SageMakerTrainingTrigger(job_name=name, aws_conn_id=self.aws_conn_id, region_name=region,
-                                           poll_seconds=self.check_interval, max_run=spec.max_run,
-                                           max_wait=spec.max_wait, reattached=reattached)
-        bound = wait_bound_seconds(spec.max_run, spec.max_wait, trigger.grace_seconds)
-        self.log.info("deferring: the triggerer waits for training job %s (at most %.0f s)", name, bound)
-        self.defer(trigger=trigger, method_name="execute_complete", kwargs={"reattached": reattached,
-                                                                   "budget_used": getattr(self, "_budget_used", {})},
+        details = getattr(result, "details", None) or {}
+        max_run = details.get("max_run_seconds") or spec.max_run or 86400
+        max_wait = details.get("max_wait_seconds") or spec.max_wait
+        return wait_bound_seconds(max_run, max_wait, grace)
+
+    def _defer(self, spec: Any, handle: Any, base: str) -> None:
+        from trainops.operators.triggers import JobTrigger
+
+        reattached = not handle.created
+        trigger = JobTrigger(handle.to_dict(), kind="training", aws_conn_id=self.aws_conn_id,
+                             poll_seconds=self.check_interval, max_run=spec.max_run, max_wait=spec.max_wait,
+                             grace_seconds=3600.0 if handle.backend != "local" else 600.0, reattached=reattached,
+                             base_name=base, stream_logs=self.stream_logs)
+        bound = self._bound(spec, grace=trigger.grace_seconds)
+        self.log.info("deferring: the triggerer waits for %s training job %s (%s; at most %.0f s) and streams its "
+                      "logs here; by hand: %s", handle.backend, handle.job_name,
+                      "re-attached" if reattached else "submitted", bound, self._logs_hint(handle))
+        self.defer(trigger=trigger, method_name="execute_complete",
+                   kwargs={"reattached": reattached, "budget_used": getattr(self, "_budget_used", {})},
                    timeout=timedelta(seconds=bound + DEFERRAL_MARGIN_SECONDS))
+        raise AssertionError("unreachable: defer() raises TaskDeferred")
 
-    def _wait_in_worker(self, spec: Any, name: str, region: str | None, submitted: dict[str, Any]) -> dict[str, Any]:
-        from trainops.backends.sagemaker import training
-        from trainops.operators.log_follower import LogFollower
-        from trainops.operators.triggers import final_metrics
+    @staticmethod
+    def _logs_hint(handle: Any) -> str:
+        """The command that follows the job's logs from this machine (the work directory named: an Airflow worker's
+        is ``$AIRFLOW_HOME/trainops``, not the command line's default)."""
+        if handle.backend == "local":
+            workdir = f" --workdir {handle.workdir}" if handle.workdir else ""
+            return f"trainops logs {handle.job_name} --follow --backend local{workdir}"
+        region = f" --region {handle.region}" if handle.region else ""
+        return f"trainops logs {handle.job_name} --follow --backend {handle.backend}{region}"
 
-        factory = self._client_factory
-        follower = None
-        if self.stream_logs:
-            follower = LogFollower(factory, name, task_logger(self), poll_seconds=max(5.0, self.check_interval),
-                                   warn=self.log.warning).start()
-
-        def on_update(summary: Any) -> None:
-            if follower is not None:
-                follower.observe(summary.status)
-            self.log.info("training job %s: %s / %s (%s)", name, summary.status, summary.secondary_status,
-                          summary.explanation)
-
+    def _write_logs(self, backend: Any, handle: Any, cursor: Any, limit: int = LOG_LINES_PER_POLL) -> Any:
+        if not self.stream_logs:
+            return cursor
         try:
-            summary = training.wait(factory, name, max_run=spec.max_run, max_wait=spec.max_wait,
-                                    poll_seconds=self.check_interval, on_update=on_update)
-        finally:
-            if follower is not None:
-                follower.finish()
-        response = factory("sagemaker").describe_training_job(TrainingJobName=name)  # for FinalMetricDataList
-        self._remember_lineage(spec, summary.model_artifact_uri)
-        return xcom_result(submitted, region=region, status=summary.status,
-                           secondary_status=summary.secondary_status, model_artifact=summary.model_artifact_uri,
-                           billable_seconds=summary.billable_seconds, duration_seconds=summary.training_seconds,
-                           metrics=final_metrics(response))
+            lines, cursor = backend.log_lines(handle, cursor, limit=limit)
+        except Exception as error:  # noqa: BLE001 - logs are a convenience; the job's status decides
+            self.log.warning("could not read the logs of %s: %s", handle.job_name, error)
+            return cursor
+        for line in lines:
+            self.log.info("%s", line)
+        return cursor
+
+    def _wait_in_worker(self, backend: Any, spec: Any, base: str, handle: Any) -> dict[str, Any]:
+        """Poll the job from the worker (bounded by its limits), streaming its new log lines into the task log."""
+        from trainops.operators.compat import AirflowException
+
+        started = time.monotonic()
+        cursor, last = None, None
+        while True:
+            result = backend.describe(handle)
+            if (result.status, result.secondary_status) != last:
+                last = (result.status, result.secondary_status)
+                self.log.info("training job %s: %s / %s", handle.job_name, result.status.value,
+                              result.secondary_status)
+            ended = result.status.outcome != "waiting"
+            cursor = self._write_logs(backend, handle, cursor, limit=5000 if ended else LOG_LINES_PER_POLL)
+            if ended:
+                return self._finish(backend, spec, base, result, raise_failure=True)
+            bound = self._bound(spec, result)
+            if time.monotonic() - started > bound:
+                raise AirflowException(f"gave up waiting for training job {handle.job_name} after {bound:.0f} s "
+                                       "(max_run + max_wait + grace); the job was not stopped")
+            time.sleep(self.check_interval)
+
+    def _poke(self, backend: Any, spec: Any, base: str, handle: Any, result: Any) -> dict[str, Any]:
+        """No triggerer: write what is new in the logs, then give the worker slot back until the next look."""
+        from datetime import datetime, timezone
+
+        from trainops.operators.compat import AirflowRescheduleException
+
+        # A poke keeps nothing for the next one (XComs are cleared at each try): the logs are the command's.
+        self.log.info("training job %s is %s / %s; looking again in %.0f s (reschedule mode); its logs: %s",
+                      handle.job_name, result.status.value, result.secondary_status, self.check_interval,
+                      self._logs_hint(handle))
+        raise AirflowRescheduleException(datetime.now(timezone.utc) + timedelta(seconds=self.check_interval))
+
+    def _finish(self, backend: Any, spec: Any, base: str, result: Any, raise_failure: bool = False
+                ) -> dict[str, Any]:
+        """The XCom of an ended (or, not waited for, running) job; a failed job fails the task with its reason."""
+        from trainops.operators.common import failure_exception
+
+        data = result.to_dict()
+        held = getattr(self, "_held", None)
+        region = (held[1].region if held else getattr(backend, "region", None)) if backend.remote else None
+        if raise_failure and result.status.outcome == "failure":
+            message = (f"training job {result.job_name} ended {result.status.value}: "
+                       f"{result.failure_reason or 'no reason given'}")
+            self.log.error("%s", message)
+            raise failure_exception(message, data)
+        self._remember_lineage(spec, result.model_artifact)
+        cost = self._cost(base, backend.name, data, spec) if result.status.outcome != "waiting" else None
+        return xcom_result(data, region=region, metrics=data.get("metrics") or {}, cost=cost)
 
     # --- after deferral -----------------------------------------------------------------------------------------
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None,
@@ -315,50 +339,58 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
                          ) -> dict[str, Any]:
         """Resume after the trigger: raise on anything but success (with the reason), else return the XCom.
 
-        ``reattached`` is the deferral's own keyword argument; Airflow's triggerer merges it with the event, while
-        ``dag.test()`` (Airflow 3.3) passes the event alone, and it is then None.
+        The event carries everything needed (its handle, the task's base job name): ``dag.test()`` and a cleared
+        task that re-attaches hand this method an empty context, and the deferral's own keyword arguments are then
+        None.
         """
-        from airflow.sdk.exceptions import AirflowException
+        from trainops.operators.compat import AirflowException
 
         if not event:
             raise AirflowException("the training trigger ended without an event: the job's outcome is unknown")
-        backend = event.get("backend") or "sagemaker"  # SageMaker events predate the key
-        remote = self._backend(backend).remote
+        backend_name = event.get("backend") or "sagemaker"
+        remote = backend_name != "local"
         if event.get("job_name") and remote:
             remember_console_job(self, event["job_name"], event.get("region"))
-        if self.stream_logs and event.get("job_name") and event.get("status") in ("success", "failed", "stopped"):
-            if remote:
-                self._print_logs_after(event["job_name"], event.get("region"))
-            else:
-                self._print_local_logs_after(event["job_name"])
         if event.get("status") != "success":
             return self._next_attempt_or_fail(context, event, budget_used)
         self.log.info("%s", event.get("message"))
-        self._lineage_after_deferral(event.get("model_artifact"))
         if reattached is None:
-            reattached = event.get("reattached")  # the triggers echo it (dag.test() passes the event alone)
-        return xcom_result({**event, "status": event.get("job_status")}, backend=backend, reattached=reattached,
-                           cost=self._cost_after_deferral(context, backend, event))
+            reattached = event.get("reattached")  # the trigger echoes it (dag.test() passes the event alone)
+        cost = None
+        spec = self._spec_or_none()
+        base = event.get("base_name") or (task_job_name(context, self.job_name or spec.name)
+                                          if spec is not None and context else event.get("job_name"))
+        if spec is not None:
+            self._remember_lineage(spec, event.get("model_artifact"))
+            cost = self._cost(base, backend_name, {**event, "status": event.get("job_status")}, spec,
+                              region=event.get("region"))
+        return xcom_result({**event, "status": event.get("job_status")}, backend=backend_name, reattached=reattached,
+                           cost=cost)
 
-    def _cost_after_deferral(self, context: Any, backend: str, event: dict[str, Any]) -> dict[str, Any] | None:
+    def _spec_or_none(self) -> Any:
+        try:
+            return self._spec()
+        except Exception as error:  # noqa: BLE001 - lineage and cost must never fail a finished job
+            self.log.warning("no lineage or cost for this task: %s", error)
+            return None
+
+    def _remember_lineage(self, spec: Any, model_artifact: str | None) -> None:
+        try:
+            remote = self.backend != "local"
+            # Channel overrides are paths on this machine: they are the inputs only of a job that runs here.
+            datasets = training_datasets(spec, None if remote else self.channel_overrides, model_artifact)
+            remember_lineage(self, datasets["inputs"], datasets["outputs"])
+        except Exception as error:  # noqa: BLE001 - lineage must never fail a finished job
+            self.log.warning("no lineage for this task: %s", error)
+
+    def _cost(self, base: str, backend_name: str, record: dict[str, Any], spec: Any,
+              region: str | None = None) -> dict[str, Any] | None:
         """What the training of this task cost over every attempt of its job name (the XCom's ``cost``)."""
-        import os
-
-        from trainops.spec.secrets import restore_masked
         from trainops.steps.attempts import attempts_report
-        from trainops.steps.train import load_spec
 
         try:
-            spec = load_spec(restore_masked(self.spec, os.environ))
-            base = task_job_name(context, self.job_name or spec.name)
-            record = {**event, "status": event.get("job_status"), "instance_type": spec.instance_type,
-                      "instance_count": spec.instance_count}
-            chosen = self._backend(backend)
-            if chosen.remote:  # the connection's clients, as the task's own calls use
-                from trainops.backends.api import get_backend
-
-                factory, region = aws_client_factory(self.aws_conn_id, event.get("region") or self.region_name)
-                chosen = get_backend(backend, region=region, client_factory=factory)
+            chosen = self._open(region or spec.region or self.region_name, backend_name)
+            record = {**record, "instance_type": spec.instance_type, "instance_count": spec.instance_count}
             return attempts_report(chosen, base, record)["cost"]
         except Exception as error:  # noqa: BLE001 - the cost is a report; the job's outcome is already known
             self.log.warning("could not add up the cost of the attempts: %s", error)
@@ -374,12 +406,9 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
                               ) -> dict[str, Any]:
         """A deferred job failed: start the next attempt (and defer on it) when its failure class has budget left,
         else fail the task (`failure_exception`: without Airflow's retries when a retry cannot help)."""
-        from airflow.sdk.exceptions import AirflowException
-
         from trainops.backends.failures import classify_result
         from trainops.operators.common import failure_exception
-        from trainops.spec.secrets import restore_masked
-        from trainops.steps.train import load_spec
+        from trainops.operators.compat import AirflowException
 
         message = event.get("message") or f"training job {event.get('job_name')} did not succeed"
         if event.get("status") not in ("failed", "stopped"):  # the wait itself failed: the job's outcome is unknown
@@ -398,51 +427,11 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
                          verdict.describe(), verdict.failure_class, budgets.used[verdict.failure_class],
                          getattr(budgets, verdict.failure_class))
         self._budget_used = dict(budgets.used)
-        import os
-
-        spec = load_spec(restore_masked(self.spec, os.environ))
-        name = task_job_name(context, self.job_name or spec.name)
+        self._held = None
         with translated_errors():  # the next attempt is placed by the re-attach policy: <name>-N after the failures
-            if self._backend().remote:
-                return self._train_on_sagemaker(spec, name)
-            return self._train_locally_detached(spec, name)
-
-    def _lineage_after_deferral(self, model_artifact: str | None) -> None:
-        from trainops.steps.train import load_spec
-
-        try:
-            self._remember_lineage(load_spec(self.spec), model_artifact)
-        except Exception as error:  # noqa: BLE001 - lineage must never fail a finished job
-            self.log.warning("no lineage for this task: %s", error)
-
-    def _print_logs_after(self, name: str, region: str | None) -> None:
-        from collections import deque
-
-        from trainops.backends.sagemaker.logs import iter_log_lines
-
-        try:
-            factory, _ = aws_client_factory(self.aws_conn_id, region or self.region_name)
-            tail = deque((line.render() for line in iter_log_lines(factory, name)), maxlen=LOG_LINES_AFTER_DEFERRAL)
-        except Exception as error:  # noqa: BLE001 - logs are a convenience; the event decides the outcome
-            self.log.warning("could not read the logs of %s: %s", name, error)
-            return
-        self.log.info("last %d log lines of every host of %s:", len(tail), name)
-        for line in tail:
-            self.log.info("%s", line)
-
-    def _print_local_logs_after(self, name: str) -> None:
-        from collections import deque
-
-        from trainops.backends.local import paths
-
-        logs = paths.job_dir(name, self.workdir) / "logs"
-        for path in sorted(logs.glob("algo-*.log")) if logs.is_dir() else []:
-            with open(path, encoding="utf-8", errors="replace") as handle:
-                tail = deque(handle, maxlen=LOG_LINES_AFTER_DEFERRAL)
-            self.log.info("last %d log lines of host %s of %s:", len(tail), path.stem, name)
-            for line in tail:
-                line = line.rstrip("\n")
-                self.log.info("%s", line if line.startswith("[algo-") else f"[{path.stem}] {line}")
+            spec = self._spec()
+            base = event.get("base_name") or task_job_name(context, self.job_name or spec.name)
+            return self._submit_and_wait(self._open(spec.region or self.region_name), spec, base)
 
     # --- kill -------------------------------------------------------------------------------------------------
     def on_kill(self) -> None:

@@ -1,24 +1,21 @@
-"""The deferrable waits of the training operator: a SageMaker training job, and a detached local job.
+"""`JobTrigger`: the one trigger of every trainops operator, for every backend and job kind.
 
-`LocalTrainingTrigger` (below the SageMaker one) polls a local job's status record, which its detached supervisor
-keeps (`trainops.backends.local.detached`): the job belongs to neither the worker nor the triggerer, so the trigger
-is only a reader, rebuilt from its serialized arguments after a triggerer restart, and the job never notices.
+A deferred task hands the triggerer a `JobHandle` (``to_dict()`` in the trigger's kwargs) and the job's kind; the
+trigger asks the backend seam where the job stands (``backend.describe(handle)``, in a thread: the backends block)
+every ``poll_seconds`` until the states table says the job ended or the wait's bound passed, and yields one small
+event. It knows no backend: a local job (run by a detached supervisor, so it belongs to neither the worker nor the
+triggerer) and a SageMaker job are the same loop, and a new backend needs no new trigger. A new job kind is a row of
+`KINDS` (as the Amazon provider's ``SageMakerTrigger(job_name, job_type)`` maps its kinds through small tables).
 
-The SageMaker wait: a constructor, `serialize()`, and one async polling loop.
+While it waits, the trigger streams the job's new log lines (`Backend.log_lines`: local files or CloudWatch) into
+the task's log, at most ``log_lines_per_poll`` a poll, so the cost of a poll stays bounded whatever the job prints.
+The bound (`trainops.backends.states.wait_bound_seconds`) counts from ``started_at``, which survives a triggerer
+restart, so a trigger moved to another triggerer gets no fresh allowance. ``on_kill`` (the task was marked failed or
+success, or cleared) stops the job through the seam (``backend.stop(handle)``).
 
-The loop is the asynchronous form of the backend's own wait (`trainops.backends.sagemaker.training.wait`): it asks the
-shared states table (`trainops.backends.states.classify`) what each status means, reduces responses with the same
-`summarize`, words failures with the same `failure_message`, and is bounded the same way, by the job's own
-``max_run`` (+ ``max_wait`` for spot) + a grace (`wait_bound_seconds`), never by a fixed number of attempts.
-boto3 is synchronous: each call runs in a worker thread (``asyncio.to_thread``) so the triggerer's event loop never
-blocks. The client comes from the Amazon provider's ``AwsBaseHook`` with the task's ``aws_conn_id`` and
-``region_name`` (both serialized, so a trigger that moves to another triggerer keeps its region).
-
-It yields exactly one event, ``{"status": "success" | "failed" | "stopped" | "timeout" | "error", ...}``; the
-operator's ``execute_complete`` raises on anything but ``success``, with the event's ``message``.
-
-This module subclasses Airflow's ``BaseTrigger`` (``airflow.triggers.base``, the only trigger base there is), so it
-is imported by the triggerer and by ``execute`` when deferring, never by a DAG file.
+Events: ``{"status": "success" | "failed" | "stopped" | "timeout" | "error", "message", "backend", "job_name", ...}``;
+the operator's ``execute_complete`` raises on anything but ``success``, with the event's ``message``. This module is
+imported by the triggerer and by ``execute`` when deferring, never by a DAG file.
 """
 
 from __future__ import annotations
@@ -28,294 +25,213 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from airflow.triggers.base import BaseTrigger, TriggerEvent
+from trainops.operators.compat import trigger_classes
 
-CLASSPATH = "trainops.operators.triggers.SageMakerTrainingTrigger"
-LOCAL_CLASSPATH = "trainops.operators.triggers.LocalTrainingTrigger"
+BaseTrigger, TriggerEvent = trigger_classes()
+
+CLASSPATH = "trainops.operators.triggers.JobTrigger"
 #: Default when the job's limits are unknown: SageMaker's own default MaxRuntimeInSeconds (one day).
 DEFAULT_MAX_RUN_SECONDS = 86400
+#: Log lines written to the task log per poll, and after the job ended (the last lines arrive then).
+LOG_LINES_PER_POLL = 500
+LOG_LINES_AFTER_END = 5000
+
+#: kind -> how messages name it. A kind is what the handle's backend can describe (training jobs today: the seam's
+#: describe; processing and staging rows join when the seam describes those jobs).
+KINDS: dict[str, str] = {"training": "training job"}
 
 
-def final_metrics(response: dict[str, Any]) -> dict[str, float]:
-    """The job's final metric values (``FinalMetricDataList``) as a small name -> number mapping."""
-    metrics: dict[str, float] = {}
-    for item in response.get("FinalMetricDataList") or []:
-        name, value = item.get("MetricName"), item.get("Value")
-        if name is not None and isinstance(value, (int, float)):
-            metrics[str(name)] = float(value)
-    return metrics
+def event_for(result: Any, kind: str = "training") -> dict[str, Any]:
+    """The trigger event of a terminal `JobResult`: small JSON, never the service's response."""
+    from trainops.backends.states import JobStatus, explain_secondary_status
 
-
-def event_for(response: dict[str, Any], region: str | None) -> dict[str, Any]:
-    """The trigger event of a terminal describe response: small JSON, never the response itself."""
-    from trainops.backends.failures import status_walk
-    from trainops.backends.sagemaker.training import failure_message, summarize
-    from trainops.backends.states import classify
-
-    summary = summarize(response)
-    outcome = classify("training_job", summary.status)
-    if outcome == "success":
-        status, message = "success", f"training job {summary.job_name} completed"
+    what = KINDS.get(kind, kind)
+    label = what if result.backend != "local" else f"local {what}"
+    data = result.to_dict()
+    if result.succeeded:
+        status, message = "success", f"{label} {result.job_name} completed"
     else:
-        status = "stopped" if summary.status in ("Stopped", "Stopping") else "failed"
-        message = failure_message(summary)
+        status = "stopped" if result.status in (JobStatus.STOPPED, JobStatus.STOPPING) else "failed"
+        message = f"{label} {result.job_name} ended {result.status.value}"
+        if result.secondary_status and result.secondary_status != result.status.value:
+            message += f" ({result.secondary_status}: {explain_secondary_status(result.secondary_status)})"
+        message += f": {result.failure_reason or 'no reason given'}"
     return {
         "status": status,
         "message": message,
-        "job_name": summary.job_name,
-        "region": region,
-        "job_status": summary.status,
-        "secondary_status": summary.secondary_status,
+        "backend": result.backend,
+        "job_name": result.job_name,
+        "job_status": result.status.value,
+        "secondary_status": result.secondary_status,
         # The walk, for the failure classifier: a spot interruption shows only in the transitions.
-        "secondary_statuses": status_walk(summary.secondary_status_history),
-        "failure_reason": summary.failure_reason,
-        "model_artifact": summary.model_artifact_uri,
-        "billable_seconds": summary.billable_seconds,
-        "duration_seconds": summary.training_seconds,
-        "metrics": final_metrics(response),
+        "secondary_statuses": list(data.get("secondary_statuses") or ()),
+        "failure_reason": result.failure_reason,
+        "model_artifact": result.model_artifact,
+        "billable_seconds": result.billable_seconds,
+        "duration_seconds": result.duration_seconds,
+        "metrics": dict(data.get("metrics") or {}),
     }
 
 
-class SageMakerTrainingTrigger(BaseTrigger):
-    """Waits for a SageMaker training job to end, without holding a worker slot.
+def backend_for(handle: Any, aws_conn_id: str | None) -> Any:
+    """The backend of a handle, bound to its place (the local state directory; the region and the Airflow
+    connection's clients, built on first use: a local job never reads the connection)."""
+    from trainops.backends.api import get_backend
+    from trainops.operators.common import lazy_aws_client_factory
+
+    return get_backend(handle.backend, workdir=handle.workdir, region=handle.region,
+                       client_factory=lazy_aws_client_factory(aws_conn_id, handle.region))
+
+
+class JobTrigger(BaseTrigger):
+    """Waits for a job of any backend and kind to end, streaming its logs, without holding a worker slot.
 
     Args:
-        job_name: the training job.
-        aws_conn_id: the Airflow AWS connection (credentials, role, endpoint) the task used.
-        region_name: the job's region (None: the connection's or boto3's default).
-        poll_seconds: pause between two DescribeTrainingJob calls.
-        max_run, max_wait: the job's MaxRuntimeInSeconds and (spot) MaxWaitTimeInSeconds; when None they are read
-            from the job's own StoppingCondition on the first describe.
+        handle: the job's `JobHandle` as ``to_dict()``.
+        kind: a key of `KINDS`.
+        aws_conn_id: the Airflow AWS connection the task used (SageMaker: credentials, role, endpoint).
+        poll_seconds: pause between two looks at the job.
+        max_run, max_wait: the spec's limits; the job's own (``details``: ``max_run_seconds``,
+            ``max_wait_seconds``) win when the backend reports them, as a re-attached job may have other limits.
         grace_seconds: added to the bound (provisioning, image download, model upload are not counted by max_run).
-        started_at: wall-clock time (``time.time()``) the wait began. The bound counts from it, so a trigger that is
-            restarted on another triggerer does not get a fresh allowance.
-        reattached: whether the task followed a job an earlier try created; echoed in the event (``dag.test()``
-            hands ``execute_complete`` the event alone, without the deferral's keyword arguments).
+        started_at: wall-clock time the wait began (``time.time()``); kept across triggerer restarts.
+        reattached: whether the task followed a job an earlier try created; echoed in the event, as is
+            ``base_name`` (the task's job name before any retry suffix: the cost adds up its attempts), because
+            ``dag.test()`` hands ``execute_complete`` the event alone.
+        stream_logs: write the job's new log lines into the task log while waiting.
+        log_lines_per_poll: at most this many lines a poll.
     """
 
     def __init__(
         self,
-        job_name: str,
+        handle: dict[str, Any],
         *,
+        kind: str = "training",
         aws_conn_id: str | None = "aws_default",
-        region_name: str | None = None,
         poll_seconds: float = 30.0,
         max_run: float | None = None,
         max_wait: float | None = None,
         grace_seconds: float = 3600.0,
         started_at: float | None = None,
         reattached: bool = False,
+        base_name: str | None = None,
+        stream_logs: bool = True,
+        log_lines_per_poll: int = LOG_LINES_PER_POLL,
     ):
         super().__init__()
-        self.job_name = job_name
-        self.reattached = reattached
+        if kind not in KINDS:
+            raise ValueError(f"kind: {kind!r} is not one of {', '.join(KINDS)}")
+        self.handle = dict(handle)
+        self.kind = kind
         self.aws_conn_id = aws_conn_id
-        self.region_name = region_name
         self.poll_seconds = poll_seconds
         self.max_run = max_run
         self.max_wait = max_wait
         self.grace_seconds = grace_seconds
         self.started_at = time.time() if started_at is None else started_at
+        self.reattached = reattached
+        self.base_name = base_name
+        self.stream_logs = stream_logs
+        self.log_lines_per_poll = log_lines_per_poll
+
+    @property
+    def job_name(self) -> str:
+        return str(self.handle["job_name"])
+
+    @property
+    def region_name(self) -> str | None:
+        return self.handle.get("region")
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         """The class path and every constructor argument (JSON values only)."""
         return CLASSPATH, {
-            "job_name": self.job_name,
-            "aws_conn_id": self.aws_conn_id,
-            "region_name": self.region_name,
-            "poll_seconds": self.poll_seconds,
-            "max_run": self.max_run,
-            "max_wait": self.max_wait,
-            "grace_seconds": self.grace_seconds,
-            "started_at": self.started_at,
-            "reattached": self.reattached,
+            "handle": self.handle, "kind": self.kind, "aws_conn_id": self.aws_conn_id,
+            "poll_seconds": self.poll_seconds, "max_run": self.max_run, "max_wait": self.max_wait,
+            "grace_seconds": self.grace_seconds, "started_at": self.started_at, "reattached": self.reattached,
+            "base_name": self.base_name, "stream_logs": self.stream_logs,
+            "log_lines_per_poll": self.log_lines_per_poll,
         }
 
-    def _client(self) -> Any:
-        # Runs in a thread: building the session may read the Airflow connection (a blocking call).
-        from trainops.operators.common import aws_client_factory
+    def _open(self) -> tuple[Any, Any]:
+        from trainops.backends.api import JobHandle
 
-        factory, region = aws_client_factory(self.aws_conn_id, self.region_name)
-        self.region_name = self.region_name or region
-        return factory("sagemaker")
+        handle = JobHandle.from_dict(self.handle)
+        return backend_for(handle, self.aws_conn_id), handle
 
-    def _bound(self, response: dict[str, Any]) -> float:
+    def _bound(self, result: Any) -> float:
         from trainops.backends.states import wait_bound_seconds
 
-        stopping = response.get("StoppingCondition") or {}
-        # The job's own limits win: a re-attached job may have been created with other limits than the spec's now.
-        max_run = stopping.get("MaxRuntimeInSeconds") or self.max_run or DEFAULT_MAX_RUN_SECONDS
-        max_wait = stopping.get("MaxWaitTimeInSeconds") if response.get("EnableManagedSpotTraining") else None
+        details = result.details or {}
+        max_run = details.get("max_run_seconds") or self.max_run or DEFAULT_MAX_RUN_SECONDS
+        max_wait = details.get("max_wait_seconds")
         return wait_bound_seconds(max_run, max_wait if max_wait is not None else self.max_wait, self.grace_seconds)
 
-    async def run(self) -> AsyncIterator[TriggerEvent]:
+    def _common(self) -> dict[str, Any]:
+        return {"backend": self.handle.get("backend"), "job_name": self.job_name, "region": self.region_name,
+                "kind": self.kind, "handle": self.handle, "reattached": self.reattached, "base_name": self.base_name}
+
+    async def run(self) -> AsyncIterator[Any]:
         """Poll until the job is terminal or the bound passes; yield one event, then return."""
         try:
             event = await self._wait()
         except Exception as error:  # noqa: BLE001 - any failure must reach execute_complete as an event
             from trainops.operators.common import airflow_error
 
-            event = {"status": "error", "job_name": self.job_name, "region": self.region_name,
-                     "message": f"waiting for training job {self.job_name} failed: {airflow_error(error)}"}
-        yield TriggerEvent({**event, "reattached": self.reattached})
+            event = {"status": "error", "message": f"waiting for {KINDS[self.kind]} {self.job_name} failed: "
+                                                   f"{airflow_error(error)}"}
+        yield TriggerEvent({**self._common(), **event})
 
     async def _wait(self) -> dict[str, Any]:
-        from trainops.backends.states import classify
-
-        client = await asyncio.to_thread(self._client)
-        last_progress: tuple[Any, Any] | None = None
-        while True:
-            response = await asyncio.to_thread(client.describe_training_job, TrainingJobName=self.job_name)
-            status, secondary = response.get("TrainingJobStatus"), response.get("SecondaryStatus")
-            if (status, secondary) != last_progress:
-                last_progress = (status, secondary)
-                self.log.info("training job %s: %s / %s", self.job_name, status, secondary)
-            if classify("training_job", status) != "waiting":
-                return event_for(response, self.region_name)
-            bound = self._bound(response)
-            elapsed = time.time() - self.started_at
-            if elapsed >= bound:
-                return {
-                    "status": "timeout", "job_name": self.job_name, "region": self.region_name,
-                    "job_status": status, "secondary_status": secondary,
-                    "message": f"gave up waiting for training job {self.job_name} after {elapsed:.0f} s (bound "
-                               f"{bound:.0f} s = max_run + max_wait + grace); last status {status} / {secondary}. "
-                               "The job was not stopped: check it in the console, or stop it.",
-                }
-            await asyncio.sleep(max(0.0, min(self.poll_seconds, bound - elapsed)))
-
-    async def on_kill(self) -> None:
-        """The user killed the deferred task (mark failed / success, clear): stop the remote job too, through the
-        backend seam (``backend.stop(handle)``), as the worker's on_kill and the command line do."""
-        from trainops.backends.api import JobHandle, get_backend
-
-        def stop() -> str:
-            client = self._client()
-            backend = get_backend("sagemaker", region=self.region_name, client_factory=lambda service: client)
-            return backend.stop(JobHandle("sagemaker", self.job_name, region=self.region_name, created=False))
-
-        outcome = await asyncio.wait_for(asyncio.to_thread(stop), timeout=60)
-        self.log.info("stop requested because the task was killed: %s", outcome)
-
-
-def local_event(record: dict[str, Any]) -> dict[str, Any]:
-    """The trigger event of a local job's final status record: the same keys as a SageMaker job's event."""
-    name, job_status = record.get("job_name"), record.get("status")
-    reason = record.get("failure_reason") or "no reason given"
-    if job_status == "Completed":
-        status, message = "success", f"local training job {name} completed"
-    elif job_status == "Stopped":
-        status, message = "stopped", f"local training job {name} was stopped: {reason}"
-    else:
-        status, message = "failed", f"local training job {name} ended {job_status}: {reason}"
-    return {
-        "status": status,
-        "message": message,
-        "backend": "local",
-        "job_name": name,
-        "region": None,
-        "job_status": job_status,
-        "secondary_status": record.get("secondary_status"),
-        "failure_reason": record.get("failure_reason"),
-        "model_artifact": record.get("model_artifact"),
-        "billable_seconds": None,
-        "duration_seconds": record.get("duration_seconds"),
-        "metrics": {},
-    }
-
-
-class LocalTrainingTrigger(BaseTrigger):
-    """Waits for a detached local training job to end, without holding a worker slot.
-
-    Args:
-        job_name: the local job.
-        workdir: its work directory (None: ``$TRAINOPS_HOME``), as the operator submitted it.
-        poll_seconds: pause between two reads of the job's status record.
-        max_run: the job's ``max_run``; the job's controller enforces it, so the trigger's bound (``max_run`` +
-            ``grace_seconds``) is only a safety net against a record that never ends.
-        grace_seconds: added to the bound.
-        started_at: wall-clock time the wait began; kept across triggerer restarts, so the bound does not restart.
-        reattached: whether the task followed a job an earlier try started; echoed in the event (``dag.test()``
-            hands ``execute_complete`` the event alone, without the deferral's keyword arguments).
-    """
-
-    def __init__(
-        self,
-        job_name: str,
-        *,
-        workdir: str | None = None,
-        poll_seconds: float = 5.0,
-        max_run: float | None = None,
-        grace_seconds: float = 600.0,
-        started_at: float | None = None,
-        reattached: bool = False,
-    ):
-        super().__init__()
-        self.job_name = job_name
-        self.reattached = reattached
-        self.workdir = workdir
-        self.poll_seconds = poll_seconds
-        self.max_run = max_run
-        self.grace_seconds = grace_seconds
-        self.started_at = time.time() if started_at is None else started_at
-
-    def serialize(self) -> tuple[str, dict[str, Any]]:
-        """The class path and every constructor argument (JSON values only)."""
-        return LOCAL_CLASSPATH, {
-            "job_name": self.job_name,
-            "workdir": self.workdir,
-            "poll_seconds": self.poll_seconds,
-            "max_run": self.max_run,
-            "grace_seconds": self.grace_seconds,
-            "started_at": self.started_at,
-            "reattached": self.reattached,
-        }
-
-    def _read(self) -> dict[str, Any]:
-        from trainops.backends.local import status
-
-        return status.read(self.job_name, self.workdir)
-
-    async def run(self) -> AsyncIterator[TriggerEvent]:
-        """Poll the status record until the job ends or the bound passes; yield one event, then return."""
-        try:
-            event = await self._wait()
-        except Exception as error:  # noqa: BLE001 - any failure must reach execute_complete as an event
-            from trainops.operators.common import airflow_error
-
-            event = {"status": "error", "backend": "local", "job_name": self.job_name, "region": None,
-                     "message": f"waiting for local training job {self.job_name} failed: {airflow_error(error)}"}
-        yield TriggerEvent({**event, "reattached": self.reattached})
-
-    async def _wait(self) -> dict[str, Any]:
-        from trainops.backends.local.status import ACTIVE
-        from trainops.backends.states import wait_bound_seconds
-
+        backend, handle = await asyncio.to_thread(self._open)
+        cursor: dict[str, Any] | None = None
         last: tuple[Any, Any] | None = None
-        bound = wait_bound_seconds(self.max_run or DEFAULT_MAX_RUN_SECONDS, None, self.grace_seconds)
         while True:
-            record = await asyncio.to_thread(self._read)
-            progress = (record.get("status"), record.get("secondary_status"))
+            result = await asyncio.to_thread(backend.describe, handle)
+            progress = (result.status.value, result.secondary_status)
             if progress != last:
                 last = progress
-                self.log.info("local training job %s: %s / %s", self.job_name, *progress)
-            if record.get("status") not in ACTIVE:
-                return local_event(record)
+                self.log.info("%s %s: %s / %s", KINDS[self.kind], self.job_name, *progress)
+            ended = result.status.outcome != "waiting"
+            if self.stream_logs:
+                cursor = await self._stream(backend, handle, cursor, LOG_LINES_AFTER_END if ended else None)
+            if ended:
+                return event_for(result, self.kind)
+            bound = self._bound(result)
             elapsed = time.time() - self.started_at
             if elapsed >= bound:
-                return {"status": "timeout", "backend": "local", "job_name": self.job_name, "region": None,
-                        "job_status": record.get("status"), "secondary_status": record.get("secondary_status"),
-                        "message": f"gave up waiting for local training job {self.job_name} after {elapsed:.0f} s "
-                                   f"(bound {bound:.0f} s = max_run + grace); it still says {record.get('status')}. "
-                                   f"Stop it with `trainops stop {self.job_name}`."}
+                hint = (f"`trainops stop {self.job_name} --workdir {handle.workdir}`" if handle.workdir
+                        else f"`trainops stop {self.job_name}`") if not backend.remote else "the console"
+                return {"status": "timeout", "job_status": result.status.value,
+                        "secondary_status": result.secondary_status,
+                        "message": f"gave up waiting for {KINDS[self.kind]} {self.job_name} after {elapsed:.0f} s "
+                                   f"(bound {bound:.0f} s = max_run + max_wait + grace); last status "
+                                   f"{result.status.value} / {result.secondary_status}. The job was not stopped: "
+                                   f"check it and stop it with {hint}."}
             await asyncio.sleep(max(0.0, min(self.poll_seconds, bound - elapsed)))
 
-    async def on_kill(self) -> None:
-        """The user killed the deferred task (mark failed / success, clear): stop the local job too, through the
-        backend seam (``backend.stop(handle)``)."""
-        from trainops.backends.api import JobHandle, get_backend
+    async def _stream(self, backend: Any, handle: Any, cursor: dict[str, Any] | None,
+                      drain: int | None) -> dict[str, Any] | None:
+        """Write the job's new log lines into the task log (at most a poll's share, or ``drain`` after the end)."""
+        budget = drain or self.log_lines_per_poll
+        try:
+            while budget > 0:
+                lines, cursor = await asyncio.to_thread(backend.log_lines, handle, cursor,
+                                                        limit=min(budget, self.log_lines_per_poll))
+                for line in lines:
+                    self.log.info("%s", line)
+                budget -= len(lines)
+                if not drain or not lines:
+                    break
+        except Exception as error:  # noqa: BLE001 - logs are a convenience; the job's status decides the outcome
+            self.log.warning("could not read the logs of %s: %s", self.job_name, error)
+        return cursor
 
-        backend = get_backend("local", workdir=self.workdir)
-        handle = JobHandle("local", self.job_name, workdir=self.workdir, created=False)
-        outcome = await asyncio.wait_for(asyncio.to_thread(backend.stop, handle), timeout=90)
-        self.log.info("local training job stopped because the task was killed: %s", outcome)
+    async def on_kill(self) -> None:
+        """The user killed the deferred task (mark failed / success, clear): stop the job too, through the seam."""
+
+        def stop() -> str:
+            backend, handle = self._open()
+            return backend.stop(handle, "the Airflow task was killed")
+
+        outcome = await asyncio.wait_for(asyncio.to_thread(stop), timeout=90)
+        self.log.info("stop requested because the task was killed: %s", outcome)

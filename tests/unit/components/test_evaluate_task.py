@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from kfp.dsl import HTML, Metrics, Model
 
-from trainops.components.evaluate_task import evaluation_prefix, parse_gate
+from trainops.backends.sagemaker.backend import evaluation_prefix
+from trainops.components.evaluate_task import parse_gate
 from trainops.components.factory import build_components
 from trainops.components.settings import LOCAL_SETTINGS
 from trainops.errors import SpecError

@@ -15,7 +15,6 @@ isolate_airflow_home()
 import pytest  # noqa: E402
 from airflow.sdk.exceptions import AirflowException, AirflowFailException  # noqa: E402
 
-from trainops.spec.names import valid_job_name  # noqa: E402
 from trainops.errors import JobFailed, Problem, SpecError  # noqa: E402
 from trainops.operators.common import airflow_error, check_backend, task_job_name, translated_errors  # noqa: E402
 from trainops.operators.lineage import (  # noqa: E402
@@ -27,6 +26,7 @@ from trainops.operators.lineage import (  # noqa: E402
 )
 from trainops.operators.links import training_job_console_url  # noqa: E402
 from trainops.operators.provider import get_provider_info  # noqa: E402
+from trainops.spec.names import valid_job_name  # noqa: E402
 from trainops.steps.train import load_spec  # noqa: E402
 
 

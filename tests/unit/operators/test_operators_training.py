@@ -18,12 +18,12 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskD
 from support.sagemaker_shapes import ROLE_ARN, training_description  # noqa: E402
 from support.stubbed_aws import StubbedAWS  # noqa: E402
 
-from trainops.backends.sagemaker.names import deterministic_job_name  # noqa: E402
 from trainops.backends.sagemaker.render import render  # noqa: E402
 from trainops.operators import training as training_module  # noqa: E402
 from trainops.operators.links import SageMakerTrainingJobLink  # noqa: E402
 from trainops.operators.training import DistributedTrainingOperator  # noqa: E402
-from trainops.operators.triggers import SageMakerTrainingTrigger  # noqa: E402
+from trainops.operators.triggers import JobTrigger  # noqa: E402
+from trainops.spec.names import deterministic_job_name  # noqa: E402
 from trainops.steps.train import load_spec  # noqa: E402
 
 SPEC = {
@@ -67,7 +67,6 @@ class CountingAWS(StubbedAWS):
 @pytest.fixture
 def aws(monkeypatch):
     stubbed = CountingAWS()
-    monkeypatch.setattr(training_module, "aws_client_factory", lambda conn, region: (stubbed, region or "us-east-1"))
     monkeypatch.setattr("trainops.operators.common.aws_client_factory",
                         lambda conn, region: (stubbed, region or "us-east-1"))
     return stubbed
@@ -153,13 +152,13 @@ def test_a_retry_while_the_job_runs_reattaches_and_creates_no_second_job(aws):
     aws.verify()
     assert aws.created == [NAME], "a retry must never create a second training job"
     for deferred in (first.value, second.value):
-        assert isinstance(deferred.trigger, SageMakerTrainingTrigger)
+        assert isinstance(deferred.trigger, JobTrigger)
         assert deferred.trigger.job_name == NAME
     assert second.value.kwargs == {"reattached": True, "budget_used": {}}
 
 
 def test_a_retry_after_the_job_completed_returns_its_result_without_waiting(aws):
-    for _ in range(3):
+    for _ in range(2):  # the re-attach policy's look, then the submit's own
         described(aws, "Completed", "Completed", billable=3600, training=3700)
     final = training_description(NAME, "Completed", "Completed", billable=3600, training=3700)
     final["FinalMetricDataList"] = [{"MetricName": "train:loss", "Value": 0.25, "Timestamp": final["CreationTime"]}]
@@ -274,9 +273,9 @@ def test_on_kill_stops_a_running_local_job(tmp_path):
     worker = threading.Thread(target=run)
     worker.start()
     deadline = time.monotonic() + 60
-    while getattr(op, "_local_job", None) is None and time.monotonic() < deadline:
+    while getattr(op, "_held", None) is None and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert op._local_job is not None, "the local job never started"
+    assert op._held is not None, "the local job never started"
     time.sleep(1.0)  # let the launcher start the script
     op.on_kill()
     worker.join(timeout=90)
@@ -303,7 +302,7 @@ def run_trigger(trigger) -> dict:
     import asyncio
 
     classpath, kwargs = trigger.serialize()
-    assert classpath == "trainops.operators.triggers.LocalTrainingTrigger"
+    assert classpath == "trainops.operators.triggers.JobTrigger"
     rebuilt = type(trigger)(**kwargs)  # what a (restarted) triggerer runs: the serialized form only
 
     async def first_event():
@@ -325,7 +324,8 @@ def test_local_deferrable_submits_a_detached_job_defers_and_a_retry_reattaches(t
     with pytest.raises(TaskDeferred) as first:
         try_task(1)
     trigger = first.value.trigger
-    assert first.value.method_name == "execute_complete" and first.value.kwargs == {"reattached": False, "budget_used": {}}
+    assert first.value.method_name == "execute_complete"
+    assert first.value.kwargs == {"reattached": False, "budget_used": {}}
     name = trigger.job_name
     assert name == deterministic_job_name("tiny", "retrain", "train", "scheduled__2026-01-05", -1)
     # the job runs without the task: a second try (the worker died, the task was cleared) follows the same job
@@ -413,7 +413,7 @@ class FakeLogs:
     def describe_log_streams(self, logGroupName, logStreamNamePrefix, nextToken=None):  # noqa: N803
         return {"logStreams": [{"logStreamName": name} for name in self.streams]}
 
-    def get_log_events(self, logGroupName, logStreamName, startFromHead, nextToken=None):  # noqa: N803
+    def get_log_events(self, logGroupName, logStreamName, startFromHead, nextToken=None, limit=None):  # noqa: N803
         if nextToken is None:
             return {"events": self.streams[logStreamName], "nextForwardToken": "f/end"}
         return {"events": [], "nextForwardToken": nextToken}
@@ -422,16 +422,15 @@ class FakeLogs:
 def test_sync_wait_streams_every_hosts_logs_and_returns_the_final_metrics(aws, monkeypatch, capsys):
     logs = FakeLogs(NAME)
     factory = lambda service: logs if service == "logs" else aws(service)  # noqa: E731
-    monkeypatch.setattr(training_module, "aws_client_factory", lambda conn, region: (factory, "us-east-1"))
+    monkeypatch.setattr("trainops.operators.common.aws_client_factory", lambda conn, region: (factory, "us-east-1"))
     first_try(aws)
     described(aws, "InProgress", "Training")
-    described(aws, "Completed", "Completed", billable=100, training=110)
     final = training_description(NAME, "Completed", "Completed", billable=100, training=110)
     final["FinalMetricDataList"] = [{"MetricName": "train:loss", "Value": 0.25,
                                      "Timestamp": final["CreationTime"]}]
     aws.stub("sagemaker").add_response("describe_training_job", final, {"TrainingJobName": NAME})
     result = operator(deferrable=False).execute(context())
-    aws.verify()  # the log follower asked SageMaker nothing: every describe here is the wait's
+    aws.verify()  # reading the logs asked SageMaker nothing: every describe here is the wait's
     assert (result["status"], result["billable_seconds"], result["metrics"]) == ("Completed", 100,
                                                                                  {"train:loss": 0.25})
     output = capsys.readouterr().out
@@ -503,11 +502,16 @@ def test_an_infrastructure_failure_starts_the_next_attempt_and_defers_on_it(aws)
 
 
 def test_a_spot_interruption_seen_by_the_trigger_is_an_infrastructure_failure():
+    from trainops.backends.api import JobHandle
+    from trainops.backends.sagemaker.backend import SageMakerBackend
     from trainops.operators.triggers import event_for
 
     response = training_description(NAME, "Failed", "Failed", spot=True,
                                     transitions=[("Training", ""), ("Interrupted", ""), ("Failed", "")])
-    event = event_for(response, "us-east-1")
+    aws = StubbedAWS()
+    aws.stub("sagemaker").add_response("describe_training_job", response, {"TrainingJobName": NAME})
+    result = SageMakerBackend("us-east-1", client_factory=aws).describe(JobHandle("sagemaker", NAME))
+    event = event_for(result)
     assert event["secondary_statuses"] == ["Training", "Interrupted", "Failed"]
     with pytest.raises(AirflowException, match=r"\[infrastructure failure: Interrupted\]") as raised:
         operator(stream_logs=False, retry_budgets={"infrastructure": 0}).execute_complete(context(), event)

@@ -1,6 +1,8 @@
-"""SageMakerTrainingTrigger: serialize() round-trips; run() (driven with asyncio) walks InProgress -> Completed and
-InProgress -> Failed against a stubbed SageMaker client, reports timeouts and errors as events, and on_kill stops the
-job. The events then go through the operator's execute_complete, as Airflow does after deferral."""
+"""JobTrigger, the one trigger of every backend: serialize() round-trips; run() (driven with asyncio) walks
+InProgress -> Completed and InProgress -> Failed against a stubbed SageMaker client through the backend seam, reports
+timeouts and errors as events, and on_kill stops the job; on a real detached local job it streams the job's log lines
+into the trigger's log (the task log, in Airflow) while the job runs. The events then go through the operator's
+execute_complete, as Airflow does after deferral."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from support.sagemaker_shapes import training_description  # noqa: E402
 from support.stubbed_aws import StubbedAWS  # noqa: E402
 
 from trainops.operators.training import DistributedTrainingOperator  # noqa: E402
-from trainops.operators.triggers import CLASSPATH, SageMakerTrainingTrigger  # noqa: E402
+from trainops.operators.triggers import CLASSPATH, JobTrigger  # noqa: E402
 
 NAME = "digits-0123456789"
 
@@ -43,18 +45,21 @@ def describes(aws: StubbedAWS, *states: tuple[str, str], **options) -> None:
                                            {"TrainingJobName": NAME})
 
 
-def run_trigger(trigger: SageMakerTrainingTrigger) -> list:
+def run_trigger(trigger: JobTrigger) -> list:
     async def collect() -> list:
         return [event async for event in trigger.run()]
 
     return asyncio.run(collect())
 
 
-def trigger(**overrides) -> SageMakerTrainingTrigger:
-    arguments = dict(job_name=NAME, aws_conn_id="aws_training", region_name="eu-west-1", poll_seconds=0,
-                     max_run=7200)
+def handle(region: str = "eu-west-1") -> dict:
+    return {"backend": "sagemaker", "job_name": NAME, "workdir": None, "region": region, "created": True}
+
+
+def trigger(**overrides) -> JobTrigger:
+    arguments = dict(handle=handle(), aws_conn_id="aws_training", poll_seconds=0, max_run=7200, stream_logs=False)
     arguments.update(overrides)
-    return SageMakerTrainingTrigger(**arguments)
+    return JobTrigger(**arguments)
 
 
 def test_serialize_round_trips():
@@ -65,9 +70,10 @@ def test_serialize_round_trips():
     cls = getattr(__import__(module, fromlist=[name]), name)
     rebuilt = cls(**kwargs)
     assert rebuilt.serialize() == (classpath, kwargs)
-    assert kwargs == {"job_name": NAME, "aws_conn_id": "aws_training", "region_name": "eu-west-1",
+    assert kwargs == {"handle": handle(), "kind": "training", "aws_conn_id": "aws_training",
                       "poll_seconds": 0, "max_run": 7200, "max_wait": 9000, "grace_seconds": 600,
-                      "started_at": 1234.5, "reattached": False}
+                      "started_at": 1234.5, "reattached": False, "base_name": None, "stream_logs": False,
+                      "log_lines_per_poll": 500}
 
 
 def test_started_at_defaults_to_now_and_survives_serialization():
@@ -75,7 +81,7 @@ def test_started_at_defaults_to_now_and_survives_serialization():
     first = trigger()
     assert before <= first.started_at <= time.time()
     # A trigger moved to another triggerer keeps the original start: its bound does not start again.
-    assert SageMakerTrainingTrigger(**first.serialize()[1]).started_at == first.started_at
+    assert JobTrigger(**first.serialize()[1]).started_at == first.started_at
 
 
 def test_run_walks_in_progress_to_completed(aws):
@@ -161,13 +167,20 @@ def test_on_kill_stops_the_remote_job(aws):
     aws.verify()
 
 
-def test_a_job_name_only_trigger_has_safe_defaults():
-    bare = SageMakerTrainingTrigger(NAME)
+def test_a_handle_only_trigger_has_safe_defaults():
+    bare = JobTrigger(handle(region=None))
     kwargs = bare.serialize()[1]
-    assert (kwargs["aws_conn_id"], kwargs["region_name"], kwargs["max_run"]) == ("aws_default", None, None)
+    assert (kwargs["aws_conn_id"], bare.region_name, kwargs["max_run"], kwargs["kind"]) == ("aws_default", None, None,
+                                                                                          "training")
+    assert kwargs["stream_logs"] is True
 
 
-# --- LocalTrainingTrigger -----------------------------------------------------------------------------------------
+def test_an_unknown_job_kind_is_refused_naming_the_kinds():
+    with pytest.raises(ValueError, match="kind: 'batch' is not one of training"):
+        JobTrigger(handle(), kind="batch")
+
+
+# --- the same trigger on local jobs -----------------------------------------------------------------------------------
 def local_first_event(trigger) -> dict:
     async def first():
         async for event in trigger.run():
@@ -176,24 +189,68 @@ def local_first_event(trigger) -> dict:
     return asyncio.run(first())
 
 
-def test_the_local_trigger_reports_a_missing_job_as_an_error_event(tmp_path):
-    from trainops.operators.triggers import LocalTrainingTrigger
+def local_handle(name: str, workdir) -> dict:
+    return {"backend": "local", "job_name": name, "workdir": str(workdir), "region": None, "created": True}
 
-    event = local_first_event(LocalTrainingTrigger("never-submitted", workdir=str(tmp_path), reattached=True))
+
+def test_the_trigger_reports_a_missing_local_job_as_an_error_event(tmp_path):
+    event = local_first_event(JobTrigger(local_handle("never-submitted", tmp_path), reattached=True))
     assert (event["status"], event["backend"], event["reattached"]) == ("error", "local", True)
     assert "never-submitted" in event["message"]
     with pytest.raises(AirflowException, match="never-submitted"):
         DistributedTrainingOperator(task_id="train", spec={}, backend="local").execute_complete({}, event)
 
 
-def test_the_local_trigger_gives_up_after_max_run_plus_grace_counted_from_its_first_start(tmp_path, monkeypatch):
-    from trainops.operators import triggers
+def test_the_trigger_gives_up_after_max_run_plus_grace_counted_from_its_first_start(tmp_path, monkeypatch):
+    from trainops.backends.api import JobResult
+    from trainops.backends.local.backend import LocalBackend
+    from trainops.backends.states import JobStatus
 
-    monkeypatch.setattr(triggers.LocalTrainingTrigger, "_read",
-                        lambda self: {"job_name": self.job_name, "status": "InProgress", "secondary_status": "Training"})
+    monkeypatch.setattr(LocalBackend, "describe", lambda self, handle: JobResult(
+        "local", handle.job_name, JobStatus.IN_PROGRESS, secondary_status="Training"))
     # a trigger restarted on another triggerer keeps started_at: the allowance does not start again
-    trigger = triggers.LocalTrainingTrigger("slow-job", max_run=10, grace_seconds=5, poll_seconds=0,
-                                            started_at=time.time() - 60)
+    trigger = JobTrigger(local_handle("slow-job", tmp_path), max_run=10, grace_seconds=5, poll_seconds=0,
+                         started_at=time.time() - 60, stream_logs=False)
     event = local_first_event(trigger)
     assert (event["status"], event["job_status"]) == ("timeout", "InProgress")
-    assert "trainops stop slow-job" in event["message"]
+    assert f"trainops stop slow-job --workdir {tmp_path}" in event["message"]
+
+
+def test_the_trigger_streams_a_running_local_jobs_log_lines_as_they_come(tmp_path):
+    """A real detached local job prints a line a second; the trigger writes each line into its log while the job
+    runs (seen before the job ends), each line once, bounded per poll, and the last lines after the end."""
+    from trainops.backends.api import get_backend
+    from trainops.backends.local import status
+    from trainops.steps.train import load_spec
+
+    source = tmp_path / "code"
+    source.mkdir()
+    (source / "train.py").write_text(
+        "import os, pathlib, time\n"
+        "for step in range(6):\n"
+        "    print(f'step {step} of the job', flush=True)\n"
+        "    time.sleep(1)\n"
+        "pathlib.Path(os.environ['SM_MODEL_DIR'], 'model.txt').write_text('trained')\n")
+    spec = load_spec({"name": "chatty", "entry_point": "train.py", "source_dir": str(source),
+                      "instance_type": "ml.m5.large", "instance_count": 1, "max_run": 300})
+    work = tmp_path / "w"
+    backend = get_backend("local", workdir=str(work))
+    submitted = backend.submit(spec, "chatty-job", detached=True)
+    seen: list[tuple[str, str]] = []  # (line, the job's status when the trigger wrote it)
+
+    class Recorder:
+        def info(self, message, *args):
+            seen.append((message % args, status.read("chatty-job", str(work))["status"]))
+
+        warning = info
+
+    class RecordedTrigger(JobTrigger):  # the task log is Airflow's; here a recorder that notes the job's status
+        log = property(lambda self: Recorder())
+
+    trigger = RecordedTrigger(submitted.to_dict(), poll_seconds=0.3, log_lines_per_poll=2)
+    event = local_first_event(trigger)
+    assert event["status"] == "success", event
+    lines = [line for line, _ in seen if "of the job" in line]
+    assert lines == [f"[algo-1 rank 0] step {step} of the job" for step in range(6)], seen  # each once, in order
+    assert [line for line, state in seen if "of the job" in line and state == "InProgress"], \
+        "no log line reached the trigger's log while the job ran"
