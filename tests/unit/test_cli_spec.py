@@ -53,7 +53,10 @@ def test_validate_a_valid_spec(tmp_path, capsys):
     assert code == 0
     assert "valid (smddp on 2 x ml.p4d.24xlarge)" in out
     # PyTorch 2.3.0 (April 2024) is more than two years old: one warning line, exit 0 (issue 14)
-    assert err.count("\n") == 1 and "warning:" in err and "2.3.0" in err
+    warnings = [line for line in err.splitlines() if not line.startswith(("forecast:", "  "))]
+    assert len(warnings) == 1 and "warning:" in warnings[0] and "2.3.0" in warnings[0]
+    # Then the forecast of one attempt (issue 25): 2 x ml.p4d.24xlarge for max_run 86400 s at the catalog price.
+    assert "forecast: at most $" in err and "2 x ml.p4d.24xlarge" in err and "max_run 86400 s" in err
 
 
 def test_validate_names_the_instance_groups(tmp_path, capsys):
@@ -123,7 +126,9 @@ def test_a_directory_or_a_missing_file(tmp_path, capsys):
 
 def test_render_prints_the_request_as_json(tmp_path, capsys):
     code, out, err = run(capsys, "render", write(tmp_path, VALID), "--job-name", "demo-1")
-    assert code == 0 and err == ""
+    # stdout is the request alone; stderr holds only the forecast (issue 25)
+    assert code == 0 and all(line.startswith(("forecast:", "  ")) for line in err.splitlines())
+    assert err.startswith("forecast: at most $")
     request = json.loads(out)
     assert request["TrainingJobName"] == "demo-1"
     assert request["AlgorithmSpecification"]["ContainerEntrypoint"][:3] == ["python3", "-m", "trainops.runtime"]

@@ -6,6 +6,7 @@ import argparse
 import json
 import os
 import sys
+from typing import Any
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -54,7 +55,17 @@ def validate_command(args: argparse.Namespace) -> int:
     if notes and not args.quiet:
         # One line, on stderr, exit 0: the spec works, the user should know before paying for it.
         print(f"{args.file}: warning: {'; '.join(notes)}", file=sys.stderr)
+    if not args.quiet:
+        print_forecast(spec, default_region())
     return 0
+
+
+def print_forecast(spec: Any, region: str | None) -> None:
+    """What one attempt can cost (`trainops.steps.forecast`), on stderr: render's stdout stays the request."""
+    from trainops.steps.forecast import forecast
+
+    for line in forecast(spec, region=getattr(spec, "region", None) or region).lines():
+        print(line, file=sys.stderr)
 
 
 def default_region() -> str | None:
@@ -74,6 +85,8 @@ def render_command(args: argparse.Namespace) -> int:
     request = sagemaker.render_request(spec, job_name, launcher=args.launcher, region=args.region or default_region())
     json.dump(request, sys.stdout, indent=2)
     sys.stdout.write("\n")
+    sys.stdout.flush()
+    print_forecast(spec, args.region or default_region())
     return 0
 
 
