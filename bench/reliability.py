@@ -1,6 +1,7 @@
 """Measures every case of the reliability suite (issue 10) and regenerates RELIABILITY.md.
 
     .venv/bin/python bench/reliability.py                  # every section (a few minutes on 2 cores); rewrites it
+    .venv/bin/python bench/reliability.py --only faults --update   # re-measure some sections, their rows replaced
     .venv/bin/python bench/reliability.py --only faults    # some sections (bad-input, fuzz, hostile-data, security,
                                                            # faults, idempotency, load), printed; the file is kept
 
@@ -505,6 +506,8 @@ def render(measured: dict, context: dict) -> str:
         rows += __import__("files_scenarios").section_rows(measured["files"])
     if "names-secrets-errors" in measured:  # issue 15 items 11-13: tests/reliability/hardening_misc_bench.py
         rows += __import__("hardening_misc_bench").render_rows(measured["names-secrets-errors"])
+    if "local-breaks" in measured:  # issue 24's breaks of the local backend: tests/reliability/local_breaks_bench.py
+        rows += __import__("local_breaks_bench").render_rows(measured["local-breaks"])
     if "staging-scale" in measured:  # issue 15 item 14: bench/staging_scale.py
         rows.append(__import__("staging_scale").render_row(measured["staging-scale"]))
     header = [
@@ -580,12 +583,39 @@ SECTIONS = {"bad-input": bad_input, "fuzz": fuzz, "hostile-data": hostile_data, 
             "processes": lambda: __import__("process_scenarios").bench_section(),
             "names-secrets-errors": lambda: __import__("hardening_misc_bench").bench_section(),
             "files": lambda: __import__("files_scenarios").measure_section(),
-            "staging-scale": lambda: __import__("staging_scale").measure()}
+            "staging-scale": lambda: __import__("staging_scale").measure(),
+            "local-breaks": lambda: __import__("local_breaks_bench").measure()}
+
+
+def update_rows(text: str, rows: list[str]) -> str:
+    """RELIABILITY.md ``text`` with ``rows`` in its summary table: a row whose item and case are already there
+    replaces that line, a new one goes after the table's last row (`--update`: re-measure some sections only)."""
+    lines = text.splitlines()
+    first_table_end = next(index for index, line in enumerate(lines) if line.startswith("| item |")) + 1
+    while first_table_end + 1 < len(lines) and lines[first_table_end + 1].startswith("| "):
+        first_table_end += 1
+
+    def key(line: str) -> tuple[str, str]:
+        cells = line.split(" | ")
+        return cells[0], cells[1] if len(cells) > 1 else ""
+
+    for row in rows:
+        found = next((index for index in range(first_table_end + 1) if lines[index].startswith("| ")
+                      and key(lines[index]) == key(row)), None)
+        if found is not None:
+            lines[found] = row
+        else:
+            first_table_end += 1
+            lines.insert(first_table_end, row)
+    return "\n".join(lines) + "\n"
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", default="", help="comma-separated sections; prints them and leaves the file")
+    parser.add_argument("--update", action="store_true",
+                        help="with --only: put the sections' rows into RELIABILITY.md's table (replacing their "
+                             "earlier figures) instead of printing them")
     args = parser.parse_args()
     chosen = [name for name in args.only.split(",") if name] or list(SECTIONS)
     unknown = set(chosen) - set(SECTIONS)
@@ -601,6 +631,14 @@ def main() -> int:
         measured[name]["section_seconds"] = round(time.perf_counter() - started, 1)
         print(f"[reliability] {name}: {measured[name]['section_seconds']} s", file=sys.stderr, flush=True)
     context["load_end"] = os.getloadavg()[0]
+    if args.only and args.update:
+        rows = render(measured, context).split("\n")
+        table = [line for line in rows if line.startswith("| ") and not line.startswith("| item |")
+                 and not line.startswith("| --- ")]
+        path = REPOSITORY / "RELIABILITY.md"
+        path.write_text(update_rows(path.read_text(encoding="utf-8"), table), encoding="utf-8")
+        print(f"[reliability] RELIABILITY.md: {len(table)} row(s) of {', '.join(chosen)} updated", file=sys.stderr)
+        return 0
     if args.only:
         print(json.dumps(measured, indent=1, default=str))
         return 0
