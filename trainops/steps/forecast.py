@@ -52,7 +52,12 @@ class Forecast:
         return self.max_cost_usd is not None and self.attempt_usd is not None and self.attempt_usd > self.max_cost_usd
 
     def lines(self) -> list[str]:
-        """What `trainops validate` / `render` print on stderr."""
+        """What `trainops validate` / `render` print on stderr (nothing for the SDK's local-mode types: they run
+        here, priced at nothing)."""
+        from trainops.runtime import catalog
+
+        if self.instances and all(catalog.is_local(item["instance_type"]) for item in self.instances):
+            return []
         if self.hourly_usd is None:
             missing = ", ".join(self.unknown_prices) or "no instance type"
             lines = [f"forecast: unknown (the catalog has no price for {missing} in {self.region})"]
