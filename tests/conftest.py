@@ -17,13 +17,16 @@ AWS_TEST_REGION = "us-east-1"
 @pytest.fixture(scope="session")
 def moto_endpoint():
     """The URL of a moto server on 127.0.0.1 (started once per session, stopped at the end)."""
+    from support.moto_quotas import patch_sagemaker_quotas
     from support.moto_server import MotoServer, patch_fsx_descriptions
 
     server = MotoServer().start()
     undo = patch_fsx_descriptions()
+    undo_quotas = patch_sagemaker_quotas()  # the capacity preflight's Service Quotas (moto has none for SageMaker)
     try:
         yield server.endpoint
     finally:
+        undo_quotas()
         undo()
         server.stop()
 

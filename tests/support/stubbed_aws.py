@@ -14,6 +14,10 @@ from botocore.stub import Stubber
 
 from trainops.aws.clients import client_config
 
+#: Answers given unless a test stubs the service itself: the capacity preflight asks Service Quotas for the instance
+#: type's quota on every submission, and a test about something else gets "no quota listed" (so none is checked).
+DEFAULT_ANSWERS: dict[str, tuple[str, dict[str, Any]]] = {"service-quotas": ("list_service_quotas", {"Quotas": []})}
+
 
 class StubbedAWS:
     """A client factory whose clients are stubbed. ``stub(service)`` to queue answers; call the instance as a
@@ -26,6 +30,7 @@ class StubbedAWS:
         self.clients: dict[str, Any] = {}
         self.stubbers: dict[str, Stubber] = {}
         self.requested: list[str] = []
+        self.stubbed: set[str] = set()
 
     def _ensure(self, service: str) -> None:
         if service not in self.clients:
@@ -38,11 +43,15 @@ class StubbedAWS:
     def stub(self, service: str) -> Stubber:
         """The Stubber of a service's client (created on first use)."""
         self._ensure(service)
+        self.stubbed.add(service)
         return self.stubbers[service]
 
     def __call__(self, service: str) -> Any:
         self.requested.append(service)
         self._ensure(service)
+        if service in DEFAULT_ANSWERS and service not in self.stubbed:
+            operation, response = DEFAULT_ANSWERS[service]
+            self.stubbers[service].add_response(operation, response)
         return self.clients[service]
 
     def verify(self) -> None:

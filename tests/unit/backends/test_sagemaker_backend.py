@@ -34,6 +34,9 @@ def test_submit_renders_the_spec_and_wait_returns_a_typed_result_through_the_giv
                               service_message="Requested resource not found.")
     stub.add_response("create_training_job", {"TrainingJobArn": "arn:aws:sagemaker:us-east-1:1:training-job/x"},
                       request)
+    # The capacity preflight looks up the account's quota for the instance type (none listed here: not checked).
+    aws.stub("service-quotas").add_response("list_service_quotas", {"Quotas": []},
+                                            {"ServiceCode": "sagemaker", "MaxResults": 100})
     for status in ("InProgress", "InProgress", "Completed"):
         stub.add_response("describe_training_job",
                           training_description(NAME, status, status if status == "Completed" else "Training",
@@ -46,7 +49,7 @@ def test_submit_renders_the_spec_and_wait_returns_a_typed_result_through_the_giv
     assert result.status is JobStatus.COMPLETED and result.billable_seconds == 3600
     assert result.to_dict()["cost"]["job_name"] == NAME
     aws.verify()
-    assert set(aws.requested) == {"sagemaker"}
+    assert set(aws.requested) == {"sagemaker", "service-quotas"}  # nothing uploaded: no S3 call
 
 
 def test_the_default_factory_is_built_lazily(monkeypatch):

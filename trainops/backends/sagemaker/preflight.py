@@ -11,6 +11,10 @@ resource and the fix:
   one of the job's groups, or a CIDR that covers the training subnets, for TCP on those ports or for all traffic;
 - the channel's ``DirectoryPath`` starts with ``/<MountName>`` of the file system.
 
+Then the capacity (`trainops.backends.sagemaker.capacity`): the training plan (Active, for training jobs, the
+instance type and count, its zone against the subnets', its end against ``max_run``), the account's quota for the
+instance type minus the running jobs' use, and EFA support of the instance type.
+
 Only what the request says is checked. The file system's own network interfaces may carry other security groups
 (DescribeFileSystems does not list them); the usual setup shares one group, which is what is checked here.
 """
@@ -182,10 +186,15 @@ def _check_directory(label: str, source: dict[str, Any], info: FileSystemInfo) -
 
 
 def check_request(factory: ClientFactory, request: dict[str, Any]) -> list[Problem]:
-    """Every problem the preflight finds in a rendered ``create_training_job`` request (empty when it passes).
+    """Every problem the preflight finds in a rendered ``create_training_job`` request (empty when it passes): the
+    file systems' (below) and the capacity's (`trainops.backends.sagemaker.capacity`: training plan, quota, EFA)."""
+    from trainops.backends.sagemaker.capacity import check_capacity
 
-    Requests without FSx or EFS channels have nothing to check and make no AWS call.
-    """
+    return file_system_problems(factory, request) + check_capacity(factory, request).problems
+
+
+def file_system_problems(factory: ClientFactory, request: dict[str, Any]) -> list[Problem]:
+    """The FSx/EFS channels' problems. Requests without FSx or EFS channels have nothing to check and make no call."""
     channels = _file_system_channels(request)
     if not channels:
         return []
