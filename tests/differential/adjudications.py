@@ -79,7 +79,17 @@ def _drop_default_checkpoint_path(case: dict, oracle: Any, ours: Any) -> tuple:
     return oracle, ours
 
 
+def _empty_distribution_on_instance_groups(case: dict, oracle: Any, ours: Any) -> bool:
+    """`distribution: {}` with instance groups: the SDK validates the empty dict as a distribution on groups and
+    refuses it; trainops reads it as no distribution, as a job without the key (which the SDK builds)."""
+    return (case["spec"].get("distribution") == {} and bool(case["spec"].get("instance_groups"))
+            and _sdk_refuses(r"Distribution should only contain one instance group name",
+                             r"Don't set training instance groups while no distribution strategies enabled")(
+                case, oracle, ours))
+
+
 RENDER_RULES: list[Rule] = [
+    Rule("empty-distribution-on-instance-groups", _empty_distribution_on_instance_groups, _refusal_agrees),
     Rule("smddp-instance-types",
          _ours_refuses_only(r"SMDDP does not support ml\."), _refusal_agrees),
     Rule("smddp-and-torchrun-versions-beyond-the-sdk",

@@ -6,7 +6,11 @@ Runs in the oracle venv (tests/differential/build_oracle_venv.sh), where the pin
 
 What comes from the SDK (sagemaker/image_uri_config/*.json, read from the installed package):
 - the PyTorch and TensorFlow training versions, their Python versions and short-version aliases (pytorch.json,
-  tensorflow.json, scope "training") and the DLC accounts per region (union over versions);
+  tensorflow.json, scope "training"), and per version where it is published: its repository (the legacy
+  ``sagemaker-pytorch``, ``sagemaker-tensorflow-scriptmode`` and ``sagemaker-tensorflow`` ones for PyTorch <= 1.1
+  and TensorFlow <= 1.12, 1.13.1 on Python 2), its account family (``dlc`` or ``legacy``: each family's accounts
+  per region are the union over its versions, which never disagree) and the regions of its family it was never
+  published in (``missing_regions``);
 - the Trainium 1.11.0 image of the first Neuron generation (pytorch-neuron.json), whose repository and tag differ.
 
 What trainops keeps beyond the SDK (each one a section of ADJUDICATIONS.md, "image-versions-beyond-the-sdk"): the
@@ -37,14 +41,62 @@ def _version_key(version: str) -> tuple[int, ...]:
     return tuple(int(part) if part.isdigit() else 0 for part in version.split("."))
 
 
-def merge_training(table: dict, sdk: dict) -> tuple[dict, list[str]]:
-    """The trainops training table with the SDK's versions, Python versions and aliases; trainops-only versions kept."""
+DLC_ACCOUNT = "763104351884"  # the Deep Learning Containers' account in the first regions
+
+
+def family(registries: dict) -> str:
+    """``dlc`` for the Deep Learning Containers' accounts, ``legacy`` for the older framework images' ones."""
+    return "dlc" if registries.get("us-east-1") == DLC_ACCOUNT else "legacy"
+
+
+def families(*sdk_tables: dict) -> dict[str, dict]:
+    """Each account family's account per region: the union over the versions of that family."""
+    merged: dict[str, dict] = {"dlc": {}, "legacy": {}}
+    for sdk in sdk_tables:
+        for record in sdk["versions"].values():
+            for image in _images(record).values():
+                accounts = merged[family(image["registries"])]
+                for region, account in image["registries"].items():
+                    if accounts.setdefault(region, account) != account:
+                        raise SystemExit(f"two accounts for {region} in one family: {accounts[region]}, {account}")
+    return {name: dict(sorted(accounts.items())) for name, accounts in merged.items()}
+
+
+def _images(record: dict) -> dict[str, dict]:
+    """The version's image records: one for every Python version, or one per Python version (TF 1.13.1)."""
+    if "registries" in record:
+        return {"*": record}
+    return {py: image for py, image in record.items() if isinstance(image, dict) and "registries" in image}
+
+
+def _where(image: dict, default_repository: str, accounts: dict[str, dict]) -> dict:
+    """repository / registry / missing_regions of one image, each only where it differs from the table's default."""
+    found: dict = {}
+    if image["repository"] != default_repository:
+        found["repository"] = image["repository"]
+    name = family(image["registries"])
+    if name != "dlc":
+        found["registry"] = name
+    missing = sorted(set(accounts[name]) - set(image["registries"]))
+    if missing:
+        found["missing_regions"] = missing
+    return found
+
+
+def merge_training(table: dict, sdk: dict, accounts: dict[str, dict]) -> tuple[dict, list[str]]:
+    """The trainops training table with the SDK's versions, Python versions, aliases, repositories and regions;
+    trainops-only versions kept as they are."""
     versions = dict(table["versions"])
     for version, record in sdk["versions"].items():
-        if "py_versions" not in record:
-            continue  # TensorFlow 1.13.1: split into py2/py3 repositories, an image layout trainops does not resolve
-        mine = dict(versions.get(version, {}))
-        mine["py_versions"] = list(record["py_versions"])
+        images = _images(record)
+        mine = {key: value for key, value in versions.get(version, {}).items()
+                if key not in ("py_versions", "repository", "registry", "missing_regions", "by_py")}
+        if "*" in images:
+            mine["py_versions"] = list(record["py_versions"])
+            mine.update(_where(images["*"], table["repository"], accounts))
+        else:
+            mine["py_versions"] = sorted(images)
+            mine["by_py"] = {py: _where(image, table["repository"], accounts) for py, image in sorted(images.items())}
         versions[version] = mine
     aliases = {alias: target for alias, target in {**table.get("version_aliases", {}),
                                                    **sdk.get("version_aliases", {})}.items() if target in versions}
@@ -54,23 +106,18 @@ def merge_training(table: dict, sdk: dict) -> tuple[dict, list[str]]:
             "versions": ordered}, kept
 
 
-def dlc_registries(tables: dict, *sdk_tables: dict) -> dict:
-    registries = dict(tables["registries"]["dlc"])
-    for sdk in sdk_tables:
-        for record in sdk["versions"].values():
-            registries.update(record.get("registries", {}))
-    return dict(sorted(registries.items()))
-
-
 def main() -> None:
     tables = json.loads(TABLES.read_text())
     pytorch, tensorflow, neuron = _sdk("pytorch"), _sdk("tensorflow"), _sdk("pytorch-neuron")
     notes = {}
+    accounts = families(pytorch, tensorflow)
+    # Regions AWS's DLC list publishes that the SDK's tables do not have yet stay (their versions: those kept).
+    accounts["dlc"] = dict(sorted({**tables["registries"]["dlc"], **accounts["dlc"]}.items()))
     tables["images"]["pytorch"]["training"], notes["pytorch"] = merge_training(
-        tables["images"]["pytorch"]["training"], pytorch)
+        tables["images"]["pytorch"]["training"], pytorch, accounts)
     tables["images"]["tensorflow"]["training"], notes["tensorflow"] = merge_training(
-        tables["images"]["tensorflow"]["training"], tensorflow)
-    tables["registries"]["dlc"] = dlc_registries(tables, pytorch, tensorflow)
+        tables["images"]["tensorflow"]["training"], tensorflow, accounts)
+    tables["registries"].update(accounts)
     # The first-generation Neuron image (trn1, PyTorch 1.11.0): its own repository and tag, from the SDK.
     table = tables["images"]["pytorch"]["neuron"]
     for version, record in neuron["versions"].items():

@@ -11,7 +11,7 @@ import re
 import pytest
 
 from differential.adjudications import all_names
-from differential.compare import HERE, RENDER_GOLDEN, judge_render, load, report
+from differential.compare import HERE, RENDER_GOLDEN, judge_render, load, report, trainops_render
 
 GOLDEN = load(RENDER_GOLDEN)
 
@@ -49,3 +49,34 @@ def test_cases_of_the_issue_agree_exactly(case_id):
     """The encodings issue 14 listed agree without any adjudication."""
     case = next(case for case in GOLDEN["cases"] if case["id"] == case_id)
     assert judge_render(case, GOLDEN["job_name"]).kind == "agree"
+
+
+#: What only the SageMaker backend refuses (`render.sagemaker_problems`: data or instance types of this machine);
+#: `validate` is backend-neutral and the local backend runs these specs.
+SAGEMAKER_ONLY = (r"is local; the sagemaker backend reads S3", r"runs on this machine only: choose an ml\.\* instance")
+
+
+def test_validate_gives_the_verdict_render_gives_on_every_case():
+    """Issue 27 item 6: `trainops validate` (parse_job_spec) refuses what `render` refuses, with the same fields,
+    except the SageMaker backend's own checks of local data and local instance types."""
+    from trainops.errors import SpecError
+    from trainops.spec.loader import parse_job_spec
+
+    differing = []
+    for case in GOLDEN["cases"]:
+        data = {key: value for key, value in case["spec"].items() if value is not None}
+        try:
+            parse_job_spec(data)
+            validated, fields = True, set()
+        except SpecError as error:
+            validated, fields = False, {problem.path for problem in error.problems}
+        rendered = trainops_render(case["spec"], GOLDEN["job_name"])
+        if validated == rendered.accepted:
+            if not validated:
+                assert fields == {path for path, _ in rendered.problems}, case["id"]
+            continue
+        backend_only = validated and all(any(re.search(pattern, message) for pattern in SAGEMAKER_ONLY)
+                                         for _, message in rendered.problems)
+        if not backend_only:
+            differing.append((case["id"], validated, rendered.error[:200]))
+    assert not differing, differing

@@ -5,6 +5,9 @@ in ``image_tables.json`` next to this module and resolves from framework, framew
 instance type and region:
 
 - GPU or CPU ``pytorch-training`` / ``tensorflow-training`` images, picked by the instance catalog's accelerator;
+  the oldest versions live in the earlier repositories and accounts (``sagemaker-pytorch`` for PyTorch <= 1.1,
+  ``sagemaker-tensorflow-scriptmode`` for TensorFlow 1.11-1.13 on Python 2), and a version is resolved only in the
+  regions it was published in (``missing_regions``; the SDK's per-version tables);
 - ``pytorch-training-neuronx`` images (full tags) for Trainium (``ml.trn*``);
 - SMP v2 images (``smdistributed-modelparallel``) when the SageMaker model parallelism library v2 is used.
 
@@ -190,14 +193,27 @@ def resolve_training_image(
     if version is None:
         problems.append(Problem("framework_version", _unknown_version_message(str(framework_version), table, what)))
 
-    registry = _tables()["registries"][table["registry"]]
+    py = None
+    if version is not None:
+        py = table["versions"][version]["py_versions"][-1] if py_version is None else str(py_version)
+    where = _published(table, version, py)
+    registry = _tables()["registries"][where["registry"]]
     account = registry.get(region)
     if account is None:
-        problems.append(Problem("region", f"no {table['repository']} images in region {region!r}; available in: "
+        problems.append(Problem("region", f"no {where['repository']} images in region {region!r}; available in: "
                                           f"{', '.join(sorted(registry))}. Use one of these regions or set "
                                           f"image_uri to an image in your region"))
-
-    py = None
+    elif region in where["missing_regions"]:
+        published = sorted(set(registry) - set(where["missing_regions"]))
+        problems.append(Problem("framework_version", f"{what} {version} was never published in region {region!r} "
+                                                     f"(it is in {', '.join(published)}): pick a newer version, "
+                                                     "one of those regions, or set image_uri"))
+    if version is not None and kind == "training" and name == "tensorflow" \
+            and not is_version_at_least(version, LEGACY_MODE_ONLY_BELOW):
+        # The SDK's rule: these images run only the legacy (pre-script-mode) interface, which it does not build.
+        problems.append(Problem("framework_version", f"TensorFlow {version} supports only legacy mode, which trainops "
+                                                     f"(like the SDK) does not launch: use TensorFlow 1.11 or newer, "
+                                                     f"or set image_uri to the legacy image yourself"))
     if version is not None and kind == "neuron":
         families = table["versions"][version].get("instance_families")
         family = catalog.family_of(instance_type.strip())
@@ -210,7 +226,6 @@ def resolve_training_image(
     if version is not None:
         record = table["versions"][version]
         choices = record["py_versions"]
-        py = choices[-1] if py_version is None else str(py_version)
         if py not in choices:
             problems.append(Problem("py_version", f"{what} {version} images are built for "
                                                   f"{', '.join(choices)}, not {py!r}; set py_version to one of "
@@ -226,5 +241,19 @@ def resolve_training_image(
     else:
         # The SDK tags the image with the version as written: "2.3" gives the DLC's short tag 2.3-gpu-py311.
         tag = f"{str(framework_version).strip()}-{'gpu' if processor == 'gpu' else 'cpu'}-{py}"
-    repository = record.get("repository", table["repository"])
-    return f"{account}.dkr.ecr.{region}.{_dns_suffix(region)}/{repository}:{tag}"
+    return f"{account}.dkr.ecr.{region}.{_dns_suffix(region)}/{where['repository']}:{tag}"
+
+
+#: TensorFlow versions below this one have images for the legacy interface only (the SDK: 1.10.0 and older).
+LEGACY_MODE_ONLY_BELOW = "1.11"
+
+
+def _published(table: dict[str, Any], version: str | None, py: str | None) -> dict[str, Any]:
+    """Where a version's image is published: repository, registry (account family) and the regions of that family
+    it is missing from; the table's defaults, overridden by the version's record and then by its Python version's
+    (TensorFlow 1.13.1: Python 2 in the legacy repository, Python 3 in the DLC one)."""
+    record = table["versions"].get(version, {}) if version is not None else {}
+    where: dict[str, Any] = {"repository": table["repository"], "registry": table["registry"], "missing_regions": []}
+    for layer in (record, (record.get("by_py") or {}).get(py or "", {})):
+        where.update({key: layer[key] for key in ("repository", "registry", "missing_regions") if key in layer})
+    return where

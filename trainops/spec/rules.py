@@ -22,6 +22,7 @@ from trainops.spec.distribution import (
     SMP,
     MultiWorkerMirroredStrategy,
     NoDistribution,
+    ParameterServer,
     PyTorchDDP,
     PyTorchXLA,
     TorchDistributed,
@@ -40,6 +41,7 @@ TORCH_DISTRIBUTED_MINIMUM = "1.13"
 TRAINIUM_TORCH_DISTRIBUTED_MINIMUM = "1.11"
 PYTORCHDDP_MINIMUM = "1.11"  # the SDK's documentation: the PyTorch DLCs from v1.11 launch pytorchddp
 SMP_V2_MINIMUM = "2.0"
+MWMS_MINIMUM = "2.9"  # the SDK's _validate_mwms_config
 
 Rule = Callable[["JobSpec"], Iterator[Problem]]
 RULES: list[Rule] = []
@@ -60,8 +62,19 @@ def rule(*reads: str) -> Callable[[Rule], Rule]:
 
 
 def all_problems(spec: JobSpec, skip: frozenset[str] = frozenset()) -> list[Problem]:
-    """Every problem of every rule, leaving out the rules that read a field named in `skip`."""
-    return [problem for check in RULES if not (check.reads & skip) for problem in check(spec)]  # type: ignore
+    """Every problem of every rule, leaving out the rules that read a field named in `skip`. A rule marked
+    `after_the_others` (the image check, whose refusal is the most general) reports only at paths no other rule
+    reported: the specific message stands alone."""
+    problems: list[Problem] = []
+    for check in RULES:
+        if check.reads & skip:  # type: ignore[attr-defined]
+            continue
+        found = list(check(spec))
+        if getattr(check, "after_the_others", False):
+            reported = {problem.path for problem in problems}
+            found = [problem for problem in found if problem.path not in reported]
+        problems += found
+    return problems
 
 
 def _version_at_least(version: str | None, minimum: str) -> bool:
@@ -103,15 +116,18 @@ def instance_type_is_known(spec: JobSpec) -> Iterator[Problem]:
             yield Problem("instance_groups", "instance_group_name values must be unique")
 
 
-@rule("distribution", "instance_groups")
+@rule("distribution", "instance_groups", "framework")
 def instance_groups_named_by_distribution_exist(spec: JobSpec) -> Iterator[Problem]:
     """The SDK's heterogeneous-cluster rules: the distribution names one of the job's instance groups."""
     wanted = spec.dist.instance_groups or []
     if not wanted:
-        if spec.instance_groups and len(spec.instance_groups) > 1:
+        # With no strategy every host runs the script (AWS's heterogeneous-cluster example: a data group feeding a
+        # training group); a strategy on several groups needs the one that runs it.
+        if spec.instance_groups and len(spec.instance_groups) > 1 and not isinstance(spec.dist, NoDistribution):
             yield Problem("distribution.instance_groups",
                           "name the one instance group that runs the training (several groups are defined), e.g. "
                           "distribution: {torch_distributed: {enabled: true}, instance_groups: [gpus]}")
+        yield from _strategy_runs_on_instance_groups(spec)
         return
     if isinstance(spec.dist, NoDistribution):
         yield Problem("distribution.instance_groups", "names instance groups but enables no strategy: enable one "
@@ -126,6 +142,21 @@ def instance_groups_named_by_distribution_exist(spec: JobSpec) -> Iterator[Probl
             yield Problem("distribution.instance_groups", f"{name!r} is not one of {sorted(defined)}")
     if len(wanted) > 1:
         yield Problem("distribution.instance_groups", "only one instance group can run the distribution")
+    yield from _strategy_runs_on_instance_groups(spec)
+
+
+def _strategy_runs_on_instance_groups(spec: JobSpec) -> Iterator[Problem]:
+    """The SDK runs only MPI and SMDDP (and, for PyTorch, plain torch_distributed) on instance groups; with one
+    group it names that group itself, so the same holds there."""
+    if not spec.instance_groups or isinstance(spec.dist, NoDistribution):
+        return
+    allowed = isinstance(spec.dist, (MPI, SMDDP, PyTorchDDP)) or (isinstance(spec.dist, SMP) and spec.dist.version == 1)
+    if spec.framework == "pytorch" and isinstance(spec.dist, TorchDistributed):
+        allowed = True
+    if not allowed:
+        yield Problem("distribution", f"{spec.dist.type} does not run on instance groups (the SDK launches only mpi "
+                                      "and smdistributed.dataparallel there, and torch_distributed for PyTorch): "
+                                      "use one of those, or instance_type / instance_count")
 
 
 @rule("instance_type", "instance_groups", "distribution", "framework")
@@ -298,6 +329,12 @@ def xla_and_tensorflow_strategies(spec: JobSpec) -> Iterator[Problem]:
                           "with instance_type local / local_gpu")
     if isinstance(spec.dist, MultiWorkerMirroredStrategy) and spec.framework != "tensorflow":
         yield Problem("framework", "multi_worker_mirrored_strategy is TensorFlow's: set framework: tensorflow")
+    elif isinstance(spec.dist, MultiWorkerMirroredStrategy) and spec.framework_version \
+            and not _version_at_least(spec.framework_version, MWMS_MINIMUM):
+        yield Problem("framework_version", f"multi_worker_mirrored_strategy needs TensorFlow >= {MWMS_MINIMUM} (the "
+                                           f"TensorFlow containers launch it from 2.9), got {spec.framework_version}")
+    if isinstance(spec.dist, ParameterServer) and spec.framework != "tensorflow":
+        yield Problem("framework", "parameter_server is TensorFlow's: set framework: tensorflow")
     if isinstance(spec.dist, MPI):
         limit = _accelerators_per_host(spec.training_instance_type())
         wanted = spec.dist.processes_per_host
@@ -362,11 +399,58 @@ def reserved_names(spec: JobSpec) -> Iterator[Problem]:
             yield Problem(f"inputs.{name}", "channel names starting with trainops_ are reserved")
 
 
-@rule("py_version")
+#: The strategies whose images (and the SDK's checks) are Python 3 only; MPI and parameter servers ran on the py2
+#: images too, and a job without a strategy runs whatever the image's Python is.
+PYTHON_3_ONLY = (TorchDistributed, PyTorchDDP, SMDDP, SMP, PyTorchXLA, MultiWorkerMirroredStrategy)
+
+
+@rule("py_version", "distribution")
 def python_3_images(spec: JobSpec) -> Iterator[Problem]:
-    """Distributed strategies need py3 images (the SDK's rule)."""
-    if spec.py_version and not spec.py_version.startswith("py3"):
-        yield Problem("py_version", "distributed training images are Python 3 only")
+    """The libraries' strategies need py3 images (the SDK's rule); other jobs take the version's Python versions,
+    which the image tables check."""
+    if spec.py_version and not spec.py_version.startswith("py3") and isinstance(spec.dist, PYTHON_3_ONLY):
+        yield Problem("py_version", f"{spec.dist.type} runs on Python 3 images only, not {spec.py_version}")
+
+
+@rule("launcher", "enable_network_isolation", "inputs")
+def code_channel_is_free(spec: JobSpec) -> Iterator[Problem]:
+    """The toolkit launcher under network isolation sends the code as a channel named ``code``."""
+    yield from code_channel_problems(spec, spec.launcher)
+
+
+def code_channel_problems(spec: JobSpec, launcher: str) -> list[Problem]:
+    """A user channel named ``code`` where the toolkit launcher under network isolation needs that name for the code
+    (the SDK refuses the duplicate channel). ``render`` asks again for the launcher it was given."""
+    if launcher == "toolkit" and spec.enable_network_isolation and "code" in spec.inputs:
+        return [Problem("inputs.code", "is the channel the code travels in under network isolation (toolkit "
+                                       "launcher): rename this channel")]
+    return []
+
+
+@rule("framework", "framework_version", "py_version", "instance_type", "instance_groups", "distribution",
+      "image_uri", "region")
+def training_image_exists(spec: JobSpec) -> Iterator[Problem]:
+    """The AWS image the job would run in exists for its framework, version, Python and instance type (in the
+    spec's region, when it names one): the check ``render`` makes, so that ``validate`` gives the same verdict.
+    Jobs with an image_uri, without a framework_version, or on this machine (local types) need no AWS image. It
+    runs after the other rules and reports only where they did not."""
+    instance_type = spec.training_instance_type()
+    if spec.image_uri or not spec.framework_version or not instance_type or _is_local(instance_type):
+        return
+    from trainops.errors import SpecError
+    from trainops.spec.images import resolve_training_image
+
+    try:
+        resolve_training_image(spec.framework, spec.framework_version, spec.py_version, instance_type,
+                               spec.region or "us-east-1", smp_v2=isinstance(spec.dist, SMP) and spec.dist.version == 2)
+    except SpecError as error:
+        for problem in error.problems:
+            regional = problem.path == "region" or "was never published in region" in problem.message
+            if spec.region or not regional:
+                yield problem
+
+
+training_image_exists.after_the_others = True  # type: ignore[attr-defined]
 
 
 def _needs_pytorch(spec: JobSpec, label: str, minimum: str) -> Iterator[Problem]:

@@ -336,9 +336,26 @@ def test_bad_launcher():
 
 
 def test_unknown_framework_version_is_a_field_error():
-    problems = _problems(spec(framework_version="2.99.0"))
+    # The spec's image rule refuses it already (validate's verdict is render's); render refuses the same way when
+    # given such a spec unvalidated.
+    with pytest.raises(SpecError) as caught:
+        spec(framework_version="2.99.0")
+    assert [problem.path for problem in caught.value.problems] == ["framework_version"]
+    unvalidated = spec().model_copy(update={"framework_version": "2.99.0"})
+    problems = _problems(unvalidated)
     assert list(problems) == ["framework_version"]
     assert "supported versions" in problems["framework_version"]
+    assert caught.value.problems[0].message == problems["framework_version"]
+
+
+def test_a_user_channel_named_code_under_network_isolation_is_refused_for_the_toolkit_launcher():
+    # issue 27 item 5: the toolkit's code travels in a channel named code; the SDK refuses the duplicate channel
+    isolated = spec(enable_network_isolation=True, inputs={"code": "s3://bucket/my-code"})
+    problems = _problems(isolated, launcher="toolkit")
+    assert list(problems) == ["inputs.code"] and "rename this channel" in problems["inputs.code"]
+    assert render(isolated, job_name="job-1")["InputDataConfig"]  # the trainops launcher has no code channel
+    with pytest.raises(SpecError, match="inputs.code"):
+        spec(enable_network_isolation=True, inputs={"code": "s3://bucket/my-code"}, launcher="toolkit")
 
 
 # --- display ----------------------------------------------------------------------------------------------------------
@@ -479,3 +496,15 @@ def test_render_never_fails_on_a_valid_spec(data, launcher):
     else:
         assert hyperparameters["sagemaker_program"] == "train.py"
     assert masked(request)["HyperParameters"] == request["HyperParameters"]
+
+
+def test_one_instance_group_is_named_as_the_sdk_names_it():
+    # issue 27 item 3: one group and MPI naming none: the SDK sends the group (torch_distributed: it sends none)
+    one = [{"instance_group_name": "gpus", "instance_type": "ml.p4d.24xlarge", "instance_count": 2}]
+    mpi = spec(instance_type=..., instance_count=..., instance_groups=one, distribution={"mpi": {"enabled": True}})
+    hyperparameters = decoded(render(mpi, job_name="job-1", launcher="toolkit"))
+    assert hyperparameters["sagemaker_distribution_instance_groups"] == ["gpus"]
+    torchrun = spec(instance_type=..., instance_count=..., instance_groups=one,
+                    distribution={"torch_distributed": {"enabled": True}})
+    assert "sagemaker_distribution_instance_groups" not in decoded(render(torchrun, job_name="job-1",
+                                                                           launcher="toolkit"))

@@ -227,6 +227,12 @@ def test_every_version_in_the_tables_resolves_in_us_east_1():
         for kind in kinds:
             instance = {"training": "ml.p4d.24xlarge", "neuron": "ml.trn1.32xlarge", "smp": "ml.p5.48xlarge"}[kind]
             for version in images.supported_versions(framework, kind):
+                if framework == "tensorflow" and not images.is_version_at_least(version, "1.11"):
+                    # legacy mode only (the SDK refuses these without image_uri): refused, naming the field
+                    with pytest.raises(SpecError, match="supports only legacy mode") as error:
+                        resolve_training_image(framework, version, None, instance, "us-east-1")
+                    assert [problem.path for problem in error.value.problems] == ["framework_version"]
+                    continue
                 uri = resolve_training_image(framework, version, None, instance, "us-east-1", smp_v2=kind == "smp")
                 assert URI.match(uri), uri
                 assert version in URI.match(uri)["tag"]
@@ -261,3 +267,33 @@ def test_smp_v2_versions_map_pytorch_to_the_library():
 )
 def test_is_version_at_least(version, minimum, expected):
     assert images.is_version_at_least(version, minimum) is expected
+
+
+@pytest.mark.parametrize("framework, version, py, region, expected", [
+    # issue 27 item 4: the oldest versions are in the older repositories and accounts, as the SDK resolves them
+    ("pytorch", "1.0.0", "py3", "us-east-1",
+     "520713654638.dkr.ecr.us-east-1.amazonaws.com/sagemaker-pytorch:1.0.0-gpu-py3"),
+    ("pytorch", "1.1.0", "py2", "eu-south-1",
+     "048378556238.dkr.ecr.eu-south-1.amazonaws.com/sagemaker-pytorch:1.1.0-gpu-py2"),
+    ("tensorflow", "1.12.0", "py3", "cn-north-1",
+     "422961961927.dkr.ecr.cn-north-1.amazonaws.com.cn/sagemaker-tensorflow-scriptmode:1.12.0-gpu-py3"),
+    ("tensorflow", "1.13.1", "py2", "us-east-1",
+     "520713654638.dkr.ecr.us-east-1.amazonaws.com/sagemaker-tensorflow-scriptmode:1.13.1-gpu-py2"),
+    ("tensorflow", "1.13.1", "py3", "us-east-1",
+     "763104351884.dkr.ecr.us-east-1.amazonaws.com/tensorflow-training:1.13.1-gpu-py3"),
+    ("pytorch", "1.2.0", "py3", "us-east-1",
+     "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:1.2.0-gpu-py3"),
+])
+def test_legacy_versions_resolve_to_their_own_repositories(framework, version, py, region, expected):
+    assert resolve_training_image(framework, version, py, "ml.p3.2xlarge", region) == expected
+
+
+def test_a_version_never_published_in_a_region_is_refused_there():
+    # the legacy family has no images in the regions opened after it (il-central-1), the newer ones have some
+    with pytest.raises(SpecError, match="no sagemaker-pytorch images in region 'il-central-1'"):
+        resolve_training_image("pytorch", "1.0.0", "py3", "ml.p3.2xlarge", "il-central-1")
+    with pytest.raises(SpecError, match="1.13.1 was never published in region 'ap-southeast-5'") as error:
+        resolve_training_image("tensorflow", "1.13.1", "py3", "ml.p3.2xlarge", "ap-southeast-5")
+    assert [problem.path for problem in error.value.problems] == ["framework_version"]
+    assert resolve_training_image("tensorflow", "2.11.0", "py39", "ml.p3.2xlarge", "ap-southeast-5").startswith(
+        "550225433462.dkr.ecr.ap-southeast-5.amazonaws.com/tensorflow-training:2.11.0-gpu-py39")

@@ -45,7 +45,8 @@ def test_entry_point_is_required():
     ("role", ["arn:aws:iam::111122223333:role/SageMakerRole"], ["SageMakerRole", "arn:aws:iam::1:role/x"],
      "not an IAM role ARN"),
     ("region", ["us-east-1", "eu-central-2"], ["us east 1", "useast1", "us-east-1\n"], "not an AWS region"),
-    ("framework_version", ["2", "2.3", "2.3.0"], ["2.3.0.1", "latest", "v2.3", "2.3.0\n"], "not a version"),
+    # "2" is a version too; no PyTorch image has it (test_a_well_formed_version_without_an_image)
+    ("framework_version", ["1.0", "2.3", "2.3.0"], ["2.3.0.1", "latest", "v2.3", "2.3.0\n"], "not a version"),
     ("py_version", ["py3", "py310", "py311"], ["python3", "3.11", "py3111", "py4"], "not a Python version"),
     ("checkpoint_s3_uri", ["s3://bucket/ckpt"], ["/opt/ml/checkpoints", "s3://B/x"], "not an s3://bucket"),
     ("checkpoint_local_path", ["/opt/ml/checkpoints"], ["checkpoints", "/opt/../etc"], "absolute container path"),
@@ -58,6 +59,12 @@ def test_single_field_formats(field, good, bad, words):
         found = problems(**{field: value})
         assert list(found) == [field], (value, found)
         assert words in found[field]
+
+
+def test_a_well_formed_version_without_an_image():
+    assert list(problems(framework_version="2")) == ["framework_version"]
+    assert "no image for version '2'" in problems(framework_version="2")["framework_version"]
+    assert spec(framework_version="2", image_uri="123456789012.dkr.ecr.us-east-1.amazonaws.com/mine:2").image_uri
 
 
 @pytest.mark.parametrize("field, value", [

@@ -78,6 +78,29 @@ def test_distribution_names_one_defined_group():
              distribution={**SMDDP, "instance_groups": ["gpus"]})
 
 
+def test_issue_27_heterogeneous_clusters_as_the_sdk_builds_them():
+    base = {"entry_point": "train.py", "instance_groups": GROUPS, "framework_version": "2.3.0"}
+    # two groups and no strategy: every host runs the script (AWS's heterogeneous-cluster example)
+    assert found(base) == {}
+    # the SDK runs only MPI and SMDDP on instance groups (and torch_distributed for PyTorch)
+    tensorflow = {**base, "framework": "tensorflow", "framework_version": "2.16.2", "py_version": "py310"}
+    for strategy in ("parameter_server", "multi_worker_mirrored_strategy"):
+        rejected("distribution", "does not run on instance groups", tensorflow,
+                 distribution={strategy: {"enabled": True}, "instance_groups": ["gpus"]})
+        # one group counts too: the SDK names it itself
+        rejected("distribution", "does not run on instance groups", {**tensorflow, "instance_groups": GROUPS[1:]},
+                 distribution={strategy: {"enabled": True}})
+    assert found(tensorflow, distribution={"mpi": {"enabled": True}, "instance_groups": ["gpus"]}) == {}
+    assert found(base, distribution={**TORCHRUN, "instance_groups": ["gpus"]}) == {}
+
+
+def test_issue_27_multi_worker_mirrored_strategy_needs_tensorflow_2_9():
+    tensorflow = {**GPU, "framework": "tensorflow", "py_version": "py39"}
+    mwms = {"multi_worker_mirrored_strategy": {"enabled": True}}
+    rejected("framework_version", "needs TensorFlow >= 2.9", tensorflow, framework_version="2.8.0", distribution=mwms)
+    assert found(tensorflow, framework_version="2.9.1", distribution=mwms) == {}
+
+
 def test_one_group_needs_no_name():
     assert found({"entry_point": "train.py", "instance_groups": GROUPS[1:], "framework_version": "2.3.0"},
                  distribution=SMDDP) == {}
@@ -334,7 +357,12 @@ def test_reserved_channel_names():
 
 
 def test_python_2_images_refused():
-    rejected("py_version", "Python 3 only", py_version="py27")
+    rejected("py_version", "runs on Python 3 images only", py_version="py27",
+             distribution={"torch_distributed": {"enabled": True}})
+    # issue 27 item 4: without a library strategy the image tables decide (the SDK builds PyTorch 1.4 on py2)...
+    assert found(framework_version="1.4.0", py_version="py2") == {}
+    # ... and refuse a version built for Python 3 only, with the versions it was built for
+    rejected("py_version", "built for py311, not 'py27'", py_version="py27")
 
 
 # --- every problem at once --------------------------------------------------------------------------------------------

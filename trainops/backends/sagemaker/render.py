@@ -65,12 +65,17 @@ def artifact_locations(output_path: str, job_name: str) -> ArtifactLocations:
 
 
 def toolkit_distribution_hyperparameters(distribution: Distribution, instance_type: str | None,
-                                         framework: str = "pytorch") -> dict[str, Any]:
+                                         framework: str = "pytorch",
+                                         instance_groups: list[str] | None = None) -> dict[str, Any]:
     """The hyperparameters the SDK v2 sets for a distribution (before encoding), computed from the SDK's dict form
     the user wrote (or the typed form's equivalent), key by key as the SDK's PyTorch and TensorFlow estimators do:
     sections present but disabled still send their ``*_enabled: false`` flags, empty SMP parameters send no
-    ``mp_parameters``, ``pytorchddp`` wins over ``torch_distributed`` and ``torch_distributed`` over ``mpi``."""
+    ``mp_parameters``, ``pytorchddp`` wins over ``torch_distributed`` and ``torch_distributed`` over ``mpi`` (the
+    SDK drops mpi then). ``instance_groups`` are the job's group names: with exactly one, a distribution that names
+    none runs on it, and the SDK names it (``sagemaker_distribution_instance_groups``) where it sends groups."""
     sdk = dict(distribution.sdk_form())
+    if instance_groups and len(instance_groups) == 1 and sdk and "instance_groups" not in sdk:
+        sdk["instance_groups"] = list(instance_groups)
     if framework == "pytorch" and "pytorchddp" in sdk and "smdistributed" not in sdk:
         # The SDK's PyTorch estimator rewrites pytorchddp into smdistributed.dataparallel before anything else.
         sdk["smdistributed"] = {"dataparallel": sdk.pop("pytorchddp")}
@@ -203,6 +208,9 @@ def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region:
         raise SpecError(Problem("launcher", f"{launcher!r} is not a launcher: use trainops or toolkit"))
     region = spec.region or region
     problems = sagemaker_problems(spec, region)
+    from trainops.spec.rules import code_channel_problems
+
+    problems += code_channel_problems(spec, launcher)  # the spec's rule checked its own launcher; this is render's
     if not isinstance(job_name, str) or len(job_name) > 63 or not JOB_NAME.match(job_name):
         problems.append(Problem("job_name", f"{job_name!r} is not a valid job name (1-63 letters, digits, hyphens)"))
     image = None
@@ -290,7 +298,9 @@ def _assemble(spec: JobSpec, job_name: str, launcher: str, region: str | None, i
         hyperparameters.update(sagemaker_program=spec.entry_point, sagemaker_job_name=job_name, sagemaker_region=region)
         hyperparameters["sagemaker_submit_directory"] = submit
         hyperparameters["sagemaker_container_log_level"] = CONTAINER_LOG_LEVEL
-        distribution_values = toolkit_distribution_hyperparameters(spec.dist, spec.instance_type, spec.framework)
+        groups = [group.instance_group_name for group in spec.instance_groups or []]
+        distribution_values = toolkit_distribution_hyperparameters(spec.dist, spec.instance_type, spec.framework,
+                                                                   groups)
         hyperparameters.update(distribution_values)
         if spec.framework == "tensorflow" and "model_dir" not in spec.hyperparameters:
             hyperparameters["model_dir"] = toolkit_model_dir(spec, job_name, distribution_values)
