@@ -61,7 +61,7 @@ TRAINING_DATA = asset("digits_training_data", "x-trainops://digits/training-data
 with DAG(
     dag_id="retrain_pipeline",
     description="Weekly or on new data: stage, train (distributed), evaluate, gate, register",
-    schedule=asset_or_time_schedule(CronTriggerTimetable("0 3 * * 1", timezone="UTC"), [TRAINING_DATA]),
+    schedule=asset_or_time_schedule(CronTriggerTimetable("0 3 * * 1", timezone="UTC"), TRAINING_DATA),
     start_date=datetime(2026, 1, 5, tzinfo=timezone.utc),  # a Monday; Airflow 2.11 needs one for a schedule
     catchup=False,
     is_paused_upon_creation=True,  # the first run (at once, on unpause) is someone's decision, not a deployment's

@@ -117,7 +117,7 @@ def test_register_and_stage_reach_the_connections_endpoint(moto_bucket, tmp_path
 
 def test_the_trigger_reaches_the_connections_endpoint(moto_bucket):
     factory, bucket = moto_bucket
-    from trainops.operators.triggers import SageMakerTrainingTrigger
+    from trainops.operators.triggers import JobTrigger
 
     name = f"conn-{uuid.uuid4().hex[:10]}"
     factory("sagemaker").create_training_job(
@@ -127,8 +127,9 @@ def test_the_trigger_reaches_the_connections_endpoint(moto_bucket):
         ResourceConfig={"InstanceType": "ml.m5.xlarge", "InstanceCount": 1, "VolumeSizeInGB": 10},
         StoppingCondition={"MaxRuntimeInSeconds": 600})
     # the trigger as the triggerer rebuilds it: from its serialized form, in another event loop
-    classpath, kwargs = SageMakerTrainingTrigger(name, aws_conn_id=CONN_ID, poll_seconds=0).serialize()
-    trigger = SageMakerTrainingTrigger(**kwargs)
+    handle = {"backend": "sagemaker", "job_name": name, "region": None}  # the connection names the region
+    classpath, kwargs = JobTrigger(handle, aws_conn_id=CONN_ID, poll_seconds=0).serialize()
+    trigger = JobTrigger(**kwargs)
 
     async def first_event():
         async for event in trigger.run():

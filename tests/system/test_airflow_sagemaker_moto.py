@@ -16,7 +16,6 @@ isolate_airflow_home()
 
 import pytest  # noqa: E402
 
-from trainops.operators import training as training_module  # noqa: E402
 from trainops.operators.register import RegisterModelOperator  # noqa: E402
 from trainops.operators.training import DistributedTrainingOperator  # noqa: E402
 
@@ -28,8 +27,8 @@ def moto_aws(aws_clients, monkeypatch):
     """Operators get the moto-bound client factory where they would ask the Airflow connection for one."""
     import trainops.operators.common as common_module  # register, evaluate and stage build theirs lazily there
 
-    for module in (training_module, common_module):
-        monkeypatch.setattr(module, "aws_client_factory", lambda conn, region: (aws_clients, region or "us-east-1"))
+    # every client of the operators and the trigger comes from this one function (the connection's clients)
+    monkeypatch.setattr(common_module, "aws_client_factory", lambda conn, region: (aws_clients, region or "us-east-1"))
     bucket = f"trainops-{uuid.uuid4().hex[:12]}"
     aws_clients("s3").create_bucket(Bucket=bucket)
     return aws_clients, bucket

@@ -159,7 +159,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
             check_choice(self.if_job_exists, IF_JOB_EXISTS, "if_job_exists")
             spec = self._spec()  # every problem of the spec at once, with its field
             base = task_job_name(context, self.job_name or spec.name)
-            backend = self._open(spec.region or self.region_name)
+            backend = self._backend_for(spec)
             if not backend.remote and self.wait_mode == "worker":
                 return self._train_in_worker(spec, base)
             return self._submit_and_wait(backend, spec, base)
@@ -179,6 +179,17 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
         return get_backend(name or self.backend, workdir=self.workdir, region=region,
                            client_factory=lazy_aws_client_factory(self.aws_conn_id, region))
+
+    def _backend_for(self, spec: Any) -> Any:
+        """The task's backend in the spec's region, else the operator's, else (remote) the connection's."""
+        from trainops.operators import common
+
+        region = spec.region or self.region_name
+        backend = self._open(region)
+        if backend.remote and not region:
+            region = common.aws_client_factory(self.aws_conn_id, None)[1]
+            backend = self._open(region)
+        return backend
 
     def _submit_options(self, backend: Any) -> dict[str, Any]:
         """The options of this backend only: a remote job gets the launcher and preflight, a local one its ranks,
@@ -431,7 +442,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         with translated_errors():  # the next attempt is placed by the re-attach policy: <name>-N after the failures
             spec = self._spec()
             base = event.get("base_name") or task_job_name(context, self.job_name or spec.name)
-            return self._submit_and_wait(self._open(spec.region or self.region_name), spec, base)
+            return self._submit_and_wait(self._backend_for(spec), spec, base)
 
     # --- kill -------------------------------------------------------------------------------------------------
     def on_kill(self) -> None:

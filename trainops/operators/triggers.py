@@ -83,6 +83,17 @@ def backend_for(handle: Any, aws_conn_id: str | None) -> Any:
                        client_factory=lazy_aws_client_factory(aws_conn_id, handle.region))
 
 
+def with_connection_region(handle: Any, backend: Any, aws_conn_id: str | None) -> Any:
+    """A remote job's handle with the region the connection resolves when it names none (blocking: a thread)."""
+    if handle.region or not backend.remote:
+        return handle
+    from trainops.backends.api import JobHandle
+    from trainops.operators.common import aws_client_factory
+
+    region = aws_client_factory(aws_conn_id, None)[1]
+    return JobHandle.from_dict({**handle.to_dict(), "region": region}) if region else handle
+
+
 class JobTrigger(BaseTrigger):
     """Waits for a job of any backend and kind to end, streaming its logs, without holding a worker slot.
 
@@ -156,7 +167,12 @@ class JobTrigger(BaseTrigger):
         from trainops.backends.api import JobHandle
 
         handle = JobHandle.from_dict(self.handle)
-        return backend_for(handle, self.aws_conn_id), handle
+        backend = backend_for(handle, self.aws_conn_id)
+        resolved = with_connection_region(handle, backend, self.aws_conn_id)
+        if resolved is not handle:
+            self.handle = resolved.to_dict()  # the event reports the region the job is in
+            backend = backend_for(resolved, self.aws_conn_id)
+        return backend, resolved
 
     def _bound(self, result: Any) -> float:
         from trainops.backends.states import wait_bound_seconds
