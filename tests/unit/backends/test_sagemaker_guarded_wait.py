@@ -1,0 +1,144 @@
+"""The guarded wait of a SageMaker training job (training.guarded_wait) against botocore's Stubber: moto completes a
+training job at once and has no StopTrainingJob, so the walks through InProgress, the stop and the Stopped end are
+stubbed (the Stubber checks each request against the real API model). The log streams' last event times
+(DescribeLogStreams) are stubbed here too; the probe itself runs against moto in
+tests/system/test_sagemaker_activity_moto.py. The clock is fake: `now` is CreationTime + the fake clock."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from support.sagemaker_shapes import CREATED, training_description
+from support.stubbed_aws import FakeClock, StubbedAWS
+
+from trainops.backends.api import JobHandle
+from trainops.backends.failures import classify_result
+from trainops.backends.guards import JobGuards
+from trainops.backends.sagemaker import training
+from trainops.backends.sagemaker.backend import SageMakerBackend
+from trainops.backends.states import WaitTimedOut
+from trainops.runtime import catalog
+
+NAME = "bert-0123456789"
+TRAINING = [("Starting", ""), ("Downloading", ""), ("Training", "")]
+
+
+def _describe(aws: StubbedAWS, status: str, secondary: str, **options) -> None:
+    response = training_description(NAME, status, secondary, transitions=TRAINING, **options)
+    response["TrainingStartTime"] = CREATED
+    aws.stub("sagemaker").add_response("describe_training_job", response, {"TrainingJobName": NAME})
+
+
+def _streams(aws: StubbedAWS, last_event_seconds: float) -> None:
+    stamp = int((CREATED.timestamp() + last_event_seconds) * 1000)
+    aws.stub("logs").add_response(
+        "describe_log_streams",
+        {"logStreams": [{"logStreamName": f"{NAME}/algo-1-1767225600", "lastEventTimestamp": stamp,
+                         "lastIngestionTime": stamp}]},
+        {"logGroupName": "/aws/sagemaker/TrainingJobs", "logStreamNamePrefix": f"{NAME}/"})
+
+
+def _stop(aws: StubbedAWS) -> None:
+    _describe(aws, "InProgress", "Training")  # training.stop looks first (a finished job is not stopped)
+    aws.stub("sagemaker").add_response("stop_training_job", {}, {"TrainingJobName": NAME})
+
+
+def _clocks(offset: float = 0.0):
+    clock = FakeClock(start=0.0)
+    return clock, (lambda: CREATED.timestamp() + offset + clock.now)
+
+
+def test_a_training_job_that_stops_logging_is_stopped_as_stalled():
+    aws = StubbedAWS()
+    # Polls at +0, +300, +600, +900; the last log event is at +60: 840 s quiet at +900 passes stall_timeout 600.
+    for _ in range(4):
+        _describe(aws, "InProgress", "Training")
+        _streams(aws, 60)
+    _stop(aws)
+    _describe(aws, "Stopped", "Stopped", billable=905, training=905)
+    clock, now = _clocks()
+    lines: list[str] = []
+    with pytest.raises(training.TrainingJobFailed) as raised:
+        training.wait(aws, NAME, poll_seconds=300, clock=clock, sleep=clock.sleep, now=now, log=lines.append,
+                      guards=JobGuards(stall_timeout=600))
+    aws.verify()
+    summary = raised.value.summary
+    assert summary.guard is not None and summary.guard["kind"] == "stalled"
+    assert summary.failure_reason.startswith("stalled: no new log line or metric for 840 s")
+    assert any("stalled" in line for line in lines)
+    result = SageMakerBackend(client_factory=aws)._result(summary, JobHandle("sagemaker", NAME)).to_dict()
+    verdict = classify_result(result)
+    assert verdict.failure_class == "infrastructure" and verdict.reason == "stalled"
+
+
+def test_no_stall_is_seen_while_the_job_downloads_and_a_metric_counts_as_activity():
+    aws = StubbedAWS()
+    # Downloading for 2000 s prints nothing: no DescribeLogStreams call, no stall.
+    for _ in range(3):
+        response = training_description(NAME, "InProgress", "Downloading", transitions=TRAINING[:2])
+        aws.stub("sagemaker").add_response("describe_training_job", response, {"TrainingJobName": NAME})
+    # Training: the logs are old (+0) but a metric was updated at +2300: not quiet for 600 s at +2400.
+    metric = training_description(NAME, "InProgress", "Training", transitions=TRAINING)
+    metric["FinalMetricDataList"] = [{"MetricName": "loss", "Value": 0.5,
+                                      "Timestamp": CREATED + timedelta(seconds=2300)}]
+    aws.stub("sagemaker").add_response("describe_training_job", metric, {"TrainingJobName": NAME})
+    _streams(aws, 0)
+    _describe(aws, "Completed", "Completed", billable=2500, training=2500)
+    clock, now = _clocks()
+    summary = training.wait(aws, NAME, poll_seconds=800, clock=clock, sleep=clock.sleep, now=now,
+                            guards=JobGuards(stall_timeout=600))
+    aws.verify()
+    assert summary.status == "Completed" and summary.guard is None
+
+
+def test_a_job_is_stopped_when_its_billable_cost_reaches_the_budget():
+    aws = StubbedAWS()
+    hourly = 2 * catalog.hourly_price("ml.p4d.24xlarge", "us-east-1")  # the job's 2 instances together
+    # No BillableTimeInSeconds while it runs: the seconds since TrainingStartTime bound it. Budget: one hour.
+    for _ in range(4):  # +0, +1200, +2400, +3600
+        _describe(aws, "InProgress", "Training")
+    _stop(aws)
+    _describe(aws, "Stopped", "Stopped", billable=3610, training=3610)
+    clock, now = _clocks()
+    with pytest.raises(training.TrainingJobFailed) as raised:
+        training.wait(aws, NAME, poll_seconds=1200, clock=clock, sleep=clock.sleep, now=now,
+                      guards=JobGuards(budget_usd=hourly, hourly_usd=hourly))
+    aws.verify()
+    summary = raised.value.summary
+    assert summary.guard["kind"] == "budget" and "max_cost_usd" in summary.failure_reason
+    assert clock.sleeps == [1200, 1200, 1200, 1200]
+    assert classify_result(SageMakerBackend(client_factory=aws)._result(
+        summary, JobHandle("sagemaker", NAME)).to_dict()).failure_class == "budget"
+
+
+def test_a_reattached_wait_is_bounded_from_the_jobs_own_start_and_stops_the_job():
+    aws = StubbedAWS()
+    # MaxRuntimeInSeconds 7200 + grace 600 = 7800 s from the job's start. This wait begins at +7000 (an Airflow
+    # retry re-attaching): polls at +7000, +7600, +8200; the job is stopped at +8200, not at +7000 + 7800.
+    for _ in range(3):
+        _describe(aws, "InProgress", "Training")
+    _stop(aws)
+    _describe(aws, "Stopped", "Stopped", billable=8210, training=8210)
+    clock, now = _clocks(offset=7000)
+    with pytest.raises(training.TrainingJobFailed) as raised:
+        training.wait(aws, NAME, poll_seconds=600, clock=clock, sleep=clock.sleep, now=now,
+                      guards=JobGuards(grace_seconds=600))
+    aws.verify()
+    assert sum(clock.sleeps) == 1800
+    summary = raised.value.summary
+    assert summary.guard["kind"] == "wait_bound" and "7800 s" in summary.failure_reason
+    assert classify_result(SageMakerBackend(client_factory=aws)._result(
+        summary, JobHandle("sagemaker", NAME)).to_dict()).failure_class == "timeout"
+
+
+def test_a_bound_that_only_stops_waiting_leaves_the_job_running():
+    aws = StubbedAWS()
+    for _ in range(2):  # +7000, +7800
+        _describe(aws, "InProgress", "Training")
+    clock, now = _clocks(offset=7000)
+    with pytest.raises(WaitTimedOut) as raised:
+        training.wait(aws, NAME, poll_seconds=800, clock=clock, sleep=clock.sleep, now=now,
+                      guards=JobGuards(grace_seconds=600, stop_at_bound=False))
+    aws.verify()  # no StopTrainingJob was queued, and none was made (the Stubber refuses unqueued calls)
+    assert "left running" in str(raised.value)
