@@ -225,29 +225,35 @@ def _instances(spec: Any) -> tuple[str | None, int]:
     return spec.instance_type, int(spec.instance_count or 1)
 
 
+def guards_for(spec: Any, spent: float | None = 0.0) -> Any:
+    """The `trainops.backends.guards.JobGuards` of an attempt of ``spec`` after earlier attempts cost ``spent``: what
+    is left of max_cost_usd, the instances' hourly price, the stall watchdog and the wait bound's grace."""
+    from trainops.backends.guards import JobGuards
+    from trainops.steps.forecast import hourly_cost
+
+    limit = getattr(spec, "max_cost_usd", None)
+    left = None if limit is None else max(0.0, limit - (spent or 0.0))
+    return JobGuards.from_spec(spec, budget_usd=left, hourly_usd=hourly_cost(spec))
+
+
 def train_in_attempts(backend: Any, spec: Any, job_name: str, *, retries: Any = None, log: Log,
                       on_handle: Callable[[Any, Any], None] | None = None, **options: Any) -> dict[str, Any]:
     """`train()` on a backend as attempts: earlier failed attempts listed, then attempts until one completes or the
     failure's class has no budget left. Raises `JobFailed` (carrying the result) when the last attempt failed."""
-    from trainops.backends.guards import JobGuards
     from trainops.backends.states import JobStatus
     from trainops.errors import JobFailed
-    from trainops.steps.forecast import check_budget, hourly_cost, retry_fits
+    from trainops.steps.forecast import check_budget, retry_fits
 
     budgets = RetryBudgets.parse(retries) if retries is not None else RetryBudgets(infrastructure=0)
     planned = check_budget(spec)  # budget: refuse refuses here, before anything is looked up or created
     limit = getattr(spec, "max_cost_usd", None)
-    hourly = hourly_cost(spec)
     ledger: dict[str, Any] = {}
 
     def run_attempt(name: str) -> dict[str, Any]:
         handle = backend.submit(spec, name, if_exists="reattach", log=log, detached=False, **options)
         if on_handle is not None:
             on_handle(backend, handle)
-        spent = ledger.get("spent")
-        left = None if limit is None else max(0.0, limit - (spent or 0.0))
-        guards = JobGuards.from_spec(spec, budget_usd=left, hourly_usd=hourly)
-        ended: dict[str, Any] = backend.wait(handle, log=log, guards=guards).to_dict()
+        ended: dict[str, Any] = backend.wait(handle, log=log, guards=guards_for(spec, ledger.get("spent"))).to_dict()
         return ended
 
     instance_type, count = _instances(spec)

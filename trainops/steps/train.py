@@ -85,8 +85,12 @@ def train(
         from trainops.steps.attempts import train_in_attempts
 
         return train_in_attempts(chosen, spec, job_name, retries=retries, log=log, on_handle=on_handle, **options)
+    from trainops.steps.attempts import guards_for
+    from trainops.steps.forecast import check_budget
+
+    check_budget(spec)  # budget: refuse refuses before anything is created
     handle = chosen.submit(spec, job_name, if_exists=if_exists, log=log, detached=not wait, **options)
     if on_handle is not None:
         on_handle(chosen, handle)
-    result = chosen.wait(handle, log=log) if wait else chosen.describe(handle)
+    result = chosen.wait(handle, log=log, guards=guards_for(spec)) if wait else chosen.describe(handle)
     return result.raise_for_status().to_dict()
