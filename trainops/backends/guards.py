@@ -61,9 +61,11 @@ class JobGuards:
 
     def bound_seconds(self, max_run: float | None = None, max_wait: float | None = None) -> float:
         """max_run (+ max_wait) + grace: how long after its own start a job may be waited for."""
+        from trainops.backends.states import wait_bound_seconds
+
         run = self.max_run if self.max_run is not None else (max_run or 86400)
         wait = self.max_wait if self.max_wait is not None else max_wait
-        return float(run) + float(wait or 0) + float(self.grace_seconds)
+        return wait_bound_seconds(run, wait, self.grace_seconds)
 
 
 @dataclass(frozen=True)
@@ -150,3 +152,8 @@ class Watchdog:
         if seen.started is None:
             return None
         return seen.started + self.guards.bound_seconds(seen.max_run, seen.max_wait) - seen.now
+
+    def deadline(self, seen: Observation) -> float | None:
+        """When the wait bound passes, in seconds since the epoch (`trainops.backends.states.job_deadline`)."""
+        remaining = self.remaining(seen)
+        return None if remaining is None else seen.now + remaining

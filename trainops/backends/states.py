@@ -6,8 +6,8 @@ Airflow trigger and the CLI. A loop asks `classify(resource, status)` and never 
 Unknown statuses are classified as ``"waiting"`` (and logged once per resource and status as a warning). AWS adds
 statuses over time (``Deleting`` joined the training-job enum years after launch); treating a new one as a failure
 would fail jobs that are fine, and every wait in trainops is bounded by a deadline (the job's own ``max_run`` plus a
-grace), so an unknown status can never make a wait hang for ever. The warning makes the new status visible so the
-table can be updated.
+grace, counted from the job's own start: `job_deadline`), so an unknown status can never make a wait hang for
+ever. The warning makes the new status visible so the table can be updated.
 
 This module is imported by the Airflow trigger, so it uses the standard library (and `trainops.errors`) only.
 """
@@ -175,6 +175,14 @@ def wait_bound_seconds(max_run: float, max_wait: float | None = None, grace: flo
     return float(max_run) + float(max_wait or 0) + float(grace)
 
 
+def job_deadline(started: float, max_run: float, max_wait: float | None = None, grace: float = 3600.0) -> float:
+    """When a wait for a job gives up, in seconds since the epoch: its own start (SageMaker: TrainingStartTime, else
+    CreationTime; local: the status record's ``started``) plus `wait_bound_seconds`. Per job, not per caller: a
+    re-attached wait (an Airflow retry, a second caller) gets no fresh bound. The grace is the spec's
+    ``wait_grace_seconds``; a guarded wait stops the job at its deadline (``stop_at_wait_bound``, the default)."""
+    return float(started) + wait_bound_seconds(max_run, max_wait, grace)
+
+
 class JobStatus(str, Enum):
     """The status of a training job on any backend, spelled as SageMaker spells it (a ``str``, so it compares equal
     to the status strings of describe responses and local status records, and is JSON as it is).
@@ -223,5 +231,6 @@ class JobStatus(str, Enum):
 class WaitTimedOut(JobFailed):
     """A wait passed its bound (max_run, + max_wait, + grace) without the resource reaching a terminal status.
 
-    The remote resource is left as it is: the caller decides whether to stop it.
+    The remote resource is left as it is: the caller decides whether to stop it (a guarded wait of a training job
+    stops it instead and returns it Stopped, classified timeout, unless ``stop_at_wait_bound`` is false).
     """

@@ -171,3 +171,11 @@ def test_local_watch_leaves_the_job_when_the_bound_only_stops_waiting(tmp_path):
                        read_record=lambda: record, now=clock)
     clock.now = START + 3600
     assert guard.look() is not None and stops == []
+
+
+def test_the_one_deadline_formula_serves_the_watchdog():
+    from trainops.backends.states import job_deadline
+
+    guards = JobGuards(grace_seconds=300)
+    seen = Observation(now=START + 10, started=START, max_run=3600, max_wait=None)
+    assert Watchdog(guards).deadline(seen) == job_deadline(START, 3600, None, 300) == START + 3900
