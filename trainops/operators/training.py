@@ -263,8 +263,9 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
                              grace_seconds=3600.0 if handle.backend != "local" else 600.0, reattached=reattached,
                              base_name=base, stream_logs=self.stream_logs)
         bound = self._bound(spec, grace=trigger.grace_seconds)
-        self.log.info("deferring: the triggerer waits for %s training job %s (%s; at most %.0f s) and streams its "
-                      "logs here; by hand: %s", handle.backend, handle.job_name,
+        self.log.info("deferring: the triggerer waits for %s %s (%s; at most %.0f s) and streams its logs here; by "
+                      "hand: %s", "local training job" if handle.backend == "local" else "training job",
+                      handle.job_name,
                       "re-attached" if reattached else "submitted", bound, self._logs_hint(handle))
         self.defer(trigger=trigger, method_name="execute_complete",
                    kwargs={"reattached": reattached, "budget_used": getattr(self, "_budget_used", {})},
