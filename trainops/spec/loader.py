@@ -528,6 +528,11 @@ def resolve_relative_paths(spec: JobSpec, base: Path) -> JobSpec:
                                    for item in spec.dependencies]
     if spec.model_uri and is_local_uri(spec.model_uri) and not Path(local_path(spec.model_uri)).is_absolute():
         updates["model_uri"] = str((base / local_path(spec.model_uri)).resolve())
+    tensorboard = spec.tensorboard_output_config
+    if tensorboard and is_local_uri(tensorboard.s3_output_path) and not Path(
+            local_path(tensorboard.s3_output_path)).is_absolute():
+        updates["tensorboard_output_config"] = tensorboard.model_copy(
+            update={"s3_output_path": str((base / local_path(tensorboard.s3_output_path)).resolve())})
     inputs = {}
     for name, channel in spec.inputs.items():
         uri = channel if isinstance(channel, str) else getattr(channel, "s3_data", None)

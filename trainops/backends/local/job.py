@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from trainops.backends.local import container, paths, status
+from trainops.backends.local import container, estimator_options, paths, status
 from trainops.backends.local.artifacts import default_output_path, output_location_problem, pack_outputs
 from trainops.backends.local.identity import own_identity
 from trainops.backends.local.inputs import resolve_code_dir
@@ -184,6 +184,8 @@ class LocalJob:
         if unwritable:
             return self._refused(started, unwritable)
         channels = container.fetch_channels(request, self.job_dir, self.channel_overrides, self.s3_factory, self.log)
+        for line in estimator_options.unemulated_lines(request):
+            self.log(line)
         checkpoint_dir = self._checkpoint_dir()
         layouts = [container.fill_container(request, host, self.job_dir / "hosts" / host, channels, checkpoint_dir)
                    for host, _, _ in container.host_groups(request)]
@@ -220,6 +222,7 @@ class LocalJob:
                     if pump.summary():
                         self.log(f"[trainops] log output lost: {pump.summary()}")
         result.status, result.secondary_status, result.failure_reason = outcome
+        estimator_options.sync_tensorboard(request, layouts, self.s3_factory, self.log)
         if result.status == "Completed":
             self._finish_outputs(layouts[0], result)
         result.ended = time.time()
@@ -297,8 +300,11 @@ class LocalJob:
             if launcher == "toolkit":
                 tarball = self.job_dir / "source" / uploads.SOURCE_TARBALL_NAME
                 tarball.parent.mkdir(parents=True, exist_ok=True)
-                tarball.write_bytes(uploads.source_tarball_bytes(code_dir))
+                tarball.write_bytes(uploads.source_tarball_bytes(code_dir, spec.dependencies))
                 submit = str(tarball)
+            else:  # the trainops launcher's code channel, with the spec's dependencies beside the code
+                code = submit = str(estimator_options.code_with_dependencies(code_dir, spec.dependencies,
+                                                                             self.job_dir))
         runtime = self.job_dir / "runtime"
         if runtime.exists():
             shutil.rmtree(runtime)
@@ -384,6 +390,8 @@ class LocalJob:
             argv = container.container_argv(self.request, self.image_python)
             if self._isolated:
                 argv = container.isolate(argv, layout, self.job_dir, hosts)
+            else:  # a ContainerEntrypoint naming /opt/ml paths: the host's base directory, as for the environment
+                argv = [container._to_host(part, layout.base_dir) for part in argv]
             environment = self._environment(layout, addresses, port)
             with self._process_watch.launching() as launch:  # another job of this process never claims it
                 process = subprocess.Popen(
@@ -480,9 +488,11 @@ class LocalJob:
         kill_job(self.job_id, grace_seconds=1.0)
 
     def _finish_outputs(self, first_host: HostLayout, result: LocalJobResult) -> None:
+        pack = (estimator_options.write_outputs_uncompressed if estimator_options.is_uncompressed(self.request)
+                else pack_outputs)  # CompressionType NONE: the model's files, not model.tar.gz
         try:
-            model, output = pack_outputs(self.request["OutputDataConfig"]["S3OutputPath"], self.job_name,
-                                         first_host, self.job_dir, self.s3_factory)
+            model, output = pack(self.request["OutputDataConfig"]["S3OutputPath"], self.job_name,
+                                 first_host, self.job_dir, self.s3_factory)
         except OSError as error:
             result.status, result.secondary_status = "Failed", "Uploading"
             result.failure_reason = (f"could not write the model artifact: {error}; the model directory is kept in "

@@ -1,0 +1,88 @@
+"""The local backend and the SDK estimator options (issue 25): `trainops run` of real jobs on this machine.
+
+What it honours: no output compression (the model's files under <output_path>/<job>/output/model/, no model.tar.gz),
+TensorBoard files copied to their output path, dependencies beside the code, the model channel of model_uri, and the
+request's ContainerEntrypoint/ContainerArguments starting the host. What it cannot emulate (infra check, remote
+debugging) is said in the log, and recorded in the request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tarfile
+
+TRAINOPS = [sys.executable, "-m", "trainops.cli"]
+
+SCRIPT = """
+import json, os
+from pathlib import Path
+
+import common  # from the spec's dependencies, packed beside the code
+
+base = Path(os.environ.get("SAGEMAKER_BASE_DIR", "/opt/ml"))
+weights = (base / "input" / "data" / "pretrained" / "weights.txt").read_text()
+(base / "model" / "weights.txt").write_text(weights + "+trained")
+(base / "model" / "nested").mkdir(exist_ok=True)
+(base / "model" / "nested" / "config.json").write_text(json.dumps({"value": common.VALUE}))
+events = base / "output" / "tensorboard"
+events.mkdir(parents=True, exist_ok=True)
+(events / "events.out.tfevents.1").write_text("scalar loss 0.5")
+print("RESULT", json.dumps({"weights": weights, "value": common.VALUE}))
+"""
+
+
+def run_cli(*args: str, timeout: float = 180) -> subprocess.CompletedProcess:
+    return subprocess.run([*TRAINOPS, *args], capture_output=True, text=True, timeout=timeout, env=dict(os.environ))
+
+
+def test_uncompressed_model_tensorboard_dependencies_and_model_channel(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text(SCRIPT)
+    (tmp_path / "libs" / "common").mkdir(parents=True)
+    (tmp_path / "libs" / "common" / "__init__.py").write_text("VALUE = 42\n")
+    (tmp_path / "models" / "base").mkdir(parents=True)
+    (tmp_path / "models" / "base" / "weights.txt").write_text("w0")
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "name: options\nentry_point: train.py\nsource_dir: src\ninstance_type: local\noutput_path: out\n"
+        "disable_output_compression: true\ntensorboard_output_config: {s3_output_path: tensorboard}\n"
+        "dependencies: [libs/common]\nmodel_uri: models/base\nmodel_channel_name: pretrained\n"
+        "enable_infra_check: true\nenable_remote_debug: true\n")
+    result = run_cli("run", str(spec), "--workdir", str(tmp_path / "work"), "--job-name", "options-1")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    record = json.loads(output.split("RESULT ", 1)[1].splitlines()[0])
+    assert record == {"weights": "w0", "value": 42}
+    model = tmp_path / "out" / "options-1" / "output" / "model"
+    assert (model / "weights.txt").read_text() == "w0+trained"
+    assert json.loads((model / "nested" / "config.json").read_text()) == {"value": 42}
+    assert not (tmp_path / "out" / "options-1" / "output" / "model.tar.gz").exists()
+    assert (tmp_path / "out" / "options-1" / "output" / "output.tar.gz").exists()  # output/data is still an archive
+    assert (tmp_path / "tensorboard" / "events.out.tfevents.1").read_text() == "scalar loss 0.5"
+    assert "SageMaker's infra check (enable_infra_check) runs on SageMaker's instances" in output
+    assert "remote debugging (enable_remote_debug)" in output and "not emulated here" in output
+    [status_file] = (tmp_path / "work" / "jobs").glob("*/status.json")
+    status = json.loads(status_file.read_text())
+    assert status["status"] == "Completed" and status["model_artifact"].rstrip(os.sep) == str(model)
+
+
+def test_the_container_entrypoint_and_arguments_start_the_host(tmp_path):
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text("raise SystemExit('the entrypoint replaces the launcher')\n")
+    code = ("import os, sys; from pathlib import Path; "
+            "base = Path(os.environ.get('SAGEMAKER_BASE_DIR', '/opt/ml')); "
+            "(base / 'model' / 'argv.txt').write_text(' '.join(sys.argv[1:])); print('ARGS', sys.argv[1:])")
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "name: entry\nentry_point: train.py\nsource_dir: src\ninstance_type: local\noutput_path: out\n"
+        f"launcher: toolkit\ncontainer_entry_point: [python3, -c, {json.dumps(code)}]\n"
+        "container_arguments: [--epochs, '3']\n")
+    result = run_cli("run", str(spec), "--workdir", str(tmp_path / "work"), "--job-name", "entry-1")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert "ARGS ['--epochs', '3']" in output
+    with tarfile.open(tmp_path / "out" / "entry-1" / "output" / "model.tar.gz") as archive:
+        assert archive.extractfile("argv.txt").read() == b"--epochs 3"
