@@ -559,7 +559,7 @@ def s3_bucket(objects: dict[str, bytes]):
 
 def test_s3_keys_that_would_escape_are_refused_before_any_download(aws_environment, tmp_path):
     client, bucket = s3_bucket({"data/ok/a.txt": b"a", "data/../x": b"evil", "data//etc/x": b"evil",
-                                "data/a/../../x": b"evil", "data/a\nb": b"evil", "data/marker/": b"",
+                                "data/a/../../x": b"evil", "data/a\nb": b"evil", "data/marker/": b"", "data/": b"",
                                 "database/other": b"not under the prefix"})
     destination = tmp_path / "parent" / "destination"
     report = stage_tree(f"s3://{bucket}/data", str(destination), client_factory=lambda service: client)

@@ -71,12 +71,12 @@ class S3Source:
                     key, size = record["Key"], int(record.get("Size", 0))
                     name = key[len(self.prefix):]
                     reason = refusal_reason(name)
-                    if reason is not None:
+                    if (name == "" or name.endswith("/")) and not size:  # a folder marker (the prefix's own too)
+                        markers += 1
+                    elif reason is not None:
                         refused.append(Refusal(name, reason))
                     elif name.endswith("/"):
-                        if size:
-                            refused.append(Refusal(name, "a key ending in '/' holds data; it cannot be a file name"))
-                        markers += 1
+                        refused.append(Refusal(name, "a key ending in '/' holds data; it cannot be a file name"))
                     else:
                         modified = record.get("LastModified")
                         nanoseconds = (int(modified.timestamp()) * 10**9 + modified.microsecond * 1000
