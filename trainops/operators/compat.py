@@ -17,6 +17,21 @@ from typing import Any
 from airflow import __version__ as AIRFLOW_VERSION  # noqa: N812
 
 AIRFLOW_2 = AIRFLOW_VERSION.startswith("2.")
+#: The oldest Airflow trainops runs on (pyproject's ``airflow`` extra says the same to pip).
+MINIMUM = (2, 11)
+
+
+def _release(version: str) -> tuple[int, ...]:
+    parts = []
+    for part in version.split(".")[:2]:
+        digits = "".join(ch for ch in part if ch.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
+
+
+if _release(AIRFLOW_VERSION) < MINIMUM:
+    raise ImportError(f"trainops needs Airflow {'.'.join(map(str, MINIMUM))} or later (the Amazon provider's floor "
+                      f"too); this is Airflow {AIRFLOW_VERSION}: upgrade Airflow (MWAA: to 2.11, then 3)")
 
 if AIRFLOW_2:
     from airflow.exceptions import (  # type: ignore[no-redef]

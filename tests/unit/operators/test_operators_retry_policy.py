@@ -89,3 +89,21 @@ def test_conf_overrides_only_for_fields_the_dag_author_allows():
     assert check_overrides({"role": "arn:aws:iam::1:role/x"}, ("role",)) == {"role": "arn:aws:iam::1:role/x"}
     with pytest.raises(SpecError, match="overrides.entry_point"):
         check_overrides({"entry_point": "x.py"}, ("entry_point",))  # never overridable, even when listed
+
+
+def test_airflow_older_than_2_11_is_refused_with_what_to_do(tmp_path):
+    """The compat module run against a stand-in ``airflow`` package of version 2.10.5 refuses to import, naming the
+    floor and the upgrade (before: ``No module named 'airflow.sdk'``)."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    fake = tmp_path / "airflow"
+    fake.mkdir()
+    (fake / "__init__.py").write_text("__version__ = '2.10.5'\n")
+    compat_file = Path(compat.__file__)
+    code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r}); import runpy; "
+            f"runpy.run_path({str(compat_file)!r})")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode != 0
+    assert "trainops needs Airflow 2.11 or later" in done.stderr and "this is Airflow 2.10.5" in done.stderr
