@@ -88,7 +88,21 @@ def _empty_distribution_on_instance_groups(case: dict, oracle: Any, ours: Any) -
                 case, oracle, ours))
 
 
+def _version_beyond_the_sdk(case: dict, oracle: Any, ours: Any) -> bool:
+    """The SDK's tables lack a version AWS's Deep Learning Containers list publishes (image_tables.json keeps it,
+    `_generated.kept_beyond_the_sdk`); trainops builds the job in its published image."""
+    import json
+    from importlib import resources
+
+    tables = json.loads(resources.files("trainops.spec").joinpath("image_tables.json").read_text())
+    kept = tables["_generated"]["kept_beyond_the_sdk"].get(f"{case['spec'].get('framework', 'pytorch')} training")
+    match = re.search(r"Unsupported (pytorch|tensorflow) version: ([0-9.]+)\.", oracle.error or "")
+    return (not oracle.accepted and ours.accepted and match is not None and isinstance(kept, list)
+            and match.group(2) in kept)
+
+
 RENDER_RULES: list[Rule] = [
+    Rule("image-versions-beyond-the-sdk", _version_beyond_the_sdk, _refusal_agrees),
     Rule("empty-distribution-on-instance-groups", _empty_distribution_on_instance_groups, _refusal_agrees),
     Rule("smddp-instance-types",
          _ours_refuses_only(r"SMDDP does not support ml\."), _refusal_agrees),

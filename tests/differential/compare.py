@@ -1,9 +1,9 @@
 """Compare trainops with the captured oracles (goldens/render.json, goldens/launch.json, launch_tensorflow.json).
 
-Used by the differential tests and runnable on its own for a report (`.venv/bin/python tests/differential/compare.py`). Each
-case ends in one of three classes: `agree` (exactly what the oracle did), `adjudicated` (a deliberate difference
-listed in ADJUDICATIONS.md, matched by one of the rules in `adjudications.py`, and after that rule the rest agrees
-exactly) or `disagree`.
+Used by the differential tests and runnable on its own for a report
+(`.venv/bin/python tests/differential/compare.py`). Each case ends in one of three classes: `agree` (exactly what
+the oracle did), `adjudicated` (a deliberate difference listed in ADJUDICATIONS.md, matched by one of the rules in
+`adjudications.py`, and after that rule the rest agrees exactly) or `disagree`.
 """
 
 from __future__ import annotations
@@ -111,7 +111,8 @@ def differences(left: Any, right: Any, path: str = "") -> list[str]:
                 found += differences(left[key], right[key], where)
         return found
     if isinstance(left, list) and isinstance(right, list) and len(left) == len(right):
-        return [item for index, (a, b) in enumerate(zip(left, right)) for item in differences(a, b, f"{path}[{index}]")]
+        return [item for index, (a, b) in enumerate(zip(left, right, strict=True))
+                for item in differences(a, b, f"{path}[{index}]")]
     if left != right:
         return [f"{path}: oracle {json.dumps(left)[:200]} != trainops {json.dumps(right)[:200]}"]
     return []

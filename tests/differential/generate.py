@@ -133,10 +133,12 @@ def render_grid() -> list[dict]:
         add(f"py-{py}", _base(py_version=py))
     # image_uri given instead of resolved
     images = {
-        "dlc": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311-cu121-ubuntu20.04-sagemaker",
+        "dlc": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:"
+               "2.3.0-gpu-py311-cu121-ubuntu20.04-sagemaker",
         "custom": "123456789012.dkr.ecr.us-east-1.amazonaws.com/my-training:latest",
         "smp": "658645717510.dkr.ecr.us-east-1.amazonaws.com/smdistributed-modelparallel:2.3.1-gpu-py311-cu121",
-        "old-dlc": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.0.0-gpu-py310-cu118-ubuntu20.04-sagemaker",
+        "old-dlc": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:"
+                   "2.0.0-gpu-py310-cu118-ubuntu20.04-sagemaker",
     }
     for image_name, image in images.items():
         for name in ("none", "torch_distributed", "smddp", "smp_v2", "mpi"):
@@ -204,6 +206,7 @@ def render_grid() -> list[dict]:
     for name, uri in (("s3-one-slash", "s3:/bkt/x"), ("file-host", "file://host/path"), ("http", "http://x/y"),
                       ("relative", "data/train")):
         add(f"uri-{name}", _base(inputs={"train": uri}))
+    _issue_27_cases(add, groups)
     # tensorflow estimators: model_dir in every launcher
     for name in ("none", "parameter_server", "mwms", "mpi"):
         for count in (1, 2):
@@ -211,6 +214,62 @@ def render_grid() -> list[dict]:
                                                       py_version="py310", instance_count=count,
                                                       distribution=copy.deepcopy(DISTRIBUTIONS[name])))
     return cases
+
+
+#: Regions for the legacy images and the per-region version tables: the first regions, ones opened later (whose DLC
+#: accounts differ and where old versions were never published), China and GovCloud.
+REGIONS = ["us-east-1", "eu-west-1", "ap-east-1", "af-south-1", "me-south-1", "eu-south-1", "ap-southeast-5",
+           "il-central-1", "cn-north-1", "us-gov-west-1"]
+REGION_VERSIONS = [("pytorch", "0.4.0", "py3"), ("pytorch", "1.0.0", "py3"), ("pytorch", "1.0.0", "py2"),
+                   ("pytorch", "1.1.0", "py3"), ("pytorch", "1.2.0", "py3"), ("pytorch", "1.10.2", "py38"),
+                   ("pytorch", "2.2.0", "py310"), ("tensorflow", "1.10.0", "py2"), ("tensorflow", "1.11.0", "py3"),
+                   ("tensorflow", "1.12.0", "py2"), ("tensorflow", "1.12.0", "py3"), ("tensorflow", "1.13.1", "py3"),
+                   ("tensorflow", "1.14.0", "py3"), ("tensorflow", "2.11.0", "py39")]
+
+
+def _issue_27_cases(add, groups: list[dict]) -> None:
+    """Heterogeneous TensorFlow jobs, one instance group, a user channel named code, MultiWorkerMirroredStrategy's
+    versions, Python 2 jobs, and legacy framework versions per region."""
+    tensorflow = {"framework": "tensorflow", "framework_version": "2.16.2", "py_version": "py310"}
+    hetero = {"instance_type": None, "instance_count": None}
+    for name in ("none", "parameter_server", "mwms", "mpi"):
+        distribution = copy.deepcopy(DISTRIBUTIONS[name])
+        add(f"hetero-tf-{name}-named", _base(**tensorflow, **hetero, instance_groups=copy.deepcopy(groups),
+                                             distribution={**distribution, "instance_groups": ["gpus"]}))
+        add(f"hetero-tf-{name}-unnamed", _base(**tensorflow, **hetero, instance_groups=copy.deepcopy(groups),
+                                               distribution=distribution))
+    # no distribution at all (AWS's heterogeneous-cluster example: a data group feeding a training group)
+    add("hetero-no-distribution", _base(**hetero, instance_groups=copy.deepcopy(groups)))
+    add("hetero-tf-no-distribution", _base(**tensorflow, **hetero, instance_groups=copy.deepcopy(groups)))
+    for name in ("none", "torch_distributed", "smddp", "mpi", "mpi_ppn_options"):
+        add(f"one-group-{name}", _base(**hetero, instance_groups=copy.deepcopy(groups[:1]),
+                                       distribution=copy.deepcopy(DISTRIBUTIONS[name])))
+    for name in ("parameter_server", "mwms", "mpi"):
+        add(f"one-group-tf-{name}", _base(**tensorflow, **hetero, instance_groups=copy.deepcopy(groups[:1]),
+                                          distribution=copy.deepcopy(DISTRIBUTIONS[name])))
+    code = {"train": "s3://trainops-oracle-data/train", "code": "s3://trainops-oracle-data/my-code"}
+    add("isolation-code-channel", _base(enable_network_isolation=True, inputs=copy.deepcopy(code)))
+    add("code-channel", _base(inputs=copy.deepcopy(code)))
+    for version, py in (("2.4.1", "py37"), ("2.8.0", "py39"), ("2.9.1", "py39"), ("2.10.0", "py39")):
+        for name in ("mwms", "parameter_server"):
+            add(f"tf-{version}-{name}", _base(**{**tensorflow, "framework_version": version, "py_version": py},
+                                              distribution=copy.deepcopy(DISTRIBUTIONS[name])))
+    add("mwms-and-parameter-server", _base(**tensorflow, distribution={**DISTRIBUTIONS["mwms"],
+                                                                       **DISTRIBUTIONS["parameter_server"]}))
+    for framework, version, names in (("pytorch", "1.4.0", ("none", "mpi", "torch_distributed")),
+                                      ("tensorflow", "2.1.0", ("none", "mpi", "parameter_server")),
+                                      ("tensorflow", "2.1.1", ("none",)), ("tensorflow", "2.2.0", ("none",)),
+                                      ("tensorflow", "1.15.2", ("none", "parameter_server"))):
+        for name in names:
+            add(f"py2-{framework}-{version}-{name}", _base(framework=framework, framework_version=version,
+                                                           py_version="py2", instance_type="ml.p3.16xlarge",
+                                                           distribution=copy.deepcopy(DISTRIBUTIONS[name])))
+    for region in REGIONS:
+        for framework, version, py in REGION_VERSIONS:
+            for instance_type in ("ml.p3.2xlarge", "ml.m5.xlarge"):
+                add(f"region-{region}-{framework}-{version}-{py}-{instance_type}",
+                    _base(region=region, framework=framework, framework_version=version, py_version=py,
+                          instance_type=instance_type, instance_count=1, distribution={}))
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -282,8 +341,9 @@ def run_sdk(spec: dict, source_dir: str) -> dict:
             named = (spec.get("distribution") or {}).get("instance_groups")
             if named:  # the SDK takes InstanceGroup objects where the spec names the groups
                 by_name = {group.instance_group_name: group for group in kwargs["instance_groups"]}
+                unknown = InstanceGroup  # a group the estimator does not define: the SDK's own refusal
                 kwargs["distribution"] = {**spec["distribution"],
-                                          "instance_groups": [by_name.get(name, InstanceGroup(name, "ml.p4d.24xlarge", 1))
+                                          "instance_groups": [by_name.get(name, unknown(name, "ml.p4d.24xlarge", 1))
                                                               for name in named]}
         if spec.get("subnets"):
             kwargs["subnets"] = spec["subnets"]
