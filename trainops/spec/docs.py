@@ -279,6 +279,13 @@ def _backend_section() -> list[str]:
         "that `directory_path` starts with the file system's mount name. The spec cannot see AZs or security-group "
         "rules without AWS calls, so `trainops validate` does not report these; for EFS only the VPC rule above "
         "applies.",
+        "- The preflight also checks capacity (`trainops.backends.sagemaker.capacity`), every problem at once with "
+        "its field: a `training_plan` (DescribeTrainingPlan) must be Active, for training jobs, reserve the job's "
+        "instance type with at least `instance_count` instances available, have its Availability Zone among the "
+        "`subnets`' and end after now + `max_run`; a job without a plan must fit in the account's service quota for "
+        "its instance type (on-demand or spot) beside the InProgress training jobs; `FI_PROVIDER=efa` in "
+        "`environment` is refused on an instance type without EFA (the instance catalog), and a multi-host "
+        "accelerator job on one is noted. What the caller may not read (quotas, plans) is logged and skipped.",
         "",
     ]
 
