@@ -117,11 +117,9 @@ _I = "(?i)"
 #: messages, the runtime's failure-file sentences.
 RULES: tuple[Rule, ...] = (
     # trainops' own guards stopped the job (its stop is not a person's): the guard says why.
-    Rule(BUDGET, "guard", r"^budget:", "the run's max_cost_usd was reached: trainops stopped the job"),
-    Rule(INFRASTRUCTURE, "guard", r"^stalled:", "no log line and no metric for stall_timeout (a hang): trainops "
-         "stopped the job"),
-    Rule(TIMEOUT, "guard", r"^wait bound:", "the job passed max_run + max_wait + wait_grace_seconds from its own "
-         "start: trainops stopped it"),
+    Rule(BUDGET, "guard", r"^budget:", "trainops stopped the job at the run's max_cost_usd"),
+    Rule(INFRASTRUCTURE, "guard", r"^stalled:", "trainops' stall watchdog stopped the hung job"),
+    Rule(TIMEOUT, "guard", r"^wait bound:", "trainops stopped the job at its wait bound, counted from its own start"),
     # Asked for: whatever the job printed while it was being stopped is a consequence.
     Rule(STOPPED, "stop_request", r".+", "stop was requested by a person or an orchestrator"),
     # Limits.

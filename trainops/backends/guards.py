@@ -92,6 +92,13 @@ class Tripped:
         return {"kind": self.kind, "message": self.message}
 
 
+def usd(amount: float | None) -> str:
+    """$12.34, or $0.0002 for the sums a test budget deals in (a cent would read as $0.00)."""
+    if amount is None:
+        return "unknown"
+    return f"${amount:.2f}" if amount >= 0.01 or amount == 0 else f"${amount:.4f}"
+
+
 def cost_so_far(guards: JobGuards, billable_seconds: float | None) -> float | None:
     """The job's billable cost so far in USD (None without a price or a duration)."""
     if guards.hourly_usd is None or billable_seconds is None:
@@ -121,9 +128,8 @@ class Watchdog:
         budget = self.guards.budget_usd
         if budget is None or self.spent is None or self.spent < budget:
             return None
-        return Tripped(BUDGET, f"budget: the job's billable cost reached ${self.spent:.4f} of the ${budget:.4f} "
-                               f"left of max_cost_usd ({seen.billable_seconds:.0f} billable s at "
-                               f"${self.guards.hourly_usd:.4f}/h): trainops stopped it")
+        return Tripped(BUDGET, f"budget: billable cost {usd(self.spent)} reached the {usd(budget)} left of "
+                               f"max_cost_usd ({seen.billable_seconds:.0f} s at {usd(self.guards.hourly_usd)}/h)")
 
     def _stall(self, seen: Observation) -> Tripped | None:
         limit = self.guards.stall_timeout
@@ -133,8 +139,7 @@ class Watchdog:
         quiet = seen.now - since
         if quiet < limit:
             return None
-        return Tripped(STALLED, f"stalled: no new log line or metric for {quiet:.0f} s (stall_timeout {limit:g} s): "
-                                "trainops stopped the job (a hang such as NCCL's prints nothing)")
+        return Tripped(STALLED, f"stalled: no new log line or metric for {quiet:.0f} s (stall_timeout {limit:g} s)")
 
     def _bound(self, seen: Observation) -> Tripped | None:
         if seen.started is None:
@@ -143,9 +148,9 @@ class Watchdog:
         waited = seen.now - seen.started
         if waited < bound:
             return None
-        action = "trainops stopped it" if self.guards.stop_at_bound else "it was left running (stop_at_wait_bound)"
-        return Tripped(WAIT_BOUND, f"wait bound: the job ran {waited:.0f} s since its start, past max_run + "
-                                   f"max_wait + wait_grace_seconds ({bound:.0f} s): {action}")
+        left = "" if self.guards.stop_at_bound else "; left running (stop_at_wait_bound: false)"
+        return Tripped(WAIT_BOUND, f"wait bound: {waited:.0f} s since the job's start passed max_run + max_wait + "
+                                   f"wait_grace_seconds ({bound:.0f} s){left}")
 
     def remaining(self, seen: Observation) -> float | None:
         """Seconds until the wait bound passes (None before the job's start is known)."""

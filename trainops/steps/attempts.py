@@ -190,7 +190,9 @@ def cost_line(cost: Mapping[str, Any] | None) -> str:
     if cost.get("total") is None:
         missing = ", ".join(cost.get("unknown_prices") or []) or "no duration"
         return f"cost unknown over {attempts} {plural} (no price for {missing})"
-    text = f"${cost['total']:.2f} over {attempts} {plural}"
+    from trainops.backends.guards import usd
+
+    text = f"{usd(cost['total'])} over {attempts} {plural}"
     if cost.get("spot_saving"):
         text += f" (spot saved {cost['spot_saving'] * 100:.0f} %)"
     return text

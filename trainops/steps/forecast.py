@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from trainops.backends.guards import usd
 from trainops.errors import Problem, SpecError
 
 DEFAULT_REGION = "us-east-1"
@@ -79,7 +80,7 @@ class Forecast:
             verdict = ("over it: refused before anything is created" if self.exceeds_budget and self.budget == "refuse"
                        else "over it: the job is stopped when its billable cost reaches it" if self.exceeds_budget
                        else "within it")
-            lines.append(f"  budget: max_cost_usd ${self.max_cost_usd:.2f} over every attempt (budget: "
+            lines.append(f"  budget: max_cost_usd {usd(self.max_cost_usd)} over every attempt (budget: "
                          f"{self.budget}); one attempt is {verdict}")
         return lines
 

@@ -62,7 +62,7 @@ def test_the_wait_bound_counts_from_the_jobs_own_start_not_from_the_wait():
     assert first.check(Observation(now=START + 7799, started=START)) is None
     assert second.remaining(Observation(now=START + 7000, started=START)) == pytest.approx(800)
     tripped = second.check(Observation(now=START + 7800, started=START))
-    assert tripped is not None and tripped.kind == WAIT_BOUND and "trainops stopped it" in tripped.message
+    assert tripped is not None and tripped.kind == WAIT_BOUND and "(7800 s)" in tripped.message
 
 
 def test_the_bound_adds_max_wait_for_spot_and_reads_the_jobs_limits_when_the_spec_has_none():

@@ -96,9 +96,10 @@ class LocalGuard:
             return None
         tripped = self.watchdog.check(seen)
         if tripped is not None:
+            stopping = tripped.kind != "wait_bound" or self.watchdog.guards.stop_at_bound
             if self.log is not None:
-                self.log(f"[trainops] {tripped.message}")
-            if tripped.kind != "wait_bound" or self.watchdog.guards.stop_at_bound:
+                self.log(f"[trainops] {tripped.message}" + (": stopping the job" if stopping else ""))
+            if stopping:
                 self.stop(tripped.message)
         return tripped
 

@@ -390,7 +390,7 @@ def guarded_wait(
     the wait goes on until the stop shows. The summary then carries the guard (``guard``) and its sentence as the
     failure reason. The wait bound counts from the job's own start; with ``stop_at_bound`` false a passed bound
     raises `WaitTimedOut` and leaves the job running."""
-    from trainops.backends.guards import STALLED, WAIT_BOUND, Watchdog
+    from trainops.backends.guards import WAIT_BOUND, Watchdog
     from trainops.backends.sagemaker.activity import last_log_event, observe
 
     watchdog = Watchdog(guards)
@@ -405,8 +405,7 @@ def guarded_wait(
         if tripped.kind == WAIT_BOUND and not guards.stop_at_bound:
             raise WaitTimedOut(f"training job {name}: {tripped.message}")
         if log is not None:
-            log(f"[trainops] {name}: {tripped.message}" + (" (infrastructure: stalled)" if tripped.kind == STALLED
-                                                            else ""))
+            log(f"[trainops] {name}: {tripped.message}: stopping the job")
         stop(factory, name)
 
     # The watchdog bounds the wait from the job's own start; this backstop, from the wait's start (later), only
