@@ -86,3 +86,33 @@ def test_the_container_entrypoint_and_arguments_start_the_host(tmp_path):
     assert "ARGS ['--epochs', '3']" in output
     with tarfile.open(tmp_path / "out" / "entry-1" / "output" / "model.tar.gz") as archive:
         assert archive.extractfile("argv.txt").read() == b"--epochs 3"
+
+
+def test_an_s3_output_path_gets_the_model_files_and_the_tensorboard_files_under_their_prefixes(tmp_path, aws_clients):
+    """Against a moto server: what the uncompressed model and TensorBoard sync upload for s3:// locations."""
+    from trainops.backends.local.estimator_options import sync_tensorboard, write_outputs_uncompressed
+    from trainops.backends.local.layout import HostLayout
+
+    s3 = aws_clients("s3")
+    s3.create_bucket(Bucket="local-options-out")
+    host = HostLayout("algo-1", tmp_path / "algo-1")
+    (host.model_dir / "shards").mkdir(parents=True)
+    (host.model_dir / "shards" / "part-0.bin").write_bytes(b"\0" * 10)
+    (host.model_dir / "config.json").write_text("{}")
+    (host.model_dir / "outside").symlink_to(tmp_path)  # a link is neither followed nor uploaded
+    (host.output_dir / "data").mkdir(parents=True)
+    (host.base_dir / "output" / "tensorboard").mkdir(parents=True)
+    (host.base_dir / "output" / "tensorboard" / "events.1").write_text("e")
+    job_dir = tmp_path / "jobs" / "s3-1"
+    job_dir.mkdir(parents=True)
+    model, output = write_outputs_uncompressed("s3://local-options-out/jobs", "s3-1", host, job_dir, aws_clients)
+    assert model == "s3://local-options-out/jobs/s3-1/output/model/"
+    assert output == "s3://local-options-out/jobs/s3-1/output/output.tar.gz"
+    keys = sorted(item["Key"] for item in s3.list_objects_v2(Bucket="local-options-out")["Contents"])
+    assert keys == ["jobs/s3-1/output/model/config.json", "jobs/s3-1/output/model/shards/part-0.bin",
+                    "jobs/s3-1/output/output.tar.gz"]
+    request = {"TensorBoardOutputConfig": {"S3OutputPath": "s3://local-options-out/tb/s3-1"}}
+    lines = []
+    assert sync_tensorboard(request, [host], aws_clients, lines.append) == 1
+    assert s3.get_object(Bucket="local-options-out", Key="tb/s3-1/events.1")["Body"].read() == b"e"
+    assert lines == ["[trainops] TensorBoard: 1 file(s) copied to s3://local-options-out/tb/s3-1"]
