@@ -129,7 +129,7 @@ class Watchdog:
         if budget is None or self.spent is None or self.spent < budget:
             return None
         return Tripped(BUDGET, f"budget: billable cost {usd(self.spent)} reached the {usd(budget)} left of "
-                               f"max_cost_usd ({seen.billable_seconds:.0f} s at {usd(self.guards.hourly_usd)}/h)")
+                               f"max_cost_usd ({seen.billable_seconds:.0f} s at ${self.guards.hourly_usd:.4f}/h)")
 
     def _stall(self, seen: Observation) -> Tripped | None:
         limit = self.guards.stall_timeout
