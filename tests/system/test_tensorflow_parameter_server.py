@@ -56,8 +56,10 @@ def test_two_hosts_each_run_a_parameter_server_and_the_job_completes(tmp_path):
     servers = [record["parameter_servers"] for record in workers.values()]
     assert servers[0] == servers[1]
     assert [(server["job"], server["index"]) for server in servers[0]] == [("ps", 0), ("ps", 1)]
-    server_pids = {server["pid"] for server in servers[0]}
-    assert len(server_pids) == 2 and not server_pids & {record["pid"] for record in workers.values()}
+    assert [server["host"] for server in servers[0]] == ["algo-1", "algo-2"]
+    assert [server["task"] for server in servers[0]] == [{"index": 0, "type": "ps"}, {"index": 1, "type": "ps"}]
+    # ps task i runs on the i-th host, in a process of its own (pids are per host: each has its PID namespace)
+    assert servers[0][0]["pid"] != workers["master"]["pid"] and servers[0][1]["pid"] != workers["worker"]["pid"]
     # every worker's update reached every parameter server
     assert all(record["steps"] == [2, 2] for record in workers.values())
     for host in ("algo-1", "algo-2"):

@@ -3,7 +3,8 @@
 
 The server listens on its task's address from the cluster spec, as TensorFlow's does, and answers a line protocol
 over TCP that stands for variable updates: ``ADD name amount`` (returns the new total), ``GET name`` and ``WHO``
-(returns this process's pid, job, index and address as JSON). It serves until the process is stopped.
+(returns this process's pid, job, index, address, host and TF_CONFIG task as JSON). It serves until the process
+is stopped.
 """
 
 from __future__ import annotations
@@ -49,7 +50,8 @@ class Server:
     def answer(self, words):
         if words[:1] == ["WHO"]:
             return json.dumps({"pid": os.getpid(), "job": self.job_name, "index": self.task_index,
-                               "address": self.address, "gpus": 0})
+                               "address": self.address, "host": os.environ.get("SM_CURRENT_HOST"),
+                               "task": json.loads(os.environ.get("TF_CONFIG", "{}")).get("task")})
         with self.lock:
             if words[:1] == ["ADD"] and len(words) == 3:
                 self.values[words[1]] = self.values.get(words[1], 0) + int(words[2])
