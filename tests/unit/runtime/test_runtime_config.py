@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -124,3 +125,51 @@ def test_toolkit_and_trainops_routes_give_the_same_plan(contract_dir, canonical,
 def second_hyperparameters(toolkit):
     return {"sagemaker_instance_type": "ml.p4d.24xlarge",
             **{key: value for key, value in toolkit.items() if key.startswith("sagemaker_")}}
+
+
+# --- heterogeneous clusters (issue 27 item 3) ---------------------------------------------------------------------
+
+def _with_groups(base: str, current: str, groups: list[tuple[str, list[str]]]) -> None:
+    path = os.path.join(base, "input", "config", "resourceconfig.json")
+    with open(path, encoding="utf-8") as handle:
+        resource = json.load(handle)
+    resource["instance_groups"] = [{"instance_group_name": name, "instance_type": "ml.c5.xlarge", "hosts": hosts}
+                                   for name, hosts in groups]
+    resource["current_group_name"] = next(name for name, hosts in groups if current in hosts)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(resource, handle)
+
+
+@pytest.mark.parametrize("hyperparameters, current, expected, master", [
+    # the named group's hosts, its first host the master, whichever group is listed first
+    ({"sagemaker_mpi_enabled": True, "sagemaker_distribution_instance_groups": ["gpus"]}, "algo-3",
+     ("algo-2", "algo-3"), "algo-2"),
+    # a host of the other group is outside the distribution
+    ({"sagemaker_mpi_enabled": True, "sagemaker_distribution_instance_groups": ["gpus"]}, "algo-1",
+     ("algo-2", "algo-3"), "algo-2"),
+    # no group named: the host's own group (the toolkit's default)
+    ({"sagemaker_torch_distributed_enabled": True}, "algo-1", ("algo-1",), "algo-1"),
+    # no strategy: every host
+    ({}, "algo-2", None, "algo-1"),
+])
+def test_distribution_hosts_follow_the_instance_groups(contract_dir, hyperparameters, current, expected, master):
+    hosts = ["algo-1", "algo-2", "algo-3"]
+    base = contract_dir(hosts=hosts, current=current, hyperparameters=hyperparameters)
+    _with_groups(base, current, [("cpus", ["algo-1"]), ("gpus", ["algo-2", "algo-3"])])
+    config = launch_config(read_contract(base, {}), {})
+    assert config.distribution_hosts == expected
+    assert config.master_host == master
+    assert config.in_distribution == (expected is None or current in expected)
+
+
+def test_a_group_without_its_hosts_is_a_contract_error(contract_dir):
+    base = contract_dir(hosts=["algo-1"], hyperparameters={"sagemaker_mpi_enabled": True})
+    _with_groups(base, "algo-1", [("homogeneousCluster", ["algo-1"])])
+    path = os.path.join(base, "input", "config", "resourceconfig.json")
+    with open(path, encoding="utf-8") as handle:
+        resource = json.load(handle)
+    resource["instance_groups"][0]["hosts"] = "algo-1"
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(resource, handle)
+    with pytest.raises(ContractError, match="instance group 'homogeneousCluster' needs 'hosts'"):
+        launch_config(read_contract(base, {}), {})
