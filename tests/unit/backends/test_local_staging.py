@@ -348,7 +348,7 @@ def test_a_source_directory_swapped_after_listing_fails_its_files(tmp_path, monk
     source = tmp_path / "source"
     (source / "sub").mkdir(parents=True)
     (source / "sub" / "data.txt").write_text("data")
-    original = stage_sources.LocalSource.list
+    original = stage_sources.LocalSource.list_files
 
     def list_then_swap(self):
         listed = original(self)
@@ -356,7 +356,7 @@ def test_a_source_directory_swapped_after_listing_fails_its_files(tmp_path, monk
         (source / "sub").symlink_to(outside / "sub")
         return listed
 
-    monkeypatch.setattr(stage_sources.LocalSource, "list", list_then_swap)
+    monkeypatch.setattr(stage_sources.LocalSource, "list_files", list_then_swap)
     destination = tmp_path / "destination"
     report = stage_tree(str(source), str(destination), workers=1)
     assert [item.name for item in report.failed] == ["sub/data.txt"]
@@ -589,7 +589,7 @@ def test_an_s3_object_changed_after_listing_fails_instead_of_being_recorded_wron
     """Every GetObject carries If-Match with the listed ETag: an object overwritten between the listing and its
     download fails (and is staged by the next run) instead of landing under the old ETag."""
     client, bucket = s3_bucket({"p/a.bin": b"listed", "p/big.bin": os.urandom(9 * 1024 * 1024)})
-    original_list = stage_s3.S3Source.list
+    original_list = stage_s3.S3Source.list_files
 
     def list_then_overwrite(self):
         listed = original_list(self)
@@ -597,7 +597,7 @@ def test_an_s3_object_changed_after_listing_fails_instead_of_being_recorded_wron
         client.put_object(Bucket=bucket, Key="p/big.bin", Body=os.urandom(9 * 1024 * 1024))  # ranged parts
         return listed
 
-    monkeypatch.setattr(stage_s3.S3Source, "list", list_then_overwrite)
+    monkeypatch.setattr(stage_s3.S3Source, "list_files", list_then_overwrite)
     report = stage_tree(f"s3://{bucket}/p", str(tmp_path / "destination"), client_factory=lambda service: client)
     monkeypatch.undo()
     assert sorted(item.name for item in report.failed) == ["a.bin", "big.bin"]

@@ -56,7 +56,7 @@ class S3Source:
     def close(self) -> None:
         """Nothing to release (the client's connections close with it)."""
 
-    def list(self) -> tuple[list[SourceFile], list[Refusal]]:
+    def list_files(self) -> tuple[list[SourceFile], list[Refusal]]:
         """Every object under the prefix. Raises `SpecError` when the bucket does not exist or nothing is there."""
         from botocore.exceptions import BotoCoreError, ClientError
 

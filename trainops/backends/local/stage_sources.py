@@ -114,7 +114,7 @@ class LocalSource:
         self._checked = (index, descriptor)
         return descriptor
 
-    def list(self) -> tuple[list[SourceFile], list[Refusal]]:
+    def list_files(self) -> tuple[list[SourceFile], list[Refusal]]:
         """Every regular file to stage (links inside the tree resolved) and every refusal."""
         files: list[SourceFile] = []
         refused: list[Refusal] = []

@@ -297,7 +297,7 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
         if root.exists() and not root.is_dir():
             raise SpecError(Problem("destination", f"{destination} exists and is not a directory; choose one"))
         # Listed before the destination is created, so a missing bucket or prefix leaves nothing behind.
-        files, report.refused = opened.list()
+        files, report.refused = opened.list_files()
         report.files_found = len(files)
         lock = _lock(root, destination)
         leftovers = _remove_leftovers(lock)
