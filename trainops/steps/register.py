@@ -128,21 +128,3 @@ def register(
                               image_uri=image_uri, metrics_uri=metrics_uri)
     registered: dict[str, Any] = version.to_dict()
     return registered
-
-
-def find_champion(
-    group: str,
-    *,
-    backend: str = "local",
-    registry_dir: str | os.PathLike[str] | None = None,
-    client_factory: Callable[[str], Any] | None = None,
-    region: str | None = None,
-) -> dict[str, Any] | None:
-    """The group's champion (latest Approved version) as ``{"group", "version", "metrics", "model_artifact",
-    "location"}``, or None when the group does not exist or has nothing approved."""
-    chosen = _backend(backend, "Approved", registry_dir=registry_dir, client_factory=client_factory, region=region)
-    found = chosen.champion(group)
-    if found is None:
-        return None
-    return {"group": found.group, "version": found.version, "metrics": found.metrics,
-            "model_artifact": found.model_artifact, "location": found.location}

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 import yaml
 
+from trainops.backends import get_backend
 from trainops.errors import SpecError
-from trainops.steps.register import approval_for_gate, find_champion, register, spec_as_json
+from trainops.steps.register import approval_for_gate, register, spec_as_json
 
-RESULT_KEYS = {"already_registered", "backend", "group", "version", "approval_status", "model_artifact", "metrics", "champion", "created",
-               "job_name", "location"}
+RESULT_KEYS = {"already_registered", "backend", "group", "version", "approval_status", "model_artifact", "metrics",
+               "champion", "created", "job_name", "location"}
 
 
 @pytest.fixture
@@ -41,9 +42,10 @@ def test_local_registration_result_and_champion(tmp_path, artifact):
     rejected = register(model_artifact=artifact, metrics={"accuracy": 0.8}, group="digits", registry_dir=registry,
                         approval=approval_for_gate(False))
     assert (rejected["version"], rejected["approval_status"], rejected["champion"]) == (2, "Rejected", False)
-    champion = find_champion("digits", registry_dir=registry)
-    assert champion["version"] == 1 and champion["metrics"] == {"accuracy": 0.9}
-    assert find_champion("unknown", registry_dir=registry) is None
+    local = get_backend("local", registry_dir=registry)
+    champion = local.champion("digits")
+    assert champion.version == 1 and champion.metrics == {"accuracy": 0.9}
+    assert local.champion("unknown") is None
 
 
 def test_spec_from_a_file_and_from_a_job_spec(tmp_path):
@@ -80,7 +82,8 @@ def test_sagemaker_model_registry_against_moto(aws_clients):
     s3.create_bucket(Bucket="models")
     common = dict(group="digits-sm", backend="sagemaker", image_uri="pytorch-inference:2.3-cpu",
                   client_factory=aws_clients)
-    assert find_champion("digits-sm", backend="sagemaker", client_factory=aws_clients) is None
+    sagemaker = get_backend("sagemaker", client_factory=aws_clients)
+    assert sagemaker.champion("digits-sm") is None
     first = register(model_artifact="s3://models/job-1/output/model.tar.gz", metrics={"accuracy": 0.93},
                      job_name="job-1", spec={"name": "digits"}, **common)
     assert set(first) == RESULT_KEYS
@@ -92,8 +95,8 @@ def test_sagemaker_model_registry_against_moto(aws_clients):
     second = register(model_artifact="s3://models/job-2/output/model.tar.gz", metrics={"accuracy": 0.8},
                       approval="Rejected", **common)
     assert (second["version"], second["champion"]) == (2, False)
-    champion = find_champion("digits-sm", backend="sagemaker", client_factory=aws_clients)
-    assert champion["version"] == 1 and champion["metrics"] == {"accuracy": 0.93}
+    champion = sagemaker.champion("digits-sm")
+    assert champion.version == 1 and champion.metrics == {"accuracy": 0.93}
 
 
 def test_the_same_training_job_is_registered_once(tmp_path, artifact):
