@@ -3,10 +3,9 @@
 Runs every Monday at 03:00 UTC, and also whenever the training data asset is updated (a producer DAG declares it as
 an outlet, or someone posts an asset event through the API), whichever comes first.
 
-The first run is a deliberate act: the DAG is created paused (``is_paused_upon_creation=True``), and unpausing it
-starts one full retrain at once, the run of the most recent Monday 03:00 (``catchup=False`` schedules the latest
-interval only, never the weeks missed while paused). Unpause it when a retrain may start now; to retrain on the
-schedule only, unpause it at a Monday's 03:00 run.
+The first run is a deliberate act: the DAG is created paused (``is_paused_upon_creation=True``), and on Airflow 3.3
+unpausing it starts nothing until the next Monday 03:00 UTC (``CronTriggerTimetable`` with ``catchup=False`` never
+runs a missed interval). For a retrain now, trigger a run by hand; an asset event starts one at once too.
 
 Every step is described by a pipeline file, by default the digits example (``examples/digits/pipeline.yaml``, found
 beside this DAGs folder in a checkout: ``<dags>/../examples``; elsewhere the Airflow Variable ``trainops_pipeline_dirs``

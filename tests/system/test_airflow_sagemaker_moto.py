@@ -81,3 +81,9 @@ def test_registering_a_model_package(moto_aws):
     assert entry["location"].startswith("arn:aws:sagemaker:")
     described = clients("sagemaker").describe_model_package(ModelPackageName=entry["location"])
     assert described["ModelPackageGroupName"] == group
+    # the task's extra link opens the package it registered, in the region of its ARN
+    from trainops.operators.links import ModelPackageLink
+
+    link = ModelPackageLink().get_link(op, ti_key=None)
+    region = entry["location"].split(":")[3]
+    assert link.startswith(f"https://console.aws.amazon.com/sagemaker/home?region={region}#/model-packages/arn%3Aaws")

@@ -13,6 +13,7 @@ from typing import Any
 from trainops.operators.common import check_backend, lazy_aws_client_factory, translated_errors, with_retry_defaults
 from trainops.operators.compat import BaseOperator
 from trainops.operators.lineage import LineageMixin, remember_lineage
+from trainops.operators.links import ModelPackageLink, remember_link
 
 
 class RegisterModelOperator(LineageMixin, BaseOperator):
@@ -38,6 +39,7 @@ class RegisterModelOperator(LineageMixin, BaseOperator):
                                       "registry_dir", "job_name", "description", "image_uri", "metrics_uri",
                                       "aws_conn_id", "region_name")
     template_fields_renderers = {"metrics": "json", "spec": "json"}
+    operator_extra_links = (ModelPackageLink(),)
     ui_color = "#e8dcf2"
 
     def __init__(
@@ -86,6 +88,9 @@ class RegisterModelOperator(LineageMixin, BaseOperator):
                              job_name=self.job_name, description=self.description or "", image_uri=self.image_uri,
                              metrics_uri=self.metrics_uri, **options)
         remember_lineage(self, [self.model_artifact], [entry.get("location")])
+        location = str(entry.get("location") or "")
+        if location.startswith("arn:"):  # a SageMaker model package: its console page (the region is in the ARN)
+            remember_link(self, "model_package", location, location.split(":")[3] or self.region_name)
         self.log.info("registered %s version %s (%s)%s", entry["group"], entry["version"], entry["approval_status"],
                       ", now the champion" if entry.get("champion") else "")
         return entry

@@ -157,3 +157,27 @@ def test_operators_retry_twice_a_minute_apart_unless_the_task_or_the_dag_says_ot
     with DAG(dag_id="defaults", schedule=None, default_args={"retries": 5}):
         from_dag = StageDataOperator(task_id="stage", source="a", destination="b")
     assert (from_dag.retries, from_dag.retry_delay.total_seconds()) == (5, 60)
+
+
+def test_the_training_logs_and_processing_job_links_point_at_the_job():
+    from trainops.operators.links import (
+        ProcessingJobLink,
+        SageMakerTrainingJobLink,
+        TrainingLogsLink,
+        remember_console_job,
+        remember_link,
+    )
+
+    class Task:
+        pass
+
+    task = Task()
+    assert TrainingLogsLink().get_link(task, ti_key=None) == ""  # nothing known yet: no link
+    remember_console_job(task, "digits-1", "eu-west-1")
+    remember_link(task, "processing_job", "evaluate-1", "eu-west-1")
+    remember_link(task, "processing_job", "ignored", None)  # no region: no console page, the first one stays
+    logs = TrainingLogsLink().get_link(task, ti_key=None)
+    assert logs.startswith("https://console.aws.amazon.com/cloudwatch/home?region=eu-west-1#logsV2:log-groups/")
+    assert "$252Faws$252Fsagemaker$252FTrainingJobs" in logs and "digits-1" in logs
+    assert SageMakerTrainingJobLink().get_link(task, ti_key=None).endswith("#/jobs/digits-1")
+    assert ProcessingJobLink().get_link(task, ti_key=None).endswith("#/processing-jobs/evaluate-1")
