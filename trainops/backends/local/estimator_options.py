@@ -137,16 +137,22 @@ def sync_tensorboard(request: dict[str, Any], layouts: list[HostLayout],
     return copied
 
 
+#: What the code's upload leaves out (trainops.backends.sagemaker.uploads skips the same directories).
+SKIPPED_DIRECTORIES = frozenset({"__pycache__", ".git"})
+
+
 def code_with_dependencies(code_dir: Path, dependencies: list[str], job_dir: Path) -> Path:
-    """The trainops launcher's code channel: `code_dir` itself, or with `dependencies` a copy of exactly what is
-    uploaded to S3 (the code's files, each dependency under its own name)."""
+    """The trainops launcher's code channel: `code_dir` itself, or with `dependencies` a copy laid out as the upload
+    lays it out (the code's files at the root, each dependency under its own name; links not copied)."""
     if not dependencies:
         return code_dir
-    from trainops.backends.sagemaker.uploads import code_files
-
     target = job_dir / "code"
     shutil.rmtree(target, ignore_errors=True)
-    for path, name in code_files(code_dir, dependencies):
-        (target / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, target / name)  # keeps the execute bit, as the upload does
+    sources = [(code_dir, target), *((Path(item), target / Path(item).name) for item in dependencies)]
+    for source, destination in sources:
+        for path, relative in _regular_files(source):
+            if SKIPPED_DIRECTORIES.intersection(relative.split("/")[:-1]):
+                continue
+            (destination / relative).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(path, destination / relative)  # keeps the execute bit, as the upload does
     return target

@@ -138,7 +138,7 @@ class SageMakerBackend(Backend):
 
     def _upload_code(self, spec: Any, request: dict[str, Any], name: str, launcher: str) -> None:
         from trainops.backends.sagemaker import uploads
-        from trainops.backends.sagemaker.render_options import job_locations
+        from trainops.backends.sagemaker.locations import job_locations
 
         # An s3:// source tarball is used as given; the trainops runtime is uploaded in every case (issue 13); the
         # code goes under code_location when the spec sets it (issue 25).

@@ -26,40 +26,19 @@ trainops launcher) are raised here together as one `SpecError`.
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from trainops.errors import Problem, SpecError
 from trainops.spec.inputs import is_local_uri
 
 if TYPE_CHECKING:
-    from trainops.backends.sagemaker.render import ArtifactLocations
     from trainops.spec.job import JobSpec
 
 #: The SDK's model channel (`sagemaker.job._Job._format_model_uri_input`).
 MODEL_CONTENT_TYPE = "application/x-sagemaker-model"
 DEFAULT_LOG_LEVEL = 20
-
-
-def job_locations(spec: JobSpec, job_name: str) -> ArtifactLocations:
-    """`render.artifact_locations` with the code under `code_location` when the spec sets it (the SDK's
-    `<code_location>/<job>/source/sourcedir.tar.gz`) and, under `disable_output_compression`, the model as the
-    prefix SageMaker writes the files to (`<output_path>/<job>/output/model/`)."""
-    from trainops.backends.sagemaker.render import artifact_locations
-
-    locations = artifact_locations(spec.output_path or "", job_name)
-    if spec.code_location:
-        code = artifact_locations(spec.code_location, job_name)
-        locations = replace(locations, code_prefix=code.code_prefix, runtime_prefix=code.runtime_prefix,
-                            source_tarball=code.source_tarball)
-    if spec.disable_output_compression:
-        locations = replace(locations, model_artifact=uncompressed_model_prefix(spec.output_path or "", job_name))
-    return locations
-
-
-def uncompressed_model_prefix(output_path: str, job_name: str) -> str:
-    """Where SageMaker puts the model files with CompressionType NONE: ``<output_path>/<job>/output/model/``."""
-    return f"{output_path.rstrip('/')}/{job_name}/output/model/"
+#: The channels the launchers add for the code (render.CODE_CHANNEL, RUNTIME_CHANNEL, TOOLKIT_CODE_CHANNEL).
+CODE_CHANNELS = ("trainops_code", "trainops_runtime", "code")
 
 
 def option_problems(spec: JobSpec, launcher: str, *, local: bool) -> list[Problem]:
@@ -143,19 +122,21 @@ def _add_model_channel(spec: JobSpec, request: dict[str, Any]) -> None:
 
 
 def _move_code(spec: JobSpec, request: dict[str, Any]) -> None:
-    """Point the code channels and the toolkit's submit directory at `code_location` instead of the output path."""
-    from trainops.backends.sagemaker.render import artifact_locations
+    """Point the launchers' code channels and the toolkit's submit directory at `code_location`: what the request
+    puts under ``<output_path>/<job>/`` for them moves to ``<code_location>/<job>/`` (`locations.job_locations`,
+    where the backend uploads it). Data and model channels are the user's and stay."""
+    job = request["TrainingJobName"]
+    old = f"{request['OutputDataConfig']['S3OutputPath'].rstrip('/')}/{job}/"
+    new = f"{str(spec.code_location).rstrip('/')}/{job}/"
 
-    default = artifact_locations(spec.output_path or "", request["TrainingJobName"])
-    moved = job_locations(spec, request["TrainingJobName"])
-    renames = {default.code_prefix: moved.code_prefix, default.runtime_prefix: moved.runtime_prefix,
-               default.source_tarball: moved.source_tarball,
-               default.source_tarball.rsplit("/", 1)[0] + "/": moved.source_tarball.rsplit("/", 1)[0] + "/"}
+    def moved(uri: str) -> str:
+        return new + uri[len(old):] if uri.startswith(old) else uri
+
     for channel in request.get("InputDataConfig") or []:
         source = channel["DataSource"].get("S3DataSource")
-        if source and source["S3Uri"] in renames:
-            source["S3Uri"] = renames[source["S3Uri"]]
+        if source and channel["ChannelName"] in CODE_CHANNELS:
+            source["S3Uri"] = moved(source["S3Uri"])
     hyperparameters = request.get("HyperParameters") or {}
     submit = hyperparameters.get("sagemaker_submit_directory")
-    if submit is not None and json.loads(submit) in renames:
-        hyperparameters["sagemaker_submit_directory"] = json.dumps(renames[json.loads(submit)])
+    if submit is not None and isinstance(json.loads(submit), str):
+        hyperparameters["sagemaker_submit_directory"] = json.dumps(moved(json.loads(submit)))
