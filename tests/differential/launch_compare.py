@@ -26,7 +26,8 @@ RANK_VARIABLES = ("NCCL_SOCKET_IFNAME", "FI_PROVIDER", "FI_EFA_USE_DEVICE_RDMA",
 #: The SM_* variables user scripts read, compared as values (JSON ones decoded).
 SCRIPT_VARIABLES = ("SM_HPS", "SM_USER_ARGS", "SM_NUM_GPUS", "SM_NUM_NEURONS", "SM_HOSTS", "SM_CURRENT_HOST",
                     "SM_CHANNEL_TRAIN", "SM_FRAMEWORK_PARAMS", "SM_CURRENT_INSTANCE_TYPE", "SM_HP_EPOCHS",
-                    "SM_HP_LR", "SM_HP_B")
+                    "SM_HP_LR", "SM_HP_B", "SM_CURRENT_INSTANCE_GROUP", "SM_CURRENT_INSTANCE_GROUP_HOSTS",
+                    "SM_INSTANCE_GROUPS", "SM_INSTANCE_GROUPS_DICT", "SM_DISTRIBUTION_INSTANCE_GROUPS", "SM_IS_HETERO")
 _MODES = {"Process": "plain", "TorchDistributed": "torchrun", "PyTorchXLA": "torchrun"}
 
 

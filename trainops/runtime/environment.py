@@ -81,6 +81,7 @@ def script_environment(config: LaunchConfig, gpus: int, neuron_cores: int, cpus:
     }
     if config.current_group:
         env["SM_CURRENT_INSTANCE_GROUP"] = config.current_group
+    env.update(instance_group_environment(config))
     for name, path in config.channels.items():
         env[f"SM_CHANNEL_{env_name(name)}"] = path
     for name, value in config.user_hyperparameters.items():
@@ -90,6 +91,29 @@ def script_environment(config: LaunchConfig, gpus: int, neuron_cores: int, cpus:
         # SMP reads its configuration from the mp_parameters hyperparameter's variable, which the toolkit exports.
         env["SM_HP_MP_PARAMETERS"] = env_value(parameters or {})
     return env
+
+
+def instance_group_environment(config: LaunchConfig) -> dict[str, str]:
+    """The toolkit's instance-group variables, when ``resourceconfig.json`` lists the groups: the current group's
+    hosts, every group (names and ``{name: group}``), whether there are several (``SM_IS_HETERO``) and the groups
+    that run the distribution (named, else the current one when a strategy is enabled, else none)."""
+    groups = [group for group in config.resource_config.get("instance_groups") or [] if isinstance(group, dict)]
+    if not groups:
+        return {}
+    named = config.distribution.get("instance_groups")
+    if named:
+        distribution_groups = list(named)
+    else:
+        distribution_groups = [config.current_group] if config.distribution["type"] != "none" \
+            and config.current_group else []
+    current = next((group for group in groups if group.get("instance_group_name") == config.current_group), {})
+    return {
+        "SM_CURRENT_INSTANCE_GROUP_HOSTS": env_value(list(current.get("hosts") or [])),
+        "SM_INSTANCE_GROUPS": env_value([group.get("instance_group_name") for group in groups]),
+        "SM_INSTANCE_GROUPS_DICT": env_value({group.get("instance_group_name"): group for group in groups}),
+        "SM_DISTRIBUTION_INSTANCE_GROUPS": env_value(distribution_groups),
+        "SM_IS_HETERO": env_value(len(groups) > 1),
+    }
 
 
 def network_environment(config: LaunchConfig, launcher: str = "torchrun") -> dict[str, str]:
