@@ -99,9 +99,17 @@ def test_the_quota_is_found_by_name_across_pages_and_read_with_get_service_quota
                         {"ServiceCode": "sagemaker", "QuotaCode": "L-P4D"})
     sagemaker = aws.stub("sagemaker")
     sagemaker.add_response("list_training_jobs", {"TrainingJobSummaries": [{
-        "TrainingJobName": "other-1", "TrainingJobArn": "arn:aws:sagemaker:us-east-1:123456789012:training-job/other-1",
-        "CreationTime": NOW, "TrainingJobStatus": "InProgress"}]},
+        "TrainingJobName": name, "TrainingJobArn": f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{name}",
+        "CreationTime": NOW, "TrainingJobStatus": "InProgress"} for name in ("on-plan-1", "other-1")]},
         {"StatusEquals": "InProgress", "MaxResults": 100})
+    sagemaker.add_response("describe_training_job", {  # on a training plan: not the quota's
+        "TrainingJobName": "on-plan-1", "TrainingJobStatus": "InProgress", "SecondaryStatus": "Training",
+        "TrainingJobArn": "arn:aws:sagemaker:us-east-1:123456789012:training-job/on-plan-1", "CreationTime": NOW,
+        "ModelArtifacts": {"S3ModelArtifacts": ""}, "AlgorithmSpecification": {"TrainingInputMode": "File"},
+        "StoppingCondition": {"MaxRuntimeInSeconds": 60},
+        "ResourceConfig": {"VolumeSizeInGB": 30, "InstanceType": "ml.p4d.24xlarge", "InstanceCount": 8,
+                           "TrainingPlanArn": PLAN}},
+        {"TrainingJobName": "on-plan-1"})
     sagemaker.add_response("describe_training_job", {
         "TrainingJobName": "other-1", "TrainingJobArn": "arn:aws:sagemaker:us-east-1:123456789012:training-job/other-1",
         "TrainingJobStatus": "InProgress", "SecondaryStatus": "Training", "CreationTime": NOW,

@@ -209,19 +209,23 @@ def _quota_codes(client: Any, names: set[str], report: CapacityReport) -> dict[s
         raise
 
 
-def _running_usage(client: Any, report: CapacityReport) -> tuple[dict[tuple[str, bool], int], list[str]] | None:
-    """(instance type, spot) -> instances the account's InProgress training jobs hold, and those jobs' names."""
+def _running_usage(client: Any, report: CapacityReport
+                   ) -> tuple[dict[tuple[str, bool], int], dict[tuple[str, bool], list[str]]] | None:
+    """(instance type, spot) -> instances the account's InProgress training jobs hold outside training plans, and
+    those jobs' names."""
     from botocore.exceptions import ClientError
 
     usage: dict[tuple[str, bool], int] = {}
-    names: list[str] = []
+    names: dict[tuple[str, bool], list[str]] = {}
     try:
         for summary in _in_progress(client):
             job = client.describe_training_job(TrainingJobName=summary["TrainingJobName"])
+            if (job.get("ResourceConfig") or {}).get("TrainingPlanArn"):
+                continue  # its instances are a plan's reservation, not the account's quota
             spot = bool(job.get("EnableManagedSpotTraining"))
             for instance_type, count in wanted_instances(job).items():
                 usage[(instance_type, spot)] = usage.get((instance_type, spot), 0) + count
-            names.append(summary["TrainingJobName"])
+                names.setdefault((instance_type, spot), []).append(summary["TrainingJobName"])
     except ClientError as error:
         if error_code(error) in _NOT_ALLOWED:
             report.notes.append("running jobs not counted against the quota: no permission for "
@@ -263,11 +267,12 @@ def _check_quotas(factory: ClientFactory, request: dict[str, Any], wanted: dict[
     if not limits:
         return
     running = _running_usage(factory("sagemaker"), report)
-    usage, jobs = running if running is not None else ({}, [])
+    usage, holders_of = running if running is not None else ({}, {})
     for instance_type, (limit, code) in limits.items():
         used = usage.get((instance_type, spot), 0)
         needed = wanted[instance_type]
         if used + needed > limit:
+            jobs = holders_of.get((instance_type, spot), [])
             holders = f" ({', '.join(jobs[:3])}{', ...' if len(jobs) > 3 else ''})" if used else ""
             report.problems.append(Problem(_count_field(request), (
                 f"the job needs {needed} {instance_type} but the account's quota {names[instance_type]!r} is "
