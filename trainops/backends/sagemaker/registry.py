@@ -88,6 +88,15 @@ def metrics_from_metadata(properties: dict[str, str] | None) -> dict[str, float]
     return metrics
 
 
+def model_data(model_artifact_uri: str) -> dict[str, Any]:
+    """The container's model: a model.tar.gz as ``ModelDataUrl``; a prefix (a job run with
+    disable_output_compression: its files under ``.../output/model/``) as an uncompressed ``ModelDataSource``."""
+    if model_artifact_uri.endswith("/"):
+        return {"ModelDataSource": {"S3DataSource": {"S3Uri": model_artifact_uri, "S3DataType": "S3Prefix",
+                                                     "CompressionType": "None"}}}
+    return {"ModelDataUrl": model_artifact_uri}
+
+
 def build_model_package_request(
     *,
     group: str,
@@ -108,7 +117,7 @@ def build_model_package_request(
         "ModelPackageGroupName": group,
         "ModelApprovalStatus": approval,
         "InferenceSpecification": {
-            "Containers": [{"Image": image_uri, "ModelDataUrl": model_artifact_uri}],
+            "Containers": [{"Image": image_uri, **model_data(model_artifact_uri)}],
             "SupportedContentTypes": list(content_types or ["application/json"]),
             "SupportedResponseMIMETypes": list(response_types or ["application/json"]),
         },
@@ -162,7 +171,8 @@ def _registered(described: dict[str, Any], group: str) -> RegisteredModel:
         version=None if version is None else int(version),
         approval_status=described.get("ModelApprovalStatus", ""),
         metrics=metrics_from_metadata(described.get("CustomerMetadataProperties")),
-        model_artifact_uri=containers[0].get("ModelDataUrl"),
+        model_artifact_uri=containers[0].get("ModelDataUrl")
+        or ((containers[0].get("ModelDataSource") or {}).get("S3DataSource") or {}).get("S3Uri"),
     )
 
 
