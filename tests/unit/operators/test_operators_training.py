@@ -516,3 +516,33 @@ def test_a_spot_interruption_seen_by_the_trigger_is_an_infrastructure_failure():
     with pytest.raises(AirflowException, match=r"\[infrastructure failure: Interrupted\]") as raised:
         operator(stream_logs=False, retry_budgets={"infrastructure": 0}).execute_complete(context(), event)
     assert not isinstance(raised.value, AirflowFailException)  # Airflow's own retries may still try again
+
+
+# --- no triggerer: reschedule mode (issue 26 item 1) ----------------------------------------------------------------
+def test_reschedule_mode_pokes_give_the_slot_back_and_never_start_a_second_job(tmp_path):
+    from trainops.operators.compat import AirflowRescheduleException
+
+    spec = local_spec(tmp_path, seconds=3)
+    work = tmp_path / "w"
+
+    def poke(try_number: int):
+        op = DistributedTrainingOperator(task_id="train", spec=spec, backend="local", wait_mode="reschedule",
+                                         workdir=str(work), check_interval=1)
+        assert op.reschedule and not op.deferrable  # the scheduler waits for the reschedule date
+        return op.execute(context(try_number=try_number))
+
+    with pytest.raises(AirflowRescheduleException) as first:
+        poke(1)
+    assert first.value.reschedule_date.tzinfo is not None
+    deadline = time.monotonic() + 120
+    result = None
+    while result is None and time.monotonic() < deadline:
+        time.sleep(1)
+        try:
+            result = poke(1)  # a reschedule keeps the try number
+        except AirflowRescheduleException:
+            continue
+    assert result is not None, "the job never ended"
+    assert (result["status"], result["reattached"], result["backend"]) == ("Completed", True, "local")
+    assert set(result) == set(training_module.XCOM_KEYS)
+    assert len(list((work / "jobs").iterdir())) == 1, "a poke started a second job"
