@@ -54,7 +54,7 @@ class ToyBackend(Backend):
         return JobResult("toy", handle.job_name, JobStatus.COMPLETED, reattached=not handle.created,
                          details={"colour": JOBS.get(handle.job_name)})
 
-    def wait(self, handle, *, log=None):
+    def wait(self, handle, *, log=None, guards=None):  # a job that completes at once trips no guard
         return self.describe(handle)
 
     def stop(self, handle, reason="Stopped by the user"):
