@@ -36,10 +36,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def stage_command(args: argparse.Namespace) -> int:
-    from trainops.backends.local.staging import stage_tree
+    from trainops.backends import get_backend
 
-    report = stage_tree(args.source, args.destination, workers=args.workers,
-                        progress=False if args.quiet else None, delete=args.delete)
+    # A local directory stands for the FSx mount: the local backend stages; refused files are reported, not raised.
+    report = get_backend("local").stage(args.source, args.destination, strict=False, workers=args.workers,
+                                        progress=False if args.quiet else None, delete=args.delete)
     for line in report.problem_lines():
         print(f"trainops stage: {line}", file=sys.stderr)
     if not args.quiet:
