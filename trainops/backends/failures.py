@@ -172,6 +172,9 @@ RULES: tuple[Rule, ...] = (
     Rule(USER, "exit_code", r".+", "the training script exited non-zero"),
 )
 
+#: How the sentence of a trainops guard begins (`trainops.backends.guards`): the stop reason a record keeps.
+GUARD_REASON = re.compile(r"^(budget|stalled|wait bound): ")
+
 _COMPILED = tuple((rule, re.compile(rule.pattern, re.MULTILINE)) for rule in RULES)
 
 
@@ -250,9 +253,14 @@ def classify_result(result: Mapping[str, Any], *, stop_requested: bool = False) 
                                       stop_requested=stop_requested or bool(result.get("stop_requested")),
                                       host_lost=str(result.get("host_lost") or ""))
     guard = result.get("guard")
+    guard_text = str(guard.get("message") or "") if isinstance(guard, Mapping) else ""
+    if not guard_text and base.status == "Stopped" and GUARD_REASON.match(text):
+        # A stopped job's record keeps the reason it was stopped for (a local status record read back by
+        # `trainops status`): trainops' guards word theirs so.
+        guard_text = text
     evidence = FailureEvidence(**{**asdict(base), "secondary_statuses": transitions,
                                   "healthcheck": str(result.get("healthcheck_failure") or ""),
-                                  "guard": str(guard.get("message") or "") if isinstance(guard, Mapping) else ""})
+                                  "guard": guard_text})
     return classify(evidence)
 
 

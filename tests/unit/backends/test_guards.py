@@ -179,3 +179,16 @@ def test_the_one_deadline_formula_serves_the_watchdog():
     guards = JobGuards(grace_seconds=300)
     seen = Observation(now=START + 10, started=START, max_run=3600, max_wait=None)
     assert Watchdog(guards).deadline(seen) == job_deadline(START, 3600, None, 300) == START + 3900
+
+
+def test_a_stopped_jobs_record_read_back_later_is_classified_by_its_guard_reason():
+    # `trainops status` reads a local record: no `guard` key, but the stop reason the guard gave.
+    stalled = classify_result({"status": "Stopped", "failure_reason": "stalled: no new log line or metric for 9 s"})
+    assert stalled.failure_class == "infrastructure" and stalled.reason == "stalled"
+    assert classify_result({"status": "Stopped", "failure_reason": "budget: billable cost $1.00 reached"}
+                           ).failure_class == "budget"
+    # A failed script that happens to print such words is not a guard's stop.
+    assert classify_result({"status": "Failed", "failure_reason": "stalled: my own message\nexit_code: 1"}
+                           ).failure_class == "user"
+    assert classify_result({"status": "Stopped", "failure_reason": "Stopped by trainops stop"}
+                           ).failure_class == "stopped"
