@@ -17,7 +17,6 @@ from __future__ import annotations
 import errno
 import os
 import stat
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
 from urllib.parse import unquote, urlsplit
@@ -266,24 +265,3 @@ def copy_descriptor(source: int, target: int, size: int) -> int:
             break
         copied += count
     return copied
-
-
-def open_source(source: str, client_factory: Callable[[str], Any] | None, workers: int) -> Any:
-    """The source named by ``source`` (`LocalSource` or `stage_s3.S3Source`). Raises `SpecError` for unsupported
-    schemes and missing local directories."""
-    if not isinstance(source, str) or not source:
-        raise SpecError(Problem("source", "no source given; pass a local directory, a file:// URI or "
-                                          "s3://bucket/prefix"))
-    if source.startswith("s3://"):
-        from trainops.backends.local.stage_s3 import S3Source
-
-        return S3Source.open(source, client_factory, workers)
-    root = local_path_of(source, "source")
-    if root is None:
-        raise SpecError(Problem("source", f"{source!r} has an unsupported scheme; use a local directory, a file:// "
-                                          "URI or s3://bucket/prefix"))
-    if not root.exists():
-        raise SpecError(Problem("source", f"{source} does not exist; check the path"))
-    if not root.is_dir():
-        raise SpecError(Problem("source", f"{source} is not a directory; stage the directory that holds the data"))
-    return LocalSource(root, source)

@@ -33,7 +33,8 @@ from trainops.backends.local.stage_manifest import StageManifest
 from trainops.backends.local.stage_names import JOURNAL_NAME, is_temporary_name, printable_name, refusal_reason
 from trainops.backends.local.stage_names import temporary_name as _temporary_name
 from trainops.backends.local.stage_report import Progress, StageReport
-from trainops.backends.local.stage_sources import LocalSource, Refusal, SourceFile, local_path_of, open_source
+from trainops.backends.local.stage_s3 import S3Source
+from trainops.backends.local.stage_sources import LocalSource, Refusal, SourceFile, local_path_of
 from trainops.errors import JobFailed, Problem, SpecError
 
 MAXIMUM_WORKERS = 256
@@ -261,6 +262,25 @@ def _unchanged(item: SourceFile, manifest: StageManifest, copies: DirectoryCache
     except OSError:
         return False
     return stat.S_ISREG(details.st_mode) and details.st_size == entry[0] and details.st_mtime_ns == entry[2]
+
+
+def open_source(source: str, client_factory: Callable[[str], Any] | None, workers: int) -> Any:
+    """The source named by ``source`` (`LocalSource` or `stage_s3.S3Source`). Raises `SpecError` for unsupported
+    schemes and missing local directories."""
+    if not isinstance(source, str) or not source:
+        raise SpecError(Problem("source", "no source given; pass a local directory, a file:// URI or "
+                                          "s3://bucket/prefix"))
+    if source.startswith("s3://"):
+        return S3Source.open(source, client_factory, workers)
+    root = local_path_of(source, "source")
+    if root is None:
+        raise SpecError(Problem("source", f"{source!r} has an unsupported scheme; use a local directory, a file:// "
+                                          "URI or s3://bucket/prefix"))
+    if not root.exists():
+        raise SpecError(Problem("source", f"{source} does not exist; check the path"))
+    if not root.is_dir():
+        raise SpecError(Problem("source", f"{source} is not a directory; stage the directory that holds the data"))
+    return LocalSource(root, source)
 
 
 def stage_tree(source: str, destination: str, *, workers: int | None = None, progress: bool | None = None,
