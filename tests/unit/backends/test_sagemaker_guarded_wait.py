@@ -142,3 +142,21 @@ def test_a_bound_that_only_stops_waiting_leaves_the_job_running():
                       guards=JobGuards(grace_seconds=600, stop_at_bound=False))
     aws.verify()  # no StopTrainingJob was queued, and none was made (the Stubber refuses unqueued calls)
     assert "left running" in str(raised.value)
+
+
+def test_a_job_that_fails_on_its_own_while_being_stopped_keeps_its_own_cause():
+    aws = StubbedAWS()
+    for _ in range(2):  # +0, +700: the last event at +0, stall_timeout 600: tripped at +700
+        _describe(aws, "InProgress", "Training")
+        _streams(aws, 0)
+    _stop(aws)
+    _describe(aws, "Failed", "Failed", failure_reason="AlgorithmError: ExecuteUserScriptError: exit code 1")
+    clock, now = _clocks()
+    with pytest.raises(training.TrainingJobFailed) as raised:
+        training.wait(aws, NAME, poll_seconds=700, clock=clock, sleep=clock.sleep, now=now,
+                      guards=JobGuards(stall_timeout=600))
+    aws.verify()
+    summary = raised.value.summary
+    assert summary.guard is None and summary.failure_reason.startswith("AlgorithmError")
+    assert classify_result(SageMakerBackend(client_factory=aws)._result(
+        summary, JobHandle("sagemaker", NAME)).to_dict()).failure_class == "user"

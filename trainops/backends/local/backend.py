@@ -154,8 +154,11 @@ class LocalBackend(Backend):
 
     @staticmethod
     def _guarded(result: JobResult, guard: Any) -> JobResult:
-        """The result, with the guard that stopped the job (the failure classifier reads it)."""
-        if guard is None or guard.tripped is None or result.status.outcome != "failure":
+        """The result, with the guard that stopped the job (the failure classifier reads it): only when the job
+        ended Stopped for the guard's reason (a job that failed on its own meanwhile keeps its own cause)."""
+        if guard is None or guard.tripped is None or result.status is not JobStatus.STOPPED:
+            return result
+        if result.failure_reason and not result.failure_reason.startswith(guard.tripped.message[:40]):
             return result
         from dataclasses import replace
 

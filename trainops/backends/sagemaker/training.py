@@ -427,7 +427,7 @@ def guarded_wait(
         sleep=sleep,
     )
     summary = summarize(response)
-    if watchdog.tripped is not None and summary.outcome != "success":
+    if watchdog.tripped is not None and summary.status == "Stopped":  # Failed meanwhile: its own cause stands
         summary = replace(summary, guard=watchdog.tripped.to_dict(),
                           failure_reason=summary.failure_reason or watchdog.tripped.message)
     if summary.outcome != "success":
