@@ -63,3 +63,16 @@ def test_max_cost_usd_stops_a_local_job_and_starts_no_retry(tmp_path, monkeypatc
     assert cost["budget"] == {"max_cost_usd": 0.0001, "mode": "stop", "left": pytest.approx(0.0001 - cost["spent"])}
     assert cost["spent"] >= 0.0001 and cost["forecast"]["hourly_usd"] == pytest.approx(0.115)
     assert result["duration_seconds"] < 60  # about 3 s of wall time at $0.115/h
+
+
+def test_a_detached_job_followed_by_a_guarded_wait_is_stopped_through_its_stop_request(tmp_path, monkeypatch):
+    from trainops.backends.api import get_backend
+    from trainops.backends.guards import JobGuards
+
+    home = tmp_path / "home"
+    monkeypatch.setenv("TRAINOPS_HOME", str(home))
+    train(spec(tmp_path, "print_then_sleep.py"), job_name="detached-1", wait=False, log=lambda line: None)
+    backend = get_backend("local")
+    result = backend.wait(backend.handle("detached-1"), log=lambda line: None, guards=JobGuards(stall_timeout=3))
+    assert result.status.value == "Stopped" and result.details["guard"]["kind"] == "stalled"
+    assert result.failure_reason.startswith("stalled: no new log line or metric")
