@@ -60,7 +60,7 @@ def test_uncompressed_model_tensorboard_dependencies_and_model_channel(tmp_path)
     assert (model / "weights.txt").read_text() == "w0+trained"
     assert json.loads((model / "nested" / "config.json").read_text()) == {"value": 42}
     assert not (tmp_path / "out" / "options-1" / "output" / "model.tar.gz").exists()
-    assert (tmp_path / "out" / "options-1" / "output" / "output.tar.gz").exists()  # output/data is still an archive
+    assert not (tmp_path / "out" / "options-1" / "output" / "output.tar.gz").exists()  # output/data: files too
     assert (tmp_path / "tensorboard" / "events.out.tfevents.1").read_text() == "scalar loss 0.5"
     assert "SageMaker's infra check (enable_infra_check) runs on SageMaker's instances" in output
     assert "remote debugging (enable_remote_debug)" in output and "not emulated here" in output
@@ -101,16 +101,17 @@ def test_an_s3_output_path_gets_the_model_files_and_the_tensorboard_files_under_
     (host.model_dir / "config.json").write_text("{}")
     (host.model_dir / "outside").symlink_to(tmp_path)  # a link is neither followed nor uploaded
     (host.output_dir / "data").mkdir(parents=True)
+    (host.output_dir / "data" / "history.csv").write_text("loss\n0.5\n")
     (host.base_dir / "output" / "tensorboard").mkdir(parents=True)
     (host.base_dir / "output" / "tensorboard" / "events.1").write_text("e")
     job_dir = tmp_path / "jobs" / "s3-1"
     job_dir.mkdir(parents=True)
     model, output = write_outputs_uncompressed("s3://local-options-out/jobs", "s3-1", host, job_dir, aws_clients)
     assert model == "s3://local-options-out/jobs/s3-1/output/model/"
-    assert output == "s3://local-options-out/jobs/s3-1/output/output.tar.gz"
+    assert output == "s3://local-options-out/jobs/s3-1/output/data/"
     keys = sorted(item["Key"] for item in s3.list_objects_v2(Bucket="local-options-out")["Contents"])
-    assert keys == ["jobs/s3-1/output/model/config.json", "jobs/s3-1/output/model/shards/part-0.bin",
-                    "jobs/s3-1/output/output.tar.gz"]
+    assert keys == ["jobs/s3-1/output/data/history.csv", "jobs/s3-1/output/model/config.json",
+                    "jobs/s3-1/output/model/shards/part-0.bin"]
     request = {"TensorBoardOutputConfig": {"S3OutputPath": "s3://local-options-out/tb/s3-1"}}
     lines = []
     assert sync_tensorboard(request, [host], aws_clients, lines.append) == 1

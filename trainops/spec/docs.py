@@ -337,7 +337,8 @@ def _left_out_section() -> list[str]:
         "`tests/differential/ADJUDICATIONS.md`.",
         "",
         "The local backend runs what it can of these options: `disable_output_compression` leaves the model files "
-        "under `<output_path>/<job>/output/model/` as SageMaker does (no model.tar.gz), `tensorboard_output_config` "
+        "under `<output_path>/<job>/output/model/` and the output data's under `.../output/data/`, as SageMaker's "
+        "uncompressed upload mode does (no model.tar.gz, no output.tar.gz), `tensorboard_output_config` "
         "copies the container's TensorBoard directory to its output path when the job ends, `model_uri` is the model "
         "channel, `dependencies` travel with the code, and `container_entry_point` / `container_arguments` start "
         "each emulated host. `enable_infra_check` and `enable_remote_debug` are recorded in the request but not "

@@ -176,8 +176,9 @@ class JobSpec(CoreModel):
         default=None, description="SageMaker's own hardware and network health check before training "
         "(InfraCheckConfig); recorded, not emulated, by the local backend.")
     disable_output_compression: bool = Field(
-        default=False, description="Upload the model directory as files under <output_path>/<job>/output/model/ "
-        "instead of model.tar.gz (OutputDataConfig.CompressionType NONE).")
+        default=False, description="Upload the model and output data as files under <output_path>/<job>/output/"
+        "model/ and .../output/data/ instead of model.tar.gz and output.tar.gz (OutputDataConfig.CompressionType "
+        "NONE).")
     tensorboard_output_config: TensorBoardOutputConfig | None = Field(
         default=None, description="{s3_output_path, container_local_output_path}: TensorBoard files synced to S3 "
         "(TensorBoardOutputConfig).")

@@ -1,9 +1,11 @@
 """What the local backend does with the SDK estimator options of a request (issue 25), and what it cannot do.
 
 Honoured, as SageMaker does them:
-- ``OutputDataConfig.CompressionType NONE`` (`disable_output_compression`): host 1's model directory is copied file
-  by file to ``<output_path>/<job>/output/model/`` (uploaded under that prefix for an s3:// output path), and no
-  model.tar.gz is written; output/data is still ``output.tar.gz``, as on SageMaker, where the setting is the model's;
+- ``OutputDataConfig.CompressionType NONE`` (`disable_output_compression`): SageMaker's uncompressed upload mode
+  (https://docs.aws.amazon.com/sagemaker/latest/dg/model-train-storage-uncompressed.html uploads "model and data
+  outputs" uncompressed): host 1's model directory is copied file by file to ``<output_path>/<job>/output/model/``
+  and its output/data to ``.../output/data/`` (uploaded under those prefixes for an s3:// output path); neither
+  model.tar.gz nor output.tar.gz is written;
 - ``TensorBoardOutputConfig``: each host's ``LocalPath`` (default /opt/ml/output/tensorboard) is copied to
   ``S3OutputPath`` itself (a local path, file:// or s3://) when the job ends, whatever its status. SageMaker syncs
   while the job runs; locally the files are there once it ends;
@@ -24,7 +26,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from trainops.backends.local.artifacts import _pack, _upload, local_output_root
+from trainops.backends.local.artifacts import _upload, local_output_root
 from trainops.backends.local.layout import HostLayout
 from trainops.backends.local.paths import child
 from trainops.spec.inputs import local_path
@@ -80,31 +82,37 @@ def _copy_tree(source: Path, target: Path) -> None:
         shutil.copyfile(path, destination)
 
 
-def write_outputs_uncompressed(output_path: str | None, job_name: str, first_host: HostLayout, job_dir: Path,
-                               s3_factory: Callable[[str], Any] | None = None) -> tuple[str, str]:
-    """CompressionType NONE: host 1's model files under ``<output_path>/<job>/output/model/`` (a temporary directory
-    renamed into place, so a reader never sees half a model under the final name) and output/data as
-    ``output.tar.gz``; returns (model location, output archive location)."""
-    base = child(local_output_root(output_path, job_dir), job_name) / "output"
-    model = base / "model"
-    temporary = base / f".model.{os.getpid()}.partial"
+def _place_tree(source: Path, target: Path) -> None:
+    """Copy `source`'s regular files to `target` through a temporary directory renamed into place, so a reader never
+    sees half a tree under the final name."""
+    temporary = target.with_name(f".{target.name}.{os.getpid()}.partial")
     shutil.rmtree(temporary, ignore_errors=True)
     temporary.mkdir(parents=True)
     try:
-        _copy_tree(first_host.model_dir, temporary)
-        if model.exists():
-            shutil.rmtree(model)
-        os.replace(temporary, model)
+        _copy_tree(source, temporary)
+        if target.exists():
+            shutil.rmtree(target)
+        os.replace(temporary, target)
     finally:
         shutil.rmtree(temporary, ignore_errors=True)
-    output = base / "output.tar.gz"
-    _pack(first_host.output_dir / "data", output)
+
+
+def write_outputs_uncompressed(output_path: str | None, job_name: str, first_host: HostLayout, job_dir: Path,
+                               s3_factory: Callable[[str], Any] | None = None) -> tuple[str, str]:
+    """CompressionType NONE, as SageMaker's uncompressed upload mode: host 1's model files under
+    ``<output_path>/<job>/output/model/`` and its output/data files under ``.../output/data/`` (SageMaker uploads
+    both uncompressed in that mode); returns (model location, output data location), prefixes ending in a slash."""
+    base = child(local_output_root(output_path, job_dir), job_name) / "output"
+    trees = {"model": first_host.model_dir, "data": first_host.output_dir / "data"}
+    for name, source in trees.items():
+        _place_tree(source, base / name)
     if output_path and output_path.startswith("s3://"):
         prefix = f"{output_path.rstrip('/')}/{job_name}/output"
-        for path, relative in _regular_files(model):
-            _upload(path, f"{prefix}/model/{relative}", s3_factory)
-        return f"{prefix}/model/", _upload(output, f"{prefix}/output.tar.gz", s3_factory)
-    return f"{model}{os.sep}", str(output)
+        for name in trees:
+            for path, relative in _regular_files(base / name):
+                _upload(path, f"{prefix}/{name}/{relative}", s3_factory)
+        return f"{prefix}/model/", f"{prefix}/data/"
+    return f"{base / 'model'}{os.sep}", f"{base / 'data'}{os.sep}"
 
 
 def _host_path(container_path: str, layout: HostLayout) -> Path:
