@@ -285,7 +285,9 @@ def _backend_section() -> list[str]:
         "`subnets`' and end after now + `max_run`; a job without a plan must fit in the account's service quota for "
         "its instance type (on-demand or spot) beside the InProgress training jobs; `FI_PROVIDER=efa` in "
         "`environment` is refused on an instance type without EFA (the instance catalog), and a multi-host "
-        "accelerator job on one is noted. What the caller may not read (quotas, plans) is logged and skipped.",
+        "accelerator job on one is noted. It reads with `sagemaker:DescribeTrainingPlan`, `ec2:DescribeSubnets`, "
+        "`servicequotas:ListServiceQuotas`, `servicequotas:GetServiceQuota`, `sagemaker:ListTrainingJobs` and "
+        "`sagemaker:DescribeTrainingJob`; what the caller may not read is logged and skipped.",
         "",
     ]
 
