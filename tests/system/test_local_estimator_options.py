@@ -117,3 +117,18 @@ def test_an_s3_output_path_gets_the_model_files_and_the_tensorboard_files_under_
     assert sync_tensorboard(request, [host], aws_clients, lines.append) == 1
     assert s3.get_object(Bucket="local-options-out", Key="tb/s3-1/events.1")["Body"].read() == b"e"
     assert lines == ["[trainops] TensorBoard: 1 file(s) copied to s3://local-options-out/tb/s3-1"]
+
+
+def test_what_the_local_backend_does_not_emulate_is_said_once_per_setting():
+    from trainops.backends.local.estimator_options import unemulated_lines
+
+    request = {"InfraCheckConfig": {"EnableInfraCheck": True}, "RemoteDebugConfig": {"EnableRemoteDebug": False},
+               "SessionChainingConfig": {"EnableSessionTagChaining": True},
+               "ResourceConfig": {"TrainingPlanArn": "arn:aws:sagemaker:us-east-1:123456789012:training-plan/p"},
+               "AlgorithmSpecification": {"TrainingImageConfig": {"TrainingRepositoryAccessMode": "Vpc"}}}
+    lines = unemulated_lines(request)
+    assert len(lines) == 2  # remote debug switched off is nothing to emulate
+    assert "infra check (enable_infra_check)" in lines[0] and "not emulated here" in lines[0]
+    assert lines[1] == ("[trainops] training_plan, training_repository_access_mode, enable_session_tag_chaining: "
+                        "recorded in the request; no meaning on this machine")
+    assert unemulated_lines({"ResourceConfig": {}, "AlgorithmSpecification": {}}) == []
