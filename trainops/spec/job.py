@@ -215,7 +215,8 @@ class JobSpec(CoreModel):
         "never turns SageMaker Debugger's profiler on.")
     container_log_level: int = Field(
         default=20, ge=0, le=50, description="Log level of the image's training toolkit "
-        "(sagemaker_container_log_level; 20 is logging.INFO).")
+        "(sagemaker_container_log_level; 20 is logging.INFO); launcher toolkit: the trainops runtime records it "
+        "and keeps its own output.")
 
     # --- what a run may cost, and when a job that hangs is stopped (trainops' own guards: no request field) ----
     max_cost_usd: float | None = Field(
