@@ -284,9 +284,11 @@ class Launcher:
 
 
 def with_epochs(launcher_parameters: dict, epochs: int) -> str:
-    spec = json.loads(launcher_parameters["spec_json"])
+    from trainops.components.paths import decode_parameter, encode_parameter
+
+    spec = json.loads(decode_parameter(launcher_parameters["spec_json"]))
     spec["hyperparameters"] = {**spec.get("hyperparameters", {}), "epochs": epochs}
-    return json.dumps(spec, sort_keys=True)
+    return encode_parameter(spec)
 
 
 # --- the tests ----------------------------------------------------------------------------------------------------

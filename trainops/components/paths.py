@@ -58,8 +58,43 @@ def places(pipeline_dir: str, workdir: str) -> Places:
     return Places(pipeline_dir=base, workdir=work)
 
 
+#: The prefix of a parameter that travels encoded (base64 of its JSON): KFP substitutes its placeholders
+#: (``{{$.inputs.parameters['workdir']}}``, ``{{$}}``) inside every string a component receives, so a job spec whose
+#: values hold one would mean something else, or break the run, under KFP than under every other front end.
+ENCODED = "base64:"
+PLACEHOLDER = "{{$"
+
+
+def encode_parameter(value: Any) -> str:
+    """``base64:<base64 of the value's JSON>``: nothing inside it looks like a KFP placeholder."""
+    import base64
+
+    text = json.dumps(value, sort_keys=True, default=str)
+    return ENCODED + base64.b64encode(text.encode("utf-8")).decode("ascii")
+
+
+def decode_parameter(text: str, field: str = "") -> str:
+    """The JSON text of a parameter, decoded when it travelled encoded; a plain one holding a KFP placeholder is
+    refused (whatever KFP made of it, it is not what the pipeline file says)."""
+    import base64
+    import binascii
+
+    if text.startswith(ENCODED):
+        try:
+            return base64.b64decode(text[len(ENCODED):], validate=True).decode("utf-8")
+        except (binascii.Error, UnicodeDecodeError) as error:
+            raise SpecError(Problem(field, f"is not valid base64 after {ENCODED!r} ({error})"),
+                            source="component input") from None
+    if PLACEHOLDER in text:
+        raise SpecError(Problem(field, f"holds a KFP placeholder ({PLACEHOLDER}...}}}}), which KFP substitutes before "
+                                       f"the component reads it: pass the value encoded ({ENCODED}<base64 JSON>, as "
+                                       "`trainops kfp compile` writes it)"), source="component input")
+    return text
+
+
 def parse_json(text: str, field: str, expected: type | tuple[type, ...] = (dict, list, str)) -> Any:
-    """A JSON parameter of a component, or `SpecError` naming it."""
+    """A JSON parameter of a component (plain or `ENCODED`), or `SpecError` naming it."""
+    text = decode_parameter(text, field) if text else text
     try:
         value = json.loads(text) if text else None
     except ValueError as error:

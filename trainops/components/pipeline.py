@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from trainops.components.settings import ComponentSettings
-from trainops.errors import SpecError
+from trainops.errors import Problem, SpecError
 from trainops.spec.pipeline import PipelineSpec, load_pipeline, resolve
 
 
@@ -61,9 +61,11 @@ class PipelineSource:
         """The job spec as the JSON string the pipeline parameter carries (keys sorted: stable output), its secret
         environment values masked (`trainops.spec.secrets`): the compiled YAML is read by anyone who can see the
         pipeline; the train component takes them from its pod's environment."""
+        from trainops.components.paths import encode_parameter
         from trainops.spec.secrets import masked_spec_document
 
-        return json.dumps(masked_spec_document(self.spec_document), sort_keys=True, default=str)
+        # Encoded: KFP would substitute a placeholder inside one of the spec's values (`encode_parameter`).
+        return encode_parameter(masked_spec_document(self.spec_document))
 
     @property
     def secrets(self) -> dict[str, str]:
@@ -145,10 +147,16 @@ def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = 
         "region": file.region or "",
     }
 
-    def configured(task):
+    retries, resources = task_settings(source)
+
+    def configured(task, kind: str = "other"):
         # Task names are the components' (train-model...), shown as they are: a display name would only make
         # kfp.local warn that it ignores it.
         task.set_caching_options(False)  # same paths may hold new data; training re-attaches by itself
+        # A pod lost to the cluster is tried again; every component re-attaches to what its first try started.
+        task.set_retry(num_retries=retries.get(kind, retries["other"]), backoff_duration="60s")
+        cpu, memory = resources.get(kind, resources["other"])
+        task.set_cpu_request(cpu).set_memory_request(memory)
         if configure_task is not None:
             configure_task(task)
         return task
@@ -175,7 +183,7 @@ def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = 
                                      job_name=steps.train.job_name or "", name_base=file.name, run_key=run_key,
                                      processes_per_host=steps.train.processes_per_host or 0,
                                      retries_json=json.dumps(steps.train.retries, sort_keys=True),
-                                     **spec_inputs, **where))
+                                     **spec_inputs, **where), "train")
         if previous is not None:
             train.after(previous)
         model = train.outputs["model"]
@@ -195,6 +203,29 @@ def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = 
             register_task(ops, register, model, None, spec_inputs, where, configured)
 
     return retrain_pipeline
+
+
+#: Pod retries of a task, as the Airflow operators' default (twice, a minute apart): a retry re-attaches.
+DEFAULT_POD_RETRIES = 2
+
+
+def task_settings(source: PipelineSource) -> tuple[dict[str, int], dict[str, tuple[str, str]]]:
+    """(retries, (cpu, memory) requests) by task kind, from the pipeline file and its job spec.
+
+    The train task's pod retries are its infrastructure budget (the file's ``steps.train.retries``); on the local
+    backend its pod runs every emulated host, so it asks for a CPU per rank and 2 GiB per host; on SageMaker it
+    only submits and waits. The other components ask for little (one CPU, 1 GiB)."""
+    steps = source.pipeline.steps
+    budget = int((steps.train.retries or {}).get("infrastructure", DEFAULT_POD_RETRIES))
+    retries = {"train": budget, "other": DEFAULT_POD_RETRIES}
+    small = ("1", "1Gi")
+    if source.plan.backend == "local":
+        hosts = int(source.spec_document.get("instance_count") or 1)
+        ranks = hosts * int(steps.train.processes_per_host or 1)
+        resources = {"train": (str(ranks), f"{2 * hosts}Gi"), "other": small}
+    else:
+        resources = {"train": ("500m", "512Mi"), "other": small}
+    return retries, resources
 
 
 def evaluate_settings(step) -> dict[str, Any]:
@@ -235,6 +266,31 @@ def image_files(source: PipelineSource) -> list[tuple[str, Path]]:
         files.append(("steps.evaluate.source_dir", code))
         files.append(("steps.evaluate.entry_point", code / steps.evaluate.entry_point))
     return files
+
+
+def check_placeholders(document: Any, where: str, path: str = "") -> None:
+    """Refuse, at compile time, a value of the pipeline file holding a KFP placeholder (``{{$``): KFP would substitute
+    it inside the component's input. The job spec travels encoded and is not checked (its inline form is skipped)."""
+    from trainops.components.paths import PLACEHOLDER
+
+    problems = []
+
+    def walk(value: Any, at: str) -> None:
+        if at == "steps.train.spec" and isinstance(value, dict):
+            return  # encoded in spec_json
+        if isinstance(value, str) and PLACEHOLDER in value:
+            problems.append(Problem(at, f"holds a KFP placeholder ({PLACEHOLDER}...): KFP would replace it before "
+                                        "the component reads it; write the value without it"))
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{at}.{key}" if at else str(key))
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, f"{at}[{index}]")
+
+    walk(document, path)
+    if problems:
+        raise SpecError(problems, where)
 
 
 def check_image_paths(source: PipelineSource, pipeline_dir: str, context: Path, where: str) -> None:
@@ -288,6 +344,7 @@ def compile_pipeline(path: str | os.PathLike, output: str | os.PathLike, *,
     from kfp import compiler
 
     source = read_pipeline_source(path)
+    check_placeholders(source.pipeline.model_dump(mode="json"), str(path))
     pipeline_dir = pipeline_dir or default_pipeline_dir(path)
     check_image_paths(source, pipeline_dir, Path(context or Path.cwd()).resolve(), str(path))
     pipeline = build_pipeline(source, settings, pipeline_dir=pipeline_dir, configure_task=configure_task)

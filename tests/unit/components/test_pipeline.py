@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from trainops.cli import main
+from trainops.components.paths import decode_parameter
 from trainops.components.pipeline import compile_pipeline, default_pipeline_dir, read_pipeline_source
 from trainops.errors import SpecError
 
@@ -86,7 +87,7 @@ def test_the_golden_pipeline_has_the_steps_the_gate_branches_and_portable_defaul
                   document["root"]["inputDefinitions"]["parameters"].items()}
     assert parameters["pipeline_dir"] == "examples/digits" and parameters["workdir"] == "../../runs/digits"
     assert parameters["backend"] == "local" and parameters["gate"] == "accuracy >= 0.95"
-    assert json.loads(parameters["spec_json"])["source_dir"] == "."  # as written, resolved where it runs
+    assert json.loads(decode_parameter(parameters["spec_json"]))["source_dir"] == "."  # as written, resolved there
     assert "/work/" not in GOLDEN.read_text() and str(ROOT) not in GOLDEN.read_text()
 
 
@@ -173,7 +174,7 @@ def test_configure_task_sees_every_task(tmp_path, monkeypatch):
     assert all(tasks[name]["retryPolicy"]["maxRetryCount"] == 2 for name in seen)
 
 
-# --- what the image holds, checked at compile time ----------------------------------------------------------------------
+# --- what the image holds, checked at compile time --------------------------------------------------------------------
 
 def test_compiling_from_outside_the_build_context_is_refused_before_anything_is_written(tmp_path, monkeypatch,
                                                                                           capsys):
@@ -205,3 +206,40 @@ def test_files_the_components_read_must_exist_inside_the_pipeline_directory(tmp_
     assert "does not exist" in fields["steps.train.spec.source_dir"]
     assert "does not exist" in fields["steps.evaluate.entry_point"]
     assert not (tmp_path / "out.yaml").exists()
+
+
+# --- KFP placeholders never reach a component's value (issue 26 item 4) -----------------------------------------------
+def test_the_spec_travels_encoded_so_a_placeholder_in_it_is_not_substituted(tmp_path):
+    from trainops.components.paths import parse_json
+
+    path = write_pipeline(tmp_path, "  train: {spec: placeholder.yaml}\n")
+    (tmp_path / "placeholder.yaml").write_text(
+        SPEC + "environment:\n  WHERE: \"{{$.inputs.parameters['workdir']}}\"\n  BRACES: \"{{$}}\"\n")
+    source = read_pipeline_source(path)
+    assert source.spec_json.startswith("base64:") and "{{$" not in source.spec_json
+    document = parse_json(source.spec_json, "spec_json", dict)
+    assert document["environment"] == {"WHERE": "{{$.inputs.parameters['workdir']}}", "BRACES": "{{$}}"}
+    # a plain value holding a placeholder is refused at run time, naming the field
+    with pytest.raises(SpecError, match="spec_json: holds a KFP placeholder"):
+        parse_json('{"environment": {"WHERE": "{{$.inputs.parameters[\'x\']}}"}}', "spec_json", dict)
+
+
+def test_a_pipeline_value_holding_a_placeholder_is_refused_at_compile_time(tmp_path, monkeypatch):
+    path = write_pipeline(tmp_path, "  train:\n    spec: train.yaml\n    channels: {train: \"{{$.outputs}}\"}\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SpecError, match=r"steps\.train\.channels\.train: holds a KFP placeholder"):
+        compile_pipeline(path, tmp_path / "out.yaml")
+    assert not (tmp_path / "out.yaml").exists()
+
+
+def test_tasks_get_pod_retries_and_resource_requests_from_the_pipeline_file():
+    document = compiled(GOLDEN)
+    executors = document["deploymentSpec"]["executors"]
+    train = executors["exec-train-model"]["container"]["resources"]
+    # the digits job: 2 emulated hosts on the local backend, one rank each
+    assert (train["resourceCpuRequest"], train["resourceMemoryRequest"]) == ("2", "4Gi")
+    for name, executor in executors.items():
+        assert "resourceCpuRequest" in executor["container"]["resources"], name
+    for name, task in root_tasks(document).items():
+        if not name.startswith("condition-"):  # the gate's branches are groups of tasks, not pods
+            assert task["retryPolicy"]["maxRetryCount"] == 2, name
