@@ -82,6 +82,6 @@ def test_render_masks_secret_environment_values(tmp_path):
                                                     "TOKENIZER_NAME": "gpt2"}}))
     (tmp_path / "train.py").write_text("")
     shown = cli("render", str(spec), "--job-name", "render-1")
-    environment = json.loads(shown)["Environment"]
+    environment = json.JSONDecoder().raw_decode(shown)[0]["Environment"]  # the request; the forecast follows it
     assert environment["HF_TOKEN"] == environment["DB_PASSWORD"] == "****"
     assert environment["TOKENIZER_NAME"] == "gpt2" and SECRET not in shown
