@@ -21,6 +21,7 @@ imported by the triggerer and by ``execute`` when deferring, never by a DAG file
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -73,14 +74,31 @@ def event_for(result: Any, kind: str = "training") -> dict[str, Any]:
     }
 
 
-def backend_for(handle: Any, aws_conn_id: str | None) -> Any:
-    """The backend of a handle, bound to its place (the local state directory; the region and the Airflow
-    connection's clients, built on first use: a local job never reads the connection)."""
-    from trainops.backends.api import get_backend
+#: One client factory per (connection, region) for the whole triggerer: a boto3 session and its clients cost about
+#: 20 MB, and one triggerer holds hundreds of triggers (bench/triggerer_scale.py: 300 triggers took 7 GB with one
+#: each). boto3 clients are thread-safe; the factory builds each service's client once, under its own lock.
+_FACTORIES: dict[tuple[str | None, str | None], Any] = {}
+_FACTORIES_LOCK = threading.Lock()
+
+
+def shared_client_factory(aws_conn_id: str | None, region: str | None) -> Any:
     from trainops.operators.common import lazy_aws_client_factory
 
+    with _FACTORIES_LOCK:
+        key = (aws_conn_id, region)
+        if key not in _FACTORIES:
+            _FACTORIES[key] = lazy_aws_client_factory(aws_conn_id, region)
+        return _FACTORIES[key]
+
+
+def backend_for(handle: Any, aws_conn_id: str | None) -> Any:
+    """The backend of a handle, bound to its place (the local state directory; the region and the Airflow
+    connection's clients, shared by every trigger of this process and built on first use: a local job never reads
+    the connection)."""
+    from trainops.backends.api import get_backend
+
     return get_backend(handle.backend, workdir=handle.workdir, region=handle.region,
-                       client_factory=lazy_aws_client_factory(aws_conn_id, handle.region))
+                       client_factory=shared_client_factory(aws_conn_id, handle.region))
 
 
 def with_connection_region(handle: Any, backend: Any, aws_conn_id: str | None) -> Any:

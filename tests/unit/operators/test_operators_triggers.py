@@ -24,6 +24,25 @@ from trainops.operators.triggers import CLASSPATH, JobTrigger  # noqa: E402
 NAME = "digits-0123456789"
 
 
+@pytest.fixture(autouse=True)
+def fresh_clients():
+    """Each test its own stubbed clients: the triggers of one process share their client factories."""
+    from trainops.operators import triggers
+
+    triggers._FACTORIES.clear()
+    yield
+    triggers._FACTORIES.clear()
+
+
+def test_the_triggers_of_one_process_share_one_client_factory_per_connection_and_region():
+    from trainops.operators.triggers import shared_client_factory
+
+    first = shared_client_factory("aws_training", "eu-west-1")
+    assert shared_client_factory("aws_training", "eu-west-1") is first
+    assert shared_client_factory("aws_training", "us-east-1") is not first
+    assert shared_client_factory("aws_other", "eu-west-1") is not first
+
+
 @pytest.fixture
 def aws(monkeypatch):
     stubbed = StubbedAWS()
