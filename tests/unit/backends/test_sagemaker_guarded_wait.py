@@ -160,3 +160,19 @@ def test_a_job_that_fails_on_its_own_while_being_stopped_keeps_its_own_cause():
     assert summary.guard is None and summary.failure_reason.startswith("AlgorithmError")
     assert classify_result(SageMakerBackend(client_factory=aws)._result(
         summary, JobHandle("sagemaker", NAME)).to_dict()).failure_class == "user"
+
+
+def test_a_spot_interruption_is_not_counted_as_billable_while_the_job_runs():
+    from trainops.backends.sagemaker.activity import observe
+
+    response = training_description(NAME, "InProgress", "Training", spot=True, max_wait=14400)
+    response["TrainingStartTime"] = CREATED
+    response["SecondaryStatusTransitions"] = [
+        {"Status": "Training", "StartTime": CREATED, "EndTime": CREATED + timedelta(seconds=600)},
+        {"Status": "Interrupted", "StartTime": CREATED + timedelta(seconds=600),
+         "EndTime": CREATED + timedelta(seconds=1500)},
+        {"Status": "Training", "StartTime": CREATED + timedelta(seconds=1500)}]
+    seen = observe(response, CREATED.timestamp() + 2000)
+    assert seen.billable_seconds == 2000 - 900
+    assert seen.running_since == CREATED.timestamp() + 1500  # the stall clock restarts with training
+    assert seen.max_wait == 14400 and seen.started == CREATED.timestamp()

@@ -4,7 +4,8 @@ wrote a log line or a metric (`trainops.backends.guards.Observation`).
 - Start: ``TrainingStartTime`` (the instances are up and billed), else ``CreationTime``: the wait bound counts from
   the job's own start, so a re-attached wait gets no fresh bound.
 - Billable so far: ``BillableTimeInSeconds`` once SageMaker reports it, else the seconds since
-  ``TrainingStartTime``: an upper bound (a spot job is billed less, an interruption not at all).
+  ``TrainingStartTime`` less the spot interruptions' (``Interrupted`` transitions): an upper bound (a spot job is
+  billed less than on-demand for the same seconds).
 - Activity: the newest of the job's CloudWatch log streams' ``lastEventTimestamp`` and ``lastIngestionTime``
   (DescribeLogStreams, one call per look, paged; ``lastEventTimestamp`` alone may lag by design, ingestion does not)
   and the ``Timestamp`` of ``FinalMetricDataList`` (SageMaker updates the metrics while the job runs). Only while
@@ -59,6 +60,19 @@ def last_log_event(factory: ClientFactory, job_name: str, log_group: str = LOG_G
     return newest
 
 
+def _interrupted(response: dict[str, Any], now: float) -> float:
+    """Seconds a spot job spent interrupted (not billed), from its Interrupted transitions."""
+    total = 0.0
+    for transition in response.get("SecondaryStatusTransitions") or []:
+        if transition.get("Status") != "Interrupted":
+            continue
+        start = _epoch(transition.get("StartTime"))
+        end = _epoch(transition.get("EndTime")) or now
+        if start is not None:
+            total += max(0.0, end - start)
+    return total
+
+
 def _running_since(response: dict[str, Any]) -> float | None:
     if response.get("SecondaryStatus") != "Training":
         return None
@@ -75,7 +89,7 @@ def observe(response: dict[str, Any], now: float, activity: Callable[[], float |
     started = started_training or _epoch(response.get("CreationTime"))
     billable: float | None = response.get("BillableTimeInSeconds")
     if billable is None:
-        billable = max(0.0, now - started_training) if started_training is not None else 0.0
+        billable = max(0.0, now - started_training - _interrupted(response, now)) if started_training else 0.0
     running_since = _running_since(response)
     stamps = [_epoch(item.get("Timestamp")) for item in response.get("FinalMetricDataList") or []]
     if running_since is not None and activity is not None:
