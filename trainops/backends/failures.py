@@ -276,7 +276,17 @@ def rules_markdown() -> str:
         "Every ended training attempt gets one class, and the evidence that decided it (the rule and the line it "
         "matched). The train step's retry budgets (`retries:` on a pipeline's train step, `trainops run --retries`, "
         "`retry_budgets` of the Airflow operator, the KFP train component's `retries_json`) spend one budget per "
-        "class; `stopped` is never retried.",
+        "class; `stopped` and `budget` are never retried.",
+        "",
+        "trainops' own guards stop a job and say so (`trainops.backends.guards`; spec fields in docs/spec.md): "
+        "`max_cost_usd` (with `budget: stop`, the job is stopped when its billable cost so far reaches what is left "
+        "of the run's budget: SageMaker's billable time, or locally the wall time, x instances x the catalog "
+        "price), the wait bound (`max_run` + `max_wait` + `wait_grace_seconds`, counted from the job's own start, "
+        "so a re-attached wait gets no fresh bound; `stop_at_wait_bound: false` only stops waiting), and the stall "
+        "watchdog (`stall_timeout`: no new log line and no metric for that long while the script runs; off by "
+        "default, recommended for multi-node GPU jobs, where an NCCL hang or EFA falling back to TCP prints "
+        "nothing and fails nothing; on SageMaker it reads the CloudWatch log streams' last event and ingestion "
+        "times and the metrics' timestamps, locally the growth of the hosts' log files).",
         "",
         "| class | meaning | what a retry does |",
         "| --- | --- | --- |",
