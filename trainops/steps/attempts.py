@@ -249,6 +249,9 @@ def train_in_attempts(backend: Any, spec: Any, job_name: str, *, retries: Any = 
     budgets = RetryBudgets.parse(retries) if retries is not None else RetryBudgets(infrastructure=0)
     planned = check_budget(spec)  # budget: refuse refuses here, before anything is looked up or created
     limit = getattr(spec, "max_cost_usd", None)
+    if limit is not None and planned.hourly_usd is None:
+        log(f"[trainops] warning: max_cost_usd cannot stop the job: the catalog has no price for "
+            f"{', '.join(planned.unknown_prices) or 'its instances'} in {planned.region} (no retry will start)")
     ledger: dict[str, Any] = {}
 
     def run_attempt(name: str) -> dict[str, Any]:
