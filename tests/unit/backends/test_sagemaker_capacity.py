@@ -44,8 +44,8 @@ def test_an_active_plan_with_room_passes_and_the_quota_is_not_read():
 
 def test_every_plan_problem_is_reported_at_once_with_its_field():
     aws = StubbedAWS()
-    plan = _plan(Status="Scheduled", StartTime=NOW + timedelta(days=2), TargetResources=["hyperpod-cluster"],
-                 AvailableInstanceCount=1, EndTime=NOW + timedelta(hours=1),
+    plan = _plan(Status="Scheduled", StartTime=NOW + timedelta(days=3), TargetResources=["hyperpod-cluster"],
+                 AvailableInstanceCount=1, EndTime=NOW + timedelta(days=3, hours=1),
                  ReservedCapacitySummaries=[{"ReservedCapacityArn": PLAN.replace("training-plan", "reserved-capacity"),
                                              "InstanceType": "ml.p5.48xlarge", "TotalInstanceCount": 4,
                                              "Status": "Scheduled", "AvailabilityZone": "us-east-1a"}])
@@ -55,11 +55,41 @@ def test_every_plan_problem_is_reported_at_once_with_its_field():
     assert sorted(by_field) == ["instance_count", "instance_type", "max_run", "training_plan"]
     assert len(problems) == 5  # two about the plan itself: its status and its target
     plan_messages = [problem.message for problem in problems if problem.path == "training_plan"]
-    assert "is Scheduled, not Active: its capacity starts at 2026-12-03 12:00 UTC" in plan_messages[0]
+    assert "starts at 2026-12-04 12:00 UTC, more than 2 days from now" in plan_messages[0]
+    assert "submit after 2026-12-02 12:00 UTC" in plan_messages[0]
     assert "hyperpod-cluster, not training jobs" in plan_messages[1]
     assert "reserves ml.p5.48xlarge, not ml.p4d.24xlarge" in by_field["instance_type"]
     assert "needs 2 instances but the training plan has 1 available" in by_field["instance_count"]
-    assert "lower max_run to at most 3600 s" in by_field["max_run"]
+    # the job starts with the capacity; 1 h of it less the 30 minutes SageMaker reclaims the instances before its end
+    assert "its start + max_run 7200 s" in by_field["max_run"] and "at most 1800 s" in by_field["max_run"]
+
+
+def test_a_plan_scheduled_within_two_days_is_a_note_and_its_end_keeps_a_30_minute_margin():
+    aws = StubbedAWS()
+    stub = aws.stub("sagemaker")
+    stub.add_response("describe_training_plan", _plan(Status="Scheduled", StartTime=NOW + timedelta(hours=5)),
+                      {"TrainingPlanName": PLAN})
+    report = check_capacity(aws, _on_plan(), now=NOW.timestamp())
+    assert report.problems == [] and "waits Pending until its capacity starts at 2026-12-01 17:00 UTC" in \
+        report.notes[0]
+    stub.add_response("describe_training_plan", _plan(EndTime=NOW + timedelta(minutes=130)),
+                      {"TrainingPlanName": PLAN})
+    (problem,) = check_capacity(aws, _on_plan(), now=NOW.timestamp()).problems  # max_run 7200 s
+    assert problem.path == "max_run" and "now + max_run 7200 s" in problem.message
+    assert "at most 6000 s" in problem.message
+
+
+def test_the_reserved_capacity_the_job_would_run_in_decides_the_end():
+    arn = PLAN.replace("training-plan", "reserved-capacity")
+    windows = [{"ReservedCapacityArn": f"{arn}-{index}", "InstanceType": "ml.p4d.24xlarge", "TotalInstanceCount": 4,
+                "Status": status, "AvailabilityZone": "us-east-1a", "StartTime": NOW + timedelta(hours=start),
+                "EndTime": NOW + timedelta(hours=end)}
+               for index, (status, start, end) in enumerate([("Expired", -30, -1), ("Active", -1, 1)])]
+    aws = StubbedAWS()
+    aws.stub("sagemaker").add_response("describe_training_plan", _plan(ReservedCapacitySummaries=windows),
+                                       {"TrainingPlanName": PLAN})
+    (problem,) = check_capacity(aws, _on_plan(), now=NOW.timestamp()).problems  # the plan lasts 7 days, this one 1 h
+    assert problem.path == "max_run" and "at most 1800 s" in problem.message
 
 
 def test_an_expired_plan_says_to_buy_another():

@@ -4,9 +4,11 @@ Large jobs fail first on capacity, and on SageMaker only after submission (a job
 fails with ResourceLimitExceeded). Three checks, every problem reported at once, each naming the spec field and
 what to do:
 
-- **a training plan** (``ResourceConfig.TrainingPlanArn``; DescribeTrainingPlan): the plan is Active, it is for
-  training jobs, it reserves the job's instance type with enough instances available, its Availability Zone is one
-  of the job's subnets' (DescribeSubnets), and it lasts past now + ``max_run``;
+- **a training plan** (``ResourceConfig.TrainingPlanArn``; DescribeTrainingPlan): the plan is Active, or Scheduled
+  to start within the 2 days a job may wait Pending for it (AWS: a plan must be Scheduled or Active to be used); it
+  is for training jobs, reserves the job's instance type with enough instances available, has its Availability Zone
+  among the job's subnets' (DescribeSubnets), and its capacity lasts past the job's start + ``max_run`` + the 30
+  minutes before its end from which SageMaker reclaims the instances;
 - **the account's quota** for the instance type in training jobs, on-demand or spot (Service Quotas: the quota
   named "<type> for training job usage" found with ListServiceQuotas, its applied value read with GetServiceQuota),
   minus what the account's InProgress training jobs use (ListTrainingJobs, DescribeTrainingJob). A job on a
@@ -34,6 +36,11 @@ from trainops.runtime import catalog
 
 LOG = logging.getLogger("trainops.backends.sagemaker.preflight")
 TARGET = "training-job"
+#: AWS, "Training plans utilization for SageMaker training jobs": a job waits Pending for a plan's capacity at most
+#: 2 days (then InsufficientCapacityError), and the instances are reclaimed from 30 minutes before a reserved
+#: capacity ends.
+PENDING_LIMIT = 2 * 24 * 3600
+RECLAIM_SECONDS = 30 * 60
 QUOTA_NAME = "{instance_type} for training job usage"
 SPOT_QUOTA_NAME = "{instance_type} for spot training job usage"
 _NOT_ALLOWED = ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "NoSuchResourceException")
@@ -119,15 +126,21 @@ def _check_training_plan(factory: ClientFactory, request: dict[str, Any], plan: 
     if described is None:
         return
     status = described.get("Status")
-    if status != "Active":
-        start = _timestamp(described.get("StartTime"))
-        advice = {
-            "Scheduled": f"its capacity starts at {_when(start)}; submit then" if start else "its capacity has "
-                         "not started; submit when it is Active",
-            "Pending": "its purchase is still being processed; wait until it is Active",
-        }.get(str(status), "its reservation is over; buy a new plan (aws sagemaker create-training-plan)")
-        report.problems.append(Problem("training_plan", f"{plan} is {status}, not Active: {advice}, or remove "
-                                       "training_plan to run on on-demand capacity"))
+    start = _timestamp(described.get("StartTime"))
+    if status == "Scheduled" and start is not None and start - now > PENDING_LIMIT:
+        report.problems.append(Problem("training_plan", (
+            f"{plan} is Scheduled and its capacity starts at {_when(start)}, more than 2 days from now: a job waits "
+            "Pending for a plan's capacity at most 2 days, then ends with InsufficientCapacityError; submit after "
+            f"{_when(start - PENDING_LIMIT)}, or remove training_plan to run on on-demand capacity")))
+    elif status == "Scheduled":
+        report.notes.append(f"training plan {plan} is Scheduled: the job waits Pending until its capacity starts"
+                            + (f" at {_when(start)}" if start else ""))
+    elif status != "Active":
+        advice = ("its purchase is still being processed; wait until it is Scheduled or Active" if status == "Pending"
+                  else "its reservation is over or was never made; buy a new plan (aws sagemaker "
+                  "create-training-plan)")
+        report.problems.append(Problem("training_plan", f"{plan} is {status}, not Active or Scheduled: {advice}, or "
+                                       "remove training_plan to run on on-demand capacity"))
     targets = list(described.get("TargetResources") or [])
     if TARGET not in targets:
         shown = ", ".join(targets) or "nothing"
@@ -152,14 +165,36 @@ def _check_training_plan(factory: ClientFactory, request: dict[str, Any], plan: 
     subnets = list((request.get("VpcConfig") or {}).get("Subnets") or [])
     if zones and subnets:
         _check_plan_zone(factory, subnets, zones, report)
-    end = _timestamp(described.get("EndTime"))
+    _check_plan_end(request, described, summaries, wanted, now, report)
+
+
+def _capacity_window(described: dict[str, Any], summaries: list[dict[str, Any]], wanted: dict[str, int],
+                     now: float) -> tuple[float | None, float | None]:
+    """(start, end) of the reserved capacity the job would run in: the first of the job's instance type that has
+    not ended (a plan may hold several, one after another), else the plan's own."""
+    windows = sorted((_timestamp(summary.get("StartTime")) or 0.0, _timestamp(summary.get("EndTime")))
+                     for summary in summaries if summary.get("InstanceType") in wanted)
+    for start, end in windows:
+        if end is not None and end > now:
+            return start or None, end
+    return _timestamp(described.get("StartTime")), _timestamp(described.get("EndTime"))
+
+
+def _check_plan_end(request: dict[str, Any], described: dict[str, Any], summaries: list[dict[str, Any]],
+                    wanted: dict[str, int], now: float, report: CapacityReport) -> None:
+    start, end = _capacity_window(described, summaries, wanted, now)
+    if end is None:
+        return
+    begin = max(now, start or now)
+    usable = end - RECLAIM_SECONDS
     max_run = int((request.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds") or 0)
-    if end is not None and end < now + max_run:
-        left = max(0, int(end - now))
-        report.problems.append(Problem("max_run", f"the job may run until {_when(now + max_run)} (now + max_run "
-                                       f"{max_run} s) but the training plan ends at {_when(end)}, when its "
-                                       f"instances are taken back: lower max_run to at most {left} s (and checkpoint), "
-                                       "or use a plan that lasts longer"))
+    if begin + max_run > usable:
+        left = max(0, int(usable - begin))
+        report.problems.append(Problem("max_run", (
+            f"the job may run until {_when(begin + max_run)} ({'its start' if begin > now else 'now'} + max_run "
+            f"{max_run} s), but the training plan's capacity ends at {_when(end)} and SageMaker reclaims its "
+            f"instances 30 minutes before: lower max_run to at most {left} s (and checkpoint), or use a plan that "
+            "lasts longer")))
 
 
 def _check_plan_zone(factory: ClientFactory, subnets: list[str], zones: set[str], report: CapacityReport) -> None:
