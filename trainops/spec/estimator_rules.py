@@ -61,3 +61,12 @@ def placement_fits_the_job(spec: JobSpec) -> Iterator[Problem]:
         yield Problem("instance_placement_config.PlacementSpecifications",
                       f"places {placed} instances but the job has {spec.host_count()}: make the InstanceCounts add "
                       "up to at most instance_count")
+
+
+@rule("dependencies", "source_dir")
+def dependencies_need_local_code(spec: JobSpec) -> Iterator[Problem]:
+    """Dependencies are packed with local code; an s3:// source_dir is a tarball used as it is (the SDK would drop
+    them silently)."""
+    if spec.dependencies and spec.source_dir and spec.source_dir.startswith("s3://"):
+        yield Problem("dependencies", "are packed with a local source_dir, but source_dir is an uploaded tarball "
+                                      "(s3://), used as it is: put them into that tarball, or give the local directory")

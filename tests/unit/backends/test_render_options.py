@@ -133,6 +133,7 @@ def test_relative_dependencies_and_model_paths_resolve_against_the_spec_file(tmp
     ({"tensorboard_output_config": {"s3_output_path": "s3://bkt-out/tb", "container_local_output_path": "tb"}},
      "tensorboard_output_config.container_local_output_path"),
     ({"container_log_level": 60}, "container_log_level"),
+    ({"dependencies": ["/libs/common"], "source_dir": "s3://bkt-code/src/sourcedir.tar.gz"}, "dependencies"),
 ])
 def test_bad_options_name_their_field(fields, path):
     with pytest.raises(SpecError) as caught:
