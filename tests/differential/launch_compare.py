@@ -108,7 +108,7 @@ def trainops_launch(case: dict[str, Any]) -> Outcome:
     from trainops.runtime.config import launch_config
     from trainops.runtime.contract import ContractError, read_contract
     from trainops.runtime.host_facts import HostFacts
-    from trainops.runtime.plan import build_plan
+    from trainops.runtime.planner import build_plan
 
     with tempfile.TemporaryDirectory(prefix="trainops-launch-") as directory:
         base = Path(directory) / "opt" / "ml"

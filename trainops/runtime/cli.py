@@ -38,7 +38,7 @@ def plan_from_environment(base_dir: str | None = None, environ: Mapping[str, str
     from trainops.runtime.config import launch_config
     from trainops.runtime.contract import base_directory, read_contract, unpack_code_tarball
     from trainops.runtime.host_facts import detect_host_facts
-    from trainops.runtime.plan import build_plan
+    from trainops.runtime.planner import build_plan
 
     environ = os.environ if environ is None else environ
     # An s3:// source tarball arrives as the code channel's one file: unpacked into <base>/code, as the toolkit does.

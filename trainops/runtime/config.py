@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainops.runtime.contract import Contract, ContractError
-from trainops.runtime.healthcheck import requested as healthcheck_requested
 from trainops.runtime.hyperparameters import (
     DistributionError,
     decode_value,
@@ -28,9 +27,36 @@ from trainops.runtime.hyperparameters import (
 SAGEMAKER_MASTER_PORT = 7777
 
 
+def healthcheck_requested(environ: Mapping[str, str], hyperparameters: Mapping[str, Any], hosts: Any = (),
+              instance_type: str = "") -> bool:
+    """Whether the job runs the health check before training. Asked for explicitly: ``TRAINOPS_HEALTHCHECK`` in its
+    environment (``1``/``0``; render sets it from the spec's ``health_check``) or the hyperparameter
+    ``trainops_healthcheck``. Otherwise on by default for multi-node GPU jobs on SageMaker, where one slow GPU slows
+    every host for the whole run; off on the local backend (its simulated hosts share one machine) and for one host."""
+    from trainops.runtime.hyperparameters import decode_value
+
+    for raw in (environ.get("TRAINOPS_HEALTHCHECK"), decode_value(hyperparameters.get("trainops_healthcheck"))):
+        if raw is None or str(raw).strip() == "":
+            continue
+        if raw is True or str(raw).strip().lower() in _YES:
+            return True
+        if raw is False or str(raw).strip().lower() in _NO:
+            return False
+    if environ.get("TRAINOPS_LOCAL") == "1" or len(list(hosts)) < 2 or not instance_type:
+        return False
+    from trainops.runtime import catalog
+
+    instance = catalog.lookup(instance_type)
+    return bool(instance and instance.gpus)
+
+
+_YES = ("1", "true", "yes", "on")
+_NO = ("0", "false", "no", "off")
+
+
 @dataclass(frozen=True)
 class LaunchConfig:
-    """One host's launch, decided from the contract and the environment; input of :func:`plan.build_plan`."""
+    """One host's launch, decided from the contract and the environment; input of :func:`planner.build_plan`."""
 
     base_dir: str
     hosts: tuple[str, ...]

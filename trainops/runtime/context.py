@@ -170,7 +170,8 @@ def job_context(environ: Mapping[str, str] | None = None) -> RuntimeContext:
 def _parallel_coordinates(distribution: Mapping[str, Any], rank: int, world: int) -> dict[str, int]:
     # SMP jobs with tensor parallelism read one shard of the data per tensor-parallel group (trainops.runtime.
     # smp_native); parameters that do not fit the world are reported by transform(), so here they mean plain DP.
-    from trainops.runtime.smp_native import ParallelismError, layout_for_distribution
+    from trainops.runtime.parallel_base import ParallelismError
+    from trainops.runtime.smp_native import layout_for_distribution
 
     try:
         return layout_for_distribution(distribution, world).coordinates(rank)

@@ -245,33 +245,6 @@ def threshold_from(environ: Mapping[str, str], given: float | None = None) -> fl
     return value
 
 
-def requested(environ: Mapping[str, str], hyperparameters: Mapping[str, Any], hosts: Any = (),
-              instance_type: str = "") -> bool:
-    """Whether the job runs the health check before training. Asked for explicitly: ``TRAINOPS_HEALTHCHECK`` in its
-    environment (``1``/``0``; render sets it from the spec's ``health_check``) or the hyperparameter
-    ``trainops_healthcheck``. Otherwise on by default for multi-node GPU jobs on SageMaker, where one slow GPU slows
-    every host for the whole run; off on the local backend (its simulated hosts share one machine) and for one host."""
-    from trainops.runtime.hyperparameters import decode_value
-
-    for raw in (environ.get("TRAINOPS_HEALTHCHECK"), decode_value(hyperparameters.get("trainops_healthcheck"))):
-        if raw is None or str(raw).strip() == "":
-            continue
-        if raw is True or str(raw).strip().lower() in _YES:
-            return True
-        if raw is False or str(raw).strip().lower() in _NO:
-            return False
-    if environ.get("TRAINOPS_LOCAL") == "1" or len(list(hosts)) < 2 or not instance_type:
-        return False
-    from trainops.runtime import catalog
-
-    instance = catalog.lookup(instance_type)
-    return bool(instance and instance.gpus)
-
-
-_YES = ("1", "true", "yes", "on")
-_NO = ("0", "false", "no", "off")
-
-
 def write_report(report: Mapping[str, Any], output_dir: str) -> str:
     """Write the report as ``healthcheck-<host>.json`` in ``output_dir``; returns the path."""
     os.makedirs(output_dir, exist_ok=True)

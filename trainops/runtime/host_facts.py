@@ -1,7 +1,7 @@
 """What this machine has: GPUs, NeuronCores, CPUs and a few tools. The only place the runtime probes the host.
 
-Everything here feeds :func:`trainops.runtime.plan.build_plan` as one :class:`HostFacts` value, so plans stay pure and
-unit-testable for any instance type (tests pass a ``HostFacts`` made by hand). ``SM_NUM_GPUS`` / ``SM_NUM_NEURONS``
+Everything here feeds :func:`trainops.runtime.planner.build_plan` as one :class:`HostFacts` value, so plans stay pure
+and unit-testable for any instance type (tests pass a ``HostFacts`` made by hand). ``SM_NUM_GPUS`` / ``SM_NUM_NEURONS``
 in the environment override detection, as in the AWS toolkit. Torch is never imported here: on a GPU host the NVIDIA
 driver's ``/proc`` entries or ``nvidia-smi`` answer in milliseconds, where ``import torch`` takes seconds.
 """

@@ -26,7 +26,8 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from trainops.runtime.smp_native import ParallelismError, apply_smp, describe, layout, smp_config
+from trainops.runtime.parallel_base import DDP_DEFAULTS, ParallelismError  # noqa: F401 - re-exported for scripts
+from trainops.runtime.smp_native import apply_smp, describe, layout, smp_config
 
 #: Distributions whose processes train replicas of one model (data parallelism).
 DATA_PARALLEL_TYPES = ("none", "torch_distributed", "mpi", "smddp", "pytorchddp", "pytorchxla")
@@ -100,15 +101,7 @@ def _dtype(mixed_precision: str) -> Any:
     return {"bf16": torch.bfloat16, "fp16": torch.float16}[mixed_precision]
 
 
-#: What transform() gives DistributedDataParallel beyond its defaults (issue 18, bench/README.md has the figures):
-#: gradients that are views of the communication buckets (no copy into and out of a bucket each step, one gradient's
-#: memory less), and larger buckets than DDP's 25 MB. Under ``torch.compile`` Dynamo splits the graph at every bucket
-#: boundary so that each all-reduce can start while backward goes on; 25 MB buckets cut a 255 M-parameter GPT into 29
-#: graphs, and every split costs compute time. The last bucket's all-reduce is what no backward can hide, so the size
-#: depends on the link: between hosts (EFA) 100 MB (10 graphs; 0.92 -> 0.94-0.95 scaling on 2 x H200), inside one
-#: host (NVLink, ~300 GB/s) :data:`SINGLE_HOST_BUCKET_MB` (3 graphs, 0.66 ms of exposed all-reduce: 0.96 against
-#: 0.94 for 100 MB in the same run). ``ddp_options`` overrides either.
-DDP_DEFAULTS = {"gradient_as_bucket_view": True, "bucket_cap_mb": 100}
+#: Buckets on one host (NVLink): see `parallel_base.DDP_DEFAULTS` for why the sizes differ by link.
 SINGLE_HOST_BUCKET_MB = 400
 #: ``mixed_precision`` values transform() takes: parameters as FSDP2 gathers them for compute (gradients are reduced
 #: and the optimizer steps in float32).

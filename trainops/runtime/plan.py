@@ -23,7 +23,6 @@ Every rank runs under :mod:`trainops.runtime.rank`, which records how it ended (
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -310,27 +309,3 @@ def with_catalog_neuron_cores(config: LaunchConfig, facts: HostFacts) -> tuple[H
     note = (f"no NeuronCores found by probing this host: using the instance catalog's {instance.neuron_cores} "
             f"for {config.instance_type}")
     return dataclasses.replace(facts, neuron_cores=instance.neuron_cores), note
-
-
-def build_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
-    """The launch plan for this host: pure, from the config and the host facts. Raises
-    :class:`~trainops.runtime.contract.ContractError` when the contract asks for something that cannot be launched
-    (e.g. custom MPI options with shell metacharacters, a torchrun job whose entry point is not Python)."""
-    facts, note = with_catalog_neuron_cores(config, facts)
-    kind = distribution_kind(config.distribution) if config.in_distribution else "plain"
-    if kind == "torchrun":
-        plan = torchrun_plan(config, facts)
-    elif kind == "mpirun":
-        from trainops.runtime.mpi_plan import mpirun_plan
-
-        plan = mpirun_plan(config, facts)
-    else:
-        plan = plain_plan(config, facts)
-    if note:
-        plan.notes.insert(0, note)
-    return plan
-
-
-def plan_as_json(plan: LaunchPlan) -> str:
-    """The dry-run JSON text of a plan (one object, keys of ``env`` sorted)."""
-    return json.dumps(plan.dry_run(), indent=2)

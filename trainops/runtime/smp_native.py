@@ -33,14 +33,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from trainops.runtime.parallel_base import DDP_DEFAULTS, ParallelismError
+
 #: SMP v2 parameters and whether the native mapping honours them (docstring above).
 HONOURED = ("hybrid_shard_degree", "tensor_parallel_degree", "sm_activation_offloading", "random_seed")
 ACCEPTED_WITHOUT_EFFECT = ("activation_loading_horizon", "fsdp_cache_flush_warnings", "allow_empty_shards")
 REFUSED_ABOVE_ONE = ("context_parallel_degree", "expert_parallel_degree")
-
-
-class ParallelismError(ValueError):
-    """A distribution or SMP parameter that the native mapping cannot honour; the message names it and says why."""
 
 
 @dataclass(frozen=True)
@@ -193,8 +191,6 @@ def apply_smp(model: Any, config: SMPConfig, mesh_layout: Layout, device: Any, b
     found = tensor_parallel.wrap_blocks(model, found, activation_checkpointing, config.activation_offloading)
     if mesh_layout.shard == 1 and mesh_layout.tp == 1:
         from torch.nn.parallel import DistributedDataParallel
-
-        from trainops.runtime.parallel import DDP_DEFAULTS
 
         # hybrid_shard_degree=1 is NO_SHARD: plain replication, which DDP does with one all-reduce per bucket.
         ids = [torch.device(device).index] if device_type == "cuda" else None

@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from trainops.runtime.smp_native import ParallelismError
+from trainops.runtime.parallel_base import ParallelismError
 
 #: Last name components of layers split column-wise (output features) and row-wise (input features).
 COLUMN_WISE = frozenset({"q", "k", "v", "q_proj", "k_proj", "v_proj", "query", "key", "value", "wq", "wk", "wv",

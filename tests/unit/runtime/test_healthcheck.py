@@ -11,6 +11,7 @@ import types
 import pytest
 
 from trainops.runtime import healthcheck
+from trainops.runtime.config import healthcheck_requested
 from trainops.runtime.failure import read_failure
 
 
@@ -68,7 +69,7 @@ def test_table_shows_each_figure_and_the_verdict():
     ({}, {"trainops_healthcheck": "false"}, False),
 ])
 def test_opt_in(environ, hyperparameters, expected):
-    assert healthcheck.requested(environ, hyperparameters) is expected
+    assert healthcheck_requested(environ, hyperparameters) is expected
 
 
 @pytest.mark.parametrize("environ, hyperparameters, hosts, instance_type, expected", [
@@ -81,7 +82,7 @@ def test_opt_in(environ, hyperparameters, expected):
     ({}, {"trainops_healthcheck": "false"}, ["algo-1", "algo-2"], "ml.p5.48xlarge", False),
 ])
 def test_default_for_multi_node_gpu_jobs(environ, hyperparameters, hosts, instance_type, expected):
-    assert healthcheck.requested(environ, hyperparameters, hosts, instance_type) is expected
+    assert healthcheck_requested(environ, hyperparameters, hosts, instance_type) is expected
 
 
 def test_threshold_from_argument_or_environment():

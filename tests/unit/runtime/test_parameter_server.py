@@ -43,7 +43,7 @@ def _plan(contract_dir, script: str, server: str, **changes):
     from trainops.runtime.config import launch_config
     from trainops.runtime.contract import read_contract
     from trainops.runtime.host_facts import HostFacts
-    from trainops.runtime.plan import build_plan
+    from trainops.runtime.planner import build_plan
 
     base = contract_dir(script=script)
     plan = build_plan(launch_config(read_contract(base, {}), {}, python=sys.executable), HostFacts())

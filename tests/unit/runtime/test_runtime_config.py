@@ -10,7 +10,7 @@ import pytest
 from trainops.runtime.config import launch_config
 from trainops.runtime.contract import ContractError, read_contract
 from trainops.runtime.host_facts import HostFacts
-from trainops.runtime.plan import build_plan
+from trainops.runtime.planner import build_plan
 
 LOCAL = {"TRAINOPS_LOCAL": "1", "TRAINOPS_HOST_ADDRESSES": json.dumps({"algo-1": "127.0.0.1", "algo-2": "127.0.0.1"}),
          "TRAINOPS_MASTER_PORT": "29555", "TRAINOPS_JOB_NAME": "job-1", "TRAINOPS_CHECKPOINT_DIR": "/tmp/ckpt"}

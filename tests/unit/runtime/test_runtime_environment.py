@@ -67,7 +67,7 @@ def test_child_environment_keeps_everything_the_parent_has():
 
 def test_plans_never_set_nvls_variables(make_config):
     from trainops.runtime.host_facts import HostFacts
-    from trainops.runtime.plan import build_plan
+    from trainops.runtime.planner import build_plan
 
     for distribution in ({"type": "torch_distributed"}, {"type": "smddp"}, {"type": "none"}):
         plan = build_plan(make_config("ml.p5.48xlarge", hosts=2, distribution=distribution), HostFacts(gpus=8))

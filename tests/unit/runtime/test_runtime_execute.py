@@ -12,7 +12,7 @@ from trainops.runtime.contract import read_contract
 from trainops.runtime.execute import Launch, execute
 from trainops.runtime.failure import read_failure
 from trainops.runtime.host_facts import HostFacts
-from trainops.runtime.plan import build_plan
+from trainops.runtime.planner import build_plan
 
 
 def plan_for(base: str):

@@ -7,7 +7,7 @@ import pytest
 from trainops.runtime.contract import ContractError
 from trainops.runtime.host_facts import HostFacts
 from trainops.runtime.mpi_plan import coordination_name, split_custom_mpi_options
-from trainops.runtime.plan import build_plan
+from trainops.runtime.planner import build_plan
 
 
 def mca(argv: list[str]) -> dict[str, str]:

@@ -10,7 +10,8 @@ import pytest
 from trainops.runtime import catalog
 from trainops.runtime.contract import ContractError
 from trainops.runtime.host_facts import HostFacts
-from trainops.runtime.plan import build_plan, distribution_kind, processes_per_host
+from trainops.runtime.plan import distribution_kind, processes_per_host
+from trainops.runtime.planner import build_plan
 
 INSTANCE_TYPES = ["ml.p4d.24xlarge", "ml.p5.48xlarge", "ml.g5.12xlarge", "ml.trn1.32xlarge", "ml.trn2.48xlarge",
                   "ml.c5.xlarge"]
