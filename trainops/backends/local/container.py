@@ -23,6 +23,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -35,6 +36,7 @@ LOCAL_NETWORK_INTERFACE = "lo"  # every emulated host shares this machine's loop
 DLC_ENTRYPOINT_MODULE = "sagemaker_training.cli.train"  # the `train` console script every framework DLC runs
 DLC_TRAINING_MODULE = "sagemaker_pytorch_container.training:main"  # what the PyTorch DLC sets in its image
 TOOLKIT_DISABLED = "TRAINOPS_LOCAL_NAMESPACE"  # 0: never use a mount namespace (tests of the fallback)
+PID_NAMESPACE_SETTING = "TRAINOPS_LOCAL_PID_NAMESPACE"  # 1: each host a PID namespace too (`host_init`, opt-in)
 
 Log = Callable[[str], None]
 
@@ -396,8 +398,28 @@ def isolate(argv: list[str], layout: HostLayout, job_dir: Path, hosts: list[str]
     if not unshare or not shell:
         raise SpecError(Problem("isolation", f"unshare or sh is not on this machine (looked in {SAFE_PATH}): install "
                                              "util-linux, or set TRAINOPS_LOCAL_NAMESPACE=0"), source="local host")
-    return [unshare, "--mount", "--propagation", "private", shell, "-c", _NAMESPACE_SCRIPT, "trainops-container",
-            str(layout.base_dir), str(hosts_file), str(keep), SAFE_PATH, *argv]
+    script = [shell, "-c", _NAMESPACE_SCRIPT, "trainops-container", str(layout.base_dir), str(hosts_file), str(keep),
+              SAFE_PATH, *argv]
+    if pid_namespaces_available():  # the host a PID namespace too, ended by the kernel (`host_init`)
+        from trainops.backends.local import host_init
+
+        return [sys.executable, "-I", "-S", host_init.__file__, str(init_report(job_dir, layout.name)), *script]
+    return [unshare, "--mount", "--propagation", "private", *script]
+
+
+def init_report(job_dir: Path, host: str) -> Path:
+    """Where a host's init (`host_init`) says how its launcher ended and how many processes it stopped after."""
+    return job_dir / "namespace" / f"{host}.init"
+
+
+@functools.lru_cache(maxsize=1)
+def pid_namespaces_available() -> bool:
+    """Whether each emulated host is a PID namespace of its own (`trainops.backends.local.host_init`): asked for
+    with `TRAINOPS_LOCAL_PID_NAMESPACE=1` where the machine allows it. Not the default yet: inside one, the pids a
+    rank prints are the namespace's, not this machine's (a `kill` of a logged pid would reach another process)."""
+    from trainops.backends.local import host_init
+
+    return os.environ.get(PID_NAMESPACE_SETTING) == "1" and host_init.available()
 
 
 def request_secrets(request: Mapping[str, Any], environ: Mapping[str, str]) -> list[str]:

@@ -215,6 +215,11 @@ class LocalJob:
             finally:
                 self._stop_all()
                 result.processes_stopped, result.processes_left = self._process_watch.finish(grace_seconds=1.0)
+                if self._isolated and container.pid_namespaces_available():  # what each host's init stopped
+                    from trainops.backends.local.host_init import stopped_in
+
+                    result.processes_stopped += sum(stopped_in(str(container.init_report(self.job_dir, layout.name)))
+                                                    for layout in layouts)
                 for reader in self._readers:
                     reader.join(timeout=5)
                 for pump in self._pumps:
@@ -393,6 +398,11 @@ class LocalJob:
             else:  # a ContainerEntrypoint naming /opt/ml paths: the host's base directory, as for the environment
                 argv = [container._to_host(part, layout.base_dir) for part in argv]
             environment = self._environment(layout, addresses, port)
+            if self._isolated and container.pid_namespaces_available() \
+                    and threading.current_thread() is threading.main_thread():
+                from trainops.backends.local.host_init import DIE_WITH_PARENT
+
+                environment[DIE_WITH_PARENT] = "1"  # the host's init dies with this thread, so with the controller
             with self._process_watch.launching() as launch:  # another job of this process never claims it
                 process = subprocess.Popen(
                     argv,
