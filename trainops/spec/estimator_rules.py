@@ -1,5 +1,5 @@
 """Rules across the SDK v2 estimator options of `trainops.spec.estimator_options` (registered into
-`trainops.spec.rules.RULES`, so `trainops validate` reports them with the others).
+`trainops.spec.rule_registry.RULES`, so `trainops validate` reports them with the others).
 
 Where the SDK passes a setting on that the API would then ignore or refuse (a private registry's credentials
 without the Vpc access mode, a model channel with a data channel's name), trainops says so before anything is
@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from trainops.errors import Problem
-from trainops.spec.rules import rule
+from trainops.spec.rule_registry import rule
 
 if TYPE_CHECKING:
     from trainops.spec.job import JobSpec

@@ -10,7 +10,7 @@ FSx mount names) are the SageMaker backend's preflight.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from trainops.errors import Problem
@@ -28,6 +28,7 @@ from trainops.spec.distribution import (
     TorchDistributed,
 )
 from trainops.spec.inputs import FileSystemInput
+from trainops.spec.rule_registry import RULES, Rule, rule  # noqa: F401 - re-exported
 from trainops.spec.smp import V2_DEGREE_KEYS
 
 if TYPE_CHECKING:
@@ -42,24 +43,6 @@ TRAINIUM_TORCH_DISTRIBUTED_MINIMUM = "1.11"
 PYTORCHDDP_MINIMUM = "1.11"  # the SDK's documentation: the PyTorch DLCs from v1.11 launch pytorchddp
 SMP_V2_MINIMUM = "2.0"
 MWMS_MINIMUM = "2.9"  # the SDK's _validate_mwms_config
-
-Rule = Callable[["JobSpec"], Iterator[Problem]]
-RULES: list[Rule] = []
-
-
-def rule(*reads: str) -> Callable[[Rule], Rule]:
-    """Register a rule that reads the job-spec fields `reads`; the order of registration is the order of the report.
-
-    The fields a rule reads let `parse_job_spec` run every rule whose fields are valid even when other fields are
-    not, so one run reports everything (a rule reading an invalid field would only add noise).
-    """
-    def register(function: Rule) -> Rule:
-        function.reads = frozenset(reads)  # type: ignore[attr-defined]
-        RULES.append(function)
-        return function
-
-    return register
-
 
 def all_problems(spec: JobSpec, skip: frozenset[str] = frozenset()) -> list[Problem]:
     """Every problem of every rule, leaving out the rules that read a field named in `skip`. A rule marked
