@@ -43,10 +43,13 @@ class Guard:
     def tell(self, record: dict) -> None:
         """Pass the controller's record of the job's processes on (the guard keeps the latest)."""
         line = b"record " + json.dumps(record).encode("utf-8") + b"\n"
+        stdin = self.process.stdin
+        if stdin is None:
+            return
         with self._lock:
             try:
-                self.process.stdin.write(line)
-                self.process.stdin.flush()
+                stdin.write(line)
+                stdin.flush()
             except (OSError, ValueError):
                 pass
 
