@@ -42,6 +42,17 @@ LOG_LINES_AFTER_END = 5000
 KINDS: dict[str, str] = {"training": "training job"}
 
 
+#: Throttled looks in a row before the wait fails, and the longest pause between them.
+MAX_THROTTLED_POLLS = 20
+THROTTLE_MAX_SECONDS = 300.0
+
+
+def is_throttling(error: BaseException) -> bool:
+    """Whether an error says the service throttled the call (after botocore's own adaptive retries)."""
+    text = f"{type(error).__name__}: {error}"
+    return any(mark in text for mark in ("Throttling", "ThrottlingException", "Rate exceeded", "TooManyRequests"))
+
+
 def event_for(result: Any, kind: str = "training") -> dict[str, Any]:
     """The trigger event of a terminal `JobResult`: small JSON, never the service's response."""
     from trainops.backends.states import JobStatus, explain_secondary_status
@@ -219,8 +230,20 @@ class JobTrigger(BaseTrigger):
         backend, handle = await asyncio.to_thread(self._open)
         cursor: dict[str, Any] | None = None
         last: tuple[Any, Any] | None = None
+        throttled = 0
         while True:
-            result = await asyncio.to_thread(backend.describe, handle)
+            try:
+                result = await asyncio.to_thread(backend.describe, handle)
+            except Exception as error:
+                if not is_throttling(error) or throttled >= MAX_THROTTLED_POLLS:
+                    raise
+                throttled += 1  # the clients' own retries gave up: back off here, the task keeps waiting
+                pause = min(THROTTLE_MAX_SECONDS, max(1.0, self.poll_seconds) * 2 ** throttled)
+                self.log.warning("%s %s: throttled (%s); looking again in %.0f s", KINDS[self.kind], self.job_name,
+                                 error, pause)
+                await asyncio.sleep(pause)
+                continue
+            throttled = 0
             progress = (result.status.value, result.secondary_status)
             if progress != last:
                 last = progress

@@ -273,3 +273,36 @@ def test_the_trigger_streams_a_running_local_jobs_log_lines_as_they_come(tmp_pat
     assert lines == [f"[algo-1 rank 0] step {step} of the job" for step in range(6)], seen  # each once, in order
     assert [line for line, state in seen if "of the job" in line and state == "InProgress"], \
         "no log line reached the trigger's log while the job ran"
+
+
+def test_a_throttled_describe_backs_off_and_keeps_waiting(tmp_path, monkeypatch):
+    """ThrottlingException after the clients' own retries: the trigger waits longer and looks again; the task does not
+    fail."""
+    from trainops.backends.api import JobResult
+    from trainops.backends.local.backend import LocalBackend
+    from trainops.backends.states import JobStatus
+    from trainops.errors import JobFailed
+    from trainops.operators import triggers
+
+    answers = [JobFailed("DescribeTrainingJob: ThrottlingException: Rate exceeded")] * 2
+    pauses: list[float] = []
+
+    def describe(self, handle):
+        if answers:
+            raise answers.pop()
+        return JobResult("local", handle.job_name, JobStatus.COMPLETED)
+
+    real_sleep = asyncio.sleep
+
+    async def sleep(seconds):
+        pauses.append(seconds)
+        await real_sleep(0)
+
+    monkeypatch.setattr(LocalBackend, "describe", describe)
+    monkeypatch.setattr(triggers.asyncio, "sleep", sleep)
+    event = local_first_event(JobTrigger(local_handle("busy-job", tmp_path), poll_seconds=5, stream_logs=False))
+    assert event["status"] == "success", event
+    assert pauses == [10, 20]  # doubling from the poll interval
+    answers[:] = [JobFailed("AccessDenied: not authorized")]
+    event = local_first_event(JobTrigger(local_handle("busy-job", tmp_path), poll_seconds=5, stream_logs=False))
+    assert event["status"] == "error" and "not authorized" in event["message"]  # anything else still ends the wait
