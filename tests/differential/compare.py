@@ -57,7 +57,7 @@ def trainops_render(spec: dict[str, Any], job_name: str) -> Outcome:
     """Parse the case's spec the way a user's YAML reaches trainops, then render it for the toolkit launcher."""
     from pydantic import ValidationError
 
-    from trainops.backends.sagemaker.render import render
+    from trainops.backends.request.render import render
     from trainops.errors import SpecError
     from trainops.spec.loader import parse_job_spec
 

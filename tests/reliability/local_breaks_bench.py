@@ -42,6 +42,11 @@ BREAKS = [
      "job runs or exit 2 with the path named, never an internal error; console and `trainops logs` escaped, the "
      "log file byte-exact",
      ["tests/reliability/test_reliability_local_errors.py"]),
+    ("24.7", "Each host a PID namespace (opt-in, TRAINOPS_LOCAL_PID_NAMESPACE=1): the controller and its guard both "
+             "SIGKILLed while a double-forked daemon without the job's marker runs; a daemon left by a completed job",
+     "every process of the host ends with it (without the namespace the daemon outlives both); the init stops "
+     "and counts what the launcher left",
+     ["tests/reliability/test_reliability_host_namespace.py"]),
 ]
 
 

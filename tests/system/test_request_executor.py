@@ -20,7 +20,7 @@ import pytest
 
 from trainops.backends.local.processes import job_processes
 from trainops.backends.local.request_exec import execute_training_request
-from trainops.backends.sagemaker.render import render_local
+from trainops.backends.request.render import render_local
 from trainops.spec import parse_job_spec
 
 pytestmark = pytest.mark.system

@@ -11,8 +11,8 @@ import uuid
 
 import pytest
 
+from trainops.backends.request.render import CODE_CHANNEL, render
 from trainops.backends.sagemaker.locations import job_locations
-from trainops.backends.sagemaker.render import CODE_CHANNEL, render
 from trainops.backends.sagemaker.uploads import upload_job_code
 from trainops.spec import parse_job_spec
 

@@ -11,9 +11,9 @@ import pytest
 import yaml
 from support.moto_server import set_file_system
 
+from trainops.backends.request.render import artifact_locations, render
 from trainops.backends.sagemaker import training
 from trainops.backends.sagemaker.preflight import preflight
-from trainops.backends.sagemaker.render import artifact_locations, render
 from trainops.backends.sagemaker.uploads import upload_runtime, upload_source_dir
 
 pytestmark = pytest.mark.system

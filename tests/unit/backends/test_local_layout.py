@@ -18,7 +18,7 @@ from trainops.backends.local.container import (
 )
 from trainops.backends.local.layout import HostLayout
 from trainops.backends.local.request_exec import check_request
-from trainops.backends.sagemaker.render import render_local
+from trainops.backends.request.render import render_local
 from trainops.errors import SpecError
 from trainops.spec import parse_job_spec
 

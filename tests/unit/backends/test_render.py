@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from trainops.backends.sagemaker.render import (
+from trainops.backends.request.render import (
     CODE_CHANNEL,
     ENTRYPOINT,
     MASK,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from trainops.backends.sagemaker.render import render
+from trainops.backends.request.render import render
 from trainops.spec import parse_job_spec
 
 BASE = {"role": "arn:aws:iam::111122223333:role/Training", "region": "us-east-1", "entry_point": "train.py",

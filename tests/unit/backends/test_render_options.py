@@ -10,8 +10,8 @@ import tarfile
 
 import pytest
 
+from trainops.backends.request.render import CODE_CHANNEL, RUNTIME_CHANNEL, render
 from trainops.backends.sagemaker.locations import job_locations
-from trainops.backends.sagemaker.render import CODE_CHANNEL, RUNTIME_CHANNEL, render
 from trainops.backends.sagemaker.uploads import code_files, source_tarball_bytes
 from trainops.errors import SpecError
 from trainops.spec import parse_job_spec

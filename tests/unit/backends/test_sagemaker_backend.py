@@ -20,7 +20,7 @@ SPEC = {
 
 
 def test_submit_renders_the_spec_and_wait_returns_a_typed_result_through_the_given_factory():
-    from trainops.backends.sagemaker.render import render
+    from trainops.backends.request.render import render
     from trainops.backends.states import JobStatus
     from trainops.steps.train import load_spec
 

@@ -12,7 +12,7 @@ import tarfile
 
 import pytest
 
-from trainops.backends.sagemaker.render import CODE_CHANNEL, RUNTIME_CHANNEL, artifact_locations, render
+from trainops.backends.request.render import CODE_CHANNEL, RUNTIME_CHANNEL, artifact_locations, render
 from trainops.backends.sagemaker.uploads import upload_job_code
 from trainops.errors import SpecError
 from trainops.runtime.contract import ContractError, find_code_dir, unpack_code_tarball

@@ -18,7 +18,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowFailException, TaskD
 from support.sagemaker_shapes import ROLE_ARN, training_description  # noqa: E402
 from support.stubbed_aws import StubbedAWS  # noqa: E402
 
-from trainops.backends.sagemaker.render import render  # noqa: E402
+from trainops.backends.request.render import render  # noqa: E402
 from trainops.operators import training as training_module  # noqa: E402
 from trainops.operators.links import SageMakerTrainingJobLink  # noqa: E402
 from trainops.operators.training import DistributedTrainingOperator  # noqa: E402

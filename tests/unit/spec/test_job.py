@@ -303,7 +303,7 @@ def test_hyphenated_instance_families_are_instance_types():
 
 
 def test_metric_definitions_reach_the_request():
-    from trainops.backends.sagemaker.render import render
+    from trainops.backends.request.render import render
 
     spec = JobSpec(entry_point="train.py", instance_type="ml.p4d.24xlarge", framework_version="2.2.0",
                    role="arn:aws:iam::123456789012:role/R", region="us-east-1", output_path="s3://bkt/out",

@@ -196,7 +196,7 @@ class LocalBackend(Backend):
     def render_request(self, spec: Any, job_name: str, *, launcher: str | None = None,
                        region: str | None = None) -> dict[str, Any]:
         """The CreateTrainingJob request (masked) a local job executes too (one request, two executors)."""
-        from trainops.backends.sagemaker.render import masked, render
+        from trainops.backends.request.render import masked, render
 
         return masked(render(spec, job_name=job_name, launcher=launcher, region=region))
 

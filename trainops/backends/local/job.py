@@ -284,7 +284,7 @@ class LocalJob:
         """What the status record shows of the job's input (secret-looking environment values masked)."""
         if self.spec is not None:
             return public_spec(self.spec)
-        from trainops.backends.sagemaker.render import masked
+        from trainops.backends.request.render import masked
 
         return {"request": masked(self.request)}
 
@@ -292,8 +292,8 @@ class LocalJob:
         """The request SageMaker would get for the spec, with this machine's locations: the code channel is the
         source directory, the runtime channel a copy of exactly what is uploaded to S3, the toolkit's source a
         sourcedir.tar.gz built the same way, model.tar.gz goes to the local output path (or S3)."""
-        from trainops.backends.sagemaker import uploads
-        from trainops.backends.sagemaker.render import is_s3_source, render_local
+        from trainops.backends.request import code as uploads
+        from trainops.backends.request.render import is_s3_source, render_local
 
         spec = self.spec
         launcher = self.launcher or spec.launcher
@@ -518,7 +518,7 @@ def run_local_job(spec: JobSpec, job_name: str, **options) -> LocalJobResult:
 
 def check_local_spec(spec: JobSpec) -> None:
     """Refuse what cannot run locally, before anything is laid out."""
-    from trainops.backends.sagemaker.render import is_s3_source
+    from trainops.backends.request.render import is_s3_source
 
     if is_s3_source(spec.source_dir) and not spec.source_dir.endswith(".tar.gz"):
         raise SpecError(Problem("source_dir", f"{spec.source_dir!r}: an s3:// source_dir names a tarball object "

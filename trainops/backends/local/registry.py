@@ -31,7 +31,6 @@ import contextlib
 import errno
 import fcntl
 import json
-import math
 import os
 import re
 import shutil
@@ -44,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from trainops.backends.local.safe_fs import NEW_FILE_FLAGS, make_directory, open_path
+from trainops.backends.model_rules import GROUP_PATTERN, check_group, check_metrics  # noqa: F401 - re-exported
 from trainops.errors import JobFailed, Problem, SpecError
 
 APPROVAL_STATUSES: tuple[str, ...] = ("Approved", "Rejected", "PendingManualApproval")
@@ -51,7 +51,6 @@ ENTRY_FILE = "entry.json"
 LOCK_FILE = ".lock"
 STAGING_DIR = ".staging"
 # The SageMaker model package group rule, so a group name works on both backends.
-_GROUP_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 _VERSION_DIR = re.compile(r"^v([1-9][0-9]*)$")
 
 
@@ -138,34 +137,12 @@ class ModelVersion:
         return data
 
 
-def check_group(group: Any, field_name: str = "group") -> str:
-    """A valid group name, or `SpecError` naming the field: 1-63 letters, digits and hyphens, as SageMaker requires."""
-    if not isinstance(group, str) or not _GROUP_PATTERN.match(group):
-        raise SpecError(Problem(field_name, f"{group!r} is not a model group name; use 1-63 letters, digits and "
-                                            f"hyphens, starting with a letter or digit (e.g. digits-classifier)"),
-                        source="registry")
-    return group
-
-
 def check_approval(status: Any, field_name: str = "approval") -> str:
     """A valid approval status, or `SpecError` listing the valid ones."""
     if status not in APPROVAL_STATUSES:
         raise SpecError(Problem(field_name, f"{status!r} is not an approval status; use one of "
                                             f"{', '.join(APPROVAL_STATUSES)}"), source="registry")
     return status
-
-
-def check_metrics(metrics: Any, field_name: str = "metrics") -> dict[str, float]:
-    """Metrics as a dict of name -> finite number, or `SpecError` naming the first wrong entry."""
-    if not isinstance(metrics, Mapping):
-        raise SpecError(Problem(field_name, "give the evaluation's metrics as a mapping of name -> number"),
-                        source="registry")
-    checked: dict[str, float] = {}
-    for name, value in metrics.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise SpecError(Problem(f"{field_name}.{name}", f"{value!r} is not a finite number"), source="registry")
-        checked[str(name)] = value
-    return checked
 
 
 def _write_json_atomically(path: Path, data: Any) -> None:
@@ -335,7 +312,7 @@ class LocalRegistry:
         if not self.root.is_dir():
             return []
         return sorted(entry.name for entry in self.root.iterdir()
-                      if entry.is_dir() and _GROUP_PATTERN.match(entry.name))
+                      if entry.is_dir() and GROUP_PATTERN.match(entry.name))
 
     def _version_numbers(self, directory: Path) -> list[int]:
         if not directory.is_dir():

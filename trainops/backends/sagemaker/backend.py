@@ -107,7 +107,7 @@ class SageMakerBackend(Backend):
 
     def dry_run(self, spec: Any, name: str, options: BackendOptions) -> dict[str, Any]:
         """The CreateTrainingJob request for ``name`` (every input problem raised before any AWS call)."""
-        from trainops.backends.sagemaker.render import render
+        from trainops.backends.request.render import render
 
         assert isinstance(options, SageMakerOptions)
         return render(spec, job_name=name, launcher=options.launcher or spec.launcher,
@@ -200,7 +200,7 @@ class SageMakerBackend(Backend):
     def render_request(self, spec: Any, job_name: str, *, launcher: str | None = None,
                        region: str | None = None) -> dict[str, Any]:
         """The CreateTrainingJob request, secrets masked; nothing is called."""
-        from trainops.backends.sagemaker.render import masked, render
+        from trainops.backends.request.render import masked, render
 
         return masked(render(spec, job_name=job_name, launcher=launcher, region=region))
 
@@ -230,7 +230,7 @@ class SageMakerBackend(Backend):
     def check_spec(self, spec: Any, region: str | None = None) -> None:
         """Raise `SpecError` listing everything SageMaker needs and the spec lacks (the request is rendered, for a
         placeholder job name; nothing is called)."""
-        from trainops.backends.sagemaker.render import render
+        from trainops.backends.request.render import render
 
         render(spec, job_name="check", launcher=spec.launcher, region=default_region(spec, region or self.region))
 
@@ -240,7 +240,7 @@ class SageMakerBackend(Backend):
         and image (the image has the framework the evaluation script needs; the model package serves from it) and
         the region. Every front end (runner, DAG, KFP) asks here, so their defaults cannot drift. ``spec`` may be a
         function returning it (read only by the backends that need it)."""
-        from trainops.backends.sagemaker.render import training_image
+        from trainops.backends.request.render import training_image
 
         spec = spec() if callable(spec) else spec
         region = default_region(spec, region)

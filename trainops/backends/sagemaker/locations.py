@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from trainops.backends.sagemaker.render import ArtifactLocations, artifact_locations
+from trainops.backends.request.render import ArtifactLocations, artifact_locations
 
 if TYPE_CHECKING:
     from trainops.spec.job import JobSpec

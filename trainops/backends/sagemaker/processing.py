@@ -23,11 +23,11 @@ from typing import Any
 
 from trainops.aws.clients import ClientFactory, translate_client_error
 from trainops.aws.s3 import get_bytes, join_uri, parse_s3_uri
-from trainops.spec.names import valid_job_name
 from trainops.backends.sagemaker.training import is_not_found
 from trainops.backends.sagemaker.waiting import describer, poll
 from trainops.backends.states import classify
 from trainops.errors import JobFailed, Problem, SpecError
+from trainops.spec.names import valid_job_name
 
 METRICS_FILE = "metrics.json"
 

@@ -15,26 +15,25 @@ so are symbolic links that point outside the directory (they would upload files 
 
 from __future__ import annotations
 
-import gzip
-import io
 import logging
 import os
-import tarfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trainops.aws.clients import ClientFactory, error_code, translate_client_error
 from trainops.aws.s3 import parse_s3_uri
+from trainops.backends.request.code import (  # noqa: F401 - what the uploads carry, re-exported
+    SKIPPED_DIRECTORIES,
+    SOURCE_TARBALL_NAME,
+    code_files,
+    list_files,
+    runtime_files,
+    source_tarball_bytes,
+)
 from trainops.errors import JobFailed, Problem, SpecError
 
 logger = logging.getLogger(__name__)
-
-#: Directory names never uploaded: caches and version control.
-SKIPPED_DIRECTORIES = frozenset({"__pycache__", ".git"})
-
-#: The name of the SDK's script-mode archive, which the toolkit launcher downloads and unpacks into /opt/ml/code.
-SOURCE_TARBALL_NAME = "sourcedir.tar.gz"
 
 
 @dataclass(frozen=True)
@@ -49,49 +48,6 @@ class UploadResult:
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict."""
         return asdict(self)
-
-
-def list_files(root: str | os.PathLike[str], field_name: str = "source_dir") -> tuple[list[tuple[Path, str]], list[str]]:
-    """Every regular file under ``root`` as ``(path, relative posix name)``, sorted by name, and what was skipped.
-
-    Skips `SKIPPED_DIRECTORIES`, symbolic links to directories (not followed), links that point outside ``root``
-    and anything that is not a regular file. Raises `SpecError` naming ``field_name`` when ``root`` is not a
-    directory.
-    """
-    base = Path(root)
-    if not base.is_dir():
-        raise SpecError(Problem(field_name, f"{str(root)!r} is not a directory; give the directory holding your code"))
-    resolved_base = base.resolve()
-    files: list[tuple[Path, str]] = []
-    skipped: list[str] = []
-    for directory, subdirectories, names in os.walk(base):
-        current = Path(directory)
-        kept = []
-        for name in subdirectories:
-            path = current / name
-            if name in SKIPPED_DIRECTORIES:
-                continue
-            if path.is_symlink():
-                skipped.append(path.relative_to(base).as_posix())
-                continue
-            kept.append(name)
-        subdirectories[:] = sorted(kept)
-        for name in names:
-            path = current / name
-            relative = path.relative_to(base).as_posix()
-            try:
-                target = path.resolve()
-                outside = path.is_symlink() and not target.is_relative_to(resolved_base)
-                regular = target.is_file()
-            except (OSError, RuntimeError):  # a link loop, or a file that vanished while we walked
-                outside, regular = True, False
-            if outside or not regular:
-                skipped.append(relative)
-                continue
-            files.append((path, relative))
-    for name in skipped:
-        logger.warning("not uploading %s: a link out of the directory or not a regular file", name)
-    return sorted(files, key=lambda item: item[1]), sorted(skipped)
 
 
 def _put(client: Any, bucket: str, key: str, body: bytes) -> None:
@@ -131,42 +87,6 @@ def upload_source_dir(factory: ClientFactory, source_dir: str | os.PathLike[str]
     return UploadResult(uri=result.uri, keys=result.keys, total_bytes=result.total_bytes, skipped=skipped)
 
 
-def code_files(source_dir: str | os.PathLike[str], dependencies: list[str] | tuple[str, ...] = ()
-               ) -> list[tuple[Path, str]]:
-    """The files of the code: ``source_dir``'s at the root and each of the spec's ``dependencies`` directories under
-    its own name, as the SDK packs them (``dependencies=['libs/common']`` -> ``common/...``)."""
-    files, _ = list_files(source_dir)
-    for index, dependency in enumerate(dependencies):
-        name = Path(dependency).name
-        extra, _ = list_files(dependency, f"dependencies.{index}")
-        files += [(path, f"{name}/{relative}") for path, relative in extra]
-    return sorted(files, key=lambda item: item[1])
-
-
-def source_tarball_bytes(source_dir: str | os.PathLike[str], dependencies: list[str] | tuple[str, ...] = ()) -> bytes:
-    """The ``sourcedir.tar.gz`` of a directory (and the spec's ``dependencies``), byte-for-byte the same for the same
-    files.
-
-    Members are at the archive root (as the SDK writes them), sorted, with time 0, owner 0 and modes normalised to
-    0644 or 0755 (executable files keep their execute bit).
-    """
-    files = code_files(source_dir, dependencies)
-    buffer = io.BytesIO()
-    # The gzip header carries a time too: fix it, or two archives of the same tree differ.
-    with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as compressed:
-        with tarfile.open(fileobj=compressed, mode="w", format=tarfile.PAX_FORMAT) as archive:
-            for path, relative in files:
-                data = path.read_bytes()
-                info = tarfile.TarInfo(relative)
-                info.size = len(data)
-                info.mtime = 0
-                info.uid = info.gid = 0
-                info.uname = info.gname = ""
-                info.mode = 0o755 if os.access(path, os.X_OK) else 0o644
-                archive.addfile(info, io.BytesIO(data))
-    return buffer.getvalue()
-
-
 def upload_source_tarball(factory: ClientFactory, source_dir: str | os.PathLike[str], s3_uri: str,
                           dependencies: list[str] | tuple[str, ...] = ()) -> UploadResult:
     """Upload ``source_dir`` as one ``sourcedir.tar.gz`` object at ``s3_uri`` (the toolkit launcher's code).
@@ -182,18 +102,6 @@ def upload_source_tarball(factory: ClientFactory, source_dir: str | os.PathLike[
     return UploadResult(uri=s3_uri, keys=[key], total_bytes=len(body))
 
 
-def runtime_files() -> list[tuple[Path, str]]:
-    """The files of the trainops package a training container needs: ``trainops/__init__.py`` and
-    ``trainops/runtime/**`` (stdlib-only, so it runs in any image), as ``(path, "trainops/...")`` pairs, sorted."""
-    import trainops
-
-    package = Path(trainops.__file__).resolve().parent
-    files = [(package / "__init__.py", "trainops/__init__.py")]
-    runtime, _ = list_files(package / "runtime", "runtime")
-    files += [(path, f"trainops/runtime/{relative}") for path, relative in runtime if not relative.endswith(".pyc")]
-    return sorted(files, key=lambda item: item[1])
-
-
 def upload_runtime(factory: ClientFactory, s3_prefix: str) -> UploadResult:
     """Upload the trainops runtime under ``s3_prefix`` so that the prefix, mounted as a channel, is a PYTHONPATH root
     (``<channel>/trainops/runtime/...``) for ``python3 -m trainops.runtime launch``."""
@@ -205,9 +113,9 @@ def upload_job_code(factory: ClientFactory, spec: Any, locations: Any, launcher:
 
     An ``s3://`` source_dir is an uploaded tarball and the request names it as it is, so nothing of the user's code
     is uploaded; the trainops launcher's runtime channel is uploaded in every case (the container has no trainops).
-    ``locations`` is the job's `trainops.backends.sagemaker.render.ArtifactLocations`.
+    ``locations`` is the job's `trainops.backends.request.render.ArtifactLocations`.
     """
-    from trainops.backends.sagemaker.render import is_s3_source
+    from trainops.backends.request.render import is_s3_source
 
     results = []
     if launcher == "trainops":

@@ -310,7 +310,7 @@ def _assemble(spec: JobSpec, job_name: str, launcher: str, region: str | None, i
     _optional_settings(spec, request, environment)
     # The SDK estimator's other job options (training plan, infra check, ...): render_options. Only render_local
     # passes a role, so a role here means the local backend's request.
-    from trainops.backends.sagemaker.render_options import apply_estimator_options
+    from trainops.backends.request.render_options import apply_estimator_options
 
     apply_estimator_options(spec, request, launcher, local=role is not None)
     return request
