@@ -328,7 +328,7 @@ def _left_out_section() -> list[str]:
         f"The SDK v2 estimator (sagemaker {SDK_VERSION}: `EstimatorBase`, `Framework`, `PyTorch`) has "
         f"{len(sdk_parameters())} parameters; the spec takes {len(COVERED)} of them under the SDK's names and value "
         f"shapes ({'; '.join(renamed)}), rendered as the SDK renders them "
-        "(`trainops.backends.sagemaker.render_options` for the newer ones). These it leaves out:",
+        "(`trainops.backends.request.render_options` for the newer ones). These it leaves out:",
         "",
         *[f"- `{name}`: {reason}" for name, reason in sorted(LEFT_OUT.items())],
         "",

@@ -5,7 +5,7 @@ structures live here: `tensorboard_output_config` (the SDK's `TensorBoardOutputC
 container_local_output_path)`) and `instance_placement_config` (a dict the SDK passes to the API unchanged, so its
 keys are the API's: `EnableMultipleJobs`, `PlacementSpecifications[{UltraServerId, InstanceCount}]`). Keeping the
 SDK's spelling means an estimator's arguments move over unchanged; the rendering is
-`trainops.backends.sagemaker.render_options`.
+`trainops.backends.request.render_options`.
 """
 
 from __future__ import annotations

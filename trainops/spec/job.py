@@ -165,7 +165,7 @@ class JobSpec(CoreModel):
     tags: list[Tag] = Field(default_factory=list, json_schema_extra=_also_accepts(_SCALAR_MAPPING),
                             description="[{Key, Value}] or a mapping.")
     # --- the SDK v2 estimator's other job options (trainops.spec.estimator_options; rendered by
-    # trainops.backends.sagemaker.render_options) ----------------------------------------------------------------
+    # trainops.backends.request.render_options) ----------------------------------------------------------------
     training_plan: str | None = Field(
         default=None, description="Training plan ARN (reserved capacity: ResourceConfig.TrainingPlanArn); the "
         "SageMaker preflight checks its status, instances, zone and end before submitting.")
