@@ -120,7 +120,7 @@ def table(rows: list[dict]) -> str:
         p = row.get("profile") or {}
         efficiency = (row["tokens_per_second"] / (row["world_size"] * reference)) if reference else None
 
-        def f(key, digits=1):
+        def f(key, digits=1, p=p):  # this row's profile, bound now
             return f"{p[key]:.{digits}f}" if key in p else ""
 
         lines.append(f"| {row['label']} | {row['world_size']} | {row['tokens_per_second']:,.0f} | "

@@ -26,7 +26,7 @@ def _summary(times: tuple[list, list]) -> dict:
     ours, theirs = times
     return {"ours": statistics.median(wall for wall, _, _ in ours),
             "theirs": statistics.median(wall for wall, _, _ in theirs),
-            "ratio": statistics.median(mine[0] / other[0] for mine, other in zip(ours, theirs)),
+            "ratio": statistics.median(mine[0] / other[0] for mine, other in zip(ours, theirs, strict=True)),
             "peak_mb": max(rss for _, _, rss in ours) / 1e6}
 
 

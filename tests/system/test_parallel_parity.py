@@ -106,7 +106,7 @@ def test_every_mode_matches_the_single_process_losses(runs, mode):
     losses = run["metrics"]["losses"]
     assert run["result"]["status"] == "Completed"
     assert len(losses) == len(reference)
-    worst = max(abs(a - b) / abs(b) for a, b in zip(losses, reference))
+    worst = max(abs(a - b) / abs(b) for a, b in zip(losses, reference, strict=True))
     assert worst <= RELATIVE_TOLERANCE, f"{mode}: worst relative difference {worst:.2e}"
     assert run["metrics"]["world_size"] > 1
 

@@ -12,8 +12,9 @@ and with several GPUs the all-reduce bus bandwidth (GB/s, NCCL, one process per 
 nccl-tests reports it). Each figure is compared with what the instance catalog expects of that GPU model
 (:mod:`trainops.runtime.catalog`: ``bf16_tflops``, ``memory_bandwidth_gbps``; the model is read from torch's device
 name, else from the instance type). A figure below ``threshold`` x expected (default 0.5,
-``TRAINOPS_HEALTHCHECK_THRESHOLD`` or ``--threshold``) fails the check with a message naming host, device and figure. The catalog has no all-reduce
-figure: it is reported, and checked only against ``TRAINOPS_HEALTHCHECK_MIN_BUSBW_GBPS`` when that is set.
+``TRAINOPS_HEALTHCHECK_THRESHOLD`` or ``--threshold``) fails the check with a message naming host, device and
+figure. The catalog has no all-reduce figure: it is reported, and checked only against
+``TRAINOPS_HEALTHCHECK_MIN_BUSBW_GBPS`` when that is set.
 
 It prints a table and writes the report as JSON (``healthcheck-<host>.json`` in the output data directory). On a host
 without a GPU it says so and passes. The launcher runs it as a separate process, so no CUDA context outlives it.

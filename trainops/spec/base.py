@@ -40,7 +40,7 @@ def looks_secret(name: str) -> bool:
     words = [word.lower() for word in re.findall(r"[A-Z]?[a-z0-9]+|[A-Z]+(?![a-z])", name)]
     if any(word in SECRET_WORDS for word in words):
         return True
-    if any(pair in SECRET_PAIRS for pair in zip(words, words[1:])):
+    if any(pair in SECRET_PAIRS for pair in zip(words, words[1:], strict=False)):
         return True
     return bool(words) and words[-1] == "token" and (len(words) == 1 or words[-2] not in TEXT_TOKEN_WORDS)
 

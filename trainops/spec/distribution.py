@@ -175,7 +175,8 @@ class SMP(_MpiOptions, _Distribution):
         return self
 
     def _sdk_body(self) -> dict[str, Any]:
-        body: dict[str, Any] = {"smdistributed": {"modelparallel": {"enabled": True, "parameters": dict(self.parameters)}}}
+        body: dict[str, Any] = {"smdistributed": {"modelparallel": {"enabled": True,
+                                                                   "parameters": dict(self.parameters)}}}
         if self.version == 2:
             body["torch_distributed"] = {"enabled": True}
         else:
@@ -252,7 +253,8 @@ class MultiWorkerMirroredStrategy(_Distribution):
 
 
 TypedDistribution = Annotated[
-    NoDistribution | TorchDistributed | PyTorchDDP | SMDDP | SMP | MPI | ParameterServer | PyTorchXLA | MultiWorkerMirroredStrategy,
+    NoDistribution | TorchDistributed | PyTorchDDP | SMDDP | SMP | MPI | ParameterServer | PyTorchXLA
+    | MultiWorkerMirroredStrategy,
     Field(discriminator="type"),
 ]
 
@@ -314,7 +316,8 @@ class SdkDistribution(CoreModel):
         groups = {"instance_groups": self.instance_groups}
         problems: list[Problem] = []
         if data_parallel and model_parallel:
-            problems.append(Problem("smdistributed", "use one smdistributed strategy at a time: dataparallel or modelparallel"))
+            problems.append(Problem("smdistributed", "use one smdistributed strategy at a time: dataparallel or "
+                                                     "modelparallel"))
         if self._enabled("pytorchddp") and (data_parallel or model_parallel):
             problems.append(Problem("pytorchddp", "pytorchddp and smdistributed cannot be combined: choose one"))
         if model_parallel and not problems:
@@ -335,7 +338,8 @@ class SdkDistribution(CoreModel):
             # The SDK's PyTorch estimator sends torch_distributed alone when both are enabled (mpi is dropped).
             simple = ["torch_distributed"]
         if len(simple) > 1 and not problems:
-            problems.append(Problem(simple[1], f"{' and '.join(simple)} are enabled together: enable only one strategy"))
+            together = " and ".join(simple)
+            problems.append(Problem(simple[1], f"{together} are enabled together: enable only one strategy"))
         raise_problems("distribution", problems, self.model_dump())
         if not simple:
             return NoDistribution(**groups)

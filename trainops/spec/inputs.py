@@ -115,7 +115,9 @@ def _which_input(value: Any) -> str:
 
 
 ChannelInput = Annotated[
-    Annotated[Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(check_data_uri)], Tag("uri")] | Annotated[TrainingInput, Tag("s3")] | Annotated[FileSystemInput, Tag("file_system")],
+    Annotated[Annotated[str, Field(min_length=1, max_length=1024), AfterValidator(check_data_uri)], Tag("uri")]
+    | Annotated[TrainingInput, Tag("s3")]
+    | Annotated[FileSystemInput, Tag("file_system")],
     Discriminator(_which_input),
 ]
 

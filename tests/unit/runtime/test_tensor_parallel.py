@@ -115,7 +115,7 @@ def test_wrapped_blocks_compute_the_same_values_and_gradients(checkpoint, offloa
     x = torch.randn(5, 4)
     reference(x).square().sum().backward()
     model(x).square().sum().backward()
-    for (name, expected), (_, got) in zip(reference.named_parameters(), model.named_parameters()):
+    for (name, expected), (_, got) in zip(reference.named_parameters(), model.named_parameters(), strict=True):
         if expected.grad is None:  # heads[1] takes no part
             assert got.grad is None, name
             continue

@@ -89,7 +89,8 @@ def _info(record: dict[str, Any]) -> FileSystemInfo:
     )
 
 
-def describe_file_system(factory: ClientFactory, file_system_id: str, field_name: str = "file_system_id") -> FileSystemInfo:
+def describe_file_system(factory: ClientFactory, file_system_id: str, field_name: str = "file_system_id"
+                         ) -> FileSystemInfo:
     """Describe one file system. Raises `PreflightError` naming ``field_name`` when it does not exist or is not
     FSx for Lustre."""
     from botocore.exceptions import ClientError, ParamValidationError
@@ -103,13 +104,15 @@ def describe_file_system(factory: ClientFactory, file_system_id: str, field_name
     except ClientError as error:
         if error_code(error) in {"FileSystemNotFound", "ResourceNotFound", "BadRequest"}:
             raise PreflightError(
-                Problem(field_name, f"FSx file system {file_system_id} does not exist in this region; check the id and the region")
+                Problem(field_name, f"FSx file system {file_system_id} does not exist in this region; check the id and "
+                                    "the region")
             ) from error
         raise translate_client_error(error, f"DescribeFileSystems {file_system_id}", field_name) from error
     records = response.get("FileSystems") or []
     if not records:
         raise PreflightError(
-            Problem(field_name, f"FSx file system {file_system_id} does not exist in this region; check the id and the region")
+            Problem(field_name, f"FSx file system {file_system_id} does not exist in this region; check the id and "
+                                "the region")
         )
     info = _info(records[0])
     if info.file_system_type != "LUSTRE":
@@ -124,7 +127,8 @@ def require_usable(info: FileSystemInfo, field_name: str = "file_system_id") -> 
     """Raise `PreflightError` unless the file system can be mounted now."""
     if not info.usable:
         raise PreflightError(
-            Problem(field_name, f"FSx file system {info.file_system_id} is {info.lifecycle}, not AVAILABLE; wait for it "
+            Problem(field_name, f"FSx file system {info.file_system_id} is {info.lifecycle}, not AVAILABLE; wait "
+                                "for it "
                     "to become AVAILABLE (or fix its configuration) before staging or training")
         )
 
@@ -226,10 +230,12 @@ def ensure_association(
                 BatchImportMetaDataOnCreate=False,
             )["Association"]
         except ClientError as error:
-            raise translate_client_error(error, f"CreateDataRepositoryAssociation {info.file_system_id}", "s3_uri") from error
+            raise translate_client_error(error, f"CreateDataRepositoryAssociation {info.file_system_id}",
+                                         "s3_uri") from error
         created = True
     association = _wait_association(
-        factory, association["AssociationId"], poll_seconds=poll_seconds, bound_seconds=bound_seconds, clock=clock, sleep=sleep
+        factory, association["AssociationId"], poll_seconds=poll_seconds, bound_seconds=bound_seconds, clock=clock,
+        sleep=sleep
     )
     return association["AssociationId"], created, file_system_path
 
@@ -283,7 +289,8 @@ def wait_task(
 def _check_file_system_path(path: str) -> str:
     if not isinstance(path, str) or not path.startswith("/") or ".." in path.split("/"):
         raise PreflightError(
-            Problem("file_system_path", f"{path!r} is not an absolute path on the file system; write it like /data/train")
+            Problem("file_system_path", f"{path!r} is not an absolute path on the file system; write it like "
+                                        "/data/train")
         )
     return "/" + path.strip("/") if path.strip("/") else "/"
 
@@ -325,7 +332,8 @@ def stage(
         factory, info, s3_uri, file_system_path, bound_seconds=timeout_seconds, **timing
     )
     report_path = report_uri or join_uri(s3_uri, DEFAULT_REPORT_FOLDER)
-    import_paths = list(paths) if paths is not None else ([file_system_path.strip("/")] if file_system_path != "/" else [])
+    whole = [file_system_path.strip("/")] if file_system_path != "/" else []
+    import_paths = list(paths) if paths is not None else whole
     task_id = start_import(factory, file_system_id, import_paths, report_path)
     task = wait_task(factory, task_id, bound_seconds=timeout_seconds, **timing)
     counts = task.get("Status") or {}

@@ -114,7 +114,8 @@ class _StreamReader:
 
 
 def _merge(batches: list[list[LogLine]], order: dict[str, int]) -> list[LogLine]:
-    merged = [(line.timestamp, order[line.stream], index, line) for batch in batches for index, line in enumerate(batch)]
+    merged = [(line.timestamp, order[line.stream], index, line)
+              for batch in batches for index, line in enumerate(batch)]
     merged.sort(key=lambda item: item[:3])
     return [item[3] for item in merged]
 

@@ -70,7 +70,8 @@ def _describe_group(client: Any, group_id: str) -> dict[str, Any] | None:
     except ClientError as error:
         if error_code(error).startswith("InvalidGroup"):
             return None
-        raise translate_client_error(error, f"DescribeSecurityGroups {group_id}", "VpcConfig.SecurityGroupIds") from error
+        raise translate_client_error(error, f"DescribeSecurityGroups {group_id}",
+                                     "VpcConfig.SecurityGroupIds") from error
     return groups[0] if groups else None
 
 
@@ -221,7 +222,8 @@ def file_system_problems(factory: ClientFactory, request: dict[str, Any]) -> lis
             problems += error.problems
             continue
         if not info.usable:
-            problems.append(Problem(f"{_source_label(label)}.FileSystemId", f"file system {file_system_id} is {info.lifecycle}, not "
+            problems.append(Problem(f"{_source_label(label)}.FileSystemId",
+                                    f"file system {file_system_id} is {info.lifecycle}, not "
                                     "AVAILABLE; wait for it, or fix it, before training"))
         problems += _check_directory(label, source, info)
         if ec2 is not None and subnet_ids and info.file_system_id not in checked_subnets:

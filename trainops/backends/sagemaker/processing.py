@@ -100,7 +100,8 @@ def build_evaluation_request(
     """
     problems = []
     if not valid_job_name(job_name):
-        problems.append(Problem("job_name", f"{job_name!r} is not a valid SageMaker job name (1-63 letters, digits, hyphens)"))
+        problems.append(Problem("job_name", f"{job_name!r} is not a valid SageMaker job name (1-63 letters, digits, "
+                                            "hyphens)"))
     for field_name, uri in (("model_uri", model_uri), ("test_data_uri", test_data_uri), ("code_uri", code_uri),
                             ("output_uri", output_uri)):
         try:
@@ -154,7 +155,8 @@ def build_evaluation_request(
         "Environment": env,
     }
     if subnets or security_group_ids:
-        request["NetworkConfig"] = {"VpcConfig": {"Subnets": list(subnets or []), "SecurityGroupIds": list(security_group_ids or [])}}
+        request["NetworkConfig"] = {"VpcConfig": {"Subnets": list(subnets or []),
+                                                  "SecurityGroupIds": list(security_group_ids or [])}}
     if tags:
         request["Tags"] = [{"Key": key, "Value": value} for key, value in sorted(tags.items())]
     return request

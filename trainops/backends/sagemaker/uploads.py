@@ -61,7 +61,8 @@ def _put(client: Any, bucket: str, key: str, body: bytes) -> None:
         raise translate_client_error(error, f"PutObject s3://{bucket}/{key}") from error
 
 
-def _upload_tree(factory: ClientFactory, files: list[tuple[Path, str]], s3_prefix: str, field_name: str) -> UploadResult:
+def _upload_tree(factory: ClientFactory, files: list[tuple[Path, str]], s3_prefix: str, field_name: str
+                 ) -> UploadResult:
     bucket, key_prefix = parse_s3_uri(s3_prefix, field_name)
     key_prefix = key_prefix.strip("/")
     client = factory("s3")
@@ -97,7 +98,8 @@ def upload_source_tarball(factory: ClientFactory, source_dir: str | os.PathLike[
     body = source_tarball_bytes(source_dir, dependencies)
     bucket, key = parse_s3_uri(s3_uri, "s3_uri")
     if not key or key.endswith("/"):
-        raise SpecError(Problem("s3_uri", f"{s3_uri!r} names a prefix; name the object, e.g. .../{SOURCE_TARBALL_NAME}"))
+        raise SpecError(Problem("s3_uri", f"{s3_uri!r} names a prefix; name the object, e.g. "
+                                          f".../{SOURCE_TARBALL_NAME}"))
     _put(factory("s3"), bucket, key, body)
     return UploadResult(uri=s3_uri, keys=[key], total_bytes=len(body))
 

@@ -84,7 +84,7 @@ class LocalJob:
                 codes.append(launcher.wait(max(1.0, deadline - time.monotonic())))
             except subprocess.TimeoutExpired:
                 self.kill()
-                raise AssertionError(f"the launch did not end within {timeout} s:\n{self.output()}")
+                raise AssertionError(f"the launch did not end within {timeout} s:\n{self.output()}") from None
         return codes
 
     def output(self) -> str:
