@@ -100,7 +100,7 @@ def human(count: float) -> str:
 
 
 def _checked_members(bundle: tarfile.TarFile, source: Path) -> list[tuple[tarfile.TarInfo, list[str]]]:
-    checked = []
+    checked: list[tuple[tarfile.TarInfo, list[str]]] = []
     total = 0
     for member in bundle:
         if len(checked) >= MAX_MEMBERS:

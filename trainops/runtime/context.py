@@ -163,7 +163,8 @@ def job_context(environ: Mapping[str, str] | None = None) -> RuntimeContext:
         distribution=distribution,
         current_host=current,
         hosts=list(hosts) or [current],
-        **coordinates,
+        dp_rank=coordinates["dp_rank"], dp_size=coordinates["dp_size"], tp_rank=coordinates["tp_rank"],
+        tp_size=coordinates["tp_size"],
     )
 
 

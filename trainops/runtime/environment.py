@@ -55,7 +55,7 @@ def script_environment(config: LaunchConfig, gpus: int, neuron_cores: int, cpus:
         "resource_config": config.resource_config,
         "user_entry_point": os.path.relpath(config.entry_point, config.code_dir),
     }
-    env = {
+    env: dict[str, str] = {
         "SM_HOSTS": env_value(list(config.hosts)),
         "SM_CURRENT_HOST": config.current_host,
         "SM_CURRENT_INSTANCE_TYPE": config.instance_type,
@@ -74,7 +74,7 @@ def script_environment(config: LaunchConfig, gpus: int, neuron_cores: int, cpus:
         "SM_CHANNELS": env_value(sorted(config.channels)),
         "SM_HPS": env_value(config.user_hyperparameters),
         "SM_FRAMEWORK_PARAMS": env_value(config.framework_params),
-        "SM_USER_ENTRY_POINT": training_env["user_entry_point"],
+        "SM_USER_ENTRY_POINT": str(training_env["user_entry_point"]),
         "SM_USER_ARGS": env_value(user_args),
         "SM_MODULE_DIR": config.code_dir,
         "SM_TRAINING_ENV": env_value(training_env),

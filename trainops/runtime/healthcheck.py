@@ -207,7 +207,7 @@ def run_checks(host: str, threshold: float = DEFAULT_THRESHOLD, instance_type: s
     if all_reduce and count > 1:
         probe = allreduce_busbw(count)
         report["all_reduce"] = probe
-        report["checks"].append(_check(host, f"{count} GPUs", f"all-reduce busbw ({probe['bytes'] >> 20} MiB)",
+        report["checks"].append(_check(host, f"{count} GPUs", f"all-reduce busbw ({int(probe['bytes']) >> 20} MiB)",
                                        "GB/s", probe["busbw_gbps"], min_busbw_gbps, 1.0))
     failures = [check["message"] for check in report["checks"] if not check["ok"]]
     report.update(passed=not failures, failures=failures)

@@ -23,6 +23,7 @@ import os
 import select
 import signal
 import time
+from collections.abc import Mapping
 
 from trainops.runtime import records
 
@@ -36,12 +37,12 @@ MASK = "****"
 MIN_SECRET_LENGTH = 4
 
 
-def secret_values(environ: dict[str, str] | None = None) -> list[str]:
+def secret_values(environ: Mapping[str, str] | None = None) -> list[str]:
     """The values to mask: those of the variables named in ``TRAINOPS_MASK_VARIABLES``, longest first (a secret
     that contains another is masked whole)."""
-    environ = os.environ if environ is None else environ
-    names = [name.strip() for name in environ.get(MASK_VARIABLES, "").split(",") if name.strip()]
-    values = {environ[name] for name in names if len(environ.get(name) or "") >= MIN_SECRET_LENGTH}
+    source: Mapping[str, str] = os.environ if environ is None else environ
+    names = [name.strip() for name in source.get(MASK_VARIABLES, "").split(",") if name.strip()]
+    values = {source[name] for name in names if len(source.get(name) or "") >= MIN_SECRET_LENGTH}
     return sorted(values, key=len, reverse=True)
 
 

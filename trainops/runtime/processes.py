@@ -36,7 +36,7 @@ def process_start_ticks(pid: int) -> int | None:
 
 def _is_zombie(pid: int) -> bool:
     fields = stat_fields(pid)
-    return bool(fields) and fields[0] in ("Z", "X")
+    return fields is not None and bool(fields) and fields[0] in ("Z", "X")
 
 
 def is_alive(pid: int, start_ticks: int | None = None) -> bool:
@@ -134,7 +134,7 @@ def reap_orphans(keep: set[int] | frozenset[int] = frozenset()) -> list[int]:
     """Collect this process's exited children other than those in ``keep`` (whose status someone else waits for,
     like a ``subprocess.Popen``); returns their pids."""
     me = os.getpid()
-    reaped = []
+    reaped: list[int] = []
     try:
         entries = os.listdir("/proc")
     except OSError:

@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         # torchrun starts ranks from its main thread: die with it rather than linger if it is killed outright.
         processes.set_parent_death_signal(signal.SIGKILL)
     record_dir = os.environ.get("TRAINOPS_RECORD_DIR")
-    rank = int(identity["rank"])
+    rank = int(str(identity["rank"]))
     record = {"rank": rank, "local_rank": identity["local_rank"], "host": identity["host"], "pid": os.getpid(),
               "start_ticks": processes.process_start_ticks(os.getpid()), "started_at": time.time(),
               "state": "running"}

@@ -22,7 +22,7 @@ def observed_failures(error: BaseException) -> list[dict[str, object]]:
     """The failures of a torch ``ChildFailedError`` as records: global rank, local rank, pid, exit code (negative
     for a signal) and the time torchrun saw it."""
     failures = getattr(error, "failures", {}) or {}
-    result = []
+    result: list[dict[str, object]] = []
     for rank, failure in sorted(failures.items()):
         result.append({
             "rank": int(rank),

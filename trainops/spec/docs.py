@@ -71,7 +71,7 @@ def _type_text(annotation: Any) -> str:
         return f"{getattr(origin, '__name__', str(origin))}[{inner}]"
     if isinstance(annotation, type) and issubclass(annotation, BaseModel) and annotation.__name__.startswith("_"):
         # The SDK form's private section models: say what to write, not the class name.
-        keys = list(annotation.model_fields)
+        keys = list(annotation.model_fields)  # type: ignore[attr-defined]  # a BaseModel subclass (checked above)
         return "{enabled: true}" if keys == ["enabled"] else "mapping (below)"
     return getattr(annotation, "__name__", str(annotation))
 

@@ -46,7 +46,8 @@ def _version_key(version: str) -> tuple[int, ...]:
     # "2.10.1" sorts after "2.9.2"; a non-numeric part ("0rc1") counts by its leading digits
     key = []
     for part in version.split("."):
-        digits = re.match(r"\d*", part).group()
+        match = re.match(r"\d*", part)  # always matches (maybe empty)
+        digits = match.group() if match else ""
         key.append(int(digits) if digits else 0)
     return tuple(key)
 

@@ -60,7 +60,7 @@ _SCALAR_MAPPING = {"type": "object", "additionalProperties": {"type": ["string",
 def _also_accepts(*alternatives: dict[str, Any]) -> Any:
     """A JSON Schema hook: the field's generated schema, or one of `alternatives` (input the validators convert)."""
     def extend(schema: dict[str, Any]) -> None:
-        kept = {key: schema.pop(key) for key in ("title", "description", "default") if key in schema}
+        kept: dict[str, Any] = {key: schema.pop(key) for key in ("title", "description", "default") if key in schema}
         generated = dict(schema)
         schema.clear()
         schema.update(kept)

@@ -76,7 +76,7 @@ def _accelerator(instance_type: str | None) -> str | None:
 
 
 def _is_trainium(instance_type: str | None) -> bool:
-    return bool(instance_type) and instance_type.startswith("ml.trn")
+    return instance_type is not None and instance_type.startswith("ml.trn")
 
 
 @rule("instance_type", "instance_groups")

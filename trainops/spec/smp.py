@@ -130,7 +130,8 @@ def _v1_value_problems(parameters: dict[str, Any], path: str) -> list[Problem]:
         problems.append(Problem(f"{path}.default_partition", "is required when auto_partition is false"))
     partitions = parameters.get("partitions")
     default_partition = parameters.get("default_partition")
-    if _is_positive_int(partitions) and isinstance(default_partition, int) and default_partition >= partitions:
+    if isinstance(partitions, int) and _is_positive_int(partitions) and isinstance(default_partition, int) \
+            and default_partition >= partitions:
         problems.append(Problem(f"{path}.default_partition", f"must be less than partitions ({partitions})"))
     weight = parameters.get("memory_weight")
     if weight is not None and not (isinstance(weight, (int, float)) and 0.0 <= weight <= 1.0):

@@ -84,7 +84,8 @@ def estimate_cost(
     groups = _groups(summary)
     prices = {instance_type: lookup(instance_type, chosen_region) for instance_type, _ in groups}
     unknown = sorted(instance_type for instance_type, price in prices.items() if price is None)
-    hourly_total = None if unknown or not groups else sum(prices[kind] * count for kind, count in groups)
+    known = {kind: price for kind, price in prices.items() if price is not None}
+    hourly_total = None if unknown or not groups else sum(known[kind] * count for kind, count in groups)
     distinct_prices = {prices[kind] for kind, _ in groups}
     per_instance = distinct_prices.pop() if len(distinct_prices) == 1 else None
 

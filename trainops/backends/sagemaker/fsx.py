@@ -327,15 +327,16 @@ def stage(
     require_usable(info)
     if not info.mount_name:
         raise PreflightError(Problem("file_system_id", f"{file_system_id} reports no MountName; is it FSx for Lustre?"))
-    timing = {"poll_seconds": poll_seconds, "clock": clock, "sleep": sleep}
     association_id, created, file_system_path = ensure_association(
-        factory, info, s3_uri, file_system_path, bound_seconds=timeout_seconds, **timing
+        factory, info, s3_uri, file_system_path, bound_seconds=timeout_seconds, poll_seconds=poll_seconds,
+        clock=clock, sleep=sleep,
     )
     report_path = report_uri or join_uri(s3_uri, DEFAULT_REPORT_FOLDER)
     whole = [file_system_path.strip("/")] if file_system_path != "/" else []
     import_paths = list(paths) if paths is not None else whole
     task_id = start_import(factory, file_system_id, import_paths, report_path)
-    task = wait_task(factory, task_id, bound_seconds=timeout_seconds, **timing)
+    task = wait_task(factory, task_id, bound_seconds=timeout_seconds, poll_seconds=poll_seconds, clock=clock,
+                     sleep=sleep)
     counts = task.get("Status") or {}
     lifecycle = task.get("Lifecycle", "")
     report = StagingReport(
