@@ -327,6 +327,7 @@ class SdkDistribution(CoreModel):
                 problems.append(Problem("mpi", "smdistributed.dataparallel brings its own mpirun: remove mpi"))
             else:
                 launcher = "torchrun" if self._enabled("torch_distributed") else "mpirun"
+                assert smd is not None and smd.dataparallel is not None  # data_parallel says it is enabled
                 return SMDDP(launcher=launcher, custom_mpi_options=smd.dataparallel.custom_mpi_options, **groups)
         simple = [
             name
@@ -345,9 +346,11 @@ class SdkDistribution(CoreModel):
             return NoDistribution(**groups)
         name = simple[0]
         if name == "mpi":
+            assert self.mpi is not None  # enabled, so given
             return MPI(processes_per_host=self.mpi.processes_per_host, custom_mpi_options=self.mpi.custom_mpi_options,
                        **groups)
         if name == "pytorchddp":
+            assert self.pytorchddp is not None  # enabled, so given
             return PyTorchDDP(custom_mpi_options=self.pytorchddp.custom_mpi_options, **groups)
         variant = {
             "torch_distributed": TorchDistributed,
@@ -358,6 +361,7 @@ class SdkDistribution(CoreModel):
         return variant(**groups)
 
     def _model_parallel(self, groups: dict[str, Any]) -> SMP:
+        assert self.smdistributed is not None and self.smdistributed.modelparallel is not None  # enabled, so given
         parameters = self.smdistributed.modelparallel.parameters
         if self._enabled("torch_distributed") and self._enabled("mpi"):
             raise_problems("distribution", [Problem(
@@ -366,9 +370,11 @@ class SdkDistribution(CoreModel):
         if self._enabled("torch_distributed"):
             return _at_sdk_path(lambda: SMP(launcher="torchrun", parameters=parameters, **groups))
         if self._enabled("mpi"):
+            assert self.mpi is not None  # enabled, so given
+            mpi = self.mpi
             return _at_sdk_path(lambda: SMP(
-                launcher="mpirun", parameters=parameters, processes_per_host=self.mpi.processes_per_host,
-                custom_mpi_options=self.mpi.custom_mpi_options, **groups))
+                launcher="mpirun", parameters=parameters, processes_per_host=mpi.processes_per_host,
+                custom_mpi_options=mpi.custom_mpi_options, **groups))
         raise_problems(
             "distribution",
             [Problem("smdistributed.modelparallel",

@@ -49,7 +49,7 @@ class ArtifactLocations:
 
 def is_s3_source(source_dir: str | None) -> bool:
     """True when the code is an uploaded tarball (s3://.../sourcedir.tar.gz), used as given: nothing is uploaded."""
-    return bool(source_dir) and source_dir.startswith("s3://")
+    return source_dir is not None and source_dir.startswith("s3://")
 
 
 def artifact_locations(output_path: str, job_name: str) -> ArtifactLocations:
@@ -165,8 +165,8 @@ def sagemaker_problems(spec: JobSpec, region: str | None) -> list[Problem]:
                                           "for the sagemaker backend"))
     if spec.source_dir and spec.source_dir.startswith("file://"):
         problems.append(Problem("source_dir", "give a local directory path or an s3:// tarball, not a file:// URI"))
-    elif is_s3_source(spec.source_dir) and (not spec.source_dir.endswith(".tar.gz")
-                                            or len(spec.source_dir.split("/")) < 4):
+    elif spec.source_dir is not None and is_s3_source(spec.source_dir) and (
+            not spec.source_dir.endswith(".tar.gz") or len(spec.source_dir.split("/")) < 4):
         problems.append(Problem("source_dir", f"{spec.source_dir!r}: an s3:// source_dir names a tarball object, "
                                               "as the SDK requires (s3://bucket/prefix/sourcedir.tar.gz)"))
     if not spec.image_uri and not spec.framework_version:
@@ -188,11 +188,15 @@ def training_image(spec: JobSpec, region: str) -> str:
         return spec.image_uri
     from trainops.spec.images import resolve_training_image
 
+    instance_type = spec.training_instance_type()
+    if not spec.framework_version or not instance_type:
+        raise SpecError(Problem("framework_version" if instance_type else "instance_type",
+                                "is required to pick the AWS Deep Learning Container (or give image_uri)"))
     return resolve_training_image(
         spec.framework,
         spec.framework_version,
         spec.py_version,
-        spec.training_instance_type(),
+        instance_type,
         region,
         smp_v2=isinstance(spec.dist, SMP) and spec.dist.version == 2,
     )
@@ -214,20 +218,22 @@ def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region:
     if not isinstance(job_name, str) or len(job_name) > 63 or not JOB_NAME.match(job_name):
         problems.append(Problem("job_name", f"{job_name!r} is not a valid job name (1-63 letters, digits, hyphens)"))
     image = None
-    if not problems:
+    if not problems and region:  # sagemaker_problems() reported a missing region
         try:
             image = training_image(spec, region)
         except SpecError as error:
             problems += error.problems
     if problems:
         raise SpecError(problems, "job spec for the sagemaker backend")
+    # sagemaker_problems() refused a spec without these, and the image resolved.
+    assert region is not None and spec.output_path is not None and image is not None
 
     locations = artifact_locations(spec.output_path, job_name)
     # An s3:// tarball is the code as it is (the runtime unpacks it); otherwise the files uploaded one by one.
-    s3_code = is_s3_source(spec.source_dir)
+    tarball = spec.source_dir if spec.source_dir is not None and is_s3_source(spec.source_dir) else None
     return _assemble(spec, job_name, launcher, region, image, output_path=spec.output_path,
-                     code=spec.source_dir if s3_code else locations.code_prefix, runtime=locations.runtime_prefix,
-                     submit=spec.source_dir if s3_code else locations.source_tarball)
+                     code=tarball or locations.code_prefix, runtime=locations.runtime_prefix,
+                     submit=tarball or locations.source_tarball)
 
 
 def render_local(spec: JobSpec, *, job_name: str, launcher: str | None = None, code: str, runtime: str,
