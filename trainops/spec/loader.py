@@ -57,7 +57,13 @@ def _integer(text: str) -> int | OversizedNumber:
     return OversizedNumber(digits) if digits > MAX_INT_DIGITS else int(text)
 
 
-class _Limits:
+if TYPE_CHECKING:  # the mixins below extend a PyYAML loader; at run time their base is object (the MRO adds it)
+    from yaml import SafeLoader as _LoaderBase
+else:
+    _LoaderBase = object
+
+
+class _Limits(_LoaderBase):
     """The checks made while composing, before anything is built: depth, alias count, and the number of values
     the document stands for once its aliases are expanded (an alias bomb stays under any alias count: 9 aliases
     per level, 7 levels, expand to 4.8 million values)."""
@@ -114,7 +120,7 @@ class _Limits:
         return sign * int(body, 10)
 
 
-class _DuplicateKeys:
+class _DuplicateKeys(_LoaderBase):
     """Duplicate mapping keys are errors."""
 
     def construct_mapping(self, node, deep=False):  # noqa: D401 - PyYAML hook
@@ -176,7 +182,7 @@ CORE_SCHEMA_RESOLVERS = [
 ]
 
 
-def _use_core_schema(loader_class: type) -> None:
+def _use_core_schema(loader_class: Any) -> None:
     loader_class.yaml_implicit_resolvers = {}
     for tag, pattern, first in CORE_SCHEMA_RESOLVERS:
         loader_class.add_implicit_resolver(tag, re.compile(pattern), first)
