@@ -19,7 +19,6 @@ from typing import Any
 from trainops.operators.common import (
     check_backend,
     lazy_aws_client_factory,
-    task_job_name,
     translated_errors,
     with_retry_defaults,
 )
@@ -109,7 +108,7 @@ class EvaluateModelOperator(LineageMixin, BaseOperator, SkipMixin):
         registry_dir: str | None = None,
         role: str | None = None,
         image_uri: str | None = None,
-        instance_type: str = "ml.m5.xlarge",
+        instance_type: str | None = None,
         code_uri: str | None = None,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
@@ -141,12 +140,12 @@ class EvaluateModelOperator(LineageMixin, BaseOperator, SkipMixin):
 
         with translated_errors():
             backend = check_backend(self.backend)
-            # The backend takes what concerns it (SageMaker: role, image, clients from the connection, a job name
-            # that a retry re-attaches to); a local evaluation ignores them and never reads the connection.
+            # Settings the DAG author gave go to the backend, which refuses one it does not take (a role given to a
+            # local evaluation is a mistake, not a default). The connection's clients are context: a local
+            # evaluation never reads them. A retry re-attaches to the processing job by its derived name.
             options: dict[str, Any] = dict(role=self.role, image_uri=self.image_uri, instance_type=self.instance_type,
                                            code_uri=self.code_uri, region=self.region_name,
-                                           client_factory=lazy_aws_client_factory(self.aws_conn_id, self.region_name),
-                                           job_name=task_job_name(context, "evaluate"))
+                                           client_factory=lazy_aws_client_factory(self.aws_conn_id, self.region_name))
             result = evaluate(
                 entry_point=self.entry_point, source_dir=self.source_dir, model_artifact=self.model_artifact,
                 channels=dict(self.channels or {}), output_dir=self.output_dir, gate=self.gate, backend=backend,
