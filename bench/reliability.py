@@ -636,7 +636,12 @@ def main() -> int:
         table = [line for line in rows if line.startswith("| ") and not line.startswith("| item |")
                  and not line.startswith("| --- ")]
         path = REPOSITORY / "RELIABILITY.md"
-        path.write_text(update_rows(path.read_text(encoding="utf-8"), table), encoding="utf-8")
+        text = update_rows(path.read_text(encoding="utf-8"), table)
+        note = (f" Sections {', '.join(chosen)} re-measured {context['started']} (load average "
+                f"{context['load']:.1f} at the start, {context['load_end']:.1f} at the end).")
+        text = "\n".join(line.split(" Sections ")[0] + note if line.startswith("Last run:") else line
+                          for line in text.split("\n"))
+        path.write_text(text, encoding="utf-8")
         print(f"[reliability] RELIABILITY.md: {len(table)} row(s) of {', '.join(chosen)} updated", file=sys.stderr)
         return 0
     if args.only:
