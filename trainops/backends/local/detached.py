@@ -64,8 +64,8 @@ def submit_detached(spec: Any, job_name: str, *, workdir: str | os.PathLike | No
     check_local_spec(spec)
     if status.exists(job_name, workdir):
         return status.read(job_name, workdir)
-    job_dir = paths.job_dir(job_name, workdir)
-    job_dir.mkdir(parents=True, exist_ok=True)
+    paths.secure_root(workdir, create=True)
+    job_dir = paths.own_directory(paths.job_dir(job_name, workdir), "job_name")
     request = {"spec": spec.model_dump(mode="json", by_alias=True, exclude_defaults=True) | {
                    "distribution": spec.dist.to_canonical(), "entry_point": spec.entry_point},
                "job_name": job_name, "workdir": str(Path(workdir).resolve()) if workdir else None,

@@ -152,6 +152,7 @@ class LocalJob:
         of one new name make one job, the re-attach rule).
         """
         started = time.time()
+        paths.secure_root(self.workdir, create=True)  # root, jobs/, checkpoints/: made 0700, or refused
         paths.own_directory(self.job_dir, "job_name")
         claim = try_lock(self.job_dir / JOB_LOCK, f"{self.job_name} (controller pid {os.getpid()})", patience=0.2)
         if claim is None or self.started_by_another():

@@ -70,20 +70,25 @@ def _refuse(path: Path, why: str, field: str) -> SpecError:
                      source="local state")
 
 
-def checked_directory(path: Path, field: str, *, ancestors: bool = False) -> Path:
-    """``path`` created mode 0700 when missing, then checked to be a real directory of this user that nobody else
-    can write; `SpecError` naming ``field`` otherwise (a file, a link, another user's, group- or world-writable)."""
+def checked_directory(path: Path, field: str, *, ancestors: bool = False, create: bool = False) -> Path:
+    """``path`` (created mode 0700 when missing and ``create``) checked to be a real directory of this user that
+    nobody else can write; `SpecError` naming ``field`` otherwise (a file, a link, another user's, group- or
+    world-writable). A missing one that is not to be created is fine: nobody planted anything there."""
+    if create:
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        except FileNotFoundError:
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            return checked_directory(path, field, ancestors=ancestors, create=create)
+        except OSError as error:
+            raise SpecError(Problem(field, f"{path} cannot be created ({error.strerror}): give a directory you can "
+                                           "write"), source="local state") from None
     try:
-        os.mkdir(path, 0o700)
-    except FileExistsError:
-        pass
+        details = os.lstat(path)
     except FileNotFoundError:
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-        return checked_directory(path, field, ancestors=ancestors)
-    except OSError as error:
-        raise SpecError(Problem(field, f"{path} cannot be created ({error.strerror}): give a directory you can "
-                                       "write"), source="local state") from None
-    details = os.lstat(path)
+        return path
     if stat.S_ISLNK(details.st_mode):
         raise _refuse(path, "is a symbolic link", field)
     if not stat.S_ISDIR(details.st_mode):
@@ -100,18 +105,19 @@ def checked_directory(path: Path, field: str, *, ancestors: bool = False) -> Pat
     return path
 
 
-def secure_root(workdir: str | os.PathLike | None = None) -> Path:
-    """`state_root`, created and checked with its `jobs/` and `checkpoints/` (`checked_directory`; the root's
-    parents too), whichever of them a command is about to use: a planted one is refused before anything is read."""
+def secure_root(workdir: str | os.PathLike | None = None, create: bool = False) -> Path:
+    """`state_root` checked with its `jobs/` and `checkpoints/` (`checked_directory`; the root's parents too)
+    before a command reads or writes there, so a planted one is refused first; with ``create`` (a job about to
+    run) the missing ones are made, mode 0700."""
     field = "workdir" if workdir else "TRAINOPS_HOME"
-    root = checked_directory(state_root(workdir, field), field, ancestors=True)
+    root = checked_directory(state_root(workdir, field), field, ancestors=True, create=create)
     for name in ("jobs", "checkpoints"):
-        checked_directory(root / name, field)
+        checked_directory(root / name, field, create=create)
     return root
 
 
 def jobs_root(workdir: str | os.PathLike | None = None) -> Path:
-    """The directory holding one sub-directory per local job (created and checked)."""
+    """The directory holding one sub-directory per local job (checked, not created)."""
     return secure_root(workdir) / "jobs"
 
 
@@ -138,7 +144,7 @@ def job_dir(job_name: str, workdir: str | os.PathLike | None = None) -> Path:
 
 def checkpoints_root(workdir: str | os.PathLike | None = None) -> Path:
     """Checkpoints outlive a job's run, so a re-run of the same job resumes: they sit beside the jobs, by key
-    (created and checked)."""
+    (checked, not created)."""
     return secure_root(workdir) / "checkpoints"
 
 
