@@ -42,6 +42,10 @@ LOG_LINES_AFTER_END = 5000
 KINDS: dict[str, str] = {"training": "training job"}
 
 
+#: A trigger whose wait began this long before it first runs was rebuilt by another triggerer (or restarted).
+RESUMED_AFTER_SECONDS = 60.0
+#: Reads (of 10,000 lines each) a resumed trigger spends finding where the logs end.
+MAX_SKIP_READS = 1000
 #: Throttled looks in a row before the wait fails, and the longest pause between them.
 MAX_THROTTLED_POLLS = 20
 THROTTLE_MAX_SECONDS = 300.0
@@ -229,6 +233,10 @@ class JobTrigger(BaseTrigger):
     async def _wait(self) -> dict[str, Any]:
         backend, handle = await asyncio.to_thread(self._open)
         cursor: dict[str, Any] | None = None
+        if self.stream_logs and time.time() - self.started_at > max(RESUMED_AFTER_SECONDS, 3 * self.poll_seconds):
+            # A triggerer restart rebuilt this trigger: the lines so far are in the task log already (the earlier
+            # triggerer's part of it), so this one starts where the logs end instead of writing them again.
+            cursor = await self._skip_to_end(backend, handle)
         last: tuple[Any, Any] | None = None
         throttled = 0
         while True:
@@ -265,6 +273,20 @@ class JobTrigger(BaseTrigger):
                                    f"{result.status.value} / {result.secondary_status}. The job was not stopped: "
                                    f"check it and stop it with {hint}."}
             await asyncio.sleep(max(0.0, min(self.poll_seconds, bound - elapsed)))
+
+    async def _skip_to_end(self, backend: Any, handle: Any) -> dict[str, Any] | None:
+        cursor, skipped = None, 0
+        try:
+            for _ in range(MAX_SKIP_READS):
+                lines, cursor = await asyncio.to_thread(backend.log_lines, handle, cursor, limit=10000)
+                skipped += len(lines)
+                if not lines:
+                    break
+        except Exception as error:  # noqa: BLE001 - logs are a convenience
+            self.log.warning("could not read the logs of %s: %s", self.job_name, error)
+        self.log.info("resumed by another triggerer: %d earlier log lines of %s are in the log already, not "
+                      "repeated", skipped, self.job_name)
+        return cursor
 
     async def _stream(self, backend: Any, handle: Any, cursor: dict[str, Any] | None,
                       drain: int | None) -> dict[str, Any] | None:

@@ -306,3 +306,46 @@ def test_a_throttled_describe_backs_off_and_keeps_waiting(tmp_path, monkeypatch)
     answers[:] = [JobFailed("AccessDenied: not authorized")]
     event = local_first_event(JobTrigger(local_handle("busy-job", tmp_path), poll_seconds=5, stream_logs=False))
     assert event["status"] == "error" and "not authorized" in event["message"]  # anything else still ends the wait
+
+
+def test_a_trigger_rebuilt_by_another_triggerer_does_not_repeat_the_logs(tmp_path):
+    """A trigger whose wait began long before (its serialized started_at) was taken over after a triggerer restart:
+    the lines so far are in the task log already; it writes only what comes after."""
+    from trainops.backends.api import get_backend
+    from trainops.backends.local import status
+    from trainops.steps.train import load_spec
+
+    source = tmp_path / "code"
+    source.mkdir()
+    (source / "train.py").write_text(
+        "import os, pathlib, time\n"
+        "print('before the restart', flush=True)\n"
+        "time.sleep(4)\n"
+        "print('after the restart', flush=True)\n"
+        "pathlib.Path(os.environ['SM_MODEL_DIR'], 'model.txt').write_text('trained')\n")
+    spec = load_spec({"name": "resumed", "entry_point": "train.py", "source_dir": str(source),
+                      "instance_type": "ml.m5.large", "instance_count": 1, "max_run": 300})
+    work = tmp_path / "w"
+    submitted = get_backend("local", workdir=str(work)).submit(spec, "resumed-job", detached=True)
+    logs = work / "jobs" / "resumed-job" / "logs"
+    deadline = time.time() + 60
+    while not any("before the restart" in path.read_text() for path in logs.glob("algo-*.log")) \
+            and time.time() < deadline:
+        time.sleep(0.2)
+    assert status.read("resumed-job", str(work))["status"] == "InProgress"
+    seen: list[str] = []
+
+    class Recorder:
+        def info(self, message, *args):
+            seen.append(message % args)
+
+        warning = info
+
+    class RecordedTrigger(JobTrigger):
+        log = property(lambda self: Recorder())
+
+    trigger = RecordedTrigger(submitted.to_dict(), poll_seconds=0.3, started_at=time.time() - 3600)
+    assert local_first_event(trigger)["status"] == "success"
+    assert not any("before the restart" in line for line in seen), seen
+    assert any("after the restart" in line for line in seen), seen
+    assert any("earlier log lines of resumed-job are in the log already" in line for line in seen), seen
