@@ -21,7 +21,7 @@ inside functions.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 from trainops.operators.compat import AirflowException, AirflowFailException
 
@@ -61,7 +61,7 @@ def failure_exception(message: str, result: Any) -> AirflowException:
             return AirflowFailException(message + " (not retried: another try would fail the same way)")
         if klass:
             error = AirflowException(message)
-            error.failure_class = klass  # type: ignore[attr-defined] - read by the retry policy (Airflow 3.3+)
+            error.failure_class = klass  # type: ignore[attr-defined]  # read by the retry policy (Airflow 3.3+)
             return error
     return AirflowException(message)
 
@@ -88,7 +88,7 @@ class translated_errors:
     def __enter__(self) -> translated_errors:
         return self
 
-    def __exit__(self, kind, error, traceback) -> bool:
+    def __exit__(self, kind, error, traceback) -> Literal[False]:
         from trainops.errors import TrainopsError
 
         if error is not None and isinstance(error, TrainopsError):

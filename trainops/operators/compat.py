@@ -56,15 +56,7 @@ else:
 
 __all__ = ["AIRFLOW_2", "AIRFLOW_VERSION", "AirflowException", "AirflowFailException", "AirflowRescheduleException",
            "AirflowSkipException", "BaseOperator", "BaseOperatorLink", "SkipMixin", "TaskDeferred", "asset",
-           "asset_or_time_schedule", "default_deferrable", "get_variable", "retry_arguments", "trigger_classes"]
-
-
-def trigger_classes() -> tuple[type, type]:
-    """(BaseTrigger, TriggerEvent): the trigger base lives in ``airflow.triggers.base`` on 2.11 and 3.x alike (its
-    import is kept out of DAG parsing: only the trigger module and a deferring task need it)."""
-    from airflow.triggers.base import BaseTrigger, TriggerEvent
-
-    return BaseTrigger, TriggerEvent
+           "asset_or_time_schedule", "default_deferrable", "get_variable", "retry_arguments"]
 
 
 def dag_names() -> dict[str, Any]:

@@ -370,8 +370,8 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
             reattached = event.get("reattached")  # the trigger echoes it (dag.test() passes the event alone)
         cost = None
         spec = self._spec_or_none()
-        base = event.get("base_name") or (task_job_name(context, self.job_name or spec.name)
-                                          if spec is not None and context else event.get("job_name"))
+        base = str(event.get("base_name") or (task_job_name(context, self.job_name or spec.name)
+                                              if spec is not None and context else event.get("job_name")))
         if spec is not None:
             self._remember_lineage(spec, event.get("model_artifact"))
             cost = self._cost(base, backend_name, {**event, "status": event.get("job_status")}, spec,

@@ -26,9 +26,7 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from trainops.operators.compat import trigger_classes
-
-BaseTrigger, TriggerEvent = trigger_classes()
+from airflow.triggers.base import BaseTrigger, TriggerEvent  # the same module on Airflow 2.11 and 3.x
 
 CLASSPATH = "trainops.operators.triggers.JobTrigger"
 #: Default when the job's limits are unknown: SageMaker's own default MaxRuntimeInSeconds (one day).
