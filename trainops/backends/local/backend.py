@@ -85,7 +85,7 @@ class LocalBackend(Backend):
         self._jobs[name] = LocalJob(spec, name, workdir=self.workdir, log=log,
                                     processes_per_host=options.processes_per_host, channel_overrides=overrides,
                                     checkpoint_key=options.checkpoint_key, launcher=options.launcher,
-                                    image_python=options.image_python)
+                                    image_python=options.image_python, placed_new=True)
         if options.on_job is not None:
             options.on_job(self._jobs[name])
         return handle

@@ -106,6 +106,7 @@ class LocalJob:
         request: dict | None = None,
         s3_factory: Callable[[str], object] | None = None,
         max_runtime_grace_seconds: float = MAX_RUNTIME_GRACE_SECONDS,
+        placed_new: bool = False,
     ):
         if spec is None and request is None:
             raise SpecError("a local job needs a spec or a CreateTrainingJob request")
@@ -126,6 +127,7 @@ class LocalJob:
         self.grace_seconds = grace_seconds
         self.job_id = uuid.uuid4().hex
         self._placed = time.time()  # a record of this name begun since is another caller's run (`_follow`)
+        self.placed_new = placed_new  # the re-attach policy found no job of this name: follow a concurrent one
         self._stop_reason: str | None = None
         self._launchers: dict[str, subprocess.Popen] = {}
         self._readers: list[threading.Thread] = []
@@ -147,18 +149,24 @@ class LocalJob:
     def run(self) -> LocalJobResult:
         """Lay out, launch, watch and finish the job; returns how it ended (never raises for a failed job).
 
-        When another trainops process runs (or, since this job was placed, ran) a job of the same name in the same
-        work directory, nothing is run here: the job is followed to its end and its result returned (two callers
-        of one new name make one job, the re-attach rule).
+        When another trainops process runs a job of the same name in the same work directory: for a job placed as
+        a new name (``placed_new``: the backend's submit, a detached supervisor) that is another caller of the
+        same new name, and the job is followed to its end and its result returned (two callers of one new name make
+        one job, the re-attach rule), also when that run has already ended; otherwise `JobFailed` is raised without
+        running anything (two controllers would overwrite each other's hosts and records).
         """
         started = time.time()
         paths.secure_root(self.workdir, create=True)  # root, jobs/, checkpoints/: made 0700, or refused
         paths.own_directory(self.job_dir, "job_name")
         claim = try_lock(self.job_dir / JOB_LOCK, f"{self.job_name} (controller pid {os.getpid()})", patience=0.2)
-        if claim is None or self.started_by_another():
+        if self.placed_new and (claim is None or self.started_by_another()):
             if claim is not None:
                 claim.release()
             return self._follow()
+        if claim is None:
+            raise JobFailed(f"local job {self.job_name} is already running in {self.job_dir} "
+                            f"({holder(self.job_dir / JOB_LOCK)}): choose another job name, or follow it with "
+                            f"trainops logs {self.job_name} --follow")
         self._claim = claim
         clear_stop_request(self.job_dir)  # an earlier run's; one made after the record below is this job's
         # Recorded at once, with the controller's identity, so status / stop / a detached caller see the job while

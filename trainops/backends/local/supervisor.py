@@ -67,7 +67,7 @@ def run_supervised(request: dict) -> int:
     from trainops.spec.loader import parse_job_spec
 
     spec = parse_job_spec(request["spec"], "detached job spec")
-    job = LocalJob(spec, request["job_name"], workdir=request.get("workdir"), log=_controller_log,
+    job = LocalJob(spec, request["job_name"], workdir=request.get("workdir"), log=_controller_log, placed_new=True,
                    **request.get("options", {}))
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda number, _frame: job.request_stop(
