@@ -44,8 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; returns the exit code."""
+    from trainops.console import attach_console
+
     parser = build_parser()
     args = parser.parse_args(argv)
+    attach_console()  # trainops' own messages (logging) on stdout, in order with the jobs' output
     try:
         return int(args.handler(args) or 0)
     except TrainopsError as error:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import abc
 import builtins
+import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Protocol
@@ -49,6 +50,7 @@ IF_EXISTS: tuple[str, ...] = ("reattach", "fail", "new")
 MAX_SUFFIX = 99
 
 Log = Callable[[str], None]
+logger = logging.getLogger(__name__)
 
 
 def _print(line: str) -> None:
@@ -320,7 +322,7 @@ class Backend(abc.ABC):
     def _reattach(self, spec: Any, placement: Placement, options: BackendOptions, log: Log) -> JobHandle:
         """The handle of the job `place_job` chose to follow."""
         status = placement.existing.value if placement.existing is not None else "unknown"
-        log(f"[trainops] re-attaching to {self.label} job {placement.job_name} ({status})")
+        logger.info("[trainops] re-attaching to %s job %s (%s)", self.label, placement.job_name, status)
         return self.handle(placement.job_name, created=False)
 
     def handle(self, job_name: str, *, created: bool = False) -> JobHandle:

@@ -14,6 +14,7 @@ user error fails the task without them: see the Airflow operator).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from trainops.backends.api import MAX_SUFFIX
 from trainops.backends.failures import RetryBudgets, Verdict, classify_result, status_walk
 
 Log = Callable[[str], None]
+logger = logging.getLogger(__name__)
 
 
 def attempt_name(job_name: str, number: int) -> str:
@@ -151,14 +153,15 @@ def run_attempts(
         if fits is not None:
             room, why = fits(total_cost([item.cost for item in records])["total"])
             if not room:
-                log(f"[trainops] attempt {number} ({record.job_name}) ended {verdict.describe()}; no retry: {why}")
+                logger.info("[trainops] attempt %d (%s) ended %s; no retry: %s", number, record.job_name,
+                            verdict.describe(), why)
                 result["retry_refused"] = why
                 return _final(result, records, verdict, budgets, cost_notes)
         delay = budgets.spend(verdict)
         record.retried_on = verdict.failure_class
-        log(f"[trainops] attempt {number} ({record.job_name}) ended {verdict.describe()}; "
-            f"retrying on the {verdict.failure_class} budget ({budgets.used[verdict.failure_class]} of "
-            f"{getattr(budgets, verdict.failure_class)}) in {delay:g} s, resuming from the last checkpoint")
+        logger.info("[trainops] attempt %d (%s) ended %s; retrying on the %s budget (%d of %d) in %g s, resuming "
+                    "from the last checkpoint", number, record.job_name, verdict.describe(), verdict.failure_class,
+                    budgets.used[verdict.failure_class], getattr(budgets, verdict.failure_class), delay)
         sleep(delay)
 
 
@@ -250,8 +253,8 @@ def train_in_attempts(backend: Any, spec: Any, job_name: str, *, retries: Any = 
     planned = check_budget(spec)  # budget: refuse refuses here, before anything is looked up or created
     limit = getattr(spec, "max_cost_usd", None)
     if limit is not None and planned.hourly_usd is None:
-        log(f"[trainops] warning: max_cost_usd cannot stop the job: the catalog has no price for "
-            f"{', '.join(planned.unknown_prices) or 'its instances'} in {planned.region} (no retry will start)")
+        logger.warning("[trainops] warning: max_cost_usd cannot stop the job: the catalog has no price for %s in %s "
+                       "(no retry will start)", ", ".join(planned.unknown_prices) or "its instances", planned.region)
     ledger: dict[str, Any] = {}
 
     def run_attempt(name: str) -> dict[str, Any]:

@@ -9,6 +9,7 @@ to the finished training job instead of training again; `force=True` trains anew
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -24,6 +25,7 @@ from trainops.spec.pipeline import PipelineSpec, load_pipeline, resolve
 from trainops.steps.plan import PipelinePlan, resolve_plan, train_spec
 
 Log = Callable[[str], None]
+logger = logging.getLogger(__name__)
 
 
 @dataclass
@@ -97,7 +99,7 @@ class PipelineRunner:
                 self.run_record.message = evaluation.get("message") or "the quality gate failed"
                 if steps.evaluate is not None and steps.evaluate.on_gate_failure == "fail":
                     raise StepFailed(f"step evaluate: {self.run_record.message}")
-                self.log(f"[pipeline] {self.run_record.message}: register skipped")
+                logger.info("[pipeline] %s: register skipped", self.run_record.message)
                 return self._finish()
             if steps.register_step:
                 self._step("register", lambda: self._register(trained, evaluation))
@@ -112,7 +114,7 @@ class PipelineRunner:
 
     # --- bookkeeping ------------------------------------------------------------------------------------------
     def _step(self, name: str, action: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-        self.log(f"[pipeline] step {name}: starting")
+        logger.info("[pipeline] step %s: starting", name)
         started = time.time()
         try:
             result = action()
@@ -127,7 +129,7 @@ class PipelineRunner:
             raise StepFailed(f"step {name} failed: {error}") from None
         result = {"status": "Succeeded", **result, "seconds": round(time.time() - started, 3)}
         self.run_record.steps[name] = result
-        self.log(f"[pipeline] step {name}: {result.get('summary') or 'done'} ({result['seconds']:.1f} s)")
+        logger.info("[pipeline] step %s: %s (%.1f s)", name, result.get("summary") or "done", result["seconds"])
         return result
 
     def _finish(self) -> PipelineRun:
@@ -185,8 +187,8 @@ class PipelineRunner:
                        workdir=self.plan.workdir, region=self.plan.region, processes_per_host=step.processes_per_host,
                        channel_overrides=step.channels, checkpoint_key=job_name, retries=step.retries)
         if result.get("reattached"):
-            self.log(f"[pipeline] training skipped: job {result['job_name']} already completed with the same inputs "
-                     "(spec hash and data); use --force to train again")
+            logger.info("[pipeline] training skipped: job %s already completed with the same inputs (spec hash and "
+                        "data); use --force to train again", result["job_name"])
         # The record (last-run.json, the registry entry) shows secret-looking environment values masked.
         return {**result, "fingerprint": fingerprint, "spec": public_spec(spec),
                 "summary": f"{result['job_name']} {result['status']}; {cost_line(result.get('cost'))}"}
@@ -290,17 +292,17 @@ def run_pipeline_file(path: str, *, backend: str | None = None, force: bool = Fa
     pipeline = load_pipeline(path, workdir_override=workdir)
     check_pipeline(pipeline, Path(path).resolve().parent, backend, source=str(path))
     runner = PipelineRunner(pipeline, Path(path).resolve().parent, backend=backend, force=force, log=log)
-    log = runner.log
     try:
         record = runner.run()
     except (JobFailed, SpecError) as error:
-        log(f"[pipeline] {pipeline.name}: {runner.run_record.status}: {error}")
+        logger.info("[pipeline] %s: %s: %s", pipeline.name, runner.run_record.status, error)
         if isinstance(error, SpecError):
             raise
         return 1
     from trainops.steps.attempts import cost_line
 
-    log(f"[pipeline] {pipeline.name}: {record.status} in {record.to_dict()['duration_seconds']:.1f} s"
-        + (f" ({record.message})" if record.message else "") + f"; training {cost_line(record.cost)}")
-    log(f"[pipeline] results: {Path(pipeline.workdir or '.') / 'pipelines' / pipeline.name / 'last-run.json'}")
+    logger.info("[pipeline] %s: %s in %.1f s%s; training %s", pipeline.name, record.status,
+                record.to_dict()["duration_seconds"], f" ({record.message})" if record.message else "",
+                cost_line(record.cost))
+    logger.info("[pipeline] results: %s", Path(pipeline.workdir or ".") / "pipelines" / pipeline.name / "last-run.json")
     return 0

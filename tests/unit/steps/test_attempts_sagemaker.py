@@ -9,6 +9,7 @@ policy, the wait loop, the classifier, the attempt loop, the cost estimate.
 
 from __future__ import annotations
 
+import logging
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -61,7 +62,8 @@ def factory_for(fake: FakeSageMaker):
     return factory
 
 
-def test_spot_interruption_is_retried_and_the_cost_covers_both_attempts():
+def test_spot_interruption_is_retried_and_the_cost_covers_both_attempts(caplog):
+    caplog.set_level(logging.INFO, logger="trainops")
     interrupted = training_description(
         "bert-1", "Failed", "Failed", spot=True, billable=600, training=1800, max_wait=14400,
         transitions=[("Starting", ""), ("Training", ""), ("Interrupted", "spot capacity reclaimed"), ("Failed", "")])
@@ -85,6 +87,7 @@ def test_spot_interruption_is_retried_and_the_cost_covers_both_attempts():
     assert all(item["basis"] == "sagemaker-billable" and item["cost"] > 0 for item in per_attempt)
     assert result["cost"]["total"] == pytest.approx(per_attempt[0]["cost"] + per_attempt[1]["cost"])
     assert result["cost"]["spot_saving"] == pytest.approx(1 - (600 + 1200) / (1800 + 3600), abs=1e-3)
+    lines += [record.getMessage() for record in caplog.records]  # trainops' own messages are logged
     assert any("retrying on the infrastructure budget" in line for line in lines)
 
 

@@ -3,6 +3,7 @@ that starts no retry that cannot fit, and what the train step's result carries (
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -96,7 +97,8 @@ def test_a_retry_must_fit_in_what_is_left():
     assert not retry_fits(spec(max_cost_usd=100), None)[0]  # an unknown spend cannot be budgeted
 
 
-def test_no_retry_starts_that_cannot_fit_and_the_cost_carries_forecast_spent_and_budget():
+def test_no_retry_starts_that_cannot_fit_and_the_cost_carries_forecast_spent_and_budget(caplog):
+    caplog.set_level(logging.INFO, logger="trainops")
     budget_spec = spec(instance_type="ml.m5.large", instance_count=1, max_cost_usd=0.05)
     ledger: dict[str, Any] = {}
     started: list[tuple[str, Any]] = []
@@ -134,6 +136,7 @@ def test_no_retry_starts_that_cannot_fit_and_the_cost_carries_forecast_spent_and
     # $0.0511 spent by the first attempt: nothing left, so the infrastructure budget's retries are not used.
     assert len(refused["attempts"]) == 1 and "max_cost_usd" in refused["retry_refused"]
     assert refused["failure_class"] == "infrastructure"
+    lines += [record.getMessage() for record in caplog.records]  # trainops' own messages are logged
     assert any("no retry" in line for line in lines)
 
 

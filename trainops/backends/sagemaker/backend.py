@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -27,6 +28,8 @@ from trainops.backends.sagemaker import logs as log_reading
 from trainops.backends.sagemaker import preflight as checks
 from trainops.backends.states import JobStatus
 from trainops.errors import Problem, SpecError
+
+logger = logging.getLogger(__name__)
 
 #: Where the register step writes the metrics JSON it links from the model package, beside the model artifact.
 METRICS_NAME = "model-metrics.json"
@@ -128,8 +131,8 @@ class SageMakerBackend(Backend):
 
     def _send(self, spec: Any, request: dict[str, Any], log: Log) -> JobHandle:
         submitted = training.submit(self.clients, request, if_exists="reattach")  # also covers a lost create race
-        log(f"[trainops] {'created' if submitted.created else 're-attached to'} SageMaker training job "
-            f"{submitted.job_name}")
+        logger.info("[trainops] %s SageMaker training job %s", "created" if submitted.created else "re-attached to",
+                    submitted.job_name)
         return JobHandle("sagemaker", submitted.job_name, region=default_region(spec, self.region),
                          created=submitted.created)
 
@@ -173,7 +176,8 @@ class SageMakerBackend(Backend):
         try:
             summary = training.wait(self.clients, name, poll_seconds=30.0 if self.poll_seconds is None
                                     else self.poll_seconds, clock=clock, sleep=sleep, guards=guards, log=log,
-                                    on_update=lambda s: log(f"[trainops] {name}: {s.status} / {s.secondary_status}"))
+                                    on_update=lambda s: logger.info("[trainops] %s: %s / %s", name, s.status,
+                                                                    s.secondary_status))
         except training.TrainingJobFailed as error:
             summary = error.summary
         return self._result(summary, handle)
