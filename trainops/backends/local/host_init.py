@@ -132,19 +132,21 @@ def _init(report: str, command: list[str]) -> None:
         if pid == launcher:
             status = raw
     stopped = _stop_the_rest()
+    status = status if status is not None else 127 << 8
     try:
         with open(report, "w", encoding="ascii") as handle:
-            handle.write(f"{status if status is not None else 256 * 127} {stopped}\n")
-    except OSError:
+            handle.write(f"{status} {stopped}\n")
+    except OSError:  # a full disk: H still learns how L ended, from this exit code
         pass
-    os._exit(0)
+    os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
 
 
 def _end_as(raw: int) -> None:
     """H ends as L did: its exit code, or its signal."""
     if os.WIFSIGNALED(raw):
         number = os.WTERMSIG(raw)
-        signal.signal(number, signal.SIG_DFL)
+        if number not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(number, signal.SIG_DFL)
         os.kill(os.getpid(), number)
         os._exit(128 + number)
     os._exit(os.WEXITSTATUS(raw) if os.WIFEXITED(raw) else 1)
@@ -172,8 +174,9 @@ def main(argv: list[str]) -> int:
     try:
         with open(report, encoding="ascii") as handle:
             launcher_status = int(handle.read().split()[0])
-    except (OSError, ValueError, IndexError):
-        launcher_status = raw
+    except (OSError, ValueError, IndexError):  # no report (a full disk): C's exit code says it, 128 + a signal
+        code = os.WEXITSTATUS(raw) if os.WIFEXITED(raw) else 1
+        launcher_status = (code - 128) if 128 < code < 128 + 65 else code << 8
     _end_as(launcher_status)
     return 1
 
