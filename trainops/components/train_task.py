@@ -140,11 +140,14 @@ def run_train(*, spec_json: str, spec_dir: str, backend: str, workdir: str, pipe
     spec = load_component_spec(spec_json, spec_dir, where, restore_secrets=True)
     channels = local_channels(channels_json, where)  # the pipeline file's channels: local paths, staged data
     name = train_job_name(spec, channels, base=name_base or "trainops", run_key=run_key, job_name=job_name)
-    # Each backend takes what concerns it: local the work directory, channels and checkpoint key (a re-run resumes
-    # its own checkpoints); SageMaker the region and clients.
-    options: dict[str, Any] = dict(workdir=str(where.workdir), processes_per_host=processes_per_host or None,
-                                   channel_overrides=channels, checkpoint_key=name,
-                                   region=spec.region or region or None, client_factory=client_factory)
+    # Each backend gets what concerns it (it refuses an option it does not take): local the work directory, ranks,
+    # channels and checkpoint key (a re-run resumes its own checkpoints); SageMaker the region and clients.
+    from trainops.backends.api import get_backend
+
+    options: dict[str, Any] = dict(workdir=str(where.workdir), region=spec.region or region or None,
+                                   client_factory=client_factory)
+    if not get_backend(backend, workdir=str(where.workdir)).remote:
+        options.update(processes_per_host=processes_per_host or None, channel_overrides=channels, checkpoint_key=name)
     if poll_seconds is not None:
         options["poll_seconds"] = poll_seconds
     print(f"[trainops] training job {name} ({backend}); re-attaches when it exists", flush=True)

@@ -102,8 +102,12 @@ class FakeSageMaker:
         # The trainops launcher's runtime channel is uploaded for every new job, even with an s3:// source tarball.
         self.uploads.append(f"s3://{Bucket}/{Key}")
 
+    def list_service_quotas(self, **arguments):
+        # The submit's capacity preflight looks up the account's quotas; this account lists none (a note, no check).
+        return {"Quotas": []}
+
     def factory(self, service: str):
-        assert service in ("sagemaker", "s3"), f"unexpected AWS service {service}"
+        assert service in ("sagemaker", "s3", "service-quotas"), f"unexpected AWS service {service}"
         return self
 
 
