@@ -117,6 +117,8 @@ def resolve_pipeline_steps(
         pipeline, problems = None, list(error.problems)
     # One failure lists everything: the file's own problems, the steps the DAG misses and the job spec's problems.
     problems += _missing_steps(pipeline, path)
+    problems += _backend_problems(backend or (pipeline.backend if pipeline is not None else
+                                              _raw_document(path).get("backend")))
     spec, spec_problems = _train_spec(pipeline, path)
     problems += spec_problems
     if problems:
@@ -140,15 +142,33 @@ def resolve_pipeline_steps(
     return steps
 
 
-def _raw_steps(path: Path) -> dict[str, Any]:
+def _raw_document(path: Path) -> dict[str, Any]:
     from trainops.spec.loader import read_document
 
     try:
         document = read_document(path)
     except Exception:  # noqa: BLE001 - an unreadable file is already one of load_pipeline's problems
         return {}
-    steps = document.get("steps") if isinstance(document, dict) else None
+    return document if isinstance(document, dict) else {}
+
+
+def _raw_steps(path: Path) -> dict[str, Any]:
+    steps = _raw_document(path).get("steps")
     return steps if isinstance(steps, dict) else {}
+
+
+def _backend_problems(name: Any) -> list:
+    """The problem of a backend no backend is registered under (the file's, or the run's choice), with the rest."""
+    from trainops.backends import check_backend_name
+    from trainops.errors import SpecError
+
+    if not name:
+        return []
+    try:
+        check_backend_name(str(name))
+    except SpecError as error:
+        return list(error.problems)
+    return []
 
 
 def _missing_steps(pipeline: Any, path: Path) -> list:
