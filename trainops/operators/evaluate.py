@@ -24,6 +24,7 @@ from trainops.operators.common import (
 )
 from trainops.operators.compat import BaseOperator, SkipMixin
 from trainops.operators.lineage import LineageMixin, remember_lineage
+from trainops.operators.links import ProcessingJobLink, remember_link
 
 ON_GATE_FAILURE = ("fail", "skip_downstream", "continue")
 
@@ -88,6 +89,7 @@ class EvaluateModelOperator(LineageMixin, BaseOperator, SkipMixin):
         "code_uri", "aws_conn_id", "region_name",
     )
     template_fields_renderers = {"channels": "json", "hyperparameters": "json", "gate": "json"}
+    operator_extra_links = (ProcessingJobLink(),)
     ui_color = "#f7ecd5"
 
     def __init__(
@@ -154,6 +156,7 @@ class EvaluateModelOperator(LineageMixin, BaseOperator, SkipMixin):
                 sink=lambda line, from_stderr: self.log.info("%s", line), **options,
             ).to_dict()
         remember_lineage(self, [self.model_artifact, *dict(self.channels or {}).values()], [self.output_dir])
+        remember_evaluation_job(self, result)
         metrics = ", ".join(f"{name}={value:.4g}" for name, value in result["metrics"].items())
         self.log.info("metrics: %s", metrics)
         apply_gate(self, context, result, self.on_gate_failure, result=result)
@@ -174,6 +177,15 @@ class EvaluateModelOperator(LineageMixin, BaseOperator, SkipMixin):
             raise AirflowFailException(f"invalid input: 1 problem\n  - timeout: {self.timeout!r} is not a positive "
                                        "number of seconds")
         return value
+
+
+def remember_evaluation_job(operator: Any, result: dict[str, Any]) -> None:
+    """The processing job behind the *SageMaker processing job* link (a local evaluation has none: no job name)."""
+    import os
+
+    region = operator.region_name or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    if result.get("backend") != "local":
+        remember_link(operator, "processing_job", result.get("job_name"), region)
 
 
 class QualityGateOperator(BaseOperator, SkipMixin):

@@ -133,3 +133,16 @@ def test_a_bad_evaluation_timeout_fails_without_retry_naming_the_field(evaluatio
     operator = evaluate_operator(**evaluation_inputs(0.97), timeout=value)
     with pytest.raises(AirflowFailException, match="timeout"):
         operator.execute({"ti": FakeTI()})
+
+
+def test_the_processing_job_link_names_a_sagemaker_evaluations_job_and_a_local_one_has_none():
+    from trainops.operators.evaluate import remember_evaluation_job
+    from trainops.operators.links import ProcessingJobLink
+
+    op = EvaluateModelOperator(task_id="evaluate", entry_point="e.py", model_artifact="s3://b/m.tar.gz",
+                               channels={"test": "s3://b/t/"}, output_dir="s3://b/e/", region_name="eu-west-1")
+    remember_evaluation_job(op, {"backend": "local", "job_name": None})
+    assert ProcessingJobLink().get_link(op, ti_key=None) == ""
+    remember_evaluation_job(op, {"backend": "sagemaker", "job_name": "evaluate-0123456789"})
+    assert ProcessingJobLink().get_link(op, ti_key=None) == (
+        "https://console.aws.amazon.com/sagemaker/home?region=eu-west-1#/processing-jobs/evaluate-0123456789")
