@@ -16,7 +16,8 @@ from pathlib import Path
 import fault_scenarios
 import pytest
 
-from trainops.backends.local.job import run_local_job
+from trainops.backends.local.job import LocalJob
+from trainops.backends.local.job_input import from_spec
 from trainops.backends.local.processes import job_processes
 from trainops.errors import JobFailed
 from trainops.spec import load_job_spec
@@ -28,8 +29,8 @@ def _run(root: Path, name: str, environment: dict, hosts: int, results: dict) ->
     job = fault_scenarios.RunningJob(root / name, name, environment=environment, hosts=hosts)
     lines: list[str] = []
     try:
-        result = run_local_job(load_job_spec(job.spec_path), name, workdir=str(root / name / "work"),
-                               log=lines.append)
+        result = LocalJob(from_spec(load_job_spec(job.spec_path)), name, workdir=str(root / name / "work"),
+                          log=lines.append).run()
         results[name] = (result.status, result.failure_reason, lines)
     except JobFailed as error:
         results[name] = ("Failed", str(error), lines)

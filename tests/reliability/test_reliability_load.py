@@ -35,8 +35,12 @@ def test_eight_jobs_submitted_at_once_all_finish_without_sharing_anything(tmp_pa
 
 
 def test_a_second_controller_for_the_same_job_is_refused_while_the_first_runs(tmp_path):
-    from trainops.backends.local.job import run_local_job
+    from trainops.backends.local.job import LocalJob
+    from trainops.backends.local.job_input import from_spec
     from trainops.spec import load_job_spec
+
+    def run_local_job(spec, name, **options):  # two controllers of one name, past the re-attach policy
+        return LocalJob(from_spec(spec), name, **options).run()
 
     job = fault_scenarios.RunningJob(tmp_path, "twice", environment={"STEPS": "15"})  # writes the spec
     spec = load_job_spec(job.spec_path)

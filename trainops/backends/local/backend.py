@@ -81,11 +81,13 @@ class LocalBackend(Backend):
                             launcher=options.launcher, image_python=options.image_python)
             return handle
         from trainops.backends.local.job import LocalJob
+        from trainops.backends.local.job_input import from_spec
 
-        self._jobs[name] = LocalJob(spec, name, workdir=self.workdir, log=log,
+        # The spec becomes the CreateTrainingJob request SageMaker would get, and the job runs that request.
+        self._jobs[name] = LocalJob(from_spec(spec, options.launcher), name, workdir=self.workdir, log=log,
                                     processes_per_host=options.processes_per_host, channel_overrides=overrides,
-                                    checkpoint_key=options.checkpoint_key, launcher=options.launcher,
-                                    image_python=options.image_python, placed_new=True)
+                                    checkpoint_key=options.checkpoint_key, image_python=options.image_python,
+                                    placed_new=True)
         if options.on_job is not None:
             options.on_job(self._jobs[name])
         return handle

@@ -1,8 +1,9 @@
 """Running a job locally: the `CreateTrainingJob` request SageMaker would get, executed on this machine.
 
-A spec is rendered with the SageMaker backend's own `render` (`render_local`: this machine's paths where SageMaker has
-S3, s3:// channels downloaded through boto3), or a request is given as it was sent (`execute_training_request`). Then
-what SageMaker does for it, done here: one emulated container per host, filled from the request
+The job runs a request, whichever way it came (`trainops.backends.local.job_input`): a spec rendered by the request
+package's own `render_local` (this machine's paths where SageMaker has S3, s3:// channels downloaded through boto3),
+or a request as it was sent (`execute_training_request`). Then what SageMaker does for it, done here: one emulated
+container per host, filled from the request
 (`trainops.backends.local.container`), started with the request's entrypoint and environment, logs streamed, every
 host stopped as soon as one fails (or MaxRuntimeInSeconds passes: SIGTERM, then SIGKILL after the grace SageMaker
 gives, or it is asked to stop), the root cause named from the failure files, host 1's model directory packed into
@@ -14,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import threading
@@ -25,15 +25,15 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from trainops.backends.local import container, estimator_options, paths, status
-from trainops.backends.local.artifacts import default_output_path, output_location_problem, pack_outputs
+from trainops.backends.local.artifacts import output_location_problem, pack_outputs
 from trainops.backends.local.identity import own_identity
-from trainops.backends.local.inputs import resolve_code_dir
+from trainops.backends.local.job_input import JobInput
 from trainops.backends.local.layout import HostLayout
 from trainops.backends.local.locks import HeldLock, holder, try_lock
 from trainops.backends.local.ports import reserve_port
 from trainops.backends.local.processes import MARKER, kill_job
 from trainops.backends.local.pump import LogPump
-from trainops.backends.local.secrets import MASK_VARIABLES, job_secrets, mask, public_spec
+from trainops.backends.local.secrets import MASK_VARIABLES, mask
 from trainops.backends.local.watch import ProcessWatch, clear_stop_request
 from trainops.errors import JobFailed, Problem, SpecError
 from trainops.spec.job import JobSpec
@@ -88,11 +88,12 @@ class LocalJobResult:
 
 
 class LocalJob:
-    """One run of a job spec on this machine. `run()` blocks; `request_stop()` may be called from a signal handler."""
+    """One run of a CreateTrainingJob request on this machine, whichever way it was given (`JobInput`: a spec
+    rendered, or a request as sent). `run()` blocks; `request_stop()` may be called from a signal handler."""
 
     def __init__(
         self,
-        spec: JobSpec | None,
+        source: JobInput,
         job_name: str,
         *,
         workdir: str | os.PathLike | None = None,
@@ -101,18 +102,13 @@ class LocalJob:
         log: Log | None = None,
         grace_seconds: float = STOP_GRACE_SECONDS,
         checkpoint_key: str | None = None,
-        launcher: str | None = None,
         image_python: str | None = None,
-        request: dict | None = None,
         s3_factory: Callable[[str], object] | None = None,
         max_runtime_grace_seconds: float = MAX_RUNTIME_GRACE_SECONDS,
         placed_new: bool = False,
     ):
-        if spec is None and request is None:
-            raise SpecError("a local job needs a spec or a CreateTrainingJob request")
-        self.spec = spec
-        self.request = request  # as sent; else rendered from the spec when the job runs
-        self.launcher = launcher
+        self.source = source
+        self.request: dict = {}  # rendered by `run`, under the job's lock (the code channels are laid out then)
         self.image_python = image_python or sys.executable
         self.s3_factory = s3_factory
         self.max_runtime_grace_seconds = max_runtime_grace_seconds
@@ -133,8 +129,7 @@ class LocalJob:
         self._readers: list[threading.Thread] = []
         self._log_lock = threading.Lock()
         # Values never written or returned as they are (logs, status, failure): see trainops.backends.local.secrets.
-        self._secrets = (job_secrets(spec, dict(os.environ)) if spec is not None
-                         else container.request_secrets(request, dict(os.environ)))
+        self._secrets = source.secrets
         self._checkpoint_lock: HeldLock | None = None
         self._claim: HeldLock | None = None
         self._process_watch: ProcessWatch | None = None  # processes, guard, stop requests (backends.local.watch)
@@ -187,7 +182,7 @@ class LocalJob:
                     lock.release()
 
     def _run(self, started: float) -> LocalJobResult:
-        request = self.request = self.request or self._render()
+        request = self.request = self.source.render(self.job_name, self.job_dir)
         output_path = request["OutputDataConfig"]["S3OutputPath"]
         unwritable = output_location_problem(output_path, self.job_name, self.job_dir)
         if unwritable:
@@ -214,7 +209,7 @@ class LocalJob:
         self._process_watch.start()
         status.write(self.job_dir, {**result.to_dict(), "controller_pid": os.getpid(), "job_id": self.job_id,
                                     "controller": own_identity(), "processes": self._process_watch.describe(),
-                                    "spec": self._public()})
+                                    "spec": self.source.public(self.request)})
         if any(checkpoint_dir.iterdir()):
             self.log(f"[trainops] resuming: checkpoint directory {checkpoint_dir} has content")
         with reserve_port() as port:
@@ -243,7 +238,8 @@ class LocalJob:
         if result.failure_reason:
             result.failure_reason = mask(result.failure_reason, self._secrets)
             status.write_failure(self.job_dir, result.failure_reason)
-        status.write(self.job_dir, {**result.to_dict(), "job_id": self.job_id, "spec": self._public()})
+        status.write(self.job_dir, {**result.to_dict(), "job_id": self.job_id,
+                                    "spec": self.source.public(self.request)})
         return result
 
     # --- another caller's run of this name ----------------------------------------------------------------------
@@ -289,46 +285,6 @@ class LocalJob:
         return LocalJobResult(**known)
 
     # --- pieces -------------------------------------------------------------------------------------------------
-    def _public(self) -> dict:
-        """What the status record shows of the job's input (secret-looking environment values masked)."""
-        if self.spec is not None:
-            return public_spec(self.spec)
-        from trainops.backends.request.render import masked
-
-        return {"request": masked(self.request)}
-
-    def _render(self) -> dict:
-        """The request SageMaker would get for the spec, with this machine's locations: the code channel is the
-        source directory, the runtime channel a copy of exactly what is uploaded to S3, the toolkit's source a
-        sourcedir.tar.gz built the same way, model.tar.gz goes to the local output path (or S3)."""
-        from trainops.backends.request import code as uploads
-        from trainops.backends.request.render import is_s3_source, render_local
-
-        spec = self.spec
-        launcher = self.launcher or spec.launcher
-        if is_s3_source(spec.source_dir):
-            code = submit = spec.source_dir  # downloaded as the code channel / by the toolkit, as on SageMaker
-        else:
-            code_dir = resolve_code_dir(spec)
-            code = submit = str(code_dir)
-            if launcher == "toolkit":
-                tarball = self.job_dir / "source" / uploads.SOURCE_TARBALL_NAME
-                tarball.parent.mkdir(parents=True, exist_ok=True)
-                tarball.write_bytes(uploads.source_tarball_bytes(code_dir, spec.dependencies))
-                submit = str(tarball)
-            else:  # the trainops launcher's code channel, with the spec's dependencies beside the code
-                code = submit = str(estimator_options.code_with_dependencies(code_dir, spec.dependencies,
-                                                                             self.job_dir))
-        runtime = self.job_dir / "runtime"
-        if runtime.exists():
-            shutil.rmtree(runtime)
-        for path, name in uploads.runtime_files():
-            (runtime / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, runtime / name)
-        output_path = spec.output_path or default_output_path(self.job_dir)
-        return render_local(spec, job_name=self.job_name, launcher=launcher, code=code, runtime=str(runtime),
-                            submit=submit, output_path=output_path)
-
     def _max_run(self) -> int:
         return int(self.request["StoppingCondition"]["MaxRuntimeInSeconds"])
 
@@ -339,7 +295,8 @@ class LocalJob:
                                 ended=time.time(), secondary_status="Starting", failure_reason=reason,
                                 processes_per_host=self.processes_per_host)
         status.write_failure(self.job_dir, reason)
-        status.write(self.job_dir, {**result.to_dict(), "job_id": self.job_id, "spec": self._public()})
+        status.write(self.job_dir, {**result.to_dict(), "job_id": self.job_id,
+                                    "spec": self.source.public(self.request)})
         return result
 
     def _checkpoint_dir(self) -> Path:
@@ -353,10 +310,7 @@ class LocalJob:
         Never shared by two jobs running at once (a sweep of one spec would resume from each other's checkpoints):
         while one job holds the directory, another gets one of its own, `<key>@<job name>`."""
         checkpoint_uri = (self.request.get("CheckpointConfig") or {}).get("S3Uri")
-        if self.spec is not None:
-            key = self.checkpoint_key or self.spec.name or f"job-{self.spec.spec_hash()[:12]}"
-        else:
-            key = self.checkpoint_key or self.job_name
+        key = self.checkpoint_key or self.source.checkpoint_key or self.job_name
         field = "checkpoint_key"
         if checkpoint_uri:
             key, field = checkpoint_uri.split("://", 1)[-1].strip("/").replace("/", "__"), "checkpoint_s3_uri"
@@ -518,11 +472,6 @@ class LocalJob:
                                      f"{first_host.model_dir} (nothing was written under the archive's final name)")
             return
         result.model_artifact, result.output_artifact = model, output
-
-
-def run_local_job(spec: JobSpec, job_name: str, **options) -> LocalJobResult:
-    """Run `spec` as `job_name` on this machine and return how it ended (see `LocalJob`)."""
-    return LocalJob(spec, job_name, **options).run()
 
 
 def check_local_spec(spec: JobSpec) -> None:

@@ -8,12 +8,12 @@ spec: one emulated container per host, logs, stop-all on the first failure, MaxR
 
 from __future__ import annotations
 
-import copy
 import os
 from collections.abc import Callable
 from typing import Any
 
 from trainops.backends.local.job import MAX_RUNTIME_GRACE_SECONDS, STOP_GRACE_SECONDS, LocalJob, LocalJobResult
+from trainops.backends.local.job_input import from_request
 from trainops.errors import Problem, SpecError
 
 REQUIRED = ("TrainingJobName", "AlgorithmSpecification", "OutputDataConfig", "ResourceConfig", "StoppingCondition")
@@ -52,7 +52,7 @@ def execute_training_request(
     """
     check_request(request)
     factory = None if s3_client is None else (lambda service: s3_client)
-    job = LocalJob(None, request["TrainingJobName"], request=copy.deepcopy(request), workdir=workdir,
+    job = LocalJob(from_request(request), request["TrainingJobName"], workdir=workdir,
                    image_python=image_python, s3_factory=factory, log=log, channel_overrides=channel_overrides,
                    processes_per_host=processes_per_host, grace_seconds=grace_seconds,
                    max_runtime_grace_seconds=max_runtime_grace_seconds)

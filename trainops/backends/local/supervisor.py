@@ -63,12 +63,14 @@ def _announce_when_recorded(job, stop: threading.Event) -> None:
 def run_supervised(request: dict) -> int:
     """Run the requested job in this process (the second one after the fork); returns the exit code."""
     from trainops.backends.local.job import LocalJob
+    from trainops.backends.local.job_input import from_spec
     from trainops.errors import JobFailed
     from trainops.spec.loader import parse_job_spec
 
     spec = parse_job_spec(request["spec"], "detached job spec")
-    job = LocalJob(spec, request["job_name"], workdir=request.get("workdir"), log=_controller_log, placed_new=True,
-                   **request.get("options", {}))
+    options = dict(request.get("options", {}))
+    job = LocalJob(from_spec(spec, options.pop("launcher", None)), request["job_name"], workdir=request.get("workdir"),
+                   log=_controller_log, placed_new=True, **options)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda number, _frame: job.request_stop(
             f"Stopped: the supervisor received {signal.Signals(number).name}"))

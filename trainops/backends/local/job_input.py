@@ -1,0 +1,81 @@
+"""What a local job executes: always a CreateTrainingJob request, and what its records may show of it.
+
+Two ways in, one way on. A job spec is rendered into the request SageMaker would get, with this machine's paths where
+SageMaker has S3 (`from_spec`: the code channel is the source directory, the runtime channel a copy of exactly what
+is uploaded to S3, the toolkit's source a sourcedir.tar.gz built the same way); a request recorded from a SageMaker
+client is taken as it was sent (`from_request`). `LocalJob` runs the request and never asks which way it came:
+rendering happens inside the job's lock, because it lays files out in the job's directory.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import shutil
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainops.backends.local import container, estimator_options
+from trainops.backends.local.artifacts import default_output_path
+from trainops.backends.local.inputs import resolve_code_dir
+from trainops.backends.local.secrets import job_secrets, public_spec
+from trainops.spec.job import JobSpec
+
+
+@dataclass(frozen=True)
+class JobInput:
+    """A local job's input. ``render(job_name, job_dir)`` gives the request; ``public(request)`` what the status
+    record shows of it (secrets masked); ``secrets`` the values never written as they are; ``checkpoint_key`` the
+    checkpoint directory's default key (None: the job's name)."""
+
+    render: Callable[[str, Path], dict[str, Any]]
+    public: Callable[[dict[str, Any]], dict[str, Any]]
+    secrets: list[str]
+    checkpoint_key: str | None = None
+
+
+def from_spec(spec: JobSpec, launcher: str | None = None) -> JobInput:
+    """A job spec, rendered with this machine's locations (``launcher``: the spec's unless given)."""
+    chosen = launcher or spec.launcher
+
+    def render(job_name: str, job_dir: Path) -> dict[str, Any]:
+        from trainops.backends.request import code as uploads
+        from trainops.backends.request.render import is_s3_source, render_local
+
+        if spec.source_dir is not None and is_s3_source(spec.source_dir):
+            code = submit = spec.source_dir  # downloaded as the code channel / by the toolkit, as on SageMaker
+        else:
+            code_dir = resolve_code_dir(spec)
+            code = submit = str(code_dir)
+            if chosen == "toolkit":
+                tarball = job_dir / "source" / uploads.SOURCE_TARBALL_NAME
+                tarball.parent.mkdir(parents=True, exist_ok=True)
+                tarball.write_bytes(uploads.source_tarball_bytes(code_dir, spec.dependencies))
+                submit = str(tarball)
+            else:  # the trainops launcher's code channel, with the spec's dependencies beside the code
+                code = submit = str(estimator_options.code_with_dependencies(code_dir, spec.dependencies, job_dir))
+        runtime = job_dir / "runtime"
+        if runtime.exists():
+            shutil.rmtree(runtime)
+        for path, name in uploads.runtime_files():
+            (runtime / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, runtime / name)
+        output_path = spec.output_path or default_output_path(job_dir)
+        return render_local(spec, job_name=job_name, launcher=chosen, code=code, runtime=str(runtime),
+                            submit=submit, output_path=output_path)
+
+    return JobInput(render=render, public=lambda _request: public_spec(spec),
+                    secrets=job_secrets(spec, dict(os.environ)),
+                    checkpoint_key=spec.name or f"job-{spec.spec_hash()[:12]}")
+
+
+def from_request(request: dict[str, Any]) -> JobInput:
+    """A CreateTrainingJob request as it was sent (its keyword arguments); a copy is run, the caller's is kept."""
+    from trainops.backends.request.render import masked
+
+    sent = copy.deepcopy(request)
+    return JobInput(render=lambda _name, _job_dir: copy.deepcopy(sent),
+                    public=lambda rendered: {"request": masked(rendered)},
+                    secrets=container.request_secrets(sent, dict(os.environ)))
