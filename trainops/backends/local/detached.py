@@ -41,7 +41,7 @@ def _as_spec(spec: Any):
     if isinstance(spec, JobSpec):
         return spec
     if isinstance(spec, (str, os.PathLike)):
-        return load_job_spec(spec)
+        return load_job_spec(os.fspath(spec))
     return resolve_relative_paths(parse_job_spec(spec), Path.cwd().resolve())
 
 
@@ -94,6 +94,7 @@ def _start_supervisor(request: dict, job_dir: Path, timeout: float) -> tuple[lis
         process = subprocess.Popen([sys.executable, "-m", "trainops.backends.local.supervisor"],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
                                    start_new_session=True)
+    assert process.stdin is not None and process.stdout is not None  # both piped above
     try:
         process.stdin.write(json.dumps(request).encode("utf-8"))
         process.stdin.close()

@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 GRACE_SECONDS = 5.0
 GUARD_LOG = "guard.log"
@@ -57,6 +58,7 @@ class Guard:
         """The job finished under its controller: the guard exits without touching anything."""
         with self._lock:
             try:
+                assert self.process.stdin is not None  # the guard is started with a pipe on its stdin
                 self.process.stdin.write(b"done\n")
                 self.process.stdin.close()
             except (OSError, ValueError):
@@ -102,7 +104,8 @@ def take_over(job_dir: Path, reported: dict | None = None) -> None:
     except Exception as error:  # noqa: BLE001 - a corrupt record must not stop the clean-up
         _log(f"the status record cannot be read ({error}); stopping what processes.json names")
         record = {}
-    controller = record.get("controller") if isinstance(record.get("controller"), dict) else {}
+    recorded = record.get("controller")
+    controller: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
     pid = controller.get("pid", record.get("controller_pid"))
     active = record.get("status") in status.ACTIVE
     reason = (f"the trainops process controlling this job (pid {pid}) ended without finishing it (killed "

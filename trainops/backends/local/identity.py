@@ -144,7 +144,7 @@ def signalable_controller(record: dict, job_dir: Path | None = None) -> int | No
     reports it holding the job's controller lock (an identity copied from an unrelated process into the record
     proves nothing). None otherwise."""
     identity = record.get("controller")
-    if not same_process(identity):
+    if not isinstance(identity, dict) or not same_process(identity):
         return None
     pid = identity["pid"]
     if pid <= 1 or pid == os.getpid():

@@ -23,6 +23,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from trainops.backends.local import container, estimator_options, paths, status
 from trainops.backends.local.artifacts import output_location_problem, pack_outputs
@@ -203,7 +204,8 @@ class LocalJob:
                                 started=started, ended=started, checkpoint_dir=str(checkpoint_dir),
                                 hosts=[layout.name for layout in layouts],
                                 processes_per_host=self.processes_per_host)
-        held = [lock.fileno() for lock in (self._claim, self._checkpoint_lock) if lock is not None]
+        held = [descriptor for lock in (self._claim, self._checkpoint_lock)
+                if lock is not None and (descriptor := lock.fileno()) is not None]
         self._process_watch = ProcessWatch(self.job_dir, self.job_id, log=self.log, locked_descriptors=held,
                                            on_stop_request=self.request_stop)
         self._process_watch.start()
@@ -270,7 +272,8 @@ class LocalJob:
                                 f"{self.job_name} --follow")
             time.sleep(POLL_SECONDS)
         record, asked = status.read(self.job_name, self.workdir), False
-        spec = record.get("spec") if isinstance(record.get("spec"), dict) else {}
+        recorded = record.get("spec")
+        spec: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
         deadline = time.monotonic() + wait_bound_seconds(spec.get("max_run") or 86400, spec.get("max_wait"))
         while record.get("status") in status.ACTIVE and time.monotonic() < deadline:
             if self._stop_reason and not asked:
@@ -352,8 +355,10 @@ class LocalJob:
         logs_dir = self.job_dir / "logs"
         logs_dir.mkdir(exist_ok=True)
         hosts = [layout.name for layout in layouts]
+        watch = self._process_watch
+        assert watch is not None  # started by _run before any host
         for layout in layouts:
-            if self._process_watch.check_stop_request() or self._stop_reason:
+            if watch.check_stop_request() or self._stop_reason:
                 break  # stopped while starting: no further host is started (_watch records the job Stopped)
             argv = container.container_argv(self.request, self.image_python)
             if self._isolated:
@@ -366,7 +371,7 @@ class LocalJob:
                 from trainops.backends.local.host_init import DIE_WITH_PARENT
 
                 environment[DIE_WITH_PARENT] = "1"  # the host's init dies with this thread, so with the controller
-            with self._process_watch.launching() as launch:  # another job of this process never claims it
+            with watch.launching() as launch:  # another job of this process never claims it
                 process = subprocess.Popen(
                     argv,
                     env=environment,
@@ -375,11 +380,12 @@ class LocalJob:
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,  # Ctrl-C reaches trainops, which stops hosts in order
-                    preexec_fn=self._process_watch.preexec(),  # the job's cgroup, and death with the controller
+                    preexec_fn=watch.preexec(),  # the job's cgroup, and death with the controller
                 )
                 launch.register(process.pid)
             self._launchers[layout.name] = process
-            self._process_watch.add_launcher(process.pid)
+            watch.add_launcher(process.pid)
+            assert process.stdout is not None  # started with stdout=PIPE
             pump = LogPump(layout.name, process.stdout.fileno(), logs_dir / f"{layout.name}.log",
                            secrets=self._secrets, log=self.log, log_lock=self._log_lock)
             self._pumps.append(pump)
@@ -405,7 +411,7 @@ class LocalJob:
             if failed:
                 codes = self._settle(codes)
                 host = self._first_failed_host(layouts, codes)
-                return "Failed", "Failed", self._root_cause(by_name[host], codes[host])
+                return "Failed", "Failed", self._root_cause(by_name[host], codes[host] or 1)
             if all(code == 0 for code in codes.values()):
                 return "Completed", "Completed", None
             time.sleep(POLL_SECONDS)
@@ -478,6 +484,6 @@ def check_local_spec(spec: JobSpec) -> None:
     """Refuse what cannot run locally, before anything is laid out."""
     from trainops.backends.request.render import is_s3_source
 
-    if is_s3_source(spec.source_dir) and not spec.source_dir.endswith(".tar.gz"):
+    if spec.source_dir is not None and is_s3_source(spec.source_dir) and not spec.source_dir.endswith(".tar.gz"):
         raise SpecError(Problem("source_dir", f"{spec.source_dir!r}: an s3:// source_dir names a tarball object "
                                               "(s3://bucket/prefix/sourcedir.tar.gz), or give a local directory"))

@@ -48,6 +48,7 @@ def from_spec(spec: JobSpec, launcher: str | None = None) -> JobInput:
             code = submit = spec.source_dir  # downloaded as the code channel / by the toolkit, as on SageMaker
         else:
             code_dir = resolve_code_dir(spec)
+            assert code_dir is not None  # None only for an s3:// source, handled above
             code = submit = str(code_dir)
             if chosen == "toolkit":
                 tarball = job_dir / "source" / uploads.SOURCE_TARBALL_NAME

@@ -27,7 +27,8 @@ def iter_local_logs(job_name: str, workdir: str | os.PathLike | None = None, *, 
         while True:
             for path in sorted(logs_dir.glob("algo-*.log")) if logs_dir.is_dir() else []:
                 if path.stem not in handles:
-                    handles[path.stem] = open(path, encoding="utf-8", errors="replace")
+                    # Kept open across polls (a follow reads on from where it was); closed in the finally below.
+                    handles[path.stem] = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
             for host, handle in sorted(handles.items()):
                 for line in handle:  # type: ignore[attr-defined]
                     yield _shown(host, line.rstrip("\n"))

@@ -27,9 +27,8 @@ def job_processes(job_id: str) -> list[int]:
                 environ = handle.read()
         except OSError:
             continue  # gone, or not ours to read
-        if needle in environ.split(b"\0"):
-            if not _is_zombie(int(entry)):
-                found.append(int(entry))
+        if needle in environ.split(b"\0") and not _is_zombie(int(entry)):
+            found.append(int(entry))
     return found
 
 

@@ -27,6 +27,7 @@ A model directory is copied in without following links: a symbolic link anywhere
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import errno
 import fcntl
@@ -148,8 +149,9 @@ def check_approval(status: Any, field_name: str = "approval") -> str:
 def _write_json_atomically(path: Path, data: Any) -> None:
     """Write JSON to a temporary file beside ``path``, flush it to disk, then rename it over ``path``: a reader sees
     the old contents or the new, never half of them."""
-    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent, prefix=f".{path.name}.",
-                                         suffix=".tmp", delete=False)
+    # Opened outside the with below: the except needs its name to remove it whatever failed.
+    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent,  # noqa: SIM115
+                                         prefix=f".{path.name}.", suffix=".tmp", delete=False)
     try:
         with handle:
             json.dump(data, handle, indent=2, sort_keys=True)
@@ -364,7 +366,7 @@ class LocalRegistry:
         are left out: see `damaged`)."""
         return self._scan(group)[0]
 
-    def damaged(self, group: str | None = None) -> list[tuple[str, int, str]]:
+    def damaged(self, group: str | None = None) -> builtins.list[tuple[str, int, str]]:
         """The versions that cannot be used, as ``(group, version, why)``: an unreadable ``entry.json``, or an
         artifact that is not the registry's own copy."""
         return self._scan(group)[1]

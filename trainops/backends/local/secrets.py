@@ -18,7 +18,8 @@ __all__ = ["MASK", "mask", "mask_variables", "job_secrets", "public_spec"]
 
 def mask_variables(spec: JobSpec, inherited: str | None = None) -> str:
     """The `TRAINOPS_MASK_VARIABLES` value for the job's launchers: its secret names plus any already set."""
-    names = set(spec.secret_environment_names()) | {name.strip() for name in (inherited or "").split(",") if name.strip()}
+    given = {name.strip() for name in (inherited or "").split(",") if name.strip()}
+    names = set(spec.secret_environment_names()) | given
     return ",".join(sorted(names))
 
 

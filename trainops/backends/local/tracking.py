@@ -27,6 +27,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from trainops.backends.local.processes import MARKER, job_processes
 from trainops.runtime.processes import stat_fields
@@ -260,7 +261,8 @@ class JobProcesses:
                      if str(pid).isdigit() and isinstance(ticks, int)}
             sessions = {int(sid): int(ticks) for sid, ticks in (saved.get("sessions") or {}).items()
                         if str(sid).isdigit() and isinstance(ticks, int)}
-        controller = record.get("controller") if isinstance(record.get("controller"), dict) else {}
+        recorded = record.get("controller")
+        controller: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
         exclude = {controller["pid"]} if isinstance(controller.get("pid"), int) and same_boot else set()
         group = verified_cgroup(saved.get("cgroup"), job_id or "") if same_boot else None
         return cls(Path(job_dir), job_id or "", cgroup=group, known=known, sessions=sessions, exclude=exclude)
