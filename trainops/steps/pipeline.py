@@ -180,12 +180,18 @@ class PipelineRunner:
             job_name = timestamped_job_name(spec.name or self.pipeline.name)
         else:
             job_name = training_job_name(spec, step.channels, base=self.pipeline.name)
-        # Each backend takes what concerns it: local the work directory, the channels staged on this machine and
-        # the checkpoint key (checkpoints follow the job's identity: a retry of a failed run resumes, new data or
-        # --force starts over); SageMaker the region.
+        # What the pipeline file says goes to the backend, which refuses an option it does not take. The runner's
+        # own checkpoint key (checkpoints follow the job's identity: a retry of a failed run resumes, new data or
+        # --force starts over) goes only to a backend that keeps checkpoints by key (SageMaker keeps them under the
+        # spec's checkpoint_s3_uri).
+        from trainops.backends import backend_class
+
+        derived: dict[str, Any] = {"checkpoint_key": job_name}
+        takes = set(backend_class(self.plan.backend).Options.names())
+        options: dict[str, Any] = {key: value for key, value in derived.items() if key in takes}
         result = train(spec, backend=self.plan.backend, job_name=job_name, if_exists="reattach", log=self.log,
                        workdir=self.plan.workdir, region=self.plan.region, processes_per_host=step.processes_per_host,
-                       channel_overrides=step.channels, checkpoint_key=job_name, retries=step.retries)
+                       channel_overrides=step.channels, retries=step.retries, **options)
         if result.get("reattached"):
             logger.info("[pipeline] training skipped: job %s already completed with the same inputs (spec hash and "
                         "data); use --force to train again", result["job_name"])
