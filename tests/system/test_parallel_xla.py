@@ -71,7 +71,7 @@ def test_trainium_path_with_a_stand_in_torch_xla(tmp_path):
     stand_in = tmp_path / "stand_in"
     write_stand_in(stand_in)
     log = tmp_path / "xla.log"
-    base = {"name": "gpt-trn", "framework": "pytorch", "framework_version": "2.3.0", "py_version": "py311",
+    base = {"name": "gpt-trn", "framework": "pytorch", "framework_version": "2.5.1", "py_version": "py310",
             "entry_point": "train.py", "source_dir": str(GPT), "instance_type": "ml.trn1.2xlarge",
             "instance_count": 1, "hyperparameters": {"size": "tiny", "steps": 20, "global_batch": 8}}
     trainium = {**base, "distribution": {"torch_distributed": {"enabled": True}},
