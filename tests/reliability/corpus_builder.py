@@ -401,7 +401,9 @@ spec("rule-groups-named-two", {"instance_type": None, "instance_groups": GPU_GRO
 spec("rule-trainium-smddp", {"instance_type": "ml.trn1.32xlarge",
                              "distribution": {"smdistributed": {"dataparallel": {"enabled": True}}}},
      fields=["distribution"], rule="trainium_runs_torch_distributed")
-spec("rule-trainium-tensorflow", {"instance_type": "ml.trn1.32xlarge", "framework": "tensorflow", "distribution": {}},
+# An image of the user's own, so that only the Trainium rule (not the image check) refuses TensorFlow there.
+spec("rule-trainium-tensorflow", {"instance_type": "ml.trn1.32xlarge", "framework": "tensorflow", "distribution": {},
+                                  "image_uri": "111122223333.dkr.ecr.us-east-1.amazonaws.com/tf-neuron:1"},
      fields=["framework"], rule="trainium_runs_torch_distributed")
 spec("rule-neuron-compile-on-gpu", {"distribution": {"type": "torch_distributed", "neuron_parallel_compile": True}},
      fields=["distribution.neuron_parallel_compile"], rule="trainium_runs_torch_distributed")
@@ -431,10 +433,15 @@ spec("rule-pytorchddp-cpu", {"instance_type": "ml.c5.18xlarge", "distribution": 
      fields=["distribution.pytorchddp"], rule="smddp_supported")
 SMP_V2 = {"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 8}}},
           "torch_distributed": {"enabled": True}}
-spec("rule-smp-v2-old-pytorch", {"framework_version": "1.13.1", "distribution": SMP_V2}, fields=["framework_version"],
-     rule="smp_fits_the_fleet")
-spec("rule-smp-on-cpu", {"instance_type": "ml.c5.18xlarge", "distribution": SMP_V2}, fields=["instance_type"],
-     rule="smp_fits_the_fleet")
+# Images of the user's own where AWS publishes none for the case: only the rule under test refuses it (not the
+# image check, training_image_exists, which has cases of its own).
+OWN_IMAGE = {"image_uri": "111122223333.dkr.ecr.us-east-1.amazonaws.com/own-training:1"}
+# SMP v2 on an old PyTorch: the SMP rule and the image check (no SMP v2 image for it) both refuse it, so the case
+# proves no one rule; the SMP rule's other cases do.
+spec("rule-smp-v2-old-pytorch", {"framework_version": "1.13.1", "distribution": SMP_V2},
+     fields=["framework_version"])
+spec("rule-smp-on-cpu", {"instance_type": "ml.c5.18xlarge", "distribution": SMP_V2, **OWN_IMAGE},
+     fields=["instance_type"], rule="smp_fits_the_fleet")
 spec("rule-smp-degree-does-not-divide", {"distribution": {"type": "smp", "parameters": {
     "tensor_parallel_degree": 3}}}, fields=["distribution.smdistributed.modelparallel.parameters.tensor_parallel_degree"],
      rule="smp_fits_the_fleet")
@@ -465,6 +472,24 @@ spec("rule-spot-max-wait-below-max-run", {"use_spot_instances": True, "max_wait"
 spec("rule-spot-with-warm-pool", {"use_spot_instances": True, "max_wait": 7200, "keep_alive_period_in_seconds": 60},
      fields=["keep_alive_period_in_seconds"], rule="spot_and_warm_pool_limits")
 spec("rule-max-wait-without-spot", {"max_wait": 7200}, fields=["max_wait"], rule="spot_and_warm_pool_limits")
+spec("rule-registry-credentials-without-vpc",
+     {"training_repository_credentials_provider_arn": "arn:aws:lambda:us-east-1:111122223333:function:creds"},
+     fields=["training_repository_credentials_provider_arn"], rule="private_registry_settings")
+spec("rule-model-channel-is-a-data-channel",
+     {"model_uri": "s3://corpus-bucket/models/model.tar.gz", "model_channel_name": "train"},
+     fields=["model_channel_name"], rule="model_channel_is_its_own")
+spec("rule-placement-beyond-the-job", {"instance_placement_config": {
+    "PlacementSpecifications": [{"UltraServerId": "us-1", "InstanceCount": 4}]}},
+     fields=["instance_placement_config.PlacementSpecifications"], rule="placement_fits_the_job")
+spec("rule-dependencies-with-s3-code", {"source_dir": "s3://corpus-bucket/code/sourcedir.tar.gz",
+                                         "dependencies": ["libs/common"]},
+     fields=["dependencies"], rule="dependencies_need_local_code")
+spec("rule-code-channel-under-isolation", {"launcher": "toolkit", "enable_network_isolation": True,
+                                           "inputs": {"train": "s3://corpus-bucket/train/",
+                                                      "code": "s3://corpus-bucket/code/"}},
+     fields=["inputs.code"], rule="code_channel_is_free")
+spec("rule-no-image-for-the-version", {"framework_version": "2.4.1"}, fields=["framework_version"],
+     rule="training_image_exists")
 for secret_name in ("hf_token", "DB_PASSWORD", "apiKey", "aws_secret_access_key", "github-token", "clientSecret"):
     spec(f"rule-secret-hyperparameter-{secret_name.lower().replace('_', '-')}",
          {"hyperparameters": {secret_name: "s3cr3t-value"}}, fields=[f"hyperparameters.{secret_name}"],
@@ -477,7 +502,7 @@ spec("rule-reserved-mp-parameters", {"hyperparameters": {"mp_parameters": "{}"}}
      fields=["hyperparameters.mp_parameters"], rule="reserved_names")
 spec("rule-reserved-channel", {"inputs": {"trainops_code": "s3://corpus-bucket/code"}},
      fields=["inputs.trainops_code"], rule="reserved_names")
-spec("rule-python-2-image", {"py_version": "py27"}, fields=["py_version"], rule="python_3_images")
+spec("rule-python-2-image", {"py_version": "py27", **OWN_IMAGE}, fields=["py_version"], rule="python_3_images")
 # The SDK form's own conflicts (distribution.py) and SMP parameter rules (smp.py).
 spec("sdk-two-smdistributed-strategies", {"distribution": {"smdistributed": {
     "dataparallel": {"enabled": True}, "modelparallel": {"enabled": True}}}},
