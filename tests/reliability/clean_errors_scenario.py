@@ -91,7 +91,7 @@ def run_cases(root: Path) -> list[dict]:
     if completed.returncode != 0:
         raise RuntimeError(f"the child process failed: {completed.stderr[-3000:]}")
     rows = []
-    for (label, arguments, texts), result in zip(chosen, json.loads(completed.stdout)):
+    for (label, arguments, texts), result in zip(chosen, json.loads(completed.stdout), strict=True):
         message = result["err"].strip()
         wrong = [] if result["code"] == 2 else [f"exit {result['code']}"]
         wrong += ["traceback"] if "Traceback" in message or "internal error" in message else []

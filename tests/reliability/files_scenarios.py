@@ -60,12 +60,12 @@ def expansion_bomb_archive(path: Path, expanded_bytes: int, files: int = 1) -> P
     """A tar.gz of a few hundred KB that expands to ``expanded_bytes`` of zeros (in ``files`` files)."""
     each = expanded_bytes // files
     chunk = bytes(1024 * 1024)
-    with gzip.open(path, "wb", compresslevel=9) as compressed:
-        with tarfile.open(fileobj=compressed, mode="w", format=tarfile.GNU_FORMAT) as bundle:
-            for number in range(files):
-                info = tarfile.TarInfo(f"weights-{number}.bin")
-                info.size = each
-                bundle.addfile(info, _Zeros(each, chunk))
+    with gzip.open(path, "wb", compresslevel=9) as compressed, \
+            tarfile.open(fileobj=compressed, mode="w", format=tarfile.GNU_FORMAT) as bundle:
+        for number in range(files):
+            info = tarfile.TarInfo(f"weights-{number}.bin")
+            info.size = each
+            bundle.addfile(info, _Zeros(each, chunk))
     return path
 
 
@@ -267,14 +267,14 @@ def planted_port_directory(scratch: Path) -> dict:
     planted = temporary / f"trainops-ports-{os.getuid()}"
     if os.geteuid() == 0:
         planted.mkdir(mode=0o777)
-        for port, victim in zip(range(30000, 30003), victims):
+        for port, victim in zip(range(30000, 30003), victims, strict=False):
             (planted / f"{port}.lock").symlink_to(victim)
         os.chown(planted, 65534, 65534)
         how = "directory of uid 65534 with links to the victim's files"
     else:
         elsewhere = scratch / "elsewhere"
         elsewhere.mkdir()
-        for port, victim in zip(range(30000, 30003), victims):
+        for port, victim in zip(range(30000, 30003), victims, strict=False):
             (elsewhere / f"{port}.lock").symlink_to(victim)
         planted.symlink_to(elsewhere)
         how = "link to a directory of links to the victim's files"

@@ -87,16 +87,16 @@ class _Scanner(ast.NodeVisitor):
         if scope is None:
             return False
         for argument in scope.args.args + scope.args.kwonlyargs + scope.args.posonlyargs:
-            if argument.arg == name and argument.annotation is not None:
-                if ast.unparse(argument.annotation).replace(" ", "") in ("str", "str|None", "Optional[str]"):
-                    return True
+            if argument.arg == name and argument.annotation is not None \
+                    and ast.unparse(argument.annotation).replace(" ", "") in ("str", "str|None", "Optional[str]"):
+                return True
         for node in ast.walk(scope):
-            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
-                if _is_text_expression(node.value):
-                    return True
-            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name:
-                if node.value is not None and _is_text_expression(node.value):
-                    return True
+            if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets) \
+                    and _is_text_expression(node.value):
+                return True
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id == name \
+                    and node.value is not None and _is_text_expression(node.value):
+                return True
         return False
 
     def visit_Call(self, node: ast.Call):  # noqa: N802 - ast hook
