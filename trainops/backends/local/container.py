@@ -248,9 +248,11 @@ def _link(link: Path, target: Path) -> None:
 # --- one container's base directory ----------------------------------------------------------------------------------
 
 def fill_container(request: Mapping[str, Any], host: str, base: Path, channels: Mapping[str, Path],
-                   checkpoint_dir: Path) -> HostLayout:
-    """Write `host`'s base directory from the request; channels are links to the local copies (a ShardedByS3Key
-    channel gets every N-th file of the sorted listing, as SageMaker splits a prefix's keys between hosts)."""
+                   checkpoint_dir: Path, *, mount: bool = False) -> HostLayout:
+    """Write `host`'s base directory from the request. With ``mount`` (the host has a mount namespace) each channel
+    is an empty directory that `isolate` bind-mounts the data onto, read-only unless the channel's
+    FileSystemAccessMode is rw; without, a link to the data (the fallback: writable, and a link). A ShardedByS3Key
+    channel gets every N-th file of the sorted listing, as SageMaker splits a prefix's keys between hosts."""
     members = [name for name, _, _ in host_groups(request)]
     index, count = members.index(host), len(members)
     config = base / "input" / "config"
@@ -259,16 +261,39 @@ def fill_container(request: Mapping[str, Any], host: str, base: Path, channels: 
     _write_json(config / "hyperparameters.json", dict(request.get("HyperParameters") or {}))
     distribution = {channel["ChannelName"]: channel["DataSource"].get("S3DataSource", {}).get(
         "S3DataDistributionType", "FullyReplicated") for channel in request.get("InputDataConfig") or []}
+    writable = {channel["ChannelName"]: channel["DataSource"].get("FileSystemDataSource", {}).get(
+        "FileSystemAccessMode") == "rw" for channel in request.get("InputDataConfig") or []}
+    mounts: list[tuple[str, str, bool]] = []
     for name, path in channels.items():
         link = base / "input" / "data" / name
         if distribution.get(name) == "ShardedByS3Key" and count > 1:
             _shard(link, path, index, count)
+        elif mount:
+            _mount_point(link)
+            mounts.append((_mountable(str(path), name), f"input/data/{name}", not writable.get(name, False)))
         else:
             _link(link, path)
     _link(base / "checkpoints", checkpoint_dir)
     for directory in ("model", "output/data", "output/intermediate", "code"):
         (base / directory).mkdir(parents=True, exist_ok=True)
-    return HostLayout(host, base)
+    return HostLayout(host, base, mounts=tuple(mounts))
+
+
+def _mount_point(directory: Path) -> None:
+    # An empty directory of its own (an earlier run's link or data removed), for the data to be mounted on.
+    if directory.is_symlink() or directory.is_file():
+        directory.unlink()
+    elif directory.is_dir():
+        shutil.rmtree(directory)
+    directory.mkdir(parents=True)
+
+
+def _mountable(source: str, name: str) -> str:
+    # The mount list is one tab-separated line per channel: a path that could break the line is refused.
+    if any(character in source for character in "\t\n\r"):
+        raise SpecError(Problem(f"inputs.{name}", f"{source!r} holds a tab or a line break: move the data to a "
+                                                  "plainer path"), source="local host")
+    return source
 
 
 def _shard(link: Path, source: Path, index: int, count: int) -> None:
@@ -360,7 +385,7 @@ def namespaces_available() -> bool:
 # /opt/ml becomes this host's base directory (a tmpfs on /opt when /opt/ml does not exist, with /opt's own entries
 # bound back so an interpreter installed there still runs), /etc/hosts names every emulated host.
 _NAMESPACE_SCRIPT = r"""set -e
-base=$1; hosts=$2; keep=$3; tools=$4; shift 4
+base=$1; hosts=$2; keep=$3; tools=$4; mounts=$5; shift 5
 container_path=${PATH-}; PATH=$tools
 if [ ! -d /opt/ml ]; then
   mount --bind /opt "$keep"
@@ -374,6 +399,12 @@ if [ ! -d /opt/ml ]; then
   mkdir /opt/ml
 fi
 mount --bind "$base" /opt/ml
+tab=$(printf '\t')
+while IFS=$tab read -r mode source target; do
+  [ -n "$target" ] || continue
+  mount --bind "$source" "/opt/ml/$target"
+  if [ "$mode" = ro ]; then mount -o remount,bind,ro "/opt/ml/$target"; fi
+done < "$mounts"
 mount --bind "$hosts" /etc/hosts
 PATH=$container_path
 exec "$@"
@@ -398,8 +429,11 @@ def isolate(argv: list[str], layout: HostLayout, job_dir: Path, hosts: list[str]
     if not unshare or not shell:
         raise SpecError(Problem("isolation", f"unshare or sh is not on this machine (looked in {SAFE_PATH}): install "
                                              "util-linux, or set TRAINOPS_LOCAL_NAMESPACE=0"), source="local host")
+    mounts = namespace / f"mounts-{layout.name}"
+    mounts.write_text("".join(f"{'ro' if readonly else 'rw'}\t{source}\t{target}\n"
+                              for source, target, readonly in layout.mounts), encoding="utf-8")
     script = [shell, "-c", _NAMESPACE_SCRIPT, "trainops-container", str(layout.base_dir), str(hosts_file), str(keep),
-              SAFE_PATH, *argv]
+              SAFE_PATH, str(mounts), *argv]
     if pid_namespaces_available():  # the host a PID namespace too, ended by the kernel (`host_init`)
         from trainops.backends.local import host_init
 

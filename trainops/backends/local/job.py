@@ -192,9 +192,10 @@ class LocalJob:
         for line in estimator_options.unemulated_lines(request):
             self.log(line)
         checkpoint_dir = self._checkpoint_dir()
-        layouts = [container.fill_container(request, host, self.job_dir / "hosts" / host, channels, checkpoint_dir)
-                   for host, _, _ in container.host_groups(request)]
         self._isolated = container.namespaces_available()
+        layouts = [container.fill_container(request, host, self.job_dir / "hosts" / host, channels, checkpoint_dir,
+                                            mount=self._isolated)
+                   for host, _, _ in container.host_groups(request)]
         if container.uses_toolkit(request) and not self._isolated:
             return self._refused(started, "the toolkit launcher needs a private mount namespace for each emulated "
                                           "container (/opt/ml and the algo-N host names), and `unshare --mount` is "

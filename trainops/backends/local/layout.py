@@ -6,7 +6,7 @@ the handle on it that the job, the archives and the failure report read.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 
@@ -16,6 +16,10 @@ class HostLayout:
 
     name: str
     base_dir: Path
+    #: Channels mounted into the container (in its own mount namespace), as (source directory, path under /opt/ml,
+    #: read-only): the data is seen where it lies, as an FSx mount is, never copied and, unless the channel's access
+    #: mode is rw, never written.
+    mounts: tuple[tuple[str, str, bool], ...] = field(default=())
 
     @property
     def model_dir(self) -> Path:
