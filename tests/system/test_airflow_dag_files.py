@@ -31,7 +31,7 @@ def test_retrain_pipeline_has_the_promised_tasks_order_and_schedule():
     dag = load_dags(DAGS / "retrain_pipeline.py")["retrain_pipeline"]
     order = ["prepare", "stage", "train", "evaluate", "gate", "register"]
     assert sorted(dag.task_ids) == sorted(order)
-    for upstream, downstream in zip(order, order[1:]):
+    for upstream, downstream in zip(order, order[1:], strict=False):
         assert downstream in dag.get_task(upstream).downstream_task_ids, (upstream, downstream)
     schedule = dag.timetable
     assert isinstance(schedule, AssetOrTimeSchedule)
@@ -54,7 +54,7 @@ def test_retrain_pipeline_has_the_promised_tasks_order_and_schedule():
 def test_the_sagemaker_example_dags_render_before_they_train():
     dags = load_dags(DAGS / "sagemaker_examples.py")
     assert set(dags) == {"sagemaker_smddp_p4d", "sagemaker_smp_v2_p5", "sagemaker_torchrun_trn1_fsx"}
-    for dag_id, dag in dags.items():
+    for dag in dags.values():
         render, train = dag.get_task("render"), dag.get_task("train")
         assert train.backend == "sagemaker" and train.deferrable is True
         assert render.for_task_id == "train" and render.spec == train.spec

@@ -80,13 +80,13 @@ class Components:
         process.wait(timeout=60)
 
     def stop_all(self) -> None:
-        for name, process in list(self.processes.items()):
+        for process in list(self.processes.values()):
             try:
                 os.killpg(process.pid, signal.SIGTERM)
             except ProcessLookupError:
                 pass
         deadline = time.monotonic() + 30
-        for name, process in list(self.processes.items()):
+        for process in list(self.processes.values()):
             try:
                 process.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:

@@ -400,8 +400,9 @@ class Backend(abc.ABC):
         """What a pipeline's evaluate and register steps take from its training spec on this backend."""
         return {}
 
-    def evaluation_output(self, workdir: Any, key: str) -> str:
-        """Where a pipeline's evaluation writes ("" where the backend derives it from the model)."""
+    def evaluation_output(self, workdir: Any, key: str, model_artifact: str | None = None) -> str:
+        """Where a pipeline's evaluation writes: keyed by ``key``, or beside ``model_artifact`` where the backend
+        writes there ("" when that backend is given no model: it derives the place when it runs)."""
         return ""
 
     # --- optional operations: declared in `capabilities` ------------------------------------------------------

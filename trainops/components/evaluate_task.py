@@ -43,8 +43,8 @@ def _backend_options(backend: str, spec_json: str, spec_dir: str, where: Places,
 
     chosen = get_backend(backend, workdir=str(where.workdir))
     settings, _ = step_settings(chosen, spec, region or None)
-    # Empty on SageMaker: the backend writes beside the model (``.../<job>/evaluation``).
-    output_dir = chosen.evaluation_output(str(where.workdir), job_name)
+    # On SageMaker beside the model (``.../<job>/evaluation``), locally keyed by the job.
+    output_dir = chosen.evaluation_output(str(where.workdir), job_name, artifact)
     return output_dir, settings
 
 

@@ -165,7 +165,7 @@ def run_local(path: str, *, workdir: str | None = None, gate: str | None = None,
     plan = resolve_plan(source.resolved, "local", pipeline_dir=source.directory)  # a local run: the local backend
     if plan.backend != source.pipeline.backend:
         log(f"[kfp] {path} says backend {source.pipeline.backend}: a local run uses the {plan.backend} backend")
-    state_dir = Path(source.resolved.workdir)  # absolute: the file's workdir, --workdir or $TRAINOPS_HOME
+    state_dir = Path(source.resolved.workdir or ".")  # absolute: the file's workdir, --workdir or $TRAINOPS_HOME
     pipeline_root = state_dir / "kfp"
     pipeline_root.mkdir(parents=True, exist_ok=True)
     kfp.local.init(runner=kfp.local.SubprocessRunner(use_venv=False), pipeline_root=str(pipeline_root),

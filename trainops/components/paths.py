@@ -101,7 +101,7 @@ def parse_json(text: str, field: str, expected: type | tuple[type, ...] = (dict,
         raise SpecError(Problem(field, f"is not valid JSON ({error})"), source="component input") from None
     kinds = expected if isinstance(expected, tuple) else (expected,)
     if value is not None and not isinstance(value, kinds):
-        names = {dict: "an object", list: "a list", str: "a string"}
+        names: dict[type, str] = {dict: "an object", list: "a list", str: "a string"}
         wanted = " or ".join(names.get(kind, kind.__name__) for kind in kinds)
         raise SpecError(Problem(field, f"must be JSON holding {wanted}, not {type(value).__name__}"),
                         source="component input")

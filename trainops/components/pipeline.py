@@ -95,7 +95,8 @@ def read_pipeline_source(path: str | os.PathLike, workdir_override: str | None =
         raise SpecError(problems_from_validation_error(error, PipelineSpec), str(path)) from None
     spec = pipeline.steps.train.spec
     if isinstance(spec, str):
-        spec_path = Path(resolve(resolved.steps.train.spec, directory))
+        given = resolved.steps.train.spec  # the same file, with the pipeline's variables substituted
+        spec_path = Path(resolve(given if isinstance(given, str) else spec, directory))
         load_job_spec(spec_path)  # validates the spec file, naming its fields
         document = read_document(spec_path)
         spec_dir = os.path.relpath(spec_path.parent, directory)
@@ -219,7 +220,9 @@ def task_settings(source: PipelineSource) -> tuple[dict[str, int], dict[str, tup
     budget = int((steps.train.retries or {}).get("infrastructure", DEFAULT_POD_RETRIES))
     retries = {"train": budget, "other": DEFAULT_POD_RETRIES}
     small = ("1", "1Gi")
-    if source.plan.backend == "local":
+    from trainops.backends import backend_class
+
+    if not backend_class(source.plan.backend).remote:  # the pod itself runs the emulated hosts
         hosts = int(source.spec_document.get("instance_count") or 1)
         ranks = hosts * int(steps.train.processes_per_host or 1)
         resources = {"train": (str(ranks), f"{2 * hosts}Gi"), "other": small}

@@ -74,7 +74,8 @@ def airflow_error(error: BaseException) -> AirflowException:
         return AirflowFailException(str(error))
     if isinstance(error, JobFailed):
         summary = getattr(error, "summary", None)  # a SageMaker wait's failure carries the job's summary
-        result = getattr(error, "result", None) or (summary.to_dict() if hasattr(summary, "to_dict") else None)
+        result = getattr(error, "result", None) or (summary.to_dict() if summary is not None
+                                                    and hasattr(summary, "to_dict") else None)
         return failure_exception(str(error), result)
     return AirflowException(str(error))
 

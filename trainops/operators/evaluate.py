@@ -207,7 +207,7 @@ class QualityGateOperator(BaseOperator, SkipMixin):
         self.evaluation = evaluation
         self.on_gate_failure = on_gate_failure
 
-    def execute(self, context: Any) -> dict[str, Any]:
+    def execute(self, context: Any) -> dict[str, Any] | None:
         verdict = None
         if isinstance(self.evaluation, dict):
             verdict = {"passed": bool(self.evaluation.get("passed")), "message": self.evaluation.get("message"),

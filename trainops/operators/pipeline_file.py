@@ -132,6 +132,7 @@ def resolve_pipeline_steps(
     # includes the role, image and region the evaluate and register tasks need.
     plan = resolve_plan(pipeline, backend, pipeline_dir=path.parent, spec=spec)
     steps = plan.to_dict()
+    assert plan.evaluate is not None  # the retraining DAG's pipeline file has an evaluate step (checked above)
     steps.update(
         pipeline_file=str(path),
         train_spec=masked_spec_document(steps["train_spec"]),  # XComs are read by many: secrets stay masked

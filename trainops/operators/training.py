@@ -255,16 +255,18 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         return wait_bound_seconds(max_run, max_wait, grace)
 
     def _defer(self, spec: Any, handle: Any, base: str) -> None:
+        from trainops.backends import backend_class
         from trainops.operators.triggers import JobTrigger
 
         reattached = not handle.created
+        remote = backend_class(handle.backend).remote  # a job here ends with its supervisor: a shorter grace
         trigger = JobTrigger(handle.to_dict(), kind="training", aws_conn_id=self.aws_conn_id,
                              poll_seconds=self.check_interval, max_run=spec.max_run, max_wait=spec.max_wait,
-                             grace_seconds=3600.0 if handle.backend != "local" else 600.0, reattached=reattached,
+                             grace_seconds=3600.0 if remote else 600.0, reattached=reattached,
                              base_name=base, stream_logs=self.stream_logs)
         bound = self._bound(spec, grace=trigger.grace_seconds)
         self.log.info("deferring: the triggerer waits for %s %s (%s; at most %.0f s) and streams its logs here; by "
-                      "hand: %s", "local training job" if handle.backend == "local" else "training job",
+                      "hand: %s", "training job" if remote else f"{handle.backend} training job",
                       handle.job_name,
                       "re-attached" if reattached else "submitted", bound, self._logs_hint(handle))
         self.defer(trigger=trigger, method_name="execute_complete",
@@ -276,11 +278,9 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
     def _logs_hint(handle: Any) -> str:
         """The command that follows the job's logs from this machine (the work directory named: an Airflow worker's
         is ``$AIRFLOW_HOME/trainops``, not the command line's default)."""
-        if handle.backend == "local":
-            workdir = f" --workdir {handle.workdir}" if handle.workdir else ""
-            return f"trainops logs {handle.job_name} --follow --backend local{workdir}"
-        region = f" --region {handle.region}" if handle.region else ""
-        return f"trainops logs {handle.job_name} --follow --backend {handle.backend}{region}"
+        flags = {"workdir": "--workdir", "region": "--region"}  # where the job lives, as the command line takes it
+        where = "".join(f" {flags[key]} {value}" for key, value in handle.location.items() if key in flags)
+        return f"trainops logs {handle.job_name} --follow --backend {handle.backend}{where}"
 
     def _write_logs(self, backend: Any, handle: Any, cursor: Any, limit: int = LOG_LINES_PER_POLL) -> Any:
         if not self.stream_logs:
@@ -388,7 +388,9 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
     def _remember_lineage(self, spec: Any, model_artifact: str | None) -> None:
         try:
-            remote = self.backend != "local"
+            from trainops.backends import backend_class
+
+            remote = backend_class(self.backend).remote
             # Channel overrides are paths on this machine: they are the inputs only of a job that runs here.
             datasets = training_datasets(spec, None if remote else self.channel_overrides, model_artifact)
             remember_lineage(self, datasets["inputs"], datasets["outputs"])

@@ -60,7 +60,9 @@ def event_for(result: Any, kind: str = "training") -> dict[str, Any]:
     from trainops.backends.states import JobStatus, explain_secondary_status
 
     what = KINDS.get(kind, kind)
-    label = what if result.backend != "local" else f"local {what}"
+    from trainops.backends import backend_class
+
+    label = what if backend_class(result.backend).remote else f"{result.backend} {what}"
     data = result.to_dict()
     if result.succeeded:
         status, message = "success", f"{label} {result.job_name} completed"

@@ -14,8 +14,8 @@ isolate_airflow_home()
 import pytest  # noqa: E402
 from airflow.sdk.exceptions import AirflowFailException  # noqa: E402
 
-from trainops.spec.names import deterministic_job_name  # noqa: E402
 from trainops.operators.render import RenderTrainingJobOperator  # noqa: E402
+from trainops.spec.names import deterministic_job_name  # noqa: E402
 
 SPECS = REPO / "examples" / "specs"
 CONTEXT = {"ti": SimpleNamespace(dag_id="sagemaker_example", task_id="render", run_id="manual__1", map_index=-1)}

@@ -235,8 +235,9 @@ class LocalBackend(Backend):
         """Nothing: a local evaluation and registry need no role, image or region (``spec`` is not even read)."""
         return {}
 
-    def evaluation_output(self, workdir: Any, key: str) -> str:
-        """``<workdir>/evaluations/<key>`` (the key: the training job's name, or the DAG run's id)."""
+    def evaluation_output(self, workdir: Any, key: str, model_artifact: str | None = None) -> str:
+        """``<workdir>/evaluations/<key>`` (the key: the training job's name, or the DAG run's id), wherever the
+        model is."""
         from trainops.backends.local.paths import child, trainops_home
 
         return str(child(Path(workdir or trainops_home()) / "evaluations", key, "job_name"))

@@ -250,9 +250,10 @@ class SageMakerBackend(Backend):
         region = default_region(spec, region)
         return {"role": spec.role, "image_uri": training_image(spec, region or ""), "region": region}
 
-    def evaluation_output(self, workdir: Any, key: str) -> str:
-        """Where a pipeline's evaluation writes: empty, meaning beside the model in S3 (`evaluation_prefix`)."""
-        return ""
+    def evaluation_output(self, workdir: Any, key: str, model_artifact: str | None = None) -> str:
+        """Where a pipeline's evaluation writes: beside the model in S3 (`evaluation_prefix`); empty without the
+        model, meaning the evaluation derives it when it runs."""
+        return evaluation_prefix(model_artifact) if model_artifact else ""
 
     # --- evaluation ----------------------------------------------------------------------------------------------
     def _evaluate(self, *, entry_point: str, source_dir: Any, model_artifact: Any, channels: Mapping[str, Any],
