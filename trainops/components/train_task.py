@@ -117,25 +117,16 @@ class StopOnSigterm:
                                                         or f"no training job named {self.job_name} was running"))
 
 
-def stop_sagemaker_jobs(factory: Callable[[str], Any], job_name: str) -> list[tuple[str, str]]:
-    """Stop the job and each suffixed copy (``-2``, ``-3``, ...) the step may have created; return (name, status)
-    for each one found. Stopping a finished job is not an error (`training.stop` reports its status)."""
-    from trainops.backends.api import get_backend
-
-    stopped = get_backend("sagemaker", client_factory=factory).stop_copies(job_name)
-    return [(name, outcome.removeprefix(f"{name}: ")) for name, outcome in stopped]
-
-
 def run_train(*, spec_json: str, spec_dir: str, backend: str, workdir: str, pipeline_dir: str, channels_json: str,
               job_name: str, name_base: str, run_key: str, processes_per_host: int, region: str, model: Any,
               retries_json: str = "", training: Any = None, client_factory: Callable[[str], Any] | None = None,
               poll_seconds: float | None = None) -> tuple[str, str, bool, str]:
     """Run the train step for the component and fill in its Model artifact; return (job_name, status, reattached,
     model_artifact). ``client_factory`` and ``poll_seconds`` exist for tests (a component takes only JSON values)."""
-    from trainops.backends.api import BACKENDS
-    from trainops.steps.train import check_choice, train
+    from trainops.backends import check_backend_name
+    from trainops.steps.train import train
 
-    check_choice(backend, BACKENDS, "backend")
+    check_backend_name(backend)
     where = places(pipeline_dir, workdir)
     spec = load_component_spec(spec_json, spec_dir, where, restore_secrets=True)
     channels = local_channels(channels_json, where)  # the pipeline file's channels: local paths, staged data

@@ -33,7 +33,6 @@ ClientFactory = Callable[[str], Any]
 DEFAULT_RETRIES = 2
 DEFAULT_RETRY_DELAY_SECONDS = 60
 
-BACKENDS = ("local", "sagemaker")
 
 
 #: Failure classes a retry cannot fix (`trainops.backends.failures`): the task fails without using Airflow's retries.
@@ -98,10 +97,14 @@ class translated_errors:
 
 
 def check_backend(backend: Any) -> str:
-    """The backend, or an ``AirflowFailException`` naming the field when it is not ``local`` or ``sagemaker``."""
-    if backend not in BACKENDS:
+    """The backend, or an ``AirflowFailException`` naming the field when no backend is registered under that name
+    (the built-in ones or an installed package's: `trainops.backends.registered`)."""
+    from trainops.backends import registered
+
+    names = registered()
+    if not isinstance(backend, str) or backend not in names:
         raise AirflowFailException(f"invalid input: 1 problem\n  - backend: {backend!r} is not one of "
-                                   f"{', '.join(BACKENDS)}")
+                                   f"{', '.join(names)}")
     return str(backend)
 
 

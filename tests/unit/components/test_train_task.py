@@ -18,6 +18,7 @@ import pytest
 from botocore.exceptions import ClientError
 from kfp.dsl import Metrics, Model
 
+from trainops.backends import get_backend
 from trainops.components.factory import build_components
 from trainops.components.paths import places
 from trainops.components.settings import LOCAL_SETTINGS
@@ -25,7 +26,6 @@ from trainops.components.train_task import (
     StopOnSigterm,
     load_component_spec,
     run_train,
-    stop_sagemaker_jobs,
     train_job_name,
 )
 from trainops.errors import JobFailed, SpecError
@@ -320,7 +320,9 @@ def test_the_sigterm_handler_is_removed_afterwards_and_stops_every_copy():
     # a failed first attempt and a running copy: both are looked at, only the running one is stopped
     aws = FakeSageMaker({"job-a": {**completed_job("job-a"), "TrainingJobStatus": "Failed"},
                          "job-a-2": {**completed_job("job-a-2"), "TrainingJobStatus": "InProgress"}})
-    assert stop_sagemaker_jobs(aws.factory, "job-a") == [("job-a", "Failed"), ("job-a-2", "Stopping")]
+    stopped = get_backend("sagemaker", client_factory=aws.factory).stop_copies("job-a")  # what the handler calls
+    assert [(name, said.removeprefix(f"{name}: ")) for name, said in stopped] == [("job-a", "Failed"),
+                                                                                  ("job-a-2", "Stopping")]
     assert ("stop", "job-a-2") in aws.calls and ("stop", "job-a") not in aws.calls
 
 
