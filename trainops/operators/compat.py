@@ -61,13 +61,15 @@ __all__ = ["AIRFLOW_2", "AIRFLOW_VERSION", "AirflowException", "AirflowFailExcep
 
 def dag_names() -> dict[str, Any]:
     """What a DAG file needs: ``DAG``, ``Param``, ``task``, ``CronTriggerTimetable`` (same names on both sides)."""
-    if AIRFLOW_2:
-        from airflow import DAG
-        from airflow.decorators import task
-        from airflow.models.param import Param
-        from airflow.timetables.trigger import CronTriggerTimetable
-    else:
-        from airflow.sdk import DAG, CronTriggerTimetable, Param, task
+    if AIRFLOW_2:  # Airflow 2's names (the type checker sees Airflow 3's modules: the first import is its)
+        from airflow import DAG as Dag2
+        from airflow.decorators import task as task2  # type: ignore[attr-defined]
+        from airflow.models.param import Param as Param2
+        from airflow.timetables.trigger import CronTriggerTimetable as Cron2
+
+        return {"DAG": Dag2, "Param": Param2, "task": task2, "CronTriggerTimetable": Cron2}
+    from airflow.sdk import DAG, CronTriggerTimetable, Param, task
+
     return {"DAG": DAG, "Param": Param, "task": task, "CronTriggerTimetable": CronTriggerTimetable}
 
 
@@ -121,9 +123,9 @@ def default_deferrable() -> bool:
 def get_variable(key: str, default: Any = None) -> Any:
     """An Airflow Variable's value (None or ``default`` when it is not set), on either side."""
     if AIRFLOW_2:
-        from airflow.models import Variable
+        from airflow.models import Variable as Variable2
 
-        return Variable.get(key, default_var=default)
+        return Variable2.get(key, default_var=default)
     from airflow.sdk import Variable
 
     try:

@@ -6,6 +6,8 @@ the tensor-parallel split needs the error, while `parallel.transform` needs both
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class ParallelismError(ValueError):
     """A distribution or SMP parameter that the native mapping cannot honour; the message names it and says why."""
@@ -19,4 +21,4 @@ class ParallelismError(ValueError):
 #: depends on the link: between hosts (EFA) 100 MB (10 graphs; 0.92 -> 0.94-0.95 scaling on 2 x H200), inside one
 #: host (NVLink, ~300 GB/s) :data:`parallel.SINGLE_HOST_BUCKET_MB` (3 graphs, 0.66 ms of exposed all-reduce: 0.96
 #: against 0.94 for 100 MB in the same run). ``ddp_options`` overrides either.
-DDP_DEFAULTS = {"gradient_as_bucket_view": True, "bucket_cap_mb": 100}
+DDP_DEFAULTS: dict[str, Any] = {"gradient_as_bucket_view": True, "bucket_cap_mb": 100}

@@ -91,7 +91,7 @@ def _check_divisible(block: Any, plan: Mapping[str, str], degree: int) -> None:
 def parallelize_blocks(blocks: list[Any], tp_mesh: Any, tp_plan: Mapping[str, str] | None = None) -> None:
     """Split every block's linear layers over ``tp_mesh`` (a 1-D device mesh). Raises :class:`ParallelismError` for a
     block with no column-wise / row-wise pair or features the degree does not divide."""
-    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+    from torch.distributed.tensor.parallel import ColwiseParallel, ParallelStyle, RowwiseParallel, parallelize_module
 
     degree = tp_mesh.size()
     for index, block in enumerate(blocks):
@@ -103,8 +103,8 @@ def parallelize_blocks(blocks: list[Any], tp_mesh: Any, tp_plan: Mapping[str, st
                 f"row-wise pair of linear layers the name table knows (found {plan or 'none'}); pass "
                 "transform(model, tp_plan={'attn.q': 'colwise', ..., 'mlp.fc2': 'rowwise'})")
         _check_divisible(block, plan, degree)
-        styles_by_name = {name: ColwiseParallel() if style == "colwise" else RowwiseParallel()
-                          for name, style in plan.items()}
+        styles_by_name: dict[str, ParallelStyle] = {
+            name: ColwiseParallel() if style == "colwise" else RowwiseParallel() for name, style in plan.items()}
         parallelize_module(block, tp_mesh, styles_by_name)
 
 

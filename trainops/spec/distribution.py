@@ -10,7 +10,7 @@ reads.
 from __future__ import annotations
 
 import shlex
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Discriminator, Field, PrivateAttr, Tag, ValidationError, field_validator, model_validator
 
@@ -30,6 +30,8 @@ class _Distribution(CoreModel):
     # The SDK dict the user wrote, when the spec used that spelling: the SDK encodes it section by section (a section
     # present but disabled still sends its flag), so the toolkit launcher's hyperparameters are derived from it.
     _sdk_form: dict[str, Any] | None = PrivateAttr(default=None)
+    if TYPE_CHECKING:  # every variant declares its own Literal ``type`` (the discriminator)
+        type: str
 
     def __eq__(self, other: object) -> bool:
         # Equal distributions are equal whichever spelling they came from: the remembered SDK dict is not compared.
@@ -313,7 +315,7 @@ class SdkDistribution(CoreModel):
         smd = self.smdistributed
         data_parallel = bool(smd and smd.dataparallel and smd.dataparallel.enabled)
         model_parallel = bool(smd and smd.modelparallel and smd.modelparallel.enabled)
-        groups = {"instance_groups": self.instance_groups}
+        groups: dict[str, Any] = {"instance_groups": self.instance_groups}
         problems: list[Problem] = []
         if data_parallel and model_parallel:
             problems.append(Problem("smdistributed", "use one smdistributed strategy at a time: dataparallel or "
@@ -326,7 +328,7 @@ class SdkDistribution(CoreModel):
             if self._enabled("mpi"):
                 problems.append(Problem("mpi", "smdistributed.dataparallel brings its own mpirun: remove mpi"))
             else:
-                launcher = "torchrun" if self._enabled("torch_distributed") else "mpirun"
+                launcher: Literal["torchrun", "mpirun"] = "torchrun" if self._enabled("torch_distributed") else "mpirun"
                 assert smd is not None and smd.dataparallel is not None  # data_parallel says it is enabled
                 return SMDDP(launcher=launcher, custom_mpi_options=smd.dataparallel.custom_mpi_options, **groups)
         simple = [

@@ -156,8 +156,8 @@ def _distribution_section() -> list[str]:
         "| `type` | launcher in the container | what it is | other keys |",
         "| --- | --- | --- | --- |",
     ]
-    variants = [d.NoDistribution, d.TorchDistributed, d.PyTorchDDP, d.SMDDP, d.SMP, d.MPI, d.ParameterServer,
-                d.PyTorchXLA, d.MultiWorkerMirroredStrategy]
+    variants: list[Any] = [d.NoDistribution, d.TorchDistributed, d.PyTorchDDP, d.SMDDP, d.SMP, d.MPI,
+                                       d.ParameterServer, d.PyTorchXLA, d.MultiWorkerMirroredStrategy]
     for variant in variants:
         instance = variant()
         keys = [f"`{field.alias or name}`" for name, field in variant.model_fields.items()

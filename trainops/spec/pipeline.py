@@ -45,7 +45,7 @@ class TrainStep(CoreModel):
     processes_per_host: int | None = Field(default=None, ge=1, le=1024)
     job_name: str | None = Field(default=None, description="Default: <spec name>-<hash of the inputs>.")
     retries: dict[str, float] = Field(
-        default_factory=lambda: {"infrastructure": 2, "user": 0},
+        default_factory=lambda: dict[str, float](infrastructure=2, user=0),
         description="Retry budgets per failure class: infrastructure, user, timeout, unknown (attempts), and "
         "backoff_seconds, backoff_factor, max_backoff_seconds. An infrastructure failure (lost host, capacity, spot "
         "interruption, failed health check, NCCL/EFA error) starts a fresh attempt from the last checkpoint; a "
