@@ -182,14 +182,45 @@ def _print_outcome(result: dict) -> None:
         print("\n".join(lines), flush=True)
 
 
+def _airflow_workdir() -> str | None:
+    """Where an Airflow deployment keeps the local jobs its tasks start (``$AIRFLOW_HOME/trainops``), when this
+    environment is one (AIRFLOW_HOME set and the directory there)."""
+    import os
+
+    home = os.environ.get("AIRFLOW_HOME")
+    return os.path.join(home, "trainops") if home and os.path.isdir(os.path.join(home, "trainops")) else None
+
+
 def _backend_of(args: argparse.Namespace) -> str:
     if args.backend:
-        return args.backend
-    from trainops.backends.api import get_backend
+        from trainops.backends import backend_class
 
-    # A local job of that name wins; any other name is looked up on SageMaker.
-    local = get_backend("local", workdir=args.workdir)
-    return "local" if local.status_of(args.job_name) is not None else "sagemaker"
+        if args.workdir is None and "workdir" in backend_class(args.backend).CONTEXT:
+            _find_on_this_machine(args, args.backend)
+        return args.backend
+    # A local job of that name wins (in the state root, else in the Airflow deployment's, whose tasks start jobs
+    # there: `trainops logs NAME` on a worker finds them without --workdir); any other name is SageMaker's.
+    return "local" if _find_on_this_machine(args, "local") else "sagemaker"
+
+
+def _find_on_this_machine(args: argparse.Namespace, backend: str) -> bool:
+    """Whether ``backend`` (one whose jobs live in a work directory) has a job of that name; sets ``args.workdir``
+    to the Airflow deployment's when the job is there."""
+    from trainops.backends.api import get_backend
+    from trainops.errors import SpecError
+
+    if get_backend(backend, workdir=args.workdir).status_of(args.job_name) is not None:
+        return True
+    airflow = _airflow_workdir() if args.workdir is None else None
+    if airflow is None:
+        return False
+    try:
+        found = get_backend(backend, workdir=airflow).status_of(args.job_name) is not None
+    except SpecError:  # not a state root this user may read: the default root's answer stands
+        return False
+    if found:
+        args.workdir = airflow
+    return found
 
 
 def _sagemaker_factory(args: argparse.Namespace):
