@@ -93,6 +93,21 @@ def digests_seen(text: str) -> int:
     return sum(f"{name} digest {digest}" in text for name, digest in DIGESTS.items())
 
 
+def decoded_specs(text: str) -> list[str]:
+    """Every ``base64:`` value of a compiled pipeline (trainops.components.paths.encode_parameter), decoded."""
+    import base64
+    import binascii
+    import re
+
+    found = []
+    for match in re.finditer(r"base64:([A-Za-z0-9+/=]+)", text):
+        try:
+            found.append(base64.b64decode(match.group(1), validate=True).decode("utf-8", "replace"))
+        except binascii.Error:
+            continue
+    return found
+
+
 def kfp_compile(root: Path) -> dict:
     """`trainops kfp compile`: occurrences of the secrets in the YAML and the command's output."""
     pipeline = write_pipeline(root / "compile")
@@ -101,6 +116,9 @@ def kfp_compile(root: Path) -> dict:
                                capture_output=True, text=True, timeout=300, cwd=str(pipeline.parent))
     seconds = time.perf_counter() - started
     compiled = (pipeline.parent / "compiled.yaml").read_text() if completed.returncode == 0 else ""
+    # The job spec travels encoded (base64: + base64 JSON, so KFP substitutes nothing in it): decoded here, or a
+    # secret inside it would hide from the search.
+    compiled += "\n".join(decoded_specs(compiled))
     return {"path": "kfp compile", "returncode": completed.returncode, "in_output": found_in(compiled),
             "in_console": found_in(completed.stdout + completed.stderr), "masked": compiled.count("****"),
             "plain_kept": compiled.count(PLAIN["PLAIN_URL"]), "seconds": round(seconds, 1),
@@ -129,9 +147,13 @@ def airflow_prepare(root: Path, home) -> dict:
     pipeline = write_pipeline(root / "airflow", full=True)
     work = root / "airflow-work"
     started = time.perf_counter()
-    worker = dataclasses.replace(home, env={**home.env, **SECRETS})  # as a deployment gives them to the worker
+    # As a deployment sets up its workers: the secrets in the environment, and (through Airflow Variables from the
+    # environment) the directory pipeline files may come from and the work directory; a run's conf names neither.
+    worker = dataclasses.replace(home, env={**home.env, **SECRETS,
+                                            "AIRFLOW_VAR_TRAINOPS_PIPELINE_DIRS": str(pipeline.parent),
+                                            "AIRFLOW_VAR_TRAINOPS_WORKDIR": str(work)})
     outcome, done = worker.dag_test(REPOSITORY / "dags" / "retrain_pipeline.py", "retrain_pipeline",
-                                  {"pipeline_file": str(pipeline), "workdir": str(work)})
+                                  {"pipeline_file": str(pipeline)})
     seconds = time.perf_counter() - started
     if outcome is None:
         return {"path": "airflow prepare", "returncode": 1, "error": (done.stdout + done.stderr)[-4000:],
