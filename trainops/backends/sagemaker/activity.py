@@ -19,9 +19,9 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from trainops.aws.clients import ClientFactory, error_code, translate_client_error
+from trainops.aws.clients import ClientFactory
 from trainops.backends.guards import Observation
-from trainops.backends.sagemaker.logs import LOG_GROUP
+from trainops.backends.sagemaker.logs import LOG_GROUP, stream_records
 
 
 def _epoch(value: Any) -> float | None:
@@ -34,30 +34,10 @@ def _epoch(value: Any) -> float | None:
 
 def last_log_event(factory: ClientFactory, job_name: str, log_group: str = LOG_GROUP) -> float | None:
     """Seconds since the epoch of the newest log event of any of the job's streams (None: no stream yet)."""
-    from botocore.exceptions import ClientError
-
-    client = factory("logs")
-    newest: float | None = None
-    token: str | None = None
-    try:
-        while True:
-            arguments: dict[str, Any] = {"logGroupName": log_group, "logStreamNamePrefix": job_name + "/"}
-            if token:
-                arguments["nextToken"] = token
-            response = client.describe_log_streams(**arguments)
-            for stream in response.get("logStreams", []):
-                for key in ("lastEventTimestamp", "lastIngestionTime"):
-                    stamp = stream.get(key)
-                    if isinstance(stamp, (int, float)) and (newest is None or stamp / 1000.0 > newest):
-                        newest = stamp / 1000.0
-            token = response.get("nextToken")
-            if not token:
-                break
-    except ClientError as error:
-        if error_code(error) == "ResourceNotFoundException":
-            return None  # the group appears with the account's first job: nothing written yet
-        raise translate_client_error(error, f"DescribeLogStreams {job_name}") from error
-    return newest
+    stamps = [stamp / 1000.0 for stream in stream_records(factory, job_name, log_group)
+              for key in ("lastEventTimestamp", "lastIngestionTime")
+              if isinstance(stamp := stream.get(key), (int, float))]
+    return max(stamps) if stamps else None
 
 
 def _interrupted(response: dict[str, Any], now: float) -> float:

@@ -56,13 +56,13 @@ def _host_sort_key(host: str) -> tuple[int, str]:
     return (int(number), host) if number.isdigit() else (1 << 30, host)
 
 
-def list_streams(factory: ClientFactory, job_name: str, log_group: str = LOG_GROUP) -> list[str]:
-    """The names of the job's log streams (one per host; more after a spot restart), sorted by host. Empty when the
-    job has written no logs yet."""
+def stream_records(factory: ClientFactory, job_name: str, log_group: str = LOG_GROUP) -> list[dict[str, Any]]:
+    """DescribeLogStreams' records of the job's streams, every page (empty when the job has written no logs yet):
+    the one listing the log reader and the stall watchdog (`activity.last_log_event`) share."""
     from botocore.exceptions import ClientError
 
     client = factory("logs")
-    names: list[str] = []
+    records: list[dict[str, Any]] = []
     token: str | None = None
     try:
         while True:
@@ -70,7 +70,7 @@ def list_streams(factory: ClientFactory, job_name: str, log_group: str = LOG_GRO
             if token:
                 arguments["nextToken"] = token
             response = client.describe_log_streams(**arguments)
-            names += [stream["logStreamName"] for stream in response.get("logStreams", [])]
+            records += response.get("logStreams", [])
             token = response.get("nextToken")
             if not token:
                 break
@@ -78,6 +78,13 @@ def list_streams(factory: ClientFactory, job_name: str, log_group: str = LOG_GRO
         if error_code(error) == "ResourceNotFoundException":
             return []  # the group appears with the first job of the account: no logs yet
         raise translate_client_error(error, f"DescribeLogStreams {job_name}") from error
+    return records
+
+
+def list_streams(factory: ClientFactory, job_name: str, log_group: str = LOG_GROUP) -> list[str]:
+    """The names of the job's log streams (one per host; more after a spot restart), sorted by host. Empty when the
+    job has written no logs yet."""
+    names = [record["logStreamName"] for record in stream_records(factory, job_name, log_group)]
     return sorted(names, key=lambda name: (_host_sort_key(host_of(name, job_name)), name))
 
 

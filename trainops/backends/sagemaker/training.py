@@ -351,25 +351,34 @@ def wait(
         max_run = current.max_runtime_seconds or DEFAULT_MAX_RUN_SECONDS
         if max_wait is None and current.spot:
             max_wait = current.max_wait_seconds
-    client = factory("sagemaker")
+    response = _poll_job(factory, name, bound_seconds=wait_bound_seconds(max_run, max_wait, grace_seconds),
+                         poll_seconds=poll_seconds, on_update=on_update, clock=clock, sleep=sleep)
+    summary = summarize(response)
+    if summary.outcome != "success":
+        raise TrainingJobFailed(failure_message(summary), summary)
+    return summary
 
+
+def _poll_job(factory: ClientFactory, name: str, *, bound_seconds: float, poll_seconds: float,
+              on_update: Callable[[JobSummary], None] | None, clock: Callable[[], float],
+              sleep: Callable[[float], None], check: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
+    """The describe loop both waits share (`waiting.poll` over the training-job states table): the last response."""
+    client = factory("sagemaker")
     describe_once = describer(client.describe_training_job, f"DescribeTrainingJob {name}", TrainingJobName=name)
-    response = poll(
+    response: dict[str, Any] = poll(
         describe_once,
         resource="training_job",
         status_of=lambda described: described.get("TrainingJobStatus"),
         progress_of=lambda described: (described.get("TrainingJobStatus"), described.get("SecondaryStatus")),
         on_update=(lambda described: on_update(summarize(described))) if on_update else None,
-        bound_seconds=wait_bound_seconds(max_run, max_wait, grace_seconds),
+        check=check,
+        bound_seconds=bound_seconds,
         poll_seconds=poll_seconds,
         what=f"training job {name}",
         clock=clock,
         sleep=sleep,
     )
-    summary = summarize(response)
-    if summary.outcome != "success":
-        raise TrainingJobFailed(failure_message(summary), summary)
-    return summary
+    return response
 
 
 def guarded_wait(
@@ -411,21 +420,8 @@ def guarded_wait(
     # The watchdog bounds the wait from the job's own start; this backstop, from the wait's start (later), only
     # keeps a job that never shows its stop from holding the wait for ever.
     backstop = guards.bound_seconds(DEFAULT_MAX_RUN_SECONDS) + STOP_SETTLE_SECONDS
-    client = factory("sagemaker")
-    describe_once = describer(client.describe_training_job, f"DescribeTrainingJob {name}", TrainingJobName=name)
-    response = poll(
-        describe_once,
-        resource="training_job",
-        status_of=lambda described: described.get("TrainingJobStatus"),
-        progress_of=lambda described: (described.get("TrainingJobStatus"), described.get("SecondaryStatus")),
-        on_update=(lambda described: on_update(summarize(described))) if on_update else None,
-        check=check,
-        bound_seconds=backstop,
-        poll_seconds=poll_seconds,
-        what=f"training job {name}",
-        clock=clock,
-        sleep=sleep,
-    )
+    response = _poll_job(factory, name, bound_seconds=backstop, poll_seconds=poll_seconds, on_update=on_update,
+                         clock=clock, sleep=sleep, check=check)
     summary = summarize(response)
     if watchdog.tripped is not None and summary.status == "Stopped":  # Failed meanwhile: its own cause stands
         summary = replace(summary, guard=watchdog.tripped.to_dict(),
