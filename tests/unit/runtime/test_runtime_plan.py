@@ -316,3 +316,17 @@ def test_dry_run_shape(make_config):
     assert set(dry) == {"argv", "env"}
     assert list(dry["env"]) == sorted(dry["env"])
     assert all(isinstance(value, str) for value in dry["env"].values())
+
+
+@pytest.mark.parametrize("hosts", [2, 3, 5])
+def test_local_tensorflow_ports_stay_inside_the_block_the_local_backend_reserves(make_config, hosts):
+    # The local backend reserves local_ports_needed(hosts) ports from the master port on; a TF_CONFIG port outside
+    # that block is one no reservation protects.
+    from trainops.runtime.plan import local_ports_needed, tf_config
+
+    addresses = {f"algo-{index + 1}": "127.0.0.1" for index in range(hosts)}
+    config = make_config("ml.c5.xlarge", hosts=hosts, distribution={"type": "parameter_server"}, local=True,
+                         host_addresses=addresses, master_port=25000)
+    cluster = tf_config(config)["cluster"]
+    used = {int(address.rsplit(":", 1)[1]) for role in cluster.values() for address in role} | {25000}
+    assert used == set(range(25000, 25000 + local_ports_needed(hosts)))

@@ -215,7 +215,9 @@ class LocalJob:
                                     "spec": self.source.public(self.request)})
         if any(checkpoint_dir.iterdir()):
             self.log(f"[trainops] resuming: checkpoint directory {checkpoint_dir} has content")
-        with reserve_port() as port:
+        from trainops.runtime.plan import local_ports_needed
+
+        with reserve_port(count=local_ports_needed(len(layouts))) as port:
             try:
                 self._start(layouts, port.port)
                 outcome = self._watch(layouts)

@@ -9,6 +9,11 @@ name first (with links to files the victim can write: root's run would truncate 
 created ``0700`` and then checked through a descriptor opened without following a link: it must be a directory,
 owned by this user, with no access for group or others; anything else is refused with a message saying what to do.
 Lock files are opened relative to that descriptor with ``O_NOFOLLOW`` and must be plain files of this user.
+
+A job may need a block of ports (TensorFlow's parameter servers listen on the rendezvous port's neighbours), so a
+reservation locks and bind-tests every port of a contiguous block. The range stays below the kernel's ephemeral
+range (``ip_local_port_range``): any outgoing connection on the machine takes its source port from there, and a
+port reserved inside it could be taken by one between the reservation and the server's bind.
 """
 
 from __future__ import annotations
@@ -25,18 +30,34 @@ from pathlib import Path
 from trainops.backends.local.locks import HeldLock
 from trainops.errors import JobFailed
 
-PORT_RANGE = (20000, 40000)
+EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
+
+
+def _below_ephemeral(low: int = 20000, high: int = 40000) -> tuple[int, int]:
+    """``(low, high)`` cut to end where the ephemeral range starts (when that leaves a range of 4,096 ports at
+    least; a machine whose ephemeral range starts lower keeps the whole range and relies on the bind test)."""
+    try:
+        first = int(Path(EPHEMERAL_RANGE_FILE).read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return low, high
+    return (low, min(high, first)) if first - low >= 4096 else (low, high)
+
+
+PORT_RANGE = _below_ephemeral()
 
 
 class PortReservation:
-    """A TCP port on 127.0.0.1 reserved for one job until `release()` (or the process exits)."""
+    """A block of TCP ports on 127.0.0.1, ``port`` to ``port + count - 1``, reserved for one job until `release()`
+    (or the process exits)."""
 
-    def __init__(self, port: int, lock: HeldLock):
+    def __init__(self, port: int, locks: list[HeldLock]):
         self.port = port
-        self._lock = lock
+        self.count = len(locks)
+        self._locks = locks
 
     def release(self) -> None:
-        self._lock.release()
+        for lock in self._locks:
+            lock.release()
 
     def __enter__(self) -> PortReservation:
         return self
@@ -126,20 +147,38 @@ def _bindable(port: int) -> bool:
     return True
 
 
-def reserve_port(attempts: int = 200) -> PortReservation:
-    """Reserve a free port: lock-file first (no other trainops job gets it), then check that it can be bound."""
+def _reserve_block(directory: int, path: Path, base: int, count: int) -> list[HeldLock] | None:
+    """Lock and bind-test ``base`` .. ``base + count - 1``; None (nothing held) when any is taken."""
+    held: list[HeldLock] = []
+    for port in range(base, base + count):
+        lock = _try_port_lock(directory, port, path)
+        if lock is not None:
+            held.append(lock)
+        if lock is None or not _bindable(port):
+            for taken in held:
+                taken.release()
+            return None
+    return held
+
+
+def reserve_port(attempts: int = 200, count: int = 1) -> PortReservation:
+    """Reserve ``count`` consecutive free ports: each lock file first (no other trainops job gets it), then a bind
+    test (no other program holds it)."""
+    if count < 1:
+        raise ValueError(f"count must be at least 1, not {count}")
+    low, high = PORT_RANGE
+    if high - low < count:
+        raise RuntimeError(f"the port range {PORT_RANGE} is smaller than the {count} ports a job needs")
     directory = open_locks_dir()
     path = Path(tempfile.gettempdir()) / f"trainops-ports-{os.getuid()}"
     generator = random.SystemRandom()
     try:
         for _ in range(attempts):
-            port = generator.randrange(*PORT_RANGE)
-            lock = _try_port_lock(directory, port, path)
-            if lock is None:
-                continue
-            if _bindable(port):
-                return PortReservation(port, lock)
-            lock.release()
+            base = generator.randrange(low, high - count + 1)
+            held = _reserve_block(directory, path, base, count)
+            if held is not None:
+                return PortReservation(base, held)
     finally:
         os.close(directory)
-    raise RuntimeError(f"no free TCP port found on 127.0.0.1 in {PORT_RANGE} after {attempts} attempts")
+    raise RuntimeError(f"no {count} free consecutive TCP ports found on 127.0.0.1 in {PORT_RANGE} after {attempts} "
+                       f"attempts")
