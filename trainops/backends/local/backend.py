@@ -13,11 +13,15 @@ import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainops.backends.api import Backend, Evaluation, JobHandle, JobResult, Log, ModelRegistry, RegisteredVersion
 from trainops.backends.options import BackendOptions, LocalOptions
 from trainops.backends.states import JobStatus, wait_bound_seconds
+
+if TYPE_CHECKING:
+    from trainops.backends.local.registry import LocalRegistry
+    from trainops.backends.local.stage_report import StageReport
 
 #: Keys of a local status record that a `JobResult` carries as details.
 DETAILS = ("output_artifact", "job_dir", "checkpoint_dir", "hosts", "processes_left")
@@ -41,8 +45,9 @@ class LocalBackend(Backend):
     CONTEXT = frozenset({"workdir", "registry_dir", "client_factory", "region"})
     capabilities = frozenset({"evaluate", "register", "stage", "run_here", "browse_registry"})
 
-    def __init__(self, workdir: str | os.PathLike | None = None, registry_dir: str | os.PathLike | None = None,
-                 client_factory: Any = None, region: str | None = None):
+    def __init__(self, workdir: str | os.PathLike[str] | None = None,
+                 registry_dir: str | os.PathLike[str] | None = None, client_factory: Any = None,
+                 region: str | None = None):
         self.workdir = os.fspath(workdir) if workdir else None
         self.registry_dir = registry_dir
         self.client_factory = client_factory
@@ -189,7 +194,8 @@ class LocalBackend(Backend):
 
         return iter_local_logs(handle.job_name, handle.workdir, follow=follow)
 
-    def log_lines(self, handle: JobHandle, cursor: Any = None, *, limit: int = 1000) -> tuple[list[str], dict]:
+    def log_lines(self, handle: JobHandle, cursor: Any = None, *,
+                  limit: int = 1000) -> tuple[list[str], dict[str, Any]]:
         """Complete lines written after ``cursor`` (host -> byte offset), at most ``limit``, and the new cursor."""
         from trainops.backends.local.logs import read_new_lines
 
@@ -243,9 +249,10 @@ class LocalBackend(Backend):
         return str(child(Path(workdir or trainops_home()) / "evaluations", key, "job_name"))
 
     # --- evaluation, registry, staging -------------------------------------------------------------------------
-    def _evaluate(self, *, entry_point: str, source_dir: Any, model_artifact: Any, channels: dict, output_dir: Any,
-                 hyperparameters: dict | None = None, environment: dict | None = None, timeout: float | None = None,
-                 sink: Any = None) -> Evaluation:
+    def _evaluate(self, *, entry_point: str, source_dir: Any, model_artifact: Any, channels: dict[str, Any],
+                  output_dir: Any, hyperparameters: dict[str, Any] | None = None,
+                  environment: dict[str, str] | None = None, timeout: float | None = None,
+                  sink: Any = None) -> Evaluation:
         """Run the evaluation script here (`trainops.backends.local.evaluate.run_evaluation`)."""
         from trainops.backends.local.evaluate import run_evaluation
 
@@ -263,7 +270,7 @@ class LocalBackend(Backend):
             plots=plots, duration_seconds=run.duration_seconds,
         )
 
-    def _registry(self):
+    def _registry(self) -> LocalRegistry:
         from trainops.backends.local.registry import LocalRegistry
 
         return LocalRegistry(self.registry_dir)
@@ -299,7 +306,7 @@ class LocalBackend(Backend):
                                  created=entry.created, job_name=entry.job_name)
 
     def stage(self, source: str, destination: str, *, strict: bool = True, workers: int | None = None,
-              progress: Any = None, delete: bool = False, s3_prefix: str | None = None):
+              progress: Any = None, delete: bool = False, s3_prefix: str | None = None) -> StageReport:
         """Copy a local tree, ``file://`` or ``s3://`` prefix into a local directory (the stand-in for FSx); with
         ``strict`` a refused or failed file raises `JobFailed` once the rest is copied."""
         from trainops.backends.local.staging import stage_tree

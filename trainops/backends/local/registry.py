@@ -143,7 +143,7 @@ def check_approval(status: Any, field_name: str = "approval") -> str:
     if status not in APPROVAL_STATUSES:
         raise SpecError(Problem(field_name, f"{status!r} is not an approval status; use one of "
                                             f"{', '.join(APPROVAL_STATUSES)}"), source="registry")
-    return status
+    return str(status)
 
 
 def _write_json_atomically(path: Path, data: Any) -> None:

@@ -197,7 +197,8 @@ class SageMakerBackend(Backend):
                                                poll_seconds=poll_seconds, sleep=sleep):
             yield line.render() if hasattr(line, "render") else str(line)
 
-    def log_lines(self, handle: JobHandle, cursor: Any = None, *, limit: int = 1000) -> tuple[list[str], dict]:
+    def log_lines(self, handle: JobHandle, cursor: Any = None, *,
+                  limit: int = 1000) -> tuple[list[str], dict[str, Any]]:
         """CloudWatch lines of every host after ``cursor`` (stream -> forward token), about ``limit``, merged."""
         return log_reading.read_new_lines(self.clients, handle.job_name, cursor, limit)
 

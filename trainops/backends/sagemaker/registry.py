@@ -52,7 +52,7 @@ def ensure_group(factory: ClientFactory, group: str, description: str = "") -> s
 
     client = factory("sagemaker")
     try:
-        return client.describe_model_package_group(ModelPackageGroupName=group)["ModelPackageGroupArn"]
+        return str(client.describe_model_package_group(ModelPackageGroupName=group)["ModelPackageGroupArn"])
     except ClientError as error:
         if not is_not_found(error):
             raise translate_client_error(error, f"DescribeModelPackageGroup {group}", "group") from error
@@ -60,7 +60,7 @@ def ensure_group(factory: ClientFactory, group: str, description: str = "") -> s
     if description:
         arguments["ModelPackageGroupDescription"] = description
     try:
-        return client.create_model_package_group(**arguments)["ModelPackageGroupArn"]
+        return str(client.create_model_package_group(**arguments)["ModelPackageGroupArn"])
     except ClientError as error:
         raise translate_client_error(error, f"CreateModelPackageGroup {group}", "group") from error
 
