@@ -30,13 +30,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainops.runtime.distributions import names_where
 from trainops.runtime.hyperparameters import (
     distribution_from_hyperparameters,
     normalize_distribution,
     user_hyperparameters,
 )
 
-_SMDDP_TYPES = ("smddp", "pytorchddp")
+_SMDDP_TYPES = names_where(smddp=True)
 
 
 @dataclass

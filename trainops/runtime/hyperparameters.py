@@ -15,26 +15,18 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from trainops.runtime.distributions import TYPES
+
 #: The hyperparameter that carries the canonical distribution JSON (trainops launcher).
 DISTRIBUTION_KEY = "trainops_distribution"
 
-#: Every distribution type the runtime knows, with the fields it keeps and their defaults.
-DISTRIBUTION_FIELDS: dict[str, dict[str, Any]] = {
-    "none": {},
-    "torch_distributed": {"processes_per_host": None},
-    "pytorchddp": {"custom_mpi_options": ""},
-    "smddp": {"launcher": "mpirun", "custom_mpi_options": ""},
-    "smp": {"launcher": "torchrun", "parameters": {}, "processes_per_host": None, "custom_mpi_options": ""},
-    "mpi": {"processes_per_host": None, "custom_mpi_options": ""},
-    "parameter_server": {},
-    "pytorchxla": {},
-    "multi_worker_mirrored_strategy": {},
-}
+#: Every distribution type the runtime knows, with the fields it keeps and their defaults (`distributions.TYPES`).
+DISTRIBUTION_FIELDS: dict[str, dict[str, Any]] = {name: kind.fields for name, kind in TYPES.items()}
 
 #: Fields every variant may carry (docs/contracts.md, section 1).
 COMMON_FIELDS: dict[str, Any] = {"instance_groups": None, "neuron_parallel_compile": False}
 
-_LAUNCHERS = {"smddp": ("mpirun", "torchrun"), "smp": ("torchrun", "mpirun")}
+_LAUNCHERS = {name: kind.launchers for name, kind in TYPES.items() if kind.launch == "choice"}
 
 
 class DistributionError(ValueError):

@@ -21,6 +21,7 @@ import shlex
 from trainops.runtime import catalog
 from trainops.runtime.config import LaunchConfig
 from trainops.runtime.contract import ContractError
+from trainops.runtime.distributions import names_where
 from trainops.runtime.host_facts import HostFacts
 from trainops.runtime.plan import (
     LaunchPlan,
@@ -37,7 +38,7 @@ SHELL_METACHARACTERS = frozenset(";&|`$<>(){}!\n\r\\*?")
 #: SMDDP's server port on the master host in multi-host jobs (the toolkit's value).
 SMDDP_SERVER_PORT = 7592
 
-_SMDDP_TYPES = ("smddp", "pytorchddp")
+_SMDDP_TYPES = names_where(smddp=True)
 
 
 def split_custom_mpi_options(options: str, source: str = "custom_mpi_options") -> tuple[dict[str, str], list[str]]:

@@ -26,13 +26,14 @@ import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from trainops.runtime.distributions import names_where
 from trainops.runtime.parallel_base import DDP_DEFAULTS, ParallelismError  # noqa: F401 - re-exported for scripts
 from trainops.runtime.smp_native import apply_smp, describe, layout, smp_config
 
 #: Distributions whose processes train replicas of one model (data parallelism).
-DATA_PARALLEL_TYPES = ("none", "torch_distributed", "mpi", "smddp", "pytorchddp", "pytorchxla")
+DATA_PARALLEL_TYPES = names_where(data_parallel=True)
 #: Distributions for frameworks other than PyTorch, which transform() cannot prepare a model for.
-OTHER_FRAMEWORK_TYPES = ("parameter_server", "multi_worker_mirrored_strategy")
+OTHER_FRAMEWORK_TYPES = names_where(other_framework=True)
 
 _smp_library_initialised = False
 

@@ -30,6 +30,7 @@ from typing import Any
 from trainops.runtime import catalog
 from trainops.runtime.config import LaunchConfig
 from trainops.runtime.contract import ContractError
+from trainops.runtime.distributions import names_where
 from trainops.runtime.environment import env_value, network_environment, script_environment
 from trainops.runtime.host_facts import HostFacts
 
@@ -46,9 +47,11 @@ TF_MWMS_PORT = 8890
 #: Line prefix of each rank's output in local runs (``TRAINOPS_LOG_PREFIX`` overrides; empty disables).
 DEFAULT_LOCAL_LOG_PREFIX = "[{host} rank {rank}] "
 
-_TORCHRUN_TYPES = ("torch_distributed", "pytorchxla")
-_MPIRUN_TYPES = ("mpi", "pytorchddp")
-_PER_HOST_TYPES = ("parameter_server", "multi_worker_mirrored_strategy")
+_TORCHRUN_TYPES = names_where(launch="torchrun")
+_MPIRUN_TYPES = names_where(launch="mpirun")
+_PER_HOST_TYPES = names_where(launch="per_host")
+_CHOICE_TYPES = names_where(launch="choice")
+_SMDDP_TYPES = names_where(smddp=True)
 
 
 @dataclass(frozen=True)
@@ -106,7 +109,7 @@ def distribution_kind(distribution: dict[str, Any]) -> str:
         return "torchrun"
     if kind in _MPIRUN_TYPES:
         return "mpirun"
-    if kind in ("smddp", "smp"):
+    if kind in _CHOICE_TYPES:
         return str(distribution["launcher"])
     if kind in _PER_HOST_TYPES:
         return "per_host"
@@ -157,7 +160,7 @@ def common_environment(config: LaunchConfig, facts: HostFacts, mode: str, proces
     the rank wrapper and ``trainops.runtime.init()`` read (docs/contracts.md, section 3)."""
     env = script_environment(config, facts.gpus, facts.neuron_cores, facts.cpus)
     launcher = mode
-    if mode == "mpirun" and config.distribution["type"] in ("smddp", "pytorchddp"):
+    if mode == "mpirun" and config.distribution["type"] in _SMDDP_TYPES:
         launcher = "smddp"
     if config.distribution["type"] not in _PER_HOST_TYPES:
         # The TensorFlow strategies are the TensorFlow toolkit's, which sets neither NCCL's interface nor a PyTorch
