@@ -352,6 +352,12 @@ class Backend(abc.ABC):
         ``guards`` (`trainops.backends.guards.JobGuards`): the job's budget, stall watchdog and wait bound from its
         own start; a guard that trips stops the job and the result's ``guard`` says which."""
 
+    def watch(self, handle: JobHandle, guards: Any, *, log: Log | None = None) -> Any:
+        """The guards of the job for a caller that polls it itself (the Airflow trigger, a worker's poll): a
+        `trainops.backends.guards.GuardWatch` whose ``look()`` is the per-poll check `wait(guards=)` runs
+        (`trainops.backends.guards.act`: observe, decide, stop). None: this backend guards only its own wait."""
+        return None
+
     @abc.abstractmethod
     def stop(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
         """Ask the job to stop; return a one-line account (safe from a signal handler)."""

@@ -12,14 +12,18 @@ for the bound). The decisions live here, once; the backends only observe and sto
 - stall: no new log line and no new metric for ``stall_timeout`` seconds once the job runs its script (an NCCL hang
   or EFA falling back to TCP prints nothing and fails nothing).
 
+Every wait applies them through the same per-poll step, `act` (look, decide, say, stop), on a watch the backend hands
+out (`Backend.watch`: an object with ``look()`` and ``tripped``): the backend's own guarded wait, the Airflow trigger
+and the worker's poll alike, so a deferred job is stopped for the same reasons as a waited one.
+
 Standard library only: the Airflow trigger and the KFP components import it, and `JobGuards` travels as JSON.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any
+from typing import Any, Protocol
 
 BUDGET = "budget"
 STALLED = "stalled"
@@ -162,3 +166,52 @@ class Watchdog:
         """When the wait bound passes, in seconds since the epoch (`trainops.backends.states.job_deadline`)."""
         remaining = self.remaining(seen)
         return None if remaining is None else seen.now + remaining
+
+
+class GuardWatch(Protocol):
+    """What `Backend.watch` returns: one job's guards, looked at once a poll. ``look()`` observes the job, and when a
+    guard trips says so and stops the job (`act`); ``tripped`` is the guard that tripped, if any."""
+
+    @property
+    def tripped(self) -> Tripped | None: ...
+
+    def look(self) -> Tripped | None: ...
+
+
+def stops(tripped: Tripped, guards: JobGuards) -> bool:
+    """Whether a tripped guard stops the job (a passed wait bound only when ``stop_at_bound``: otherwise the wait
+    gives up and leaves the job running)."""
+    return tripped.kind != WAIT_BOUND or guards.stop_at_bound
+
+
+def act(watchdog: Watchdog, seen: Observation | None, stop: Callable[[str], Any],
+        log: Callable[[str], None] | None = None) -> Tripped | None:
+    """One poll's guard check, the one every wait runs: the watchdog's verdict on this look; a guard that trips is
+    said (``log``) and, where it `stops`, the job is stopped with the guard's sentence as the reason. Returns the
+    guard that tripped at this look (None: none, or ``seen`` is None: nothing to observe yet)."""
+    if seen is None:
+        return None
+    tripped = watchdog.check(seen)
+    if tripped is None:
+        return None
+    stopping = stops(tripped, watchdog.guards)
+    if log is not None:
+        log(f"[trainops] {tripped.message}" + (": stopping the job" if stopping else ""))
+    if stopping:
+        stop(tripped.message)
+    return tripped
+
+
+GUARD_PREFIXES = ("budget:", "stalled:", "wait bound:")
+
+
+def stopped_by(tripped: Tripped | None, stopped: bool, failure_reason: str | None) -> Tripped | None:
+    """The guard an ended job is reported with: the one that tripped, when the job ended Stopped for its reason (a job
+    that failed on its own meanwhile, or was stopped first by someone else, keeps its own cause)."""
+    if tripped is None or not stopped:
+        return None
+    if failure_reason and not failure_reason.startswith(tripped.message[:40]):
+        prefix = next((item for item in GUARD_PREFIXES if tripped.message.startswith(item)), None)
+        if prefix is None or not failure_reason.startswith(prefix):
+            return None
+    return tripped

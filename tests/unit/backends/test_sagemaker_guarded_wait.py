@@ -9,6 +9,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
+from botocore.stub import ANY
 from support.sagemaker_shapes import CREATED, training_description
 from support.stubbed_aws import FakeClock, StubbedAWS
 
@@ -39,8 +40,13 @@ def _streams(aws: StubbedAWS, last_event_seconds: float) -> None:
         {"logGroupName": "/aws/sagemaker/TrainingJobs", "logStreamNamePrefix": f"{NAME}/"})
 
 
-def _stop(aws: StubbedAWS) -> None:
+def _stop(aws: StubbedAWS, kind: str | None = None) -> None:
     _describe(aws, "InProgress", "Training")  # training.stop looks first (a finished job is not stopped)
+    # The guard's reason is tagged on the job before the stop (SageMaker keeps none): `trainops status` reads it.
+    aws.stub("sagemaker").add_response("add_tags", {"Tags": []}, {
+        "ResourceArn": f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{NAME}",
+        "Tags": [{"Key": training.GUARD_KIND_TAG, "Value": kind} if kind else {"Key": training.GUARD_KIND_TAG,
+                 "Value": ANY}, {"Key": training.GUARD_MESSAGE_TAG, "Value": ANY}]})
     aws.stub("sagemaker").add_response("stop_training_job", {}, {"TrainingJobName": NAME})
 
 
@@ -55,7 +61,7 @@ def test_a_training_job_that_stops_logging_is_stopped_as_stalled():
     for _ in range(4):
         _describe(aws, "InProgress", "Training")
         _streams(aws, 60)
-    _stop(aws)
+    _stop(aws, "stalled")
     _describe(aws, "Stopped", "Stopped", billable=905, training=905)
     clock, now = _clocks()
     lines: list[str] = []
@@ -98,7 +104,7 @@ def test_a_job_is_stopped_when_its_billable_cost_reaches_the_budget():
     # No BillableTimeInSeconds while it runs: the seconds since TrainingStartTime bound it. Budget: one hour.
     for _ in range(4):  # +0, +1200, +2400, +3600
         _describe(aws, "InProgress", "Training")
-    _stop(aws)
+    _stop(aws, "budget")
     _describe(aws, "Stopped", "Stopped", billable=3610, training=3610)
     clock, now = _clocks()
     with pytest.raises(training.TrainingJobFailed) as raised:
@@ -118,7 +124,7 @@ def test_a_reattached_wait_is_bounded_from_the_jobs_own_start_and_stops_the_job(
     # retry re-attaching): polls at +7000, +7600, +8200; the job is stopped at +8200, not at +7000 + 7800.
     for _ in range(3):
         _describe(aws, "InProgress", "Training")
-    _stop(aws)
+    _stop(aws, "wait_bound")
     _describe(aws, "Stopped", "Stopped", billable=8210, training=8210)
     clock, now = _clocks(offset=7000)
     with pytest.raises(training.TrainingJobFailed) as raised:
@@ -149,7 +155,7 @@ def test_a_job_that_fails_on_its_own_while_being_stopped_keeps_its_own_cause():
     for _ in range(2):  # +0, +700: the last event at +0, stall_timeout 600: tripped at +700
         _describe(aws, "InProgress", "Training")
         _streams(aws, 0)
-    _stop(aws)
+    _stop(aws, "stalled")
     _describe(aws, "Failed", "Failed", failure_reason="AlgorithmError: ExecuteUserScriptError: exit code 1")
     clock, now = _clocks()
     with pytest.raises(training.TrainingJobFailed) as raised:

@@ -151,26 +151,36 @@ class LocalBackend(Backend):
         """The thread watching ``guards`` beside the job (None without guards); ``stop`` None: the stop request."""
         if guards is None:
             return None
+        return self._watch(handle, guards, stop, log).start()
+
+    def watch(self, handle: JobHandle, guards: Any, *, log: Log | None = None) -> Any:
+        """The job's guards for a poller (the Airflow trigger): `LocalGuard.look` once a poll; a guard that trips
+        asks the job's controller to stop (the stop-request file), whichever process runs it."""
+        return self._watch(handle, guards, None, log)
+
+    def _watch(self, handle: JobHandle, guards: Any, stop: Any, log: Log | None) -> Any:
         from trainops.backends.local import paths, status
         from trainops.backends.local.guarding import LocalGuard
         from trainops.backends.local.watch import request_stop
 
         job_dir = paths.job_dir(handle.job_name, handle.workdir)
         return LocalGuard(job_dir, guards, stop or (lambda reason: request_stop(job_dir, reason)),
-                          read_record=lambda: status.read(handle.job_name, handle.workdir), log=log).start()
+                          read_record=lambda: status.read(handle.job_name, handle.workdir), log=log)
 
     @staticmethod
     def _guarded(result: JobResult, guard: Any) -> JobResult:
         """The result, with the guard that stopped the job (the failure classifier reads it): only when the job
         ended Stopped for the guard's reason (a job that failed on its own meanwhile keeps its own cause)."""
-        if guard is None or guard.tripped is None or result.status is not JobStatus.STOPPED:
-            return result
-        if result.failure_reason and not result.failure_reason.startswith(guard.tripped.message[:40]):
+        from trainops.backends.guards import stopped_by
+
+        tripped = stopped_by(guard.tripped if guard is not None else None, result.status is JobStatus.STOPPED,
+                             result.failure_reason)
+        if tripped is None:
             return result
         from dataclasses import replace
 
-        return replace(result, details={**result.details, "guard": guard.tripped.to_dict()},
-                       failure_reason=result.failure_reason or guard.tripped.message)
+        return replace(result, details={**result.details, "guard": tripped.to_dict()},
+                       failure_reason=result.failure_reason or tripped.message)
 
     def stop(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
         """Stop the job: a flag for a job this process runs (safe in a signal handler), else `stop_local_job`."""

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trainops.backends.guards import JobGuards, Observation, Tripped, Watchdog
+from trainops.backends.guards import JobGuards, Observation, Tripped, Watchdog, act
 
 LOOK_SECONDS = 1.0
 
@@ -90,18 +90,9 @@ class LocalGuard:
                            max_run=spec.get("max_run"), max_wait=spec.get("max_wait"))
 
     def look(self) -> Tripped | None:
-        """Observe once and stop the job when a guard trips (the thread calls this; tests call it directly)."""
-        seen = self.observe()
-        if seen is None:
-            return None
-        tripped = self.watchdog.check(seen)
-        if tripped is not None:
-            stopping = tripped.kind != "wait_bound" or self.watchdog.guards.stop_at_bound
-            if self.log is not None:
-                self.log(f"[trainops] {tripped.message}" + (": stopping the job" if stopping else ""))
-            if stopping:
-                self.stop(tripped.message)
-        return tripped
+        """Observe once and stop the job when a guard trips (`trainops.backends.guards.act`: the thread beside a
+        wait calls this, and so does the Airflow trigger once a poll)."""
+        return act(self.watchdog, self.observe(), self.stop, self.log)
 
     def _run(self) -> None:
         while not self._closed.wait(self.look_seconds):

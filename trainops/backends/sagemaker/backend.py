@@ -182,6 +182,11 @@ class SageMakerBackend(Backend):
             summary = error.summary
         return self._result(summary, handle)
 
+    def watch(self, handle: JobHandle, guards: Any, *, log: Log | None = None) -> Any:
+        """The job's guards for a poller (the Airflow trigger): `training.TrainingJobWatch`, the guarded wait's own
+        per-poll check (one DescribeTrainingJob a look; DescribeLogStreams too with a stall watchdog)."""
+        return training.TrainingJobWatch(self.clients, handle.job_name, guards, log=log)
+
     def stop(self, handle: JobHandle, reason: str = "") -> str:
         """StopTrainingJob; the job's status afterwards (stopping a finished job is not an error)."""
         return f"{handle.job_name}: {training.stop(self.clients, handle.job_name)}"

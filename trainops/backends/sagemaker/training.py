@@ -11,6 +11,8 @@ show). `wait` polls through the shared states table (`trainops.backends.states`)
 from __future__ import annotations
 
 import json
+import logging
+import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -23,6 +25,8 @@ from trainops.backends.sagemaker.waiting import describer, poll
 from trainops.backends.states import WaitTimedOut, classify, explain_secondary_status, wait_bound_seconds
 from trainops.errors import JobFailed, Problem, SpecError
 from trainops.spec.names import valid_job_name, with_suffix
+
+logger = logging.getLogger(__name__)
 
 IfExists = Literal["reattach", "fail", "new"]
 IF_EXISTS_CHOICES: tuple[str, ...] = ("reattach", "fail", "new")
@@ -136,6 +140,7 @@ def summarize(response: dict[str, Any]) -> JobSummary:
         }
         for transition in response.get("SecondaryStatusTransitions") or []
     ]
+    guard = response.get(GUARD_KEY)  # a trainops guard stopped the job (its tags: `describe_response`)
     instance_count = resources.get("InstanceCount")
     if instance_count is None and groups:
         instance_count = sum(group["instance_count"] or 0 for group in groups)
@@ -144,7 +149,7 @@ def summarize(response: dict[str, Any]) -> JobSummary:
         status=response.get("TrainingJobStatus", ""),
         secondary_status=response.get("SecondaryStatus"),
         secondary_status_history=history,
-        failure_reason=response.get("FailureReason"),
+        failure_reason=response.get("FailureReason") or (guard or {}).get("message"),
         billable_seconds=_optional_int(response.get("BillableTimeInSeconds")),
         training_seconds=_optional_int(response.get("TrainingTimeInSeconds")),
         model_artifact_uri=(response.get("ModelArtifacts") or {}).get("S3ModelArtifacts"),
@@ -159,6 +164,7 @@ def summarize(response: dict[str, Any]) -> JobSummary:
         training_end_time=_iso(response.get("TrainingEndTime")),
         last_modified_time=_iso(response.get("LastModifiedTime")),
         arn=response.get("TrainingJobArn"),
+        guard=guard,
     )
 
 
@@ -270,13 +276,19 @@ def submit(factory: ClientFactory, request: dict[str, Any], if_exists: IfExists 
 
 
 def describe_response(factory: ClientFactory, name: str) -> dict[str, Any]:
-    """The DescribeTrainingJob response. Raises `SpecError` (naming the job) when there is no job of that name."""
-    response = _describe_or_none(factory("sagemaker"), name)
+    """The DescribeTrainingJob response; for a job a trainops guard stopped, with the guard read from its tags under
+    `GUARD_KEY`. Raises `SpecError` (naming the job) when there is no job of that name."""
+    client = factory("sagemaker")
+    response = _describe_or_none(client, name)
     if response is None:
         raise SpecError(
             Problem("job_name", f"no training job named {name!r} in this account and region; check the name and "
                                 "the region")
         )
+    if response.get("TrainingJobStatus") in ("Stopping", "Stopped") and response.get("TrainingJobArn"):
+        guard = _guard_from_tags(client, response["TrainingJobArn"])
+        if guard is not None:
+            response = {**response, GUARD_KEY: guard}
     return response
 
 
@@ -399,23 +411,14 @@ def guarded_wait(
     the wait goes on until the stop shows. The summary then carries the guard (``guard``) and its sentence as the
     failure reason. The wait bound counts from the job's own start; with ``stop_at_bound`` false a passed bound
     raises `WaitTimedOut` and leaves the job running."""
-    from trainops.backends.guards import WAIT_BOUND, Watchdog
-    from trainops.backends.sagemaker.activity import last_log_event, observe
+    from trainops.backends.guards import stopped_by, stops
 
-    watchdog = Watchdog(guards)
-    if activity is None and guards.stall_timeout:
-        def activity() -> float | None:
-            return last_log_event(factory, name)
+    watch = TrainingJobWatch(factory, name, guards, now=now, activity=activity, log=log)
 
     def check(response: dict[str, Any]) -> None:
-        tripped = watchdog.check(observe(response, now(), activity if guards.stall_timeout else None))
-        if tripped is None:
-            return
-        if tripped.kind == WAIT_BOUND and not guards.stop_at_bound:
+        tripped = watch.look(response)
+        if tripped is not None and not stops(tripped, guards):
             raise WaitTimedOut(f"training job {name}: {tripped.message}")
-        if log is not None:
-            log(f"[trainops] {name}: {tripped.message}: stopping the job")
-        stop(factory, name)
 
     # The watchdog bounds the wait from the job's own start; this backstop, from the wait's start (later), only
     # keeps a job that never shows its stop from holding the wait for ever.
@@ -423,23 +426,104 @@ def guarded_wait(
     response = _poll_job(factory, name, bound_seconds=backstop, poll_seconds=poll_seconds, on_update=on_update,
                          clock=clock, sleep=sleep, check=check)
     summary = summarize(response)
-    if watchdog.tripped is not None and summary.status == "Stopped":  # Failed meanwhile: its own cause stands
-        summary = replace(summary, guard=watchdog.tripped.to_dict(),
-                          failure_reason=summary.failure_reason or watchdog.tripped.message)
+    tripped = stopped_by(watch.tripped, summary.status == "Stopped", summary.failure_reason)
+    if tripped is not None:  # Failed meanwhile: its own cause stands
+        summary = replace(summary, guard=tripped.to_dict(), failure_reason=summary.failure_reason or tripped.message)
     if summary.outcome != "success":
         raise TrainingJobFailed(failure_message(summary), summary)
     return summary
 
 
-def stop(factory: ClientFactory, name: str) -> str:
+class TrainingJobWatch:
+    """The guards of one SageMaker training job, looked at once a poll (`trainops.backends.guards.act`): the guarded
+    wait's check, and what `SageMakerBackend.watch` hands the Airflow trigger. A guard that trips stops the job with
+    its reason recorded on the job (`stop`: tags), so the reason outlives this process."""
+
+    def __init__(self, factory: ClientFactory, name: str, guards: Any, *, now: Callable[[], float] = time.time,
+                 activity: Callable[[], float | None] | None = None, log: Callable[[str], None] | None = None):
+        from trainops.backends.guards import Watchdog
+
+        self.factory, self.name, self.now, self.log = factory, name, now, log
+        self.watchdog = Watchdog(guards)
+        if activity is None and guards.stall_timeout:
+            from trainops.backends.sagemaker.activity import last_log_event
+
+            def activity() -> float | None:
+                return last_log_event(factory, name)
+        self.activity = activity if guards.stall_timeout else None
+
+    @property
+    def tripped(self) -> Any:
+        return self.watchdog.tripped
+
+    def look(self, response: dict[str, Any] | None = None) -> Any:
+        """One look (``response``: a DescribeTrainingJob answer the caller has already; else one describe call);
+        the guard that tripped at it, None for an ended job or none."""
+        from trainops.backends.guards import act
+        from trainops.backends.sagemaker.activity import observe
+
+        if response is None:
+            response = describe_response(self.factory, self.name)
+        if classify("training_job", response.get("TrainingJobStatus")) != "waiting":
+            return None
+        return act(self.watchdog, observe(response, self.now(), self.activity), self._stop,
+                   self._say if self.log is not None else None)
+
+    def _say(self, line: str) -> None:
+        if self.log is not None:
+            self.log(f"{line} ({self.name})")
+
+    def _stop(self, reason: str) -> None:
+        stop(self.factory, self.name, guard=self.watchdog.tripped)
+
+
+#: Tags a trainops guard leaves on the job it stopped (SageMaker keeps no stop reason of its own), read back by
+#: `describe_response` so a later `trainops status` says budget / stalled / timeout, not a bare Stopped.
+GUARD_KIND_TAG = "trainops:stopped-by"
+GUARD_MESSAGE_TAG = "trainops:stop-reason"
+#: Where `describe_response` puts the guard it read from the tags (not a SageMaker field).
+GUARD_KEY = "TrainopsGuard"
+_TAG_VALUE_UNSAFE = re.compile(r"[^\w\s.:/=+\-@]")
+
+
+def tag_value(text: str) -> str:
+    """``text`` as a tag value SageMaker accepts (letters, digits, spaces and ``_ . : / = + - @``; 256 at most)."""
+    return _TAG_VALUE_UNSAFE.sub(" ", text.replace("$", "USD ")).strip()[:256]
+
+
+def guard_tags(guard: Any) -> list[dict[str, str]]:
+    """The tags that record why a guard stopped a job (`trainops.backends.guards.Tripped`)."""
+    return [{"Key": GUARD_KIND_TAG, "Value": tag_value(guard.kind)},
+            {"Key": GUARD_MESSAGE_TAG, "Value": tag_value(guard.message)}]
+
+
+def _guard_from_tags(client: Any, arn: str) -> dict[str, str] | None:
+    from botocore.exceptions import ClientError
+
+    try:
+        tags = {tag.get("Key"): tag.get("Value") for tag in client.list_tags(ResourceArn=arn).get("Tags") or []}
+    except ClientError:  # no sagemaker:ListTags permission: the job reads as plainly Stopped, as before
+        return None
+    kind = tags.get(GUARD_KIND_TAG)
+    return {"kind": str(kind), "message": str(tags.get(GUARD_MESSAGE_TAG) or kind)} if kind else None
+
+
+def stop(factory: ClientFactory, name: str, guard: Any = None) -> str:
     """Ask SageMaker to stop a training job; return its status afterwards (``"Stopping"``, or the terminal status it
-    had already reached: stopping a finished job is not an error, so ``on_kill`` and retries can call it freely)."""
+    had already reached: stopping a finished job is not an error, so ``on_kill`` and retries can call it freely).
+    ``guard``: the trainops guard that stops it (`trainops.backends.guards.Tripped`), tagged on the job first."""
     from botocore.exceptions import ClientError
 
     client = factory("sagemaker")
     summary = describe(factory, name)
     if summary.outcome != "waiting" or summary.status == "Stopping":
         return summary.status
+    if guard is not None and summary.arn:
+        try:
+            client.add_tags(ResourceArn=summary.arn, Tags=guard_tags(guard))
+        except ClientError as error:  # the stop matters more than its record
+            logger.warning("[trainops] could not tag %s with why it is stopped (%s): %s", name, guard.kind,
+                           error_message(error))
     try:
         client.stop_training_job(TrainingJobName=name)
     except ClientError as error:
