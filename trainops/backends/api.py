@@ -31,9 +31,9 @@ from trainops.errors import JobFailed, Problem, SpecError
 from trainops.spec.names import check_job_name, with_suffix
 
 __all__ = [
-    "BACKENDS", "CAPABILITIES", "IF_EXISTS", "MAX_SUFFIX", "Backend", "BackendOptions", "Evaluation", "JobHandle",
-    "JobResult", "LocalOptions", "ModelRegistry", "Placement", "RegisteredVersion", "SageMakerOptions", "Unsupported",
-    "check_choice", "get_backend", "place_job",
+    "BACKENDS", "CAPABILITIES", "IF_EXISTS", "JOB_KINDS", "MAX_SUFFIX", "Backend", "BackendOptions", "Evaluation",
+    "JobHandle", "JobResult", "LocalOptions", "ModelRegistry", "Placement", "RegisteredVersion", "SageMakerOptions",
+    "Unsupported", "check_choice", "get_backend", "place_job",
 ]
 
 #: The built-in backends, in the order messages list them (entry points may add more: `trainops.backends`).
@@ -42,6 +42,15 @@ BACKENDS: tuple[str, ...] = builtin_names()
 CAPABILITIES: dict[str, str] = {
     "evaluate": "evaluate models", "register": "register models", "browse_registry": "browse a model registry",
     "stage": "stage data", "metrics": "report a job's metrics", "run_here": "run jobs in this process",
+    "start_evaluation": "start an evaluation without waiting for it", "start_stage": "start staging without waiting",
+}
+#: The kinds of job a handle may name, and the seam methods that look at one (one describe) and stop it: the one
+#: Airflow trigger, the reschedule poke and ``on_kill`` go through `Backend.describe_job` / `Backend.stop_job` with
+#: the kind, so a new kind is a row here and two methods on the backends that have it.
+JOB_KINDS: dict[str, tuple[str, str]] = {
+    "training": ("describe", "stop"),
+    "evaluation": ("describe_evaluation", "stop_evaluation"),  # SageMaker: a processing job
+    "stage": ("describe_stage", "stop_stage"),  # SageMaker: an FSx data repository (import) task
 }
 #: What `submit` does when a job of the name exists: follow it, refuse, or create a suffixed copy.
 IF_EXISTS: tuple[str, ...] = ("reattach", "fail", "new")
@@ -396,6 +405,62 @@ class Backend(abc.ABC):
                 break
             found.append((name, self.stop(self.handle(name), reason)))
         return found
+
+    # --- any kind of job: the trigger's look and on_kill's stop ----------------------------------------------
+    def describe_job(self, handle: JobHandle, kind: str = "training") -> JobResult:
+        """Where a job of ``kind`` (a key of `JOB_KINDS`) stands now: one look, a `JobResult` whose status is read
+        through that kind's states table."""
+        method = JOB_KINDS[check_choice(kind, tuple(JOB_KINDS), "kind")][0]
+        result: JobResult = getattr(self, method)(handle)
+        return result
+
+    def stop_job(self, handle: JobHandle, kind: str = "training", reason: str = "Stopped by the user") -> str:
+        """Ask the job of ``kind`` to stop (only that one: the handle's); a one-line account. Stopping one that
+        ended already is not an error."""
+        method = JOB_KINDS[check_choice(kind, tuple(JOB_KINDS), "kind")][1]
+        account: str = getattr(self, method)(handle, reason)
+        return account
+
+    def start_evaluation(self, *, entry_point: str, source_dir: Any, model_artifact: Any,
+                         channels: Mapping[str, Any], output_dir: Any, hyperparameters: Mapping[str, Any] | None = None,
+                         environment: Mapping[str, str] | None = None, timeout: float | None = None,
+                         **settings: Any) -> JobHandle:
+        """Start the evaluation `evaluate` would run, without waiting (the same job name: a retry re-attaches);
+        `describe_job` (kind ``evaluation``) follows it and `evaluation_result` reads it once it completed."""
+        self.require("start_evaluation")
+        raise NotImplementedError  # pragma: no cover - a backend declaring the capability overrides this
+
+    def describe_evaluation(self, handle: JobHandle) -> JobResult:
+        self.require("start_evaluation")
+        raise NotImplementedError  # pragma: no cover
+
+    def stop_evaluation(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
+        self.require("start_evaluation")
+        raise NotImplementedError  # pragma: no cover
+
+    def evaluation_result(self, handle: JobHandle) -> Evaluation:
+        """What the completed evaluation of ``handle`` produced (its metrics read back, checked)."""
+        self.require("start_evaluation")
+        raise NotImplementedError  # pragma: no cover
+
+    def start_stage(self, *args: Any, **options: Any) -> JobHandle:
+        """Start what `stage` does, without waiting for the part that runs away from this process; `describe_job`
+        (kind ``stage``) follows it and `stage_result` makes its report."""
+        self.require("start_stage")
+        raise NotImplementedError  # pragma: no cover
+
+    def describe_stage(self, handle: JobHandle) -> JobResult:
+        self.require("start_stage")
+        raise NotImplementedError  # pragma: no cover
+
+    def stop_stage(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
+        self.require("start_stage")
+        raise NotImplementedError  # pragma: no cover
+
+    def stage_result(self, handle: JobHandle) -> Any:
+        """The report (``to_dict()``) of an ended stage, as `stage` returns it; raises `JobFailed` as `stage` does."""
+        self.require("start_stage")
+        raise NotImplementedError  # pragma: no cover
 
     def check_spec(self, spec: Any, region: str | None = None) -> None:
         """Raise `SpecError` for every problem this backend would find in the spec, before anything runs."""

@@ -35,9 +35,9 @@ DEFAULT_MAX_RUN_SECONDS = 86400
 LOG_LINES_PER_POLL = 500
 LOG_LINES_AFTER_END = 5000
 
-#: kind -> how messages name it. A kind is what the handle's backend can describe (training jobs today: the seam's
-#: describe; processing and staging rows join when the seam describes those jobs).
-KINDS: dict[str, str] = {"training": "training job"}
+#: kind -> how messages name it. A kind is what the handle's backend can describe and stop through the seam
+#: (`Backend.describe_job` / `Backend.stop_job` with the kind: `trainops.backends.api.JOB_KINDS`).
+KINDS: dict[str, str] = {"training": "training job", "evaluation": "evaluation job", "stage": "staging task"}
 
 
 #: A trigger whose wait began this long before it first runs was rebuilt by another triggerer (or restarted).
@@ -241,7 +241,7 @@ class JobTrigger(BaseTrigger):
         throttled = 0
         while True:
             try:
-                result = await asyncio.to_thread(backend.describe, handle)
+                result = await asyncio.to_thread(backend.describe_job, handle, self.kind)
             except Exception as error:
                 if not is_throttling(error) or throttled >= MAX_THROTTLED_POLLS:
                     raise
@@ -310,7 +310,7 @@ class JobTrigger(BaseTrigger):
 
         def stop() -> str:
             backend, handle = self._open()
-            return backend.stop(handle, "the Airflow task was killed")
+            return backend.stop_job(handle, self.kind, "the Airflow task was killed")
 
         outcome = await asyncio.wait_for(asyncio.to_thread(stop), timeout=90)
         self.log.info("stop requested because the task was killed: %s", outcome)

@@ -26,7 +26,7 @@ from trainops.backends.sagemaker import cost as costs
 from trainops.backends.sagemaker import fsx, processing, registry, training
 from trainops.backends.sagemaker import logs as log_reading
 from trainops.backends.sagemaker import preflight as checks
-from trainops.backends.states import JobStatus
+from trainops.backends.states import JobStatus, classify
 from trainops.errors import Problem, SpecError
 
 logger = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ class SageMakerBackend(Backend):
     name = "sagemaker"
     remote = True  # jobs run in SageMaker: channels are S3 / FSx, logs are CloudWatch's, a job has a console page
     Options = SageMakerOptions
-    capabilities = frozenset({"evaluate", "register", "stage", "metrics"})
+    capabilities = frozenset({"evaluate", "register", "stage", "metrics", "start_evaluation", "start_stage"})
     EVALUATION_SETTINGS = frozenset({"role", "image_uri", "instance_type", "job_name", "code_uri", "poll_seconds",
                                      "sleep"})
     REGISTRATION_SETTINGS = frozenset({"image_uri", "metrics_uri"})
@@ -262,19 +262,78 @@ class SageMakerBackend(Backend):
         return evaluation_prefix(model_artifact) if model_artifact else ""
 
     # --- evaluation ----------------------------------------------------------------------------------------------
-    def _evaluate(self, *, entry_point: str, source_dir: Any, model_artifact: Any, channels: Mapping[str, Any],
-                 output_dir: Any, hyperparameters: Mapping[str, Any] | None = None,
-                 environment: Mapping[str, str] | None = None, timeout: float | None = None,
-                 role: str | None = None, image_uri: str | None = None, instance_type: str = "ml.m5.xlarge",
-                 job_name: str | None = None, code_uri: str | None = None, poll_seconds: float | None = None,
-                 sleep: Callable[[float], None] = time.sleep, sink: Any = None) -> Evaluation:
-        """Upload ``source_dir`` (and the contract bootstrap) to ``code_uri`` (default ``<output_dir>/code``), run a
-        processing job on ``image_uri`` (the training image) with ``role``, read ``metrics.json`` back from
+    def _evaluate(self, *, poll_seconds: float | None = None, sleep: Callable[[float], None] = time.sleep,
+                  sink: Any = None, **arguments: Any) -> Evaluation:
+        """The evaluation's processing job (`_evaluation_request`), waited for here, its metrics read back.
+        ``sink`` is for a local run's output lines: a processing job's are in CloudWatch."""
+        from trainops.backends.model_rules import validate_metrics
+
+        request = self._evaluation_request(**arguments)
+        poll = next((value for value in (poll_seconds, self.poll_seconds) if value is not None), 15.0)
+        outcome = processing.evaluate(self.clients, request, poll_seconds=poll, sleep=sleep)
+        metrics = validate_metrics(outcome.metrics, outcome.metrics_uri)
+        return Evaluation(backend="sagemaker", metrics=metrics, output_dir=processing.output_uri_of(request),
+                          metrics_path=outcome.metrics_uri, job_name=outcome.job_name)
+
+    def start_evaluation(self, *, entry_point: str, source_dir: Any, model_artifact: Any,
+                         channels: Mapping[str, Any], output_dir: Any, hyperparameters: Mapping[str, Any] | None = None,
+                         environment: Mapping[str, str] | None = None, timeout: float | None = None,
+                         **settings: Any) -> JobHandle:
+        """The processing job `evaluate` would run, created (or re-attached to: the same derived name) and not
+        waited for."""
+        self.require("start_evaluation")
+        chosen = self._settings(settings, self.EVALUATION_SETTINGS - {"poll_seconds", "sleep"}, "an evaluation",
+                                "evaluation")
+        request = self._evaluation_request(entry_point=entry_point, source_dir=source_dir,
+                                           model_artifact=model_artifact, channels=channels, output_dir=output_dir,
+                                           hyperparameters=hyperparameters, environment=environment, timeout=timeout,
+                                           **chosen)
+        created = processing.submit_evaluation(self.clients, request)
+        name = request["ProcessingJobName"]
+        logger.info("[trainops] %s SageMaker processing job %s", "created" if created else "re-attached to", name)
+        return JobHandle("sagemaker", name, region=self.region, created=created)
+
+    def describe_evaluation(self, handle: JobHandle) -> JobResult:
+        """The processing job's status (``processing_job`` table); ``details``: its own limit and its output."""
+        response = processing.describe_processing(self.clients, handle.job_name)
+        started, ended = response.get("ProcessingStartTime"), response.get("ProcessingEndTime")
+        duration = (ended - started).total_seconds() if started is not None and ended is not None else None
+        return JobResult(
+            backend="sagemaker", job_name=handle.job_name,
+            status=JobStatus.parse(response.get("ProcessingJobStatus"), "processing_job"),
+            secondary_status=response.get("ProcessingJobStatus"),
+            failure_reason=response.get("FailureReason") or response.get("ExitMessage"),
+            duration_seconds=duration, reattached=not handle.created,
+            details={"max_run_seconds": (response.get("StoppingCondition") or {}).get("MaxRuntimeInSeconds")})
+
+    def stop_evaluation(self, handle: JobHandle, reason: str = "") -> str:
+        """StopProcessingJob; the status it was in (stopping an ended job is not an error)."""
+        return f"{handle.job_name}: {processing.stop_processing(self.clients, handle.job_name)}"
+
+    def evaluation_result(self, handle: JobHandle) -> Evaluation:
+        """The completed processing job's metrics, read back from its output and checked."""
+        from trainops.backends.model_rules import validate_metrics
+
+        response = processing.describe_processing(self.clients, handle.job_name)
+        outcome = processing.outcome_of(self.clients, response, handle.created)
+        return Evaluation(backend="sagemaker", metrics=validate_metrics(outcome.metrics, outcome.metrics_uri),
+                          output_dir=processing.output_uri_of(response), metrics_path=outcome.metrics_uri,
+                          job_name=outcome.job_name)
+
+    def _evaluation_request(self, *, entry_point: str, source_dir: Any, model_artifact: Any,
+                            channels: Mapping[str, Any], output_dir: Any,
+                            hyperparameters: Mapping[str, Any] | None = None,
+                            environment: Mapping[str, str] | None = None, timeout: float | None = None,
+                            role: str | None = None, image_uri: str | None = None,
+                            instance_type: str = "ml.m5.xlarge", job_name: str | None = None,
+                            code_uri: str | None = None) -> dict[str, Any]:
+        """Upload ``source_dir`` (and the contract bootstrap) to ``code_uri`` (default ``<output_dir>/code``) for a
+        processing job on ``image_uri`` (the training image) with ``role``, writing ``metrics.json`` under
         ``output_dir`` (an S3 prefix; empty: `evaluation_prefix` of the model). ``job_name`` defaults to a name
         derived from the model, output and script, so a retried task re-attaches to the processing job its first
-        attempt started. ``sink`` is for a local run's output lines: a processing job's are in CloudWatch."""
+        attempt started. Returns the CreateProcessingJob request (the code is uploaded; nothing is created)."""
         from trainops.aws.s3 import join_uri, put_bytes
-        from trainops.backends.model_rules import script_arguments, validate_metrics
+        from trainops.backends.model_rules import script_arguments
         from trainops.backends.sagemaker.evaluation_bootstrap import BOOTSTRAP_NAME, bootstrap_source
         from trainops.backends.sagemaker.uploads import upload_source_dir
         from trainops.spec.names import check_job_name, deterministic_job_name
@@ -317,11 +376,7 @@ class SageMakerBackend(Backend):
         upload_source_dir(self.clients, source_dir, code_prefix)
         put_bytes(self.clients, join_uri(code_prefix, BOOTSTRAP_NAME), bootstrap_source().encode("utf-8"),
                   "text/x-python")
-        poll = next((value for value in (poll_seconds, self.poll_seconds) if value is not None), 15.0)
-        outcome = processing.evaluate(self.clients, request, poll_seconds=poll, sleep=sleep)
-        metrics = validate_metrics(outcome.metrics, outcome.metrics_uri)
-        return Evaluation(backend="sagemaker", metrics=metrics, output_dir=output_uri,
-                                metrics_path=outcome.metrics_uri, job_name=outcome.job_name)
+        return request
 
     # --- registry ------------------------------------------------------------------------------------------------
     def _register(self, *, model_artifact: Any, metrics: Mapping[str, Any], group: str, approval: str,
@@ -389,3 +444,59 @@ class SageMakerBackend(Backend):
         return fsx.stage(self.clients, file_system_id=file_system_id, s3_uri=fsx_source(source, s3_prefix),
                          file_system_path=file_system_path, paths=paths, report_uri=report_uri,
                          **timing)  # type: ignore[arg-type]  # only the two float settings, each when given
+
+    def start_stage(self, source: str | None, destination: str, *, s3_prefix: str | None = None,
+                    paths: Any = None, report_uri: str | None = None, poll_seconds: float | None = None,
+                    timeout_seconds: float | None = None, strict: bool = True, workers: Any = None) -> JobHandle:
+        """`stage` up to the import task, which is left running: the handle names the task (its id is the job
+        name) and carries what its report needs (`fsx.StagingStart`) in its location, beside the region."""
+        from trainops.backends.sagemaker.fsx_paths import fsx_source, parse_fsx_destination
+
+        file_system_id, file_system_path = parse_fsx_destination(destination)
+        timing: dict[str, float] = {key: value for key, value in (("poll_seconds", poll_seconds),
+                                                                   ("timeout_seconds", timeout_seconds))
+                                    if value is not None}
+        started = fsx.start_stage(self.clients, file_system_id=file_system_id, s3_uri=fsx_source(source, s3_prefix),
+                                  file_system_path=file_system_path, paths=paths, report_uri=report_uri,
+                                  **timing)  # type: ignore[arg-type]  # only the two float settings, each when given
+        where = {key: ("true" if value is True else "false" if value is False else value)
+                 for key, value in started.to_dict().items() if key != "task_id" and value is not None}
+        if timeout_seconds is not None:
+            where["max_run_seconds"] = str(timeout_seconds)
+        logger.info("[trainops] started FSx import task %s on %s", started.task_id, file_system_id)
+        return JobHandle("sagemaker", started.task_id, region=self.region, location=where)
+
+    def describe_stage(self, handle: JobHandle) -> JobResult:
+        """The import task's lifecycle as a job status (``fsx_task`` table: SUCCEEDED is Completed unless files
+        failed, which makes it Failed with the count and the report's place; CANCELED is Stopped)."""
+        task = fsx.describe_task(self.clients, handle.job_name)
+        lifecycle = str(task.get("Lifecycle"))
+        outcome = classify("fsx_task", lifecycle)
+        status = JobStatus.COMPLETED if outcome == "success" else JobStatus.IN_PROGRESS
+        reason = None
+        if outcome == "failure" or (outcome == "success" and (task.get("Status") or {}).get("FailedCount")):
+            status = JobStatus.STOPPED if lifecycle == "CANCELED" else JobStatus.FAILED
+            reason = fsx.task_failure(task, fsx.report_of(self._stage_started(handle), task))
+        elif lifecycle == "CANCELING":
+            status = JobStatus.STOPPING
+        bound = handle.location.get("max_run_seconds")
+        return JobResult(backend="sagemaker", job_name=handle.job_name, status=status, secondary_status=lifecycle,
+                         failure_reason=reason, reattached=not handle.created,
+                         details={"max_run_seconds": float(bound) if bound else 6 * 3600.0})
+
+    def stop_stage(self, handle: JobHandle, reason: str = "") -> str:
+        """CancelDataRepositoryTask; the lifecycle it was in (cancelling an ended task is not an error)."""
+        return f"{handle.job_name}: {fsx.cancel_task(self.clients, handle.job_name)}"
+
+    def stage_result(self, handle: JobHandle) -> fsx.StagingReport:
+        """The report `stage` returns, for the ended import task of ``handle`` (`fsx.staging_report`)."""
+        return fsx.staging_report(self._stage_started(handle), fsx.describe_task(self.clients, handle.job_name))
+
+    @staticmethod
+    def _stage_started(handle: JobHandle) -> fsx.StagingStart:
+        where = handle.location
+        return fsx.StagingStart(
+            file_system_id=where["file_system_id"], mount_name=where["mount_name"], s3_uri=where["s3_uri"],
+            file_system_path=where["file_system_path"], association_id=where.get("association_id"),
+            association_created=where.get("association_created") == "true", task_id=handle.job_name,
+            report_path=where["report_path"])

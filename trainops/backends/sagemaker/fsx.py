@@ -295,7 +295,25 @@ def _check_file_system_path(path: str) -> str:
     return "/" + path.strip("/") if path.strip("/") else "/"
 
 
-def stage(
+@dataclass(frozen=True)
+class StagingStart:
+    """What `start_stage` set up and started: everything a report names except the import task's outcome (a deferred
+    stage keeps it in its handle and makes the report when the task ended: `staging_report`)."""
+
+    file_system_id: str
+    mount_name: str
+    s3_uri: str
+    file_system_path: str
+    association_id: str | None
+    association_created: bool
+    task_id: str
+    report_path: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def start_stage(
     factory: ClientFactory,
     *,
     file_system_id: str,
@@ -307,20 +325,9 @@ def stage(
     timeout_seconds: float = 6 * 3600.0,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
-) -> StagingReport:
-    """Make the objects under ``s3_uri`` visible on the Lustre file system at ``file_system_path``.
-
-    Args:
-        file_system_id: the FSx for Lustre file system (``fs-...``).
-        s3_uri: the S3 prefix to import (``s3://bucket/datasets/train``).
-        file_system_path: where it appears on the file system (``/datasets/train``).
-        paths: file-system paths (relative to the root) to import; default: the whole ``file_system_path``.
-        report_uri: where FSx writes the CSV of failed files; default ``<s3_uri>/_trainops_fsx_reports``.
-        poll_seconds, timeout_seconds, clock, sleep: the wait (injectable for tests).
-
-    Raises `PreflightError` when the file system is missing, not Lustre, not AVAILABLE or linked elsewhere, and
-    `JobFailed` when the import task fails, is cancelled or leaves files not imported (naming the report location).
-    """
+) -> StagingStart:
+    """The first half of `stage`: check the file system, find or create the association (waiting for a new one to
+    be AVAILABLE: minutes at most), start the import task; return without waiting for it."""
     parse_s3_uri(s3_uri, "s3_uri")
     file_system_path = _check_file_system_path(file_system_path)
     info = describe_file_system(factory, file_system_id)
@@ -335,30 +342,108 @@ def stage(
     whole = [file_system_path.strip("/")] if file_system_path != "/" else []
     import_paths = list(paths) if paths is not None else whole
     task_id = start_import(factory, file_system_id, import_paths, report_path)
-    task = wait_task(factory, task_id, bound_seconds=timeout_seconds, poll_seconds=poll_seconds, clock=clock,
-                     sleep=sleep)
+    return StagingStart(file_system_id=file_system_id, mount_name=info.mount_name, s3_uri=s3_uri,
+                        file_system_path=file_system_path, association_id=association_id,
+                        association_created=created, task_id=task_id, report_path=report_path)
+
+
+def describe_task(factory: ClientFactory, task_id: str) -> dict[str, Any]:
+    """One DescribeDataRepositoryTasks of one task (a deferred stage's look)."""
+    from botocore.exceptions import ClientError
+
+    try:
+        found = factory("fsx").describe_data_repository_tasks(TaskIds=[task_id])["DataRepositoryTasks"]
+    except ClientError as error:
+        raise translate_client_error(error, f"DescribeDataRepositoryTasks {task_id}", "task_id") from error
+    if not found:
+        raise JobFailed(f"FSx task {task_id} does not exist in this region")
+    return dict(found[0])
+
+
+def cancel_task(factory: ClientFactory, task_id: str) -> str:
+    """CancelDataRepositoryTask unless the task ended already (then not an error); the lifecycle it was in."""
+    from botocore.exceptions import ClientError
+
+    lifecycle = str(describe_task(factory, task_id).get("Lifecycle"))
+    if classify("fsx_task", lifecycle) != "waiting" or lifecycle == "CANCELING":
+        return lifecycle
+    try:
+        factory("fsx").cancel_data_repository_task(TaskId=task_id)
+    except ClientError as error:
+        raise translate_client_error(error, f"CancelDataRepositoryTask {task_id}", "task_id") from error
+    return "CANCELING"
+
+
+def staging_report(started: StagingStart, task: dict[str, Any]) -> StagingReport:
+    """The report of an ended import task. Raises `JobFailed` when the task failed, was cancelled or left files
+    not imported (naming the report location)."""
+    report = report_of(started, task)
+    if classify("fsx_task", report.task_lifecycle) != "success" or report.failed:
+        raise JobFailed(task_failure(task, report))
+    return report
+
+
+def report_of(started: StagingStart, task: dict[str, Any]) -> StagingReport:
+    """What an import task's description says, as a report (whatever its outcome)."""
     counts = task.get("Status") or {}
     lifecycle = task.get("Lifecycle", "")
     report = StagingReport(
-        file_system_id=file_system_id,
-        mount_name=info.mount_name,
-        s3_uri=s3_uri,
-        file_system_path=file_system_path,
-        directory_path=f"/{info.mount_name}{'' if file_system_path == '/' else file_system_path}",
-        association_id=association_id,
-        association_created=created,
-        task_id=task_id,
+        file_system_id=started.file_system_id,
+        mount_name=started.mount_name,
+        s3_uri=started.s3_uri,
+        file_system_path=started.file_system_path,
+        directory_path=f"/{started.mount_name}"
+                       f"{'' if started.file_system_path == '/' else started.file_system_path}",
+        association_id=started.association_id,
+        association_created=started.association_created,
+        task_id=started.task_id,
         task_lifecycle=lifecycle,
         total=int(counts.get("TotalCount") or 0),
         succeeded=int(counts.get("SucceededCount") or 0),
         failed=int(counts.get("FailedCount") or 0),
-        report_path=(task.get("Report") or {}).get("Path") or report_path,
+        report_path=(task.get("Report") or {}).get("Path") or started.report_path,
     )
-    if classify("fsx_task", lifecycle) != "success" or report.failed:
-        details = (task.get("FailureDetails") or {}).get("Message")
-        raise JobFailed(
-            f"FSx import task {task_id} on {file_system_id} ended {lifecycle}: {report.succeeded} of {report.total} "
-            f"files imported, {report.failed} failed" + (f" ({details})" if details else "")
-            + f"; the list of failed files is under {report.report_path}"
-        )
     return report
+
+
+def task_failure(task: dict[str, Any], report: StagingReport) -> str:
+    """Why an import task did not stage everything, with where its list of failed files is."""
+    details = (task.get("FailureDetails") or {}).get("Message")
+    return (f"FSx import task {report.task_id} on {report.file_system_id} ended {report.task_lifecycle}: "
+            f"{report.succeeded} of {report.total} files imported, {report.failed} failed"
+            + (f" ({details})" if details else "") + f"; the list of failed files is under {report.report_path}")
+
+
+def stage(
+    factory: ClientFactory,
+    *,
+    file_system_id: str,
+    s3_uri: str,
+    file_system_path: str,
+    paths: list[str] | None = None,
+    report_uri: str | None = None,
+    poll_seconds: float = 15.0,
+    timeout_seconds: float = 6 * 3600.0,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], None] = time.sleep,
+) -> StagingReport:
+    """Make the objects under ``s3_uri`` visible on the Lustre file system at ``file_system_path``: `start_stage`,
+    the wait for the import task, `staging_report`.
+
+    Args:
+        file_system_id: the FSx for Lustre file system (``fs-...``).
+        s3_uri: the S3 prefix to import (``s3://bucket/datasets/train``).
+        file_system_path: where it appears on the file system (``/datasets/train``).
+        paths: file-system paths (relative to the root) to import; default: the whole ``file_system_path``.
+        report_uri: where FSx writes the CSV of failed files; default ``<s3_uri>/_trainops_fsx_reports``.
+        poll_seconds, timeout_seconds, clock, sleep: the wait (injectable for tests).
+
+    Raises `PreflightError` when the file system is missing, not Lustre, not AVAILABLE or linked elsewhere, and
+    `JobFailed` when the import task fails, is cancelled or leaves files not imported (naming the report location).
+    """
+    started = start_stage(factory, file_system_id=file_system_id, s3_uri=s3_uri, file_system_path=file_system_path,
+                          paths=paths, report_uri=report_uri, poll_seconds=poll_seconds,
+                          timeout_seconds=timeout_seconds, clock=clock, sleep=sleep)
+    task = wait_task(factory, started.task_id, bound_seconds=timeout_seconds, poll_seconds=poll_seconds, clock=clock,
+                     sleep=sleep)
+    return staging_report(started, task)

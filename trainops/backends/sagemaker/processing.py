@@ -214,6 +214,45 @@ def wait_processing(
     return response
 
 
+def describe_processing(factory: ClientFactory, name: str) -> dict[str, Any]:
+    """One DescribeProcessingJob (a deferred evaluation's look); its errors as trainops' own, naming the job."""
+    return describer(factory("sagemaker").describe_processing_job, f"DescribeProcessingJob {name}",
+                     ProcessingJobName=name)()
+
+
+def stop_processing(factory: ClientFactory, name: str) -> str:
+    """StopProcessingJob unless the job ended already (stopping an ended job is not an error: ``on_kill`` may call
+    it at any time); return the status it was in."""
+    from botocore.exceptions import ClientError
+
+    status = str(describe_processing(factory, name).get("ProcessingJobStatus"))
+    if classify("processing_job", status) != "waiting" or status == "Stopping":
+        return status
+    try:
+        factory("sagemaker").stop_processing_job(ProcessingJobName=name)
+    except ClientError as error:
+        raise translate_client_error(error, f"StopProcessingJob {name}", "job_name") from error
+    return "Stopping"
+
+
+def output_uri_of(response: dict[str, Any]) -> str:
+    """The evaluation prefix a processing job writes to (its one output), from its description."""
+    return str(response["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"])
+
+
+def outcome_of(factory: ClientFactory, response: dict[str, Any], created: bool = False) -> EvaluationResult:
+    """The result of a completed evaluation job from its description: the metrics read back from its output.
+    Raises `JobFailed` with the job's reason when it did not complete."""
+    name = str(response.get("ProcessingJobName"))
+    status = response.get("ProcessingJobStatus")
+    if classify("processing_job", status) != "success":
+        reason = response.get("FailureReason") or response.get("ExitMessage") or "no reason given"
+        raise JobFailed(f"evaluation job {name} ended {status}: {reason}")
+    output_uri = output_uri_of(response)
+    return EvaluationResult(job_name=name, status=str(status), metrics=read_metrics(factory, output_uri),
+                            metrics_uri=join_uri(output_uri, METRICS_FILE), created=created)
+
+
 def read_metrics(factory: ClientFactory, output_uri: str) -> dict[str, Any]:
     """Read ``metrics.json`` under the evaluation prefix. Raises `JobFailed` when it is missing or not a JSON object."""
     uri = join_uri(output_uri, METRICS_FILE)
@@ -246,12 +285,5 @@ def evaluate(
         clock=clock,
         sleep=sleep,
     )
-    output_uri = request["ProcessingOutputConfig"]["Outputs"][0]["S3Output"]["S3Uri"]
-    metrics = read_metrics(factory, output_uri)
-    return EvaluationResult(
-        job_name=name,
-        status=str(response.get("ProcessingJobStatus")),
-        metrics=metrics,
-        metrics_uri=join_uri(output_uri, METRICS_FILE),
-        created=created,
-    )
+    # The request's output, not the description's: a re-attached job is read where this request writes.
+    return outcome_of(factory, {**response, "ProcessingOutputConfig": request["ProcessingOutputConfig"]}, created)
