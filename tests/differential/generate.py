@@ -12,8 +12,8 @@ Writes two goldens next to this file, each with the oracle package versions:
 - goldens/launch.json: for every container contract of the launch grid, the runner the PyTorch toolkit picks and the
   command and environment that runner would execute (its command builders are called; nothing is executed);
 - goldens/launch_tensorflow.json (``--only tf-launch``, in the TensorFlow toolkit's own venv,
-  build_tf_oracle_venv.sh): the same for AWS's TensorFlow toolkit, plus the parameter server it would start (its
-  cluster and task) and whether a worker host waits for the master; TensorFlow itself is replaced by an empty module
+  build_oracle_venv.sh --tensorflow): the same for AWS's TensorFlow toolkit, plus the parameter server it would
+  start (its cluster and task) and whether a worker host waits for the master; TensorFlow itself is replaced by an empty module
   (the toolkit imports it; the launch decisions never call it when the server start is captured).
 
 Only the standard library and the oracle packages are used here; the tests read the goldens with trainops' venv.
@@ -628,7 +628,7 @@ def main() -> None:
         tensorflow_child()
         return
     GOLDENS.mkdir(exist_ok=True)
-    if args.only == "tf-launch":  # in the TensorFlow toolkit's venv (build_tf_oracle_venv.sh)
+    if args.only == "tf-launch":  # in the TensorFlow toolkit's venv (build_oracle_venv.sh --tensorflow)
         cases = tensorflow_launch_grid()
         for case in cases:
             case["toolkit"] = run_toolkit(case)

@@ -3,8 +3,8 @@ sagemaker-training 4.8.3), contract by contract: parameter servers, MultiWorkerM
 and plain jobs on GPU and CPU types and one to three hosts, and heterogeneous clusters in both group orders.
 
 goldens/launch_tensorflow.json holds what the toolkit's `training.train` did for each contract (generate.py
---only tf-launch, in the venv of build_tf_oracle_venv.sh): its runner and command, the worker's TF_CONFIG, the
-parameter server it started (cluster, task index) and the master a worker host waited for. No TensorFlow is needed.
+--only tf-launch, in the venv of build_oracle_venv.sh --tensorflow): its runner and command, the worker's TF_CONFIG,
+the parameter server it started (cluster, task index) and the master a worker host waited for. No TensorFlow is needed.
 """
 
 from __future__ import annotations

@@ -10,79 +10,46 @@ changed by a test and always meets today's code.
 
     python tests/support/airflow2_venv.py          # build (or find) it and print its interpreter
 
-The venv lives under ``$TRAINOPS_AIRFLOW2_CACHE`` (default ``~/.cache/trainops-airflow2``), named by the pinned
-versions; a lock keeps two test processes from building it at once, and a stamp written last means a half-built venv
-is rebuilt rather than used.
+The venv lives under ``$TRAINOPS_AIRFLOW2_CACHE`` (default ``~/.cache/trainops-airflow2``); `cached_venv` builds
+it once.
 """
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
-import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `support` importable
+
+from support.cached_venv import CachedVenv, clean_environment  # noqa: E402
+
 REPO = Path(__file__).resolve().parents[2]
-PACKAGES = (
-    "apache-airflow==2.11.*",
-    "apache-airflow-providers-amazon",
-    "torch==2.13.0",
-    "numpy",
-    "scikit-learn>=1.3",
-    "matplotlib>=3.7",
-    # trainops' own dependencies (pyproject's [project] dependencies and the aws extra)
-    "platformdirs>=4",
-    "pydantic>=2.6,<3",
-    "PyYAML>=6",
-    "boto3>=1.34",
+AIRFLOW2 = CachedVenv(
+    label="Airflow 2.11",
+    packages=(
+        "apache-airflow==2.11.*",
+        "apache-airflow-providers-amazon",
+        "torch==2.13.0",
+        "numpy",
+        "scikit-learn>=1.3",
+        "matplotlib>=3.7",
+        # trainops' own dependencies (pyproject's [project] dependencies and the aws extra)
+        "platformdirs>=4",
+        "pydantic>=2.6,<3",
+        "PyYAML>=6",
+        "boto3>=1.34",
+    ),
+    cache_variable="TRAINOPS_AIRFLOW2_CACHE", default_cache="trainops-airflow2", prefix="venv",
+    stamp=".trainops-airflow2-ready",
+    check=("import airflow\n"
+           "from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook\n"
+           "assert airflow.__version__.startswith('2.11'), airflow.__version__"),
 )
-STAMP = ".trainops-airflow2-ready"
-
-
-def cache_root() -> Path:
-    return Path(os.environ.get("TRAINOPS_AIRFLOW2_CACHE") or Path.home() / ".cache" / "trainops-airflow2")
-
-
-def venv_dir() -> Path:
-    key = hashlib.sha256(f"{sys.version_info[:2]}|{'|'.join(PACKAGES)}".encode()).hexdigest()[:12]
-    return cache_root() / f"venv-{key}"
-
-
-def python_of(directory: Path) -> Path:
-    return directory / "bin" / "python"
-
-
-def clean_environment() -> dict[str, str]:
-    """This process's environment without what would point the venv at another Python's packages."""
-    return {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
-
-
-def build(log=print) -> Path:
-    """The venv's interpreter, building the venv first when it is missing or half-built."""
-    directory = venv_dir()
-    directory.parent.mkdir(parents=True, exist_ok=True)
-    with open(directory.parent / f".{directory.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (directory / STAMP).exists():
-            return python_of(directory)
-        if directory.exists():
-            shutil.rmtree(directory)
-        log(f"building the Airflow 2.11 venv in {directory} (once; a few minutes)")
-        subprocess.run([sys.executable, "-m", "venv", str(directory)], check=True)
-        pip = [str(python_of(directory)), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-        subprocess.run([*pip, "--upgrade", "pip", "setuptools", "wheel"], check=True, env=clean_environment())
-        subprocess.run([*pip, *PACKAGES], check=True, env=clean_environment())
-        check = ("import airflow, sys\n"
-                 "from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook\n"
-                 "assert airflow.__version__.startswith('2.11'), airflow.__version__\n"
-                 "import importlib.util\n"
-                 "sys.exit(1 if importlib.util.find_spec('trainops') else 0)\n")
-        subprocess.run([str(python_of(directory)), "-c", check], check=True, cwd="/", env=clean_environment())
-        (directory / STAMP).write_text("\n".join(PACKAGES) + "\n")
-        return python_of(directory)
+PACKAGES = AIRFLOW2.packages
+build = AIRFLOW2.build
+venv_dir = AIRFLOW2.venv_dir
+__all__ = ["AIRFLOW2", "build", "clean_environment", "install_trainops", "venv_dir"]
 
 
 def install_trainops(python: Path, target: Path) -> Path:
@@ -99,4 +66,4 @@ def install_trainops(python: Path, target: Path) -> Path:
 
 
 if __name__ == "__main__":
-    print(build(log=lambda line: print(line, file=sys.stderr)))
+    AIRFLOW2.main()
