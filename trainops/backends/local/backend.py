@@ -64,14 +64,16 @@ class LocalBackend(Backend):
         return JobStatus.parse(status.read(name, self.workdir)["status"], "local_job")
 
     def dry_run(self, spec: Any, name: str, options: BackendOptions) -> dict[str, Any]:
-        """What a local run of the spec would refuse (its code directory, an s3:// source that is not a tarball),
-        before anything is laid out; the request itself is rendered by the job, with this machine's paths."""
-        from trainops.backends.local.inputs import resolve_code_dir
+        """The CreateTrainingJob request the local job of ``name`` will execute, with this machine's paths (the
+        job's directory, the code and runtime channels it will lay out), after what a local run refuses (its code
+        directory, an s3:// source that is not a tarball); nothing is written."""
+        assert isinstance(options, LocalOptions)
         from trainops.backends.local.job import check_local_spec
+        from trainops.backends.local.job_input import from_spec
+        from trainops.backends.local.paths import job_dir
 
         check_local_spec(spec)
-        resolve_code_dir(spec)
-        return {"TrainingJobName": name, "backend": self.name, "options": options.to_dict()}
+        return from_spec(spec, launcher=options.launcher).render(name, job_dir(name, self.workdir), lay_out=False)
 
     def _create(self, spec: Any, name: str, options: BackendOptions, *, detached: bool, log: Log) -> JobHandle:
         """Start the job under a detached supervisor, or prepare it for `wait` to run in this process."""

@@ -149,12 +149,17 @@ def sync_tensorboard(request: dict[str, Any], layouts: list[HostLayout],
 SKIPPED_DIRECTORIES = frozenset({"__pycache__", ".git"})
 
 
+def code_with_dependencies_path(job_dir: Path) -> Path:
+    """Where `code_with_dependencies` lays out the code channel of a job with dependencies."""
+    return job_dir / "code"
+
+
 def code_with_dependencies(code_dir: Path, dependencies: list[str], job_dir: Path) -> Path:
     """The trainops launcher's code channel: `code_dir` itself, or with `dependencies` a copy laid out as the upload
     lays it out (the code's files at the root, each dependency under its own name; links not copied)."""
     if not dependencies:
         return code_dir
-    target = job_dir / "code"
+    target = code_with_dependencies_path(job_dir)
     shutil.rmtree(target, ignore_errors=True)
     sources = [(code_dir, target), *((Path(item), target / Path(item).name) for item in dependencies)]
     for source, destination in sources:

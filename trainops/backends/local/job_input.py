@@ -26,11 +26,13 @@ from trainops.spec.job import JobSpec
 
 @dataclass(frozen=True)
 class JobInput:
-    """A local job's input. ``render(job_name, job_dir)`` gives the request; ``public(request)`` what the status
-    record shows of it (secrets masked); ``secrets`` the values never written as they are; ``checkpoint_key`` the
-    checkpoint directory's default key (None: the job's name)."""
+    """A local job's input. ``render(job_name, job_dir)`` gives the request and lays out the files it names (the
+    code channel with its dependencies, the toolkit's tarball, the runtime channel); ``render(..., lay_out=False)``
+    gives the same request and writes nothing (the dry run); ``public(request)`` what the status record shows of it
+    (secrets masked); ``secrets`` the values never written as they are; ``checkpoint_key`` the checkpoint
+    directory's default key (None: the job's name)."""
 
-    render: Callable[[str, Path], dict[str, Any]]
+    render: Callable[..., dict[str, Any]]
     public: Callable[[dict[str, Any]], dict[str, Any]]
     secrets: list[str]
     checkpoint_key: str | None = None
@@ -40,7 +42,7 @@ def from_spec(spec: JobSpec, launcher: str | None = None) -> JobInput:
     """A job spec, rendered with this machine's locations (``launcher``: the spec's unless given)."""
     chosen = launcher or spec.launcher
 
-    def render(job_name: str, job_dir: Path) -> dict[str, Any]:
+    def render(job_name: str, job_dir: Path, lay_out: bool = True) -> dict[str, Any]:
         from trainops.backends.request import code as uploads
         from trainops.backends.request.render import is_s3_source, render_local
 
@@ -52,17 +54,21 @@ def from_spec(spec: JobSpec, launcher: str | None = None) -> JobInput:
             code = submit = str(code_dir)
             if chosen == "toolkit":
                 tarball = job_dir / "source" / uploads.SOURCE_TARBALL_NAME
-                tarball.parent.mkdir(parents=True, exist_ok=True)
-                tarball.write_bytes(uploads.source_tarball_bytes(code_dir, spec.dependencies))
+                if lay_out:
+                    tarball.parent.mkdir(parents=True, exist_ok=True)
+                    tarball.write_bytes(uploads.source_tarball_bytes(code_dir, spec.dependencies))
                 submit = str(tarball)
-            else:  # the trainops launcher's code channel, with the spec's dependencies beside the code
+            elif lay_out:  # the trainops launcher's code channel, with the spec's dependencies beside the code
                 code = submit = str(estimator_options.code_with_dependencies(code_dir, spec.dependencies, job_dir))
+            elif spec.dependencies:
+                code = submit = str(estimator_options.code_with_dependencies_path(job_dir))
         runtime = job_dir / "runtime"
-        if runtime.exists():
-            shutil.rmtree(runtime)
-        for path, name in uploads.runtime_files():
-            (runtime / name).parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(path, runtime / name)
+        if lay_out:
+            if runtime.exists():
+                shutil.rmtree(runtime)
+            for path, name in uploads.runtime_files():
+                (runtime / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(path, runtime / name)
         output_path = spec.output_path or default_output_path(job_dir)
         return render_local(spec, job_name=job_name, launcher=chosen, code=code, runtime=str(runtime),
                             submit=submit, output_path=output_path)
@@ -77,6 +83,6 @@ def from_request(request: dict[str, Any]) -> JobInput:
     from trainops.backends.request.render import masked
 
     sent = copy.deepcopy(request)
-    return JobInput(render=lambda _name, _job_dir: copy.deepcopy(sent),
+    return JobInput(render=lambda _name, _job_dir, lay_out=True: copy.deepcopy(sent),
                     public=lambda rendered: {"request": masked(rendered)},
                     secrets=container.request_secrets(sent, dict(os.environ)))
