@@ -802,3 +802,70 @@ def test_a_staged_file_that_became_a_directory_is_stale_once_with_two_workers(tm
     assert results[2] == results[1]
     assert results[2][1] == (5, 0, 5, [], [])
     assert results[2][2][3] == ["became-a-directory", "dir-2/data.bin"]
+
+
+# --- large local trees: copies and checks split over processes -----------------------------------------------------
+
+
+@pytest.fixture
+def split_from_two_files(monkeypatch):
+    """Every tree counts as large (the split starts at `staging.PARALLEL_FROM` files); counts the forked children."""
+    from trainops.backends.local import staging
+
+    forks, original = [], staging._forked
+
+    def counting(work):
+        forks.append(work)
+        return original(work)
+
+    monkeypatch.setattr(staging, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(staging, "_forked", counting)
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    return forks
+
+
+def test_two_processes_copy_a_large_tree_and_check_its_copies_on_a_restage(tree, split_from_two_files):
+    source, destination, contents = tree
+    first = stage_tree(str(source), str(destination), workers=2)
+    assert len(split_from_two_files) == 1  # one child copied the second half
+    assert first.ok and first.files_copied == len(contents) and first.bytes_copied == sum(map(len, contents.values()))
+    assert staged_files(destination) == contents and set(recorded_files(destination)) == set(contents)
+    assert not any(is_temporary_name(Path(name).name) for name in listing(destination))
+    (destination / "top-0.bin").write_bytes(b"tampered")  # a copy edited in place, one deleted: found by the child
+    (destination / "top-3.bin").unlink()
+    again = stage_tree(str(source), str(destination), workers=2)
+    assert len(split_from_two_files) == 3  # one child checked the copies, one copied one of the two again
+    assert (again.files_copied, again.files_skipped) == (2, len(contents) - 2)
+    assert staged_files(destination) == contents
+    assert stage_tree(str(source), str(destination), workers=2).files_skipped == len(contents)
+
+
+def test_a_failure_in_either_copying_process_keeps_every_whole_copy_both_made(tree, split_from_two_files,
+                                                                              monkeypatch):
+    """The copy here raises: the child is stopped and what it completed is recorded too. Then only the child's
+    copies fail: the stage ends in JobFailed naming its error, after the files of both are recorded."""
+    source, destination, contents = tree
+    original = stage_sources.copy_descriptor
+    monkeypatch.setattr(stage_sources, "copy_descriptor", failing_copy(2, raising("simulated crash")))
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        stage_tree(str(source), str(destination), workers=2)
+    partial = staged_files(destination)
+    assert 0 < len(partial) < len(contents) and all(contents[name] == data for name, data in partial.items())
+    assert set(recorded_files(destination)) == set(partial)
+    assert not any(is_temporary_name(Path(name).name) for name in listing(destination))
+    second = destination.with_name("second")
+    parent = os.getpid()
+
+    def failing_in_the_child(source_descriptor, target, size):
+        if os.getpid() != parent:
+            raise RuntimeError("child crash")
+        return original(source_descriptor, target, size)
+
+    monkeypatch.setattr(stage_sources, "copy_descriptor", failing_in_the_child)
+    with pytest.raises(JobFailed, match="a copying process failed: RuntimeError: child crash"):
+        stage_tree(str(source), str(second), workers=2)
+    made = staged_files(second)
+    assert len(made) == len(contents) // 2 and set(recorded_files(second)) == set(made)
+    monkeypatch.setattr(stage_sources, "copy_descriptor", original)
+    rerun = stage_tree(str(source), str(second), workers=2)
+    assert rerun.ok and rerun.files_skipped == len(made) and staged_files(second) == contents

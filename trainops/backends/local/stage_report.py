@@ -89,9 +89,9 @@ class Progress:
         self.files = self.bytes = 0
         self.started, self.drawn = time.monotonic(), 0.0
 
-    def advance(self, size: int) -> None:
-        """One more file done (copied or failed); redraw when a tenth of a second has passed, or at the end."""
-        self.files, self.bytes, now = self.files + 1, self.bytes + size, time.monotonic()
+    def advance(self, size: int, files: int = 1) -> None:
+        """More files done (copied or failed); redraw when a tenth of a second has passed, or at the end."""
+        self.files, self.bytes, now = self.files + files, self.bytes + size, time.monotonic()
         if self.enabled and (now - self.drawn >= 0.1 or self.files == self.total_files):
             self.drawn = now
             bar = "#" * int(30 * (self.bytes / self.total_bytes if self.total_bytes else self.files / self.total_files))

@@ -126,13 +126,15 @@ class LocalSource:
             except OSError as error:
                 refused.append(Refusal(prefix.rstrip("/") or ".", f"cannot read the directory: {_reason(error)}"))
                 continue
+            new, append, is_file = tuple.__new__, files.append, stat.S_ISREG  # the loop runs once per file
             with listing:
                 for entry in listing:
-                    name = prefix + entry.name
+                    entry_name = entry.name
+                    name = prefix + entry_name
                     # Most names are printable ASCII and short: the full check only for the others.
-                    if not (entry.name.isascii() and entry.name.isprintable() and len(entry.name) <= NAME_MAX) \
-                            or entry.name.startswith(RESERVED_PREFIX):
-                        reason = entry_refusal_reason(entry.name)
+                    if not (entry_name.isascii() and entry_name.isprintable() and len(entry_name) <= NAME_MAX) \
+                            or entry_name.startswith(RESERVED_PREFIX):
+                        reason = entry_refusal_reason(entry_name)
                         if reason is not None:
                             refused.append(Refusal(name, reason))
                             continue
@@ -141,15 +143,16 @@ class LocalSource:
                     except OSError as error:
                         refused.append(Refusal(name, f"cannot read it: {_reason(error)}"))
                         continue
-                    if stat.S_ISREG(details.st_mode):
-                        files.append(SourceFile(name, details.st_size, details.st_mtime_ns, entry.name,
-                                                details.st_ino, index, details.st_mode & 0o777))
-                    elif stat.S_ISDIR(details.st_mode):
-                        below = f"{real}/{entry.name}" if real else entry.name
+                    mode = details.st_mode
+                    if is_file(mode):
+                        append(new(SourceFile, (name, details.st_size, details.st_mtime_ns, entry_name,
+                                                details.st_ino, index, mode & 0o777, 0)))
+                    elif stat.S_ISDIR(mode):
+                        below = f"{real}/{entry_name}" if real else entry_name
                         self.directories.append((below, (details.st_dev, details.st_ino), index))
                         pending.append((len(self.directories) - 1, name + "/"))
-                    elif stat.S_ISLNK(details.st_mode):
-                        self._follow(index, entry.name, name, files, refused, pending)
+                    elif stat.S_ISLNK(mode):
+                        self._follow(index, entry_name, name, files, refused, pending)
                     else:
                         refused.append(Refusal(name, "not a regular file, directory or link (a FIFO, socket or "
                                                      "device)"))

@@ -13,18 +13,24 @@ FSx for Lustre mount, copying only what changed since the last stage.
 - **Files gone from the source stay** (listed as ``stale``) unless ``delete=True`` removes those staging wrote.
 - **One stage at a time per destination** (an advisory ``flock`` on the destination directory).
 
-A local tree is copied by this process in the kernel (`stage_sources.LocalSource`); an S3 prefix is downloaded in
-parallel by boto3's transfer manager (`stage_s3.S3Source`). Copies are not fsync'ed (as ``cp`` and ``aws s3 sync``).
+A local tree is copied in the kernel (`stage_sources.LocalSource`), by ``workers`` forked processes when it is large
+(each takes a contiguous share; a re-stage's check of the copies runs beside the listing of the source); an S3
+prefix is downloaded in parallel by boto3's transfer manager (`stage_s3.S3Source`). Copies are not fsync'ed (as
+``cp`` and ``aws s3 sync``).
 """
 
 from __future__ import annotations
 
 import fcntl
+import gc
+import json
+import math
 import os
+import signal
 import stat
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
@@ -40,6 +46,9 @@ from trainops.errors import JobFailed, Problem, SpecError
 MAXIMUM_WORKERS = 256
 #: Seconds between saves of the manifest while a stage runs (what a killed stage completed is not copied again).
 CHECKPOINT_SECONDS = 5.0
+#: A local tree with at least this many files to copy (or copies to check) is split over ``workers`` processes:
+#: each file costs a dozen system calls, and Python's share of them keeps one core busy (measured: bench/README.md).
+PARALLEL_FROM = 1000
 
 
 def local_destination(destination: str) -> Path:
@@ -56,8 +65,8 @@ def local_destination(destination: str) -> Path:
 
 
 def default_workers(source: str) -> int:
-    """Parallel S3 downloads when none are asked for: 10, as ``aws s3 sync``. A local tree is copied by one process
-    in the kernel whatever the number (on 2 cores, more copiers only took turns)."""
+    """Parallel S3 downloads when none are asked for: 10, as ``aws s3 sync``; a local tree: one process (``workers``
+    processes copy a tree of `PARALLEL_FROM` files or more)."""
     return 10 if source.startswith("s3://") else 1
 
 
@@ -72,7 +81,7 @@ class Created(NamedTuple):
 class Destination:
     """Writes files under the open destination and records each outcome in the report, the manifest and the
     progress bar. Directories are created level by level relative to their open parent (`safe_fs.DirectoryCache`),
-    never through a link or a file, and checked by (device, inode) each time a file goes in."""
+    never through a link or a file, and checked by (device, inode) each time one is opened for a file."""
 
     def __init__(self, root: int, report: StageReport, manifest: StageManifest, progress: Progress):
         self.root, self.report, self.manifest, self.progress = root, report, manifest, progress
@@ -81,6 +90,7 @@ class Destination:
         self.problems: dict[str, str | None] = {"": None}  # relative directory -> None (usable) or why not
         self.identities = {"": (details.st_dev, details.st_ino)}
         self.number, self.saved = 0, time.monotonic()
+        self.checked = ("", -1)  # the directory (relative name, descriptor) whose identity was checked last
 
     def prepare(self, relative: str) -> str | None:
         """Make ``relative`` a real directory under the destination; return why it cannot be, or None."""
@@ -114,9 +124,12 @@ class Destination:
         problem = self.prepare(relative)
         try:
             directory = self.cache.open(relative) if problem is None else -1
-            details = os.fstat(directory) if problem is None else None
-            if details is not None and (details.st_dev, details.st_ino) != self.identities[relative]:
-                problem = f"{relative!r} in the destination was replaced while staging; stage again"
+            if problem is None and self.checked != (relative, directory):  # reopened: is it the one created?
+                details = os.fstat(directory)
+                if (details.st_dev, details.st_ino) != self.identities[relative]:
+                    problem = f"{relative!r} in the destination was replaced while staging; stage again"
+                else:
+                    self.checked = (relative, directory)
             while problem is None:
                 self.number += 1
                 name = _temporary_name(self.number)
@@ -251,17 +264,102 @@ def _delete_stale(names: list[str], root: int, manifest: StageManifest, report: 
     cache.close()
 
 
-def _unchanged(item: SourceFile, manifest: StageManifest, copies: DirectoryCache) -> bool:
-    """Whether the manifest says ``item`` was staged as it is now and its copy is still what was written."""
-    entry = manifest.files.get(item.name)
-    if entry is None or entry[0] != item.size or entry[1] != item.fingerprint:
-        return False
-    directory, _, base = item.name.rpartition("/")
+def _changed_copies(names: Iterable[str], manifest: StageManifest, root: int) -> list[str]:
+    """Those of ``names`` whose copy in the destination is not what the manifest says staging wrote (one stat each,
+    relative to its open directory, no link followed)."""
+    copies, changed = DirectoryCache(root, capacity=8), []
+    for name in names:
+        directory, _, base = name.rpartition("/")
+        try:
+            details = os.stat(base, dir_fd=copies.open(directory), follow_symlinks=False)
+        except OSError:
+            changed.append(name)
+            continue
+        entry = manifest.files[name]
+        if not (stat.S_ISREG(details.st_mode) and details.st_size == entry[0] and details.st_mtime_ns == entry[2]):
+            changed.append(name)
+    copies.close()
+    return changed
+
+
+def _forked(work: Callable[[], Any]) -> tuple[int, Callable[[], tuple[Any, str | None]]]:
+    """Run ``work`` in a forked child (it inherits the open destination, its lock and the listing). Returns the
+    child's pid and a function that waits for it and returns (what ``work`` returned or None, None or why it did not
+    finish: an exception, Ctrl-C). The child never returns into the caller's code."""
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(reader)
+            try:
+                outcome: list[Any] = [work(), None]
+            except BaseException as error:  # noqa: BLE001 - reported to the parent, which decides
+                outcome = [getattr(error, "partial", None), f"{type(error).__name__}: {error}"]
+            with os.fdopen(writer, "w", encoding="ascii") as handle:
+                json.dump(outcome, handle)
+        finally:
+            os._exit(0)
+    os.close(writer)
+
+    def wait() -> tuple[Any, str | None]:
+        with os.fdopen(reader, "rb") as handle:
+            data = handle.read()
+        os.waitpid(pid, 0)
+        try:
+            result, error = json.loads(data)
+        except ValueError:
+            return None, "the process ended without a result"
+        return result, error
+    return pid, wait
+
+
+def _copy_share(opened: LocalSource, items: list[SourceFile], writer: Destination) -> dict[str, Any]:
+    """Copy ``items`` in a forked child; what it did, for the parent's report and manifest (the child's own copies
+    of them are thrown away)."""
+    failed_before, copied_before, bytes_before = len(writer.report.failed), writer.report.files_copied, \
+        writer.report.bytes_copied
+    writer.saved, writer.progress.enabled = math.inf, False  # the parent saves the manifest and draws the bar
+
+    def done() -> dict[str, Any]:
+        files = writer.manifest.files
+        return {"files": {item.name: files[item.name] for item in items if item.name in files},
+                "failed": writer.report.failed[failed_before:], "copied": writer.report.files_copied - copied_before,
+                "bytes": writer.report.bytes_copied - bytes_before, "sizes": sum(item.size for item in items)}
     try:
-        details = os.stat(base, dir_fd=copies.open(directory), follow_symlinks=False)
-    except OSError:
-        return False
-    return stat.S_ISREG(details.st_mode) and details.st_size == entry[0] and details.st_mtime_ns == entry[2]
+        opened.copy_all(items, writer)
+    except BaseException as error:
+        error.partial = done()  # type: ignore[attr-defined]
+        raise
+    return done()
+
+
+def _copy_in_processes(opened: LocalSource, items: list[SourceFile], writer: Destination, processes: int) -> None:
+    """Copy ``items`` in ``processes`` contiguous shares (each keeps its directories together): the first here, the
+    others in forked children whose outcome is merged into the report and the manifest, also when this one fails
+    or is interrupted (they are then stopped as Ctrl-C stops them)."""
+    share = -(-len(items) // processes)
+    children = [_forked(lambda part=items[start:start + share]: _copy_share(opened, part, writer))  # type: ignore[misc]
+                for start in range(share, len(items), share)]
+    errors = []
+    try:
+        opened.copy_all(items[:share], writer)
+    except BaseException:
+        for pid, _ in children:
+            os.kill(pid, signal.SIGINT)
+        raise
+    finally:
+        for _, wait in children:
+            outcome, error = wait()
+            if outcome:
+                writer.manifest.files.update(outcome["files"])
+                writer.report.failed += [Refusal(*failure) for failure in outcome["failed"]]
+                writer.report.files_copied += outcome["copied"]
+                writer.report.bytes_copied += outcome["bytes"]
+                writer.progress.advance(outcome["sizes"], share)
+            if error:
+                errors.append(error)
+    if errors:
+        raise JobFailed(f"a copying process failed: {errors[0]}; the files it completed are kept, stage again")
 
 
 def open_source(source: str, client_factory: Callable[[str], Any] | None, workers: int) -> Any:
@@ -308,6 +406,9 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
     opened = open_source(source, client_factory, workers)
     report = StageReport(source, destination)
     lock = None
+    checking: Callable[[], tuple[Any, str | None]] | None = None
+    collecting = gc.isenabled()  # the listing and the manifest are 100,000s of small objects and no cycles: the
+    gc.disable()  # collector's passes over them cost a tenth of a re-stage; it runs again for the copies
     try:
         if isinstance(opened, LocalSource):
             inside = os.path.realpath(root)
@@ -316,21 +417,32 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
                                                        "copy its own output; choose a destination outside it"))
         if root.exists() and not root.is_dir():
             raise SpecError(Problem("destination", f"{destination} exists and is not a directory; choose one"))
-        # Listed before the destination is created, so a missing bucket or prefix leaves nothing behind.
-        files, report.refused = opened.list_files()
-        report.files_found = len(files)
+        local = isinstance(opened, LocalSource)
+        if not local:  # listed before the destination is created: a missing bucket or prefix leaves nothing behind
+            files, report.refused = opened.list_files()
         lock = _lock(root, destination)
         leftovers = _remove_leftovers(lock)
         if leftovers:
             report.notes.append(f"removed {leftovers} temporary files left by an interrupted stage")
         manifest = StageManifest.load(lock, opened.identity)
         report.notes += [manifest.note] if manifest.note else []
+        if local and workers > 1 and len(manifest) >= PARALLEL_FROM:  # the copies are checked while the source is
+            checking = _forked(lambda: _changed_copies(manifest.files, manifest, lock))[1]  # listed here
+        if local:
+            files, report.refused = opened.list_files()
+        report.files_found = len(files)
         to_copy = files
         if len(manifest):
-            copies = DirectoryCache(lock, capacity=8)
-            to_copy = [item for item in files if not _unchanged(item, manifest, copies)]
-            copies.close()
-            report.files_skipped = len(files) - len(to_copy)
+            recorded = manifest.files
+            candidates = [item for item in files if (entry := recorded.get(item.name)) is not None
+                          and entry[0] == item.size and entry[1] == item.fingerprint]
+            changed, problem = checking() if checking else (None, None)
+            checking = None
+            if changed is None or problem:
+                changed = _changed_copies((item.name for item in candidates), manifest, lock)
+            unchanged = {item.name for item in candidates}.difference(changed)
+            to_copy = [item for item in files if item.name not in unchanged]
+            report.files_skipped = len(unchanged)
             report.bytes_skipped = sum(item.size for item in files) - sum(item.size for item in to_copy)
             present = {item.name for item in files}
             stale = sorted(name for name in manifest.files if name not in present)
@@ -342,6 +454,8 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
             if report.deleted:
                 manifest.save(lock)
             return report
+        if collecting:
+            gc.enable()
         stream = stream if stream is not None else sys.stderr
         bar = Progress(len(to_copy), sum(item.size for item in to_copy), stream,
                        stream.isatty() if progress is None else progress)
@@ -350,13 +464,21 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
             writer.prepare(item.name.rpartition("/")[0])
         os.close(os.open(JOURNAL_NAME, NEW_FILE_FLAGS, 0o644, dir_fd=lock))
         try:
-            opened.copy_all(to_copy, writer)
+            processes = min(workers, os.cpu_count() or 1)
+            if local and processes > 1 and len(to_copy) >= PARALLEL_FROM:
+                _copy_in_processes(opened, to_copy, writer, processes)
+            else:
+                opened.copy_all(to_copy, writer)
         finally:
             writer.cache.close()
             bar.close()
             manifest.save(lock)
             os.unlink(JOURNAL_NAME, dir_fd=lock)
     finally:
+        if collecting:
+            gc.enable()
+        if checking is not None:  # the listing failed: the child is still waited for
+            checking()
         if lock is not None:
             os.close(lock)
         opened.close()
