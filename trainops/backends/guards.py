@@ -215,3 +215,20 @@ def stopped_by(tripped: Tripped | None, stopped: bool, failure_reason: str | Non
         if prefix is None or not failure_reason.startswith(prefix):
             return None
     return tripped
+
+
+def settle(result: Any, tripped: Tripped | None) -> Any:
+    """An ended `trainops.backends.api.JobResult` with the guard that stopped it (`stopped_by`) in its details and as
+    its failure reason, unless the backend reported one already (SageMaker: the job's tags; local: the stop reason):
+    what a poller outside the backend's wait (the trigger, the worker's poll) returns."""
+    details = dict(getattr(result, "details", None) or {})
+    if details.get("guard"):
+        return result
+    status = getattr(result.status, "value", result.status)
+    found = stopped_by(tripped, status in ("Stopped", "Stopping"), result.failure_reason)
+    if found is None:
+        return result
+    from dataclasses import replace
+
+    return replace(result, details={**details, "guard": found.to_dict()},
+                   failure_reason=result.failure_reason or found.message)

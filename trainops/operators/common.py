@@ -35,8 +35,9 @@ DEFAULT_RETRY_DELAY_SECONDS = 60
 
 
 
-#: Failure classes a retry cannot fix (`trainops.backends.failures`): the task fails without using Airflow's retries.
-NOT_RETRIED = ("user", "timeout", "stopped")
+#: Failure classes a retry cannot fix (`trainops.backends.failures`): the task fails without using Airflow's retries
+#: (a spent budget cannot pay for another try either).
+NOT_RETRIED = ("user", "timeout", "stopped", "budget")
 
 
 def failure_exception(message: str, result: Any) -> AirflowException:
@@ -57,7 +58,10 @@ def failure_exception(message: str, result: Any) -> AirflowException:
         if klass and klass != "unknown":
             message = f"{message} [{klass} failure{': ' + evidence if evidence else ''}]"
         if klass in NOT_RETRIED:
-            return AirflowFailException(message + " (not retried: another try would fail the same way)")
+            why = "the run's max_cost_usd is spent" if klass == "budget" else "another try would fail the same way"
+            failed = AirflowFailException(f"{message} (not retried: {why})")
+            failed.failure_class = klass  # type: ignore[attr-defined]
+            return failed
         if klass:
             error = AirflowException(message)
             error.failure_class = klass  # type: ignore[attr-defined]  # read by the retry policy (Airflow 3.3+)

@@ -17,8 +17,12 @@ How it waits (``wait_mode``, or ``deferrable`` for short):
 - ``worker``: a local job runs in the task's process (its hosts' logs stream live); a remote one is polled from the
   worker, its logs streaming as in the trigger.
 
-Every wait is bounded by the job's ``max_run`` (+ ``max_wait``), not by an attempt count. ``on_kill`` stops what the
-try started, through the seam (``backend.stop(handle)``). Nothing here imports a concrete backend.
+Every wait applies the job's guards (`trainops.backends.guards.JobGuards`: what is left of ``max_cost_usd`` after
+the earlier attempts, the stall watchdog, the wait bound from the job's own start), whichever mode waits: the train
+step's wait in the worker, the backend's watch (`Backend.watch`) at each look of the worker's poll, each poke, and
+in the trigger, which gets them as JSON. A guard that trips stops the job, and the task's failure carries its class
+(``budget``, ``infrastructure`` for a stall, ``timeout``). ``on_kill`` stops what the try started, through the seam
+(``backend.stop(handle)``). Nothing here imports a concrete backend.
 """
 
 from __future__ import annotations
@@ -200,22 +204,51 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
                 "channel_overrides": self.channel_overrides, "launcher": self.launcher}
 
     def _submit_and_wait(self, backend: Any, spec: Any, base: str) -> dict[str, Any]:
+        from trainops.steps.forecast import check_budget
+
         options = self._submit_options(backend)
         if not backend.remote:
             options["checkpoint_key"] = base
+        check_budget(spec)  # budget: refuse refuses before anything is created, as the train step does
+        spent = self._spent(backend, spec, base)
         handle = backend.submit(spec, base, if_exists=self.if_job_exists, log=task_logger(self), **options)
         self._held = (backend, handle)
         if backend.remote:
             remember_console_job(self, handle.job_name, handle.region)
+        from trainops.steps.attempts import guards_for
+
         result = backend.describe(handle)
         if result.status.outcome != "waiting" or not self.wait_for_completion:
             # A re-attached job that already ended: its result at once, the same XCom as after a wait.
             return self._finish(backend, spec, base, result)
+        guards = guards_for(spec, spent)
         if self.wait_mode == "defer":
-            self._defer(spec, handle, base)
+            self._defer(spec, handle, base, guards)
         if self.wait_mode == "reschedule":
-            return self._poke(backend, spec, base, handle, result)
-        return self._wait_in_worker(backend, spec, base, handle)
+            return self._poke(backend, spec, base, handle, result, guards)
+        return self._wait_in_worker(backend, spec, base, handle, guards)
+
+    def _spent(self, backend: Any, spec: Any, base: str) -> float:
+        """What the ended attempts of ``base`` cost (the job this try places gets what is left of max_cost_usd);
+        refuses, classified ``budget``, to place a new attempt the budget has no room for (`retry_fits`)."""
+        from trainops.operators.common import failure_exception
+        from trainops.steps.attempts import spent_before
+        from trainops.steps.forecast import retry_fits
+
+        if getattr(spec, "max_cost_usd", None) is None:
+            return 0.0  # no budget: nothing to add up (and no look-ups)
+        try:
+            spent = spent_before(backend, spec, base)
+        except Exception as error:  # noqa: BLE001 - the earlier attempts' cost is a look-up; the wait goes on
+            self.log.warning("could not add up what the earlier attempts cost (%s): the budget counts this one only",
+                             error)
+            return 0.0
+        if spent != 0.0:
+            room, why = retry_fits(spec, spent)
+            if not room:
+                raise failure_exception(f"no new attempt of training job {base}: {why}",
+                                        {"failure_class": "budget", "failure_evidence": {"evidence": why}})
+        return spent or 0.0
 
     def _train_in_worker(self, spec: Any, base: str) -> dict[str, Any]:
         """A local job in this task's process (its hosts' logs stream live), through the train step's attempts."""
@@ -254,17 +287,22 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         max_wait = details.get("max_wait_seconds") or spec.max_wait
         return wait_bound_seconds(max_run, max_wait, grace)
 
-    def _defer(self, spec: Any, handle: Any, base: str) -> None:
+    def _defer(self, spec: Any, handle: Any, base: str, guards: Any = None) -> None:
         from trainops.backends import backend_class
-        from trainops.operators.triggers import JobTrigger
+        from trainops.operators.triggers import GUARDED_BACKSTOP_SECONDS, JobTrigger
 
         reattached = not handle.created
         remote = backend_class(handle.backend).remote  # a job here ends with its supervisor: a shorter grace
+        grace = 3600.0 if remote else 600.0
+        if guards is not None:  # the job's own bound (the guards', from its start) must come first
+            grace = max(grace, float(guards.grace_seconds))
         trigger = JobTrigger(handle.to_dict(), kind="training", aws_conn_id=self.aws_conn_id,
                              poll_seconds=self.check_interval, max_run=spec.max_run, max_wait=spec.max_wait,
-                             grace_seconds=3600.0 if remote else 600.0, reattached=reattached,
-                             base_name=base, stream_logs=self.stream_logs)
+                             grace_seconds=grace, reattached=reattached, base_name=base,
+                             stream_logs=self.stream_logs, guards=guards.to_dict() if guards is not None else None)
         bound = self._bound(spec, grace=trigger.grace_seconds)
+        if guards is not None:
+            bound += GUARDED_BACKSTOP_SECONDS
         self.log.info("deferring: the triggerer waits for %s %s (%s; at most %.0f s) and streams its logs here; by "
                       "hand: %s", "training job" if remote else f"{handle.backend} training job",
                       handle.job_name,
@@ -294,10 +332,16 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
             self.log.info("%s", line)
         return cursor
 
-    def _wait_in_worker(self, backend: Any, spec: Any, base: str, handle: Any) -> dict[str, Any]:
-        """Poll the job from the worker (bounded by its limits), streaming its new log lines into the task log."""
+    def _wait_in_worker(self, backend: Any, spec: Any, base: str, handle: Any, guards: Any = None
+                        ) -> dict[str, Any]:
+        """Poll the job from the worker (bounded by its limits), streaming its new log lines into the task log; the
+        backend's watch applies the guards at each look."""
+        from trainops.backends.guards import settle, stops
+        from trainops.operators.common import failure_exception
         from trainops.operators.compat import AirflowException
+        from trainops.operators.triggers import GUARDED_BACKSTOP_SECONDS
 
+        watch = backend.watch(handle, guards, log=task_logger(self)) if guards is not None else None
         started = time.monotonic()
         cursor, last = None, None
         while True:
@@ -309,19 +353,33 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
             ended = result.status.outcome != "waiting"
             cursor = self._write_logs(backend, handle, cursor, limit=5000 if ended else LOG_LINES_PER_POLL)
             if ended:
+                result = settle(result, watch.tripped) if watch is not None else result
                 return self._finish(backend, spec, base, result, raise_failure=True)
             bound = self._bound(spec, result)
+            if watch is not None:  # the job's bound is the watch's (from its own start); this one a backstop
+                tripped = watch.look()
+                if tripped is not None and not stops(tripped, guards):
+                    raise failure_exception(f"gave up waiting for training job {handle.job_name}: {tripped.message}",
+                                            {"failure_class": "timeout", "failure_evidence": {
+                                                "evidence": "the wait bound passed (stop_at_wait_bound: false)"}})
+                bound += GUARDED_BACKSTOP_SECONDS
             if time.monotonic() - started > bound:
                 raise AirflowException(f"gave up waiting for training job {handle.job_name} after {bound:.0f} s "
                                        "(max_run + max_wait + grace); the job was not stopped")
             time.sleep(self.check_interval)
 
-    def _poke(self, backend: Any, spec: Any, base: str, handle: Any, result: Any) -> dict[str, Any]:
-        """No triggerer: write what is new in the logs, then give the worker slot back until the next look."""
+    def _poke(self, backend: Any, spec: Any, base: str, handle: Any, result: Any, guards: Any = None
+              ) -> dict[str, Any]:
+        """No triggerer: apply the guards once (a look of the backend's watch: the budget and the bound from the
+        job's start; a stall needs a watch that lasts, which a poke is not), write what is new in the logs, then
+        give the worker slot back until the next look."""
         from datetime import datetime, timezone
 
         from trainops.operators.compat import AirflowRescheduleException
 
+        watch = backend.watch(handle, guards, log=task_logger(self)) if guards is not None else None
+        if watch is not None:
+            watch.look()  # a guard that trips stops the job: the next poke finds it Stopped, with the guard's reason
         # A poke keeps nothing for the next one (XComs are cleared at each try): the logs are the command's.
         self.log.info("training job %s is %s / %s; looking again in %.0f s (reschedule mode); its logs: %s",
                       handle.job_name, result.status.value, result.secondary_status, self.check_interval,
@@ -399,13 +457,15 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
     def _cost(self, base: str, backend_name: str, record: dict[str, Any], spec: Any,
               region: str | None = None) -> dict[str, Any] | None:
-        """What the training of this task cost over every attempt of its job name (the XCom's ``cost``)."""
-        from trainops.steps.attempts import attempts_report
+        """What the training of this task cost over every attempt of its job name (the XCom's ``cost``, shaped as
+        the train step's: `trainops.steps.attempts.run_cost`)."""
+        from trainops.steps.attempts import attempts_report, cost_notes
 
         try:
             chosen = self._open(region or spec.region or self.region_name, backend_name)
             record = {**record, "instance_type": spec.instance_type, "instance_count": spec.instance_count}
-            return attempts_report(chosen, base, record)["cost"]
+            # The step result's shape: the sums, each attempt's, spent, the forecast and the budget with what is left.
+            return attempts_report(chosen, base, record, cost_notes(spec))["cost"]
         except Exception as error:  # noqa: BLE001 - the cost is a report; the job's outcome is already known
             self.log.warning("could not add up the cost of the attempts: %s", error)
             return None
@@ -425,12 +485,16 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         from trainops.operators.compat import AirflowException
 
         message = event.get("message") or f"training job {event.get('job_name')} did not succeed"
+        if event.get("status") == "timeout" and event.get("guard"):  # the job's own bound passed; it runs on
+            raise failure_exception(message, {"failure_class": "timeout", "failure_evidence": {
+                "evidence": "the wait bound passed (stop_at_wait_bound: false): the job was left running"}})
         if event.get("status") not in ("failed", "stopped"):  # the wait itself failed: the job's outcome is unknown
             raise AirflowException(message)
         result = {"status": event.get("job_status") or "Failed",
                   "failure_reason": event.get("failure_reason") or event.get("message"),
                   "secondary_status": event.get("secondary_status"),
-                  "secondary_statuses": event.get("secondary_statuses") or ()}
+                  "secondary_statuses": event.get("secondary_statuses") or (),
+                  "guard": event.get("guard")}  # a trainops guard stopped it: budget, stalled, wait bound
         verdict = classify_result(result)
         budgets = self._budgets()
         budgets.used = dict(budget_used or {})

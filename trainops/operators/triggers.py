@@ -13,6 +13,13 @@ The bound (`trainops.backends.states.wait_bound_seconds`) counts from ``started_
 restart, so a trigger moved to another triggerer gets no fresh allowance. ``on_kill`` (the task was marked failed or
 success, or cleared) stops the job through the seam (``backend.stop(handle)``).
 
+With ``guards`` (`trainops.backends.guards.JobGuards` as a dict: what a train task's wait guards its job against)
+the trigger applies them at every poll through the backend's watch (`Backend.watch`: the per-poll check the
+backend's own guarded wait runs): the budget, the stall watchdog and the wait bound counted from the JOB's start
+(not the trigger's), each stopping the job; the event then carries the ``guard`` that stopped it, which classifies
+the failure (``budget``, ``infrastructure``, ``timeout``). The guards are JSON in the kwargs, so a trigger rebuilt
+by another triggerer applies the same ones (a local stall's quiet time is counted again from the rebuild).
+
 Events: ``{"status": "success" | "failed" | "stopped" | "timeout" | "error", "message", "backend", "job_name", ...}``;
 the operator's ``execute_complete`` raises on anything but ``success``, with the event's ``message``. This module is
 imported by the triggerer and by ``execute`` when deferring, never by a DAG file.
@@ -27,6 +34,8 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent  # the same module on Airflow 2.11 and 3.x
+
+from trainops.backends.guards import settle, stops
 
 CLASSPATH = "trainops.operators.triggers.JobTrigger"
 #: Default when the job's limits are unknown: SageMaker's own default MaxRuntimeInSeconds (one day).
@@ -44,6 +53,9 @@ KINDS: dict[str, str] = {"training": "training job", "evaluation": "evaluation j
 RESUMED_AFTER_SECONDS = 60.0
 #: Reads (of 10,000 lines each) a resumed trigger spends finding where the logs end.
 MAX_SKIP_READS = 1000
+#: With guards, the trigger's own bound (from its start) gets this on top: the job's bound is the watch's (from the
+#: job's start), and a job it stopped has this long to show the stop.
+GUARDED_BACKSTOP_SECONDS = 3600.0
 #: Throttled looks in a row before the wait fails, and the longest pause between them.
 MAX_THROTTLED_POLLS = 20
 THROTTLE_MAX_SECONDS = 300.0
@@ -86,6 +98,7 @@ def event_for(result: Any, kind: str = "training") -> dict[str, Any]:
         "billable_seconds": result.billable_seconds,
         "duration_seconds": result.duration_seconds,
         "metrics": dict(data.get("metrics") or {}),
+        "guard": data.get("guard"),  # a trainops guard stopped the job (trainops.backends.guards): its class
     }
 
 
@@ -144,6 +157,8 @@ class JobTrigger(BaseTrigger):
             ``dag.test()`` hands ``execute_complete`` the event alone.
         stream_logs: write the job's new log lines into the task log while waiting.
         log_lines_per_poll: at most this many lines a poll.
+        guards: `trainops.backends.guards.JobGuards.to_dict()`: the job's budget, stall watchdog and wait bound
+            from its own start, applied at each poll (None: only the bound above, counted from ``started_at``).
     """
 
     def __init__(
@@ -161,6 +176,7 @@ class JobTrigger(BaseTrigger):
         base_name: str | None = None,
         stream_logs: bool = True,
         log_lines_per_poll: int = LOG_LINES_PER_POLL,
+        guards: dict[str, Any] | None = None,
     ):
         super().__init__()
         if kind not in KINDS:
@@ -177,6 +193,7 @@ class JobTrigger(BaseTrigger):
         self.base_name = base_name
         self.stream_logs = stream_logs
         self.log_lines_per_poll = log_lines_per_poll
+        self.guards = dict(guards) if guards else None
 
     @property
     def job_name(self) -> str:
@@ -193,7 +210,7 @@ class JobTrigger(BaseTrigger):
             "poll_seconds": self.poll_seconds, "max_run": self.max_run, "max_wait": self.max_wait,
             "grace_seconds": self.grace_seconds, "started_at": self.started_at, "reattached": self.reattached,
             "base_name": self.base_name, "stream_logs": self.stream_logs,
-            "log_lines_per_poll": self.log_lines_per_poll,
+            "log_lines_per_poll": self.log_lines_per_poll, "guards": self.guards,
         }
 
     def _open(self) -> tuple[Any, Any]:
@@ -232,6 +249,7 @@ class JobTrigger(BaseTrigger):
 
     async def _wait(self) -> dict[str, Any]:
         backend, handle = await asyncio.to_thread(self._open)
+        watch = await asyncio.to_thread(self._watch, backend, handle)
         cursor: dict[str, Any] | None = None
         if self.stream_logs and time.time() - self.started_at > max(RESUMED_AFTER_SECONDS, 3 * self.poll_seconds):
             # A triggerer restart rebuilt this trigger: the lines so far are in the task log already (the earlier
@@ -260,8 +278,13 @@ class JobTrigger(BaseTrigger):
             if self.stream_logs:
                 cursor = await self._stream(backend, handle, cursor, LOG_LINES_AFTER_END if ended else None)
             if ended:
-                return event_for(result, self.kind)
+                return self._ended(result, watch)
             bound = self._bound(result)
+            if watch is not None:  # the job's own bound is the watch's; this one, from the trigger's start, a backstop
+                tripped = await asyncio.to_thread(watch.look)
+                if tripped is not None and not stops(tripped, watch.watchdog.guards):
+                    return self._left_running(result, backend, handle, tripped)
+                bound += GUARDED_BACKSTOP_SECONDS
             elapsed = time.time() - self.started_at
             if elapsed >= bound:
                 hint = (f"`trainops stop {self.job_name} --workdir {handle.workdir}`" if handle.workdir
@@ -273,6 +296,32 @@ class JobTrigger(BaseTrigger):
                                    f"{result.status.value} / {result.secondary_status}. The job was not stopped: "
                                    f"check it and stop it with {hint}."}
             await asyncio.sleep(max(0.0, min(self.poll_seconds, bound - elapsed)))
+
+    def _watch(self, backend: Any, handle: Any) -> Any:
+        """The backend's watch of the job's guards (None without guards, or where the backend has none)."""
+        if not self.guards:
+            return None
+        from trainops.backends.guards import JobGuards
+
+        watch = backend.watch(handle, JobGuards.from_dict(self.guards), log=lambda line: self.log.info("%s", line))
+        if watch is None:
+            self.log.warning("the %s backend cannot guard a job it does not wait for itself: %s %s is bounded only "
+                             "from this wait's start", handle.backend, KINDS[self.kind], self.job_name)
+        return watch
+
+    def _ended(self, result: Any, watch: Any) -> dict[str, Any]:
+        """The event of an ended job; a guard of this watch that stopped it joins the result, unless the backend
+        reported it already (SageMaker: the job's tags; local: the stop reason)."""
+        return event_for(settle(result, watch.tripped) if watch is not None else result, self.kind)
+
+    def _left_running(self, result: Any, backend: Any, handle: Any, tripped: Any) -> dict[str, Any]:
+        """The timeout event of a wait bound that only ends the wait (``stop_at_wait_bound: false``)."""
+        hint = (f"`trainops stop {self.job_name} --workdir {handle.workdir}`" if handle.workdir
+                else f"`trainops stop {self.job_name}`") if not backend.remote else "the console"
+        return {"status": "timeout", "job_status": result.status.value, "secondary_status": result.secondary_status,
+                "guard": tripped.to_dict(),
+                "message": f"gave up waiting for {KINDS[self.kind]} {self.job_name}: {tripped.message}. The job was "
+                           f"not stopped: check it and stop it with {hint}."}
 
     async def _skip_to_end(self, backend: Any, handle: Any) -> dict[str, Any] | None:
         cursor, skipped = None, 0

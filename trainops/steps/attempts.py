@@ -171,15 +171,42 @@ def _final(result: dict[str, Any], records: list[AttemptRecord], verdict: Verdic
     result["failure_class"] = verdict.failure_class if verdict else None
     result["failure_evidence"] = verdict.to_dict() if verdict else None
     result["retries"] = budgets.to_dict()
-    total = total_cost([record.cost for record in records])
-    result["cost"] = total | {"per_attempt": [r.cost for r in records], "spent": total["total"]}
+    result["cost"] = run_cost([record.cost for record in records], cost_notes)
+    return result
+
+
+def run_cost(costs: Sequence[Mapping[str, Any]], cost_notes: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The ``cost`` of a run's attempts, as every front end reports it (the step result, the Airflow XCom, KFP's
+    metrics, the registry entry): the sum (`total_cost`), each attempt's, ``spent``, and with ``cost_notes``
+    (`cost_notes`) the ``forecast`` and the ``budget`` with what is ``left`` of it."""
+    total = total_cost(costs)
+    cost = total | {"per_attempt": [dict(item) for item in costs], "spent": total["total"]}
     if cost_notes:
         notes = dict(cost_notes)
         budget = dict(notes.pop("budget", None) or {})
         if budget.get("max_cost_usd") is not None:
             budget["left"] = None if total["total"] is None else round(budget["max_cost_usd"] - total["total"], 6)
-        result["cost"].update(notes, budget=budget or None)
-    return result
+        cost.update(notes, budget=budget or None)
+    return cost
+
+
+def cost_notes(spec: Any, planned: Any = None) -> dict[str, Any]:
+    """What a run's cost says beside the sums: the forecast of one attempt and the budget (`run_cost`)."""
+    from trainops.steps.forecast import forecast
+
+    planned = planned if planned is not None else forecast(spec)
+    limit = getattr(spec, "max_cost_usd", None)
+    return {"forecast": planned.to_dict(),
+            "budget": {"max_cost_usd": limit, "mode": getattr(spec, "budget", "stop")} if limit is not None else None}
+
+
+def spent_before(backend: Any, spec: Any, job_name: str) -> float | None:
+    """What the attempts of ``job_name`` that already ended cost (the run's money before the next or running
+    attempt; None when a price is unknown): `guards_for` gives that attempt what is left."""
+    instance_type, count = _instances(spec)
+    costs = [attempt_cost(item, instance_type=instance_type, instance_count=count,
+                          region=getattr(spec, "region", None)) for item in known_attempts(backend, job_name)]
+    return total_cost(costs)["total"] if costs else 0.0
 
 
 def cost_line(cost: Mapping[str, Any] | None) -> str:
@@ -265,8 +292,7 @@ def train_in_attempts(backend: Any, spec: Any, job_name: str, *, retries: Any = 
         return ended
 
     instance_type, count = _instances(spec)
-    notes = {"forecast": planned.to_dict(),
-             "budget": {"max_cost_usd": limit, "mode": getattr(spec, "budget", "stop")} if limit is not None else None}
+    notes = cost_notes(spec, planned)
     result = run_attempts(run_attempt, job_name=job_name, budgets=budgets, instance_type=instance_type,
                           instance_count=count, region=getattr(spec, "region", None),
                           known_attempts=known_attempts(backend, job_name), log=log, ledger=ledger,
@@ -281,9 +307,11 @@ def train_in_attempts(backend: Any, spec: Any, job_name: str, *, retries: Any = 
     return result
 
 
-def attempts_report(backend: Any, job_name: str, record: Mapping[str, Any]) -> dict[str, Any]:
+def attempts_report(backend: Any, job_name: str, record: Mapping[str, Any],
+                    notes: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """What `trainops status NAME` adds to a job's record: why it ended (class and evidence), and when NAME is the
-    first of a series of attempts (`NAME`, `NAME-2`, ...), each attempt's status and class and their summed cost."""
+    first of a series of attempts (`NAME`, `NAME-2`, ...), each attempt's status and class and their cost
+    (`run_cost`, with ``notes``: the forecast and budget of `cost_notes`)."""
     walk = status_walk(record.get("secondary_status_history") or ())
     verdict = classify_result({**record, "secondary_statuses": walk or record.get("secondary_statuses") or ()})
     raw = record.get("spec")
@@ -302,7 +330,7 @@ def attempts_report(backend: Any, job_name: str, record: Mapping[str, Any]) -> d
         "attempts": [{"job_name": item.get("job_name"), "status": item.get("status"),
                       "failure_class": verdict.failure_class if verdict else None}
                      for item, verdict in zip(series, verdicts, strict=True)],
-        "cost": total_cost(costs),
+        "cost": run_cost(costs, notes),
     }
     if verdict is not None:
         report["failure_class"] = verdict.failure_class

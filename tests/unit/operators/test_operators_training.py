@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 import threading
 import time
+from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -424,13 +425,16 @@ def test_sync_wait_streams_every_hosts_logs_and_returns_the_final_metrics(aws, m
     factory = lambda service: logs if service == "logs" else aws(service)  # noqa: E731
     monkeypatch.setattr("trainops.operators.common.aws_client_factory", lambda conn, region: (factory, "us-east-1"))
     first_try(aws)
-    described(aws, "InProgress", "Training")
+    running = training_description(NAME, "InProgress", "Training")
+    running["CreationTime"] = datetime.now(timezone.utc)  # started just now: well within its wait bound
+    for _ in range(2):  # the poll's describe, then the guards' look at the running job (the backend's watch)
+        aws.stub("sagemaker").add_response("describe_training_job", running, {"TrainingJobName": NAME})
     final = training_description(NAME, "Completed", "Completed", billable=100, training=110)
     final["FinalMetricDataList"] = [{"MetricName": "train:loss", "Value": 0.25,
                                      "Timestamp": final["CreationTime"]}]
     aws.stub("sagemaker").add_response("describe_training_job", final, {"TrainingJobName": NAME})
     result = operator(deferrable=False).execute(context())
-    aws.verify()  # reading the logs asked SageMaker nothing: every describe here is the wait's
+    aws.verify()  # reading the logs asked SageMaker nothing: every describe here is the wait's or its guards'
     assert (result["status"], result["billable_seconds"], result["metrics"]) == ("Completed", 100,
                                                                                  {"train:loss": 0.25})
     output = capsys.readouterr().out

@@ -92,7 +92,7 @@ def test_serialize_round_trips():
     assert kwargs == {"handle": handle(), "kind": "training", "aws_conn_id": "aws_training",
                       "poll_seconds": 0, "max_run": 7200, "max_wait": 9000, "grace_seconds": 600,
                       "started_at": 1234.5, "reattached": False, "base_name": None, "stream_logs": False,
-                      "log_lines_per_poll": 500}
+                      "log_lines_per_poll": 500, "guards": None}
 
 
 def test_started_at_defaults_to_now_and_survives_serialization():

@@ -498,11 +498,10 @@ def guard_tags(guard: Any) -> list[dict[str, str]]:
 
 
 def _guard_from_tags(client: Any, arn: str) -> dict[str, str] | None:
-    from botocore.exceptions import ClientError
-
     try:
         tags = {tag.get("Key"): tag.get("Value") for tag in client.list_tags(ResourceArn=arn).get("Tags") or []}
-    except ClientError:  # no sagemaker:ListTags permission: the job reads as plainly Stopped, as before
+    except Exception as error:  # noqa: BLE001 - e.g. no sagemaker:ListTags permission: the job reads plainly Stopped
+        logger.debug("[trainops] could not read the tags of %s: %s", arn, error)
         return None
     kind = tags.get(GUARD_KIND_TAG)
     return {"kind": str(kind), "message": str(tags.get(GUARD_MESSAGE_TAG) or kind)} if kind else None
