@@ -9,6 +9,12 @@ gates, champion gates included). What a failed gate does is configurable, becaus
 
 The retraining DAG evaluates with ``continue`` and decides in a separate ``gate`` task, so the metrics are in XCom
 whatever the verdict, and the verdict is its own box in the grid.
+
+Waiting (`trainops.operators.deferral`): on SageMaker the task starts the processing job and records it (``on_kill``
+stops that job), then defers on it through the one trigger (``deferrable=True``, default ``[operators]
+default_deferrable``) or looks at it from the worker; the gates are checked when it completed, the champion looked up
+then. A local evaluation is a detached process of this machine with a status record, deferred the same way.
+Both paths push the same XCom value.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from trainops.operators.common import (
     with_retry_defaults,
 )
 from trainops.operators.compat import BaseOperator, SkipMixin
+from trainops.operators.deferral import StartedJobMixin
 from trainops.operators.lineage import LineageMixin, remember_lineage
 from trainops.operators.links import ProcessingJobLink, remember_link
 
@@ -62,7 +69,7 @@ def apply_gate(operator: Any, context: Any, evaluation: dict[str, Any], on_gate_
         operator.skip(ti=context["ti"], tasks=downstream)
 
 
-class EvaluateModelOperator(LineageMixin, BaseOperator, SkipMixin):
+class EvaluateModelOperator(StartedJobMixin, LineageMixin, BaseOperator, SkipMixin):
     """Evaluate a trained model with the user's script and check the quality gate.
 
     Args:
@@ -79,6 +86,9 @@ class EvaluateModelOperator(LineageMixin, BaseOperator, SkipMixin):
         timeout: seconds the evaluation may take (templated: the retraining DAG passes the pipeline file's).
         champion_group, registry_dir: where champion gates look up the champion.
         role, image_uri, instance_type, code_uri, aws_conn_id, region_name: SageMaker only.
+        deferrable: wait for the evaluation job in the triggerer (default ``[operators] default_deferrable``).
+        check_interval: seconds between two looks at the job (triggerer or worker).
+        workdir: local backend: where a deferred evaluation's job record lives (default ``$TRAINOPS_HOME``).
 
     Returns (XCom): ``EvaluationResult.to_dict()``: backend, passed, metrics, gate, gates, message, files...
     """
@@ -86,7 +96,7 @@ class EvaluateModelOperator(LineageMixin, BaseOperator, SkipMixin):
     template_fields: Sequence[str] = (
         "entry_point", "source_dir", "model_artifact", "channels", "output_dir", "gate", "on_gate_failure", "backend",
         "hyperparameters", "environment", "timeout", "champion_group", "registry_dir", "role", "image_uri",
-        "code_uri", "aws_conn_id", "region_name",
+        "code_uri", "aws_conn_id", "region_name", "workdir",
     )
     template_fields_renderers = {"channels": "json", "hyperparameters": "json", "gate": "json"}
     operator_extra_links = (ProcessingJobLink(),)
@@ -114,9 +124,14 @@ class EvaluateModelOperator(LineageMixin, BaseOperator, SkipMixin):
         code_uri: str | None = None,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
+        deferrable: bool | None = None,
+        check_interval: float = 30.0,
+        workdir: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**with_retry_defaults(kwargs))
+        self._waiting_settings(deferrable, check_interval)
+        self.workdir = workdir
         self.entry_point = entry_point
         self.model_artifact = model_artifact
         self.channels = channels
@@ -137,31 +152,72 @@ class EvaluateModelOperator(LineageMixin, BaseOperator, SkipMixin):
         self.aws_conn_id = aws_conn_id
         self.region_name = region_name
 
-    def execute(self, context: Any) -> dict[str, Any]:
-        from trainops.steps.evaluate import evaluate
+    job_kind = "evaluation"
+    capability = "start_evaluation"
+    #: Added to the evaluation's timeout for the wait's bound (instance start, image download, the upload after).
+    GRACE_SECONDS = 1800.0
 
+    def execute(self, context: Any) -> dict[str, Any]:
+        from trainops.backends.api import get_backend
+        from trainops.steps.evaluate import check_gate_inputs, evaluate
+
+        self._held = None  # (backend, JobHandle) of the job this try started: on_kill
+        self._context = context
         with translated_errors():
             backend = check_backend(self.backend)
             # Settings the DAG author gave go to the backend, which refuses one it does not take (a role given to a
             # local evaluation is a mistake, not a default). The connection's clients are context: a local
-            # evaluation never reads them. A retry re-attaches to the processing job by its derived name.
-            options: dict[str, Any] = dict(role=self.role, image_uri=self.image_uri, instance_type=self.instance_type,
-                                           code_uri=self.code_uri, region=self.region_name,
-                                           client_factory=lazy_aws_client_factory(self.aws_conn_id, self.region_name))
-            result = evaluate(
+            # evaluation never reads them. A retry re-attaches to the evaluation job by its derived name.
+            settings: dict[str, Any] = dict(role=self.role, image_uri=self.image_uri,
+                                            instance_type=self.instance_type, code_uri=self.code_uri)
+            context_settings: dict[str, Any] = dict(region=self.region_name,
+                                    client_factory=lazy_aws_client_factory(self.aws_conn_id, self.region_name))
+            inputs: dict[str, Any] = dict(
                 entry_point=self.entry_point, source_dir=self.source_dir, model_artifact=self.model_artifact,
-                channels=dict(self.channels or {}), output_dir=self.output_dir, gate=self.gate, backend=backend,
-                hyperparameters=self.hyperparameters, environment=self.environment, timeout=self._timeout(),
-                champion_group=self.champion_group, registry_dir=self.registry_dir,
-                sink=lambda line, from_stderr: self.log.info("%s", line), **options,
+                channels=dict(self.channels or {}), output_dir=self.output_dir, hyperparameters=self.hyperparameters,
+                environment=self.environment, timeout=self._timeout())
+            chosen = get_backend(backend, source="evaluation", registry_dir=self.registry_dir, **context_settings)
+            if self._starts_jobs(chosen):
+                chosen = get_backend(backend, source="evaluation", registry_dir=self.registry_dir,
+                                     workdir=self.workdir, **context_settings)
+                check_gate_inputs(self.gate, self.champion_group)  # before the job: a bad gate fails at once
+                handle = chosen.start_evaluation(**inputs, **settings, **self._start_settings(chosen, context))
+                remember_evaluation_job(self, {"backend": handle.backend, "job_name": handle.job_name},
+                                        handle.region)
+                return self._follow(chosen, handle, max_run=inputs["timeout"] or 3600.0, grace=self.GRACE_SECONDS)
+            result = evaluate(
+                gate=self.gate, backend=backend, champion_group=self.champion_group, registry_dir=self.registry_dir,
+                sink=lambda line, from_stderr: self.log.info("%s", line), **inputs, **settings, **context_settings,
             ).to_dict()
+        return self._report(result)
+
+    def _start_settings(self, backend: Any, context: Any) -> dict[str, Any]:
+        """What starting the job takes beyond the step's settings: a local evaluation job's name (the task
+        instance's, so a retry re-attaches); a SageMaker one derives its own from the model, output and script."""
+        if backend.remote:
+            return {}
+        from trainops.operators.common import task_job_name
+
+        return {"job_name": task_job_name(context, "evaluate")}
+
+    def _backend_context(self) -> dict[str, Any]:
+        return {"registry_dir": self.registry_dir}
+
+    def _finish(self, backend: Any, handle: Any) -> dict[str, Any]:
+        """The completed job's metrics through the gates (the champion looked up now): the step's result."""
+        from trainops.steps.evaluate import judge
+
+        evaluation = backend.evaluation_result(handle)
+        result = judge(evaluation, gate=self.gate, champion_group=self.champion_group, backend=backend).to_dict()
+        return self._report(result)
+
+    def _report(self, result: dict[str, Any]) -> dict[str, Any]:
         remember_lineage(self, [self.model_artifact, *dict(self.channels or {}).values()], [self.output_dir])
         remember_evaluation_job(self, result)
         metrics = ", ".join(f"{name}={value:.4g}" for name, value in result["metrics"].items())
         self.log.info("metrics: %s", metrics)
-        apply_gate(self, context, result, self.on_gate_failure, result=result)
+        apply_gate(self, getattr(self, "_context", None) or {}, result, self.on_gate_failure, result=result)
         return result
-
 
     def _timeout(self) -> float | None:
         """The timeout in seconds; a templated value (an XCom, Jinja) may arrive as text or be empty."""
@@ -179,11 +235,12 @@ class EvaluateModelOperator(LineageMixin, BaseOperator, SkipMixin):
         return value
 
 
-def remember_evaluation_job(operator: Any, result: dict[str, Any]) -> None:
-    """The processing job behind the *SageMaker processing job* link (a local evaluation has none: no job name)."""
+def remember_evaluation_job(operator: Any, result: dict[str, Any], region: str | None = None) -> None:
+    """The processing job behind the *SageMaker processing job* link (a local evaluation has none: no console)."""
     import os
 
-    region = operator.region_name or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    region = (region or operator.region_name or os.environ.get("AWS_REGION")
+              or os.environ.get("AWS_DEFAULT_REGION"))
     if result.get("backend") != "local":
         remember_link(operator, "processing_job", result.get("job_name"), region)
 

@@ -5,6 +5,13 @@ for the FSx mount); ``backend="sagemaker"`` makes an S3 prefix visible on an FSx
 (``destination="fsx://fs-.../path"``: a data repository association and an import task). Both are
 `trainops.steps.stage.stage`, the call the pipeline runner and the KFP component make too. With ``strict`` (default)
 any refused or failed file fails the task, naming it.
+
+Waiting (`trainops.operators.deferral`): on SageMaker the task checks the file system, links the prefix (a new
+association is waited for here: minutes at most) and starts the FSx import task, records it (``on_kill`` cancels that
+task), then defers on it through the one trigger (``deferrable=True``, default ``[operators] default_deferrable``) or
+looks at it from the worker. A local stage is a copy made by this worker's own processes: there is no job to hand the
+triggerer, so with ``deferrable=True`` it still runs in the worker, and the task log says so; killing the task ends
+the copy with it. Both paths push the same XCom value (the stage report).
 """
 
 from __future__ import annotations
@@ -20,10 +27,11 @@ from trainops.operators.common import (
     with_retry_defaults,
 )
 from trainops.operators.compat import BaseOperator
+from trainops.operators.deferral import StartedJobMixin
 from trainops.operators.lineage import LineageMixin, remember_lineage
 
 
-class StageDataOperator(LineageMixin, BaseOperator):
+class StageDataOperator(StartedJobMixin, LineageMixin, BaseOperator):
     """Stage ``source`` into ``destination``; the XCom value is the stage report (small JSON, lists capped).
 
     Args:
@@ -36,6 +44,9 @@ class StageDataOperator(LineageMixin, BaseOperator):
         aws_conn_id, region_name: the Airflow AWS connection and region (S3 sources, FSx).
         options: further options of the stage step (``delete``, ``paths``, ``report_uri``, ``poll_seconds``,
             ``timeout_seconds``); an unknown one fails the task, named.
+        deferrable: wait for the FSx import task in the triggerer (default ``[operators] default_deferrable``;
+            a local copy always runs in the worker).
+        check_interval: seconds between two looks at the import task.
     """
 
     template_fields: Sequence[str] = ("source", "destination", "backend", "workers", "s3_prefix", "aws_conn_id",
@@ -54,9 +65,12 @@ class StageDataOperator(LineageMixin, BaseOperator):
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         options: dict[str, Any] | None = None,
+        deferrable: bool | None = None,
+        check_interval: float = 30.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**with_retry_defaults(kwargs))
+        self._waiting_settings(deferrable, check_interval)
         self.source = source
         self.destination = destination
         self.backend = backend
@@ -67,9 +81,18 @@ class StageDataOperator(LineageMixin, BaseOperator):
         self.region_name = region_name
         self.options = options
 
-    def execute(self, context: Any) -> dict[str, Any]:
-        from trainops.steps.stage import stage
+    job_kind = "stage"
+    capability = "start_stage"
+    #: Added to the import's timeout for the wait's bound.
+    GRACE_SECONDS = 600.0
+    #: The FSx import's own default timeout (`trainops.backends.sagemaker.fsx.stage`).
+    DEFAULT_TIMEOUT_SECONDS = 6 * 3600.0
 
+    def execute(self, context: Any) -> dict[str, Any]:
+        from trainops.backends.api import get_backend
+        from trainops.steps.stage import CONTEXT_OPTIONS, stage, stage_options
+
+        self._held = None  # (backend, JobHandle) of the import this try started: on_kill
         with translated_errors():
             backend = check_backend(self.backend)
             options: dict[str, Any] = dict(self.options or {})
@@ -79,8 +102,29 @@ class StageDataOperator(LineageMixin, BaseOperator):
             if self.s3_prefix:
                 options["s3_prefix"] = self.s3_prefix
             # FSx and s3:// sources use clients from the connection; a local copy never reads it.
-            options["client_factory"] = lazy_aws_client_factory(self.aws_conn_id, self.region_name)
+            factory = lazy_aws_client_factory(self.aws_conn_id, self.region_name)
+            chosen = get_backend(backend, client_factory=factory, region=self.region_name)
+            if not any(key in options for key in CONTEXT_OPTIONS) and self._starts_jobs(chosen):
+                allowed = stage_options(chosen)
+                unknown = sorted(set(options) - allowed)
+                if unknown:  # the step's own check, with its message
+                    stage(self.source, self.destination, backend=backend, **options)
+                handle = chosen.start_stage(self.source, self.destination, **options)
+                timeout = float(options.get("timeout_seconds") or self.DEFAULT_TIMEOUT_SECONDS)
+                return self._follow(chosen, handle, max_run=timeout, grace=self.GRACE_SECONDS)
+            options["client_factory"] = factory
             report = stage(self.source, self.destination, backend=backend, **options)
+        return self._report(report)
+
+    def _why_not_deferred(self, backend: Any) -> str:
+        return "a local stage is a copy made by this worker's processes; it ends with the task"
+
+    def _finish(self, backend: Any, handle: Any) -> dict[str, Any]:
+        """The ended import task's report (a failed file fails the task, naming the report's place)."""
+        report: dict[str, Any] = backend.stage_result(handle).to_dict()
+        return self._report(report)
+
+    def _report(self, report: dict[str, Any]) -> dict[str, Any]:
         remember_lineage(self, [self.source], [self.destination])
         log = task_logger(self)
         log(f"staged {self.source} -> {self.destination}: "

@@ -199,6 +199,26 @@ def evaluate(
                              channels=channels, output_dir=output_dir, hyperparameters=hyperparameters,
                              environment=environment, timeout=timeout, sink=sink, role=role, image_uri=image_uri,
                              instance_type=instance_type, job_name=job_name, code_uri=code_uri)
+    return _gated(result, gates, champion_metrics, champion_version)
+
+
+def judge(result: Any, *, gate: Any = None, champion: Mapping[str, Any] | None = NOT_GIVEN,
+          champion_group: str | None = None, backend: Any) -> EvaluationResult:
+    """The gates of an evaluation that ran without this step waiting for it (a deferred Airflow task resumes here
+    with the backend's `Evaluation`): the champion is looked up now, as `evaluate` would have."""
+    gates = parse_gates(gate)
+    champion_metrics, champion_version = _champion_metrics(needs_champion(gates), champion, champion_group, backend)
+    return _gated(result, gates, champion_metrics, champion_version)
+
+
+def check_gate_inputs(gate: Any, champion_group: str | None = None) -> None:
+    """Refuse bad gates, and a champion gate with nowhere to find the champion, before an evaluation starts."""
+    if needs_champion(parse_gates(gate)) and champion_group is None:
+        _champion_metrics(True, NOT_GIVEN, None, None)  # raises the SpecError naming champion_group
+
+
+def _gated(result: Any, gates: list[Any], champion_metrics: Mapping[str, Any] | None,
+           champion_version: int | str | None) -> EvaluationResult:
     label = f"champion version {champion_version}" if champion_version is not None else "the champion"
     results = check_gates(gates, result.metrics, champion_metrics, label)
     return EvaluationResult(

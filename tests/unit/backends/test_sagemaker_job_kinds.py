@@ -118,5 +118,5 @@ def test_an_unknown_kind_and_a_backend_without_the_kind_are_refused_by_name(tmp_
     with pytest.raises(SpecError, match="kind: 'batch' is not one of training, evaluation, stage"):
         backend(aws).describe_job(JobHandle("sagemaker", JOB), "batch")
     local = get_backend("local", workdir=str(tmp_path))
-    with pytest.raises(Unsupported, match="cannot start an evaluation without waiting"):
-        local.describe_job(JobHandle("local", JOB, workdir=str(tmp_path)), "evaluation")
+    with pytest.raises(Unsupported, match="cannot start staging without waiting"):
+        local.describe_job(JobHandle("local", JOB, workdir=str(tmp_path)), "stage")

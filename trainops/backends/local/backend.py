@@ -43,7 +43,7 @@ class LocalBackend(Backend):
     remote = False  # jobs run on this machine: local channel paths, logs and processes are here
     Options = LocalOptions
     CONTEXT = frozenset({"workdir", "registry_dir", "client_factory", "region"})
-    capabilities = frozenset({"evaluate", "register", "stage", "run_here", "browse_registry"})
+    capabilities = frozenset({"evaluate", "register", "stage", "run_here", "browse_registry", "start_evaluation"})
 
     def __init__(self, workdir: str | os.PathLike[str] | None = None,
                  registry_dir: str | os.PathLike[str] | None = None, client_factory: Any = None,
@@ -271,6 +271,70 @@ class LocalBackend(Backend):
         run = run_evaluation(entry_point=entry_point, source_dir=source_dir, model_artifact=model_artifact,
                              channels=channels, output_dir=output_dir, hyperparameters=hyperparameters,
                              environment=environment, timeout=timeout, sink=sink)
+        return self._evaluation_of(run)
+
+    def start_evaluation(self, *, entry_point: str, source_dir: Any, model_artifact: Any, channels: Any,
+                         output_dir: Any, hyperparameters: Any = None, environment: Any = None,
+                         timeout: float | None = None, job_name: str | None = None, **settings: Any) -> JobHandle:
+        """The evaluation as a detached job of this machine (`trainops.backends.local.evaluation_job`) named
+        ``job_name``: a job of that name that runs or completed is re-attached to. Inputs are checked first."""
+        from trainops.backends.local import evaluation_job
+        from trainops.backends.local.evaluate import _check_channels, local_path, resolve_entry_point
+        from trainops.errors import Problem, SpecError
+
+        self.require("start_evaluation")
+        self._settings(settings, self.EVALUATION_SETTINGS, "an evaluation", "evaluation")
+        if not job_name:
+            raise SpecError(Problem("job_name", "a local evaluation job needs a name (the task instance's)"))
+        check = JobHandle(self.name, job_name, workdir=self.workdir)  # the name checked before it is a path
+        resolve_entry_point(entry_point, source_dir)
+        _check_channels(channels)
+        arguments = {"entry_point": entry_point, "source_dir": os.fspath(source_dir) if source_dir else None,
+                     "model_artifact": str(local_path(model_artifact, "model_artifact")),
+                     "channels": {name: str(local_path(path, f"channels.{name}")) for name, path in channels.items()},
+                     "output_dir": str(local_path(output_dir, "output_dir")),
+                     "hyperparameters": dict(hyperparameters or {}), "environment": dict(environment or {}),
+                     "timeout": timeout}
+        created = evaluation_job.start(check.job_name, self.workdir, arguments)
+        return self.handle(job_name, created=created)
+
+    def describe_evaluation(self, handle: JobHandle) -> JobResult:
+        """The evaluation job's status record as a result (``local_job`` table); its timeout bounds a wait."""
+        from trainops.backends.local import evaluation_job
+
+        record = evaluation_job.read(handle.job_name, handle.workdir)
+        if record is None:
+            from trainops.errors import JobFailed
+
+            raise JobFailed(f"no local evaluation job {handle.job_name} (in {handle.workdir or 'TRAINOPS_HOME'})")
+        started, ended = record.get("written"), record.get("ended")
+        return JobResult(backend="local", job_name=handle.job_name,
+                         status=JobStatus.parse(record.get("status"), "local_job"),
+                         secondary_status=record.get("status"), failure_reason=record.get("failure_reason"),
+                         duration_seconds=round(ended - started, 3) if started and ended else None,
+                         reattached=not handle.created, details={"max_run_seconds": record.get("timeout")})
+
+    def stop_evaluation(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
+        """SIGTERM the evaluation job's runner (it stops the script's process group)."""
+        from trainops.backends.local import evaluation_job
+
+        return f"{handle.job_name}: {evaluation_job.stop(handle.job_name, handle.workdir)}"
+
+    def evaluation_result(self, handle: JobHandle) -> Evaluation:
+        """What the completed evaluation job wrote (its metrics checked when it ran)."""
+        from trainops.backends.local import evaluation_job
+        from trainops.backends.local.evaluate import LocalEvaluation
+        from trainops.errors import JobFailed
+
+        result = self.describe_evaluation(handle)
+        record = evaluation_job.read(handle.job_name, handle.workdir) or {}
+        if not result.succeeded or not record.get("result"):
+            raise JobFailed(f"local evaluation job {handle.job_name} ended {result.status.value}: "
+                            f"{result.failure_reason or 'no result'}")
+        return self._evaluation_of(LocalEvaluation(**record["result"]))
+
+    @staticmethod
+    def _evaluation_of(run: Any) -> Evaluation:
         output = Path(run.output_dir)
         reports = [name for name in run.files if name.lower().endswith(REPORT_SUFFIXES)]
         # A file called report.* wins over other documents the script may have written.

@@ -176,16 +176,22 @@ def run_script(
     timeout: float | None,
     sink: LineSink,
     what: str,
+    die_with_parent: bool = False,
 ) -> float:
     """Run one evaluation command to its end; return its duration in seconds.
 
     Raises `JobFailed` when it exits non-zero (quoting its last stderr lines) or runs past ``timeout`` (it is
     stopped first). On any interruption of this process the script's group is stopped before the error goes on.
+    ``die_with_parent``: the kernel kills the script if this process is killed outright (a detached evaluation
+    job's runner: nothing else would be left to stop it).
     """
+    from trainops.runtime.processes import parent_death_signal_setter
+
     tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
     started = time.monotonic()
     process = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, start_new_session=True)
+                               stderr=subprocess.PIPE, start_new_session=True,
+                               preexec_fn=parent_death_signal_setter(signal.SIGKILL) if die_with_parent else None)
     pumps = [threading.Thread(target=_pump, args=(process.stdout, False, sink, None), daemon=True),
              threading.Thread(target=_pump, args=(process.stderr, True, sink, tail), daemon=True)]
     for pump in pumps:
@@ -291,6 +297,7 @@ def run_evaluation(
     timeout: float | None = None,
     sink: LineSink | None = None,
     python: str | None = None,
+    die_with_parent: bool = False,
 ) -> LocalEvaluation:
     """Evaluate a model on this machine and return the metrics its script wrote.
 
@@ -305,6 +312,7 @@ def run_evaluation(
         timeout: seconds before the script is stopped (its whole process group) and the run fails.
         sink: receives each output line (prefixed with ``[evaluate]``); default: this process's stdout / stderr.
         python: the interpreter; default the current one.
+        die_with_parent: the script is killed if this process is (`run_script`).
 
     Raises:
         SpecError: a missing script, channel or model, or a hostile archive.
@@ -327,7 +335,7 @@ def run_evaluation(
         env["PYTHONUNBUFFERED"] = "1"  # the script's prints must stream, not arrive in one block at the end
         argv = [python or sys.executable, str(script), *script_arguments(hyperparameters)]
         duration = run_script(argv, cwd=directory, env=env, timeout=timeout, sink=sink or default_sink,
-                              what=f"evaluation script {script.name}")
+                              what=f"evaluation script {script.name}", die_with_parent=die_with_parent)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     metrics = read_metrics(metrics_path)

@@ -1,0 +1,150 @@
+"""A local evaluation as a job: a detached process of this machine that runs `run_evaluation` and leaves a status
+record, so a caller that must not wait for it (a deferred Airflow task, whose worker gives its slot back) can start
+it, look at it, stop it and read its result later, from another process.
+
+Each evaluation job is a directory ``<state root>/evaluation-jobs/<name>/`` (mode 0700, its name checked like a
+training job's): ``request.json`` (what to evaluate), ``status.json`` (``InProgress`` / ``Completed`` / ``Failed`` /
+``Stopped``, the runner's pid and start time, the failure reason, the result) and ``output.log`` (the script's lines).
+The runner is ``python -m trainops.backends.local.evaluation_job <dir>``, in a session of its own, so the worker that
+started it may exit; SIGTERM makes it stop the script's process group and record ``Stopped``. A record whose runner
+is gone (killed) without a final status reads ``Failed``. A name whose job runs or completed is re-attached to; one
+that failed or was stopped starts again (the evaluation writes to the same output directory).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from trainops.errors import JobFailed, TrainopsError
+
+ROOT_NAME = "evaluation-jobs"
+#: A record without a runner pid this long after it was written: the runner never started.
+START_GRACE_SECONDS = 60.0
+
+
+class Stop(BaseException):
+    """SIGTERM in the runner: unwinds `run_evaluation`, which stops the script's process group on the way."""
+
+
+def jobs_root(workdir: str | os.PathLike[str] | None, create: bool = False) -> Path:
+    from trainops.backends.local.paths import checked_directory, secure_root
+
+    root = secure_root(workdir, create=create)
+    return checked_directory(root / ROOT_NAME, "workdir", create=create)
+
+
+def job_path(name: str, workdir: str | os.PathLike[str] | None, create: bool = False) -> Path:
+    from trainops.backends.local.paths import child
+
+    return child(jobs_root(workdir, create=create), name, "job_name")
+
+
+def _write(path: Path, value: dict[str, Any]) -> None:
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(value), encoding="utf-8")
+    os.replace(temporary, path)
+
+
+def _process_start(pid: int) -> str | None:
+    """The process's start time (field 22 of /proc/<pid>/stat), None when it is gone or a zombie: with the pid it
+    names one process, never a later one that got the same pid."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text.rsplit(")", 1)[1].split()
+    return None if fields[0] == "Z" else fields[19]
+
+
+def read(name: str, workdir: str | os.PathLike[str] | None) -> dict[str, Any] | None:
+    """The job's status record (None: no such job); a runner that is gone without a final status reads Failed."""
+    path = job_path(name, workdir) / "status.json"
+    try:
+        record: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    if record.get("status") in ("InProgress", "Stopping"):
+        pid = record.get("pid")
+        gone = (_process_start(int(pid)) != record.get("pid_start") if pid
+                else time.time() - float(record.get("written", 0)) > START_GRACE_SECONDS)
+        if gone and (reread := json.loads(path.read_text(encoding="utf-8"))).get("status") == record["status"]:
+            record = {**reread, "status": "Failed",
+                      "failure_reason": "the evaluation's runner exited without a result (killed?); see output.log"}
+    return record
+
+
+def start(name: str, workdir: str | os.PathLike[str] | None, arguments: dict[str, Any]) -> bool:
+    """Start the evaluation ``name`` with `run_evaluation`'s ``arguments`` (JSON values), detached; False when a job
+    of that name runs or completed (re-attached to instead)."""
+    existing = read(name, workdir) if job_path(name, workdir, create=True).exists() else None
+    if existing is not None and existing.get("status") in ("InProgress", "Stopping", "Completed"):
+        return False
+    directory = job_path(name, workdir, create=True)
+    directory.mkdir(mode=0o700, exist_ok=True)
+    _write(directory / "request.json", arguments)
+    _write(directory / "status.json", {"job_name": name, "status": "InProgress", "written": time.time(),
+                                        "timeout": arguments.get("timeout")})
+    with open(directory / "output.log", "ab") as output:
+        subprocess.Popen([sys.executable, "-m", "trainops.backends.local.evaluation_job", str(directory)],
+                         stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
+                         close_fds=True)
+    return True
+
+
+def stop(name: str, workdir: str | os.PathLike[str] | None) -> str:
+    """SIGTERM the job's runner (it stops the script, then records Stopped); what the job was doing."""
+    record = read(name, workdir)
+    for _ in range(50):  # a runner started a moment ago has not recorded its pid yet
+        if record is None or record.get("pid") or record.get("status") != "InProgress":
+            break
+        time.sleep(0.1)
+        record = read(name, workdir)
+    if record is None:
+        return "not started"
+    if record.get("status") != "InProgress" or not record.get("pid"):
+        return str(record.get("status"))
+    if _process_start(int(record["pid"])) == record.get("pid_start"):
+        try:
+            os.killpg(int(record["pid"]), signal.SIGTERM)
+        except ProcessLookupError:
+            return str(record.get("status"))
+    return "Stopping"
+
+
+def run(directory: Path) -> int:
+    """The runner: evaluate, then record how it ended (the script's lines go to this process's output)."""
+    from trainops.backends.local.evaluate import run_evaluation
+
+    def stopped(signum: int, frame: Any) -> None:
+        raise Stop()
+
+    signal.signal(signal.SIGTERM, stopped)
+    status_path = directory / "status.json"
+    record = json.loads(status_path.read_text(encoding="utf-8"))
+    record.update(pid=os.getpid(), pid_start=_process_start(os.getpid()), written=time.time())
+    _write(status_path, record)
+    arguments = json.loads((directory / "request.json").read_text(encoding="utf-8"))
+    try:
+        result = run_evaluation(**arguments, sink=lambda line, from_stderr: print(line, flush=True),
+                                die_with_parent=True)
+        record.update(status="Completed", result=result.to_dict())
+    except Stop:
+        record.update(status="Stopped", failure_reason="the evaluation was stopped")
+    except (JobFailed, TrainopsError) as error:
+        record.update(status="Failed", failure_reason=str(error))
+    except Exception as error:  # noqa: BLE001 - any failure must reach the record, or it reads "killed"
+        record.update(status="Failed", failure_reason=f"{type(error).__name__}: {error}")
+    record["ended"] = time.time()
+    _write(status_path, record)
+    return 0 if record["status"] == "Completed" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(run(Path(sys.argv[1])))
