@@ -869,3 +869,19 @@ def test_a_failure_in_either_copying_process_keeps_every_whole_copy_both_made(tr
     monkeypatch.setattr(stage_sources, "copy_descriptor", original)
     rerun = stage_tree(str(source), str(second), workers=2)
     assert rerun.ok and rerun.files_skipped == len(made) and staged_files(second) == contents
+
+
+def test_a_copy_that_copy_file_range_refuses_falls_back_to_sendfile(tree, monkeypatch):
+    """Another file system (EXDEV) or an old kernel: the first refusal switches this process to sendfile."""
+    import errno
+
+    source, destination, contents = tree
+
+    def refuse(*arguments):
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "copy_file_range", refuse)
+    monkeypatch.setattr(stage_sources, "_in_kernel", [True])
+    report = stage_tree(str(source), str(destination))
+    assert report.ok and report.files_copied == len(contents) and staged_files(destination) == contents
+    assert stage_sources._in_kernel == [False]

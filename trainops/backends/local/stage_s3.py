@@ -24,8 +24,6 @@ from trainops.errors import JobFailed, Problem, SpecError
 class S3Source:
     """The objects under an S3 prefix."""
 
-    kind = "s3"
-
     def __init__(self, uri: str, bucket: str, prefix: str, client: Any, workers: int):
         from botocore.exceptions import BotoCoreError, ClientError
         from s3transfer.exceptions import S3DownloadFailedError

@@ -75,11 +75,7 @@ class LocalSource:
     """A directory on this machine. `list` walks it without recursion (trees of any depth); `copy` copies one file
     into an open descriptor, both without following a link that was not checked."""
 
-    kind = "local"
-    failure_types: tuple[type[BaseException], ...] = (OSError,)
-
-    def __init__(self, root: Path, uri: str):
-        self.root, self.uri = root, uri
+    def __init__(self, root: Path):
         #: What the manifest records as the source: the same directory however it was spelled.
         self.identity = os.path.realpath(root)
         self.root_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -238,32 +234,26 @@ class LocalSource:
         return written, details.st_mtime_ns, details.st_mtime_ns
 
 
-#: Errors after which a copy falls back from copy_file_range to read and write (another file system, old kernel).
+#: Errors after which a copy falls back from copy_file_range to sendfile (another file system, old kernel).
 _FALLBACK_ERRORS = {errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EPERM}
 _in_kernel = [hasattr(os, "copy_file_range")]
 
 
 def copy_descriptor(source: int, target: int, size: int) -> int:
     """Copy up to ``size`` bytes from ``source`` to ``target`` in the kernel (``copy_file_range``, a reflink where the
-    file system can), else through a buffer; return the count. Stops at ``size`` even if the file grew meanwhile
-    (its new modification time makes the next stage copy it again)."""
+    file system can; else ``sendfile``); return the count. Stops at ``size`` even if the file grew meanwhile (its
+    new modification time makes the next stage copy it again)."""
     copied = 0
     while copied < size:
-        count = size - copied
-        if _in_kernel[0]:
-            try:
-                count = os.copy_file_range(source, target, min(count, 1 << 30))
-            except OSError as error:
-                if error.errno not in _FALLBACK_ERRORS:
-                    raise
-                _in_kernel[0] = False
-                continue
-        else:
-            data = os.read(source, min(count, 1 << 20))
-            view = memoryview(data)
-            while view:
-                view = view[os.write(target, view):]
-            count = len(data)
+        count = min(size - copied, 1 << 30)
+        try:
+            count = (os.copy_file_range(source, target, count) if _in_kernel[0]
+                     else os.sendfile(target, source, None, count))
+        except OSError as error:
+            if not _in_kernel[0] or error.errno not in _FALLBACK_ERRORS:
+                raise
+            _in_kernel[0] = False
+            continue
         if count == 0:  # the file shrank while being copied
             break
         copied += count

@@ -36,7 +36,13 @@ from typing import Any, NamedTuple, TextIO
 
 from trainops.backends.local.safe_fs import NEW_FILE_FLAGS, DirectoryCache, UnsafePath
 from trainops.backends.local.stage_manifest import StageManifest
-from trainops.backends.local.stage_names import JOURNAL_NAME, is_temporary_name, printable_name, refusal_reason
+from trainops.backends.local.stage_names import (
+    JOURNAL_NAME,
+    RESERVED_PREFIX,
+    is_temporary_name,
+    printable_name,
+    refusal_reason,
+)
 from trainops.backends.local.stage_names import temporary_name as _temporary_name
 from trainops.backends.local.stage_report import Progress, StageReport
 from trainops.backends.local.stage_s3 import S3Source
@@ -282,82 +288,87 @@ def _changed_copies(names: Iterable[str], manifest: StageManifest, root: int) ->
     return changed
 
 
-def _forked(work: Callable[[], Any]) -> tuple[int, Callable[[], tuple[Any, str | None]]]:
-    """Run ``work`` in a forked child (it inherits the open destination, its lock and the listing). Returns the
-    child's pid and a function that waits for it and returns (what ``work`` returned or None, None or why it did not
-    finish: an exception, Ctrl-C). The child never returns into the caller's code."""
+def _forked(work: Callable[[], Any]) -> tuple[int, Callable[[], Any]]:
+    """Run ``work`` in a forked child, which inherits the open destination, its lock and the listing, and never
+    returns into the caller's code. Returns the child's pid and a function that waits for it and returns what
+    ``work`` returned (through JSON), or None when it raised or died."""
     reader, writer = os.pipe()
     pid = os.fork()
     if pid == 0:
         try:
             os.close(reader)
-            try:
-                outcome: list[Any] = [work(), None]
-            except BaseException as error:  # noqa: BLE001 - reported to the parent, which decides
-                outcome = [getattr(error, "partial", None), f"{type(error).__name__}: {error}"]
-            with os.fdopen(writer, "w", encoding="ascii") as handle:
-                json.dump(outcome, handle)
+            result = json.dumps(work()).encode("ascii")
+            while result:
+                result = result[os.write(writer, result):]
         finally:
             os._exit(0)
     os.close(writer)
 
-    def wait() -> tuple[Any, str | None]:
+    def wait() -> Any:
         with os.fdopen(reader, "rb") as handle:
             data = handle.read()
         os.waitpid(pid, 0)
         try:
-            result, error = json.loads(data)
+            return json.loads(data)
         except ValueError:
-            return None, "the process ended without a result"
-        return result, error
+            return None
     return pid, wait
 
 
-def _copy_share(opened: LocalSource, items: list[SourceFile], writer: Destination) -> dict[str, Any]:
-    """Copy ``items`` in a forked child; what it did, for the parent's report and manifest (the child's own copies
-    of them are thrown away)."""
-    failed_before, copied_before, bytes_before = len(writer.report.failed), writer.report.files_copied, \
-        writer.report.bytes_copied
-    writer.saved, writer.progress.enabled = math.inf, False  # the parent saves the manifest and draws the bar
-
-    def done() -> dict[str, Any]:
-        files = writer.manifest.files
-        return {"files": {item.name: files[item.name] for item in items if item.name in files},
-                "failed": writer.report.failed[failed_before:], "copied": writer.report.files_copied - copied_before,
-                "bytes": writer.report.bytes_copied - bytes_before, "sizes": sum(item.size for item in items)}
-    try:
-        opened.copy_all(items, writer)
-    except BaseException as error:
-        error.partial = done()  # type: ignore[attr-defined]
-        raise
-    return done()
+def _remove_temporaries(cache: DirectoryCache, directories: set[str], pid: int) -> None:
+    """Remove the temporary files the process ``pid`` left in ``directories`` of the destination."""
+    prefix = f"{RESERVED_PREFIX}-{pid}-"
+    for relative in directories:
+        try:
+            directory = cache.open(relative)
+            with os.scandir(directory) as entries:
+                names = [entry.name for entry in entries if entry.name.startswith(prefix)]
+            for name in names:
+                os.unlink(name, dir_fd=directory)
+        except OSError:
+            continue
 
 
 def _copy_in_processes(opened: LocalSource, items: list[SourceFile], writer: Destination, processes: int) -> None:
     """Copy ``items`` in ``processes`` contiguous shares (each keeps its directories together): the first here, the
-    others in forked children whose outcome is merged into the report and the manifest, also when this one fails
-    or is interrupted (they are then stopped as Ctrl-C stops them)."""
+    others in forked children whose outcome goes into the report and the manifest, also when this one fails or is
+    interrupted (they are then stopped as Ctrl-C stops them); a child's failure ends the stage in `JobFailed`."""
     share = -(-len(items) // processes)
-    children = [_forked(lambda part=items[start:start + share]: _copy_share(opened, part, writer))  # type: ignore[misc]
-                for start in range(share, len(items), share)]
+    parts = [items[start:start + share] for start in range(0, len(items), share)]
+
+    def copy_part(part: list[SourceFile]) -> dict[str, Any]:  # in a child: what it did, for the parent to record
+        report, failed, copied, written, error = writer.report, len(writer.report.failed), \
+            writer.report.files_copied, writer.report.bytes_copied, None
+        writer.saved, writer.progress.enabled = math.inf, False  # the parent saves the manifest, draws the bar
+        try:
+            opened.copy_all(part, writer)
+        except BaseException as raised:  # noqa: BLE001 - Ctrl-C or a bug: reported with what was done
+            error = f"{type(raised).__name__}: {raised}"
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # from here on the report goes out whole
+        files = writer.manifest.files
+        return {"files": {item.name: files[item.name] for item in part if item.name in files}, "error": error,
+                "failed": report.failed[failed:], "copied": report.files_copied - copied,
+                "bytes": report.bytes_copied - written}
+
+    children = [(part, *_forked(lambda part=part: copy_part(part))) for part in parts[1:]]  # type: ignore[misc]
     errors = []
     try:
-        opened.copy_all(items[:share], writer)
+        opened.copy_all(parts[0], writer)
     except BaseException:
-        for pid, _ in children:
+        for _, pid, _ in children:
             os.kill(pid, signal.SIGINT)
         raise
     finally:
-        for _, wait in children:
-            outcome, error = wait()
-            if outcome:
-                writer.manifest.files.update(outcome["files"])
-                writer.report.failed += [Refusal(*failure) for failure in outcome["failed"]]
-                writer.report.files_copied += outcome["copied"]
-                writer.report.bytes_copied += outcome["bytes"]
-                writer.progress.advance(outcome["sizes"], share)
-            if error:
-                errors.append(error)
+        for part, pid, wait in children:
+            outcome = wait() or {"files": {}, "failed": [], "copied": 0, "bytes": 0, "error": "it ended early"}
+            writer.manifest.files.update(outcome["files"])
+            writer.report.failed += [Refusal(*failure) for failure in outcome["failed"]]
+            writer.report.files_copied += outcome["copied"]
+            writer.report.bytes_copied += outcome["bytes"]
+            writer.progress.advance(sum(item.size for item in part), len(part))
+            errors += [outcome["error"]] if outcome["error"] else []
+            if outcome["error"]:  # stopped at any moment, it may have left a temporary file: remove its own
+                _remove_temporaries(writer.cache, {item.name.rpartition("/")[0] for item in part}, pid)
     if errors:
         raise JobFailed(f"a copying process failed: {errors[0]}; the files it completed are kept, stage again")
 
@@ -378,7 +389,7 @@ def open_source(source: str, client_factory: Callable[[str], Any] | None, worker
         raise SpecError(Problem("source", f"{source} does not exist; check the path"))
     if not root.is_dir():
         raise SpecError(Problem("source", f"{source} is not a directory; stage the directory that holds the data"))
-    return LocalSource(root, source)
+    return LocalSource(root)
 
 
 def stage_tree(source: str, destination: str, *, workers: int | None = None, progress: bool | None = None,
@@ -406,7 +417,7 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
     opened = open_source(source, client_factory, workers)
     report = StageReport(source, destination)
     lock = None
-    checking: Callable[[], tuple[Any, str | None]] | None = None
+    checking: Callable[[], Any] | None = None
     collecting = gc.isenabled()  # the listing and the manifest are 100,000s of small objects and no cycles: the
     gc.disable()  # collector's passes over them cost a tenth of a re-stage; it runs again for the copies
     try:
@@ -436,9 +447,9 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
             recorded = manifest.files
             candidates = [item for item in files if (entry := recorded.get(item.name)) is not None
                           and entry[0] == item.size and entry[1] == item.fingerprint]
-            changed, problem = checking() if checking else (None, None)
+            changed = checking() if checking else None
             checking = None
-            if changed is None or problem:
+            if changed is None:
                 changed = _changed_copies((item.name for item in candidates), manifest, lock)
             unchanged = {item.name for item in candidates}.difference(changed)
             to_copy = [item for item in files if item.name not in unchanged]
