@@ -22,6 +22,7 @@ import pytest  # noqa: E402
 from airflow.sdk.exceptions import AirflowException, AirflowFailException  # noqa: E402
 
 from trainops.backends.api import JobHandle, get_backend  # noqa: E402
+from trainops.backends.failures import classify_result  # noqa: E402
 from trainops.backends.guards import JobGuards  # noqa: E402
 from trainops.operators.training import DistributedTrainingOperator  # noqa: E402
 from trainops.operators.triggers import JobTrigger  # noqa: E402
@@ -88,6 +89,10 @@ def test_a_deferred_local_job_is_stopped_at_its_budget_and_the_task_fails_as_bud
     assert (event["status"], event["job_status"]) == ("stopped", "Stopped"), event
     assert event["guard"]["kind"] == "budget"
     assert event["failure_reason"].startswith("budget: billable cost") and "max_cost_usd" in event["failure_reason"]
+    # Later, from another process (`trainops status`): the local record keeps the guard's sentence as its reason.
+    later = get_backend("local", workdir=str(tmp_path / "w")).describe(JobHandle.from_dict(handle)).to_dict()
+    assert later["failure_reason"] == event["failure_reason"]
+    assert classify_result(later).failure_class == "budget"
     operator = DistributedTrainingOperator(task_id="train", spec={}, backend="local", workdir=str(tmp_path / "w"),
                                            retry_budgets={"infrastructure": 2, "user": 0})
     with pytest.raises(AirflowFailException, match=r"\[budget failure") as raised:
