@@ -205,6 +205,16 @@ class RegisteredVersion:
                 "job_name": self.job_name, "location": self.location, "already_registered": self.already_registered}
 
 
+class StageReport(abc.ABC):
+    """What every backend's `Backend.stage` returns (local: files copied into a directory standing for the FSx
+    mount; SageMaker: an FSx import task). Each backend's report adds its own fields; `to_dict` is small JSON (an
+    XCom value, a KFP output), which the stage step returns."""
+
+    @abc.abstractmethod
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict of the report."""
+
+
 @dataclass(frozen=True)
 class Placement:
     """What `place_job` decided: the name to use, and the status of the job re-attached to (None: create it)."""
@@ -543,9 +553,8 @@ class Backend(abc.ABC):
         self.require("browse_registry")
         raise NotImplementedError  # pragma: no cover
 
-    def stage(self, *args: Any, **options: Any) -> Any:
-        """Put data where training reads it (``source``, ``destination``, the backend's options); the report has
-        ``to_dict()``."""
+    def stage(self, *args: Any, **options: Any) -> StageReport:
+        """Put data where training reads it (``source``, ``destination``, the backend's options) and report how."""
         self.require("stage")
         raise NotImplementedError  # pragma: no cover
 

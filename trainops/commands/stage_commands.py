@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -38,8 +39,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def stage_command(args: argparse.Namespace) -> int:
     from trainops.backends import get_backend
 
-    # A local directory stands for the FSx mount: the local backend stages; refused files are reported, not raised.
-    report = get_backend("local").stage(args.source, args.destination, strict=False, workers=args.workers,
+    # A local directory stands for the FSx mount: the local backend stages; refused files are reported, not raised
+    # (its report's lines, notes and summary are the local report's own).
+    report: Any = get_backend("local").stage(args.source, args.destination, strict=False, workers=args.workers,
                                         progress=False if args.quiet else None, delete=args.delete)
     for line in report.problem_lines():
         print(f"trainops stage: {line}", file=sys.stderr)

@@ -166,3 +166,22 @@ def test_bad_file_system_paths_are_refused(path):
     with pytest.raises(PreflightError) as raised:
         fsx.stage(StubbedAWS(), file_system_id=FS, s3_uri=S3, file_system_path=path)
     assert raised.value.problems[0].path == "file_system_path"
+
+
+def test_both_backends_stage_returns_the_seams_stage_report(tmp_path):
+    """The seam's one report type, `api.StageReport`: the FSx import's and the local copy's, as each backend's
+    `stage` returns them; their ``to_dict()`` is what the stage step returns."""
+    from trainops.backends import get_backend
+    from trainops.backends.api import StageReport
+
+    aws = StubbedAWS()
+    _file_system(aws, import_path="s3://trainops-data/datasets")
+    _task_created(aws, ["digits"], f"{S3}/_trainops_fsx_reports")
+    _task_state(aws, "SUCCEEDED", total=3, succeeded=3)
+    remote = get_backend("sagemaker", client_factory=aws).stage(S3, f"fsx://{FS}/ignored", poll_seconds=0.01)
+    aws.verify()
+    (tmp_path / "source").mkdir()
+    (tmp_path / "source" / "a.bin").write_bytes(b"a")
+    local = get_backend("local").stage(str(tmp_path / "source"), str(tmp_path / "staged"))
+    assert isinstance(remote, StageReport) and isinstance(local, StageReport)
+    assert remote.to_dict()["directory_path"] == "/abcdefgh/digits" and local.to_dict()["files_copied"] == 1

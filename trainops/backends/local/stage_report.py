@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any, TextIO
 
+from trainops.backends import api
 from trainops.backends.local.stage_names import printable_name
 from trainops.backends.local.stage_sources import Refusal
 from trainops.errors import JobFailed
@@ -14,8 +15,9 @@ from trainops.errors import JobFailed
 LISTED_LIMIT = 100
 
 
-class StageReport:
-    """What a stage did. `to_dict` is JSON-able (an Airflow XCom value, a KFP output)."""
+class StageReport(api.StageReport):
+    """What a local stage did (the seam's report type). `to_dict` is JSON-able (an Airflow XCom value, a KFP
+    output)."""
 
     def __init__(self, source: str, destination: str):
         self.source, self.destination = source, destination

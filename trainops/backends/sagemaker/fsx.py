@@ -21,6 +21,7 @@ from typing import Any
 
 from trainops.aws.clients import ClientFactory, error_code, translate_client_error
 from trainops.aws.s3 import join_uri, parse_s3_uri
+from trainops.backends.api import StageReport
 from trainops.backends.sagemaker.waiting import poll
 from trainops.backends.states import classify
 from trainops.errors import JobFailed, PreflightError, Problem
@@ -52,7 +53,7 @@ class FileSystemInfo:
 
 
 @dataclass(frozen=True)
-class StagingReport:
+class StagingReport(StageReport):
     """The result of `stage`: where the data is on the file system and how the import went."""
 
     file_system_id: str
