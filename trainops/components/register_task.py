@@ -34,7 +34,8 @@ def run_register(*, model: Any, metrics: Any, spec_json: str, spec_dir: str, bac
     logged = dict(metrics.metadata or {}) if metrics is not None else {}
     entry = register(model_artifact=model_location(model), metrics=logged, group=group, spec=spec.to_json_dict(),
                      approval=approval, backend=backend, job_name=(model.metadata or {}).get("job_name"),
-                     description=description or "", **options)
+                     description="; ".join(filter(None, [description, (model.metadata or {}).get("cost_note")])),
+                     **options)
     print(f"[register] {group} version {entry['version']} ({entry['approval_status']}): {entry['location']}",
           flush=True)
     return int(entry["version"] or 0), str(entry["approval_status"]), str(entry["location"])

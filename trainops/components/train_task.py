@@ -154,7 +154,7 @@ def run_train(*, spec_json: str, spec_dir: str, backend: str, workdir: str, pipe
 
 def log_training(training: Any, result: dict[str, Any]) -> None:
     """The attempts and their cost as KFP metrics (shown next to the run), the cost's own line in the metadata."""
-    from trainops.steps.attempts import cost_line
+    from trainops.steps.attempts import budget_line, cost_figures, cost_line
 
     cost = result.get("cost") or {}
     training.log_metric("attempts", len(result.get("attempts") or []) or 1)
@@ -162,8 +162,13 @@ def log_training(training: Any, result: dict[str, Any]) -> None:
         training.log_metric("training_cost_usd", float(cost["total"]))
     if cost.get("spot_saving") is not None:
         training.log_metric("spot_saving", float(cost["spot_saving"]))
+    for name, value in cost_figures(cost).items():  # the forecast, what was spent, the budget and what is left
+        training.log_metric(name, value)
     training.metadata["cost"] = cost_line(cost)
-    print(f"[trainops] training {cost_line(cost)}", flush=True)
+    plan = budget_line(cost)
+    if plan:
+        training.metadata["budget"] = plan
+    print(f"[trainops] training {cost_line(cost)}{f' ({plan})' if plan else ''}", flush=True)
 
 
 def describe_model(model: Any, result: dict[str, Any], spec) -> None:
@@ -174,8 +179,13 @@ def describe_model(model: Any, result: dict[str, Any], spec) -> None:
     the one KFP assigned: the KFP launcher uploads whatever lies at an output's path to its URI, so pointing the URI
     at the job's ``s3://.../model.tar.gz`` would overwrite it; a small JSON pointer is written there instead.
     """
+    from trainops.steps.attempts import cost_figures, registry_note
+
     artifact = result.get("model_artifact") or ""
     model.metadata.update({
+        # the registry entry's note (the register component adds it to the description), and its figures
+        "cost": cost_figures(result.get("cost")),
+        "cost_note": registry_note(result["job_name"], result.get("cost")),
         "model_artifact": artifact,
         "job_name": result["job_name"],
         "backend": result["backend"],

@@ -228,6 +228,38 @@ def cost_line(cost: Mapping[str, Any] | None) -> str:
     return text
 
 
+def cost_figures(cost: Mapping[str, Any] | None) -> dict[str, float]:
+    """A run's money as numbers (KFP metrics, a Model artifact's metadata): the forecast of one attempt, what was
+    spent, the budget and what is left of it; a figure that is not known is left out."""
+    cost = cost or {}
+    budget = cost.get("budget") or {}
+    figures = {"forecast_attempt_usd": (cost.get("forecast") or {}).get("attempt_usd"),
+               "spent_usd": cost.get("spent", cost.get("total")),
+               "max_cost_usd": budget.get("max_cost_usd"), "budget_left_usd": budget.get("left")}
+    return {key: float(value) for key, value in figures.items() if isinstance(value, (int, float))}
+
+
+def budget_line(cost: Mapping[str, Any] | None) -> str:
+    """`forecast at most $0.19 per attempt; max_cost_usd $5.00, $4.99 left` ("" when the cost has neither)."""
+    from trainops.backends.guards import usd
+
+    figures = cost_figures(cost)
+    parts = []
+    if "forecast_attempt_usd" in figures:
+        parts.append(f"forecast at most {usd(figures['forecast_attempt_usd'])} per attempt")
+    if "max_cost_usd" in figures:
+        left = f", {usd(figures['budget_left_usd'])} left" if "budget_left_usd" in figures else ""
+        parts.append(f"max_cost_usd {usd(figures['max_cost_usd'])}{left}")
+    return "; ".join(parts)
+
+
+def registry_note(job_name: str, cost: Mapping[str, Any] | None) -> str:
+    """What a registry entry's description says of the model's training: its job, the forecast and the budget, and
+    what every attempt cost (`trained by X (forecast ...; max_cost_usd ...): spent $0.01 over 1 attempt`)."""
+    plan = budget_line(cost)
+    return f"trained by {job_name}{f' ({plan})' if plan else ''}: spent {cost_line(cost)}"
+
+
 def known_attempts(backend: Any, job_name: str, limit: int = MAX_SUFFIX) -> list[dict[str, Any]]:
     """The results of the attempts of `job_name` that already ended in failure, in order, up to the first name that
     is free or whose job runs or completed (that one is re-attached to, never duplicated)."""

@@ -212,15 +212,15 @@ class PipelineRunner:
         return data
 
     def _register(self, trained: dict[str, Any], evaluation: dict[str, Any] | None) -> dict[str, Any]:
-        from trainops.steps.attempts import cost_line
+        from trainops.steps.attempts import registry_note
         from trainops.steps.register import register
 
         step = self.plan.register
         assert step is not None  # only called when the pipeline has the step
-        # The entry says what the model cost to train, every attempt included.
+        # The entry says what the model cost to train, every attempt included, against its forecast and budget.
         arguments = self.plan.register_arguments()
         arguments["description"] = "; ".join(filter(None, [
-            arguments.get("description"), f"trained by {trained['job_name']}: {cost_line(trained.get('cost'))}"]))
+            arguments.get("description"), registry_note(trained["job_name"], trained.get("cost"))]))
         entry = register(model_artifact=trained["model_artifact"], metrics=(evaluation or {}).get("metrics") or {},
                          spec=trained.get("spec"), job_name=trained["job_name"], **arguments)
         version = entry.get("version") or entry.get("location")
