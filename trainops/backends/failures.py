@@ -288,6 +288,17 @@ def rules_markdown() -> str:
         "nothing and fails nothing; on SageMaker it reads the CloudWatch log streams' last event and ingestion "
         "times and the metrics' timestamps, locally the growth of the hosts' log files).",
         "",
+        "Every wait applies the guards through the same per-poll check (`guards.act` on the backend's watch, "
+        "`Backend.watch`): the train step's wait, the Airflow worker's poll and each reschedule poke, and the "
+        "trigger of a deferred train task, which gets them as JSON in its arguments, so a restarted triggerer "
+        "applies the same ones and the bound still counts from the job's start (a local stall's quiet time is "
+        "counted again from the restart). The task resumed from the trigger fails with the guard's class: "
+        "`budget` and `timeout` without Airflow's retries, a stall as an `infrastructure` failure. Why trainops "
+        "stopped a job outlives the stop: on SageMaker, which keeps no stop reason, the guard tags the job "
+        "(`trainops:stopped-by`, `trainops:stop-reason`) before StopTrainingJob and describe reads the tags back; "
+        "a local job's record keeps the guard's sentence as its failure reason. So a later `trainops status` says "
+        "budget, stalled or wait bound, not a bare Stopped.",
+        "",
         "| class | meaning | what a retry does |",
         "| --- | --- | --- |",
         "| `user` | the script or its input (an exception, a non-zero exit, an invalid request) | fails the same way: "
