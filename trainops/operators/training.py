@@ -49,6 +49,10 @@ WAIT_MODES = ("defer", "reschedule", "worker")
 #: Extra time given to Airflow's own deferral timeout beyond the trigger's bound: the trigger should always be the one
 #: to report a timeout, because its message says what to do.
 DEFERRAL_MARGIN_SECONDS = 600
+#: The shortest pause between two reschedule pokes. Airflow's scheduler fails a rescheduled task whose previous poke's
+#: executor "success" arrives after the task was queued again (apache/airflow#71172: seen here with a 2 s pause,
+#: LocalExecutor, 3.3.2: the poke's workload took 5 s to finish), so a poke must outlast the workload's teardown.
+MIN_RESCHEDULE_SECONDS = 30.0
 #: Log lines written per look at the job in the worker and per reschedule poke (the trigger has its own bound).
 LOG_LINES_PER_POLL = 500
 #: Attempts per failure class within one try of a train task (`trainops.backends.failures.RetryBudgets`).
@@ -381,10 +385,12 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         if watch is not None:
             watch.look()  # a guard that trips stops the job: the next poke finds it Stopped, with the guard's reason
         # A poke keeps nothing for the next one (XComs are cleared at each try): the logs are the command's.
-        self.log.info("training job %s is %s / %s; looking again in %.0f s (reschedule mode); its logs: %s",
-                      handle.job_name, result.status.value, result.secondary_status, self.check_interval,
+        pause = max(self.check_interval, MIN_RESCHEDULE_SECONDS)
+        self.log.info("training job %s is %s / %s; looking again in %.0f s (reschedule mode%s); its logs: %s",
+                      handle.job_name, result.status.value, result.secondary_status, pause,
+                      f", at least {MIN_RESCHEDULE_SECONDS:.0f} s" if pause > self.check_interval else "",
                       self._logs_hint(handle))
-        raise AirflowRescheduleException(datetime.now(timezone.utc) + timedelta(seconds=self.check_interval))
+        raise AirflowRescheduleException(datetime.now(timezone.utc) + timedelta(seconds=pause))
 
     def _finish(self, backend: Any, spec: Any, base: str, result: Any, raise_failure: bool = False
                 ) -> dict[str, Any]:
