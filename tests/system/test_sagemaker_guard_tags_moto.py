@@ -132,3 +132,31 @@ def test_the_deferred_trigger_stops_a_job_at_its_budget_and_the_task_fails_as_bu
     later = get_backend("sagemaker", region=REGION, client_factory=aws_clients).status_record(
         JobHandle("sagemaker", name, region=REGION))
     assert later["guard"]["kind"] == "budget"  # `trainops status` later, from another process: the tags
+
+
+def test_trainops_status_says_why_trainops_stopped_the_job(aws_clients, aws_environment, stoppable):
+    """`trainops status` as a user runs it, in another process, against the same moto server."""
+    import os
+    import subprocess
+    import sys
+
+    name = running_job(aws_clients)
+    guard = Tripped("wait_bound", "wait bound: 90000 s since the job's start passed max_run + max_wait + "
+                                  "wait_grace_seconds (90000 s)")
+    training.stop(aws_clients, name, guard=guard)
+
+    def status(*flags: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "trainops.cli", "status", name, "--backend", "sagemaker",
+                               "--region", REGION, *flags], capture_output=True, text=True, timeout=120,
+                              env=dict(os.environ))
+
+    described = status("--json")
+    assert described.returncode == 0, described.stderr
+    record = json.loads(described.stdout)
+    assert record["status"] == "Stopped" and record["guard"]["kind"] == "wait_bound"
+    # the tag's value: what SageMaker accepts in one (no apostrophe, no parentheses)
+    assert record["failure_reason"] == ("wait bound: 90000 s since the job s start passed max_run + max_wait + "
+                                        "wait_grace_seconds  90000 s")
+    assert record["failure_class"] == "timeout"
+    text = status()
+    assert "failure_class: timeout" in text.stdout and "failure_reason: wait bound:" in text.stdout, text.stdout
