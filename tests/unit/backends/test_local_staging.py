@@ -885,3 +885,20 @@ def test_a_copy_that_copy_file_range_refuses_falls_back_to_sendfile(tree, monkey
     report = stage_tree(str(source), str(destination))
     assert report.ok and report.files_copied == len(contents) and staged_files(destination) == contents
     assert stage_sources._in_kernel == [False]
+
+
+def test_when_no_process_can_be_made_this_one_copies_and_checks_everything(tree, split_from_two_files,
+                                                                           monkeypatch):
+    import errno
+
+    source, destination, contents = tree
+
+    def refuse():
+        raise OSError(errno.EAGAIN, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", refuse)
+    first = stage_tree(str(source), str(destination), workers=2)
+    assert first.ok and first.files_copied == len(contents) and staged_files(destination) == contents
+    (destination / "top-0.bin").write_bytes(b"tampered")
+    again = stage_tree(str(source), str(destination), workers=2)
+    assert (again.files_copied, again.files_skipped) == (1, len(contents) - 1) and staged_files(destination) == contents

@@ -288,12 +288,17 @@ def _changed_copies(names: Iterable[str], manifest: StageManifest, root: int) ->
     return changed
 
 
-def _forked(work: Callable[[], Any]) -> tuple[int, Callable[[], Any]]:
+def _forked(work: Callable[[], Any]) -> tuple[int, Callable[[], Any]] | None:
     """Run ``work`` in a forked child, which inherits the open destination, its lock and the listing, and never
     returns into the caller's code. Returns the child's pid and a function that waits for it and returns what
-    ``work`` returned (through JSON), or None when it raised or died."""
+    ``work`` returned (through JSON), or None when it raised or died; None when no process can be made."""
     reader, writer = os.pipe()
-    pid = os.fork()
+    try:
+        pid = os.fork()
+    except OSError:  # out of processes or memory: the caller does the work itself
+        os.close(reader)
+        os.close(writer)
+        return None
     if pid == 0:
         try:
             os.close(reader)
@@ -350,10 +355,16 @@ def _copy_in_processes(opened: LocalSource, items: list[SourceFile], writer: Des
                 "failed": report.failed[failed:], "copied": report.files_copied - copied,
                 "bytes": report.bytes_copied - written}
 
-    children = [(part, *_forked(lambda part=part: copy_part(part))) for part in parts[1:]]  # type: ignore[misc]
+    children, here = [], parts[0]
+    for part in parts[1:]:
+        child = _forked(lambda part=part: copy_part(part))  # type: ignore[misc]
+        if child is None:
+            here = here + part
+        else:
+            children.append((part, *child))
     errors = []
     try:
-        opened.copy_all(parts[0], writer)
+        opened.copy_all(here, writer)
     except BaseException:
         for _, pid, _ in children:
             os.kill(pid, signal.SIGINT)
@@ -398,7 +409,8 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
     """Stage ``source`` (a local directory, ``file://`` URI or ``s3://bucket/prefix``) into the local directory
     ``destination`` (created when missing; it stands for the FSx mount) and report what happened.
 
-    ``workers``: parallel S3 downloads, 1 to 256 (default `default_workers`). ``progress``: draw a progress bar on
+    ``workers``: parallel S3 downloads, or processes for a local tree of `PARALLEL_FROM` files or more (at most one
+    per core), 1 to 256 (default `default_workers`). ``progress``: draw a progress bar on
     ``stream`` (default ``sys.stderr``; None: when it is a terminal). ``client_factory``: service name -> boto3
     client for S3 (default: boto3's own configuration, ``AWS_ENDPOINT_URL`` included). ``delete``: remove the files
     an earlier stage wrote that are gone from the source (default: leave them, listed as ``stale``).
@@ -438,7 +450,8 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
         manifest = StageManifest.load(lock, opened.identity)
         report.notes += [manifest.note] if manifest.note else []
         if local and workers > 1 and len(manifest) >= PARALLEL_FROM:  # the copies are checked while the source is
-            checking = _forked(lambda: _changed_copies(manifest.files, manifest, lock))[1]  # listed here
+            child = _forked(lambda: _changed_copies(manifest.files, manifest, lock))  # listed here
+            checking = child[1] if child else None
         if local:
             files, report.refused = opened.list_files()
         report.files_found = len(files)
