@@ -140,6 +140,19 @@ class RunningJob:
             time.sleep(0.1)
         raise AssertionError("no status record")
 
+    def rank_pids(self, rank: int, timeout: float = 60) -> dict:
+        """``{"host", "rank", "pid", "pid_in_host"}`` of `rank`, from `trainops status NAME --json` (its ``ranks``),
+        once the controller has listed it."""
+        deadline = time.monotonic() + timeout
+        while not any(item.get("rank") == rank for item in self.status().get("ranks") or []):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"rank {rank} never listed: {self.status()}")
+            time.sleep(0.2)
+        shown = subprocess.run([sys.executable, "-m", "trainops.cli", "status", self.job_name, "--backend", "local",
+                                "--workdir", str(self.workdir), "--json"], capture_output=True, text=True, timeout=120)
+        assert shown.returncode == 0, shown.stderr
+        return next(item for item in json.loads(shown.stdout)["ranks"] if item["rank"] == rank)
+
     def result(self, name: str, fault_moment: float, **extra) -> FaultRun:
         """Wait for the end and measure; `fault_moment` (monotonic) is what the time to end counts from."""
         code = self.finish()
@@ -247,12 +260,16 @@ def rank_exits_non_zero(root: Path) -> FaultRun:
 
 
 def rank_is_sigkilled(root: Path) -> FaultRun:
+    """The rank prints its pid as its host sees it (inside the host's PID namespace, the namespace's, as in a
+    container); the pid to signal from this machine is the one `trainops status` lists for it, as a user finds it."""
     job = RunningJob(root, "fault-kill").start()
     with guarded(job):
-        pid = int(job.wait_for(r"started rank 1 pid (\d+)").group(1))
+        logged = int(job.wait_for(r"started rank 1 pid (\d+)").group(1))
         job.wait_for(r"step 3\b")
-        os.kill(pid, signal.SIGKILL)
-        return job.result("a rank is SIGKILLed", time.monotonic(), pid=pid)
+        listed = job.rank_pids(1)
+        assert listed["pid_in_host"] == logged and listed["host"] == "algo-2", (listed, logged)
+        os.kill(listed["pid"], signal.SIGKILL)
+        return job.result("a rank is SIGKILLed", time.monotonic(), pid=listed["pid"], pid_in_host=logged)
 
 
 def rank_hangs(root: Path, max_run: int = 8) -> FaultRun:

@@ -42,11 +42,18 @@ BREAKS = [
      "job runs or exit 2 with the path named, never an internal error; console and `trainops logs` escaped, the "
      "log file byte-exact",
      ["tests/reliability/test_reliability_local_errors.py"]),
-    ("24.7", "Each host a PID namespace (opt-in, TRAINOPS_LOCAL_PID_NAMESPACE=1): the controller and its guard both "
-             "SIGKILLed while a double-forked daemon without the job's marker runs; a daemon left by a completed job",
-     "every process of the host ends with it (without the namespace the daemon outlives both); the init stops "
-     "and counts what the launcher left",
-     ["tests/reliability/test_reliability_host_namespace.py"]),
+    ("24.7", "Each host a PID namespace by default (root: plain; nobody: in a user namespace): the controller and its "
+             "guard both SIGKILLed while a double-forked daemon without the job's marker runs (the job run from the "
+             "main thread or another one); kill -9 of the controller alone; a daemon left by a completed job",
+     "every process of the host ends with it (with TRAINOPS_LOCAL_PID_NAMESPACE=0 the daemon outlives both); the "
+     "init stops and counts what the launcher left; the variant chosen is the strongest the machine allows",
+     ["tests/reliability/test_reliability_host_namespace.py", "tests/unit/backends/test_local_isolation.py"]),
+    ("24.8", "A rank SIGKILLed by the pid `trainops status` lists for it (the pid it prints is its host namespace's); "
+             "a spec PATH holding a fake mpirun, or /nonexistent, on an mpirun job",
+     "the job ends Failed naming the rank; the image's mpirun trainops found runs, never the spec's",
+     ["tests/reliability/test_reliability_faults.py::test_a_sigkilled_rank_ends_the_job",
+      "tests/reliability/test_reliability_local_errors.py::test_a_spec_path_never_chooses_the_mpirun_a_local_host_"
+      "runs"]),
 ]
 
 

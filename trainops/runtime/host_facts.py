@@ -28,8 +28,15 @@ class HostFacts:
     neuron_cores: int = 0
     cpus: int = 1
     smddprun: str | None = None  # path of SMDDP's smddprun when the image has it
+    mpirun: str = "mpirun"  # what starts an mpirun job: "" when a local host has none (`MPIRUN_SETTING`)
     is_root: bool = False
     runtime_path: str | None = None  # directory to put on the ranks' PYTHONPATH so they can import trainops
+
+
+#: Set by the local backend to the image's mpirun it found in trainops' own environment ("" for none), after the
+#: job's Environment, so a spec's PATH cannot choose it. Unset (SageMaker): ``mpirun`` by name on the image's PATH,
+#: as AWS's toolkit runs it; there the container's environment is the image's and the job's, by design.
+MPIRUN_SETTING = "TRAINOPS_MPIRUN"
 
 
 def _int_or_none(text: str | None) -> int | None:
@@ -119,6 +126,7 @@ def detect_host_facts(environ: Mapping[str, str] | None = None) -> HostFacts:
         neuron_cores=neuron_cores,
         cpus=cpus,
         smddprun=shutil.which("smddprun"),
+        mpirun=environ.get(MPIRUN_SETTING, "mpirun"),
         is_root=hasattr(os, "geteuid") and os.geteuid() == 0,
         runtime_path=runtime_search_path(),
     )

@@ -8,7 +8,8 @@ channel of InputDataConfig is `input/data/<channel>` (the trainops code and runt
 request's Environment and a PYTHONPATH holding only what the request puts there.
 
 Where the container sees /opt/ml and the host names algo-1..N: when this machine allows a private mount namespace
-(`unshare --mount`, root or user namespaces), each host runs in its own, with its base directory bind-mounted on
+(root, or a user namespace: `isolation`, with a PID namespace too wherever the kernel allows one, `host_init`), each
+host runs in its own, with its base directory bind-mounted on
 /opt/ml and an /etc/hosts naming every algo-N as 127.0.0.1, which is what Docker does for SageMaker local mode and
 what AWS's toolkit assumes (it has /opt/ml paths of its own and addresses hosts by name). Without one the container
 gets `SAGEMAKER_BASE_DIR` (honoured by the trainops runtime and by the toolkit's environment module), /opt/ml in the
@@ -36,7 +37,8 @@ LOCAL_NETWORK_INTERFACE = "lo"  # every emulated host shares this machine's loop
 DLC_ENTRYPOINT_MODULE = "sagemaker_training.cli.train"  # the `train` console script every framework DLC runs
 DLC_TRAINING_MODULE = "sagemaker_pytorch_container.training:main"  # what the PyTorch DLC sets in its image
 TOOLKIT_DISABLED = "TRAINOPS_LOCAL_NAMESPACE"  # 0: never use a mount namespace (tests of the fallback)
-PID_NAMESPACE_SETTING = "TRAINOPS_LOCAL_PID_NAMESPACE"  # 1: each host a PID namespace too (`host_init`, opt-in)
+#: 0: no PID namespace per host (debugging); user: the user-namespace variant even where plain namespaces work
+PID_NAMESPACE_SETTING = "TRAINOPS_LOCAL_PID_NAMESPACE"
 
 Log = Callable[[str], None]
 
@@ -367,18 +369,75 @@ def host_tool(name: str) -> str | None:
     return shutil.which(name, path=os.pathsep.join([os.path.dirname(sys.executable), SAFE_PATH]))
 
 
-@functools.lru_cache(maxsize=1)
-def namespaces_available() -> bool:
-    """Whether this machine lets an unprivileged child make a private mount namespace with bind mounts."""
+#: How an emulated host is isolated, strongest first (`isolation`): a PID and a mount namespace made directly (root,
+#: CAP_SYS_ADMIN), the same inside a user namespace of the host's own (an unprivileged user, where the kernel allows
+#: user namespaces), then a mount namespace alone (PID namespaces turned off) either way. None: no namespace at all.
+PID_ISOLATIONS = ("pid", "user-pid")
+ISOLATIONS = (*PID_ISOLATIONS, "mount", "user-mount")
+_UNSHARE_FLAGS = {"mount": ["--mount", "--propagation", "private"],
+                  "user-mount": ["--user", "--map-root-user", "--mount", "--propagation", "private"]}
+# What the host's mount script does, tried once: a tmpfs, a bind mount and a read-only remount of it.
+_MOUNT_PROBE = ('set -e; d=$(mktemp -d); mkdir "$d/a" "$d/b"; mount --bind "$d/a" "$d/b"; '
+                'mount -o remount,bind,ro "$d/b"; umount "$d/b"; mount -t tmpfs trainops-probe "$d/a"; '
+                'umount "$d/a"; rm -r "$d"')
+
+
+def image_tool(name: str, python: str) -> str | None:
+    """The absolute path of the image's tool ``name`` (mpirun) for a local host: next to the image's Python (a venv
+    or conda environment's own Open MPI), then on the PATH trainops itself runs with, then `SAFE_PATH`; never on
+    the job's `PATH` (the request's Environment). None when there is none. The container's processes still see the
+    PATH the job asks for; only what trainops' runtime starts as the image's tool is chosen here."""
+    search = [os.path.dirname(python), os.environ.get("PATH", ""), SAFE_PATH]
+    return shutil.which(name, path=os.pathsep.join(entry for entry in search if entry))
+
+
+def choose_isolation(works: Callable[[str], bool], environ: Mapping[str, str]) -> str | None:
+    """The first variant of `ISOLATIONS` that `works` on this machine, or None (the fallback): none at all with
+    TRAINOPS_LOCAL_NAMESPACE=0, no PID namespace with TRAINOPS_LOCAL_PID_NAMESPACE=0, only user namespaces with
+    TRAINOPS_LOCAL_PID_NAMESPACE=user (what an unprivileged user gets, tried by root)."""
+    if environ.get(TOOLKIT_DISABLED) == "0":
+        return None
+    setting = environ.get(PID_NAMESPACE_SETTING, "").strip().lower()
+    candidates = {"0": ("mount", "user-mount"), "user": ("user-pid", "user-mount")}.get(setting, ISOLATIONS)
+    return next((variant for variant in candidates if works(variant)), None)
+
+
+def isolation_works(variant: str) -> bool:
+    """Whether a host isolated as `variant` starts here: the very launcher of that variant, tried with a probe of
+    the mounts a host makes (a refused `unshare`, a refused mount of /proc or a bind mount all answer no)."""
+    from trainops.backends.local import host_init
+
     unshare, shell = host_tool("unshare"), host_tool("sh")
-    if os.environ.get(TOOLKIT_DISABLED) == "0" or not unshare or not shell:
+    if not shell:
         return False
-    probe = ("set -e; d=$(mktemp -d); mount -t tmpfs trainops-probe \"$d\"; umount \"$d\"; rmdir \"$d\"")
+    probe, env = [shell, "-c", _MOUNT_PROBE], {"PATH": SAFE_PATH}
+    if variant in PID_ISOLATIONS:
+        return host_init.works(variant == "user-pid", probe, env)
+    if not unshare:
+        return False
     try:
-        return subprocess.run([unshare, "--mount", "--propagation", "private", shell, "-c", probe],
-                              capture_output=True, timeout=20, env={"PATH": SAFE_PATH}).returncode == 0
+        return subprocess.run([unshare, *_UNSHARE_FLAGS[variant], *probe], capture_output=True, timeout=20,
+                              stdin=subprocess.DEVNULL, env=env).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
+
+
+@functools.lru_cache(maxsize=1)
+def isolation() -> str | None:
+    """How this machine isolates each emulated host (`ISOLATIONS`), asked once per process."""
+    return choose_isolation(isolation_works, os.environ)
+
+
+def namespaces_available() -> bool:
+    """Whether each emulated host gets a private mount namespace (/opt/ml, the algo-N names), whichever variant."""
+    return isolation() is not None
+
+
+def pid_namespaces_available() -> bool:
+    """Whether each emulated host is a PID namespace of its own too (`trainops.backends.local.host_init`): every
+    process of the host ends with it or with its controller, by the kernel. Inside, pids are the host's own, as in
+    a container; `trainops status` lists each rank's pid on this machine (`rank_pids`)."""
+    return isolation() in PID_ISOLATIONS
 
 
 # Runs as the container's first process inside its own mount namespace, then execs the entrypoint (same pid):
@@ -434,26 +493,19 @@ def isolate(argv: list[str], layout: HostLayout, job_dir: Path, hosts: list[str]
                               for source, target, readonly in layout.mounts), encoding="utf-8")
     script = [shell, "-c", _NAMESPACE_SCRIPT, "trainops-container", str(layout.base_dir), str(hosts_file), str(keep),
               SAFE_PATH, str(mounts), *argv]
-    if pid_namespaces_available():  # the host a PID namespace too, ended by the kernel (`host_init`)
+    variant = isolation()
+    if variant in PID_ISOLATIONS:  # the host a PID namespace too, ended by the kernel (`host_init`)
         from trainops.backends.local import host_init
 
-        return [sys.executable, "-I", "-S", host_init.__file__, str(init_report(job_dir, layout.name)), *script]
-    return [unshare, "--mount", "--propagation", "private", *script]
+        return [sys.executable, "-I", "-S", os.path.abspath(host_init.__file__),
+                *([host_init.USER_NAMESPACE_FLAG] if variant == "user-pid" else []),
+                str(init_report(job_dir, layout.name)), *script]
+    return [unshare, *_UNSHARE_FLAGS[variant or "mount"], *script]
 
 
 def init_report(job_dir: Path, host: str) -> Path:
     """Where a host's init (`host_init`) says how its launcher ended and how many processes it stopped after."""
     return job_dir / "namespace" / f"{host}.init"
-
-
-@functools.lru_cache(maxsize=1)
-def pid_namespaces_available() -> bool:
-    """Whether each emulated host is a PID namespace of its own (`trainops.backends.local.host_init`): asked for
-    with `TRAINOPS_LOCAL_PID_NAMESPACE=1` where the machine allows it. Not the default yet: inside one, the pids a
-    rank prints are the namespace's, not this machine's (a `kill` of a logged pid would reach another process)."""
-    from trainops.backends.local import host_init
-
-    return os.environ.get(PID_NAMESPACE_SETTING) == "1" and host_init.available()
 
 
 def request_secrets(request: Mapping[str, Any], environ: Mapping[str, str]) -> list[str]:

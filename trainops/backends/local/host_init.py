@@ -1,11 +1,13 @@
-"""An emulated host the kernel cleans up: `python -m trainops.backends.local.host_init REPORT COMMAND...`.
+"""An emulated host the kernel cleans up: `python host_init.py [--user-namespace] REPORT COMMAND...`.
 
 Started by the controller as a host's launcher process (H). H dies with its controller (`PR_SET_PDEATHSIG`, SIGKILL)
-and makes a mount and a PID namespace for the host; its one child (C) is PID 1 there and dies with H (its own
-parent-death signal, which the kernel delivers to a namespace's init when it comes from the parent namespace). When
-a PID namespace's init ends, the kernel kills every process left in it: so every process of the host, daemons and
-double forks included, ends with the host or with its controller, however they end. No polling or bookkeeping is
-on that path.
+and makes a mount and a PID namespace for the host (with ``--user-namespace``, where this user may not make them
+directly, inside a user namespace of its own in which this user is root, as `unshare --user --map-root-user` does:
+no privilege beyond this user's, and files keep this user's ownership); its one child (C) is PID 1 there and dies
+with H (its own parent-death signal, which the kernel delivers to a namespace's init when it comes from the parent
+namespace). When a PID namespace's init ends, the kernel kills every process left in it: so every process of the
+host, daemons and double forks included, ends with the host or with its controller, however they end. No polling
+or bookkeeping is on that path.
 
 C mounts a /proc of the namespace (so the runtime inside sees its own pids), runs COMMAND (the mount script that
 binds /opt/ml and /etc/hosts, then the container's entrypoint: L) as its child, passes SIGTERM / SIGINT / SIGHUP on
@@ -25,11 +27,16 @@ import time
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
+CLONE_NEWUSER = 0x10000000
+USER_NAMESPACE_FLAG = "--user-namespace"
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 PR_SET_PDEATHSIG = 1
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
 DIE_WITH_PARENT = "TRAINOPS_HOST_PDEATHSIG"  # "1": the controller's launching thread is its main thread
+#: The read end of a pipe whose write end only the controller holds: its end of file means the controller process
+#: ended, whichever of its threads started this host (a parent-death signal follows the thread).
+CONTROLLER_PIPE = "TRAINOPS_HOST_CONTROLLER_FD"
 LEFT_GRACE_SECONDS = 1.0
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -152,15 +159,58 @@ def _end_as(raw: int) -> None:
     os._exit(os.WEXITSTATUS(raw) if os.WIFEXITED(raw) else 1)
 
 
+def _wait_or_end_with_controller(descriptor: int, init: int) -> None:
+    """Wait until the host's init ends; should the controller's pipe reach its end first (the controller process
+    is gone), kill the init, which makes the kernel end every process of the host, and end H as killed. (H cannot
+    start a thread once it made the PID namespace: a poll of the pipe and of the init's pidfd.)"""
+    import select
+
+    try:
+        process = os.pidfd_open(init)
+    except (AttributeError, OSError):  # no pidfd here (Linux < 5.3): the parent-death signal and the guard remain
+        return
+    poller = select.poll()
+    poller.register(process, select.POLLIN)
+    poller.register(descriptor, select.POLLIN | select.POLLHUP)
+    while True:
+        ready = dict(poller.poll())
+        if process in ready:
+            return
+        if descriptor in ready:  # nothing is ever written: ready means every write end is closed
+            try:
+                os.kill(init, signal.SIGKILL)
+            finally:
+                os._exit(128 + int(signal.SIGKILL))
+
+
+def _enter_user_namespace() -> None:
+    """A user namespace of its own in which this user (and group) is root: what lets an unprivileged user make the
+    host's mount and PID namespaces (they belong to it). Its processes have no privilege outside it."""
+    uid, gid = os.geteuid(), os.getegid()
+    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID),
+           "unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID)")
+    for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+        with open(f"/proc/self/{name}", "w", encoding="ascii") as handle:  # setgroups first: gid_map needs it
+            handle.write(text)
+
+
 def main(argv: list[str]) -> int:
-    report, command = argv[0], argv[1:]
+    user_namespace = bool(argv) and argv[0] == USER_NAMESPACE_FLAG
+    report, command = (argv[1:] if user_namespace else argv)[0], (argv[1:] if user_namespace else argv)[1:]
     if os.environ.pop(DIE_WITH_PARENT, "") == "1":
         _die_with_parent(expected_parent=os.getppid())
+    named = os.environ.pop(CONTROLLER_PIPE, "")
+    pipe = int(named) if named.isdigit() else None
+    if pipe is not None:
+        os.set_inheritable(pipe, False)  # the host's processes never get it
     try:
         os.unlink(report)
     except FileNotFoundError:
         pass
-    _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWPID), "unshare(CLONE_NEWNS | CLONE_NEWPID)")
+    if user_namespace:
+        _enter_user_namespace()
+    else:
+        _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWPID), "unshare(CLONE_NEWNS | CLONE_NEWPID)")
     init = os.fork()
     if init == 0:
         try:
@@ -170,6 +220,8 @@ def main(argv: list[str]) -> int:
             sys.stderr.flush()
             os._exit(127)
     _forward_to(init)
+    if pipe is not None:
+        _wait_or_end_with_controller(pipe, init)
     raw = _wait(init)
     try:
         with open(report, encoding="ascii") as handle:
@@ -190,18 +242,20 @@ def stopped_in(report: str) -> int:
         return 0
 
 
-def available() -> bool:
-    """Whether this machine lets trainops make mount and PID namespaces (root, or CAP_SYS_ADMIN): asked of a
-    fresh interpreter, as the hosts will be started."""
+def works(user_namespace: bool, command: list[str], env: dict[str, str], timeout: float = 20.0) -> bool:
+    """Whether a host made this way starts here: this module run as the hosts will be (a fresh interpreter, the same
+    namespaces) with ``command`` (a probe of the mounts the host's mount script makes) as the host's launcher."""
     import subprocess
+    import tempfile
 
-    probe = ("import ctypes, os\nlibc = ctypes.CDLL(None, use_errno=True)\n"
-             f"os._exit(0 if libc.unshare({CLONE_NEWNS | CLONE_NEWPID}) == 0 else 1)\n")
-    try:
-        done = subprocess.run([sys.executable, "-I", "-S", "-c", probe], capture_output=True, timeout=20)
+    with tempfile.TemporaryDirectory(prefix="trainops-probe-") as directory:
+        argv = [sys.executable, "-I", "-S", os.path.abspath(__file__),
+                *([USER_NAMESPACE_FLAG] if user_namespace else []), os.path.join(directory, "init"), *command]
+        try:
+            done = subprocess.run(argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env)
+        except (OSError, subprocess.TimeoutExpired):
+            return False
         return done.returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
 
 
 if __name__ == "__main__":

@@ -37,9 +37,11 @@ from trainops.backends.local.pump import LogPump
 from trainops.backends.local.secrets import MASK_VARIABLES, mask
 from trainops.backends.local.watch import ProcessWatch, clear_stop_request
 from trainops.errors import JobFailed, Problem, SpecError
+from trainops.runtime.host_facts import MPIRUN_SETTING
 from trainops.spec.job import JobSpec
 
 POLL_SECONDS = 0.1
+RANK_PID_POLLS = 5  # every fifth poll the controller looks for ranks started (`LocalJob._note_rank_pids`)
 STOP_GRACE_SECONDS = 10.0
 FAILURE_SETTLE_SECONDS = 3.0  # how long the other hosts may take to end after the first failure, before stop-all
 MAX_RUNTIME_GRACE_SECONDS = 120.0  # SageMaker's wait between SIGTERM and SIGKILL when MaxRuntimeInSeconds passes
@@ -135,6 +137,10 @@ class LocalJob:
         self._claim: HeldLock | None = None
         self._process_watch: ProcessWatch | None = None  # processes, guard, stop requests (backends.local.watch)
         self._pumps: list[LogPump] = []
+        self._record: dict[str, Any] = {}  # the InProgress status record, rewritten when a rank's pid is learnt
+        self._ranks: dict[tuple[str, int], dict[str, Any]] = {}  # (host, rank) -> its pids (`_note_rank_pids`)
+        self._ranks_tried: set[tuple[str, int, int, Any]] = set()
+        self._controller_pipes: list[int] = []  # write ends: each host's launcher ends when they close (`_start`)
 
     # --- the public surface -------------------------------------------------------------------------------------
     def request_stop(self, reason: str = "Stopped by the user") -> None:
@@ -210,9 +216,11 @@ class LocalJob:
         self._process_watch = ProcessWatch(self.job_dir, self.job_id, log=self.log, locked_descriptors=held,
                                            on_stop_request=self.request_stop)
         self._process_watch.start()
-        status.write(self.job_dir, {**result.to_dict(), "controller_pid": os.getpid(), "job_id": self.job_id,
-                                    "controller": own_identity(), "processes": self._process_watch.describe(),
-                                    "spec": self.source.public(self.request)})
+        self._record = {**result.to_dict(), "controller_pid": os.getpid(), "job_id": self.job_id,
+                        "controller": own_identity(), "processes": self._process_watch.describe(),
+                        "isolation": container.isolation() if self._isolated else None,
+                        "spec": self.source.public(self.request)}
+        status.write(self.job_dir, self._record)
         if any(checkpoint_dir.iterdir()):
             self.log(f"[trainops] resuming: checkpoint directory {checkpoint_dir} has content")
         from trainops.runtime.plan import local_ports_needed
@@ -229,6 +237,9 @@ class LocalJob:
 
                     result.processes_stopped += sum(stopped_in(str(container.init_report(self.job_dir, layout.name)))
                                                     for layout in layouts)
+                for descriptor in self._controller_pipes:  # every launcher has ended (`_stop_all`)
+                    os.close(descriptor)
+                self._controller_pipes.clear()
                 for reader in self._readers:
                     reader.join(timeout=5)
                 for pump in self._pumps:
@@ -243,7 +254,8 @@ class LocalJob:
         if result.failure_reason:
             result.failure_reason = mask(result.failure_reason, self._secrets)
             status.write_failure(self.job_dir, result.failure_reason)
-        status.write(self.job_dir, {**result.to_dict(), "job_id": self.job_id,
+        status.write(self.job_dir, {**result.to_dict(), "job_id": self.job_id, "ranks": self._rank_list(),
+                                    "isolation": self._record.get("isolation"),
                                     "spec": self.source.public(self.request)})
         return result
 
@@ -347,6 +359,9 @@ class LocalJob:
             "PYTHONUNBUFFERED": "1",
             MASK_VARIABLES: ",".join(masks),
             MARKER: self.job_id,
+            # The image's mpirun, found in trainops' own environment: set after the request's Environment, so a
+            # spec's PATH never chooses what the runtime starts as mpirun ("": none here, a clear error if needed).
+            MPIRUN_SETTING: container.image_tool("mpirun", self.image_python) or "",
         }
         if self.processes_per_host:
             extra["TRAINOPS_PROCESSES_PER_HOST"] = str(self.processes_per_host)
@@ -369,23 +384,35 @@ class LocalJob:
             else:  # a ContainerEntrypoint naming /opt/ml paths: the host's base directory, as for the environment
                 argv = [container._to_host(part, layout.base_dir) for part in argv]
             environment = self._environment(layout, addresses, port)
-            if self._isolated and container.pid_namespaces_available() \
-                    and threading.current_thread() is threading.main_thread():
-                from trainops.backends.local.host_init import DIE_WITH_PARENT
+            passed: tuple[int, ...] = ()
+            if self._isolated and container.pid_namespaces_available():
+                from trainops.backends.local.host_init import CONTROLLER_PIPE, DIE_WITH_PARENT
 
-                environment[DIE_WITH_PARENT] = "1"  # the host's init dies with this thread, so with the controller
-            with watch.launching() as launch:  # another job of this process never claims it
-                process = subprocess.Popen(
-                    argv,
-                    env=environment,
-                    cwd=str(layout.base_dir),
-                    stdin=subprocess.DEVNULL,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,  # Ctrl-C reaches trainops, which stops hosts in order
-                    preexec_fn=watch.preexec(),  # the job's cgroup, and death with the controller
-                )
-                launch.register(process.pid)
+                if threading.current_thread() is threading.main_thread():
+                    environment[DIE_WITH_PARENT] = "1"  # the host dies with this thread, so with the controller
+                # Whichever thread starts it, the host ends when this process does: the pipe's write end is ours
+                # alone (close-on-exec), so its end of file reaches the host's launcher only when we are gone.
+                read_end, write_end = os.pipe()
+                self._controller_pipes.append(write_end)
+                environment[CONTROLLER_PIPE] = str(read_end)
+                passed = (read_end,)
+            try:
+                with watch.launching() as launch:  # another job of this process never claims it
+                    process = subprocess.Popen(
+                        argv,
+                        env=environment,
+                        cwd=str(layout.base_dir),
+                        stdin=subprocess.DEVNULL,
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT,
+                        start_new_session=True,  # Ctrl-C reaches trainops, which stops hosts in order
+                        preexec_fn=watch.preexec(),  # the job's cgroup, and death with the controller
+                        pass_fds=passed,
+                    )
+                    launch.register(process.pid)
+            finally:
+                for descriptor in passed:
+                    os.close(descriptor)
             self._launchers[layout.name] = process
             watch.add_launcher(process.pid)
             assert process.stdout is not None  # started with stdout=PIPE
@@ -400,7 +427,11 @@ class LocalJob:
         max_run = self._max_run()
         deadline = time.monotonic() + max_run
         by_name = {layout.name: layout for layout in layouts}
+        polls = 0
         while True:
+            if polls % RANK_PID_POLLS == 0:
+                self._note_rank_pids(layouts)
+            polls += 1
             if self._stop_reason:
                 return "Stopped", "Stopped", self._stop_reason
             if time.monotonic() > deadline:
@@ -418,6 +449,42 @@ class LocalJob:
             if all(code == 0 for code in codes.values()):
                 return "Completed", "Completed", None
             time.sleep(POLL_SECONDS)
+
+    def _note_rank_pids(self, layouts: list[HostLayout]) -> None:
+        """Learn the pid on this machine of every rank that started (its record in the host's ``output/ranks``
+        names its pid in the host, which inside a host's PID namespace is the namespace's) and list them in the
+        status record: `trainops status` shows, per rank, the pid to signal or debug from this machine."""
+        from trainops.backends.local.processes import host_pid, pid_namespace_of
+        from trainops.runtime.records import read_records
+
+        namespaced = self._isolated and container.pid_namespaces_available()
+        changed = False
+        for layout in layouts:
+            launcher = self._launchers.get(layout.name)
+            if launcher is None:
+                continue
+            for record in read_records([str(layout.base_dir / "output" / "ranks")]):
+                rank, pid, ticks = record.get("rank"), record.get("pid"), record.get("start_ticks")
+                if record.get("state") != "running" or not isinstance(rank, int) or not isinstance(pid, int):
+                    continue
+                attempt = (layout.name, rank, pid, ticks)
+                if attempt in self._ranks_tried:
+                    continue
+                self._ranks_tried.add(attempt)  # once: a rank killed keeps a "running" record
+                namespace = pid_namespace_of(launcher.pid) if namespaced else None
+                if namespaced and namespace is None:
+                    continue
+                found = host_pid(pid, ticks if isinstance(ticks, int) else None, namespace)
+                if found is not None:
+                    self._ranks[(layout.name, rank)] = {"host": layout.name, "rank": rank, "pid": found,
+                                                        "pid_in_host": pid}
+                    changed = True
+        if changed and self._record:
+            self._record["ranks"] = self._rank_list()
+            status.write(self.job_dir, self._record)
+
+    def _rank_list(self) -> list[dict[str, Any]]:
+        return [self._ranks[key] for key in sorted(self._ranks, key=lambda key: (key[1], key[0]))]
 
     def _settle(self, codes: dict[str, int | None]) -> dict[str, int | None]:
         """After the first host fails, give the others a moment to end too (their ranks usually fail at once on the

@@ -72,3 +72,38 @@ def kill_job(job_id: str, grace_seconds: float = 10.0) -> list[int]:
         except ProcessLookupError:
             pass
     return stubborn
+
+
+# --- pids inside an emulated host's PID namespace ---------------------------------------------------------------------
+
+def pid_namespace_of(launcher: int) -> str | None:
+    """The PID namespace a host's launcher made for the host (`host_init`: its children are born there), as the
+    kernel names it (``pid:[inode]``); None when the launcher is gone."""
+    try:
+        return os.readlink(f"/proc/{launcher}/ns/pid_for_children")
+    except OSError:
+        return None
+
+
+def host_pid(pid_in_host: int, start_ticks: int | None, namespace: str | None) -> int | None:
+    """The pid on this machine of the process whose pid is `pid_in_host` inside the PID namespace `namespace`
+    (`pid_namespace_of`), which started at `start_ticks` (when given); without a namespace, `pid_in_host` itself.
+    None when no such process runs. Read from the kernel (``NSpid`` in /proc/<pid>/status), never guessed."""
+    from trainops.runtime.processes import process_start_ticks
+
+    if namespace is None:
+        alive = start_ticks is None or process_start_ticks(pid_in_host) == start_ticks
+        return pid_in_host if alive and not _is_zombie(pid_in_host) else None
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status", "rb") as handle:
+                levels = next(line for line in handle if line.startswith(b"NSpid:")).split()[1:]
+            if len(levels) < 2 or int(levels[-1]) != pid_in_host or os.readlink(f"/proc/{entry}/ns/pid") != namespace:
+                continue
+        except (OSError, StopIteration, ValueError):
+            continue  # gone, or not ours to read
+        if start_ticks is None or process_start_ticks(int(entry)) == start_ticks:
+            return int(entry)
+    return None
