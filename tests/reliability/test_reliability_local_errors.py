@@ -4,7 +4,9 @@ environment, and a rank's terminal control sequences are escaped on display whil
 from __future__ import annotations
 
 import json
+import shutil
 
+import pytest
 from local_breaks import ESCAPES, cli, write_job
 
 NAME = "stand-in"
@@ -23,6 +25,40 @@ def test_a_spec_path_never_chooses_the_host_tools(tmp_path):
     assert "internal error" not in result.stderr and "Traceback" not in result.stderr, result.stderr
     assert result.returncode == 0, (result.stdout, result.stderr)
     assert "trained" in result.stdout
+
+
+MPI_SCRIPT = """import os
+print("RANK", os.environ.get("OMPI_COMM_WORLD_RANK"), os.environ.get("TRAINOPS_LAUNCH_MODE"), os.environ["PATH"],
+      flush=True)
+"""
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed (make mpi)")
+@pytest.mark.parametrize("path", ["fake", "/nonexistent"])
+def test_a_spec_path_never_chooses_the_mpirun_a_local_host_runs(tmp_path, path):
+    """A spec whose PATH holds a fake `mpirun` (or names nothing at all): the local host still runs the image's
+    Open MPI that trainops found in its own environment, every rank runs under it, the fake never runs, and the
+    ranks see the PATH the job asked for."""
+    fake = tmp_path / "fake-bin"
+    fake.mkdir()
+    marker = tmp_path / "fake-mpirun-ran"
+    (fake / "mpirun").write_text(f"#!/bin/sh\ntouch {marker}\nexit 0\n")
+    (fake / "mpirun").chmod(0o755)
+    spec_path = str(fake) if path == "fake" else path
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text(MPI_SCRIPT)
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: mpi-path\nentry_point: train.py\nsource_dir: src\noutput_path: out\n"
+                    "instance_type: ml.c5.xlarge\ninstance_count: 1\n"
+                    "distribution: {type: mpi, processes_per_host: 2}\n"
+                    f"environment: {json.dumps({'PATH': spec_path, 'OMP_NUM_THREADS': '1'})}\n")
+    result = cli("run", str(spec), "--job-name", "mpi-path", env={"TRAINOPS_HOME": str(tmp_path / "home")})
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    assert not marker.exists()
+    ranks = sorted(line.split("RANK ", 1)[1] for line in result.stdout.splitlines() if "RANK " in line)
+    assert ranks == [f"0 mpirun {spec_path}", f"1 mpirun {spec_path}"], result.stdout
+    assert f"mpirun on host algo-1: {shutil.which('mpirun')} " in result.stdout or \
+        "mpirun on host algo-1: /" in result.stdout, result.stdout  # an absolute path, not the name
 
 
 def test_a_very_long_checkpoint_uri_is_no_file_name_too_long(tmp_path):

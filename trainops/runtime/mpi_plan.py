@@ -35,6 +35,9 @@ from trainops.runtime.plan import (
 #: The same set the job spec rejects (trainops.spec.base.SHELL_METACHARACTERS); the runtime cannot import pydantic.
 SHELL_METACHARACTERS = frozenset(";&|`$<>(){}!\n\r\\*?")
 
+#: The remote-shell agent a local simulation names (it is never started: every rank runs on localhost).
+LOCAL_RSH_AGENT = "/bin/false"
+
 #: SMDDP's server port on the master host in multi-host jobs (the toolkit's value).
 SMDDP_SERVER_PORT = 7592
 
@@ -124,11 +127,21 @@ def mpirun_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
         # Open MPI 4 refuses root without both the flag and these two variables.
         env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
         env["OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"] = "1"
-    argv = ["mpirun"]
+    if not facts.mpirun:
+        raise ContractError("mpirun is not installed on this machine (trainops looked next to the image's Python, "
+                            "on its own PATH and in the system directories, never on the job's PATH): install Open "
+                            "MPI (apt-get install openmpi-bin), or choose a torchrun distribution")
+    # Locally the image's mpirun as trainops found it (`HostFacts.mpirun`, an absolute path); on SageMaker the name,
+    # found on the container's PATH as AWS's toolkit finds it.
+    argv = [facts.mpirun]
     if config.local:
         env["TRAINOPS_HOST_ENV_DIR"] = os.path.join(config.record_dir, "hosts")
         env["TRAINOPS_COORDINATION"] = coordination_name(config)
         argv += ["--host", f"localhost:{total}", "-np", str(total), "--allow-run-as-root", "--oversubscribe"]
+        # Every rank is on this machine: mpirun needs no ssh (it would look for one on the job's PATH and give up
+        # where that PATH has none), and started by its absolute path it must not prefix the ranks' PATH with its
+        # own directory (--noprefix): the ranks see the PATH the job asked for, as under the image's mpirun.
+        argv += ["--noprefix", *_mca("plm_rsh_agent", LOCAL_RSH_AGENT)]
     else:
         interface = config.network_interface
         # The toolkit's host list: plain names for one process per host (MPI) or one host (SMDDP), host:slots else.

@@ -116,3 +116,19 @@ def test_local_worker_knows_where_to_register(make_config):
                          job_name="job-7")
     plan = build_plan(config, HostFacts())
     assert plan.mode == "mpi_worker" and plan.coordination == "trainops-mpi/job-7/31000"
+
+
+def test_a_local_host_runs_the_mpirun_trainops_found_and_says_clearly_when_there_is_none(make_config):
+    """Issue 24 item 7: the local backend hands the runtime the image's mpirun it found in its own environment
+    (`TRAINOPS_MPIRUN`, set after the job's Environment); that path is what runs, whatever the job's PATH says."""
+    from trainops.runtime.host_facts import MPIRUN_SETTING, detect_host_facts
+
+    config = make_config("ml.c5.xlarge", hosts=1, distribution={"type": "mpi", "processes_per_host": 2},
+                         local=True, host_addresses={"algo-1": "127.0.0.1"}, master_port=31000, job_name="job-8")
+    facts = detect_host_facts({MPIRUN_SETTING: "/opt/openmpi/bin/mpirun", "SM_NUM_GPUS": "0",
+                               "PATH": "/fake/bin"})
+    assert facts.mpirun == "/opt/openmpi/bin/mpirun"
+    assert build_plan(config, facts).argv[0] == "/opt/openmpi/bin/mpirun"
+    assert detect_host_facts({"SM_NUM_GPUS": "0"}).mpirun == "mpirun"  # SageMaker: the image's, by name
+    with pytest.raises(ContractError, match="mpirun is not installed on this machine.*never on the job's PATH"):
+        build_plan(config, HostFacts(mpirun=""))
