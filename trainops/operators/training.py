@@ -170,7 +170,26 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
             backend = self._backend_for(spec)
             if not backend.remote and self.wait_mode == "worker":
                 return self._train_in_worker(spec, base)
-            return self._submit_and_wait(backend, spec, base)
+            try:
+                return self._submit_and_wait(backend, spec, base)
+            except Exception as error:
+                from trainops.operators.triggers import is_throttling
+
+                if self.wait_mode != "reschedule" or not is_throttling(error):
+                    raise
+                self._throttled_poke(error)
+                raise  # unreachable: _throttled_poke raises
+
+    def _throttled_poke(self, error: BaseException) -> None:
+        """A poke the service throttled past botocore's own retries: not a failure, a later look (twice the usual
+        pause; the job's name is the task instance's, so whatever this poke did or did not create is found again)."""
+        from datetime import datetime, timezone
+
+        from trainops.operators.compat import AirflowRescheduleException
+
+        pause = 2 * max(self.check_interval, MIN_RESCHEDULE_SECONDS)
+        self.log.warning("throttled (%s); looking again in %.0f s (reschedule mode)", error, pause)
+        raise AirflowRescheduleException(datetime.now(timezone.utc) + timedelta(seconds=pause))
 
     def _spec(self) -> Any:
         import os
