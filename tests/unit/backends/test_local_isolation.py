@@ -6,6 +6,7 @@ PID namespace is translated to the one this machine knows."""
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -117,3 +118,22 @@ def test_a_pid_inside_a_hosts_namespace_is_translated_from_the_kernels_own_recor
         if launcher.poll() is None:
             launcher.kill()
             launcher.wait()
+
+
+def test_the_images_tools_are_found_next_to_its_python_then_in_trainops_own_environment(tmp_path, monkeypatch):
+    """Item 7: what a local host runs as mpirun is found from the image's Python and trainops' own PATH; the job's
+    environment is not even an input (`container.image_tool` takes none)."""
+    image = tmp_path / "image" / "bin"
+    image.mkdir(parents=True)
+    for name in ("python3", "mpirun"):
+        (image / name).write_text("#!/bin/sh\n")
+        (image / name).chmod(0o755)
+    assert container.image_tool("mpirun", str(image / "python3")) == str(image / "mpirun")
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "mpirun").write_text("#!/bin/sh\n")
+    (mine / "mpirun").chmod(0o755)
+    monkeypatch.setenv("PATH", str(mine))
+    assert container.image_tool("mpirun", str(tmp_path / "bare" / "python3")) == str(mine / "mpirun")
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert container.image_tool("mpirun", "/nonexistent/python3") == shutil.which("mpirun", path=container.SAFE_PATH)
