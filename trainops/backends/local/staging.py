@@ -77,7 +77,8 @@ def default_workers(source: str) -> int:
 
 
 class Created(NamedTuple):
-    """A temporary file open for writing: its directory (a descriptor owned by this record), name and descriptor."""
+    """A temporary file open for writing: its directory (a descriptor of the cache's, or this record's own when
+    many files are in flight), name and descriptor."""
 
     directory: int
     temporary: str
@@ -89,8 +90,10 @@ class Destination:
     progress bar. Directories are created level by level relative to their open parent (`safe_fs.DirectoryCache`),
     never through a link or a file, and checked by (device, inode) each time one is opened for a file."""
 
-    def __init__(self, root: int, report: StageReport, manifest: StageManifest, progress: Progress):
+    def __init__(self, root: int, report: StageReport, manifest: StageManifest, progress: Progress,
+                 in_flight: bool):
         self.root, self.report, self.manifest, self.progress = root, report, manifest, progress
+        self.in_flight = in_flight  # several files open at once (S3): each holds its own directory descriptor
         self.cache = DirectoryCache(root)
         details = os.fstat(root)
         self.problems: dict[str, str | None] = {"": None}  # relative directory -> None (usable) or why not
@@ -143,7 +146,7 @@ class Destination:
                     descriptor = os.open(name, NEW_FILE_FLAGS, item.mode, dir_fd=directory)
                 except FileExistsError:
                     continue
-                return Created(os.dup(directory), name, descriptor)
+                return Created(os.dup(directory) if self.in_flight else directory, name, descriptor)
         except UnsafePath:
             problem = f"{relative!r} in the destination became a symbolic link; staging does not write through it"
         except OSError as error:
@@ -162,7 +165,8 @@ class Destination:
             self.fail(item, "a directory of that name is in the destination" if isinstance(error, IsADirectoryError)
                       else f"cannot rename into place: {error.strerror}")
             return
-        os.close(created.directory)
+        if self.in_flight:
+            os.close(created.directory)
         self.manifest.files[item.name] = (written, fingerprint, modified)
         self.report.files_copied += 1
         self.report.bytes_copied += written
@@ -175,14 +179,14 @@ class Destination:
         self.report.failed.append(Refusal(item.name, reason))
         self.progress.advance(item.size)
 
-    @staticmethod
-    def discard(created: Created) -> None:
+    def discard(self, created: Created) -> None:
         """Remove the temporary file (its descriptor is closed by whoever wrote it)."""
         try:
             os.unlink(created.temporary, dir_fd=created.directory)
         except OSError:
             pass
-        os.close(created.directory)
+        if self.in_flight:
+            os.close(created.directory)
 
 
 def _lock(destination: Path, text: str) -> int:
@@ -483,7 +487,7 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
         stream = stream if stream is not None else sys.stderr
         bar = Progress(len(to_copy), sum(item.size for item in to_copy), stream,
                        stream.isatty() if progress is None else progress)
-        writer = Destination(lock, report, manifest, bar)
+        writer = Destination(lock, report, manifest, bar, in_flight=not local)
         for item in to_copy:  # every directory first: the tree's shape is in place before its files come
             writer.prepare(item.name.rpartition("/")[0])
         os.close(os.open(JOURNAL_NAME, NEW_FILE_FLAGS, 0o644, dir_fd=lock))
