@@ -25,6 +25,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
@@ -49,6 +50,8 @@ def triggerer(arguments: argparse.Namespace) -> None:
         return original(self, operation_name, api_params)
 
     botocore.client.BaseClient._make_api_call = counted  # type: ignore[method-assign]
+    if arguments.throttle_every:
+        throttle_http(arguments.throttle_every, calls, lock)
 
     from trainops.operators.triggers import JobTrigger
 
@@ -80,7 +83,34 @@ def triggerer(arguments: argparse.Namespace) -> None:
     }))
 
 
-def measure(jobs: int, hold: float, poll: float) -> dict:
+def throttle_http(every: int, calls: Any, lock: Any) -> None:
+    """Answer every ``every``-th DescribeTrainingJob HTTP attempt with SageMaker's ThrottlingException (moto never
+    throttles), below botocore's retries: what the clients' adaptive retries absorb never reaches a trigger."""
+    import botocore.endpoint
+    from botocore.awsrequest import AWSResponse
+
+    send = botocore.endpoint.Endpoint._send
+    body = json.dumps({"__type": "ThrottlingException", "message": "Rate exceeded"}).encode()
+
+    class Raw:
+        def stream(self, **kwargs: Any) -> Any:
+            yield body
+
+    def maybe_throttled(self: Any, request: Any) -> Any:
+        target = request.headers.get("X-Amz-Target") or b""
+        if b"DescribeTrainingJob" in (target if isinstance(target, bytes) else target.encode()):
+            with lock:
+                calls["http DescribeTrainingJob"] += 1
+                throttled = calls["http DescribeTrainingJob"] % every == 0
+                calls["throttled"] += throttled
+            if throttled:
+                return AWSResponse(request.url, 400, {"Content-Type": "application/x-amz-json-1.1"}, Raw())
+        return send(self, request)
+
+    botocore.endpoint.Endpoint._send = maybe_throttled  # type: ignore[method-assign]
+
+
+def measure(jobs: int, hold: float, poll: float, throttle_every: int = 0) -> dict:
     import boto3
     from support.moto_quotas import set_training_job_status
     from support.moto_server import MotoServer
@@ -109,7 +139,8 @@ def measure(jobs: int, hold: float, poll: float) -> dict:
                    "AWS_SECRET_ACCESS_KEY": "testing"}
             log = open(Path(scratch) / "triggerer.log", "wb")  # noqa: SIM115 - closed after the child ends
             child = subprocess.Popen([sys.executable, __file__, "--child", "--names", str(names_file), "--out",
-                                      str(out), "--poll", str(poll)], env=env, cwd=str(ROOT), stdout=log,
+                                      str(out), "--poll", str(poll), "--throttle-every", str(throttle_every)],
+                                     env=env, cwd=str(ROOT), stdout=log,
                                      stderr=subprocess.STDOUT)
             time.sleep(hold)
             for name in names:
@@ -132,6 +163,8 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, nargs="+", default=[30, 300])
     parser.add_argument("--hold", type=float, default=60.0, help="seconds the jobs stay InProgress")
     parser.add_argument("--poll", type=float, default=10.0, help="the triggers' poll_seconds")
+    parser.add_argument("--throttle-every", type=int, default=0,
+                        help="answer every N-th DescribeTrainingJob HTTP attempt with ThrottlingException (0: none)")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--names", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -139,20 +172,28 @@ def main() -> None:
     if arguments.child:
         triggerer(arguments)
         return
-    rows = [measure(jobs, arguments.hold, arguments.poll) for jobs in arguments.jobs]
+    rows = [measure(jobs, arguments.hold, arguments.poll, arguments.throttle_every) for jobs in arguments.jobs]
     operations = ("DescribeTrainingJob", "DescribeLogStreams", "GetLogEvents")
-    print(f"poll {arguments.poll:.0f} s, jobs held InProgress {arguments.hold:.0f} s, then completed\n")
+    print(f"poll {arguments.poll:.0f} s, jobs held InProgress {arguments.hold:.0f} s, then completed"
+          + (f"; every {arguments.throttle_every}th DescribeTrainingJob attempt throttled" if arguments.throttle_every
+             else "") + "\n")
     print("| jobs | job-minutes | " + " | ".join(f"{op} / job-min" for op in operations)
           + " | all calls / job-min (ratio) | triggerer CPU % of a core | peak RSS MB | events |")
     print("| --- " * (len(operations) + 6) + "|")
     base = None
     for row in rows:
         per = {op: row["calls"].get(op, 0) / row["job_minutes"] for op in operations}
-        total = sum(row["calls"].values()) / row["job_minutes"]
+        total = sum(count for op, count in row["calls"].items()  # API calls, not the throttled HTTP attempts
+                    if op not in ("http DescribeTrainingJob", "throttled")) / row["job_minutes"]
         base = base or total
         print(f"| {row['jobs']} | {row['job_minutes']:.0f} | " + " | ".join(f"{per[op]:.2f}" for op in operations)
               + f" | {total:.2f} ({total / base:.2f}) | {100 * row['cpu_seconds'] / row['elapsed']:.1f} | "
               f"{row['max_rss_mb']:.0f} | {row['statuses']} |")
+    for row in rows:
+        if row["calls"].get("throttled"):
+            print(f"\n{row['jobs']} jobs: {row['calls']['throttled']} of {row['calls']['http DescribeTrainingJob']} "
+                  f"DescribeTrainingJob attempts throttled, {row['calls']['DescribeTrainingJob']} calls made, events "
+                  f"{row['statuses']}")
 
 
 if __name__ == "__main__":
