@@ -36,13 +36,7 @@ from typing import Any, NamedTuple, TextIO
 
 from trainops.backends.local.safe_fs import NEW_FILE_FLAGS, DirectoryCache, UnsafePath
 from trainops.backends.local.stage_manifest import StageManifest
-from trainops.backends.local.stage_names import (
-    JOURNAL_NAME,
-    RESERVED_PREFIX,
-    is_temporary_name,
-    printable_name,
-    refusal_reason,
-)
+from trainops.backends.local.stage_names import JOURNAL_NAME, is_temporary_name, printable_name, refusal_reason
 from trainops.backends.local.stage_names import temporary_name as _temporary_name
 from trainops.backends.local.stage_report import Progress, StageReport
 from trainops.backends.local.stage_s3 import S3Source
@@ -209,12 +203,17 @@ def _lock(destination: Path, text: str) -> int:
 
 
 def _remove_leftovers(root: int) -> int:
-    """When a killed stage left its mark, remove the temporary files under the destination (a walk relative to
-    open directories, no link followed); returns how many."""
+    """When a killed stage left its mark, remove the temporary files under the destination; returns how many."""
     try:
         os.unlink(JOURNAL_NAME, dir_fd=root)
     except FileNotFoundError:
         return 0
+    return _remove_temporaries(root)
+
+
+def _remove_temporaries(root: int) -> int:
+    """Remove every temporary file under the destination (a walk relative to open directories, no link followed)
+    while no stage writes there; returns how many."""
     cache, pending, removed = DirectoryCache(root), [""], 0
     while pending:
         relative = pending.pop()
@@ -324,20 +323,6 @@ def _forked(work: Callable[[], Any]) -> tuple[int, Callable[[], Any]] | None:
     return pid, wait
 
 
-def _remove_temporaries(cache: DirectoryCache, directories: set[str], pid: int) -> None:
-    """Remove the temporary files the process ``pid`` left in ``directories`` of the destination."""
-    prefix = f"{RESERVED_PREFIX}-{pid}-"
-    for relative in directories:
-        try:
-            directory = cache.open(relative)
-            with os.scandir(directory) as entries:
-                names = [entry.name for entry in entries if entry.name.startswith(prefix)]
-            for name in names:
-                os.unlink(name, dir_fd=directory)
-        except OSError:
-            continue
-
-
 def _copy_in_processes(opened: LocalSource, items: list[SourceFile], writer: Destination, processes: int) -> None:
     """Copy ``items`` in ``processes`` contiguous shares (each keeps its directories together): the first here, the
     others in forked children whose outcome goes into the report and the manifest, also when this one fails or is
@@ -374,7 +359,7 @@ def _copy_in_processes(opened: LocalSource, items: list[SourceFile], writer: Des
             os.kill(pid, signal.SIGINT)
         raise
     finally:
-        for part, pid, wait in children:
+        for part, _, wait in children:
             outcome = wait() or {"files": {}, "failed": [], "copied": 0, "bytes": 0, "error": "it ended early"}
             writer.manifest.files.update(outcome["files"])
             writer.report.failed += [Refusal(*failure) for failure in outcome["failed"]]
@@ -382,8 +367,8 @@ def _copy_in_processes(opened: LocalSource, items: list[SourceFile], writer: Des
             writer.report.bytes_copied += outcome["bytes"]
             writer.progress.advance(sum(item.size for item in part), len(part))
             errors += [outcome["error"]] if outcome["error"] else []
-            if outcome["error"]:  # stopped at any moment, it may have left a temporary file: remove its own
-                _remove_temporaries(writer.cache, {item.name.rpartition("/")[0] for item in part}, pid)
+        if errors:  # a child stopped at any moment may have left a temporary file; none writes any more
+            _remove_temporaries(writer.root)
     if errors:
         raise JobFailed(f"a copying process failed: {errors[0]}; the files it completed are kept, stage again")
 
