@@ -446,19 +446,15 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
         report.files_found = len(files)
         to_copy = files
         if len(manifest):
-            recorded = manifest.files
-            candidates = [item for item in files if (entry := recorded.get(item.name)) is not None
-                          and entry[0] == item.size and entry[1] == item.fingerprint]
-            changed = checking() if checking else None
+            recorded, changed = manifest.files, checking() if checking else None
             checking = None
-            if changed is None:
-                changed = _changed_copies((item.name for item in candidates), manifest, lock)
-            unchanged = {item.name for item in candidates}.difference(changed)
-            to_copy = [item for item in files if item.name not in unchanged]
-            report.files_skipped = len(unchanged)
+            changed = set(_changed_copies(recorded, manifest, lock) if changed is None else changed)
+            to_copy = [item for item in files if (entry := recorded.get(item.name)) is None or entry[0] != item.size
+                       or entry[1] != item.fingerprint or item.name in changed]
+            report.files_skipped = len(files) - len(to_copy)
             report.bytes_skipped = sum(item.size for item in files) - sum(item.size for item in to_copy)
-            present = {item.name for item in files}
-            stale = sorted(name for name in manifest.files if name not in present)
+            stale = [] if report.files_skipped == len(recorded) else sorted(
+                set(recorded).difference(item.name for item in files))
             if delete:
                 _delete_stale(stale, lock, manifest, report)
             else:
