@@ -1,17 +1,18 @@
 """`JobTrigger`: the one trigger of every trainops operator, for every backend and job kind.
 
 A deferred task hands the triggerer a `JobHandle` (``to_dict()`` in the trigger's kwargs) and the job's kind; the
-trigger asks the backend seam where the job stands (``backend.describe(handle)``, in a thread: the backends block)
-every ``poll_seconds`` until the states table says the job ended or the wait's bound passed, and yields one small
-event. It knows no backend: a local job (run by a detached supervisor, so it belongs to neither the worker nor the
-triggerer) and a SageMaker job are the same loop, and a new backend needs no new trigger. A new job kind is a row of
-`KINDS` (as the Amazon provider's ``SageMakerTrigger(job_name, job_type)`` maps its kinds through small tables).
+trigger asks the backend seam where the job stands (``backend.describe_job(handle, kind)``, in a thread: the
+backends block) every ``poll_seconds`` until the states table says the job ended or the wait's bound passed, and
+yields one small event. It knows no backend: a local job (run by a detached supervisor, so it belongs to neither
+the worker nor the triggerer) and a SageMaker job are the same loop, and a new backend needs no new trigger. A new job
+kind is a row of `KINDS` (as the Amazon provider's ``SageMakerTrigger(job_name, job_type)`` maps its kinds through
+small tables).
 
 While it waits, the trigger streams the job's new log lines (`Backend.log_lines`: local files or CloudWatch) into
 the task's log, at most ``log_lines_per_poll`` a poll, so the cost of a poll stays bounded whatever the job prints.
 The bound (`trainops.backends.states.wait_bound_seconds`) counts from ``started_at``, which survives a triggerer
 restart, so a trigger moved to another triggerer gets no fresh allowance. ``on_kill`` (the task was marked failed or
-success, or cleared) stops the job through the seam (``backend.stop(handle)``).
+success, or cleared) stops the job through the seam (``backend.stop_job(handle, kind)``).
 
 With ``guards`` (`trainops.backends.guards.JobGuards` as a dict: what a train task's wait guards its job against)
 the trigger applies them at every poll through the backend's watch (`Backend.watch`: the per-poll check the
