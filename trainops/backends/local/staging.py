@@ -367,8 +367,6 @@ def _copy_in_processes(opened: LocalSource, items: list[SourceFile], writer: Des
             writer.report.bytes_copied += outcome["bytes"]
             writer.progress.advance(sum(item.size for item in part), len(part))
             errors += [outcome["error"]] if outcome["error"] else []
-        if errors:  # a child stopped at any moment may have left a temporary file; none writes any more
-            _remove_temporaries(writer.root)
     if errors:
         raise JobFailed(f"a copying process failed: {errors[0]}; the files it completed are kept, stage again")
 
@@ -478,6 +476,9 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
                 _copy_in_processes(opened, to_copy, writer, processes)
             else:
                 opened.copy_all(to_copy, writer)
+        except BaseException:  # stopped at any moment (Ctrl-C), a process may have left a temporary file
+            _remove_temporaries(lock)
+            raise
         finally:
             writer.cache.close()
             bar.close()
