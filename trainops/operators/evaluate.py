@@ -176,10 +176,9 @@ class EvaluateModelOperator(StartedJobMixin, LineageMixin, BaseOperator, SkipMix
                 entry_point=self.entry_point, source_dir=self.source_dir, model_artifact=self.model_artifact,
                 channels=dict(self.channels or {}), output_dir=self.output_dir, hyperparameters=self.hyperparameters,
                 environment=self.environment, timeout=self._timeout())
-            chosen = get_backend(backend, source="evaluation", registry_dir=self.registry_dir, **context_settings)
+            chosen = get_backend(backend, source="evaluation", registry_dir=self.registry_dir, workdir=self.workdir,
+                                 **context_settings)
             if self._starts_jobs(chosen):
-                chosen = get_backend(backend, source="evaluation", registry_dir=self.registry_dir,
-                                     workdir=self.workdir, **context_settings)
                 check_gate_inputs(self.gate, self.champion_group)  # before the job: a bad gate fails at once
                 handle = chosen.start_evaluation(**inputs, **settings, **self._start_settings(chosen, context))
                 remember_evaluation_job(self, {"backend": handle.backend, "job_name": handle.job_name},

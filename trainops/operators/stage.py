@@ -104,11 +104,9 @@ class StageDataOperator(StartedJobMixin, LineageMixin, BaseOperator):
             # FSx and s3:// sources use clients from the connection; a local copy never reads it.
             factory = lazy_aws_client_factory(self.aws_conn_id, self.region_name)
             chosen = get_backend(backend, client_factory=factory, region=self.region_name)
-            if not any(key in options for key in CONTEXT_OPTIONS) and self._starts_jobs(chosen):
-                allowed = stage_options(chosen)
-                unknown = sorted(set(options) - allowed)
-                if unknown:  # the step's own check, with its message
-                    stage(self.source, self.destination, backend=backend, **options)
+            # Options the step takes as context (a profile...) or refuses (unknown: its message names them) go to it.
+            plain = set(options) <= stage_options(chosen) and not set(options) & CONTEXT_OPTIONS
+            if plain and self._starts_jobs(chosen):
                 handle = chosen.start_stage(self.source, self.destination, **options)
                 timeout = float(options.get("timeout_seconds") or self.DEFAULT_TIMEOUT_SECONDS)
                 return self._follow(chosen, handle, max_run=timeout, grace=self.GRACE_SECONDS)
