@@ -7,7 +7,8 @@ FSx for Lustre mount, copying only what changed since the last stage.
   file below it. Every refusal and failure is in the report, with its reason.
 - **No partial file under a final name.** Each file is written to a new temporary name (``O_EXCL``) in the
   directory of its final name, then renamed. While a stage writes, ``.trainops-stage-journal.json`` marks the
-  destination; a stage that finds the mark of a killed one first removes the temporary files it left.
+  destination; a stage that finds the mark of a killed one first removes the temporary files it left (one stopped
+  by Ctrl-C or an error removes them itself).
 - **Re-runs copy only what changed** (`stage_manifest`): a local file is skipped while its size and modification
   time, an S3 object while its size and ETag, are what was staged and its copy is still what was written.
 - **Files gone from the source stay** (listed as ``stale``) unless ``delete=True`` removes those staging wrote.
