@@ -95,3 +95,14 @@ def test_a_bad_input_is_refused_before_any_job_starts(inputs, tmp_path):
     assert evaluation_job.read("evaluate-3", str(tmp_path / "state")) is None
     assert backend.stop_job(JobHandle("local", "evaluate-3", workdir=str(tmp_path / "state")), "evaluation") == (
         "evaluate-3: not started")
+
+
+def test_two_tries_starting_one_evaluation_job_at_once_start_one_runner(inputs, tmp_path):
+    from concurrent.futures import ThreadPoolExecutor
+
+    backend = get_backend("local", workdir=str(tmp_path / "state"))
+    arguments = inputs(METRICS)
+    with ThreadPoolExecutor(4) as pool:
+        handles = list(pool.map(lambda _: backend.start_evaluation(**arguments, job_name="evaluate-4"), range(4)))
+    assert sum(handle.created for handle in handles) == 1
+    assert wait_for(backend, handles[0]).status is JobStatus.COMPLETED

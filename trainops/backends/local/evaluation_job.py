@@ -83,19 +83,27 @@ def read(name: str, workdir: str | os.PathLike[str] | None) -> dict[str, Any] | 
 def start(name: str, workdir: str | os.PathLike[str] | None, arguments: dict[str, Any]) -> bool:
     """Start the evaluation ``name`` with `run_evaluation`'s ``arguments`` (JSON values), detached; False when a job
     of that name runs or completed (re-attached to instead)."""
-    existing = read(name, workdir) if job_path(name, workdir, create=True).exists() else None
-    if existing is not None and existing.get("status") in ("InProgress", "Stopping", "Completed"):
-        return False
+    from trainops.backends.local.locks import try_lock
+
     directory = job_path(name, workdir, create=True)
     directory.mkdir(mode=0o700, exist_ok=True)
-    _write(directory / "request.json", arguments)
-    _write(directory / "status.json", {"job_name": name, "status": "InProgress", "written": time.time(),
-                                        "timeout": arguments.get("timeout")})
-    with open(directory / "output.log", "ab") as output:
-        subprocess.Popen([sys.executable, "-m", "trainops.backends.local.evaluation_job", str(directory)],
-                         stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT, start_new_session=True,
-                         close_fds=True)
-    return True
+    lock = try_lock(directory / "start.lock", name, patience=30.0)  # two tries starting at once start one runner
+    if lock is None:
+        raise JobFailed(f"another process is starting the evaluation job {name}; try again")
+    try:
+        existing = read(name, workdir)
+        if existing is not None and existing.get("status") in ("InProgress", "Stopping", "Completed"):
+            return False
+        _write(directory / "request.json", arguments)
+        _write(directory / "status.json", {"job_name": name, "status": "InProgress", "written": time.time(),
+                                            "timeout": arguments.get("timeout")})
+        with open(directory / "output.log", "ab") as output:
+            subprocess.Popen([sys.executable, "-m", "trainops.backends.local.evaluation_job", str(directory)],
+                             stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
+                             start_new_session=True, close_fds=True)
+        return True
+    finally:
+        lock.release()
 
 
 def stop(name: str, workdir: str | os.PathLike[str] | None) -> str:
