@@ -420,15 +420,15 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
     checking: Callable[[], Any] | None = None
     collecting = gc.isenabled()  # the listing and the manifest are 100,000s of small objects and no cycles: the
     gc.disable()  # collector's passes over them cost a tenth of a re-stage; it runs again for the copies
+    local = isinstance(opened, LocalSource)
     try:
-        if isinstance(opened, LocalSource):
+        if local:
             inside = os.path.realpath(root)
             if inside == opened.identity or inside.startswith(opened.identity.rstrip(os.sep) + os.sep):
                 raise SpecError(Problem("destination", f"{destination} is inside the source {source}; staging would "
                                                        "copy its own output; choose a destination outside it"))
         if root.exists() and not root.is_dir():
             raise SpecError(Problem("destination", f"{destination} exists and is not a directory; choose one"))
-        local = isinstance(opened, LocalSource)
         if not local:  # listed before the destination is created: a missing bucket or prefix leaves nothing behind
             files, report.refused = opened.list_files()
         lock = _lock(root, destination)
