@@ -59,3 +59,22 @@ def test_no_wait_passes_launcher_and_image_python_to_the_detached_job(tmp_path: 
     assert started.is_file(), status.read("options", workdir)
     assert (workdir / "jobs" / "options" / "source" / "sourcedir.tar.gz").is_file()
     assert status.read("options", workdir)["status"] in ("Stopped", "Completed", "Failed")
+
+
+def test_a_detached_jobs_own_messages_reach_the_supervisors_log_time_stamped(tmp_path: Path):
+    """The controller's messages are `trainops.*` log records; a detached job's supervisor writes them to its log
+    (``<job dir>/supervisor.log``), each with its time, and leaves the hosts' lines to ``<job dir>/logs``."""
+    import re
+
+    spec = fault_scenarios.RunningJob(tmp_path, "said", hosts=1).spec_path
+    workdir = tmp_path / "work"
+    submit_detached(spec, "said", workdir=workdir)
+    said = stop_local_job("said", workdir, timeout=30.0)
+    assert said.startswith("said: Stopped"), said
+    import time
+
+    path, deadline = workdir / "jobs" / "said" / "supervisor.log", time.monotonic() + 30
+    while "ended" not in (log := path.read_text()) and time.monotonic() < deadline:
+        time.sleep(0.1)  # the supervisor says how the job ended after recording it
+    assert re.search(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d \[trainops\] job said ended Stopped$", log, re.M), log
+    assert not re.search(r"^\[algo-1", log, re.M), log  # no host line there

@@ -9,6 +9,7 @@ debugging) is said in the log, and recorded in the request.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -88,7 +89,8 @@ def test_the_container_entrypoint_and_arguments_start_the_host(tmp_path):
         assert archive.extractfile("argv.txt").read() == b"--epochs 3"
 
 
-def test_an_s3_output_path_gets_the_model_files_and_the_tensorboard_files_under_their_prefixes(tmp_path, aws_clients):
+def test_an_s3_output_path_gets_the_model_files_and_the_tensorboard_files_under_their_prefixes(
+        tmp_path, aws_clients, caplog):
     """Against a moto server: what the uncompressed model and TensorBoard sync upload for s3:// locations."""
     from trainops.backends.local.estimator_options import sync_tensorboard, write_outputs_uncompressed
     from trainops.backends.local.layout import HostLayout
@@ -113,9 +115,10 @@ def test_an_s3_output_path_gets_the_model_files_and_the_tensorboard_files_under_
     assert keys == ["jobs/s3-1/output/data/history.csv", "jobs/s3-1/output/model/config.json",
                     "jobs/s3-1/output/model/shards/part-0.bin"]
     request = {"TensorBoardOutputConfig": {"S3OutputPath": "s3://local-options-out/tb/s3-1"}}
-    lines = []
-    assert sync_tensorboard(request, [host], aws_clients, lines.append) == 1
+    with caplog.at_level(logging.INFO, logger="trainops"):
+        assert sync_tensorboard(request, [host], aws_clients) == 1
     assert s3.get_object(Bucket="local-options-out", Key="tb/s3-1/events.1")["Body"].read() == b"e"
+    lines = [record.getMessage() for record in caplog.records if record.name.startswith("trainops")]
     assert lines == ["[trainops] TensorBoard: 1 file(s) copied to s3://local-options-out/tb/s3-1"]
 
 

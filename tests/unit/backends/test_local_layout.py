@@ -50,7 +50,7 @@ def test_every_host_gets_sagemakers_files_with_hosts_ranked_as_strings(tmp_path)
     request = request_of(spec, tmp_path)
     for name in ("code", "runtime"):
         (tmp_path / name).mkdir()
-    channels = fetch_channels(request, tmp_path / "job", {}, None, print)
+    channels = fetch_channels(request, tmp_path / "job", {}, None)
     layouts = fill_all(request, tmp_path, channels)
     assert [layout.name for layout in layouts] == [f"algo-{i}" for i in range(1, 12)]
     resource = read(layouts[9].base_dir / "input/config/resourceconfig.json")
@@ -83,7 +83,7 @@ def test_sharded_channel_splits_files_between_hosts(tmp_path):
         (data / f"part-{index}").write_text(str(index))
     spec = spec_of(instance_count=2, inputs={"train": {"s3_data": str(data), "distribution": "ShardedByS3Key"}})
     request = request_of(spec, tmp_path, launcher="toolkit")
-    layouts = fill_all(request, tmp_path, fetch_channels(request, tmp_path / "job", {}, None, print))
+    layouts = fill_all(request, tmp_path, fetch_channels(request, tmp_path / "job", {}, None))
     first = sorted(path.name for path in (layouts[0].base_dir / "input/data/train").iterdir())
     second = sorted(path.name for path in (layouts[1].base_dir / "input/data/train").iterdir())
     assert first == ["part-0", "part-2", "part-4"] and second == ["part-1", "part-3"]
@@ -141,7 +141,7 @@ def test_channel_problems_are_reported_at_once(tmp_path):
                    subnets=["subnet-0123abcd"], security_group_ids=["sg-0123abcd"])
     request = request_of(spec, tmp_path, launcher="toolkit")
     with pytest.raises(SpecError) as caught:
-        fetch_channels(request, tmp_path / "job", {"nope": "/tmp"}, None, print)
+        fetch_channels(request, tmp_path / "job", {"nope": "/tmp"}, None)
     paths = sorted(problem.path for problem in caught.value.problems)
     assert paths == ["channel nope", "inputs.fsx", "inputs.train"]
     assert "--channel fsx=PATH" in str(caught.value)

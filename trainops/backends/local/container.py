@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -40,7 +41,7 @@ TOOLKIT_DISABLED = "TRAINOPS_LOCAL_NAMESPACE"  # 0: never use a mount namespace 
 #: 0: no PID namespace per host (debugging); user: the user-namespace variant even where plain namespaces work
 PID_NAMESPACE_SETTING = "TRAINOPS_LOCAL_PID_NAMESPACE"
 
-Log = Callable[[str], None]
+logger = logging.getLogger(__name__)
 
 
 # --- the config files, as SageMaker writes them -----------------------------------------------------------------------
@@ -121,7 +122,7 @@ def _single_object(client: Any, uri: str) -> tuple[str, str] | None:
 
 
 def fetch_channels(request: Mapping[str, Any], job_dir: Path, overrides: Mapping[str, str],
-                   s3_factory: Callable[[str], Any] | None, log: Log) -> dict[str, Path]:
+                   s3_factory: Callable[[str], Any] | None) -> dict[str, Path]:
     """channel name -> the local directory holding its data; s3:// channels are downloaded into the job directory
     once (every host sees the same copy), local ones are used in place. Every problem is reported at once."""
     channels = {channel["ChannelName"]: channel for channel in request.get("InputDataConfig") or []}
@@ -155,7 +156,7 @@ def fetch_channels(request: Mapping[str, Any], job_dir: Path, overrides: Mapping
                 resolved[name] = path if path.is_dir() else _single_file_channel(job_dir, name, path)
             continue
         try:
-            resolved[name] = _download(uri, job_dir / "data" / name, s3_factory, log)
+            resolved[name] = _download(uri, job_dir / "data" / name, s3_factory)
         except SpecError as error:
             problems += [Problem(f"inputs.{name}", problem.message) for problem in error.problems]
     if problems:
@@ -163,12 +164,12 @@ def fetch_channels(request: Mapping[str, Any], job_dir: Path, overrides: Mapping
     return resolved
 
 
-def _download(uri: str, destination: Path, s3_factory: Callable[[str], Any] | None, log: Log) -> Path:
+def _download(uri: str, destination: Path, s3_factory: Callable[[str], Any] | None) -> Path:
     """Every object under the S3 prefix `uri` (or the one object it names) into `destination`, as SageMaker's File
     mode does: names relative to the prefix, nothing else in the directory."""
     factory = s3_factory or _default_s3_factory
     client = factory("s3")
-    log(f"[trainops] downloading channel {destination.name} from {uri}")
+    logger.info("[trainops] downloading channel %s from %s", destination.name, uri)
     bucket, _, prefix = uri[len("s3://"):].partition("/")
     single = _single_object(client, uri)
     if single is not None:  # an object, not a prefix: the channel holds that one file, under its own name

@@ -20,6 +20,7 @@ chaining have no meaning on this machine.
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 from collections.abc import Callable, Iterable
@@ -33,7 +34,7 @@ from trainops.spec.inputs import local_path
 
 CONTAINER_BASE = "/opt/ml"
 DEFAULT_TENSORBOARD = "/opt/ml/output/tensorboard"
-Log = Callable[[str], None]
+logger = logging.getLogger(__name__)
 
 #: Request fields the local backend records and does not act on, with what the log says.
 NOT_EMULATED = {
@@ -122,7 +123,7 @@ def _host_path(container_path: str, layout: HostLayout) -> Path:
 
 
 def sync_tensorboard(request: dict[str, Any], layouts: list[HostLayout],
-                     s3_factory: Callable[[str], Any] | None, log: Log) -> int:
+                     s3_factory: Callable[[str], Any] | None) -> int:
     """Copy every host's TensorBoard directory to TensorBoardOutputConfig.S3OutputPath; returns the files copied."""
     config = request.get("TensorBoardOutputConfig")
     if not config:
@@ -141,7 +142,7 @@ def sync_tensorboard(request: dict[str, Any], layouts: list[HostLayout],
                 destination.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, destination)
             copied += 1
-    log(f"[trainops] TensorBoard: {copied} file(s) copied to {target}")
+    logger.info("[trainops] TensorBoard: %d file(s) copied to %s", copied, target)
     return copied
 
 

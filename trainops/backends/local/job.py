@@ -14,6 +14,7 @@ steps) can read it back.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -49,6 +50,8 @@ JOB_LOCK = ".controller.lock"  # held by the trainops process running the job (t
 FAILURE_REASON_LIMIT = 1024  # SageMaker's FailureReason shows the first 1,024 characters of the failure file
 
 Log = Callable[[str], None]
+
+logger = logging.getLogger(__name__)
 
 
 def _print_line(line: str) -> None:
@@ -194,9 +197,9 @@ class LocalJob:
         unwritable = output_location_problem(output_path, self.job_name, self.job_dir)
         if unwritable:
             return self._refused(started, unwritable)
-        channels = container.fetch_channels(request, self.job_dir, self.channel_overrides, self.s3_factory, self.log)
+        channels = container.fetch_channels(request, self.job_dir, self.channel_overrides, self.s3_factory)
         for line in estimator_options.unemulated_lines(request):
-            self.log(line)
+            logger.info("%s", line)
         checkpoint_dir = self._checkpoint_dir()
         self._isolated = container.namespaces_available()
         layouts = [container.fill_container(request, host, self.job_dir / "hosts" / host, channels, checkpoint_dir,
@@ -213,7 +216,7 @@ class LocalJob:
                                 processes_per_host=self.processes_per_host)
         held = [descriptor for lock in (self._claim, self._checkpoint_lock)
                 if lock is not None and (descriptor := lock.fileno()) is not None]
-        self._process_watch = ProcessWatch(self.job_dir, self.job_id, log=self.log, locked_descriptors=held,
+        self._process_watch = ProcessWatch(self.job_dir, self.job_id, locked_descriptors=held,
                                            on_stop_request=self.request_stop)
         self._process_watch.start()
         self._record = {**result.to_dict(), "controller_pid": os.getpid(), "job_id": self.job_id,
@@ -222,7 +225,7 @@ class LocalJob:
                         "spec": self.source.public(self.request)}
         status.write(self.job_dir, self._record)
         if any(checkpoint_dir.iterdir()):
-            self.log(f"[trainops] resuming: checkpoint directory {checkpoint_dir} has content")
+            logger.info("[trainops] resuming: checkpoint directory %s has content", checkpoint_dir)
         from trainops.runtime.plan import local_ports_needed
 
         with reserve_port(count=local_ports_needed(len(layouts))) as port:
@@ -245,9 +248,9 @@ class LocalJob:
                 for pump in self._pumps:
                     result.log_lines_lost += pump.lost_lines + pump.console_lost
                     if pump.summary():
-                        self.log(f"[trainops] log output lost: {pump.summary()}")
+                        logger.warning("[trainops] log output lost: %s", pump.summary())
         result.status, result.secondary_status, result.failure_reason = outcome
-        estimator_options.sync_tensorboard(request, layouts, self.s3_factory, self.log)
+        estimator_options.sync_tensorboard(request, layouts, self.s3_factory)
         if result.status == "Completed":
             self._finish_outputs(layouts[0], result)
         result.ended = time.time()
@@ -277,8 +280,8 @@ class LocalJob:
         from trainops.backends.local.watch import request_stop
         from trainops.backends.states import wait_bound_seconds
 
-        self.log(f"[trainops] local job {self.job_name} was started by another caller "
-                 f"({holder(self.job_dir / JOB_LOCK)}): following it to its end")
+        logger.info("[trainops] local job %s was started by another caller (%s): following it to its end",
+                    self.job_name, holder(self.job_dir / JOB_LOCK))
         deadline = time.monotonic() + 60.0
         while not status.exists(self.job_name, self.workdir):  # its first record follows its lock at once
             if time.monotonic() > deadline or not lock_held(self.job_dir):
@@ -308,7 +311,7 @@ class LocalJob:
 
     def _refused(self, started: float, reason: str) -> LocalJobResult:
         """A job that could not start (nothing was launched): recorded Failed with the reason."""
-        self.log(f"[trainops] {reason}")
+        logger.error("[trainops] %s", reason)
         result = LocalJobResult(job_name=self.job_name, status="Failed", job_dir=str(self.job_dir), started=started,
                                 ended=time.time(), secondary_status="Starting", failure_reason=reason,
                                 processes_per_host=self.processes_per_host)
@@ -338,8 +341,8 @@ class LocalJob:
         self._checkpoint_lock = try_lock(root / f".{key}.lock", self.job_name)
         if self._checkpoint_lock is None:
             private = root / paths.short_key(f"{key}@{self.job_name}")
-            self.log(f"[trainops] checkpoint directory {directory} is in use by running job "
-                     f"{holder(root / f'.{key}.lock')}: this job keeps its checkpoints in {private}")
+            logger.info("[trainops] checkpoint directory %s is in use by running job %s: this job keeps its "
+                        "checkpoints in %s", directory, holder(root / f".{key}.lock"), private)
             directory = private
         return paths.own_directory(directory, field)  # a link or a file there is refused, never resumed from
 
@@ -435,8 +438,8 @@ class LocalJob:
             if self._stop_reason:
                 return "Stopped", "Stopped", self._stop_reason
             if time.monotonic() > deadline:
-                self.log(f"[trainops] MaxRuntimeInSeconds ({max_run} s) exceeded: stopping every host (SIGTERM, "
-                         f"SIGKILL after {self.max_runtime_grace_seconds:g} s)")
+                logger.warning("[trainops] MaxRuntimeInSeconds (%s s) exceeded: stopping every host (SIGTERM, "
+                               "SIGKILL after %g s)", max_run, self.max_runtime_grace_seconds)
                 self.grace_seconds = self.max_runtime_grace_seconds
                 return "Stopped", "MaxRuntimeExceeded", (
                     f"MaxRuntimeExceeded: the job ran longer than max_run ({max_run} s)")

@@ -15,12 +15,15 @@ names this job, or `busy <text>` when another controller already runs a job of t
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
 import sys
 import threading
 import time
 import traceback
+
+logger = logging.getLogger("trainops.backends.local.supervisor")  # run as __main__
 
 
 def _say(line: str) -> None:
@@ -36,12 +39,18 @@ def _close_handshake() -> None:
     os.close(null)
 
 
-def _controller_log(line: str) -> None:
-    # The hosts' lines are already in <job dir>/logs (trainops logs shows them); only the controller's own
-    # messages go to the supervisor's log.
-    if line.startswith("[trainops]"):
-        sys.stderr.write(f"{time.strftime('%Y-%m-%dT%H:%M:%S')} {line}\n")
-        sys.stderr.flush()
+def _host_line(_line: str) -> None:
+    """The hosts' lines are already in <job dir>/logs (trainops logs shows them): the supervisor's log keeps only
+    the controller's own messages (`_log_to_stderr`)."""
+
+
+def _log_to_stderr() -> None:
+    """trainops' own messages (the ``trainops`` loggers) into the supervisor's log, its stderr, time-stamped."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", datefmt="%Y-%m-%dT%H:%M:%S"))
+    root = logging.getLogger("trainops")
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
 
 
 def _announce_when_recorded(job, stop: threading.Event) -> None:
@@ -70,7 +79,7 @@ def run_supervised(request: dict) -> int:
     spec = parse_job_spec(request["spec"], "detached job spec")
     options = dict(request.get("options", {}))
     job = LocalJob(from_spec(spec, options.pop("launcher", None)), request["job_name"], workdir=request.get("workdir"),
-                   log=_controller_log, placed_new=True, **options)
+                   log=_host_line, placed_new=True, **options)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda number, _frame: job.request_stop(
             f"Stopped: the supervisor received {signal.Signals(number).name}"))
@@ -92,7 +101,7 @@ def run_supervised(request: dict) -> int:
     done.set()
     announcer.join(timeout=1)
     _say("started")  # a job refused before it ran still recorded itself: the caller reads that record
-    _controller_log(f"[trainops] job {job.job_name} ended {result.status}")
+    logger.info("[trainops] job %s ended %s", job.job_name, result.status)
     return 0 if result.succeeded else 1
 
 
@@ -105,6 +114,7 @@ def main() -> int:
     null = os.open(os.devnull, os.O_RDONLY)
     os.dup2(null, 0)
     os.close(null)
+    _log_to_stderr()
     try:
         code = run_supervised(request)
     finally:

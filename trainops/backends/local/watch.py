@@ -10,6 +10,7 @@ process is ever signalled on the strength of a recorded pid) reaches the job wit
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable
@@ -34,6 +35,8 @@ SCAN_SECONDS = 0.5  # without a cgroup the tree must be seen before a process ca
 CGROUP_SCAN_SECONDS = 5.0  # with one, the scan only records pids and reaps adopted orphans (about 16 ms a scan)
 STOP_POLL_SECONDS = 0.2
 
+logger = logging.getLogger(__name__)
+
 
 def request_stop(job_dir: Path, reason: str) -> None:
     """Ask the controller of the job in `job_dir` to stop it (it polls for this file)."""
@@ -53,12 +56,11 @@ class ProcessWatch:
     """Started by the controller once it holds the job's locks; `finish()` stops whatever is left."""
 
     def __init__(self, job_dir: Path, job_id: str, *, locked_descriptors: list[int],
-                 on_stop_request: Callable[[str], None], log: Callable[[str], None]):
+                 on_stop_request: Callable[[str], None]):
         self.job_dir = Path(job_dir)
         self.job_id = job_id
         self.locked_descriptors = [fd for fd in locked_descriptors if fd is not None]
         self.on_stop_request = on_stop_request
-        self.log = log
         self.processes: JobProcesses | None = None
         self.guard: Guard | None = None
         self._subreaper_held = False
@@ -84,8 +86,8 @@ class ProcessWatch:
         if self.guard is not None:
             self.processes.listener = self.guard.tell  # the guard acts on what it is told, not on the file
         if self.guard is None:
-            self.log("[trainops] warning: the job's guard could not start: if this process is killed outright, "
-                     "trainops stop NAME stops what it left")
+            logger.warning("[trainops] warning: the job's guard could not start: if this process is killed "
+                           "outright, trainops stop NAME stops what it left")
         else:
             self.processes.exclude.add(self.guard.pid)
         self.processes.save()
