@@ -35,7 +35,7 @@ EXAMPLES = {
 
 
 def example_dag(dag_id: str, spec_file: str, description: str) -> DAG:
-    """One example DAG: render (dry run) -> [stage to FSx] -> train (deferrable)."""
+    """One example DAG: render (dry run) -> [stage to FSx (deferrable)] -> train (deferrable)."""
     spec = str(SPECS / spec_file)
     with DAG(dag_id=dag_id, description=description, schedule=None, catchup=False,
              tags=["trainops", "sagemaker", "example"], doc_md=__doc__) as dag:
@@ -47,7 +47,8 @@ def example_dag(dag_id: str, spec_file: str, description: str) -> DAG:
             stage = StageDataOperator(task_id="stage_to_fsx", backend="sagemaker",
                                       source="s3://example-training-data/bert/train/",
                                       destination="fsx://fs-0123456789abcdef0/bert/train",
-                                      aws_conn_id=AWS_CONN_ID, region_name="us-east-1")
+                                      aws_conn_id=AWS_CONN_ID, region_name="us-east-1",
+                                      deferrable=True)  # the FSx import task is waited for in the triggerer
             render >> stage >> train
         else:
             render >> train

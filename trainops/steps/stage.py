@@ -26,9 +26,10 @@ from trainops.errors import Problem, SpecError
 CONTEXT_OPTIONS = frozenset({"client_factory", "region", "profile"})
 
 def stage(source: str, destination: str, *, backend: str = "local", **options: Any) -> dict[str, Any]:
-    """Stage ``source`` into ``destination`` with ``backend`` and return the report as a JSON-able dict.
+    """Stage ``source`` into ``destination`` with ``backend`` and return the report (the seam's
+    `trainops.backends.api.StageReport`) as a JSON-able dict.
 
-    Local: `trainops.backends.local.staging.StageReport.to_dict` (``files_copied``, ``bytes_copied``,
+    Local: the local report's ``to_dict`` (``files_copied``, ``bytes_copied``,
     ``files_skipped``, ``refused``, ``failed``, ``stale``, ``seconds``, ``megabytes_per_second``, ...).
     SageMaker: `trainops.backends.sagemaker.fsx.StagingReport.to_dict` (``directory_path`` is what a training
     channel's ``FileSystemDataSource.DirectoryPath`` should be).
