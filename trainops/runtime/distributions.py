@@ -49,6 +49,13 @@ TYPES: dict[str, DistributionType] = {
 }
 
 
+def local_ports_needed(host_count: int) -> int:
+    """How many consecutive ports, from ``TRAINOPS_MASTER_PORT`` on, a local job of ``host_count`` emulated hosts
+    uses: the rendezvous port, then a TensorFlow worker and a parameter-server port per host (`plan._tf_ports`), so
+    that the local backend reserves them all (here, so the controller imports no planner to know it)."""
+    return 1 + 2 * host_count
+
+
 def names_where(**wanted: Any) -> tuple[str, ...]:
     """The type names whose attributes equal ``wanted`` (e.g. ``launch="torchrun"``), in the table's order."""
     return tuple(name for name, kind in TYPES.items()

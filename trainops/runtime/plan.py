@@ -232,12 +232,6 @@ def parameter_servers_enabled(config: LaunchConfig) -> bool:
     return config.distribution["type"] == "parameter_server" and len(config.training_hosts) > 1
 
 
-def local_ports_needed(host_count: int) -> int:
-    """How many consecutive ports, from ``TRAINOPS_MASTER_PORT`` on, a local job of ``host_count`` emulated hosts
-    uses: the rendezvous port, then a TensorFlow worker and a parameter-server port per host (`_tf_ports`)."""
-    return 1 + 2 * host_count
-
-
 def _tf_ports(config: LaunchConfig) -> tuple[dict[str, int], dict[str, int]]:
     """Worker and parameter-server ports per host: the toolkit's fixed ports on SageMaker; locally, ports derived from
     ``TRAINOPS_MASTER_PORT`` so that simulated hosts on one machine do not collide."""

@@ -322,7 +322,8 @@ def test_dry_run_shape(make_config):
 def test_local_tensorflow_ports_stay_inside_the_block_the_local_backend_reserves(make_config, hosts):
     # The local backend reserves local_ports_needed(hosts) ports from the master port on; a TF_CONFIG port outside
     # that block is one no reservation protects.
-    from trainops.runtime.plan import local_ports_needed, tf_config
+    from trainops.runtime.distributions import local_ports_needed
+    from trainops.runtime.plan import tf_config
 
     addresses = {f"algo-{index + 1}": "127.0.0.1" for index in range(hosts)}
     config = make_config("ml.c5.xlarge", hosts=hosts, distribution={"type": "parameter_server"}, local=True,

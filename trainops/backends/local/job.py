@@ -226,7 +226,7 @@ class LocalJob:
         status.write(self.job_dir, self._record)
         if any(checkpoint_dir.iterdir()):
             logger.info("[trainops] resuming: checkpoint directory %s has content", checkpoint_dir)
-        from trainops.runtime.plan import local_ports_needed
+        from trainops.runtime.distributions import local_ports_needed
 
         with reserve_port(count=local_ports_needed(len(layouts))) as port:
             try:
