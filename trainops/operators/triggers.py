@@ -36,7 +36,7 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent  # the same module on Airflow 2.11 and 3.x
 
-from trainops.backends.guards import settle, stops
+from trainops.backends.guards import JobGuards, settle, stops
 
 CLASSPATH = "trainops.operators.triggers.JobTrigger"
 #: Default when the job's limits are unknown: SageMaker's own default MaxRuntimeInSeconds (one day).
@@ -283,7 +283,7 @@ class JobTrigger(BaseTrigger):
             bound = self._bound(result)
             if watch is not None:  # the job's own bound is the watch's; this one, from the trigger's start, a backstop
                 tripped = await asyncio.to_thread(watch.look)
-                if tripped is not None and not stops(tripped, watch.watchdog.guards):
+                if tripped is not None and not stops(tripped, JobGuards.from_dict(self.guards)):
                     return self._left_running(result, backend, handle, tripped)
                 bound += GUARDED_BACKSTOP_SECONDS
             elapsed = time.time() - self.started_at
@@ -302,8 +302,6 @@ class JobTrigger(BaseTrigger):
         """The backend's watch of the job's guards (None without guards, or where the backend has none)."""
         if not self.guards:
             return None
-        from trainops.backends.guards import JobGuards
-
         watch = backend.watch(handle, JobGuards.from_dict(self.guards), log=lambda line: self.log.info("%s", line))
         if watch is None:
             self.log.warning("the %s backend cannot guard a job it does not wait for itself: %s %s is bounded only "
