@@ -14,9 +14,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 AWS_TEST_REGION = "us-east-1"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def moto_endpoint():
-    """The URL of a moto server on 127.0.0.1 (started once per session, stopped at the end)."""
+    """The URL of a moto server on 127.0.0.1 (started once per test module, stopped after it: its thread must not
+    outlive the module, since a process with other threads never forks, e.g. a large local stage)."""
     from support.moto_quotas import patch_sagemaker_quotas
     from support.moto_server import MotoServer, patch_fsx_descriptions
 

@@ -30,6 +30,7 @@ import os
 import signal
 import stat
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -295,7 +296,12 @@ def _changed_copies(names: Iterable[str], manifest: StageManifest, root: int) ->
 def _forked(work: Callable[[], Any]) -> tuple[int, Callable[[], Any]] | None:
     """Run ``work`` in a forked child, which inherits the open destination, its lock and the listing, and never
     returns into the caller's code. Returns the child's pid and a function that waits for it and returns what
-    ``work`` returned (through JSON), or None when it raised or died; None when no process can be made."""
+    ``work`` returned (through JSON), or None when it raised or died; None when no process can be made, or when
+    this process runs other threads (an Airflow worker, a notebook, a test's moto server): a child forked then
+    inherits whatever lock another thread held at that moment (a stream's, a library's) and can wait on it forever,
+    so the caller does the work itself."""
+    if threading.active_count() > 1:
+        return None
     reader, writer = os.pipe()
     try:
         pid = os.fork()

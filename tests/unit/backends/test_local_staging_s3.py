@@ -1,0 +1,132 @@
+"""Staging from S3 (s3transfer), against the moto server of the test module: keys that would escape, skips by ETag,
+an object changed after listing, an interrupted stage, an empty prefix. Apart from the local-tree tests, whose
+module must run with no other thread (a large local stage forks only then)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import pytest
+from support.staging_files import listing, recorded_files, staged_files
+
+from trainops.backends.local import stage_s3
+from trainops.backends.local.stage_names import JOURNAL_NAME, MANIFEST_NAME, is_temporary_name
+from trainops.backends.local.staging import stage_tree
+from trainops.errors import SpecError
+
+
+def s3_bucket(objects: dict[str, bytes]):
+    """A new bucket of the moto server holding ``objects`` (keys HTTP cannot carry go straight into moto's store),
+    and a client that records the key of every GetObject and HeadObject it sends."""
+    import boto3
+    from moto.s3.models import s3_backends
+    from support.moto_server import ACCOUNT_ID
+
+    client = boto3.client("s3")
+    bucket = f"staging-{uuid.uuid4().hex[:12]}"
+    client.create_bucket(Bucket=bucket)
+    for key, data in objects.items():
+        if "\n" in key:
+            s3_backends[ACCOUNT_ID]["aws"].put_object(bucket, key, data)
+        else:
+            client.put_object(Bucket=bucket, Key=key, Body=data)
+    client.downloaded, client.heads = [], []
+    client.meta.events.register("provide-client-params.s3.GetObject",
+                                lambda params, **kwargs: client.downloaded.append(params["Key"]))
+    client.meta.events.register("provide-client-params.s3.HeadObject",
+                                lambda params, **kwargs: client.heads.append(params["Key"]))
+    return client, bucket
+
+
+def test_s3_keys_that_would_escape_are_refused_before_any_download(aws_environment, tmp_path):
+    client, bucket = s3_bucket({"data/ok/a.txt": b"a", "data/../x": b"evil", "data//etc/x": b"evil",
+                                "data/a/../../x": b"evil", "data/a\nb": b"evil", "data/marker/": b"", "data/": b"",
+                                "database/other": b"not under the prefix"})
+    destination = tmp_path / "parent" / "destination"
+    report = stage_tree(f"s3://{bucket}/data", str(destination), client_factory=lambda service: client)
+    assert {item.name for item in report.refused} == {"../x", "/etc/x", "a/../../x", "a\nb"}
+    assert client.downloaded == ["data/ok/a.txt"]
+    assert staged_files(destination) == {"ok/a.txt": b"a"}
+    assert listing(tmp_path) == {"parent", "parent/destination", "parent/destination/ok",
+                                 "parent/destination/ok/a.txt", f"parent/destination/{MANIFEST_NAME}"}
+
+
+def test_s3_objects_are_skipped_by_etag_and_copied_again_when_it_changes(aws_environment, tmp_path):
+    client, bucket = s3_bucket({"p/a.bin": b"first", "p/b.bin": b"second"})
+    destination = tmp_path / "destination"
+    factory = lambda service: client  # noqa: E731
+    assert stage_tree(f"s3://{bucket}/p/", str(destination), client_factory=factory).files_copied == 2
+    assert client.heads == []  # the listed size and ETag are given to the transfer manager: no HeadObject
+    client.put_object(Bucket=bucket, Key="p/a.bin", Body=b"FIRST")  # same size, new ETag
+    report = stage_tree(f"s3://{bucket}/p/", str(destination), client_factory=factory)
+    assert (report.files_copied, report.files_skipped) == (1, 1)
+    assert (destination / "a.bin").read_bytes() == b"FIRST"
+    assert stage_tree(f"s3://{bucket}/p", str(destination), client_factory=factory).files_skipped == 2
+    assert recorded_files(destination)["a.bin"][1] == client.head_object(Bucket=bucket, Key="p/a.bin")["ETag"]
+
+
+def test_an_s3_object_changed_after_listing_fails_instead_of_being_recorded_wrong(aws_environment, tmp_path,
+                                                                                 monkeypatch):
+    """Every GetObject carries If-Match with the listed ETag: an object overwritten between the listing and its
+    download fails (and is staged by the next run) instead of landing under the old ETag."""
+    client, bucket = s3_bucket({"p/a.bin": b"listed", "p/big.bin": os.urandom(9 * 1024 * 1024)})
+    original_list = stage_s3.S3Source.list_files
+
+    def list_then_overwrite(self):
+        listed = original_list(self)
+        client.put_object(Bucket=bucket, Key="p/a.bin", Body=b"newer!")
+        client.put_object(Bucket=bucket, Key="p/big.bin", Body=os.urandom(9 * 1024 * 1024))  # ranged parts
+        return listed
+
+    monkeypatch.setattr(stage_s3.S3Source, "list_files", list_then_overwrite)
+    report = stage_tree(f"s3://{bucket}/p", str(tmp_path / "destination"), client_factory=lambda service: client)
+    monkeypatch.undo()
+    assert sorted(item.name for item in report.failed) == ["a.bin", "big.bin"]
+    assert all("changed since it was listed" in item.reason for item in report.failed)
+    assert staged_files(tmp_path / "destination") == {}
+    rerun = stage_tree(f"s3://{bucket}/p", str(tmp_path / "destination"), client_factory=lambda service: client)
+    assert rerun.ok and (tmp_path / "destination" / "a.bin").read_bytes() == b"newer!"
+
+
+def test_an_interrupted_s3_stage_leaves_whole_files_only_and_a_rerun_completes(aws_environment, tmp_path,
+                                                                              monkeypatch):
+    """Ctrl-C while downloads are in flight: the transfer manager is stopped, every temporary file is removed, the
+    files already renamed are whole and in the manifest, and the next stage downloads only the rest."""
+    from trainops.backends.local import staging
+
+    objects = {f"p/part-{index % 3}/object-{index:03d}.bin": os.urandom(2048) for index in range(120)}
+    client, bucket = s3_bucket(objects)
+    original, commits = staging.Destination.commit, [0]
+
+    def interrupting(self, *arguments):
+        commits[0] += 1
+        if commits[0] == 40:
+            raise KeyboardInterrupt
+        return original(self, *arguments)
+
+    monkeypatch.setattr(staging.Destination, "commit", interrupting)
+    destination = tmp_path / "destination"
+    with pytest.raises(KeyboardInterrupt):
+        stage_tree(f"s3://{bucket}/p", str(destination), workers=4, client_factory=lambda service: client)
+    staged = staged_files(destination)
+    assert not any(is_temporary_name(Path(name).name) for name in listing(destination))
+    assert not (destination / JOURNAL_NAME).exists()
+    assert len(staged) == 39 and set(recorded_files(destination)) == set(staged)
+    assert all(objects[f"p/{name}"] == data for name, data in staged.items())
+    monkeypatch.undo()
+    client.downloaded.clear()
+    rerun = stage_tree(f"s3://{bucket}/p", str(destination), workers=4, client_factory=lambda service: client)
+    assert rerun.ok and (rerun.files_skipped, rerun.files_copied) == (39, 81) and len(client.downloaded) == 81
+    assert staged_files(destination) == {name.removeprefix("p/"): data for name, data in objects.items()}
+
+
+def test_an_empty_s3_prefix_is_bad_input_and_creates_nothing(aws_environment, tmp_path):
+    client, bucket = s3_bucket({"other/x": b"x"})
+    destination = tmp_path / "destination"
+    with pytest.raises(SpecError, match="no objects under"):
+        stage_tree(f"s3://{bucket}/none", str(destination), client_factory=lambda service: client)
+    assert not destination.exists()
+
+
