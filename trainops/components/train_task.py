@@ -14,6 +14,7 @@ installed here stops what the step started: the local job (its hosts stop in ord
 from __future__ import annotations
 
 import json
+import logging
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -21,6 +22,8 @@ from typing import Any
 
 from trainops.components.paths import Places, parse_json, places
 from trainops.errors import JobFailed, Problem, SpecError
+
+logger = logging.getLogger(__name__)
 
 STOP_REASON = "Stopped: the KFP task received SIGTERM (pod deleted or run cancelled)"
 
@@ -78,12 +81,11 @@ class StopOnSigterm:
     """
 
     def __init__(self, backend: str, job_name: str, *, workdir: str | None = None,
-                 client_factory: Callable[[str], Any] | None = None, log: Callable[[str], None] = print):
+                 client_factory: Callable[[str], Any] | None = None):
         self.backend = backend
         self.job_name = job_name
         self.workdir = workdir
         self.client_factory = client_factory
-        self.log = log
         self.held: list[tuple[Any, Any]] = []  # (backend, JobHandle)
         self.received = False
         self._previous: Any = None
@@ -105,7 +107,7 @@ class StopOnSigterm:
         if self.received:  # a second SIGTERM while stopping: the first one is being handled
             return
         self.received = True
-        self.log(f"[trainops] received {signal.Signals(signum).name}: stopping training job {self.job_name}")
+        logger.info("[trainops] received %s: stopping training job %s", signal.Signals(signum).name, self.job_name)
         if self.held:
             outcomes = [backend.stop(handle, STOP_REASON) for backend, handle in self.held]
             if all(backend.runs_here(handle) for backend, handle in self.held):
