@@ -328,7 +328,7 @@ def test_the_sigterm_handler_is_removed_afterwards_and_stops_every_copy():
 
 def test_a_sigterm_before_any_job_exists_cancels_without_stopping_anything():
     aws = FakeSageMaker()
-    guard = StopOnSigterm("sagemaker", "never-created", client_factory=aws.factory, log=lambda line: None)
+    guard = StopOnSigterm("sagemaker", "never-created", client_factory=aws.factory)
     with pytest.raises(JobFailed, match="no training job named never-created was running"):
         guard._handle(signal.SIGTERM, None)
     assert [operation for operation, _ in aws.calls] == ["describe"]
