@@ -182,3 +182,20 @@ def test_a_spot_interruption_is_not_counted_as_billable_while_the_job_runs():
     assert seen.billable_seconds == 2000 - 900
     assert seen.running_since == CREATED.timestamp() + 1500  # the stall clock restarts with training
     assert seen.max_wait == 14400 and seen.started == CREATED.timestamp()
+
+
+def test_a_poller_that_describes_then_looks_pays_one_describe_a_poll():
+    """The Airflow trigger and the worker's poll describe the job, then look with its watch: the look uses that
+    answer (the Stubber refuses a second DescribeTrainingJob that was not queued); a look with no describe before it,
+    or after the answer was used, describes the job itself."""
+    aws = StubbedAWS()
+    backend = SageMakerBackend(client_factory=aws)
+    handle = JobHandle("sagemaker", NAME)
+    watch = backend.watch(handle, JobGuards(max_run=10**9))  # the fixture's job started long ago: no bound here
+    for _ in range(2):  # two polls: describe, then look
+        _describe(aws, "InProgress", "Training")
+        assert backend.describe(handle).status.outcome == "waiting"
+        assert watch.look() is None
+    _describe(aws, "InProgress", "Training")
+    assert watch.look() is None  # nothing described since the last look: it describes itself
+    aws.verify()

@@ -33,6 +33,9 @@ logger = logging.getLogger(__name__)
 
 #: Where the register step writes the metrics JSON it links from the model package, beside the model artifact.
 METRICS_NAME = "model-metrics.json"
+#: How old a `describe` answer may be for the job's watch to use it instead of describing again: a poller looks
+#: right after it describes, and each answer is used once, so a look never judges the previous poll's answer.
+RECENT_SECONDS = 5.0
 
 
 def _print(line: str) -> None:
@@ -88,6 +91,9 @@ class SageMakerBackend(Backend):
         self.region = region
         self._factory = client_factory
         self.poll_seconds = poll_seconds  # None: each wait's own default (training 30 s, processing 15 s)
+        # job name -> (monotonic time, DescribeTrainingJob answer) of the last `describe`: a poller that describes
+        # and then looks with the job's watch (the Airflow trigger, the worker's poll) pays one call, not two.
+        self._described: dict[str, tuple[float, dict[str, Any]]] = {}
 
     @property
     def clients(self) -> ClientFactory:
@@ -153,6 +159,7 @@ class SageMakerBackend(Backend):
         from trainops.backends.sagemaker.training import final_metrics
 
         response = training.describe_response(self.clients, handle.job_name)
+        self._described[handle.job_name] = (time.monotonic(), response)
         result = self._result(training.summarize(response), handle)
         stopping = response.get("StoppingCondition") or {}
         result.details.update(metrics=final_metrics(response), max_run_seconds=stopping.get("MaxRuntimeInSeconds"),
@@ -184,8 +191,17 @@ class SageMakerBackend(Backend):
 
     def watch(self, handle: JobHandle, guards: Any, *, log: Log | None = None) -> Any:
         """The job's guards for a poller (the Airflow trigger): `training.TrainingJobWatch`, the guarded wait's own
-        per-poll check (one DescribeTrainingJob a look; DescribeLogStreams too with a stall watchdog)."""
-        return training.TrainingJobWatch(self.clients, handle.job_name, guards, log=log)
+        per-poll check (DescribeLogStreams too with a stall watchdog). A look right after this backend's `describe`
+        of the job uses that answer instead of describing it again."""
+        return training.TrainingJobWatch(self.clients, handle.job_name, guards, log=log,
+                                         recent=lambda: self._recent(handle.job_name))
+
+    def _recent(self, name: str) -> dict[str, Any] | None:
+        """The answer of this backend's last `describe` of ``name`` if it is under `RECENT_SECONDS` old (used once)."""
+        described = self._described.pop(name, None)
+        if described is None or time.monotonic() - described[0] > RECENT_SECONDS:
+            return None
+        return described[1]
 
     def stop(self, handle: JobHandle, reason: str = "") -> str:
         """StopTrainingJob; the job's status afterwards (stopping a finished job is not an error)."""

@@ -440,10 +440,11 @@ class TrainingJobWatch:
     its reason recorded on the job (`stop`: tags), so the reason outlives this process."""
 
     def __init__(self, factory: ClientFactory, name: str, guards: Any, *, now: Callable[[], float] = time.time,
-                 activity: Callable[[], float | None] | None = None, log: Callable[[str], None] | None = None):
+                 activity: Callable[[], float | None] | None = None, log: Callable[[str], None] | None = None,
+                 recent: Callable[[], dict[str, Any] | None] | None = None):
         from trainops.backends.guards import Watchdog
 
-        self.factory, self.name, self.now, self.log = factory, name, now, log
+        self.factory, self.name, self.now, self.log, self.recent = factory, name, now, log, recent
         self.watchdog = Watchdog(guards)
         if activity is None and guards.stall_timeout:
             from trainops.backends.sagemaker.activity import last_log_event
@@ -457,11 +458,14 @@ class TrainingJobWatch:
         return self.watchdog.tripped
 
     def look(self, response: dict[str, Any] | None = None) -> Any:
-        """One look (``response``: a DescribeTrainingJob answer the caller has already; else one describe call);
-        the guard that tripped at it, None for an ended job or none."""
+        """One look (``response``: a DescribeTrainingJob answer the caller has already, or the one ``recent`` gives,
+        the poller's describe of a moment ago; else one describe call); the guard that tripped at it, None for an
+        ended job or none."""
         from trainops.backends.guards import act
         from trainops.backends.sagemaker.activity import observe
 
+        if response is None and self.recent is not None:
+            response = self.recent()
         if response is None:
             response = describe_response(self.factory, self.name)
         if classify("training_job", response.get("TrainingJobStatus")) != "waiting":
