@@ -10,6 +10,7 @@ import asyncio
 import time
 
 from support.airflow_home import isolate_airflow_home
+from support.trigger_log import recorded_trigger
 
 isolate_airflow_home()
 
@@ -257,14 +258,9 @@ def test_the_trigger_streams_a_running_local_jobs_log_lines_as_they_come(tmp_pat
     submitted = backend.submit(spec, "chatty-job", detached=True)
     seen: list[tuple[str, str]] = []  # (line, the job's status when the trigger wrote it)
 
-    class Recorder:
-        def info(self, message, *args):
-            seen.append((message % args, status.read("chatty-job", str(work))["status"]))
-
-        warning = info
-
-    class RecordedTrigger(JobTrigger):  # the task log is Airflow's; here a recorder that notes the job's status
-        log = property(lambda self: Recorder())
+    # The task log is Airflow's; here a recorder that notes the job's status with each line.
+    RecordedTrigger = recorded_trigger(
+        lambda line: seen.append((line, status.read("chatty-job", str(work))["status"])))
 
     trigger = RecordedTrigger(submitted.to_dict(), poll_seconds=0.3, log_lines_per_poll=2)
     event = local_first_event(trigger)
@@ -335,14 +331,7 @@ def test_a_trigger_rebuilt_by_another_triggerer_does_not_repeat_the_logs(tmp_pat
     assert status.read("resumed-job", str(work))["status"] == "InProgress"
     seen: list[str] = []
 
-    class Recorder:
-        def info(self, message, *args):
-            seen.append(message % args)
-
-        warning = info
-
-    class RecordedTrigger(JobTrigger):
-        log = property(lambda self: Recorder())
+    RecordedTrigger = recorded_trigger(seen.append)
 
     trigger = RecordedTrigger(submitted.to_dict(), poll_seconds=0.3, started_at=time.time() - 3600)
     assert local_first_event(trigger)["status"] == "success"

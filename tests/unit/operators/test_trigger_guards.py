@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from support.airflow_home import isolate_airflow_home
+from support.trigger_log import recorded_trigger
 
 isolate_airflow_home()
 
@@ -106,14 +107,7 @@ def test_a_deferred_local_job_that_hangs_is_stopped_as_stalled(tmp_path):
     handle, _ = submit(tmp_path, job_spec, "hung-1")
     lines: list[str] = []
 
-    class Recorder:
-        def info(self, message, *args):
-            lines.append(message % args)
-
-        warning = info
-
-    class RecordedTrigger(JobTrigger):
-        log = property(lambda self: Recorder())
+    RecordedTrigger = recorded_trigger(lines.append)
 
     event = first_event(RecordedTrigger(handle, poll_seconds=0.3, guards=guards_for(job_spec).to_dict()))
     assert (event["status"], event["guard"]["kind"]) == ("stopped", "stalled"), event

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from support.airflow_home import isolate_airflow_home
+from support.trigger_log import recorded_trigger
 
 isolate_airflow_home()
 
@@ -19,7 +20,6 @@ from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleExcept
 from trainops.backends.api import Backend, JobHandle, get_backend  # noqa: E402
 from trainops.backends.failures import classify_result  # noqa: E402
 from trainops.operators.training import DistributedTrainingOperator  # noqa: E402
-from trainops.operators.triggers import JobTrigger  # noqa: E402
 from trainops.steps.attempts import guards_for  # noqa: E402
 from trainops.steps.train import load_spec  # noqa: E402
 
@@ -72,14 +72,7 @@ def test_a_backend_without_a_watch_leaves_the_trigger_its_own_bound(tmp_path, mo
     spec, backend, handle = started(tmp_path, "unwatched-1", max_cost_usd=0.0001)
     seen: list[str] = []
 
-    class Recorder:
-        def info(self, message, *args):
-            seen.append(message % args)
-
-        warning = info
-
-    class RecordedTrigger(JobTrigger):
-        log = property(lambda self: Recorder())
+    RecordedTrigger = recorded_trigger(seen.append)
 
     trigger = RecordedTrigger(handle.to_dict(), poll_seconds=0.3, stream_logs=False, max_run=2, grace_seconds=1,
                               guards=guards_for(spec).to_dict())
