@@ -22,7 +22,7 @@ from typing import Any
 from trainops.aws.clients import ClientFactory, error_code, translate_client_error
 from trainops.aws.s3 import join_uri, parse_s3_uri
 from trainops.backends.api import StageReport
-from trainops.backends.sagemaker.waiting import poll
+from trainops.backends.sagemaker.waiting import poll, stop_unless_ended
 from trainops.backends.states import classify
 from trainops.errors import JobFailed, PreflightError, Problem
 
@@ -363,16 +363,10 @@ def describe_task(factory: ClientFactory, task_id: str) -> dict[str, Any]:
 
 def cancel_task(factory: ClientFactory, task_id: str) -> str:
     """CancelDataRepositoryTask unless the task ended already (then not an error); the lifecycle it was in."""
-    from botocore.exceptions import ClientError
-
-    lifecycle = str(describe_task(factory, task_id).get("Lifecycle"))
-    if classify("fsx_task", lifecycle) != "waiting" or lifecycle == "CANCELING":
-        return lifecycle
-    try:
-        factory("fsx").cancel_data_repository_task(TaskId=task_id)
-    except ClientError as error:
-        raise translate_client_error(error, f"CancelDataRepositoryTask {task_id}", "task_id") from error
-    return "CANCELING"
+    return stop_unless_ended(str(describe_task(factory, task_id).get("Lifecycle")), resource="fsx_task",
+                             stopping="CANCELING",
+                             call=lambda: factory("fsx").cancel_data_repository_task(TaskId=task_id),
+                             action=f"CancelDataRepositoryTask {task_id}", field="task_id")
 
 
 def staging_report(started: StagingStart, task: dict[str, Any]) -> StagingReport:

@@ -24,7 +24,7 @@ from typing import Any
 from trainops.aws.clients import ClientFactory, translate_client_error
 from trainops.aws.s3 import get_bytes, join_uri, parse_s3_uri
 from trainops.backends.sagemaker.training import is_not_found
-from trainops.backends.sagemaker.waiting import describer, poll
+from trainops.backends.sagemaker.waiting import describer, poll, stop_unless_ended
 from trainops.backends.states import classify
 from trainops.errors import JobFailed, Problem, SpecError
 from trainops.spec.names import valid_job_name
@@ -223,16 +223,10 @@ def describe_processing(factory: ClientFactory, name: str) -> dict[str, Any]:
 def stop_processing(factory: ClientFactory, name: str) -> str:
     """StopProcessingJob unless the job ended already (stopping an ended job is not an error: ``on_kill`` may call
     it at any time); return the status it was in."""
-    from botocore.exceptions import ClientError
-
-    status = str(describe_processing(factory, name).get("ProcessingJobStatus"))
-    if classify("processing_job", status) != "waiting" or status == "Stopping":
-        return status
-    try:
-        factory("sagemaker").stop_processing_job(ProcessingJobName=name)
-    except ClientError as error:
-        raise translate_client_error(error, f"StopProcessingJob {name}", "job_name") from error
-    return "Stopping"
+    return stop_unless_ended(str(describe_processing(factory, name).get("ProcessingJobStatus")),
+                             resource="processing_job", stopping="Stopping",
+                             call=lambda: factory("sagemaker").stop_processing_job(ProcessingJobName=name),
+                             action=f"StopProcessingJob {name}", field="job_name")
 
 
 def output_uri_of(response: dict[str, Any]) -> str:

@@ -82,3 +82,14 @@ def describer(call: Callable[..., dict[str, Any]], action: str, field: str = "jo
         except ClientError as error:
             raise translate_client_error(error, action, field) from error
     return describe
+
+
+def stop_unless_ended(status: str, *, resource: str, stopping: str, call: Callable[[], Any], action: str,
+                      field: str) -> str:
+    """Stop a job of the states table's ``resource`` whose current status is ``status``: nothing when it ended
+    already or is ``stopping`` (not an error: ``on_kill`` may stop at any time), else ``call`` (its ClientError
+    turned into trainops' own, naming ``action`` and ``field``). Returns the status it is in now."""
+    if classify(resource, status) != "waiting" or status == stopping:
+        return status
+    describer(call, action, field)()
+    return stopping
