@@ -424,8 +424,12 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
     report = StageReport(source, destination)
     lock = None
     checking: Callable[[], Any] | None = None
-    collecting = gc.isenabled()  # the listing and the manifest are 100,000s of small objects and no cycles: the
-    gc.disable()  # collector's passes over them cost a tenth of a re-stage; it runs again for the copies
+    # The listing and the manifest are 100,000s of small objects and no cycles: the collector's passes over them
+    # cost a tenth of a re-stage, so it is paused until the copies. Only with no other thread: the switch is the
+    # whole process's, and another thread's garbage is not this stage's to let pile up.
+    collecting = gc.isenabled() and threading.active_count() == 1
+    if collecting:
+        gc.disable()
     local = isinstance(opened, LocalSource)
     try:
         if local:
