@@ -77,10 +77,12 @@ def test_a_runner_killed_without_a_result_reads_failed(inputs, tmp_path):
     result = wait_for(backend, handle)
     assert result.status is JobStatus.FAILED
     assert "exited without a result" in result.failure_reason
+    from trainops.runtime.processes import is_alive
+
     script_pid = int(pid_file.read_text())
-    while time.monotonic() < deadline and evaluation_job._process_start(script_pid) is not None:
+    while time.monotonic() < deadline and is_alive(script_pid):
         time.sleep(0.05)
-    assert evaluation_job._process_start(script_pid) is None, "the script outlived its killed runner"
+    assert not is_alive(script_pid), "the script outlived its killed runner"
 
 
 def test_a_bad_input_is_refused_before_any_job_starts(inputs, tmp_path):
@@ -106,3 +108,27 @@ def test_two_tries_starting_one_evaluation_job_at_once_start_one_runner(inputs, 
         handles = list(pool.map(lambda _: backend.start_evaluation(**arguments, job_name="evaluate-4"), range(4)))
     assert sum(handle.created for handle in handles) == 1
     assert wait_for(backend, handles[0]).status is JobStatus.COMPLETED
+
+
+def test_a_forged_record_naming_a_bystander_is_never_signalled(tmp_path):
+    """A status record can be written by anyone who can write the job's directory: one naming another process's pid
+    (and its start time) must neither stop it nor read as that job's runner; only the run lock's holder counts."""
+    import json
+    import subprocess
+    import sys
+
+    from trainops.runtime.processes import is_alive, process_start_ticks
+
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
+    try:
+        directory = evaluation_job.job_path("forged", str(tmp_path / "state"), create=True)
+        directory.mkdir(mode=0o700, exist_ok=True)
+        (directory / "status.json").write_text(json.dumps({
+            "job_name": "forged", "status": "InProgress", "pid": bystander.pid,
+            "pid_start": process_start_ticks(bystander.pid), "written": 0}))
+        assert evaluation_job.stop("forged", str(tmp_path / "state")) == "Failed"  # no runner holds its lock
+        assert is_alive(bystander.pid), "a forged record's pid was signalled"
+        assert evaluation_job.read("forged", str(tmp_path / "state"))["status"] == "Failed"  # no runner holds it
+    finally:
+        bystander.kill()
+        bystander.wait()

@@ -6,9 +6,12 @@ Each evaluation job is a directory ``<state root>/evaluation-jobs/<name>/`` (mod
 training job's): ``request.json`` (what to evaluate), ``status.json`` (``InProgress`` / ``Completed`` / ``Failed`` /
 ``Stopped``, the runner's pid and start time, the failure reason, the result) and ``output.log`` (the script's lines).
 The runner is ``python -m trainops.backends.local.evaluation_job <dir>``, in a session of its own, so the worker that
-started it may exit; SIGTERM makes it stop the script's process group and record ``Stopped``. A record whose runner
-is gone (killed) without a final status reads ``Failed``. A name whose job runs or completed is re-attached to; one
-that failed or was stopped starts again (the evaluation writes to the same output directory).
+started it may exit; it holds ``run.lock`` while it runs, and only the pid the kernel reports as that lock's holder
+is ever signalled (a record names a pid, and records can be forged); SIGTERM makes it stop the script's process
+group and record ``Stopped``. A record whose runner is gone (killed) without a final status reads ``Failed``.
+Every file is written through `safe_fs` (never through a link planted under its name). A name whose job runs or
+completed is re-attached to; one that failed or was stopped starts again (the evaluation writes to the same output
+directory).
 """
 
 from __future__ import annotations
@@ -46,21 +49,21 @@ def job_path(name: str, workdir: str | os.PathLike[str] | None, create: bool = F
     return child(jobs_root(workdir, create=create), name, "job_name")
 
 
+RUN_LOCK = "run.lock"  # held by the runner for as long as it runs
+
+
 def _write(path: Path, value: dict[str, Any]) -> None:
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(value), encoding="utf-8")
-    os.replace(temporary, path)
+    from trainops.backends.local.safe_fs import write_atomically
+
+    write_atomically(path, json.dumps(value).encode("utf-8"))
 
 
-def _process_start(pid: int) -> str | None:
-    """The process's start time (field 22 of /proc/<pid>/stat), None when it is gone or a zombie: with the pid it
-    names one process, never a later one that got the same pid."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = text.rsplit(")", 1)[1].split()
-    return None if fields[0] == "Z" else fields[19]
+def _runner(directory: Path, record: dict[str, Any]) -> int | None:
+    """The record's runner pid if the kernel reports it holding the job's run lock (None: no runner runs)."""
+    from trainops.backends.local.identity import lock_holders
+
+    pid = record.get("pid")
+    return int(pid) if isinstance(pid, int) and pid in lock_holders(directory / RUN_LOCK) else None
 
 
 def read(name: str, workdir: str | os.PathLike[str] | None) -> dict[str, Any] | None:
@@ -71,8 +74,7 @@ def read(name: str, workdir: str | os.PathLike[str] | None) -> dict[str, Any] | 
     except FileNotFoundError:
         return None
     if record.get("status") in ("InProgress", "Stopping"):
-        pid = record.get("pid")
-        gone = (_process_start(int(pid)) != record.get("pid_start") if pid
+        gone = (_runner(path.parent, record) is None if record.get("pid")
                 else time.time() - float(record.get("written", 0)) > START_GRACE_SECONDS)
         if gone and (reread := json.loads(path.read_text(encoding="utf-8"))).get("status") == record["status"]:
             record = {**reread, "status": "Failed",
@@ -97,7 +99,9 @@ def start(name: str, workdir: str | os.PathLike[str] | None, arguments: dict[str
         _write(directory / "request.json", arguments)
         _write(directory / "status.json", {"job_name": name, "status": "InProgress", "written": time.time(),
                                             "timeout": arguments.get("timeout")})
-        with open(directory / "output.log", "ab") as output:
+        from trainops.backends.local.safe_fs import open_state_file
+
+        with open(open_state_file(directory / "output.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") as output:
             subprocess.Popen([sys.executable, "-m", "trainops.backends.local.evaluation_job", str(directory)],
                              stdin=subprocess.DEVNULL, stdout=output, stderr=subprocess.STDOUT,
                              start_new_session=True, close_fds=True)
@@ -118,9 +122,10 @@ def stop(name: str, workdir: str | os.PathLike[str] | None) -> str:
         return "not started"
     if record.get("status") != "InProgress" or not record.get("pid"):
         return str(record.get("status"))
-    if _process_start(int(record["pid"])) == record.get("pid_start"):
+    runner = _runner(job_path(name, workdir), record)
+    if runner is not None:
         try:
-            os.killpg(int(record["pid"]), signal.SIGTERM)
+            os.killpg(runner, signal.SIGTERM)
         except ProcessLookupError:
             return str(record.get("status"))
     return "Stopping"
@@ -133,10 +138,16 @@ def run(directory: Path) -> int:
     def stopped(signum: int, frame: Any) -> None:
         raise Stop()
 
+    from trainops.backends.local.locks import try_lock
+
     signal.signal(signal.SIGTERM, stopped)
+    held = try_lock(directory / RUN_LOCK, f"evaluation runner {os.getpid()}")  # released when this process ends
+    if held is None:
+        print("trainops: another runner holds this evaluation job", flush=True)
+        return 1
     status_path = directory / "status.json"
     record = json.loads(status_path.read_text(encoding="utf-8"))
-    record.update(pid=os.getpid(), pid_start=_process_start(os.getpid()), written=time.time())
+    record.update(pid=os.getpid(), written=time.time())
     _write(status_path, record)
     arguments = json.loads((directory / "request.json").read_text(encoding="utf-8"))
     try:
