@@ -44,7 +44,8 @@ DAG_FILE = textwrap.dedent('''
             response = {"TrainingJobName": TrainingJobName, "TrainingJobStatus": status,
                         "SecondaryStatus": "Training" if status == "InProgress" else status,
                         "StoppingCondition": {"MaxRuntimeInSeconds": 600},
-                        "CreationTime": datetime.datetime(2026, 1, 1, tzinfo=datetime.timezone.utc),
+                        # now: the guards bound a wait from the job's own start (max_run + grace)
+                        "CreationTime": datetime.datetime.now(datetime.timezone.utc),
                         "ModelArtifacts": {"S3ModelArtifacts": f"s3://out/{TrainingJobName}/output/model.tar.gz"},
                         "ResourceConfig": {"InstanceType": "ml.p4d.24xlarge", "InstanceCount": 2,
                                            "VolumeSizeInGB": 30}}
