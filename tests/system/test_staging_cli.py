@@ -99,8 +99,11 @@ def test_ctrl_c_stops_with_130_leaving_only_whole_files_and_a_rerun_completes(so
     # The third copy sends SIGINT to the process group, as Ctrl-C in a terminal does (the copying processes of
     # several workers get it too), and goes on; the interrupt lands in the main thread of the stage. With
     # split_from=2 the six files are copied by two processes (this one and a forked child), both interrupted.
+    # A shell's foreground job gets SIGINT's default action even where this test runner was started with SIGINT
+    # ignored (a background job of a non-interactive shell is), and Python keeps an ignored SIGINT ignored.
     script = textwrap.dedent(f"""
-        import sys
+        import signal, sys
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         sys.path.insert(0, {str(Path(__file__).resolve().parents[1])!r})
         from support.failing_copy import failing_copy, install, interrupted
         from trainops import cli
