@@ -112,6 +112,8 @@ def test_a_gate_that_cannot_pass_skips_register_fails_the_run_and_training_reatt
     assert states["evaluate-model"].startswith("SUCCEEDED: gate failed: accuracy = 0.9")
     assert states["register-model"].startswith("SKIPPED")
     assert states["gate-failed"].startswith("FAILED")
+    # the verdict is not a lost pod: the gate-failed task ran once, not again a minute and two minutes later
+    assert len(re.findall(r"Executing task \S*'gate-failed'", result.stdout + result.stderr)) == 1
     assert "[kfp] pipeline digits-retrain: FAILED" in result.stdout
     assert not (run_dir(result.stdout) / "register-model").exists()
     # the same job, not a second one; and no new model version

@@ -155,7 +155,8 @@ def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = 
         # kfp.local warn that it ignores it.
         task.set_caching_options(False)  # same paths may hold new data; training re-attaches by itself
         # A pod lost to the cluster is tried again; every component re-attaches to what its first try started.
-        task.set_retry(num_retries=retries.get(kind, retries["other"]), backoff_duration="60s")
+        if retries.get(kind, retries["other"]):
+            task.set_retry(num_retries=retries.get(kind, retries["other"]), backoff_duration="60s")
         cpu, memory = resources.get(kind, resources["other"])
         task.set_cpu_request(cpu).set_memory_request(memory)
         if configure_task is not None:
@@ -196,7 +197,7 @@ def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = 
             passed = evaluate.outputs["Output"]
             if steps.evaluate.on_gate_failure == "fail":
                 with dsl.If(passed == False, name="gate-failed"):  # noqa: E712 - a KFP condition, not a Python test
-                    configured(ops.gate_failed(report=evaluate.outputs["report"]))
+                    configured(ops.gate_failed(report=evaluate.outputs["report"]), "verdict")
             if register:
                 with dsl.If(passed == True, name="gate-passed"):  # noqa: E712 - a KFP condition, not a Python test
                     register_task(ops, register, model, evaluate.outputs["metrics"], spec_inputs, where, configured)
@@ -213,12 +214,14 @@ DEFAULT_POD_RETRIES = 2
 def task_settings(source: PipelineSource) -> tuple[dict[str, int], dict[str, tuple[str, str]]]:
     """(retries, (cpu, memory) requests) by task kind, from the pipeline file and its job spec.
 
-    The train task's pod retries are its infrastructure budget (the file's ``steps.train.retries``); on the local
+    The train task's pod retries are its infrastructure budget (the file's ``steps.train.retries``); the gate-failed
+    task, whose failure is the verdict, has none; on the local
     backend its pod runs every emulated host, so it asks for a CPU per rank and 2 GiB per host; on SageMaker it
     only submits and waits. The other components ask for little (one CPU, 1 GiB)."""
     steps = source.pipeline.steps
     budget = int((steps.train.retries or {}).get("infrastructure", DEFAULT_POD_RETRIES))
-    retries = {"train": budget, "other": DEFAULT_POD_RETRIES}
+    # The gate-failed task fails on purpose: trying it again (a minute, then two, apart) only delays the verdict.
+    retries = {"train": budget, "verdict": 0, "other": DEFAULT_POD_RETRIES}
     small = ("1", "1Gi")
     from trainops.backends import backend_class
 

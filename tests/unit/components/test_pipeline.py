@@ -243,3 +243,8 @@ def test_tasks_get_pod_retries_and_resource_requests_from_the_pipeline_file():
     for name, task in root_tasks(document).items():
         if not name.startswith("condition-"):  # the gate's branches are groups of tasks, not pods
             assert task["retryPolicy"]["maxRetryCount"] == 2, name
+    # A missed gate fails its task on purpose: no pod retry delays the run's end.
+    gate_failed = document["components"]["comp-condition-1"]["dag"]["tasks"]["gate-failed"]
+    assert gate_failed.get("retryPolicy", {}).get("maxRetryCount", 0) == 0
+    registered = document["components"]["comp-condition-2"]["dag"]["tasks"]["register-model"]
+    assert registered["retryPolicy"]["maxRetryCount"] == 2
