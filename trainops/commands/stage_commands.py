@@ -26,8 +26,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     stage.add_argument("source", metavar="SRC", help="local directory, file:// URI or s3://bucket/prefix")
     stage.add_argument("destination", metavar="DST", help="local directory (created when missing)")
     stage.add_argument("--workers", type=int, default=None, metavar="N",
-                       help="parallel S3 downloads (default 10, as aws s3 sync), or processes copying and "
-                            "checking a local tree of 1,000 files or more (default 1)")
+                       help="parallel S3 downloads (default 10, as aws s3 sync); a local tree is copied by one "
+                            "process")
     stage.add_argument("--delete", action="store_true",
                        help="remove files an earlier stage wrote that are no longer in SRC (like rsync --delete)")
     stage.add_argument("--quiet", "-q", action="store_true",

@@ -14,20 +14,16 @@ FSx for Lustre mount, copying only what changed since the last stage.
 - **Files gone from the source stay** (listed as ``stale``) unless ``delete=True`` removes those staging wrote.
 - **One stage at a time per destination** (an advisory ``flock`` on the destination directory).
 
-A local tree is copied in the kernel (`stage_sources.LocalSource`), by ``workers`` forked processes when it is large
-(each takes a contiguous share; a re-stage's check of the copies runs beside the listing of the source); an S3
-prefix is downloaded in parallel by boto3's transfer manager (`stage_s3.S3Source`). Copies are not fsync'ed (as
-``cp`` and ``aws s3 sync``).
+A local tree is copied by this process, each file in the kernel (`stage_sources.LocalSource`); an S3 prefix is
+downloaded in parallel by boto3's transfer manager (`stage_s3.S3Source`). Copies are not fsync'ed (as ``cp`` and
+``aws s3 sync``).
 """
 
 from __future__ import annotations
 
 import fcntl
 import gc
-import json
-import math
 import os
-import signal
 import stat
 import sys
 import threading
@@ -48,9 +44,6 @@ from trainops.errors import JobFailed, Problem, SpecError
 MAXIMUM_WORKERS = 256
 #: Seconds between saves of the manifest while a stage runs (what a killed stage completed is not copied again).
 CHECKPOINT_SECONDS = 5.0
-#: A local tree with at least this many files to copy (or copies to check) is split over ``workers`` processes:
-#: each file costs a dozen system calls, and Python's share of them keeps one core busy (measured: bench/README.md).
-PARALLEL_FROM = 1000
 
 
 def local_destination(destination: str) -> Path:
@@ -67,8 +60,7 @@ def local_destination(destination: str) -> Path:
 
 
 def default_workers(source: str) -> int:
-    """Parallel S3 downloads when none are asked for: 10, as ``aws s3 sync``; a local tree: one process (``workers``
-    processes copy a tree of `PARALLEL_FROM` files or more)."""
+    """Parallel S3 downloads when none are asked for: 10, as ``aws s3 sync``; 1 for a local tree (unused there)."""
     return 10 if source.startswith("s3://") else 1
 
 
@@ -293,91 +285,6 @@ def _changed_copies(names: Iterable[str], manifest: StageManifest, root: int) ->
     return changed
 
 
-def _forked(work: Callable[[], Any]) -> tuple[int, Callable[[], Any]] | None:
-    """Run ``work`` in a forked child, which inherits the open destination, its lock and the listing, and never
-    returns into the caller's code. Returns the child's pid and a function that waits for it and returns what
-    ``work`` returned (through JSON), or None when it raised or died; None when no process can be made, or when
-    this process runs other threads (an Airflow worker, a notebook, a test's moto server): a child forked then
-    inherits whatever lock another thread held at that moment (a stream's, a library's) and can wait on it forever,
-    so the caller does the work itself."""
-    if threading.active_count() > 1:
-        return None
-    reader, writer = os.pipe()
-    try:
-        pid = os.fork()
-    except OSError:  # out of processes or memory: the caller does the work itself
-        os.close(reader)
-        os.close(writer)
-        return None
-    if pid == 0:
-        try:
-            os.close(reader)
-            result = json.dumps(work()).encode("ascii")
-            while result:
-                result = result[os.write(writer, result):]
-        finally:
-            os._exit(0)
-    os.close(writer)
-
-    def wait() -> Any:
-        with os.fdopen(reader, "rb") as handle:
-            data = handle.read()
-        os.waitpid(pid, 0)
-        try:
-            return json.loads(data)
-        except ValueError:
-            return None
-    return pid, wait
-
-
-def _copy_in_processes(opened: LocalSource, items: list[SourceFile], writer: Destination, processes: int) -> None:
-    """Copy ``items`` in ``processes`` contiguous shares (each keeps its directories together): the first here, the
-    others in forked children whose outcome goes into the report and the manifest, also when this one fails or is
-    interrupted (they are then stopped as Ctrl-C stops them); a child's failure ends the stage in `JobFailed`."""
-    share = -(-len(items) // processes)
-    parts = [items[start:start + share] for start in range(0, len(items), share)]
-
-    def copy_part(part: list[SourceFile]) -> dict[str, Any]:  # in a child: what it did, for the parent to record
-        report, failed, copied, written, error = writer.report, len(writer.report.failed), \
-            writer.report.files_copied, writer.report.bytes_copied, None
-        writer.saved, writer.progress.enabled = math.inf, False  # the parent saves the manifest, draws the bar
-        try:
-            opened.copy_all(part, writer)
-        except BaseException as raised:  # noqa: BLE001 - Ctrl-C or a bug: reported with what was done
-            error = f"{type(raised).__name__}: {raised}"
-        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # from here on the report goes out whole
-        files = writer.manifest.files
-        return {"files": {item.name: files[item.name] for item in part if item.name in files}, "error": error,
-                "failed": report.failed[failed:], "copied": report.files_copied - copied,
-                "bytes": report.bytes_copied - written}
-
-    children, here = [], parts[0]
-    for part in parts[1:]:
-        child = _forked(lambda part=part: copy_part(part))  # type: ignore[misc]
-        if child is None:
-            here = here + part
-        else:
-            children.append((part, *child))
-    errors = []
-    try:
-        opened.copy_all(here, writer)
-    except BaseException:
-        for _, pid, _ in children:
-            os.kill(pid, signal.SIGINT)
-        raise
-    finally:
-        for part, _, wait in children:
-            outcome = wait() or {"files": {}, "failed": [], "copied": 0, "bytes": 0, "error": "it ended early"}
-            writer.manifest.files.update(outcome["files"])
-            writer.report.failed += [Refusal(*failure) for failure in outcome["failed"]]
-            writer.report.files_copied += outcome["copied"]
-            writer.report.bytes_copied += outcome["bytes"]
-            writer.progress.advance(sum(item.size for item in part), len(part))
-            errors += [outcome["error"]] if outcome["error"] else []
-    if errors:
-        raise JobFailed(f"a copying process failed: {errors[0]}; the files it completed are kept, stage again")
-
-
 def open_source(source: str, client_factory: Callable[[str], Any] | None, workers: int) -> Any:
     """The source named by ``source`` (`LocalSource` or `stage_s3.S3Source`). Raises `SpecError` for unsupported
     schemes and missing local directories."""
@@ -403,8 +310,8 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
     """Stage ``source`` (a local directory, ``file://`` URI or ``s3://bucket/prefix``) into the local directory
     ``destination`` (created when missing; it stands for the FSx mount) and report what happened.
 
-    ``workers``: parallel S3 downloads, or processes for a local tree of `PARALLEL_FROM` files or more (at most one
-    per core), 1 to 256 (default `default_workers`). ``progress``: draw a progress bar on
+    ``workers``: parallel S3 downloads, 1 to 256 (default `default_workers`; a local tree is copied by this
+    process). ``progress``: draw a progress bar on
     ``stream`` (default ``sys.stderr``; None: when it is a terminal). ``client_factory``: service name -> boto3
     client for S3 (default: boto3's own configuration, ``AWS_ENDPOINT_URL`` included). ``delete``: remove the files
     an earlier stage wrote that are gone from the source (default: leave them, listed as ``stale``).
@@ -423,7 +330,6 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
     opened = open_source(source, client_factory, workers)
     report = StageReport(source, destination)
     lock = None
-    checking: Callable[[], Any] | None = None
     # The listing and the manifest are 100,000s of small objects and no cycles: the collector's passes over them
     # cost a tenth of a re-stage, so it is paused until the copies. Only with no other thread: the switch is the
     # whole process's, and another thread's garbage is not this stage's to let pile up.
@@ -447,17 +353,13 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
             report.notes.append(f"removed {leftovers} temporary files left by an interrupted stage")
         manifest = StageManifest.load(lock, opened.identity)
         report.notes += [manifest.note] if manifest.note else []
-        if local and workers > 1 and len(manifest) >= PARALLEL_FROM:  # the copies are checked while the source is
-            child = _forked(lambda: _changed_copies(manifest.files, manifest, lock))  # listed here
-            checking = child[1] if child else None
         if local:
             files, report.refused = opened.list_files()
         report.files_found = len(files)
         to_copy = files
         if len(manifest):
-            recorded, changed = manifest.files, checking() if checking else None
-            checking = None
-            changed = set(_changed_copies(recorded, manifest, lock) if changed is None else changed)
+            recorded = manifest.files
+            changed = set(_changed_copies(recorded, manifest, lock))
             to_copy = [item for item in files if (entry := recorded.get(item.name)) is None or entry[0] != item.size
                        or entry[1] != item.fingerprint or item.name in changed]
             report.files_skipped = len(files) - len(to_copy)
@@ -482,11 +384,7 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
             writer.prepare(item.name.rpartition("/")[0])
         os.close(os.open(JOURNAL_NAME, NEW_FILE_FLAGS, 0o644, dir_fd=lock))
         try:
-            processes = min(workers, os.cpu_count() or 1)
-            if local and processes > 1 and len(to_copy) >= PARALLEL_FROM:
-                _copy_in_processes(opened, to_copy, writer, processes)
-            else:
-                opened.copy_all(to_copy, writer)
+            opened.copy_all(to_copy, writer)
         except BaseException:  # stopped at any moment (Ctrl-C), a process may have left a temporary file
             _remove_temporaries(lock)
             raise
@@ -498,8 +396,6 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
     finally:
         if collecting:
             gc.enable()
-        if checking is not None:  # the listing failed: the child is still waited for
-            checking()
         if lock is not None:
             os.close(lock)
         opened.close()
