@@ -180,12 +180,12 @@ def untrusted_records(tmp: Path) -> dict:
 
 
 # --- items 2 and 3: the controller killed outright; a helper that shed the marker -------------------------------
-def controller_killed(tmp: Path, mechanism: str = "cgroup") -> dict:
+def controller_killed(tmp: Path, mechanism: str = "namespace") -> dict:
     """`kill -9` of `trainops run` while a rank and a marker-less helper run: every process of the job must die,
     the checkpoint directory stay locked while any lives, and the status say Failed with the cause."""
     token = f"helper-{uuid.uuid4().hex}"
     spec = write_job(tmp, {"MODE": "helper", "TOKEN": token, "STEPS": "1500"})
-    workdir, env = tmp / "work", ({"TRAINOPS_LOCAL_CGROUPS": "off"} if mechanism == "process-tree" else {})
+    workdir, env = tmp / "work", ({"TRAINOPS_LOCAL_PID_NAMESPACE": "0"} if mechanism == "process-tree" else {})
     controller = subprocess.Popen([*TRAINOPS, "run", str(spec), "--workdir", str(workdir), "--job-name", "killed"],
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                   env={**os.environ, **env})
@@ -245,12 +245,12 @@ def controller_killed(tmp: Path, mechanism: str = "cgroup") -> dict:
     return figures
 
 
-def helper_outlives_job(tmp: Path, mechanism: str = "cgroup") -> dict:
+def helper_outlives_job(tmp: Path, mechanism: str = "namespace") -> dict:
     """A job that completes while a helper it started (no marker, own session, double fork) still runs: the helper
     is stopped and the record counts it."""
     token = f"helper-{uuid.uuid4().hex}"
     spec = write_job(tmp, {"MODE": "helper", "TOKEN": token, "STEPS": "8"})
-    workdir, env = tmp / "work", ({"TRAINOPS_LOCAL_CGROUPS": "off"} if mechanism == "process-tree" else {})
+    workdir, env = tmp / "work", ({"TRAINOPS_LOCAL_PID_NAMESPACE": "0"} if mechanism == "process-tree" else {})
     problems, figures = [], {"mechanism": mechanism}
     try:
         started = time.monotonic()
@@ -513,14 +513,14 @@ def detached_job(tmp: Path) -> dict:
 SCENARIOS = [
     ("untrusted status records (reused pid, pid 1, -1, list, text pid)", untrusted_records, {}, "15.1",
      "a controller is alive only while it holds the job's lock; nothing unproven is signalled; corrupt values exit 2"),
-    ("kill -9 of trainops run (cgroup)", controller_killed, {"mechanism": "cgroup"}, "15.2",
+    ("kill -9 of trainops run (PID namespace)", controller_killed, {"mechanism": "namespace"}, "15.2",
      "every process of the job gone; checkpoints locked while any lives; status Failed naming the cause"),
     ("kill -9 of trainops run (process tree)", controller_killed, {"mechanism": "process-tree"}, "15.2",
-     "as above, without a cgroup"),
-    ("helper without marker outlives the job (cgroup)", helper_outlives_job, {"mechanism": "cgroup"}, "15.3",
+     "as above, without a PID namespace"),
+    ("helper without marker outlives the job (PID namespace)", helper_outlives_job, {"mechanism": "namespace"}, "15.3",
      "the helper is stopped with the job and counted"),
     ("helper without marker outlives the job (process tree)", helper_outlives_job, {"mechanism": "process-tree"},
-     "15.3", "as above, without a cgroup"),
+     "15.3", "as above, without a PID namespace"),
     ("host log cannot be written (file-size limit)", log_sink_fails, {}, "15.4",
      "the job ends on its own (not at max_run); lost lines counted and reported"),
     ("in-container relay meets a MemoryError", relay_survives, {}, "15.4",

@@ -102,9 +102,8 @@ def test_kill_9_of_the_controller_alone_ends_every_process_of_the_host_and_the_j
 
 def test_without_the_pid_namespace_a_daemon_outlives_a_controller_and_guard_killed_outright(tmp_path):
     """The fallback's limit, as docs/runtime.md states it: nothing of trainops is left to stop a process that left
-    the job's session and marker (and, without a cgroup's kill by the guard, its group)."""
-    seen = _kill_controller(tmp_path, {"TRAINOPS_LOCAL_PID_NAMESPACE": "0", "TRAINOPS_LOCAL_CGROUPS": "off"},
-                            guard_too=True, patience=5)
+    the job's session and marker."""
+    seen = _kill_controller(tmp_path, {"TRAINOPS_LOCAL_PID_NAMESPACE": "0"}, guard_too=True, patience=5)
     assert seen["record"]["isolation"] in ("mount", "user-mount"), seen["record"]
     assert not seen["gone"] and seen["left"], seen
 

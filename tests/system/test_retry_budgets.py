@@ -151,12 +151,12 @@ def _saturate_cpu(count: int) -> list:
     return [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
 
 
-@pytest.mark.parametrize("tracking", ["cgroup", "process-tree"])
+@pytest.mark.parametrize("tracking", ["namespace", "process-tree"])
 def test_a_host_failing_its_health_check_on_every_attempt_never_hangs_with_the_cpu_saturated(tmp_path, tracking):
     """Repeated, with every core busy: each attempt must end soon after algo-2's launcher exits (algo-1 waits in
     torchrun's rendezvous meanwhile). Before the fix the process watch could reap algo-2's launcher before the job
     polled it (then read as exit 0: `tests/unit/backends/test_local_launcher_exit.py` shows it deterministically),
-    and the attempt stayed InProgress until max_run. Without a cgroup the watch scans every half second."""
+    and the attempt stayed InProgress until max_run. With each host's PID namespace (the default) and without."""
     import json
     import subprocess
     import sys
@@ -167,7 +167,7 @@ def test_a_host_failing_its_health_check_on_every_attempt_never_hangs_with_the_c
             home = tmp_path / f"home-{case}"
             data = {**spec(tmp_path), "health_check": True, "max_run": 3600}
             environment = {**os.environ, "TRAINOPS_HOME": str(home), "TRAINOPS_HEALTHCHECK_INJECT_FAILURE": "algo-2",
-                           "TRAINOPS_LOCAL_CGROUPS": "off" if tracking == "process-tree" else "on"}
+                           "TRAINOPS_LOCAL_PID_NAMESPACE": "0" if tracking == "process-tree" else "1"}
             try:
                 done = subprocess.run([sys.executable, "-c", HEALTH_CHECK_CASE, json.dumps(data), f"hc-{case}"],
                                       capture_output=True, text=True, env=environment, timeout=CASE_TIMEOUT_SECONDS)

@@ -2,8 +2,8 @@
 
 Nothing is signalled on the strength of a record. A running job is asked to stop through a `stop-request` file
 its controller polls (`trainops.backends.local.watch`); what a dead controller left behind is found and stopped by
-`trainops.backends.local.tracking` from what the kernel reports (the job's cgroup, verified to be one, or the job's
-marker in a process's environment), never from the pids a record lists. Only when the controller does not answer
+`trainops.backends.local.tracking` from what the kernel reports (the job's marker in a process's environment; a
+host's PID namespace ends with its init), never from the pids a record lists. Only when the controller does not answer
 in time is it killed, and only if it is proven (`identity.signalable_controller`: the recorded identity *and* the
 kernel reporting it as the holder of the job's lock): then its guard stops the job's processes and records the
 job.

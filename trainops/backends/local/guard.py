@@ -14,7 +14,7 @@ trainops.backends.local.guard JOB_DIR`) in a session of its own, handing it:
   anything of the job still runs.
 
 When the controller dies without `done`, the guard stops every process of the job (`trainops.backends.local.
-tracking`: its cgroup, or the process tree recorded while it ran), records the job Failed with what happened and
+tracking`: the process tree recorded while it ran, and its marker), records the job Failed with what happened and
 how many processes it stopped and how many could not be stopped, then exits, releasing the locks.
 """
 
@@ -94,10 +94,10 @@ def _log(message: str) -> None:
 
 
 def take_over(job_dir: Path, reported: dict | None = None) -> None:
-    """The controller is gone: stop the job's processes (those it ``reported``, its verified cgroup, its marker)
+    """The controller is gone: stop the job's processes (those it ``reported`` and its marker)
     and record how the job ended."""
     from trainops.backends.local import status
-    from trainops.backends.local.tracking import JobProcesses, remove_cgroup
+    from trainops.backends.local.tracking import JobProcesses
 
     try:
         record = status.read_record(job_dir, job_dir.name)
@@ -115,8 +115,6 @@ def take_over(job_dir: Path, reported: dict | None = None) -> None:
                                "failure_reason": reason + "; its guard is stopping the job's processes"})
     processes = JobProcesses.load(job_dir, record, reported=reported or {})
     stopped, left = processes.stop(GRACE_SECONDS)
-    if left == 0:
-        remove_cgroup(processes.cgroup)
     _log(f"controller pid {pid} gone: {stopped} process(es) of the job stopped, {left} left")
     if active:
         reason += f"; its guard stopped the {stopped} process(es) of the job still running"

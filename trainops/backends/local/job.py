@@ -409,7 +409,7 @@ class LocalJob:
                         stdout=subprocess.PIPE,
                         stderr=subprocess.STDOUT,
                         start_new_session=True,  # Ctrl-C reaches trainops, which stops hosts in order
-                        preexec_fn=watch.preexec(),  # the job's cgroup, and death with the controller
+                        preexec_fn=watch.preexec(),  # death with the controller
                         pass_fds=passed,
                     )
                     launch.register(process.pid)

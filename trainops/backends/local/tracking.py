@@ -1,16 +1,15 @@
 """Every process of a local job, found by something it cannot shed, and stopped without touching anything else.
 
 An environment marker is not enough: a helper started with a minimal environment and `start_new_session=True`
-carries no marker and leaves the launcher's session. So a job's processes are tracked, in this order of strength:
+carries no marker and leaves the launcher's session. Where the kernel gives each emulated host a PID namespace
+(`host_init`, the default), the kernel ends every process of a host with it, whatever it did to its session or
+environment. Beside that, and alone where no namespace can be made, a job's processes are tracked by:
 
-1. **a cgroup v2 group of its own** (`<cgroup2 mount>/<our group>/trainops-<job id>`), where the kernel lets us
-   create one (root, or a delegated group): every launcher joins it before it executes anything, everything they
-   start is born in it, and leaving it takes write access to another group. `cgroup.kill` ends them all at once.
-2. else **the process tree**, recorded while the job runs: the controller is made a child subreaper for the job's
+1. **the process tree**, recorded while the job runs: the controller is made a child subreaper for the job's
    duration (an orphan double-forked away from a rank is handed to the controller, not to init), and a scan of
    `/proc` every half second records each descendant (pid and start time, so a reused pid is never mistaken for
-   one of ours), plus the sessions they lead.
-3. always, the **marker** (`TRAINOPS_LOCAL_JOB_ID` in the environment) as before.
+   one of ours), plus the sessions they lead;
+2. the **marker** (`TRAINOPS_LOCAL_JOB_ID` in the environment).
 
 What was recorded is kept in `<job dir>/processes.json`, so that `trainops status` / `stop`, the guard of a job whose
 controller was killed, and a re-run can count and stop what is left. Nothing is signalled unless it is provably the
@@ -33,9 +32,6 @@ from trainops.backends.local.processes import MARKER, job_processes
 from trainops.runtime.processes import stat_fields
 
 RECORD = "processes.json"
-CGROUP_PREFIX = "trainops-"
-STALE_CGROUP_SECONDS = 60.0
-CGROUPS_SETTING = "TRAINOPS_LOCAL_CGROUPS"  # "off": track by the process tree even where a cgroup could be made
 _PR_SET_PDEATHSIG = 1
 _PR_SET_CHILD_SUBREAPER = 36
 _PR_GET_CHILD_SUBREAPER = 37
@@ -50,121 +46,6 @@ _CHILDREN: dict[int, str] = {}  # pid of a launcher or guard started by this pro
 _ACTIVE: dict[str, JobProcesses] = {}  # jobs this process controls now, by job id
 _SUBREAPER_USERS = 0
 _SUBREAPER_PREVIOUS: bool | None = None
-
-
-# --- cgroup v2 --------------------------------------------------------------------------------------------------
-def _cgroup2_base() -> Path | None:
-    """The cgroup v2 directory this process belongs to, or None without a cgroup v2 hierarchy."""
-    try:
-        with open("/proc/self/cgroup", encoding="utf-8") as handle:
-            own = next((line.strip()[3:] for line in handle if line.startswith("0::")), None)
-        with open("/proc/self/mountinfo", encoding="utf-8") as handle:
-            mounts = [line.split() for line in handle]
-    except OSError:
-        return None
-    if own is None:
-        return None
-    for fields in mounts:
-        separator = fields.index("-") if "-" in fields else -1
-        if separator < 0 or fields[separator + 1] != "cgroup2":
-            continue
-        root, mount_point = fields[3], fields[4]
-        relative = own[len(root):] if root != "/" and own.startswith(root) else own
-        return Path(mount_point) / relative.lstrip("/")
-    return None
-
-
-def create_cgroup(job_id: str) -> Path | None:
-    """A new cgroup for the job below our own, or None where we may not create one (then the process tree is the
-    fallback). Empty groups of earlier jobs whose controller died with them are removed on the way."""
-    if os.environ.get(CGROUPS_SETTING, "").lower() in ("0", "off", "no", "false"):
-        return None
-    base = _cgroup2_base()
-    if base is None or not (base / "cgroup.procs").exists():
-        return None
-    try:
-        for stale in base.glob(f"{CGROUP_PREFIX}*"):
-            try:
-                # Refused by the kernel while any process is in it; a young one may be another job's, just made
-                # and still empty until its launchers join.
-                if time.time() - stale.stat().st_mtime > STALE_CGROUP_SECONDS:
-                    stale.rmdir()
-            except OSError:
-                pass
-        group = base / f"{CGROUP_PREFIX}{job_id}"
-        group.mkdir()
-    except OSError:
-        return None
-    if not os.access(group / "cgroup.procs", os.W_OK):
-        remove_cgroup(group)
-        return None
-    return group
-
-
-def verified_cgroup(recorded: object, job_id: str) -> Path | None:
-    """The job's cgroup named in a record, when it provably is one: called ``trainops-<job id>`` for this very
-    job, and a real directory (no link on the way) inside a cgroup v2 mount, where only the kernel's files exist.
-    Anything else (a look-alike directory elsewhere, another job's group) is None: never read, signalled or
-    written."""
-    if not isinstance(recorded, str) or not job_id or not recorded.startswith("/"):
-        return None
-    group = Path(recorded)
-    if group.name != f"{CGROUP_PREFIX}{job_id}" or os.path.realpath(group) != str(group):
-        return None
-    try:
-        with open("/proc/self/mountinfo", encoding="utf-8") as handle:
-            mounts = [line.split() for line in handle]
-    except OSError:
-        return None
-    for fields in mounts:
-        separator = fields.index("-") if "-" in fields else -1
-        if separator >= 0 and fields[separator + 1] == "cgroup2" and group.is_relative_to(fields[4]) \
-                and group != Path(fields[4]):
-            return group if group.is_dir() else None
-    return None
-
-
-def cgroup_pids(group: Path | None) -> set[int]:
-    """The processes in the job's cgroup (empty when there is none or it is gone)."""
-    if group is None:
-        return set()
-    try:
-        text = (group / "cgroup.procs").read_text(encoding="ascii")
-    except OSError:
-        return set()
-    return {int(line) for line in text.split() if line.isdigit()}
-
-
-def kill_cgroup(group: Path) -> None:
-    """SIGKILL every process of the group; `cgroup.kill` (Linux 5.14) does it atomically, even to one forking."""
-    try:
-        descriptor = os.open(group / "cgroup.kill", os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC)  # never created
-        try:
-            os.write(descriptor, b"1")
-        finally:
-            os.close(descriptor)
-        return
-    except OSError:
-        pass
-    for pid in cgroup_pids(group):
-        _signal(pid, signal.SIGKILL)
-
-
-def remove_cgroup(group: Path | None, wait: float = 2.0) -> bool:
-    """Remove the job's (empty) cgroup; False when processes are still in it."""
-    if group is None:
-        return True
-    deadline = time.monotonic() + wait
-    while True:
-        try:
-            group.rmdir()
-            return True
-        except FileNotFoundError:
-            return True
-        except OSError:
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
 
 
 # --- the process table ------------------------------------------------------------------------------------------
@@ -214,12 +95,11 @@ class JobProcesses:
     """The processes of one job: the controller's live view (`adopter` = the controller's pid, a subreaper) or an
     outsider's view rebuilt from `processes.json` (`load`)."""
 
-    def __init__(self, job_dir: Path, job_id: str, *, cgroup: Path | None = None,
-                 known: dict[int, int] | None = None, sessions: dict[int, int] | None = None,
-                 exclude: set[int] | None = None, adopter: int | None = None, since_ticks: int = 0):
+    def __init__(self, job_dir: Path, job_id: str, *, known: dict[int, int] | None = None,
+                 sessions: dict[int, int] | None = None, exclude: set[int] | None = None, adopter: int | None = None,
+                 since_ticks: int = 0):
         self.job_dir = Path(job_dir)
         self.job_id = job_id
-        self.cgroup = cgroup
         self.known = dict(known or {})  # pid -> start ticks
         self.sessions = dict(sessions or {})  # session id -> its leader's start ticks
         self.exclude = set(exclude or ())
@@ -228,17 +108,13 @@ class JobProcesses:
         self.listener: Callable[[dict], None] | None = None  # told every saved record (the guard's pipe)
         self._lock = threading.Lock()
 
-    @property
-    def mechanism(self) -> str:
-        return "cgroup" if self.cgroup else "process-tree"
-
     # --- the record ---
     @classmethod
     def load(cls, job_dir: Path, record: dict, reported: dict | None = None) -> JobProcesses:
-        """An outsider's view of a recorded job: its cgroup when the one `processes.json` names is verified
-        (`verified_cgroup`), and the processes carrying its marker. The pids and sessions a file lists are never
-        taken as the job's (anyone who can write the file could name any process); ``reported`` is what the
-        controller itself told its guard over their pipe (`trainops.backends.local.guard`), and only that is."""
+        """An outsider's view of a recorded job: the processes carrying its marker. The pids and sessions a file
+        lists are never taken as the job's (anyone who can write the file could name any process); ``reported`` is
+        what the controller itself told its guard over their pipe (`trainops.backends.local.guard`), and only that
+        is."""
         from trainops.backends.local.identity import boot_id
         from trainops.backends.local.safe_fs import open_state_file
 
@@ -264,16 +140,14 @@ class JobProcesses:
         recorded = record.get("controller")
         controller: dict[str, Any] = recorded if isinstance(recorded, dict) else {}
         exclude = {controller["pid"]} if isinstance(controller.get("pid"), int) and same_boot else set()
-        group = verified_cgroup(saved.get("cgroup"), job_id or "") if same_boot else None
-        return cls(Path(job_dir), job_id or "", cgroup=group, known=known, sessions=sessions, exclude=exclude)
+        return cls(Path(job_dir), job_id or "", known=known, sessions=sessions, exclude=exclude)
 
     def save(self) -> None:
         """Record what is tracked: in `processes.json` (for `trainops status`: counted, never signalled from
         there) and, through `listener`, to the job's guard, whose copy is the one it may act on."""
         from trainops.backends.local.identity import boot_id
 
-        data = {"job_id": self.job_id, "boot_id": boot_id(), "mechanism": self.mechanism,
-                "cgroup": str(self.cgroup) if self.cgroup else None,
+        data = {"job_id": self.job_id, "boot_id": boot_id(), "mechanism": "process-tree",
                 "known": {str(pid): ticks for pid, ticks in sorted(self.known.items())},
                 "sessions": {str(sid): ticks for sid, ticks in sorted(self.sessions.items())}}
         if self.listener is not None:
@@ -283,7 +157,7 @@ class JobProcesses:
         try:
             write_atomically(self.job_dir / RECORD, json.dumps(data).encode("utf-8"))
         except OSError:
-            pass  # a full disk: the live view in memory (and the cgroup) still track everything
+            pass  # a full disk: the live view in memory still tracks everything
 
     # --- finding them ---
     def members(self, table: dict[int, _Process] | None = None) -> dict[int, int]:
@@ -297,8 +171,6 @@ class JobProcesses:
             if process is not None and process.state not in ("Z", "X") and pid not in never:
                 found[pid] = process.ticks
 
-        for pid in cgroup_pids(self.cgroup):
-            take(pid)
         for pid, ticks in self.known.items():
             if pid in table and table[pid].ticks == ticks:
                 take(pid)
@@ -337,8 +209,7 @@ class JobProcesses:
             return owner != self.job_id
         for job_id, other in list(_ACTIVE.items()):
             if other is not self and job_id != self.job_id and (
-                    other.known.get(process.pid) == process.ticks or process.session in other.sessions
-                    or process.pid in cgroup_pids(other.cgroup)):
+                    other.known.get(process.pid) == process.ticks or process.session in other.sessions):
                 return True
         marker = _marker_of(process.pid)
         return marker is not None and marker != self.job_id
@@ -407,8 +278,6 @@ class JobProcesses:
             stopped |= set(current)
             if not current:
                 return len(stopped), 0
-        if self.cgroup is not None:
-            kill_cgroup(self.cgroup)
         for pid in self.members():
             _signal(pid, signal.SIGKILL)
         deadline = time.monotonic() + 2.0
@@ -465,27 +334,16 @@ def _prctl():
         return None
 
 
-def launcher_preexec(group: Path | None, parent_death: bool) -> Callable[[], None] | None:
-    """A `preexec_fn` for a launcher: join the job's cgroup before anything runs, and die with the controller
-    (`PR_SET_PDEATHSIG`). The parent-death signal follows the *thread* that forked, so it is only asked for when
-    the launcher is started from the main thread (a worker thread's exit would otherwise kill the job)."""
+def launcher_preexec(parent_death: bool) -> Callable[[], None] | None:
+    """A `preexec_fn` for a launcher: die with the controller (`PR_SET_PDEATHSIG`). The parent-death signal follows
+    the *thread* that forked, so it is only asked for when the launcher is started from the main thread (a worker
+    thread's exit would otherwise kill the job)."""
     prctl = _prctl() if parent_death else None
-    procs = str(group / "cgroup.procs") if group is not None else None
-    if prctl is None and procs is None:
+    if prctl is None:
         return None
 
     def prepare() -> None:
-        if procs is not None:
-            try:  # a failure here must not fail the launch: the process tree still tracks the launcher
-                descriptor = os.open(procs, os.O_WRONLY)
-                try:
-                    os.write(descriptor, b"0")
-                finally:
-                    os.close(descriptor)
-            except OSError:
-                pass
-        if prctl is not None:
-            prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
+        prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0)
 
     return prepare
 
@@ -541,5 +399,5 @@ def set_subreaper(enabled: bool) -> bool | None:
     return bool(previous.value)
 
 
-__all__ = ["MARKER", "JobProcesses", "create_cgroup", "hold_subreaper", "launcher_preexec", "launching",
+__all__ = ["MARKER", "JobProcesses", "hold_subreaper", "launcher_preexec", "launching",
            "live_processes", "process_table", "release_subreaper", "set_subreaper", "stop_processes"]

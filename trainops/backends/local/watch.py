@@ -1,11 +1,12 @@
 """The controller's watch over a running local job's processes: what `LocalJob` starts before its launchers and
 finishes after them.
 
-While the job runs: a cgroup (or the controller as child subreaper plus a `/proc` scan every half second) keeps
-every process of the job in view (`trainops.backends.local.tracking`); a guard process waits to stop them should
-the controller be killed outright (`trainops.backends.local.guard`); each launcher dies with the controller
-(parent-death signal); and a stop asked for by `trainops stop` (a `stop-request` file in the job directory, so no
-process is ever signalled on the strength of a recorded pid) reaches the job within a fraction of a second.
+While the job runs: each host's PID namespace where the kernel gives one, and the controller as child subreaper
+plus a `/proc` scan every half second, keep every process of the job in view (`trainops.backends.local.tracking`);
+a guard process waits to stop them should the controller be killed outright (`trainops.backends.local.guard`); each
+launcher dies with the controller (parent-death signal); and a stop asked for by `trainops stop` (a `stop-request`
+file in the job directory, so no process is ever signalled on the strength of a recorded pid) reaches the job
+within a fraction of a second.
 """
 
 from __future__ import annotations
@@ -21,18 +22,15 @@ from trainops.backends.local.safe_fs import open_state_file, write_atomically
 from trainops.backends.local.tracking import (
     JobProcesses,
     clock_ticks_now,
-    create_cgroup,
     hold_subreaper,
     launcher_preexec,
     launching,
     release_subreaper,
-    remove_cgroup,
 )
 from trainops.runtime.processes import process_start_ticks
 
 STOP_REQUEST = "stop-request"
-SCAN_SECONDS = 0.5  # without a cgroup the tree must be seen before a process can slip out of it
-CGROUP_SCAN_SECONDS = 5.0  # with one, the scan only records pids and reaps adopted orphans (about 16 ms a scan)
+SCAN_SECONDS = 0.5  # the tree must be seen before a process can slip out of it (about 16 ms a scan)
 STOP_POLL_SECONDS = 0.2
 
 logger = logging.getLogger(__name__)
@@ -74,8 +72,7 @@ class ProcessWatch:
         # A request made since the job recorded itself (while it was laying out) is this job's: seen at once, not
         # cleared (an earlier run's request was cleared before this job's first record: `clear_stop_request`).
         self.check_stop_request()
-        self.processes = JobProcesses(self.job_dir, self.job_id, cgroup=create_cgroup(self.job_id),
-                                      adopter=os.getpid(), since_ticks=clock_ticks_now())
+        self.processes = JobProcesses(self.job_dir, self.job_id, adopter=os.getpid(), since_ticks=clock_ticks_now())
         self.processes.activate()
         hold_subreaper()
         self._subreaper_held = True
@@ -97,14 +94,12 @@ class ProcessWatch:
     def describe(self) -> dict:
         """For the status record: how the job's processes are tracked."""
         processes = self.processes
-        return {"mechanism": processes.mechanism if processes else None,
-                "cgroup": str(processes.cgroup) if processes and processes.cgroup else None,
-                "guard_pid": self.guard.pid if self.guard else None}
+        return {"mechanism": "process-tree" if processes else None, "guard_pid": self.guard.pid if self.guard else None}
 
     def preexec(self) -> Callable[[], None] | None:
         """The `preexec_fn` for a launcher started now (see `tracking.launcher_preexec`)."""
         main_thread = threading.current_thread() is threading.main_thread()
-        return launcher_preexec(self.processes.cgroup if self.processes else None, parent_death=main_thread)
+        return launcher_preexec(parent_death=main_thread)
 
     def launching(self) -> launching:
         """Hold this around starting a launcher, and `register` its pid inside: another job run by this same
@@ -132,8 +127,7 @@ class ProcessWatch:
         while not self._stopped.wait(STOP_POLL_SECONDS):
             self.check_stop_request()
             waited += STOP_POLL_SECONDS
-            interval = CGROUP_SCAN_SECONDS if self.processes and self.processes.cgroup else SCAN_SECONDS
-            if waited >= interval and self.processes is not None:
+            if waited >= SCAN_SECONDS and self.processes is not None:
                 waited = 0.0
                 try:
                     self.processes.scan()
@@ -148,8 +142,6 @@ class ProcessWatch:
         stopped = left = 0
         if self.processes is not None:
             stopped, left = self.processes.stop(grace_seconds)
-            if not left:
-                remove_cgroup(self.processes.cgroup)
         if self.guard is not None:
             self.guard.done()
         if self.processes is not None:
