@@ -216,12 +216,14 @@ class LocalJob:
                                 processes_per_host=self.processes_per_host)
         held = [descriptor for lock in (self._claim, self._checkpoint_lock)
                 if lock is not None and (descriptor := lock.fileno()) is not None]
+        isolation = container.isolation() if self._isolated else None
         self._process_watch = ProcessWatch(self.job_dir, self.job_id, locked_descriptors=held,
+                                           namespaced=isolation in container.PID_ISOLATIONS,
                                            on_stop_request=self.request_stop)
         self._process_watch.start()
         self._record = {**result.to_dict(), "controller_pid": os.getpid(), "job_id": self.job_id,
                         "controller": own_identity(), "processes": self._process_watch.describe(),
-                        "isolation": container.isolation() if self._isolated else None,
+                        "isolation": isolation,
                         "spec": self.source.public(self.request)}
         status.write(self.job_dir, self._record)
         if any(checkpoint_dir.iterdir()):

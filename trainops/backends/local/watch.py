@@ -31,6 +31,8 @@ from trainops.runtime.processes import process_start_ticks
 
 STOP_REQUEST = "stop-request"
 SCAN_SECONDS = 0.5  # the tree must be seen before a process can slip out of it (about 16 ms a scan)
+#: With each host a PID namespace the kernel ends whatever a host left; the scan only keeps `trainops status` current.
+NAMESPACED_SCAN_SECONDS = 5.0
 STOP_POLL_SECONDS = 0.2
 
 logger = logging.getLogger(__name__)
@@ -53,12 +55,13 @@ def clear_stop_request(job_dir: Path) -> None:
 class ProcessWatch:
     """Started by the controller once it holds the job's locks; `finish()` stops whatever is left."""
 
-    def __init__(self, job_dir: Path, job_id: str, *, locked_descriptors: list[int],
+    def __init__(self, job_dir: Path, job_id: str, *, locked_descriptors: list[int], namespaced: bool = False,
                  on_stop_request: Callable[[str], None]):
         self.job_dir = Path(job_dir)
         self.job_id = job_id
         self.locked_descriptors = [fd for fd in locked_descriptors if fd is not None]
         self.on_stop_request = on_stop_request
+        self.scan_seconds = NAMESPACED_SCAN_SECONDS if namespaced else SCAN_SECONDS
         self.processes: JobProcesses | None = None
         self.guard: Guard | None = None
         self._subreaper_held = False
@@ -127,7 +130,7 @@ class ProcessWatch:
         while not self._stopped.wait(STOP_POLL_SECONDS):
             self.check_stop_request()
             waited += STOP_POLL_SECONDS
-            if waited >= SCAN_SECONDS and self.processes is not None:
+            if waited >= self.scan_seconds and self.processes is not None:
                 waited = 0.0
                 try:
                     self.processes.scan()
