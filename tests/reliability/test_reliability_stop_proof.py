@@ -3,8 +3,8 @@
 A `processes.json` naming a look-alike "cgroup" (a directory called `trainops-*` with a `cgroup.procs` listing an
 unrelated process and a `cgroup.kill` linked to a file), its pids and sessions copied from that process; a
 `status.json` whose controller identity is copied from an unrelated live process: `trainops stop` must signal
-none of them and write through no link. Only what the kernel says is the job's (its verified cgroup, the holder of
-its lock) is stopped.
+none of them and write through no link. Only what the kernel says is the job's (the holder of its lock, a process
+carrying its marker) is stopped; trainops makes no cgroup, so a cgroup a record names is never read or written.
 """
 
 from __future__ import annotations
