@@ -7,8 +7,8 @@ environment. Beside that, and alone where no namespace can be made, a job's proc
 
 1. **the process tree**, recorded while the job runs: the controller is made a child subreaper for the job's
    duration (an orphan double-forked away from a rank is handed to the controller, not to init), and a scan of
-   `/proc` every half second records each descendant (pid and start time, so a reused pid is never mistaken for
-   one of ours), plus the sessions they lead;
+   `/proc` every half second (every 5 s beside PID namespaces) records each descendant (pid and start time, so a
+   reused pid is never mistaken for one of ours), plus the sessions they lead;
 2. the **marker** (`TRAINOPS_LOCAL_JOB_ID` in the environment).
 
 What was recorded is kept in `<job dir>/processes.json`, so that `trainops status` / `stop`, the guard of a job whose
