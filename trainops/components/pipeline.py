@@ -155,8 +155,9 @@ def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = 
         # kfp.local warn that it ignores it.
         task.set_caching_options(False)  # same paths may hold new data; training re-attaches by itself
         # A pod lost to the cluster is tried again; every component re-attaches to what its first try started.
-        if retries.get(kind, retries["other"]):
-            task.set_retry(num_retries=retries.get(kind, retries["other"]), backoff_duration="60s")
+        count = retries.get(kind, retries["other"])
+        if count:
+            task.set_retry(num_retries=count, backoff_duration="60s")
         cpu, memory = resources.get(kind, resources["other"])
         task.set_cpu_request(cpu).set_memory_request(memory)
         if configure_task is not None:

@@ -147,7 +147,7 @@ class JobProcesses:
         there) and, through `listener`, to the job's guard, whose copy is the one it may act on."""
         from trainops.backends.local.identity import boot_id
 
-        data = {"job_id": self.job_id, "boot_id": boot_id(), "mechanism": "process-tree",
+        data = {"job_id": self.job_id, "boot_id": boot_id(),
                 "known": {str(pid): ticks for pid, ticks in sorted(self.known.items())},
                 "sessions": {str(sid): ticks for sid, ticks in sorted(self.sessions.items())}}
         if self.listener is not None:

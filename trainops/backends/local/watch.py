@@ -95,9 +95,8 @@ class ProcessWatch:
         self._thread.start()
 
     def describe(self) -> dict:
-        """For the status record: how the job's processes are tracked."""
-        processes = self.processes
-        return {"mechanism": "process-tree" if processes else None, "guard_pid": self.guard.pid if self.guard else None}
+        """For the status record: the job's guard."""
+        return {"guard_pid": self.guard.pid if self.guard else None}
 
     def preexec(self) -> Callable[[], None] | None:
         """The `preexec_fn` for a launcher started now (see `tracking.launcher_preexec`)."""
