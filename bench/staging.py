@@ -115,12 +115,6 @@ def command_timer(make_command: Callable[[], list[str]], environment: dict[str, 
     return run
 
 
-def paired(ours: Timer, theirs: Timer, repeat: int) -> tuple[Times, Times]:
-    """``repeat`` rounds of both timers back to back, alternating which goes first (bench/staging_scale.py)."""
-    times = in_turn([ours, theirs], repeat)
-    return times[0], times[1]
-
-
 def in_turn(timers: list[Timer], repeat: int) -> list[Times]:
     """``repeat`` rounds of every timer back to back, the first one rotating each round."""
     results: list[list[tuple[float, float, int]]] = [[] for _ in timers]
