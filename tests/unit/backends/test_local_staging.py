@@ -325,6 +325,35 @@ def test_a_source_directory_swapped_after_listing_fails_its_files(tmp_path, monk
     assert staged_files(destination) == {}
 
 
+def test_a_source_file_swapped_after_listing_is_not_read_and_leaves_no_temporary(tmp_path, monkeypatch):
+    """A file turned into a link, and a file replaced by another (a new inode), between listing and copying: each
+    fails with its reason, nothing of either is written, the file beside them is staged."""
+    outside = tmp_path / "outside.txt"
+    outside.write_text("secret")
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("linked.txt", "replaced.txt", "kept.txt"):
+        (source / name).write_text(name)
+    original = stage_sources.LocalSource.list_files
+
+    def list_then_swap(self):
+        listed = original(self)
+        (source / "linked.txt").unlink()
+        (source / "linked.txt").symlink_to(outside)
+        (source / "replaced.txt").rename(tmp_path / "old.txt")
+        (source / "replaced.txt").write_text("another file")
+        return listed
+
+    monkeypatch.setattr(stage_sources.LocalSource, "list_files", list_then_swap)
+    destination = tmp_path / "destination"
+    report = stage_tree(str(source), str(destination), workers=1)
+    reasons = {item.name: item.reason for item in report.failed}
+    assert reasons == {"linked.txt": "it became a symbolic link after it was listed",
+                       "replaced.txt": "it was replaced after it was listed; stage again"}
+    assert staged_files(destination) == {"kept.txt": b"kept.txt"}
+    assert not [name for name in os.listdir(destination) if is_temporary_name(name)]
+
+
 def exchange(first: Path, second: Path) -> None:
     """Swap two names atomically (renameat2 RENAME_EXCHANGE): no moment where either name is missing."""
     libc = ctypes.CDLL(None, use_errno=True)

@@ -197,41 +197,46 @@ class LocalSource:
             refused.append(Refusal(name, "symbolic link to something that is not a regular file"))
 
     def copy_all(self, items: list[SourceFile], destination: Any) -> None:
-        """Copy ``items`` into ``destination`` (a `staging.Destination`) one after another."""
+        """Copy ``items`` into ``destination`` (a `staging.Destination`) one after another: each file opened relative
+        to its checked directory and checked to be the one listed, copied in the kernel into a new temporary file
+        that gets the source's times, then renamed into place. This loop runs once per file, so a destination
+        directory is looked up once for each run of files that go there."""
+        target: tuple[str | None, int, str | None] = (None, -1, None)  # (relative directory, descriptor, problem)
         for item in items:
-            created = destination.create(item)
-            if created is None:
+            relative = item.name.rpartition("/")[0]
+            if relative != target[0]:
+                target = (relative, *destination.directory(relative))
+            if target[2] is not None:
+                destination.fail(item, target[2])
                 continue
             try:
-                copied = self.copy(item, created.descriptor)
-            except BaseException as error:
-                os.close(created.descriptor)
-                destination.discard(created)
-                if not isinstance(error, OSError):
-                    raise
-                destination.fail(item, _reason(error))
+                source = os.open(item.location, _READ_FLAGS, dir_fd=self._open(item.directory))
+            except OSError as error:
+                destination.fail(item, "it became a symbolic link after it was listed" if error.errno == errno.ELOOP
+                                 else _reason(error))
                 continue
-            os.close(created.descriptor)
-            destination.commit(created, item, *copied)
-
-    def copy(self, item: SourceFile, target: int) -> tuple[int, int | str, int]:
-        """Copy ``item`` into the open descriptor ``target`` and give it the source's times; returns (bytes written,
-        fingerprint, modification time of the copy in ns)."""
-        try:
-            source = os.open(item.location, _READ_FLAGS, dir_fd=self._open(item.directory))
-        except OSError as error:
-            if error.errno == errno.ELOOP:
-                raise SourceChanged(errno.ELOOP, "it became a symbolic link after it was listed") from error
-            raise
-        try:
-            details = os.fstat(source)
-            if not stat.S_ISREG(details.st_mode) or details.st_ino != item.identity:
-                raise SourceChanged(errno.ESTALE, "it was replaced after it was listed; stage again")
-            written = copy_descriptor(source, target, details.st_size)
-        finally:
-            os.close(source)
-        os.utime(target, ns=(details.st_atime_ns, details.st_mtime_ns))
-        return written, details.st_mtime_ns, details.st_mtime_ns
+            try:
+                details = os.fstat(source)
+                if not stat.S_ISREG(details.st_mode) or details.st_ino != item.identity:
+                    destination.fail(item, "it was replaced after it was listed; stage again")
+                    continue
+                created = destination.new_file(item, target[1])
+                if created is None:
+                    continue
+                try:
+                    written = copy_descriptor(source, created.descriptor, details.st_size)
+                    os.utime(created.descriptor, ns=(details.st_atime_ns, details.st_mtime_ns))
+                except BaseException as error:
+                    os.close(created.descriptor)
+                    destination.discard(created)
+                    if not isinstance(error, OSError):
+                        raise
+                    destination.fail(item, _reason(error))
+                    continue
+                os.close(created.descriptor)
+            finally:
+                os.close(source)
+            destination.commit(created, item, written, details.st_mtime_ns, details.st_mtime_ns)
 
 
 #: Errors after which a copy falls back from copy_file_range to sendfile (another file system, old kernel).

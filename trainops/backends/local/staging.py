@@ -115,32 +115,50 @@ class Destination:
             self.problems[relative] = problem
         return problem
 
-    def create(self, item: SourceFile) -> Created | None:
-        """A new temporary file for ``item`` in its directory, or None (the failure recorded)."""
-        relative = item.name.rpartition("/")[0]
+    def directory(self, relative: str) -> tuple[int, str | None]:
+        """The destination directory ``relative`` (created when missing), open and checked to be the one staging
+        created: (descriptor, None), or (-1, why no file can go there). The descriptor is the cache's."""
         problem = self.prepare(relative)
+        if problem is not None:
+            return -1, problem
         try:
-            directory = self.cache.open(relative) if problem is None else -1
-            if problem is None and self.checked != (relative, directory):  # reopened: is it the one created?
+            directory = self.cache.open(relative)
+            if self.checked != (relative, directory):  # reopened: is it the one created?
                 details = os.fstat(directory)
                 if (details.st_dev, details.st_ino) != self.identities[relative]:
-                    problem = f"{relative!r} in the destination was replaced while staging; stage again"
-                else:
-                    self.checked = (relative, directory)
-            while problem is None:
-                self.number += 1
-                name = _temporary_name(self.number)
-                try:
-                    descriptor = os.open(name, NEW_FILE_FLAGS, item.mode, dir_fd=directory)
-                except FileExistsError:
-                    continue
-                return Created(os.dup(directory) if self.in_flight else directory, name, descriptor)
+                    return -1, f"{relative!r} in the destination was replaced while staging; stage again"
+                self.checked = (relative, directory)
         except UnsafePath:
-            problem = f"{relative!r} in the destination became a symbolic link; staging does not write through it"
+            return -1, f"{relative!r} in the destination became a symbolic link; staging does not write through it"
         except OSError as error:
-            problem = f"cannot create a file in the destination directory {relative!r}: {error.strerror}"
-        self.fail(item, problem)
-        return None
+            return -1, f"cannot create a file in the destination directory {relative!r}: {error.strerror}"
+        return directory, None
+
+    def new_file(self, item: SourceFile, directory: int) -> Created | None:
+        """A new temporary file (``O_EXCL``) for ``item`` in the open ``directory``, or None (the failure recorded).
+        The record holds the caller's descriptor of the directory."""
+        while True:
+            self.number += 1
+            name = _temporary_name(self.number)
+            try:
+                return Created(directory, name, os.open(name, NEW_FILE_FLAGS, item.mode, dir_fd=directory))
+            except FileExistsError:
+                continue
+            except OSError as error:
+                self.fail(item, f"cannot create a file in the destination directory "
+                                f"{item.name.rpartition('/')[0]!r}: {error.strerror}")
+                return None
+
+    def create(self, item: SourceFile) -> Created | None:
+        """A new temporary file for ``item`` in its directory, or None (the failure recorded)."""
+        directory, problem = self.directory(item.name.rpartition("/")[0])
+        if problem is not None:
+            self.fail(item, problem)
+            return None
+        created = self.new_file(item, directory)
+        if created is not None and self.in_flight:  # several files open at once: each holds its own descriptor
+            created = created._replace(directory=os.dup(directory))
+        return created
 
     def commit(self, created: Created, item: SourceFile, written: int, fingerprint: int | str, modified: int) -> None:
         """Rename the complete temporary file to its final name (a file or link there is replaced, never written
@@ -331,8 +349,9 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
     report = StageReport(source, destination)
     lock = None
     # The listing and the manifest are 100,000s of small objects and no cycles: the collector's passes over them
-    # cost a tenth of a re-stage, so it is paused until the copies. Only with no other thread: the switch is the
-    # whole process's, and another thread's garbage is not this stage's to let pile up.
+    # cost a tenth of a re-stage, so it is paused: through a local tree's copies (one thread, a few objects a file),
+    # until the copies from S3 (the transfer manager's threads). Only with no other thread: the switch is the whole
+    # process's, and another thread's garbage is not this stage's to let pile up.
     collecting = gc.isenabled() and threading.active_count() == 1
     if collecting:
         gc.disable()
@@ -374,14 +393,14 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
             if report.deleted:
                 manifest.save(lock)
             return report
-        if collecting:
+        if collecting and not local:  # the transfer manager's threads run from here on
             gc.enable()
         stream = stream if stream is not None else sys.stderr
         bar = Progress(len(to_copy), sum(item.size for item in to_copy), stream,
                        stream.isatty() if progress is None else progress)
         writer = Destination(lock, report, manifest, bar, in_flight=not local)
-        for item in to_copy:  # every directory first: the tree's shape is in place before its files come
-            writer.prepare(item.name.rpartition("/")[0])
+        for relative in dict.fromkeys(item.name.rpartition("/")[0] for item in to_copy):
+            writer.prepare(relative)  # every directory first: the tree's shape is in place before its files come
         os.close(os.open(JOURNAL_NAME, NEW_FILE_FLAGS, 0o644, dir_fd=lock))
         try:
             opened.copy_all(to_copy, writer)
