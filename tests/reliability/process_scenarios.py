@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -383,7 +384,10 @@ def disk_fills(tmp: Path, size_mb: int = 24) -> dict:
             problems.append(f"the status does not name the full disk: {final.get('failure_reason')!r}")
         if not failure or not ("No space left" in failure or "disk is full" in failure):
             problems.append(f"the failure file does not name the full disk: {failure!r}")
-        if "internal error" in result.stderr or "Traceback" in result.stderr:
+        # trainops' own traceback, not the job's (whose frames are under /opt/ml: the failure reason quotes them)
+        own_traceback = re.search(r'^Traceback \(most recent call last\):\n\s+File "(?!/opt/ml/)', result.stderr,
+                                  re.MULTILINE)
+        if "internal error" in result.stderr or own_traceback:
             problems.append(f"trainops itself failed: {result.stderr[-300:]}")
         figures["problems"] = problems
         return figures

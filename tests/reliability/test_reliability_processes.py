@@ -62,3 +62,19 @@ def test_a_full_job_disk_is_named_in_the_status_and_the_failure_file(tmp_path: P
     if "skipped" in figures:
         pytest.skip(figures["skipped"])
     _check(figures)
+
+
+def test_a_failure_with_no_stderr_tail_carries_what_the_host_printed_last(tmp_path: Path):
+    """A rank whose stderr tail is empty (as when a full disk lost it, which `disk_fills` meets only sometimes):
+    the status and the job's failure file still end with the host's last lines, as the controller saw them."""
+    spec = scenarios.write_job(tmp_path, {"MODE": "stdout_error"})
+    workdir = tmp_path / "work"
+    result = scenarios.cli("run", str(spec), "--workdir", str(workdir), "--job-name", "quiet")
+    assert result.returncode == 1, result.stderr
+    final = scenarios.status_json("quiet", workdir)
+    failure = (workdir / "jobs" / "quiet" / "failure").read_text()
+    for text in (final["failure_reason"], failure):
+        assert text.startswith("rank 0 on host algo-1 exited with code 3"), text
+        heading, _, tail = text.partition("--- last lines of the host's output, as trainops saw them ---\n")
+        assert heading and "shard 7 could not be read: the evidence only stdout holds" in tail, text
+        assert "--- last lines of stderr ---" not in text, text

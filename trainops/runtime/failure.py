@@ -29,6 +29,8 @@ from trainops.runtime.records import read_tail
 #: How many lines of the failing rank's stderr the failure file keeps, and how long each may be.
 TAIL_LINES = 30
 TAIL_LINE_LENGTH = 400
+#: The line before the stderr tail in a failure file.
+TAIL_HEADING = "--- last lines of stderr ---"
 
 _TEARDOWN_SIGNALS = {int(signal.SIGTERM), int(signal.SIGINT)}
 
@@ -145,7 +147,7 @@ def render_failure(failure: Failure) -> str:
         f"time: {moment}",
     ]
     if failure.stderr_tail:
-        lines.append("--- last lines of stderr ---")
+        lines.append(TAIL_HEADING)
         lines += [line[:TAIL_LINE_LENGTH] for line in failure.stderr_tail]
     return mask("\n".join(lines) + "\n")
 
@@ -187,7 +189,7 @@ def parse_failure(text: str) -> dict[str, Any]:
     for line in lines[1:]:
         if in_tail:
             result["stderr"].append(line)
-        elif line.startswith("--- last lines of stderr"):
+        elif line.startswith(TAIL_HEADING.rstrip(" -")):
             in_tail = True
         elif ":" in line:
             key, _, value = line.partition(":")

@@ -5,7 +5,8 @@
 - flood: print LINES lines of 100 bytes as fast as possible;
 - no_newline: write MEGABYTES MiB to stdout without a newline, then a last line;
 - progress: a progress bar drawn with \\r, twelve states 0.25 s apart, then a last line;
-- fill: write to the model directory until the disk is full, and fail with that error.
+- fill: write to the model directory until the disk is full, and fail with that error;
+- stdout_error: print the cause of its failure on stdout only (nothing on stderr, so no stderr tail), exit 3.
 """
 
 import os
@@ -49,3 +50,7 @@ elif mode == "fill":
         while True:
             handle.write(chunk)
             handle.flush()
+elif mode == "stdout_error":
+    print("loading shard 7", flush=True)
+    print("shard 7 could not be read: the evidence only stdout holds", flush=True)
+    sys.exit(3)

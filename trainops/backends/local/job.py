@@ -54,6 +54,27 @@ Log = Callable[[str], None]
 logger = logging.getLogger(__name__)
 
 
+#: The line before what trainops saw a failed host print last, when its failure file has no stderr tail of its own.
+OUTPUT_TAIL_HEADING = "--- last lines of the host's output, as trainops saw them ---"
+
+
+def with_output_tail(reason: str, lines: list[str]) -> str:
+    """The failure reason with the last lines its host printed (`LogPump.recent`), when the failure file carries no
+    stderr tail of its own: a full disk loses the rank's tail file, a launcher that fails before any rank writes
+    none. The newest lines are kept within `FAILURE_REASON_LIMIT`, each cut at `TAIL_LINE_LENGTH`."""
+    from trainops.runtime.failure import TAIL_HEADING, TAIL_LINE_LENGTH
+
+    if TAIL_HEADING in reason:
+        return reason
+    kept = [line[:TAIL_LINE_LENGTH] for line in lines]
+    while kept:
+        text = "\n".join([reason.rstrip("\n"), OUTPUT_TAIL_HEADING, *kept])
+        if len(text) <= FAILURE_REASON_LIMIT:
+            return text
+        kept.pop(0)
+    return reason
+
+
 def _print_line(line: str) -> None:
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
@@ -140,6 +161,7 @@ class LocalJob:
         self._claim: HeldLock | None = None
         self._process_watch: ProcessWatch | None = None  # processes, guard, stop requests (backends.local.watch)
         self._pumps: list[LogPump] = []
+        self._failed_host: str | None = None  # the host whose failure file (or exit) is the job's failure reason
         self._record: dict[str, Any] = {}  # the InProgress status record, rewritten when a rank's pid is learnt
         self._ranks: dict[tuple[str, int], dict[str, Any]] = {}  # (host, rank) -> its pids (`_note_rank_pids`)
         self._ranks_tried: set[tuple[str, int, int, Any]] = set()
@@ -252,6 +274,9 @@ class LocalJob:
                     if pump.summary():
                         logger.warning("[trainops] log output lost: %s", pump.summary())
         result.status, result.secondary_status, result.failure_reason = outcome
+        if result.status == "Failed" and result.failure_reason and self._failed_host:
+            result.failure_reason = with_output_tail(result.failure_reason, [
+                line for pump in self._pumps if pump.host == self._failed_host for line in pump.recent])
         estimator_options.sync_tensorboard(request, layouts, self.s3_factory)
         if result.status == "Completed":
             self._finish_outputs(layouts[0], result)
@@ -514,6 +539,7 @@ class LocalJob:
         return failed[0]
 
     def _root_cause(self, layout: HostLayout, code: int) -> str:
+        self._failed_host = layout.name
         try:
             text = layout.failure_file.read_text(encoding="utf-8", errors="replace").strip()
         except OSError:

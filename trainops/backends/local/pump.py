@@ -20,6 +20,7 @@ import re
 import select
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,6 +31,9 @@ READ_BYTES = 64 * 1024
 LINE_LIMIT = 64 * 1024
 LINE_SPLIT_MARK = " [trainops: line longer than 64 KiB, continued on the next line]"
 PROGRESS_SECONDS = 1.0
+#: Lines of a host's output the pump keeps in memory: the failure's evidence when the host could not write its own
+#: (a full disk loses the rank's stderr tail, not the controller's view of it).
+RECENT_LINES = 12
 EMPTY = re.compile(r"^\s*(\[algo-\d+( rank \d+)?\]\s*)?$")
 # What a terminal obeys rather than shows: C0 controls but tab, DEL, C1 (U+0080-U+009F: \x9b is a CSI on its own),
 # and the Unicode line separators and direction overrides that reorder what is shown.
@@ -69,6 +73,7 @@ class LogPump:
         self._progress: str | None = None
         self._progress_shown = 0.0
         self._partial_shown = b""
+        self.recent: deque[str] = deque(maxlen=RECENT_LINES)  # the last complete lines, masked and printable
 
     # --- the loop ---
     def run(self) -> None:
@@ -178,6 +183,8 @@ class LogPump:
             self._show_progress(force=False)
             return
         self._progress = None  # the line that ends a progress bar shows its final state
+        if not EMPTY.match(text):
+            self.recent.append(printable(shown))
         self._show(shown)
 
     def _show_progress(self, *, force: bool) -> None:
