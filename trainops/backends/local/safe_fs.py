@@ -44,27 +44,14 @@ def make_directory(name: str, parent: int, mode: int = 0o777) -> int:
     return open_directory(name, parent)
 
 
-def open_path(components: list[str], root: int) -> int:
-    """Open the directory reached from ``root`` through ``components``, each relative to the last, refusing links.
-    The caller closes the returned descriptor (a duplicate of ``root`` when there are no components)."""
+def open_path(components: list[str], root: int, *, create: bool = False, mode: int = 0o777) -> int:
+    """Open the directory reached from ``root`` through ``components``, each relative to the last, refusing links
+    (``create``: making the directories that are missing, with ``mode``). The caller closes the returned
+    descriptor (a duplicate of ``root`` when there are no components)."""
     current = os.dup(root)
     try:
         for component in components:
-            following = open_directory(component, current)
-            os.close(current)
-            current = following
-    except BaseException:
-        os.close(current)
-        raise
-    return current
-
-
-def make_path(components: list[str], root: int, mode: int = 0o777) -> int:
-    """As `open_path`, creating the directories that are missing."""
-    current = os.dup(root)
-    try:
-        for component in components:
-            following = make_directory(component, current, mode)
+            following = make_directory(component, current, mode) if create else open_directory(component, current)
             os.close(current)
             current = following
     except BaseException:
@@ -113,7 +100,7 @@ class DirectoryCache:
                 descriptor = make_directory(name, parent, mode) if create else open_directory(name, parent)
             else:
                 parts = relative.split("/")
-                descriptor = make_path(parts, self.root, mode) if create else open_path(parts, self.root)
+                descriptor = open_path(parts, self.root, create=create, mode=mode)
         if len(self.open_ones) >= self.capacity:
             oldest = next(iter(self.open_ones))
             os.close(self.open_ones.pop(oldest))

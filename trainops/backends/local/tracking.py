@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from trainops.backends.local.processes import MARKER, job_processes
-from trainops.runtime.processes import stat_fields
+from trainops.runtime.processes import signal_process, stat_fields
 
 RECORD = "processes.json"
 _PR_SET_PDEATHSIG = 1
@@ -81,13 +81,8 @@ def _ancestors(table: dict[int, _Process], pid: int) -> set[int]:
 
 
 def _signal(pid: int, signum: int) -> bool:
-    if pid <= 1 or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, signum)
-        return True
-    except (ProcessLookupError, PermissionError):
-        return False
+    """Signal one process of the job: never init or this process itself."""
+    return pid > 1 and pid != os.getpid() and signal_process(pid, signum, group=False)
 
 
 # --- a job's processes ------------------------------------------------------------------------------------------
