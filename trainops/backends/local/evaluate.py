@@ -34,6 +34,7 @@ from typing import IO, Any
 from trainops.backends.local.model_archive import extract_model
 from trainops.backends.model_rules import script_arguments, validate_metrics  # noqa: F401 - re-exported
 from trainops.errors import JobFailed, Problem, SpecError
+from trainops.runtime.failure import TAIL_HEADING
 
 __all__ = ["LocalEvaluation", "extract_model", "local_path", "read_metrics", "run_evaluation"]
 
@@ -219,10 +220,10 @@ def run_script(
     last_lines = "\n".join(tail)
     if timed_out:
         raise JobFailed(f"{what} ran past its timeout of {timeout:g} s and was stopped; raise the timeout or make it "
-                        f"faster" + (f"\n--- last lines of stderr ---\n{last_lines}" if last_lines else ""))
+                        f"faster" + (f"\n{TAIL_HEADING}\n{last_lines}" if last_lines else ""))
     if process.returncode != 0:
         raise JobFailed(f"{what} {_exit_description(process.returncode)}"
-                        + (f"\n--- last lines of stderr ---\n{last_lines}" if last_lines else " (no stderr output)"))
+                        + (f"\n{TAIL_HEADING}\n{last_lines}" if last_lines else " (no stderr output)"))
     return duration
 
 

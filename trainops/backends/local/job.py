@@ -59,7 +59,7 @@ OUTPUT_TAIL_HEADING = "--- last lines of the host's output, as trainops saw them
 
 
 def with_output_tail(reason: str, lines: list[str]) -> str:
-    """The failure reason with the last lines its host printed (`LogPump.recent`), when the failure file carries no
+    """The failure reason with the last lines its host printed (`LogPump.recent_lines`), when the failure file has no
     stderr tail of its own: a full disk loses the rank's tail file, a launcher that fails before any rank writes
     none. The newest lines are kept within `FAILURE_REASON_LIMIT`, each cut at `TAIL_LINE_LENGTH`."""
     from trainops.runtime.failure import TAIL_HEADING, TAIL_LINE_LENGTH
@@ -276,7 +276,7 @@ class LocalJob:
         result.status, result.secondary_status, result.failure_reason = outcome
         if result.status == "Failed" and result.failure_reason and self._failed_host:
             result.failure_reason = with_output_tail(result.failure_reason, [
-                line for pump in self._pumps if pump.host == self._failed_host for line in pump.recent])
+                line for pump in self._pumps if pump.host == self._failed_host for line in pump.recent_lines()])
         estimator_options.sync_tensorboard(request, layouts, self.s3_factory)
         if result.status == "Completed":
             self._finish_outputs(layouts[0], result)

@@ -73,7 +73,7 @@ class LogPump:
         self._progress: str | None = None
         self._progress_shown = 0.0
         self._partial_shown = b""
-        self.recent: deque[str] = deque(maxlen=RECENT_LINES)  # the last complete lines, masked and printable
+        self.recent: deque[str] = deque(maxlen=RECENT_LINES)  # the last complete lines as shown (masked)
 
     # --- the loop ---
     def run(self) -> None:
@@ -183,9 +183,12 @@ class LogPump:
             self._show_progress(force=False)
             return
         self._progress = None  # the line that ends a progress bar shows its final state
-        if not EMPTY.match(text):
-            self.recent.append(printable(shown))
+        self.recent.append(shown)  # only a failure reads them (`recent_lines`): no work per line beyond this
         self._show(shown)
+
+    def recent_lines(self) -> list[str]:
+        """The host's last non-empty lines, printable (for a failure reason)."""
+        return [printable(line) for line in self.recent if not EMPTY.match(line)]
 
     def _show_progress(self, *, force: bool) -> None:
         if self._progress is None:
