@@ -69,3 +69,18 @@ def test_in_progress_job_without_its_controller_reads_as_failed(tmp_path):
     finally:
         lock.release()
     assert status.read("alive", tmp_path)["status"] == "Failed"
+
+
+def test_a_job_that_ends_while_it_is_described_reads_as_it_ended(tmp_path, monkeypatch):
+    # The race the fresh-clone CI run of af38d02 lost: the record is read InProgress, then the controller writes
+    # Stopped and exits (the kernel drops its lock), then the lock is probed. That is a stopped job, not a lost one.
+    job_dir = tmp_path / "jobs" / "stopping"
+    status.write(job_dir, {"job_name": "stopping", "status": "InProgress"})
+
+    def controller_ends_now(path):
+        status.write(job_dir, {"job_name": "stopping", "status": "Stopped", "failure_reason": "budget: spent"})
+        return False
+
+    monkeypatch.setattr(status.identity, "lock_held", controller_ends_now)
+    record = status.read("stopping", tmp_path)
+    assert record["status"] == "Stopped" and record["failure_reason"] == "budget: spent"

@@ -122,6 +122,10 @@ def read(job_name: str, workdir: str | os.PathLike | None = None) -> dict:
     job_dir = paths.job_dir(job_name, workdir)
     record = read_record(job_dir, job_name)
     if record.get("status") in ACTIVE and not identity.lock_held(job_dir):
+        # The controller writes its last record before the kernel drops its lock, so the record read again now is
+        # final: the one read above may be from just before that write (a job stopping as it is described).
+        record = read_record(job_dir, job_name)
+    if record.get("status") in ACTIVE and not identity.lock_held(job_dir):
         from trainops.backends.local.tracking import live_processes
 
         left = live_processes(record)
