@@ -311,7 +311,8 @@ class LocalJob:
                     self.job_name, holder(self.job_dir / JOB_LOCK))
         deadline = time.monotonic() + 60.0
         while not status.exists(self.job_name, self.workdir):  # its first record follows its lock at once
-            if time.monotonic() > deadline or not lock_held(self.job_dir):
+            if (time.monotonic() > deadline or not lock_held(self.job_dir)) \
+                    and not status.exists(self.job_name, self.workdir):  # recorded and ended since the check above
                 raise JobFailed(f"local job {self.job_name} is held by another controller that records nothing "
                                 f"({holder(self.job_dir / JOB_LOCK)}): follow it with trainops logs "
                                 f"{self.job_name} --follow")

@@ -25,6 +25,9 @@ def iter_local_logs(job_name: str, workdir: str | os.PathLike | None = None, *, 
     handles: dict[str, object] = {}
     try:
         while True:
+            # The status first, then the files: a job that ended before this pass has written all it ever will, so
+            # the pass that sees it ended reads its last lines too.
+            ended = not follow or status.read(job_name, workdir)["status"] not in status.ACTIVE
             for path in sorted(logs_dir.glob("algo-*.log")) if logs_dir.is_dir() else []:
                 if path.stem not in handles:
                     # Kept open across polls (a follow reads on from where it was); closed in the finally below.
@@ -32,7 +35,7 @@ def iter_local_logs(job_name: str, workdir: str | os.PathLike | None = None, *, 
             for host, handle in sorted(handles.items()):
                 for line in handle:  # type: ignore[attr-defined]
                     yield _shown(host, line.rstrip("\n"))
-            if not follow or status.read(job_name, workdir)["status"] != "InProgress":
+            if ended:
                 break
             time.sleep(poll_seconds)
     finally:
