@@ -8,6 +8,7 @@ from types import SimpleNamespace
 
 from trainops.backends.local import identity, logs, status
 from trainops.backends.local.job import LocalJob
+from trainops.backends.local.locks import try_lock
 
 
 def test_a_follower_takes_a_job_that_recorded_and_ended_between_its_checks_for_one_that_ran(tmp_path, monkeypatch):
@@ -30,6 +31,8 @@ def test_following_the_logs_prints_the_lines_written_just_before_the_job_ended(t
     log = job_dir / "logs" / "algo-1.log"
     log.write_text("first\n")
     status.write(job_dir, {"job_name": "ending", "status": "InProgress"})
+    controller = try_lock(job_dir / identity.CONTROLLER_LOCK, "the job's controller")  # a live job holds it
+    assert controller is not None
     real_read, reads = status.read, []
 
     def the_job_prints_and_ends_now(job_name, workdir=None):  # from the second read on: after a pass over the files
@@ -38,6 +41,7 @@ def test_following_the_logs_prints_the_lines_written_just_before_the_job_ended(t
             with log.open("a") as handle:
                 handle.write("last\n")
             status.write(job_dir, {"job_name": "ending", "status": "Completed"})
+            controller.release()
         return real_read(job_name, workdir)
 
     monkeypatch.setattr(status, "read", the_job_prints_and_ends_now)

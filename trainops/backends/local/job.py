@@ -310,9 +310,13 @@ class LocalJob:
         logger.info("[trainops] local job %s was started by another caller (%s): following it to its end",
                     self.job_name, holder(self.job_dir / JOB_LOCK))
         deadline = time.monotonic() + 60.0
-        while not status.exists(self.job_name, self.workdir):  # its first record follows its lock at once
-            if (time.monotonic() > deadline or not lock_held(self.job_dir)) \
-                    and not status.exists(self.job_name, self.workdir):  # recorded and ended since the check above
+        while True:  # its first record follows its lock at once
+            # The lock first, then the record: a holder records before its lock drops, so no record after a free
+            # lock is a holder that recorded nothing (not one that recorded and ended between the two looks).
+            held = lock_held(self.job_dir)
+            if status.exists(self.job_name, self.workdir):
+                break
+            if time.monotonic() > deadline or not held:
                 raise JobFailed(f"local job {self.job_name} is held by another controller that records nothing "
                                 f"({holder(self.job_dir / JOB_LOCK)}): follow it with trainops logs "
                                 f"{self.job_name} --follow")

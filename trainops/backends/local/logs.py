@@ -20,14 +20,14 @@ def _shown(host: str, line: str) -> str:
 def iter_local_logs(job_name: str, workdir: str | os.PathLike | None = None, *, follow: bool = False,
                     poll_seconds: float = 0.5) -> Iterator[str]:
     """The log lines of a local job, each prefixed with its host; with `follow`, new lines until the job ends."""
-    status.read(job_name, workdir)  # a clear error when there is no such job
+    record = status.read(job_name, workdir)  # a clear error when there is no such job
     logs_dir = paths.job_dir(job_name, workdir) / "logs"
     handles: dict[str, object] = {}
     try:
         while True:
             # The status first, then the files: a job that ended before this pass has written all it ever will, so
             # the pass that sees it ended reads its last lines too.
-            ended = not follow or status.read(job_name, workdir)["status"] not in status.ACTIVE
+            ended = not follow or record["status"] not in status.ACTIVE
             for path in sorted(logs_dir.glob("algo-*.log")) if logs_dir.is_dir() else []:
                 if path.stem not in handles:
                     # Kept open across polls (a follow reads on from where it was); closed in the finally below.
@@ -38,6 +38,7 @@ def iter_local_logs(job_name: str, workdir: str | os.PathLike | None = None, *, 
             if ended:
                 break
             time.sleep(poll_seconds)
+            record = status.read(job_name, workdir)
     finally:
         for handle in handles.values():
             handle.close()  # type: ignore[attr-defined]
