@@ -15,7 +15,7 @@ run: $(RUN_STAMP)
 	$(VENV)/bin/trainops run examples/digits/pipeline.yaml
 
 # Two test processes (pytest-xdist; TEST_WORKERS=0 runs in this one): most of the suite's time is real runs that
-# wait on their processes, so a second worker keeps both cores busy (a fresh suite on 2 cores: 21.5 min, not 30.5).
+# wait on their processes, so a second worker keeps both cores busy (on 2 cores: 17-24 min of tests, not 30-34).
 # worksteal: an idle worker takes tests queued on the other, so the slow system tests do not all end on one.
 TEST_WORKERS ?= 2
 test: $(TEST_STAMP) mpi lint
