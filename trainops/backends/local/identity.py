@@ -25,7 +25,7 @@ from typing import Any
 from trainops.errors import Problem, SpecError
 from trainops.runtime.processes import is_alive, process_start_ticks
 
-CONTROLLER_LOCK = ".controller.lock"
+CONTROLLER_LOCK = ".controller.lock"  # held by the trainops process running the job (`locks.try_lock`)
 BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
 STATUSES = ("InProgress", "Completed", "Failed", "Stopping", "Stopped")
 

@@ -28,7 +28,7 @@ from typing import Any
 
 from trainops.backends.local import container, estimator_options, paths, status
 from trainops.backends.local.artifacts import output_location_problem, pack_outputs
-from trainops.backends.local.identity import own_identity
+from trainops.backends.local.identity import CONTROLLER_LOCK, own_identity
 from trainops.backends.local.job_input import JobInput
 from trainops.backends.local.layout import HostLayout
 from trainops.backends.local.locks import HeldLock, holder, try_lock
@@ -46,7 +46,6 @@ RANK_PID_POLLS = 5  # every fifth poll the controller looks for ranks started (`
 STOP_GRACE_SECONDS = 10.0
 FAILURE_SETTLE_SECONDS = 3.0  # how long the other hosts may take to end after the first failure, before stop-all
 MAX_RUNTIME_GRACE_SECONDS = 120.0  # SageMaker's wait between SIGTERM and SIGKILL when MaxRuntimeInSeconds passes
-JOB_LOCK = ".controller.lock"  # held by the trainops process running the job (trainops.backends.local.locks)
 FAILURE_REASON_LIMIT = 1024  # SageMaker's FailureReason shows the first 1,024 characters of the failure file
 
 Log = Callable[[str], None]
@@ -185,14 +184,15 @@ class LocalJob:
         started = time.time()
         paths.secure_root(self.workdir, create=True)  # root, jobs/, checkpoints/: made 0700, or refused
         paths.own_directory(self.job_dir, "job_name")
-        claim = try_lock(self.job_dir / JOB_LOCK, f"{self.job_name} (controller pid {os.getpid()})", patience=0.2)
+        claim = try_lock(self.job_dir / CONTROLLER_LOCK, f"{self.job_name} (controller pid {os.getpid()})",
+                         patience=0.2)
         if self.placed_new and (claim is None or self.started_by_another()):
             if claim is not None:
                 claim.release()
             return self._follow()
         if claim is None:
             raise JobFailed(f"local job {self.job_name} is already running in {self.job_dir} "
-                            f"({holder(self.job_dir / JOB_LOCK)}): choose another job name, or follow it with "
+                            f"({holder(self.job_dir / CONTROLLER_LOCK)}): choose another job name, or follow it with "
                             f"trainops logs {self.job_name} --follow")
         self._claim = claim
         clear_stop_request(self.job_dir)  # an earlier run's; one made after the record below is this job's
@@ -308,7 +308,7 @@ class LocalJob:
         from trainops.backends.states import wait_bound_seconds
 
         logger.info("[trainops] local job %s was started by another caller (%s): following it to its end",
-                    self.job_name, holder(self.job_dir / JOB_LOCK))
+                    self.job_name, holder(self.job_dir / CONTROLLER_LOCK))
         deadline = time.monotonic() + 60.0
         while True:  # its first record follows its lock at once
             # The lock first, then the record: a holder records before its lock drops, so no record after a free
@@ -318,7 +318,7 @@ class LocalJob:
                 break
             if time.monotonic() > deadline or not held:
                 raise JobFailed(f"local job {self.job_name} is held by another controller that records nothing "
-                                f"({holder(self.job_dir / JOB_LOCK)}): follow it with trainops logs "
+                                f"({holder(self.job_dir / CONTROLLER_LOCK)}): follow it with trainops logs "
                                 f"{self.job_name} --follow")
             time.sleep(POLL_SECONDS)
         record, asked = status.read(self.job_name, self.workdir), False
