@@ -14,12 +14,12 @@ export AIRFLOW__CORE__LOAD_EXAMPLES ?= False
 run: $(RUN_STAMP)
 	$(VENV)/bin/trainops run examples/digits/pipeline.yaml
 
-# Two test processes (pytest-xdist; TEST_WORKERS=0 runs in this one): most of the suite's time is real runs that
-# wait on their processes, so a second worker keeps both cores busy (on 2 cores: 17-24 min of tests, not 30-34).
-# worksteal: an idle worker takes tests queued on the other, so the slow system tests do not all end on one.
-TEST_WORKERS ?= 2
+# One test process by default. TEST_WORKERS=2 runs two (pytest-xdist, worksteal): 17-24 min of tests on 2 cores
+# instead of 30-34, but under that load two tests that race their own processes failed in one of five full runs
+# (the closing note of issue 24 names them), so CI keeps the one-process run until they are mended.
+TEST_WORKERS ?= 0
 test: $(TEST_STAMP) mpi lint
-	$(PY) -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) --dist worksteal
+	$(PY) -m pytest -q -p no:cacheprovider $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist worksteal)
 
 # Lint and types are checked, not hoped for: ruff (the rule set in pyproject.toml) over the tree, mypy over the
 # package (strict on the backend seam and the steps). A finding fails `make test`, so CI fails on it.
