@@ -15,7 +15,7 @@ SECRET_DIGEST = hashlib.sha256(SECRET.encode()).hexdigest()
 
 LEAKY_SCRIPT = textwrap.dedent('''
     """Prints its token on stdout and stderr; with FAIL set, rank FAIL raises with the token in the message."""
-    import hashlib, os, sys
+    import hashlib, os, sys, time
     token = os.environ["HF_TOKEN"]
     rank = int(os.environ.get("RANK", "0"))
     print(f"digest {hashlib.sha256(token.encode()).hexdigest()}", flush=True)
@@ -25,7 +25,18 @@ LEAKY_SCRIPT = textwrap.dedent('''
     sys.stderr.write("split write " + token[:5])
     sys.stderr.flush()
     sys.stderr.write(token[5:] + " done\\n")
+    sys.stderr.flush()
+    # Every rank says it has printed; the failing rank waits for the others first, or the launcher could stop them
+    # before their lines are out (seen under load).
+    marks = os.environ["SM_OUTPUT_DATA_DIR"]
+    os.makedirs(marks, exist_ok=True)
+    open(os.path.join(marks, f"printed-{rank}"), "w").close()
     if os.environ.get("FAIL") == str(rank):
+        world = int(os.environ.get("WORLD_SIZE", "1"))
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not all(
+                os.path.exists(os.path.join(marks, f"printed-{other}")) for other in range(world)):
+            time.sleep(0.05)
         raise RuntimeError(f"login refused for token {token}")
     open(os.path.join(os.environ["SM_MODEL_DIR"], "model.txt"), "w").write("a model")
 ''')

@@ -114,6 +114,9 @@ def test_a_pid_inside_a_hosts_namespace_is_translated_from_the_kernels_own_recor
         assert namespace and namespace != os.readlink("/proc/self/ns/pid")
         outside = host_pid(inside, None, namespace)
         assert outside is not None and outside != inside
+        # The shell writes the pid file before it execs sleep: under load the test can look in between.
+        while not Path(f"/proc/{outside}/cmdline").read_bytes().startswith(b"sleep\0") and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert Path(f"/proc/{outside}/cmdline").read_bytes().startswith(b"sleep\0")
         assert host_pid(inside, process_start_ticks(outside), namespace) == outside
         assert host_pid(inside, (process_start_ticks(outside) or 0) + 1, namespace) is None
