@@ -41,8 +41,21 @@ worker.join()
 """
 
 
+def _children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (the kernel's record)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            data = Path(f"/proc/{entry}/stat").read_bytes() if entry.isdigit() else b""
+        except OSError:
+            continue
+        if data and int(data[data.rfind(b")") + 2:].split()[1]) == pid:
+            found.append(int(entry))
+    return found
+
+
 def _kill_controller(tmp_path, environment: dict[str, str], *, guard_too: bool, patience: float = 30,
-                     threaded: bool = False) -> dict:
+                     threaded: bool = False, launchers_too: bool = False) -> dict:
     """`trainops run` of a job whose rank double-forks a daemon that sheds the job's marker; SIGKILL the controller
     (and its guard) once the daemon runs. Returns what was seen: the record, the daemon's fate, how long it took."""
     token = f"daemon-{uuid.uuid4().hex}"
@@ -67,6 +80,8 @@ def _kill_controller(tmp_path, environment: dict[str, str], *, guard_too: bool, 
         killed = time.monotonic()
         if guard_too:
             os.kill(guard, signal.SIGKILL)  # no trainops process is left to clean up after the controller
+        for launcher in (_children(controller.pid) if launchers_too else []):
+            os.kill(launcher, signal.SIGKILL)  # nor the hosts' own launchers
         controller.kill()
         controller.wait()
         gone = wait_for(lambda: not processes_with(token, tmp_path), patience)
@@ -86,6 +101,14 @@ def test_killing_the_controller_and_its_guard_outright_still_ends_every_process_
     assert seen["gone"], seen
 
 
+@pytest.mark.parametrize("variant", sorted(VARIANTS))
+def test_killing_the_hosts_launchers_outright_too_still_ends_every_process_of_the_host(tmp_path, variant):
+    """With a PID namespace the host's init dies with its launcher (parent-death signal), so even the launcher
+    killed outright takes every process of the host with it."""
+    seen = _kill_controller(tmp_path, VARIANTS[variant], guard_too=True, launchers_too=True)
+    assert seen["record"]["isolation"] == variant and seen["gone"], seen
+
+
 def test_a_controller_that_ran_the_job_from_another_thread_still_takes_every_process_of_the_host_with_it(tmp_path):
     seen = _kill_controller(tmp_path, {}, guard_too=True, threaded=True)
     assert seen["record"]["isolation"] in VARIANTS and seen["gone"], seen
@@ -100,10 +123,19 @@ def test_kill_9_of_the_controller_alone_ends_every_process_of_the_host_and_the_j
     assert json.loads(shown.stdout)["status"] == "Failed", shown.stdout
 
 
-def test_without_the_pid_namespace_a_daemon_outlives_a_controller_and_guard_killed_outright(tmp_path):
-    """The fallback's limit, as docs/runtime.md states it: nothing of trainops is left to stop a process that left
-    the job's session and marker."""
-    seen = _kill_controller(tmp_path, {"TRAINOPS_LOCAL_PID_NAMESPACE": "0"}, guard_too=True, patience=5)
+def test_without_the_pid_namespace_killing_the_controller_and_its_guard_outright_still_ends_the_daemon(tmp_path):
+    """The fallback: each host's launcher is a child subreaper, so the double-forked daemon stays its descendant,
+    and the controller's end (its pipe) makes the launcher stop every descendant before it ends."""
+    seen = _kill_controller(tmp_path, {"TRAINOPS_LOCAL_PID_NAMESPACE": "0"}, guard_too=True)
+    assert seen["record"]["isolation"] in ("mount", "user-mount"), seen["record"]
+    assert seen["gone"], seen
+
+
+def test_without_the_pid_namespace_a_daemon_outlives_its_hosts_launcher_killed_outright(tmp_path):
+    """The fallback's limit, as docs/runtime.md states it: with the host's launcher itself killed outright (and the
+    controller), nothing is left to stop a process that left the launcher's session."""
+    seen = _kill_controller(tmp_path, {"TRAINOPS_LOCAL_PID_NAMESPACE": "0"}, guard_too=True, launchers_too=True,
+                            patience=5)
     assert seen["record"]["isolation"] in ("mount", "user-mount"), seen["record"]
     assert not seen["gone"] and seen["left"], seen
 

@@ -58,20 +58,21 @@ def test_the_settings_turn_namespaces_off_or_ask_for_the_user_namespace_variant(
     assert container.choose_isolation(works, {"TRAINOPS_LOCAL_PID_NAMESPACE": "1"}) == "pid"
 
 
-@pytest.mark.parametrize("variant", container.ISOLATIONS)
+@pytest.mark.parametrize("variant", [*container.ISOLATIONS, None])
 def test_each_variant_starts_the_host_with_its_own_launcher(tmp_path, monkeypatch, variant):
+    """One launcher for every variant (`host_init`, which holds the job's locks until its host has ended), told the
+    variant; with a namespace the entrypoint runs through the mount script, without one its /opt/ml paths are the
+    host's base directory."""
     monkeypatch.setattr(container, "isolation", lambda: variant)
     layout = HostLayout("algo-1", tmp_path / "hosts" / "algo-1")
-    argv = container.isolate(["/image/python", "train.py"], layout, tmp_path, ["algo-1"])
-    assert argv[-2:] == ["/image/python", "train.py"]
-    if variant in container.PID_ISOLATIONS:
-        assert argv[:4] == [sys.executable, "-I", "-S", os.path.abspath(host_init.__file__)]
-        assert (host_init.USER_NAMESPACE_FLAG in argv[4:5]) == (variant == "user-pid")
-        assert str(container.init_report(tmp_path, "algo-1")) in argv
+    argv = container.isolate(["/image/python", "/opt/ml/code/train.py"], layout, tmp_path, ["algo-1"])
+    assert argv[:6] == [sys.executable, "-I", "-S", os.path.abspath(host_init.__file__), variant or "none",
+                        str(container.init_report(tmp_path, "algo-1"))]
+    if variant is None:
+        assert argv[6:] == ["/image/python", str(layout.base_dir / "code" / "train.py")]
     else:
-        assert os.path.basename(argv[0]) == "unshare"
-        assert ("--user" in argv and "--map-root-user" in argv) == (variant == "user-mount")
-        assert argv[argv.index("--mount") + 1:argv.index("--mount") + 3] == ["--propagation", "private"]
+        assert argv[6:8] == [shutil.which("sh", path=container.SAFE_PATH), "-c"]
+        assert argv[-2:] == ["/image/python", "/opt/ml/code/train.py"]
 
 
 def test_a_real_probe_agrees_with_what_this_process_may_do():
@@ -102,8 +103,7 @@ def test_a_pid_inside_a_hosts_namespace_is_translated_from_the_kernels_own_recor
         pytest.skip(f"{variant} is refused here")
     # The host's launcher: its init is pid 1, the command (sh, pid 2) writes its own pid as it sees it, then sleeps.
     seen = tmp_path / "pid"
-    launcher = subprocess.Popen([sys.executable, "-I", "-S", host_init.__file__,
-                                 *([host_init.USER_NAMESPACE_FLAG] if user_namespace else []), str(tmp_path / "init"),
+    launcher = subprocess.Popen([sys.executable, "-I", "-S", host_init.__file__, variant, str(tmp_path / "init"),
                                  "/bin/sh", "-c", f'echo $$ > {seen}.tmp && mv {seen}.tmp {seen} && exec sleep 60'])
     try:
         deadline = time.monotonic() + 30

@@ -24,7 +24,6 @@ import json
 import logging
 import os
 import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -373,10 +372,9 @@ def host_tool(name: str) -> str | None:
 #: How an emulated host is isolated, strongest first (`isolation`): a PID and a mount namespace made directly (root,
 #: CAP_SYS_ADMIN), the same inside a user namespace of the host's own (an unprivileged user, where the kernel allows
 #: user namespaces), then a mount namespace alone (PID namespaces turned off) either way. None: no namespace at all.
+#: Every variant, None included, is started by `host_init` (its launcher holds the job's locks until the host ended).
 PID_ISOLATIONS = ("pid", "user-pid")
 ISOLATIONS = (*PID_ISOLATIONS, "mount", "user-mount")
-_UNSHARE_FLAGS = {"mount": ["--mount", "--propagation", "private"],
-                  "user-mount": ["--user", "--map-root-user", "--mount", "--propagation", "private"]}
 # What the host's mount script does, tried once: a tmpfs, a bind mount and a read-only remount of it.
 _MOUNT_PROBE = ('set -e; d=$(mktemp -d); mkdir "$d/a" "$d/b"; mount --bind "$d/a" "$d/b"; '
                 'mount -o remount,bind,ro "$d/b"; umount "$d/b"; mount -t tmpfs trainops-probe "$d/a"; '
@@ -408,19 +406,8 @@ def isolation_works(variant: str) -> bool:
     the mounts a host makes (a refused `unshare`, a refused mount of /proc or a bind mount all answer no)."""
     from trainops.backends.local import host_init
 
-    unshare, shell = host_tool("unshare"), host_tool("sh")
-    if not shell:
-        return False
-    probe, env = [shell, "-c", _MOUNT_PROBE], {"PATH": SAFE_PATH}
-    if variant in PID_ISOLATIONS:
-        return host_init.works(variant == "user-pid", probe, env)
-    if not unshare:
-        return False
-    try:
-        return subprocess.run([unshare, *_UNSHARE_FLAGS[variant], *probe], capture_output=True, timeout=20,
-                              stdin=subprocess.DEVNULL, env=env).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+    shell = host_tool("sh")
+    return shell is not None and host_init.works(variant, [shell, "-c", _MOUNT_PROBE], {"PATH": SAFE_PATH})
 
 
 @functools.lru_cache(maxsize=1)
@@ -472,10 +459,19 @@ exec "$@"
 
 
 def isolate(argv: list[str], layout: HostLayout, job_dir: Path, hosts: list[str]) -> list[str]:
-    """`argv` wrapped to run in its own mount namespace (see the module docstring)."""
+    """`argv`, the container's entrypoint, as its host's launcher starts it (`host_init`, in the variant this machine
+    allows): in a mount namespace of its own through the mount script (see the module docstring), or, with no
+    namespace, with the /opt/ml paths it names turned into the host's base directory."""
+    from trainops.backends.local import host_init
+
     namespace = job_dir / "namespace"
     keep = namespace / f"opt-{layout.name}"
     keep.mkdir(parents=True, exist_ok=True)
+    variant = isolation()
+    launcher = [sys.executable, "-I", "-S", os.path.abspath(host_init.__file__), variant or "none",
+                str(init_report(job_dir, layout.name))]
+    if variant is None:
+        return [*launcher, *(_to_host(part, layout.base_dir) for part in argv)]
     hosts_file = namespace / "hosts"
     if not hosts_file.exists():
         try:
@@ -485,23 +481,15 @@ def isolate(argv: list[str], layout: HostLayout, job_dir: Path, hosts: list[str]
         names = "".join(f"127.0.0.1\t{host}\n" for host in hosts)
         hosts_file.write_text(original.rstrip("\n") + "\n# emulated SageMaker hosts (trainops)\n" + names,
                               encoding="utf-8")
-    unshare, shell = host_tool("unshare"), host_tool("sh")
-    if not unshare or not shell:
-        raise SpecError(Problem("isolation", f"unshare or sh is not on this machine (looked in {SAFE_PATH}): install "
-                                             "util-linux, or set TRAINOPS_LOCAL_NAMESPACE=0"), source="local host")
+    shell = host_tool("sh")
+    if not shell:
+        raise SpecError(Problem("isolation", f"sh is not on this machine (looked in {SAFE_PATH}): install a shell, "
+                                             "or set TRAINOPS_LOCAL_NAMESPACE=0"), source="local host")
     mounts = namespace / f"mounts-{layout.name}"
     mounts.write_text("".join(f"{'ro' if readonly else 'rw'}\t{source}\t{target}\n"
                               for source, target, readonly in layout.mounts), encoding="utf-8")
-    script = [shell, "-c", _NAMESPACE_SCRIPT, "trainops-container", str(layout.base_dir), str(hosts_file), str(keep),
-              SAFE_PATH, str(mounts), *argv]
-    variant = isolation()
-    if variant in PID_ISOLATIONS:  # the host a PID namespace too, ended by the kernel (`host_init`)
-        from trainops.backends.local import host_init
-
-        return [sys.executable, "-I", "-S", os.path.abspath(host_init.__file__),
-                *([host_init.USER_NAMESPACE_FLAG] if variant == "user-pid" else []),
-                str(init_report(job_dir, layout.name)), *script]
-    return [unshare, *_UNSHARE_FLAGS[variant or "mount"], *script]
+    return [*launcher, shell, "-c", _NAMESPACE_SCRIPT, "trainops-container", str(layout.base_dir), str(hosts_file),
+            str(keep), SAFE_PATH, str(mounts), *argv]
 
 
 def init_report(job_dir: Path, host: str) -> Path:

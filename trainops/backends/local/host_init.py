@@ -1,19 +1,29 @@
-"""An emulated host the kernel cleans up: `python host_init.py [--user-namespace] REPORT COMMAND...`.
+"""An emulated host the kernel cleans up: `python -I -S host_init.py VARIANT REPORT COMMAND...`.
 
-Started by the controller as a host's launcher process (H). H dies with its controller (`PR_SET_PDEATHSIG`, SIGKILL)
-and makes a mount and a PID namespace for the host (with ``--user-namespace``, where this user may not make them
-directly, inside a user namespace of its own in which this user is root, as `unshare --user --map-root-user` does:
-no privilege beyond this user's, and files keep this user's ownership); its one child (C) is PID 1 there and dies
-with H (its own parent-death signal, which the kernel delivers to a namespace's init when it comes from the parent
-namespace). When a PID namespace's init ends, the kernel kills every process left in it: so every process of the
-host, daemons and double forks included, ends with the host or with its controller, however they end. No polling
-or bookkeeping is on that path.
+Every host of a local job is started by the controller through this launcher (H), whatever the machine allows
+(`VARIANTS`, strongest first; `container.isolation` chooses). H holds copies of the job's locks (the controller
+lock and the checkpoint directory's lock: `HELD_LOCKS`) and the read end of a pipe whose write end only the
+controller holds (`CONTROLLER_PIPE`). Whenever H ends, its host has ended before it: so a lock that is free proves
+that no process of the job runs, and the controller ending in any way, `kill -9` included, ends every host.
 
-C mounts a /proc of the namespace (so the runtime inside sees its own pids), runs COMMAND (the mount script that
-binds /opt/ml and /etc/hosts, then the container's entrypoint: L) as its child, passes SIGTERM / SIGINT / SIGHUP on
-to it and reaps every orphan meanwhile. When L ends, C stops what L left in the host (SIGTERM, SIGKILL a second
-later), writes to REPORT how L ended and how many processes it stopped, and exits; H then ends as L did (the same
-exit code, or the same signal), so the controller reads the host's end as before.
+- **pid** and **user-pid**: H makes a mount and a PID namespace for the host (``user-pid``: inside a user namespace
+  of its own in which this user is root, as `unshare --user --map-root-user` does: no privilege beyond this user's,
+  and files keep this user's ownership). Its one child (C) is PID 1 there and dies with H (parent-death signal).
+  When a PID namespace's init ends, the kernel kills every process left in it, daemons and double forks included.
+  C mounts a /proc of the namespace, runs COMMAND (L) as its child and, when L ends, stops what L left.
+- **mount**, **user-mount** and **none** (no PID namespace here, or turned off): H makes the mount namespace itself
+  (not for ``none``) and is a child subreaper, so an orphan anywhere below it is handed to H instead of init and
+  every process of the host stays a descendant of H; when L ends, H stops its descendants. The weaker promise: a
+  process that H does not see as its descendant (one made a child of another process, such as a service manager's)
+  is not the host's any more, and should H itself be killed outright (not the controller: H), the host's processes
+  other than L lose the one who would stop them.
+
+When the controller's pipe reaches its end before the host has ended (the controller process is gone), H kills the
+host (C, which makes the kernel kill the namespace; or each of its descendants) and waits until nothing of it is
+left before it exits, releasing the locks last. Otherwise H passes SIGTERM / SIGINT / SIGHUP on to the host, writes
+to REPORT how L ended and how many processes were stopped after it, and ends as L did (the same exit code, or the
+same signal), so the controller reads the host's end as a launcher's. No polling is on these paths: H sleeps in
+`poll` until a child ends (SIGCHLD) or the pipe closes.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ from __future__ import annotations
 import ctypes
 import errno
 import os
+import select
 import signal
 import sys
 import time
@@ -28,16 +39,21 @@ import time
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWUSER = 0x10000000
-USER_NAMESPACE_FLAG = "--user-namespace"
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
 PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+#: How a host is isolated, strongest first: what each namespace flag set makes (None: no namespace).
+VARIANTS = {"pid": CLONE_NEWNS | CLONE_NEWPID, "user-pid": CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID,
+            "mount": CLONE_NEWNS, "user-mount": CLONE_NEWUSER | CLONE_NEWNS, "none": 0}
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP, signal.SIGUSR1, signal.SIGUSR2)
-DIE_WITH_PARENT = "TRAINOPS_HOST_PDEATHSIG"  # "1": the controller's launching thread is its main thread
 #: The read end of a pipe whose write end only the controller holds: its end of file means the controller process
-#: ended, whichever of its threads started this host (a parent-death signal follows the thread).
+#: ended (or gave the host up), whichever of its threads started this host.
 CONTROLLER_PIPE = "TRAINOPS_HOST_CONTROLLER_FD"
+#: Descriptors of the job's locks (comma-separated), held by H until the host has ended.
+HELD_LOCKS = "TRAINOPS_HOST_LOCK_FDS"
 LEFT_GRACE_SECONDS = 1.0
+KILLED = 128 + int(signal.SIGKILL)
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -51,7 +67,7 @@ def _check(result: int, what: str) -> None:
 def _die_with_parent(expected_parent: int) -> None:
     _check(_libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
     if os.getppid() != expected_parent:  # the parent ended before the signal was asked for
-        os._exit(128 + int(signal.SIGKILL))
+        os._exit(KILLED)
 
 
 def _forward_to(pid: int) -> None:
@@ -65,14 +81,121 @@ def _forward_to(pid: int) -> None:
         signal.signal(number, forward)
 
 
-def _wait(pid: int) -> int:
+def _exec(command: list[str]) -> None:
+    """In a forked child: the host's launcher L, with the default signal actions."""
+    for number in FORWARDED:
+        signal.signal(number, signal.SIG_DFL)
+    try:
+        os.execv(command[0], command)
+    finally:
+        os._exit(127)
+
+
+def _reap(child: int) -> int | None:
+    """Collect every child that ended (orphans a subreaper adopted); the raw status of ``child`` if it was one."""
+    found = None
     while True:
         try:
-            return os.waitpid(pid, 0)[1]
-        except InterruptedError:
+            pid, raw = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return found
+        if pid == 0:
+            return found
+        if pid == child:
+            found = raw
+
+
+def _wait_for(child: int, pipe: int | None, lost) -> int:
+    """Wait until ``child`` ends and return its raw status, reaping every other child meanwhile; should the
+    controller's pipe reach its end first, call ``lost()`` (which does not return). Woken by SIGCHLD through a
+    wake-up descriptor: no polling."""
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    poller = select.poll()
+    poller.register(wake_read, select.POLLIN)
+    if pipe is not None:
+        poller.register(pipe, select.POLLIN | select.POLLHUP)
+    while True:
+        raw = _reap(child)  # before each sleep: a SIGCHLD after this wakes the poll below
+        if raw is not None:
+            return raw
+        for descriptor, _ in poller.poll():
+            if descriptor == wake_read:
+                os.read(wake_read, 4096)
+            else:  # nothing is ever written to the pipe: ready means every write end is closed
+                lost()
+
+
+# --- without a PID namespace: H's descendants ---------------------------------------------------------------------
+def _descendants() -> dict[int, int]:
+    """Every live process below this one (pid -> start time in clock ticks), from /proc's parent links."""
+    children: dict[int, list[int]] = {}
+    details: dict[int, tuple[bytes, int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
             continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as handle:
+                data = handle.read()
+            fields = data[data.rfind(b")") + 2:].split()
+            details[int(entry)] = (fields[0], int(fields[19]))
+            children.setdefault(int(fields[1]), []).append(int(entry))
+        except (OSError, IndexError, ValueError):
+            continue  # gone meanwhile
+    found: dict[int, int] = {}
+    pending = [os.getpid()]
+    while pending:
+        for pid in children.get(pending.pop(), ()):
+            if pid not in found:
+                found[pid] = details[pid][1]
+                pending.append(pid)
+    return {pid: ticks for pid, ticks in found.items() if details[pid][0] not in (b"Z", b"X")}
 
 
+def _signal(pid: int, ticks: int, number: int) -> None:
+    """Signal a descendant found by `_descendants`, only while its pid is still that process (its start time)."""
+    try:
+        handle = os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        handle = None
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            data = stat.read()
+        if int(data[data.rfind(b")") + 2:].split()[19]) != ticks:
+            return  # ended, and the pid is another process's now
+        if handle is not None:
+            signal.pidfd_send_signal(handle, number)
+        else:
+            os.kill(pid, number)
+    except (OSError, IndexError, ValueError):
+        pass  # it ended meanwhile
+    finally:
+        if handle is not None:
+            os.close(handle)
+
+
+def _stop_descendants(grace: float) -> int:
+    """SIGTERM every descendant (and any started meanwhile), SIGKILL what is left after ``grace`` seconds; returns
+    how many there were."""
+    seen: dict[int, int] = {}
+    number, deadline = signal.SIGTERM, time.monotonic() + grace
+    while True:
+        _reap(-1)
+        alive = _descendants()
+        if not alive:
+            return len(seen)
+        if time.monotonic() >= deadline:
+            number = signal.SIGKILL
+        for pid, ticks in alive.items():
+            if number == signal.SIGKILL or seen.get(pid) != ticks:
+                _signal(pid, ticks, number)
+        seen.update(alive)
+        time.sleep(0.02)
+
+
+# --- with a PID namespace: C, the host's PID 1 --------------------------------------------------------------------
 def _others() -> list[int]:
     """Every process of this namespace but this one (C is pid 1)."""
     return [int(entry) for entry in os.listdir("/proc") if entry.isdigit() and int(entry) != 1]
@@ -86,14 +209,14 @@ def _stop_the_rest() -> int:
     _signal_all(signal.SIGTERM)  # from a namespace's init: every process of the namespace but itself
     deadline = time.monotonic() + LEFT_GRACE_SECONDS
     while time.monotonic() < deadline:
-        _reap()
+        _reap(-1)
         alive = set(_others())
         if not alive:
             return len(left)
         left |= alive
         time.sleep(0.02)
     _signal_all(signal.SIGKILL)
-    _reap()
+    _reap(-1)
     return len(left)
 
 
@@ -104,29 +227,21 @@ def _signal_all(number: int) -> None:
         pass
 
 
-def _reap() -> None:
-    while True:
-        try:
-            pid, _ = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
-            return
-        if pid == 0:
-            return
+def _write_report(report: str, raw: int, stopped: int) -> None:
+    try:
+        with open(report, "w", encoding="ascii") as handle:
+            handle.write(f"{raw} {stopped}\n")
+    except OSError:  # a full disk: H still learns how L ended, from the exit code
+        pass
 
 
 def _init(report: str, command: list[str]) -> None:
     """C: the host's PID 1."""
     _die_with_parent(expected_parent=0)  # H is in the parent namespace: getppid() is 0 here
-    _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
     _check(_libc.mount(b"proc", b"/proc", b"proc", 0, None), "mount -t proc proc /proc")
     launcher = os.fork()
     if launcher == 0:
-        for number in FORWARDED:
-            signal.signal(number, signal.SIG_DFL)
-        try:
-            os.execv(command[0], command)
-        finally:
-            os._exit(127)
+        _exec(command)
     _forward_to(launcher)
     status = None
     while status is None:
@@ -138,14 +253,13 @@ def _init(report: str, command: list[str]) -> None:
             break
         if pid == launcher:
             status = raw
-    stopped = _stop_the_rest()
     status = status if status is not None else 127 << 8
-    try:
-        with open(report, "w", encoding="ascii") as handle:
-            handle.write(f"{status} {stopped}\n")
-    except OSError:  # a full disk: H still learns how L ended, from this exit code
-        pass
-    os._exit(128 + os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status))
+    _write_report(report, status, _stop_the_rest())
+    os._exit(_exit_code(status))
+
+
+def _exit_code(raw: int) -> int:
+    return 128 + os.WTERMSIG(raw) if os.WIFSIGNALED(raw) else os.WEXITSTATUS(raw)
 
 
 def _end_as(raw: int) -> None:
@@ -159,82 +273,89 @@ def _end_as(raw: int) -> None:
     os._exit(os.WEXITSTATUS(raw) if os.WIFEXITED(raw) else 1)
 
 
-def _wait_or_end_with_controller(descriptor: int, init: int) -> None:
-    """Wait until the host's init ends; should the controller's pipe reach its end first (the controller process
-    is gone), kill the init, which makes the kernel end every process of the host, and end H as killed. (H cannot
-    start a thread once it made the PID namespace: a poll of the pipe and of the init's pidfd.)"""
-    import select
-
-    try:
-        process = os.pidfd_open(init)
-    except (AttributeError, OSError):  # no pidfd here (Linux < 5.3): the parent-death signal and the guard remain
-        return
-    poller = select.poll()
-    poller.register(process, select.POLLIN)
-    poller.register(descriptor, select.POLLIN | select.POLLHUP)
-    while True:
-        ready = dict(poller.poll())
-        if process in ready:
-            return
-        if descriptor in ready:  # nothing is ever written: ready means every write end is closed
-            try:
-                os.kill(init, signal.SIGKILL)
-            finally:
-                os._exit(128 + int(signal.SIGKILL))
-
-
-def _enter_user_namespace() -> None:
-    """A user namespace of its own in which this user (and group) is root: what lets an unprivileged user make the
-    host's mount and PID namespaces (they belong to it). Its processes have no privilege outside it."""
+def _enter_namespaces(flags: int) -> None:
+    """Make the host's namespaces; with a user namespace, one of its own in which this user (and group) is root:
+    what lets an unprivileged user make the others (they belong to it). Mounts made below stay the host's."""
     uid, gid = os.geteuid(), os.getegid()
-    _check(_libc.unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID),
-           "unshare(CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID)")
-    for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
-        with open(f"/proc/self/{name}", "w", encoding="ascii") as handle:  # setgroups first: gid_map needs it
-            handle.write(text)
+    _check(_libc.unshare(flags), f"unshare({flags:#x})")
+    if flags & CLONE_NEWUSER:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+            with open(f"/proc/self/{name}", "w", encoding="ascii") as handle:  # setgroups first: gid_map needs it
+                handle.write(text)
+    if flags & CLONE_NEWNS:
+        _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+
+
+def _held(name: str) -> list[int]:
+    """The descriptors the controller passed under ``name``, kept from the host's processes (a rank given a lock's
+    descriptor could unlock it for every holder)."""
+    descriptors = [int(part) for part in os.environ.pop(name, "").split(",") if part.isdigit()]
+    for descriptor in descriptors:
+        os.set_inheritable(descriptor, False)
+    return descriptors
 
 
 def main(argv: list[str]) -> int:
-    user_namespace = bool(argv) and argv[0] == USER_NAMESPACE_FLAG
-    report, command = (argv[1:] if user_namespace else argv)[0], (argv[1:] if user_namespace else argv)[1:]
-    if os.environ.pop(DIE_WITH_PARENT, "") == "1":
-        _die_with_parent(expected_parent=os.getppid())
-    named = os.environ.pop(CONTROLLER_PIPE, "")
-    pipe = int(named) if named.isdigit() else None
-    if pipe is not None:
-        os.set_inheritable(pipe, False)  # the host's processes never get it
+    variant, report, command = argv[0], argv[1], argv[2:]
+    if variant not in VARIANTS or not command:
+        raise SystemExit(f"usage: host_init.py {{{','.join(VARIANTS)}}} REPORT COMMAND...")
+    pipes, locks = _held(CONTROLLER_PIPE), _held(HELD_LOCKS)
+    pipe = pipes[0] if pipes else None
     try:
         os.unlink(report)
     except FileNotFoundError:
         pass
-    if user_namespace:
-        _enter_user_namespace()
-    else:
-        _check(_libc.unshare(CLONE_NEWNS | CLONE_NEWPID), "unshare(CLONE_NEWNS | CLONE_NEWPID)")
-    init = os.fork()
-    if init == 0:
+    flags = VARIANTS[variant]
+    if flags:
+        _enter_namespaces(flags)
+    if flags & CLONE_NEWPID:
+        init = os.fork()
+        if init == 0:
+            try:
+                for descriptor in [*pipes, *locks]:  # H holds them; C must not outlive its namespace holding them
+                    os.close(descriptor)
+                _init(report, command)
+            except BaseException as error:  # noqa: BLE001 - said on the host's output, then the host fails
+                sys.stderr.write(f"trainops: the emulated host could not start: {error}\n")
+                sys.stderr.flush()
+                os._exit(127)
+        _forward_to(init)
+
+        def lost() -> None:  # the init's end makes the kernel end the namespace; reaped once it is empty
+            os.kill(init, signal.SIGKILL)
+            os.waitpid(init, 0)
+            os._exit(KILLED)
+
+        raw = _wait_for(init, pipe, lost)
         try:
-            _init(report, command)
-        except BaseException as error:  # noqa: BLE001 - said on the host's output, then the host fails
-            sys.stderr.write(f"trainops: the emulated host could not start: {error}\n")
-            sys.stderr.flush()
-            os._exit(127)
-    _forward_to(init)
-    if pipe is not None:
-        _wait_or_end_with_controller(pipe, init)
-    raw = _wait(init)
-    try:
-        with open(report, encoding="ascii") as handle:
-            launcher_status = int(handle.read().split()[0])
-    except (OSError, ValueError, IndexError):  # no report (a full disk): C's exit code says it, 128 + a signal
-        code = os.WEXITSTATUS(raw) if os.WIFEXITED(raw) else 1
-        launcher_status = (code - 128) if 128 < code < 128 + 65 else code << 8
-    _end_as(launcher_status)
+            with open(report, encoding="ascii") as handle:
+                launcher_status = int(handle.read().split()[0])
+        except (OSError, ValueError, IndexError):  # no report (a full disk): C's exit code says it, 128 + a signal
+            code = os.WEXITSTATUS(raw) if os.WIFEXITED(raw) else 1
+            launcher_status = (code - 128) if 128 < code < 128 + 65 else code << 8
+        _end_as(launcher_status)
+        return 1
+    _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(PR_SET_CHILD_SUBREAPER)")
+    parent = os.getpid()
+    launcher = os.fork()
+    if launcher == 0:
+        os.setsid()
+        _die_with_parent(expected_parent=parent)
+        _exec(command)
+    _forward_to(launcher)
+
+    def kill_all() -> None:
+        _stop_descendants(grace=0.0)
+        os._exit(KILLED)
+
+    raw = _wait_for(launcher, pipe, kill_all)
+    _write_report(report, raw, _stop_descendants(LEFT_GRACE_SECONDS))
+    _end_as(raw)
     return 1
 
 
 def stopped_in(report: str) -> int:
-    """How many processes the host's init stopped after its launcher ended (0 when it said nothing)."""
+    """How many processes were stopped in a host after its launcher ended (0 when nothing said so)."""
     try:
         with open(report, encoding="ascii") as handle:
             return int(handle.read().split()[1])
@@ -242,15 +363,15 @@ def stopped_in(report: str) -> int:
         return 0
 
 
-def works(user_namespace: bool, command: list[str], env: dict[str, str], timeout: float = 20.0) -> bool:
+def works(variant: str, command: list[str], env: dict[str, str], timeout: float = 20.0) -> bool:
     """Whether a host made this way starts here: this module run as the hosts will be (a fresh interpreter, the same
     namespaces) with ``command`` (a probe of the mounts the host's mount script makes) as the host's launcher."""
     import subprocess
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="trainops-probe-") as directory:
-        argv = [sys.executable, "-I", "-S", os.path.abspath(__file__),
-                *([USER_NAMESPACE_FLAG] if user_namespace else []), os.path.join(directory, "init"), *command]
+        argv = [sys.executable, "-I", "-S", os.path.abspath(__file__), variant, os.path.join(directory, "init"),
+                *command]
         try:
             done = subprocess.run(argv, capture_output=True, timeout=timeout, stdin=subprocess.DEVNULL, env=env)
         except (OSError, subprocess.TimeoutExpired):

@@ -44,6 +44,7 @@ from trainops.spec.job import JobSpec
 POLL_SECONDS = 0.1
 RANK_PID_POLLS = 5  # every fifth poll the controller looks for ranks started (`LocalJob._note_rank_pids`)
 STOP_GRACE_SECONDS = 10.0
+HOST_END_SECONDS = 30.0  # how long a killed host may take to end (its launcher waits until nothing of it is left)
 FAILURE_SETTLE_SECONDS = 3.0  # how long the other hosts may take to end after the first failure, before stop-all
 MAX_RUNTIME_GRACE_SECONDS = 120.0  # SageMaker's wait between SIGTERM and SIGKILL when MaxRuntimeInSeconds passes
 FAILURE_REASON_LIMIT = 1024  # SageMaker's FailureReason shows the first 1,024 characters of the failure file
@@ -164,7 +165,7 @@ class LocalJob:
         self._record: dict[str, Any] = {}  # the InProgress status record, rewritten when a rank's pid is learnt
         self._ranks: dict[tuple[str, int], dict[str, Any]] = {}  # (host, rank) -> its pids (`_note_rank_pids`)
         self._ranks_tried: set[tuple[str, int, int, Any]] = set()
-        self._controller_pipes: list[int] = []  # write ends: each host's launcher ends when they close (`_start`)
+        self._controller_pipes: dict[str, int] = {}  # host -> write end: its launcher ends the host at its close
 
     # --- the public surface -------------------------------------------------------------------------------------
     def request_stop(self, reason: str = "Stopped by the user") -> None:
@@ -259,12 +260,12 @@ class LocalJob:
             finally:
                 self._stop_all()
                 result.processes_stopped, result.processes_left = self._process_watch.finish(grace_seconds=1.0)
-                if self._isolated and container.pid_namespaces_available():  # what each host's init stopped
-                    from trainops.backends.local.host_init import stopped_in
+                from trainops.backends.local.host_init import stopped_in
 
-                    result.processes_stopped += sum(stopped_in(str(container.init_report(self.job_dir, layout.name)))
-                                                    for layout in layouts)
-                for descriptor in self._controller_pipes:  # every launcher has ended (`_stop_all`)
+                # what each host's launcher stopped after its entrypoint ended
+                result.processes_stopped += sum(stopped_in(str(container.init_report(self.job_dir, layout.name)))
+                                                for layout in layouts)
+                for descriptor in self._controller_pipes.values():  # every launcher has ended (`_stop_all`)
                     os.close(descriptor)
                 self._controller_pipes.clear()
                 for reader in self._readers:
@@ -413,24 +414,21 @@ class LocalJob:
         for layout in layouts:
             if watch.check_stop_request() or self._stop_reason:
                 break  # stopped while starting: no further host is started (_watch records the job Stopped)
-            argv = container.container_argv(self.request, self.image_python)
-            if self._isolated:
-                argv = container.isolate(argv, layout, self.job_dir, hosts)
-            else:  # a ContainerEntrypoint naming /opt/ml paths: the host's base directory, as for the environment
-                argv = [container._to_host(part, layout.base_dir) for part in argv]
+            argv = container.isolate(container.container_argv(self.request, self.image_python), layout, self.job_dir,
+                                     hosts)
             environment = self._environment(layout, addresses, port)
-            passed: tuple[int, ...] = ()
-            if self._isolated and container.pid_namespaces_available():
-                from trainops.backends.local.host_init import CONTROLLER_PIPE, DIE_WITH_PARENT
+            from trainops.backends.local.host_init import CONTROLLER_PIPE, HELD_LOCKS
 
-                if threading.current_thread() is threading.main_thread():
-                    environment[DIE_WITH_PARENT] = "1"  # the host dies with this thread, so with the controller
-                # Whichever thread starts it, the host ends when this process does: the pipe's write end is ours
-                # alone (close-on-exec), so its end of file reaches the host's launcher only when we are gone.
-                read_end, write_end = os.pipe()
-                self._controller_pipes.append(write_end)
-                environment[CONTROLLER_PIPE] = str(read_end)
-                passed = (read_end,)
+            # Whichever thread starts it, the host ends when this process does: the pipe's write end is ours alone
+            # (close-on-exec), so its end of file reaches the host's launcher only when we are gone (or give the host
+            # up: `_stop_all`). The launcher holds copies of the job's locks until its host has ended.
+            read_end, write_end = os.pipe()
+            self._controller_pipes[layout.name] = write_end
+            locks = [descriptor for lock in (self._claim, self._checkpoint_lock)
+                     if lock is not None and (descriptor := lock.fileno()) is not None]
+            environment[CONTROLLER_PIPE] = str(read_end)
+            environment[HELD_LOCKS] = ",".join(map(str, locks))
+            passed = (read_end, *locks)
             try:
                 with watch.launching() as launch:  # another job of this process never claims it
                     process = subprocess.Popen(
@@ -441,13 +439,11 @@ class LocalJob:
                         stdout=subprocess.PIPE,
                         stderr=subprocess.STDOUT,
                         start_new_session=True,  # Ctrl-C reaches trainops, which stops hosts in order
-                        preexec_fn=watch.preexec(),  # death with the controller
                         pass_fds=passed,
                     )
                     launch.register(process.pid)
             finally:
-                for descriptor in passed:
-                    os.close(descriptor)
+                os.close(read_end)
             self._launchers[layout.name] = process
             watch.add_launcher(process.pid)
             assert process.stdout is not None  # started with stdout=PIPE
@@ -570,6 +566,15 @@ class LocalJob:
                 process.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pass
+        given_up = [name for name, process in running.items() if process.poll() is None]
+        for name in given_up:  # the host's launcher kills every process of the host, then ends
+            os.close(self._controller_pipes.pop(name))
+        deadline = time.monotonic() + HOST_END_SECONDS
+        for name in given_up:
+            try:
+                running[name].wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                logger.warning("[trainops] host %s had not ended %g s after it was killed", name, HOST_END_SECONDS)
         kill_job(self.job_id, grace_seconds=1.0)
 
     def _finish_outputs(self, first_host: HostLayout, result: LocalJobResult) -> None:

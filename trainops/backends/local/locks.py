@@ -26,12 +26,11 @@ class HeldLock:
         return None if self._handle is None else self._handle.fileno()
 
     def release(self) -> None:
+        """Close this process's descriptor: the kernel drops the lock once no process holds a copy (a host's
+        launcher given one keeps it until its host has ended; an unlock would drop it for every holder)."""
         if self._handle is not None:
-            try:
-                fcntl.flock(self._handle, fcntl.LOCK_UN)
-            finally:
-                self._handle.close()
-                self._handle = None
+            self._handle.close()
+            self._handle = None
 
 
 def try_lock(path: Path, owner: str, patience: float = 0.0) -> HeldLock | None:
