@@ -25,7 +25,7 @@ from pathlib import Path
 
 import yaml
 
-from trainops.backends.local.processes import job_processes, signal_job
+from trainops.backends.local.processes import job_processes
 
 SCRIPT = Path(__file__).parent / "scripts" / "faulty.py"
 #: Bounds the tests check (the job ends this long after the fault, at most); the bench measures the real figures.
@@ -171,6 +171,15 @@ class RunningJob:
         record = self.status()
         if record.get("job_id"):
             signal_job(record["job_id"], signal.SIGKILL)
+
+
+def signal_job(job_id: str, signum: int) -> None:
+    """Signal every process carrying the job's marker (what a scenario does to the job from outside)."""
+    for pid in job_processes(job_id):
+        try:
+            os.kill(pid, signum)
+        except ProcessLookupError:
+            pass
 
 
 def pgrep(pattern: str) -> list[int]:

@@ -19,8 +19,9 @@ BREAKS = [
      "exit 2 naming TRAINOPS_HOME / --workdir and what to do; no link target written; nothing resumed; default "
      "root the user's state directory, 0700",
      ["tests/reliability/test_reliability_state_root.py"]),
-    ("24.2", "A forged processes.json (look-alike cgroup with a linked cgroup.kill, a bystander's pid and session) "
-             "and a status.json controller identity copied from a live bystander",
+    ("24.2", "A forged processes.json (look-alike cgroup with a linked cgroup.kill, a bystander's pid and session: "
+             "trainops reads no such file any more) and a status.json controller identity copied from a live "
+             "bystander",
      "trainops stop signals nothing unproven and writes through no link; only the lock holder the kernel "
      "reports is the controller",
      ["tests/reliability/test_reliability_stop_proof.py"]),
@@ -31,22 +32,23 @@ BREAKS = [
     ("24.4", "Two `trainops run` of one new name at once, 3 rounds each, a 2 s and an instant job",
      "one job; both exit 0; the other follows it",
      ["tests/reliability/test_reliability_same_name_runs.py"]),
-    ("24.5", "A host's launcher ends while the watch scans (the hang); 2 hosts, algo-2 failing its health check on "
-             "every attempt, 4 cases per tracking mechanism with every core busy",
+    ("24.5", "A host's launcher ends at any moment of an attempt (the hang); 2 hosts, algo-2 failing its health "
+             "check on every attempt, 4 cases with a PID namespace and 4 without, every core busy",
      "the launcher's exit status is the job's (never read as 0); every case ends, none waits for max_run",
-     ["tests/unit/backends/test_local_launcher_exit.py",
-      "tests/system/test_retry_budgets.py::test_a_host_failing_its_health_check_on_every_attempt_never_hangs_"
+     ["tests/system/test_retry_budgets.py::test_a_host_failing_its_health_check_on_every_attempt_never_hangs_"
       "with_the_cpu_saturated"]),
     ("24.6", "PATH=/nonexistent in the spec, a 600-character checkpoint_s3_uri key, a file where jobs/NAME or "
              "checkpoints/KEY should be, a rank printing OSC 52 / title / CSI / a forged [trainops] line",
      "job runs or exit 2 with the path named, never an internal error; console and `trainops logs` escaped, the "
      "log file byte-exact",
      ["tests/reliability/test_reliability_local_errors.py"]),
-    ("24.7", "Each host a PID namespace by default (root: plain; nobody: in a user namespace): the controller and its "
-             "guard both SIGKILLed while a double-forked daemon without the job's marker runs (the job run from the "
-             "main thread or another one); kill -9 of the controller alone; a daemon left by a completed job",
-     "every process of the host ends with it (with TRAINOPS_LOCAL_PID_NAMESPACE=0 the daemon outlives both); the "
-     "init stops and counts what the launcher left; the variant chosen is the strongest the machine allows",
+    ("24.7", "Each host a PID namespace by default (root: plain; nobody: in a user namespace), started by one "
+             "launcher in every variant: the controller SIGKILLed (alone, or with the hosts' launchers) while a "
+             "double-forked daemon without the job's marker runs (the job run from the main thread or another one); "
+             "the same with TRAINOPS_LOCAL_PID_NAMESPACE=0; a daemon left by a completed job",
+     "every process of the host ends with it; without a PID namespace too, unless the launcher itself is killed "
+     "(then the daemon outlives it: the stated limit); what the entrypoint left is stopped and counted; the "
+     "variant chosen is the strongest the machine allows",
      ["tests/reliability/test_reliability_host_namespace.py", "tests/unit/backends/test_local_isolation.py"]),
     ("24.8", "A rank SIGKILLed by the pid `trainops status` lists for it (the pid it prints is its host namespace's); "
              "a spec PATH holding a fake mpirun, or /nonexistent, on an mpirun job",

@@ -4,7 +4,8 @@ notebook) never touch each other's processes.
 Found by tests/system/test_parallel_parity.py running three jobs at once: all launchers and guards of the jobs are
 children of that one process, and a job counted every child of the controller (a child subreaper) started after it
 as an adopted orphan of its own; so a job ending first stopped the launchers of the others ("launcher killed by
-signal 15") and their guards. Each direct child is now registered with its job (trainops.backends.local.tracking).
+signal 15") and their guards. Now nothing is adopted or scanned by the controller: each host's own launcher
+(trainops.backends.local.host_init) stops only its host, known by the kernel's own record.
 """
 
 from __future__ import annotations

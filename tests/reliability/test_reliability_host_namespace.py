@@ -1,8 +1,9 @@
 """Issue 24, build item 1: each emulated host a PID namespace (the default wherever the kernel allows one: made
 directly as root, or inside a user namespace of its own) whose init dies with its controller, so the kernel ends
 every process of the host, daemons and double forks included, even when nothing of trainops is left to clean up (the
-controller and its guard both killed outright). With the namespace turned off (TRAINOPS_LOCAL_PID_NAMESPACE=0, the
-fallback's promise) such a daemon outlives them: the weaker promise docs/runtime.md states."""
+controller and the hosts' launchers killed outright). With the namespace turned off (TRAINOPS_LOCAL_PID_NAMESPACE=0,
+the fallback) the host's launcher, a child subreaper, still stops such a daemon when the controller is killed; with
+the launcher itself killed outright the daemon outlives it: the weaker promise docs/runtime.md states."""
 
 from __future__ import annotations
 
@@ -54,10 +55,11 @@ def _children(pid: int) -> list[int]:
     return found
 
 
-def _kill_controller(tmp_path, environment: dict[str, str], *, guard_too: bool, patience: float = 30,
-                     threaded: bool = False, launchers_too: bool = False) -> dict:
+def _kill_controller(tmp_path, environment: dict[str, str], *, patience: float = 30, threaded: bool = False,
+                     launchers_too: bool = False) -> dict:
     """`trainops run` of a job whose rank double-forks a daemon that sheds the job's marker; SIGKILL the controller
-    (and its guard) once the daemon runs. Returns what was seen: the record, the daemon's fate, how long it took."""
+    (and the hosts' launchers) once the daemon runs. Returns what was seen: the record, the daemon's fate, how long
+    it took."""
     token = f"daemon-{uuid.uuid4().hex}"
     spec = write_job(tmp_path, {"MODE": "helper", "TOKEN": token, "STEPS": "1500"})
     workdir = tmp_path / "work"
@@ -75,11 +77,7 @@ def _kill_controller(tmp_path, environment: dict[str, str], *, guard_too: bool, 
             seen += line
         assert processes_with(token), seen[-2000:]  # the double-forked daemon that shed the job's marker runs
         record = json.loads((workdir / "jobs" / "ns" / "status.json").read_text())
-        guard = (record.get("processes") or {}).get("guard_pid")
-        assert guard, record
         killed = time.monotonic()
-        if guard_too:
-            os.kill(guard, signal.SIGKILL)  # no trainops process is left to clean up after the controller
         for launcher in (_children(controller.pid) if launchers_too else []):
             os.kill(launcher, signal.SIGKILL)  # nor the hosts' own launchers
         controller.kill()
@@ -95,8 +93,8 @@ def _kill_controller(tmp_path, environment: dict[str, str], *, guard_too: bool, 
 
 
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_killing_the_controller_and_its_guard_outright_still_ends_every_process_of_the_host(tmp_path, variant):
-    seen = _kill_controller(tmp_path, VARIANTS[variant], guard_too=True)
+def test_killing_the_controller_outright_ends_every_process_of_the_host(tmp_path, variant):
+    seen = _kill_controller(tmp_path, VARIANTS[variant])
     assert seen["record"]["isolation"] == variant, seen["record"]
     assert seen["gone"], seen
 
@@ -105,17 +103,17 @@ def test_killing_the_controller_and_its_guard_outright_still_ends_every_process_
 def test_killing_the_hosts_launchers_outright_too_still_ends_every_process_of_the_host(tmp_path, variant):
     """With a PID namespace the host's init dies with its launcher (parent-death signal), so even the launcher
     killed outright takes every process of the host with it."""
-    seen = _kill_controller(tmp_path, VARIANTS[variant], guard_too=True, launchers_too=True)
+    seen = _kill_controller(tmp_path, VARIANTS[variant], launchers_too=True)
     assert seen["record"]["isolation"] == variant and seen["gone"], seen
 
 
 def test_a_controller_that_ran_the_job_from_another_thread_still_takes_every_process_of_the_host_with_it(tmp_path):
-    seen = _kill_controller(tmp_path, {}, guard_too=True, threaded=True)
+    seen = _kill_controller(tmp_path, {}, threaded=True)
     assert seen["record"]["isolation"] in VARIANTS and seen["gone"], seen
 
 
 def test_kill_9_of_the_controller_alone_ends_every_process_of_the_host_and_the_job_reads_failed(tmp_path):
-    seen = _kill_controller(tmp_path, {}, guard_too=False)
+    seen = _kill_controller(tmp_path, {})
     assert seen["record"]["isolation"] in VARIANTS and seen["gone"], seen
     shown = subprocess.run([*TRAINOPS, "status", "ns", "--backend", "local", "--workdir", str(tmp_path / "work"),
                             "--json"], capture_output=True, text=True, timeout=120)
@@ -123,10 +121,10 @@ def test_kill_9_of_the_controller_alone_ends_every_process_of_the_host_and_the_j
     assert json.loads(shown.stdout)["status"] == "Failed", shown.stdout
 
 
-def test_without_the_pid_namespace_killing_the_controller_and_its_guard_outright_still_ends_the_daemon(tmp_path):
+def test_without_the_pid_namespace_killing_the_controller_outright_still_ends_the_daemon(tmp_path):
     """The fallback: each host's launcher is a child subreaper, so the double-forked daemon stays its descendant,
     and the controller's end (its pipe) makes the launcher stop every descendant before it ends."""
-    seen = _kill_controller(tmp_path, {"TRAINOPS_LOCAL_PID_NAMESPACE": "0"}, guard_too=True)
+    seen = _kill_controller(tmp_path, {"TRAINOPS_LOCAL_PID_NAMESPACE": "0"})
     assert seen["record"]["isolation"] in ("mount", "user-mount"), seen["record"]
     assert seen["gone"], seen
 
@@ -134,8 +132,7 @@ def test_without_the_pid_namespace_killing_the_controller_and_its_guard_outright
 def test_without_the_pid_namespace_a_daemon_outlives_its_hosts_launcher_killed_outright(tmp_path):
     """The fallback's limit, as docs/runtime.md states it: with the host's launcher itself killed outright (and the
     controller), nothing is left to stop a process that left the launcher's session."""
-    seen = _kill_controller(tmp_path, {"TRAINOPS_LOCAL_PID_NAMESPACE": "0"}, guard_too=True, launchers_too=True,
-                            patience=5)
+    seen = _kill_controller(tmp_path, {"TRAINOPS_LOCAL_PID_NAMESPACE": "0"}, launchers_too=True, patience=5)
     assert seen["record"]["isolation"] in ("mount", "user-mount"), seen["record"]
     assert not seen["gone"] and seen["left"], seen
 
@@ -212,7 +209,6 @@ def test_an_unprivileged_user_gets_the_user_namespace_variant_and_its_daemons_en
         rank = record["ranks"][0]
         facts = dict(line.split(":", 1) for line in Path(f"/proc/{rank['pid']}/status").read_text().splitlines())
         assert facts["Uid"].split()[0] == str(NOBODY) and int(facts["NSpid"].split()[-1]) == rank["pid_in_host"]
-        os.kill(record["processes"]["guard_pid"], signal.SIGKILL)
         controller.kill()
         controller.wait()
         assert wait_for(lambda: not processes_with(token, root), 30), processes_with(token, root)

@@ -67,16 +67,39 @@ def test_liveness_is_the_lock_not_the_pid(tmp_path: Path):
     assert not identity.lock_held(job_dir)
 
 
-def test_tracking_never_takes_init_the_caller_or_its_ancestors_for_the_job(tmp_path: Path):
-    """Even a processes.json that names pid 1, this process and its parent (a corrupt or forged record) makes
-    nothing of them the job's: they are never counted or signalled."""
+#: A host's launcher without a PID namespace, in miniature: a child subreaper whose child double-forks a daemon into
+#: a session of its own, then exits; the launcher's own walk must find the daemon below it and nothing else.
+SUBREAPER_LAUNCHER = """
+import ctypes, importlib.util, json, subprocess, sys, time
+spec = importlib.util.spec_from_file_location("host_init", sys.argv[1])
+host_init = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(host_init)
+assert ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER, as a host's launcher is
+daemon = "import os, time\\nif os.fork() == 0:\\n    os.setsid()\\n    if os.fork() == 0:\\n        time.sleep(120)\\n    os._exit(0)\\n"
+subprocess.run([sys.executable, "-c", daemon], check=True)
+deadline = time.monotonic() + 10
+while not host_init._descendants() and time.monotonic() < deadline:
+    time.sleep(0.05)
+found = host_init._descendants()
+stopped = host_init._stop_descendants(1.0)
+print(json.dumps({"found": sorted(found), "stopped": stopped, "after": sorted(host_init._descendants())}))
+"""
+
+
+def test_a_hosts_launcher_finds_and_stops_only_what_is_below_it(tmp_path: Path):
+    """What replaced the recorded process tree: a host's launcher stops the processes the kernel shows below it (a
+    daemon that left its session included), never init, the caller or the caller's ancestors, whatever a record
+    says (no record is read)."""
+    import json
     import os
+    import subprocess
+    import sys
 
-    from trainops.backends.local.tracking import JobProcesses
-    from trainops.runtime.processes import process_start_ticks
+    from trainops.backends.local import host_init
 
-    forged = {pid: process_start_ticks(pid) for pid in (1, os.getpid(), os.getppid())}
-    processes = JobProcesses(tmp_path, "forged", known={pid: ticks for pid, ticks in forged.items() if ticks},
-                             sessions={os.getsid(0): process_start_ticks(os.getsid(0)) or 0})
-    assert processes.members() == {}
-    assert processes.stop(grace_seconds=0.1) == (0, 0)
+    done = subprocess.run([sys.executable, "-c", SUBREAPER_LAUNCHER, host_init.__file__], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert len(seen["found"]) == 1 and seen["stopped"] == 1 and seen["after"] == [], seen
+    assert not {1, os.getpid(), os.getppid()} & set(seen["found"])

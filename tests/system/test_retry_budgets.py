@@ -141,7 +141,7 @@ except JobFailed as failure:
                       "evidence": result["failure_evidence"]["evidence"]}))
 """
 CASE_TIMEOUT_SECONDS = 300  # a case takes well under a minute even on a loaded machine; a hang waits for max_run
-CASES = int(os.environ.get("TRAINOPS_HANG_CASES", "4"))  # per tracking mechanism
+CASES = int(os.environ.get("TRAINOPS_HANG_CASES", "4"))  # per isolation: a PID namespace, or none
 
 
 def _saturate_cpu(count: int) -> list:
@@ -154,9 +154,10 @@ def _saturate_cpu(count: int) -> list:
 @pytest.mark.parametrize("tracking", ["namespace", "process-tree"])
 def test_a_host_failing_its_health_check_on_every_attempt_never_hangs_with_the_cpu_saturated(tmp_path, tracking):
     """Repeated, with every core busy: each attempt must end soon after algo-2's launcher exits (algo-1 waits in
-    torchrun's rendezvous meanwhile). Before the fix the process watch could reap algo-2's launcher before the job
-    polled it (then read as exit 0: `tests/unit/backends/test_local_launcher_exit.py` shows it deterministically),
-    and the attempt stayed InProgress until max_run. With each host's PID namespace (the default) and without."""
+    torchrun's rendezvous meanwhile). Before the fix the controller's process watch could reap algo-2's launcher
+    before the job polled it (then read as exit 0), and the attempt stayed InProgress until max_run; the controller
+    now reaps nothing but its own launchers, through their Popen. With each host's PID namespace (the default) and
+    without."""
     import json
     import subprocess
     import sys

@@ -279,7 +279,7 @@ def test_sigterm_stops_the_sagemaker_job_the_component_started(tmp_path):
 
 def test_sigterm_stops_the_local_job_and_leaves_no_process(tmp_path):
     from trainops.backends.local import status
-    from trainops.backends.local.processes import job_processes, kill_job
+    from trainops.backends.local.processes import job_processes
 
     inputs = local_pipeline(tmp_path, sleep=300)
     script = ("import json, sys\nfrom kfp.dsl import Metrics, Model\n"
@@ -305,7 +305,8 @@ def test_sigterm_stops_the_local_job_and_leaves_no_process(tmp_path):
             child.kill()
             child.wait()
         for record_file in jobs.glob("*/status.json"):  # never leave a sleeping rank behind, whatever happened
-            kill_job(json.loads(record_file.read_text())["job_id"], grace_seconds=1.0)
+            for pid in job_processes(json.loads(record_file.read_text())["job_id"]):
+                os.kill(pid, signal.SIGKILL)
     assert child.returncode != 0, output
     assert record["status"] == "Stopped", output
     assert "SIGTERM" in (record.get("failure_reason") or "")

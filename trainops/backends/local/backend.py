@@ -162,8 +162,8 @@ class LocalBackend(Backend):
 
     def _watch(self, handle: JobHandle, guards: Any, stop: Any, log: Log | None) -> Any:
         from trainops.backends.local import paths, status
+        from trainops.backends.local.control import request_stop
         from trainops.backends.local.guarding import LocalGuard
-        from trainops.backends.local.watch import request_stop
 
         job_dir = paths.job_dir(handle.job_name, handle.workdir)
         return LocalGuard(job_dir, guards, stop or (lambda reason: request_stop(job_dir, reason)),

@@ -1,12 +1,11 @@
-"""`trainops stop` for local jobs: ask the job's controller to stop it, or clean up after a controller that died.
+"""Stopping a local job from outside its controller: `trainops stop`, a guard that tripped in another process.
 
-Nothing is signalled on the strength of a record. A running job is asked to stop through a `stop-request` file
-its controller polls (`trainops.backends.local.watch`); what a dead controller left behind is found and stopped by
-`trainops.backends.local.tracking` from what the kernel reports (the job's marker in a process's environment; a
-host's PID namespace ends with its init), never from the pids a record lists. Only when the controller does not answer
-in time is it killed, and only if it is proven (`identity.signalable_controller`: the recorded identity *and* the
-kernel reporting it as the holder of the job's lock): then its guard stops the job's processes and records the
-job.
+Nothing is signalled on the strength of a record. A running job is asked to stop through a `stop-request` file in
+its job directory, which its controller reads while it starts and watches the hosts (`LocalJob`). Only when the
+controller does not answer in time is it killed, and only if it is proven (`identity.signalable_controller`: the
+recorded identity *and* the kernel reporting it as the holder of the job's lock); then each host's launcher sees
+the controller's pipe close and ends every process of its host before it lets the job's locks go
+(`trainops.backends.local.host_init`).
 """
 
 from __future__ import annotations
@@ -14,18 +13,35 @@ from __future__ import annotations
 import os
 import signal
 import time
+from pathlib import Path
 
 from trainops.backends.local import identity, paths, status
-from trainops.backends.local.tracking import stop_processes
-from trainops.backends.local.watch import request_stop
+from trainops.backends.local.safe_fs import open_state_file, write_atomically
+
+STOP_REQUEST = "stop-request"
 
 
-def _leftovers(job_dir, record: dict) -> str:
-    found, left = stop_processes(job_dir, record, grace_seconds=5.0)
-    if not found:
-        return ""
-    return f"; stopped {found - left} process(es) it had left running" + (f", {left} could not be stopped"
-                                                                          if left else "")
+def request_stop(job_dir: Path, reason: str) -> None:
+    """Ask the controller of the job in `job_dir` to stop it (it reads this file while the job runs)."""
+    write_atomically(job_dir / STOP_REQUEST, reason.encode("utf-8"))
+
+
+def clear_stop_request(job_dir: Path) -> None:
+    """Forget a request left by an earlier run of this job name; called before the job's first status record, so
+    that a stop asked for once the record names this job is never lost."""
+    try:
+        (job_dir / STOP_REQUEST).unlink()
+    except FileNotFoundError:
+        pass
+
+
+def stop_requested(job_dir: Path) -> str | None:
+    """The reason of a pending stop request, or None (never read through a link planted under its name)."""
+    try:
+        with open(open_state_file(job_dir / STOP_REQUEST, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
+            return handle.read(4096).decode("utf-8", "replace").strip() or "Stopped by trainops stop"
+    except (OSError, ValueError):
+        return None
 
 
 def stop_local_job(job_name: str, workdir: str | os.PathLike | None = None, timeout: float = 60.0) -> str:
@@ -33,27 +49,25 @@ def stop_local_job(job_name: str, workdir: str | os.PathLike | None = None, time
     job_dir = paths.job_dir(job_name, workdir)
     record = status.read(job_name, workdir)
     if record["status"] not in status.ACTIVE:
-        return f"{job_name}: {record['status']} (nothing to stop{_leftovers(job_dir, record)})"
+        return f"{job_name}: {record['status']} (nothing to stop)"
     request_stop(job_dir, "Stopped by trainops stop")
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         record = status.read(job_name, workdir)
         if record["status"] not in status.ACTIVE:
-            return f"{job_name}: {record['status']}{_leftovers(job_dir, record)}"
+            return f"{job_name}: {record['status']}"
         time.sleep(0.2)
     pid = identity.signalable_controller(status.read_record(job_dir, job_name), job_dir)
     if pid is not None:
-        os.kill(pid, signal.SIGKILL)  # proven to be the job's controller: its guard takes over from here
-        guard_deadline = time.monotonic() + 30.0
-        while identity.lock_held(job_dir) and time.monotonic() < guard_deadline:
+        os.kill(pid, signal.SIGKILL)  # proven to be the job's controller: its hosts' launchers end every host
+        hosts_deadline = time.monotonic() + 30.0
+        while identity.lock_held(job_dir) and time.monotonic() < hosts_deadline:
             time.sleep(0.2)
     if identity.lock_held(job_dir):
         return (f"{job_name}: still {record['status']}: its controller did not stop it within {timeout:.0f} s and "
                 "could not be proven to be the job's own process, so it was not signalled")
-    record = status.read(job_name, workdir)
-    extra = _leftovers(job_dir, record)
     record = status.read_record(job_dir, job_name)
     if record.get("status") in status.ACTIVE:
         record.update(status="Stopped", failure_reason="stopped by trainops stop (the controller did not answer)")
         status.write(job_dir, record)
-    return f"{job_name}: Stopped (forced){extra}"
+    return f"{job_name}: Stopped (forced)"

@@ -82,7 +82,7 @@ def check_record(record: Any, job_name: str, path: Path) -> dict:
 
 
 def lock_held(job_dir: Path) -> bool:
-    """Whether some process holds the job's controller lock (the controller, or the guard cleaning up after it).
+    """Whether some process holds the job's controller lock (the controller, or a host's launcher that has not ended).
 
     Probed with a shared, non-blocking lock taken and dropped at once: it never blocks, and a controller taking
     the lock at that very instant retries (`trainops.backends.local.locks.try_lock`'s `patience`)."""

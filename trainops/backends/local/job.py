@@ -28,15 +28,15 @@ from typing import Any
 
 from trainops.backends.local import container, estimator_options, paths, status
 from trainops.backends.local.artifacts import output_location_problem, pack_outputs
+from trainops.backends.local.control import STOP_REQUEST, clear_stop_request, request_stop, stop_requested
 from trainops.backends.local.identity import CONTROLLER_LOCK, own_identity
 from trainops.backends.local.job_input import JobInput
 from trainops.backends.local.layout import HostLayout
 from trainops.backends.local.locks import HeldLock, holder, try_lock
 from trainops.backends.local.ports import reserve_port
-from trainops.backends.local.processes import MARKER, kill_job
+from trainops.backends.local.processes import MARKER
 from trainops.backends.local.pump import LogPump
 from trainops.backends.local.secrets import MASK_VARIABLES, mask
-from trainops.backends.local.watch import ProcessWatch, clear_stop_request
 from trainops.errors import JobFailed, Problem, SpecError
 from trainops.runtime.host_facts import MPIRUN_SETTING
 from trainops.spec.job import JobSpec
@@ -96,8 +96,8 @@ class LocalJobResult:
     checkpoint_dir: str | None = None
     hosts: list[str] = field(default_factory=list)
     processes_per_host: int | None = None
-    processes_left: int = 0  # alive after the job's clean-up: 0 unless some could not be stopped
-    processes_stopped: int = 0  # still running when the job ended, stopped by the clean-up
+    processes_left: int = 0  # hosts not yet ended after the clean-up (`_stop_all`): 0 unless a process would not die
+    processes_stopped: int = 0  # still running in a host after its entrypoint ended, stopped by its launcher
     log_lines_lost: int = 0
 
     @property
@@ -159,7 +159,6 @@ class LocalJob:
         self._secrets = source.secrets
         self._checkpoint_lock: HeldLock | None = None
         self._claim: HeldLock | None = None
-        self._process_watch: ProcessWatch | None = None  # processes, guard, stop requests (backends.local.watch)
         self._pumps: list[LogPump] = []
         self._failed_host: str | None = None  # the host whose failure file (or exit) is the job's failure reason
         self._record: dict[str, Any] = {}  # the InProgress status record, rewritten when a rank's pid is learnt
@@ -237,16 +236,13 @@ class LocalJob:
                                 started=started, ended=started, checkpoint_dir=str(checkpoint_dir),
                                 hosts=[layout.name for layout in layouts],
                                 processes_per_host=self.processes_per_host)
-        held = [descriptor for lock in (self._claim, self._checkpoint_lock)
-                if lock is not None and (descriptor := lock.fileno()) is not None]
         isolation = container.isolation() if self._isolated else None
-        self._process_watch = ProcessWatch(self.job_dir, self.job_id, locked_descriptors=held,
-                                           namespaced=isolation in container.PID_ISOLATIONS,
-                                           on_stop_request=self.request_stop)
-        self._process_watch.start()
+        status.reserve_space(self.job_dir)  # given back when the disk fills, so the job's end can still be recorded
+        # A request made since the job recorded itself (while it was laying out) is this job's: seen at once (an
+        # earlier run's was cleared before this job's first record: `clear_stop_request`).
+        self._check_stop_request()
         self._record = {**result.to_dict(), "controller_pid": os.getpid(), "job_id": self.job_id,
-                        "controller": own_identity(), "processes": self._process_watch.describe(),
-                        "isolation": isolation,
+                        "controller": own_identity(), "isolation": isolation,
                         "spec": self.source.public(self.request)}
         status.write(self.job_dir, self._record)
         if any(checkpoint_dir.iterdir()):
@@ -258,8 +254,11 @@ class LocalJob:
                 self._start(layouts, port.port)
                 outcome = self._watch(layouts)
             finally:
-                self._stop_all()
-                result.processes_stopped, result.processes_left = self._process_watch.finish(grace_seconds=1.0)
+                result.processes_left = self._stop_all()
+                try:
+                    (self.job_dir / STOP_REQUEST).unlink()
+                except FileNotFoundError:
+                    pass
                 from trainops.backends.local.host_init import stopped_in
 
                 # what each host's launcher stopped after its entrypoint ended
@@ -305,7 +304,6 @@ class LocalJob:
         """The re-attach rule for two callers of one new name: the one that got the job's lock runs it; this one
         follows it to its end (a stop asked of this one is passed on) and returns how it ended."""
         from trainops.backends.local.identity import lock_held
-        from trainops.backends.local.watch import request_stop
         from trainops.backends.states import wait_bound_seconds
 
         logger.info("[trainops] local job %s was started by another caller (%s): following it to its end",
@@ -409,10 +407,8 @@ class LocalJob:
         logs_dir = self.job_dir / "logs"
         logs_dir.mkdir(exist_ok=True)
         hosts = [layout.name for layout in layouts]
-        watch = self._process_watch
-        assert watch is not None  # started by _run before any host
         for layout in layouts:
-            if watch.check_stop_request() or self._stop_reason:
+            if self._check_stop_request() or self._stop_reason:
                 break  # stopped while starting: no further host is started (_watch records the job Stopped)
             argv = container.isolate(container.container_argv(self.request, self.image_python), layout, self.job_dir,
                                      hosts)
@@ -430,22 +426,19 @@ class LocalJob:
             environment[HELD_LOCKS] = ",".join(map(str, locks))
             passed = (read_end, *locks)
             try:
-                with watch.launching() as launch:  # another job of this process never claims it
-                    process = subprocess.Popen(
-                        argv,
-                        env=environment,
-                        cwd=str(layout.base_dir),
-                        stdin=subprocess.DEVNULL,
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,  # Ctrl-C reaches trainops, which stops hosts in order
-                        pass_fds=passed,
-                    )
-                    launch.register(process.pid)
+                process = subprocess.Popen(
+                    argv,
+                    env=environment,
+                    cwd=str(layout.base_dir),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # Ctrl-C reaches trainops, which stops hosts in order
+                    pass_fds=passed,
+                )
             finally:
                 os.close(read_end)
             self._launchers[layout.name] = process
-            watch.add_launcher(process.pid)
             assert process.stdout is not None  # started with stdout=PIPE
             pump = LogPump(layout.name, process.stdout.fileno(), logs_dir / f"{layout.name}.log",
                            secrets=self._secrets, log=self.log, log_lock=self._log_lock)
@@ -463,7 +456,7 @@ class LocalJob:
             if polls % RANK_PID_POLLS == 0:
                 self._note_rank_pids(layouts)
             polls += 1
-            if self._stop_reason:
+            if self._check_stop_request() or self._stop_reason:
                 return "Stopped", "Stopped", self._stop_reason
             if time.monotonic() > deadline:
                 logger.warning("[trainops] MaxRuntimeInSeconds (%s s) exceeded: stopping every host (SIGTERM, "
@@ -551,10 +544,21 @@ class LocalJob:
                     + status.disk_full_note(layout.base_dir))
         return text[:FAILURE_REASON_LIMIT]
 
-    def _stop_all(self) -> None:
+    def _check_stop_request(self) -> bool:
+        """Pass a stop asked for from another process (`control.request_stop`) on to the job; True when there is
+        one."""
+        reason = stop_requested(self.job_dir)
+        if reason is not None:
+            self.request_stop(reason)
+        return reason is not None
+
+    def _stop_all(self) -> int:
+        """Stop every host still running: SIGTERM (each launcher passes it on), then, after the grace, the host is
+        given up (its pipe closed: its launcher kills every process of the host and ends once none is left).
+        Returns how many hosts had still not ended after that."""
         running = {name: p for name, p in self._launchers.items() if p.poll() is None}
         if not running:
-            return
+            return 0
         for process in running.values():
             try:
                 process.terminate()  # the launcher forwards SIGTERM to its ranks and records `stopped`
@@ -575,7 +579,7 @@ class LocalJob:
                 running[name].wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 logger.warning("[trainops] host %s had not ended %g s after it was killed", name, HOST_END_SECONDS)
-        kill_job(self.job_id, grace_seconds=1.0)
+        return sum(process.poll() is None for process in running.values())
 
     def _finish_outputs(self, first_host: HostLayout, result: LocalJobResult) -> None:
         pack = (estimator_options.write_outputs_uncompressed if estimator_options.is_uncompressed(self.request)

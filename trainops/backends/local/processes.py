@@ -1,15 +1,14 @@
-"""Finding and stopping every process of a local job, whatever became of the tree.
+"""Processes of a local job as this machine sees them: the job's marker, and pids inside a host's PID namespace.
 
-Each launcher starts in its own session, but ranks may start sessions of their own and a dead launcher orphans its
-children. So every process of a job carries a marker in its environment (`TRAINOPS_LOCAL_JOB_ID`), inherited by all
-descendants, and cleanup finds them through /proc: no process of the job is left, whichever one died first.
+Every process of a job carries a marker in its environment (`TRAINOPS_LOCAL_JOB_ID`), inherited by its
+descendants. It is only ever counted (`status.read` of a job whose controller is gone), never a reason to signal
+anything: a process can set any environment it likes. What stops a job's processes is their host's launcher
+(`host_init`), which knows them by the kernel's own record (its PID namespace, or its descendants).
 """
 
 from __future__ import annotations
 
 import os
-import signal
-import time
 
 MARKER = "TRAINOPS_LOCAL_JOB_ID"
 
@@ -39,39 +38,6 @@ def _is_zombie(pid: int) -> bool:
             return handle.read().rsplit(b")", 1)[1].split()[0] == b"Z"
     except (OSError, IndexError):
         return True
-
-
-def signal_job(job_id: str, signum: int) -> int:
-    """Send a signal to every process of the job; returns how many were signalled."""
-    count = 0
-    for pid in job_processes(job_id):
-        try:
-            os.kill(pid, signum)
-            count += 1
-        except ProcessLookupError:
-            pass
-    return count
-
-
-def kill_job(job_id: str, grace_seconds: float = 10.0) -> list[int]:
-    """SIGTERM every process of the job, then SIGKILL what is still there after the grace period.
-
-    Returns the pids that needed SIGKILL (empty when everything stopped on SIGTERM).
-    """
-    if not signal_job(job_id, signal.SIGTERM):
-        return []
-    deadline = time.monotonic() + grace_seconds
-    while time.monotonic() < deadline:
-        if not job_processes(job_id):
-            return []
-        time.sleep(0.1)
-    stubborn = job_processes(job_id)
-    for pid in stubborn:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    return stubborn
 
 
 # --- pids inside an emulated host's PID namespace ---------------------------------------------------------------------

@@ -1,8 +1,8 @@
 """The status record of a local job (`<job dir>/status.json`): what `trainops status NAME` and the steps read back.
 
 Whether a job that says InProgress still runs is never taken from the record alone: its controller's lock on the
-job directory must be held (`trainops.backends.local.identity`). A record whose controller is gone is reported
-Failed, with the processes of the job still alive counted honestly (`trainops.backends.local.tracking`).
+job directory must be held (`trainops.backends.local.identity`; each host's launcher holds a copy until its host has
+ended). A record whose lock is free is reported Failed.
 """
 
 from __future__ import annotations
@@ -126,13 +126,15 @@ def read(job_name: str, workdir: str | os.PathLike | None = None) -> dict:
         # final: the one read above may be from just before that write (a job stopping as it is described).
         record = read_record(job_dir, job_name)
     if record.get("status") in ACTIVE and not identity.lock_held(job_dir):
-        from trainops.backends.local.tracking import live_processes
+        # Each host's launcher holds the lock until its host has ended, so nothing of the job runs now; but for a
+        # launcher killed outright where no PID namespace ended its host (`host_init`): counted, never signalled.
+        from trainops.backends.local.processes import job_processes
 
-        left = live_processes(record)
+        left = job_processes(record["job_id"]) if isinstance(record.get("job_id"), str) else []
         record["status"] = "Failed"
-        record["failure_reason"] = ("the trainops process running this job exited before the job ended"
-                                    + (f"; {len(left)} of its processes are still running (trainops stop "
-                                       f"{job_name} stops them)" if left else ""))
+        record["failure_reason"] = ("the trainops process controlling this job exited before the job ended"
+                                    + (f"; {len(left)} processes carrying its marker still run (pids "
+                                       f"{', '.join(map(str, left[:10]))}): stop them yourself" if left else ""))
         record["processes_left"] = len(left)
     return record
 

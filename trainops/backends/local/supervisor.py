@@ -5,8 +5,8 @@ It reads its request (the spec with its secrets, the job name, the local options
 written to disk or shown in `ps`, then forks: the first process prints the pid of the second and exits at once, so
 the supervisor is nobody's child (the caller may be an Airflow worker that goes away) and runs in a session of its
 own, away from the caller's terminal and process group. The second process is the job's controller: it runs the
-`LocalJob` in its main thread, so everything that protects a foreground job protects it too (the controller lock,
-the guard, the process tracking, the parent-death signal of each launcher).
+`LocalJob` in its main thread, a controller like any other: everything that protects a foreground job protects it
+too (the controller lock, each host's launcher holding the locks and ending its host with the controller).
 
 Handshake on stdout, one line each: `pid N` (from the first process), then `started` once the job's status record
 names this job, or `busy <text>` when another controller already runs a job of that name, or `error <text>`.
