@@ -14,10 +14,11 @@ export AIRFLOW__CORE__LOAD_EXAMPLES ?= False
 run: $(RUN_STAMP)
 	$(VENV)/bin/trainops run examples/digits/pipeline.yaml
 
-# One test process by default. TEST_WORKERS=2 runs two (pytest-xdist, worksteal): 17-24 min of tests on 2 cores
-# instead of 30-34, but under that load two tests that race their own processes failed in one of five full runs
-# (the closing note of issue 24 names them), so CI keeps the one-process run until they are mended.
-TEST_WORKERS ?= 0
+# Two test processes by default (pytest-xdist, worksteal: the long system tests are not queued on one worker up
+# front): on 2 cores the suite takes about half the time of one process (closing note of issue 24). Every test keeps
+# a home, an Airflow home and a moto server of its own; the cached venvs are built under a lock. TEST_WORKERS=0 runs
+# it in one process.
+TEST_WORKERS ?= 2
 test: $(TEST_STAMP) mpi lint
 	$(PY) -m pytest -q -p no:cacheprovider $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist worksteal)
 
