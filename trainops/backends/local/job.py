@@ -28,7 +28,8 @@ from typing import Any
 
 from trainops.backends.local import container, estimator_options, paths, status
 from trainops.backends.local.artifacts import output_location_problem, pack_outputs
-from trainops.backends.local.control import STOP_REQUEST, clear_stop_request, request_stop, stop_requested
+from trainops.backends.local.control import clear_stop_request, request_stop, stop_requested
+from trainops.backends.local.host_init import CONTROLLER_PIPE, HELD_LOCKS, stopped_in
 from trainops.backends.local.identity import CONTROLLER_LOCK, own_identity
 from trainops.backends.local.job_input import JobInput
 from trainops.backends.local.layout import HostLayout
@@ -255,15 +256,10 @@ class LocalJob:
                 outcome = self._watch(layouts)
             finally:
                 result.processes_left = self._stop_all()
-                try:
-                    (self.job_dir / STOP_REQUEST).unlink()
-                except FileNotFoundError:
-                    pass
-                from trainops.backends.local.host_init import stopped_in
-
+                clear_stop_request(self.job_dir)  # answered
                 # what each host's launcher stopped after its entrypoint ended
-                result.processes_stopped += sum(stopped_in(str(container.init_report(self.job_dir, layout.name)))
-                                                for layout in layouts)
+                result.processes_stopped = sum(stopped_in(str(container.init_report(self.job_dir, layout.name)))
+                                               for layout in layouts)
                 for descriptor in self._controller_pipes.values():  # every launcher has ended (`_stop_all`)
                     os.close(descriptor)
                 self._controller_pipes.clear()
@@ -413,8 +409,6 @@ class LocalJob:
             argv = container.isolate(container.container_argv(self.request, self.image_python), layout, self.job_dir,
                                      hosts)
             environment = self._environment(layout, addresses, port)
-            from trainops.backends.local.host_init import CONTROLLER_PIPE, HELD_LOCKS
-
             # Whichever thread starts it, the host ends when this process does: the pipe's write end is ours alone
             # (close-on-exec), so its end of file reaches the host's launcher only when we are gone (or give the host
             # up: `_stop_all`). The launcher holds copies of the job's locks until its host has ended.
