@@ -81,6 +81,13 @@ def _forward_to(pid: int) -> None:
         signal.signal(number, forward)
 
 
+def _stop_forwarding() -> None:
+    """Once the launcher is reaped its pid may be another process's: signals are no longer passed on (the host is
+    ending anyway)."""
+    for number in FORWARDED:
+        signal.signal(number, signal.SIG_IGN)
+
+
 def _exec(command: list[str]) -> None:
     """In a forked child: the host's launcher L, with the default signal actions."""
     for number in FORWARDED:
@@ -253,6 +260,7 @@ def _init(report: str, command: list[str]) -> None:
             break
         if pid == launcher:
             status = raw
+    _stop_forwarding()
     status = status if status is not None else 127 << 8
     _write_report(report, status, _stop_the_rest())
     os._exit(_exit_code(status))
@@ -327,6 +335,7 @@ def main(argv: list[str]) -> int:
             os._exit(KILLED)
 
         raw = _wait_for(init, pipe, lost)
+        _stop_forwarding()
         try:
             with open(report, encoding="ascii") as handle:
                 launcher_status = int(handle.read().split()[0])
@@ -349,6 +358,7 @@ def main(argv: list[str]) -> int:
         os._exit(KILLED)
 
     raw = _wait_for(launcher, pipe, kill_all)
+    _stop_forwarding()
     _write_report(report, raw, _stop_descendants(LEFT_GRACE_SECONDS))
     _end_as(raw)
     return 1
