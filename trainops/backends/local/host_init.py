@@ -35,14 +35,22 @@ import select
 import signal
 import sys
 import time
+from collections.abc import Callable
+
+if not __package__:  # run as a file (`python -I -S`, no site-packages): trainops is three directories up
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+from trainops.runtime.processes import (  # noqa: E402 - stdlib only
+    become_subreaper,
+    process_start_ticks,
+    set_parent_death_signal,
+    stat_fields,
+)
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWUSER = 0x10000000
 MS_REC = 0x4000
 MS_PRIVATE = 1 << 18
-PR_SET_PDEATHSIG = 1
-PR_SET_CHILD_SUBREAPER = 36
 #: How a host is isolated, strongest first: what each namespace flag set makes (None: no namespace).
 VARIANTS = {"pid": CLONE_NEWNS | CLONE_NEWPID, "user-pid": CLONE_NEWUSER | CLONE_NEWNS | CLONE_NEWPID,
             "mount": CLONE_NEWNS, "user-mount": CLONE_NEWUSER | CLONE_NEWNS, "none": 0}
@@ -65,7 +73,8 @@ def _check(result: int, what: str) -> None:
 
 
 def _die_with_parent(expected_parent: int) -> None:
-    _check(_libc.prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
+    if not set_parent_death_signal(signal.SIGKILL):
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) refused")
     if os.getppid() != expected_parent:  # the parent ended before the signal was asked for
         os._exit(KILLED)
 
@@ -112,7 +121,7 @@ def _reap(child: int) -> int | None:
             found = raw
 
 
-def _wait_for(child: int, pipe: int | None, lost) -> int:
+def _wait_for(child: int, pipe: int | None, lost: Callable[[], None] | None) -> int:
     """Wait until ``child`` ends and return its raw status, reaping every other child meanwhile; should the
     controller's pipe reach its end first, call ``lost()`` (which does not return). Woken by SIGCHLD through a
     wake-up descriptor: no polling."""
@@ -131,26 +140,23 @@ def _wait_for(child: int, pipe: int | None, lost) -> int:
         for descriptor, _ in poller.poll():
             if descriptor == wake_read:
                 os.read(wake_read, 4096)
-            else:  # nothing is ever written to the pipe: ready means every write end is closed
+            elif lost is not None:  # nothing is ever written to the pipe: ready means every write end is closed
                 lost()
 
 
-# --- without a PID namespace: H's descendants ---------------------------------------------------------------------
+# --- what a host's process left: the processes below it ----------------------------------------------------------
 def _descendants() -> dict[int, int]:
-    """Every live process below this one (pid -> start time in clock ticks), from /proc's parent links."""
+    """Every live process below this one (pid -> start time in clock ticks), from /proc's parent links: without a PID
+    namespace, below H (a child subreaper, so orphans stay below it); with one, below its init, which is every other
+    process of the namespace."""
     children: dict[int, list[int]] = {}
-    details: dict[int, tuple[bytes, int]] = {}
+    details: dict[int, tuple[str, int]] = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as handle:
-                data = handle.read()
-            fields = data[data.rfind(b")") + 2:].split()
-            details[int(entry)] = (fields[0], int(fields[19]))
-            children.setdefault(int(fields[1]), []).append(int(entry))
-        except (OSError, IndexError, ValueError):
-            continue  # gone meanwhile
+        fields = stat_fields(entry) if entry.isdigit() else None
+        if not fields or len(fields) < 20:
+            continue  # not a process, or gone meanwhile
+        details[int(entry)] = (fields[0], int(fields[19]))
+        children.setdefault(int(fields[1]), []).append(int(entry))
     found: dict[int, int] = {}
     pending = [os.getpid()]
     while pending:
@@ -158,7 +164,7 @@ def _descendants() -> dict[int, int]:
             if pid not in found:
                 found[pid] = details[pid][1]
                 pending.append(pid)
-    return {pid: ticks for pid, ticks in found.items() if details[pid][0] not in (b"Z", b"X")}
+    return {pid: ticks for pid, ticks in found.items() if details[pid][0] not in ("Z", "X")}
 
 
 def _signal(pid: int, ticks: int, number: int) -> None:
@@ -168,15 +174,13 @@ def _signal(pid: int, ticks: int, number: int) -> None:
     except (AttributeError, OSError):
         handle = None
     try:
-        with open(f"/proc/{pid}/stat", "rb") as stat:
-            data = stat.read()
-        if int(data[data.rfind(b")") + 2:].split()[19]) != ticks:
-            return  # ended, and the pid is another process's now
+        if process_start_ticks(pid) != ticks:
+            return  # ended, and the pid is another process's now (or none's)
         if handle is not None:
             signal.pidfd_send_signal(handle, number)
         else:
             os.kill(pid, number)
-    except (OSError, IndexError, ValueError):
+    except OSError:
         pass  # it ended meanwhile
     finally:
         if handle is not None:
@@ -202,38 +206,6 @@ def _stop_descendants(grace: float) -> int:
         time.sleep(0.02)
 
 
-# --- with a PID namespace: C, the host's PID 1 --------------------------------------------------------------------
-def _others() -> list[int]:
-    """Every process of this namespace but this one (C is pid 1)."""
-    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit() and int(entry) != 1]
-
-
-def _stop_the_rest() -> int:
-    """SIGTERM what L left, SIGKILL it after `LEFT_GRACE_SECONDS`; returns how many were running."""
-    left = set(_others())
-    if not left:
-        return 0
-    _signal_all(signal.SIGTERM)  # from a namespace's init: every process of the namespace but itself
-    deadline = time.monotonic() + LEFT_GRACE_SECONDS
-    while time.monotonic() < deadline:
-        _reap(-1)
-        alive = set(_others())
-        if not alive:
-            return len(left)
-        left |= alive
-        time.sleep(0.02)
-    _signal_all(signal.SIGKILL)
-    _reap(-1)
-    return len(left)
-
-
-def _signal_all(number: int) -> None:
-    try:
-        os.kill(-1, number)
-    except ProcessLookupError:  # they ended meanwhile
-        pass
-
-
 def _write_report(report: str, raw: int, stopped: int) -> None:
     try:
         with open(report, "w", encoding="ascii") as handle:
@@ -242,28 +214,26 @@ def _write_report(report: str, raw: int, stopped: int) -> None:
         pass
 
 
+def _run_host(report: str, command: list[str], pipe: int | None, lost: Callable[[], None] | None) -> int:
+    """Run L as a child of this process (the namespace's init C, or H itself without a PID namespace) that dies with
+    it, wait for it while reaping orphans, stop what it left below this process, write the report; L's raw status."""
+    parent = os.getpid()
+    launcher = os.fork()
+    if launcher == 0:
+        _die_with_parent(expected_parent=parent)
+        _exec(command)
+    _forward_to(launcher)
+    raw = _wait_for(launcher, pipe, lost)
+    _stop_forwarding()
+    _write_report(report, raw, _stop_descendants(LEFT_GRACE_SECONDS))
+    return raw
+
+
 def _init(report: str, command: list[str]) -> None:
     """C: the host's PID 1."""
     _die_with_parent(expected_parent=0)  # H is in the parent namespace: getppid() is 0 here
     _check(_libc.mount(b"proc", b"/proc", b"proc", 0, None), "mount -t proc proc /proc")
-    launcher = os.fork()
-    if launcher == 0:
-        _exec(command)
-    _forward_to(launcher)
-    status = None
-    while status is None:
-        try:
-            pid, raw = os.wait()
-        except InterruptedError:
-            continue
-        except ChildProcessError:
-            break
-        if pid == launcher:
-            status = raw
-    _stop_forwarding()
-    status = status if status is not None else 127 << 8
-    _write_report(report, status, _stop_the_rest())
-    os._exit(_exit_code(status))
+    os._exit(_exit_code(_run_host(report, command, None, None)))
 
 
 def _exit_code(raw: int) -> int:
@@ -344,23 +314,14 @@ def main(argv: list[str]) -> int:
             launcher_status = (code - 128) if 128 < code < 128 + 65 else code << 8
         _end_as(launcher_status)
         return 1
-    _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(PR_SET_CHILD_SUBREAPER)")
-    parent = os.getpid()
-    launcher = os.fork()
-    if launcher == 0:
-        os.setsid()
-        _die_with_parent(expected_parent=parent)
-        _exec(command)
-    _forward_to(launcher)
+    if not become_subreaper():
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER) refused")
 
     def kill_all() -> None:
         _stop_descendants(grace=0.0)
         os._exit(KILLED)
 
-    raw = _wait_for(launcher, pipe, kill_all)
-    _stop_forwarding()
-    _write_report(report, raw, _stop_descendants(LEFT_GRACE_SECONDS))
-    _end_as(raw)
+    _end_as(_run_host(report, command, pipe, kill_all))
     return 1
 
 

@@ -403,6 +403,8 @@ class LocalJob:
         logs_dir = self.job_dir / "logs"
         logs_dir.mkdir(exist_ok=True)
         hosts = [layout.name for layout in layouts]
+        locks = [descriptor for lock in (self._claim, self._checkpoint_lock)
+                 if lock is not None and (descriptor := lock.fileno()) is not None]
         for layout in layouts:
             if self._check_stop_request() or self._stop_reason:
                 break  # stopped while starting: no further host is started (_watch records the job Stopped)
@@ -414,8 +416,6 @@ class LocalJob:
             # up: `_stop_all`). The launcher holds copies of the job's locks until its host has ended.
             read_end, write_end = os.pipe()
             self._controller_pipes[layout.name] = write_end
-            locks = [descriptor for lock in (self._claim, self._checkpoint_lock)
-                     if lock is not None and (descriptor := lock.fileno()) is not None]
             environment[CONTROLLER_PIPE] = str(read_end)
             environment[HELD_LOCKS] = ",".join(map(str, locks))
             passed = (read_end, *locks)
