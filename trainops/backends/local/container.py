@@ -465,13 +465,14 @@ def isolate(argv: list[str], layout: HostLayout, job_dir: Path, hosts: list[str]
     from trainops.backends.local import host_init
 
     namespace = job_dir / "namespace"
-    keep = namespace / f"opt-{layout.name}"
-    keep.mkdir(parents=True, exist_ok=True)
+    namespace.mkdir(parents=True, exist_ok=True)
     variant = isolation()
     launcher = [sys.executable, "-I", "-S", os.path.abspath(host_init.__file__), variant or "none",
                 str(init_report(job_dir, layout.name))]
     if variant is None:
         return [*launcher, *(_to_host(part, layout.base_dir) for part in argv)]
+    keep = namespace / f"opt-{layout.name}"
+    keep.mkdir(exist_ok=True)
     hosts_file = namespace / "hosts"
     if not hosts_file.exists():
         try:
