@@ -200,7 +200,22 @@ def _backend_of(args: argparse.Namespace) -> str:
         return args.backend
     # A local job of that name wins (in the state root, else in the Airflow deployment's, whose tasks start jobs
     # there: `trainops logs NAME` on a worker finds them without --workdir); any other name is SageMaker's.
-    return "local" if _find_on_this_machine(args, "local") else "sagemaker"
+    if _find_on_this_machine(args, "local"):
+        return "local"
+    import importlib.util
+
+    try:
+        installed = importlib.util.find_spec("boto3") is not None
+    except (ImportError, ValueError):  # a finder that refuses it, or a module entry of None
+        installed = False
+    if not installed:  # `make run` installs no AWS client: most likely a mistyped local name
+        from trainops.backends.api import get_backend
+        from trainops.errors import Problem, SpecError
+
+        where = get_backend("local", workdir=args.workdir).where()
+        raise SpecError(Problem("job_name", f"no local job {args.job_name!r} (in {where}); for a SageMaker job "
+                                            "install boto3: pip install 'trainops[aws]'"))
+    return "sagemaker"
 
 
 def _find_on_this_machine(args: argparse.Namespace, backend: str) -> bool:

@@ -74,3 +74,41 @@ def test_a_state_directory_that_is_a_file_or_in_proc_is_refused(tmp_path):
     assert paths.jobs_root(tmp_path / "new") == tmp_path / "new" / "jobs"  # not there yet: fine, nothing created
     assert paths.jobs_root("/dev/shm/trainops-state") == Path("/dev/shm/trainops-state/jobs")  # a real tmpfs
     assert not (tmp_path / "new").exists()
+
+
+#: The `make run` venv in miniature: trainops with the AWS client and KFP not installed.
+WITHOUT_OPTIONAL = """
+import sys
+class Missing:
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] in ("boto3", "botocore", "s3transfer", "kfp"):
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+sys.meta_path.insert(0, Missing())
+from trainops.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+@pytest.mark.parametrize(("arguments", "text"), [
+    (["status", "nosuch"], "no local job 'nosuch' (in {home}/jobs); for a SageMaker job install boto3: "
+                           "pip install 'trainops[aws]'"),
+    (["logs", "nosuch"], "no local job 'nosuch' (in {home}/jobs)"),
+    (["stop", "nosuch"], "no local job 'nosuch' (in {home}/jobs)"),
+    (["run", "examples/specs/smddp-p4d.yaml", "--backend", "sagemaker"], "needs 'boto3', which is not installed"),
+    (["kfp", "compile", "examples/digits/pipeline.yaml", "-o", "{home}/x.yaml"],
+     "needs 'kfp', which is not installed"),
+])
+def test_a_command_whose_optional_package_is_missing_says_what_to_install(tmp_path, arguments, text):
+    """`make run` installs neither boto3 nor kfp: a SageMaker or KFP command there (or a mistyped local job name,
+    which falls to SageMaker) exits 2 naming the extra to install, not with an internal error."""
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    done = subprocess.run([sys.executable, "-c", WITHOUT_OPTIONAL, *[part.format(home=home) for part in arguments]],
+                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[3],
+                          env={**__import__("os").environ, "TRAINOPS_HOME": str(home)})
+    assert done.returncode == 2 and "internal error" not in done.stderr, done.stderr
+    assert text.format(home=home) in done.stderr
+    if arguments[0] == "kfp" or "sagemaker" in arguments:
+        assert "pip install 'trainops[" in done.stderr
