@@ -44,15 +44,10 @@ worker.join()
 
 def _children(pid: int) -> list[int]:
     """The processes whose parent is ``pid`` (the kernel's record)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            data = Path(f"/proc/{entry}/stat").read_bytes() if entry.isdigit() else b""
-        except OSError:
-            continue
-        if data and int(data[data.rfind(b")") + 2:].split()[1]) == pid:
-            found.append(int(entry))
-    return found
+    from trainops.runtime.processes import stat_fields
+
+    return [int(entry) for entry in os.listdir("/proc")
+            if entry.isdigit() and (fields := stat_fields(entry)) and fields[1] == str(pid)]
 
 
 def _kill_controller(tmp_path, environment: dict[str, str], *, patience: float = 30, threaded: bool = False,
