@@ -75,10 +75,20 @@ spec = importlib.util.spec_from_file_location("host_init", sys.argv[1])
 host_init = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(host_init)
 assert ctypes.CDLL(None).prctl(36, 1, 0, 0, 0) == 0  # PR_SET_CHILD_SUBREAPER, as a host's launcher is
-daemon = "import os, time\\nif os.fork() == 0:\\n    os.setsid()\\n    if os.fork() == 0:\\n        time.sleep(120)\\n    os._exit(0)\\n"
-subprocess.run([sys.executable, "-c", daemon], check=True)
+daemon = ("import os, sys, time\\nif os.fork() == 0:\\n    os.setsid()\\n    if os.fork() == 0:\\n"
+          "        open(sys.argv[1], 'w').write(str(os.getpid()))\\n        time.sleep(120)\\n    os._exit(0)\\n")
+subprocess.run([sys.executable, "-c", daemon, sys.argv[2]], check=True)
 deadline = time.monotonic() + 10
-while not host_init._descendants() and time.monotonic() < deadline:
+# Until the daemon has said its pid and its short-lived parent is gone: a walk in between may see either, or
+# (the parent ending between the listing of /proc and the read of its record) neither.
+while time.monotonic() < deadline:
+    try:
+        pid = int(open(sys.argv[2]).read())
+    except (OSError, ValueError):
+        pid = None
+    host_init._reap(-1)  # the daemon's parent, ended and handed to this subreaper, as the launcher does
+    if pid is not None and list(host_init._descendants()) == [pid]:
+        break
     time.sleep(0.05)
 found = host_init._descendants()
 stopped = host_init._stop_descendants(1.0)
@@ -97,9 +107,10 @@ def test_a_hosts_launcher_finds_and_stops_only_what_is_below_it(tmp_path: Path):
 
     from trainops.backends.local import host_init
 
-    done = subprocess.run([sys.executable, "-c", SUBREAPER_LAUNCHER, host_init.__file__], capture_output=True,
-                          text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-c", SUBREAPER_LAUNCHER, host_init.__file__, str(tmp_path / "daemon")],
+                          capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     seen = json.loads(done.stdout)
-    assert len(seen["found"]) == 1 and seen["stopped"] == 1 and seen["after"] == [], seen
+    assert seen["found"] == [int((tmp_path / "daemon").read_text())], seen
+    assert seen["stopped"] == 1 and seen["after"] == [], seen
     assert not {1, os.getpid(), os.getppid()} & set(seen["found"])

@@ -145,10 +145,10 @@ def _wait_for(child: int, pipe: int | None, lost: Callable[[], None] | None) -> 
 
 
 # --- what a host's process left: the processes below it ----------------------------------------------------------
-def _descendants() -> dict[int, int]:
-    """Every live process below this one (pid -> start time in clock ticks), from /proc's parent links: without a PID
-    namespace, below H (a child subreaper, so orphans stay below it); with one, below its init, which is every other
-    process of the namespace."""
+def _descendants() -> dict[int, tuple[str, int]]:
+    """Every process below this one, ended ones not yet reaped included (pid -> (state, start time in clock ticks)),
+    from /proc's parent links: without a PID namespace, below H (a child subreaper, so orphans stay below it); with
+    one, below its init, which is every other process of the namespace."""
     children: dict[int, list[int]] = {}
     details: dict[int, tuple[str, int]] = {}
     for entry in os.listdir("/proc"):
@@ -157,14 +157,14 @@ def _descendants() -> dict[int, int]:
             continue  # not a process, or gone meanwhile
         details[int(entry)] = (fields[0], int(fields[19]))
         children.setdefault(int(fields[1]), []).append(int(entry))
-    found: dict[int, int] = {}
+    found: dict[int, tuple[str, int]] = {}
     pending = [os.getpid()]
     while pending:
         for pid in children.get(pending.pop(), ()):
             if pid not in found:
-                found[pid] = details[pid][1]
+                found[pid] = details[pid]
                 pending.append(pid)
-    return {pid: ticks for pid, ticks in found.items() if details[pid][0] not in ("Z", "X")}
+    return found
 
 
 def _signal(pid: int, ticks: int, number: int) -> None:
@@ -194,9 +194,12 @@ def _stop_descendants(grace: float) -> int:
     number, deadline = signal.SIGTERM, time.monotonic() + grace
     while True:
         _reap(-1)
-        alive = _descendants()
-        if not alive:
+        below = _descendants()
+        # Done only when not even an ended process is left: one that forked and ended as /proc was listed (its child
+        # made after the listing) still shows as ended, so the next walk, which sees the child, comes.
+        if not below:
             return len(seen)
+        alive = {pid: ticks for pid, (state, ticks) in below.items() if state not in ("Z", "X")}
         if time.monotonic() >= deadline:
             number = signal.SIGKILL
         for pid, ticks in alive.items():
