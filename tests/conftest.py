@@ -13,6 +13,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 AWS_TEST_REGION = "us-east-1"
 
+# No developer's file of named backends (~/.config/trainops/backends.yaml) reaches a test, nor a test's process:
+# a test of named backends sets its own.
+os.environ["TRAINOPS_BACKENDS"] = os.devnull
+
 
 @pytest.fixture(scope="module")
 def moto_endpoint():

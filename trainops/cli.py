@@ -28,6 +28,7 @@ COMMAND_MODULES = [
     "trainops.commands.models_commands",
     "trainops.commands.job_commands",
     "trainops.commands.kfp_commands",
+    "trainops.commands.backend_commands",
 ]
 
 
@@ -35,8 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     """The whole parser: one sub-command per registered command module."""
     parser = argparse.ArgumentParser(
         prog="trainops",
-        description="Distributed training as a typed step: validate, render, run and watch jobs locally or on "
-                    "Amazon SageMaker.",
+        description="Distributed training as a typed step: validate, render, run and watch jobs on any backend "
+                    "(`trainops backends` lists them).",
         epilog="Exit codes: 0 success, 2 invalid input, 1 failure while running.",
     )
     parser.add_argument("--version", action="version", version=f"trainops {__version__}")

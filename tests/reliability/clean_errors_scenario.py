@@ -56,9 +56,11 @@ def prepare(root: Path) -> dict[str, Path]:
 def cases(places: dict[str, Path]) -> list[tuple[str, list[str], list[str]]]:
     """(label, arguments, texts the message must hold)."""
     plain, spec = str(places["file"]), str(places["spec"])
-    region = ["no local job 'nosuch'", "set a region"]
+    region = ["no job 'nosuch' on the local backend", "--backend NAME"]
     found = [(f"{command} of an unknown job, no AWS region", [command, "nosuch"], region)
              for command in ("status", "logs", "stop")]
+    found += [(f"{command} on a backend that needs a region, none set", [command, "nosuch", "--backend", "sagemaker"],
+               ["region", "needs a region"]) for command in ("status", "logs", "stop")]
     found += [
         ("run --workdir on a file", ["run", spec, "--workdir", plain], ["workdir", "is a file, not a directory"]),
         ("run --workdir under a file", ["run", spec, "--workdir", f"{plain}/sub"], ["workdir", "is a file"]),

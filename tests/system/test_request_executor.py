@@ -116,7 +116,9 @@ def test_without_a_mount_namespace_the_trainops_launcher_still_runs_and_the_tool
 def test_a_bad_image_python_is_an_input_error(tmp_path):
     spec = write_job(tmp_path)
     refused = run_cli("run", str(spec), "--image-python", str(tmp_path / "no-python"), "--workdir", str(tmp_path))
-    assert refused.returncode == 2 and "--image-python" in refused.stderr and "Traceback" not in refused.stderr
+    # The flag is a shorthand for -o image_python=...: the local backend's options type refuses the path, naming it.
+    assert refused.returncode == 2 and "image_python:" in refused.stderr and "Traceback" not in refused.stderr
+    assert "is not an executable Python interpreter" in refused.stderr
 
 
 def test_an_s3_source_tarball_runs_locally_as_given(tmp_path, aws_environment):

@@ -65,7 +65,9 @@ def test_run_status_logs_stop_against_moto(project):
 
 def test_unknown_job_and_local_paths_are_input_errors(project, tmp_path):
     missing = trainops("status", "no-such-job", "--backend", "sagemaker")
-    assert missing.returncode == 2 and "no training job named 'no-such-job'" in missing.stderr
+    assert missing.returncode == 2, missing.stderr
+    assert "no job 'no-such-job' on the sagemaker backend (looked in region us-east-1)" in missing.stderr
+    assert "--backend NAME (local" in missing.stderr  # how to look elsewhere
     project.write_text(project.read_text().replace(f"s3://{BUCKET}/data/train/", str(tmp_path)))
     refused = trainops("run", str(project), "--backend", "sagemaker")
     assert refused.returncode == 2 and "inputs.train" in refused.stderr and "Traceback" not in refused.stderr

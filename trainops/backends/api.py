@@ -299,12 +299,77 @@ class Backend(abc.ABC):
     Options: ClassVar[type[BackendOptions]] = BackendOptions
     CONTEXT: ClassVar[frozenset[str]] = frozenset()
     capabilities: ClassVar[frozenset[str]] = frozenset()
+    #: Context this backend cannot reach a job without, and where a front end finds it when the user gave none:
+    #: key -> source. ``"aws"``: the AWS configuration (an Airflow task's AWS connection; boto3's own chain
+    #: elsewhere). A front end looks only at this, never at the backend's name.
+    NEEDS: ClassVar[Mapping[str, str]] = {}
+    #: Seconds a wait allows beyond the job's own limits (max_run, max_wait) before it gives up: what the backend
+    #: spends outside them (SageMaker: provisioning, the image download, the model upload).
+    WAIT_GRACE_SECONDS: ClassVar[float] = 3600.0
+
+    #: The job options this backend was opened with (`trainops.backends.get_backend`'s ``options``); `options`
+    #: lays a call's own over them.
+    bound_options: BackendOptions | None = None
+    #: The named backend (`trainops.backends.named_file`) this one was opened as, if any: a message telling the user
+    #: how to reach the job again names it.
+    named_as: str | None = None
+
+    # --- settings: how a front end's one mapping reaches the backend ----------------------------------------
+    @classmethod
+    def settings(cls) -> dict[str, Any]:
+        """Every setting this backend takes in its one mapping, name -> declared type: its context (how it is
+        reached: the constructor's keywords in ``CONTEXT``) and its options type's fields."""
+        from trainops.backends.options import declared_types
+
+        return {**declared_types(cls.__init__, sorted(cls.CONTEXT)), **cls.Options.types()}
+
+    @classmethod
+    def split_settings(cls, values: Mapping[str, Any] | None,
+                       source: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(context, job options) of a front end's mapping, text coerced to each setting's declared type; a key
+        that is neither is a `SpecError` naming it, the backend and its settings. None values: not given."""
+        from trainops.backends.options import coerce_all
+
+        given = {key: value for key, value in (values or {}).items() if value is not None}
+        known = cls.settings()
+        listed = ", ".join(sorted(known)) or "none"
+        problems = [Problem(key, f"is not a setting of the {cls.name} backend (its settings: {listed}); leave it "
+                                 "out or choose the backend it belongs to") for key in sorted(set(given) - set(known))]
+        try:
+            coerced = coerce_all({key: value for key, value in given.items() if key in known}, known,
+                                 f"the {cls.name} backend", source)
+        except SpecError as error:
+            problems += error.problems
+        if problems:
+            raise SpecError(problems, source)
+        context = {key: value for key, value in coerced.items() if key in cls.CONTEXT}
+        return context, {key: value for key, value in coerced.items() if key not in cls.CONTEXT}
+
+    @classmethod
+    def takes(cls, values: Mapping[str, Any]) -> dict[str, Any]:
+        """Those of ``values`` this backend's jobs take (its options type's fields): for what a front end derives
+        itself (a checkpoint key from the task's name), never for what a user gave, which is refused instead."""
+        names = set(cls.Options.names())
+        return {key: value for key, value in values.items() if key in names}
+
+    def links(self, kind: str, name: str, location: Mapping[str, str] | None = None) -> dict[str, str]:
+        """Pages where a person follows a job of ``kind`` (a key of `JOB_KINDS`, or ``"model"``: a registered
+        version, by its location) called ``name``: link -> URL (``job``, ``logs``). Empty: this backend's jobs
+        have no such page."""
+        return {}
 
     # --- training jobs: the template ------------------------------------------------------------------------
     def options(self, values: BackendOptions | Mapping[str, Any] | None = None, **more: Any) -> BackendOptions:
-        """This backend's options from an options object or a mapping, with ``more`` laid over (None: not given)."""
-        parsed = self.Options.parse(values)
-        return parsed.merged(more) if more else parsed
+        """This backend's options: those it was opened with, an options object's or a mapping's laid over, then
+        ``more`` (None: not given)."""
+        base = self.bound_options if self.bound_options is not None else self.Options()
+        if isinstance(values, BackendOptions):
+            parsed = self.Options.parse(values)
+            given = {name: getattr(parsed, name) for name in parsed.names()}
+        else:
+            given = dict(values or {})
+        given.update(more)
+        return base.merged(given) if given else base
 
     def submit(self, spec: Any, name: str, *, if_exists: str = "reattach", log: Log | None = None,
                detached: bool = False, options: BackendOptions | Mapping[str, Any] | None = None,
@@ -392,9 +457,16 @@ class Backend(abc.ABC):
         and the cursor after them (small JSON): a poller (the Airflow trigger) streams a job's logs with it."""
 
     @abc.abstractmethod
-    def render_request(self, spec: Any, job_name: str, *, launcher: str | None = None,
-                       region: str | None = None) -> dict[str, Any]:
-        """The CreateTrainingJob request the job would be created with, secrets masked (a dry run: no call)."""
+    def render_request(self, spec: Any, job_name: str, *,
+                       options: BackendOptions | Mapping[str, Any] | None = None) -> dict[str, Any] | str:
+        """What `submit` would create for ``job_name``, as a person reviews it, secrets masked (a dry run: nothing
+        is called): a mapping (shown as JSON; local and SageMaker: the CreateTrainingJob request) or a text (a
+        batch script). ``options`` are laid over those the backend was opened with."""
+
+    def render_summary(self, rendered: dict[str, Any] | str, spec: Any) -> dict[str, Any]:
+        """The few lines of what `render_request` rendered for ``spec`` that a reviewer looks at first (small JSON:
+        an XCom value)."""
+        return {"rendered": rendered if isinstance(rendered, str) else sorted(rendered)}
 
     def status_record(self, handle: JobHandle) -> dict[str, Any]:
         """Everything the backend knows of the job, for ``trainops status`` (default: the result's dict)."""
@@ -559,8 +631,9 @@ class Backend(abc.ABC):
         raise NotImplementedError  # pragma: no cover
 
 
-def get_backend(name: str, *, source: str | None = None, **context: Any) -> Backend:
-    """The backend called ``name``, bound to its context: `trainops.backends.get_backend` (the registry)."""
+def get_backend(name: str | None = None, *, options: Mapping[str, Any] | None = None, source: str | None = None,
+                **context: Any) -> Backend:
+    """The backend called ``name``, bound to its settings: `trainops.backends.get_backend` (the registry)."""
     from trainops.backends import get_backend as from_registry
 
-    return from_registry(name, source=source, **context)
+    return from_registry(name, options=options, source=source, **context)

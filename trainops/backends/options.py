@@ -8,10 +8,18 @@ pass every argument it has without deciding which backend reads which (an empty 
 
 The types live beside the seam, not inside each backend, so that a front end can build them without importing a
 concrete backend (kubeflow/sdk's options objects are the model); a third-party backend declares its own subclass.
+
+Values given as text (the command line's ``-o KEY=VALUE``, a templated Airflow field, a named backend's file) are
+coerced by the field's declared type (`coerce`): ``false`` to a bool, ``2`` to an int, ``train=/data`` (or a JSON
+object) to a mapping, ``a,b`` (or a JSON array) to a list; what cannot be is a `SpecError` naming the option and the
+backend.
 """
 
 from __future__ import annotations
 
+import json
+import types
+import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
@@ -55,7 +63,12 @@ class BackendOptions:
             raise SpecError([Problem(key, f"is not an option of the {cls.backend} backend (its options: {known}); "
                                           "leave it out or choose the backend it belongs to")
                              for key in unknown], source)
-        return cls(**given)
+        return cls(**coerce_all(given, cls.types(), f"the {cls.backend} backend", source))
+
+    @classmethod
+    def types(cls) -> dict[str, Any]:
+        """Each option's declared type (what a value given as text is coerced to)."""
+        return declared_types(cls, cls.names())
 
     def merged(self: OptionsT, values: Mapping[str, Any]) -> OptionsT:
         """A copy with ``values`` (None values left out) laid over these options, checked the same way."""
@@ -68,9 +81,148 @@ class BackendOptions:
                 if (value := getattr(self, name)) is not None and not callable(value)}
 
 
+def declared_types(owner: Any, names: typing.Iterable[str]) -> dict[str, Any]:
+    """The declared types of ``names`` among ``owner``'s annotations (a dataclass's fields, a function's
+    parameters); Any where an annotation cannot be resolved (a name imported only for type checking)."""
+    try:
+        hints = typing.get_type_hints(owner)
+    except Exception:  # noqa: BLE001 - an unresolvable annotation: that value is taken as given
+        hints = {}
+    return {name: hints.get(name, Any) for name in names}
+
+
+#: What each declared type is coerced to from text, in the order a union is tried (``str | PathLike``: text).
+_KINDS = ((bool, "bool"), (int, "int"), (float, "float"), (str, "str"))
+_TRUE, _FALSE = ("true", "yes", "on", "1"), ("false", "no", "off", "0")
+
+
+def kind_of(hint: Any) -> str:
+    """"bool", "int", "float", "str", "mapping", "list", "callable" or "any" for a declared type."""
+    origin = typing.get_origin(hint)
+    if origin is typing.Union or (hasattr(types, "UnionType") and isinstance(hint, types.UnionType)):
+        kinds = [kind_of(arg) for arg in typing.get_args(hint) if arg is not type(None)]
+        for wanted in ("str", "mapping", "list", "bool", "int", "float", "callable"):
+            if wanted in kinds:
+                return wanted
+        return "any"
+    target = origin or hint
+    if target is Any or not isinstance(target, type):
+        return "callable" if target is Callable or origin is Callable else "any"
+    if issubclass(target, Mapping):
+        return "mapping"
+    if issubclass(target, (list, tuple)) or target in (typing.Sequence, typing.AbstractSet):
+        return "list"
+    if target.__module__ == "collections.abc" and target.__name__ in ("Sequence", "Iterable", "Set"):
+        return "list"
+    if target.__module__ == "collections.abc" and target.__name__ == "Callable":
+        return "callable"
+    for python, name in _KINDS:
+        if issubclass(target, python):
+            return name
+    return "any"
+
+
+def coerce(name: str, value: Any, hint: Any, owner: str) -> Any:
+    """``value`` for a setting of declared type ``hint``: text (or a list of texts, one per ``-o``) coerced to it,
+    anything else as given (its type is the setting's own check). Raises `SpecError` naming the setting and
+    ``owner`` (``the local backend``) when the text cannot be that type."""
+    kind = kind_of(hint)
+    texts = value if isinstance(value, list) and value and all(isinstance(item, str) for item in value) else None
+    if not isinstance(value, str) and texts is None:
+        return value
+
+    def refuse(why: str) -> SpecError:
+        return SpecError(Problem(name, f"{value!r} {why} (a setting of {owner})"))
+
+    if kind == "mapping":
+        merged: dict[str, Any] = {}
+        for text in texts or [value]:
+            if text.lstrip().startswith("{"):
+                try:
+                    document = json.loads(text)
+                except ValueError:
+                    document = None
+                if not isinstance(document, dict):
+                    raise refuse("is not a JSON object")
+                merged.update(document)
+                continue
+            for pair in (part for part in text.split(",") if part.strip()):
+                key, separator, item = pair.partition("=")
+                if not separator or not key.strip():
+                    raise refuse("is not KEY=VALUE[,KEY=VALUE...] or a JSON object")
+                merged[key.strip()] = item
+        return merged
+    if kind == "list":
+        items: list[Any] = []
+        for text in texts or [value]:
+            if text.lstrip().startswith("["):
+                try:
+                    document = json.loads(text)
+                except ValueError:
+                    document = None
+                if not isinstance(document, list):
+                    raise refuse("is not a JSON array")
+                items.extend(document)
+            else:
+                items.extend(part.strip() for part in text.split(",") if part.strip())
+        return items
+    if texts is not None:
+        if len(set(texts)) > 1:
+            raise refuse("gives one setting several values: give it once")
+        value = texts[0]
+    text = value.strip()
+    if kind == "bool":
+        if text.lower() in _TRUE:
+            return True
+        if text.lower() in _FALSE:
+            return False
+        raise refuse("is not true or false")
+    if kind == "int":
+        try:
+            return int(text)
+        except ValueError:
+            raise refuse("is not a whole number") from None
+    if kind == "float":
+        try:
+            return float(text)
+        except ValueError:
+            raise refuse("is not a number") from None
+    if kind == "callable":
+        raise refuse("cannot be given as text: this setting takes a Python object")
+    return value
+
+
+def coerce_all(values: Mapping[str, Any], hints: Mapping[str, Any], owner: str,
+               source: str | None = None) -> dict[str, Any]:
+    """Every value coerced (`coerce`), every problem reported at once."""
+    problems: list[Problem] = []
+    coerced: dict[str, Any] = {}
+    for key, value in values.items():
+        try:
+            coerced[key] = coerce(key, value, hints.get(key, Any), owner)
+        except SpecError as error:
+            problems.extend(error.problems)
+    if problems:
+        raise SpecError(problems, source)
+    return coerced
+
+
 def _given(value: Any) -> bool:
     """None and an empty mapping or list mean "not given" (a CLI's ``--channel`` flags, none used, make ``{}``)."""
     return value is not None and not (isinstance(value, (Mapping, list, tuple)) and not value)
+
+
+def _interpreter(path: Any) -> str | None:
+    """An absolute path to the executable file ``path`` names (a bare name is looked up on PATH), else None."""
+    import os
+    import shutil
+
+    if not isinstance(path, str) or not path:
+        return None
+    found = shutil.which(path) if os.sep not in path else (path if os.access(path, os.X_OK) else None)
+    if not found or not os.path.isfile(found):
+        return None
+    return os.path.abspath(found)
 
 
 def _launcher_problem(launcher: str | None) -> Problem | None:
@@ -114,8 +266,14 @@ class LocalOptions(BackendOptions):
                                                          "(both strings)"))
         if self.checkpoint_key is not None and not isinstance(self.checkpoint_key, str):
             problems.append(Problem("checkpoint_key", f"{self.checkpoint_key!r} is not a string"))
-        if self.image_python is not None and not isinstance(self.image_python, str):
-            problems.append(Problem("image_python", f"{self.image_python!r} is not a path to an interpreter"))
+        if self.image_python is not None:
+            found = _interpreter(self.image_python)
+            if found is None:
+                problems.append(Problem("image_python", f"{self.image_python!r} is not an executable Python "
+                                                        "interpreter: give the python of the venv standing for the "
+                                                        "image (e.g. $(python tests/support/image_venv.py))"))
+            else:
+                object.__setattr__(self, "image_python", found)
         if self.on_job is not None and not callable(self.on_job):
             problems.append(Problem("on_job", "is not callable"))
         launcher = _launcher_problem(self.launcher)

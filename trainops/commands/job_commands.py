@@ -13,33 +13,40 @@ PIPELINE_KEYS = {"steps", "workdir", "backend"}
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the job commands to the command line."""
+    from trainops.commands.backend_args import add_backend_arguments
+
     run = subparsers.add_parser(
-        "run", help="run a job spec or a pipeline file (local backend by default)",
-        description="Run a job spec (or a pipeline file: stage, train, evaluate, register) on the local backend "
-                    "(several simulated hosts on this machine) or on SageMaker. Exit 0 when it completed, 1 when it "
-                    "failed or was stopped, 2 on invalid input. Ctrl-C or SIGTERM stops every process of a local job.")
+        "run", help="run a job spec or a pipeline file (the default backend unless --backend says)",
+        description="Run a job spec (or a pipeline file: stage, train, evaluate, register) on a backend: the local "
+                    "one (several simulated hosts on this machine) by default, or the one --backend names. Exit 0 "
+                    "when it completed, 1 when it failed or was stopped, 2 on invalid input. Ctrl-C or SIGTERM stops "
+                    "the job.")
     run.add_argument("file", help="job spec or pipeline file (YAML or JSON)")
-    run.add_argument("--backend", default=None, metavar="NAME",
-                     help="where to run: local, sagemaker, or a backend an installed package registers (default: "
-                          "local, or the pipeline file's backend)")
+    add_backend_arguments(run)
     run.add_argument("--job-name", default=None, help="job name (default: <name>-<timestamp>)")
     run.add_argument("--processes-per-host", type=int, default=None, metavar="N",
-                     help="local backend: ranks per simulated host (default: the spec's, else GPUs, else 1)")
+                     help="shorthand for -o processes_per_host=N: ranks per simulated host (default: the spec's, "
+                          "else GPUs, else 1)")
     run.add_argument("--channel", action="append", default=[], metavar="NAME=PATH",
-                     help="local backend: read channel NAME from PATH (e.g. an FSx channel staged locally)")
-    run.add_argument("--workdir", default=None, help="local backend: state directory (default: $TRAINOPS_HOME)")
+                     help="shorthand for -o channel_overrides=NAME=PATH: read channel NAME from PATH (e.g. an FSx "
+                          "channel staged locally)")
+    run.add_argument("--workdir", default=None,
+                     help="shorthand for -o workdir=DIR: the state directory (default: $TRAINOPS_HOME); for a "
+                          "pipeline file, its workdir")
     run.add_argument("--if-exists", choices=["reattach", "fail", "new"], default="reattach",
                      help="when a job of that name exists: follow it (default), fail, or create a suffixed copy")
     run.add_argument("--no-wait", action="store_true",
-                     help="return once the job is created (local backend: it runs under a detached supervisor; "
-                          "follow it with trainops logs NAME --follow, end it with trainops stop NAME)")
+                     help="return once the job is created (a job of this machine runs under a detached "
+                          "supervisor; follow it with trainops logs NAME --follow, end it with trainops stop NAME)")
     run.add_argument("--launcher", choices=["trainops", "toolkit"], default=None,
-                     help="who launches the ranks in the container: the trainops runtime, or the image's own "
-                          "SageMaker toolkit (default: the spec's launcher)")
+                     help="shorthand for -o launcher=...: who launches the ranks in the container, the trainops "
+                          "runtime or the image's own SageMaker toolkit (default: the spec's launcher)")
     run.add_argument("--image-python", default=None, metavar="PATH",
-                     help="local backend: the interpreter standing for the training image (a venv without trainops; "
-                          "with --launcher toolkit it needs sagemaker-training and sagemaker-pytorch-training)")
-    run.add_argument("--region", default=None, help="sagemaker backend: AWS region when the spec has none")
+                     help="shorthand for -o image_python=PATH: the interpreter standing for the training image (a "
+                          "venv without trainops; with --launcher toolkit it needs sagemaker-training and "
+                          "sagemaker-pytorch-training)")
+    run.add_argument("--region", default=None, help="shorthand for -o region=...: the AWS region when the spec "
+                                                    "has none")
     run.add_argument("--retries", default=None, metavar="CLASS=N,...",
                      help="retry budgets per failure class, e.g. infrastructure=3,user=0,backoff_seconds=30 "
                           "(default: one attempt); an infrastructure failure starts <name>-2 from the checkpoint")
@@ -48,13 +55,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     for name, text in (("status", "show a job's status"), ("logs", "print a job's logs, every host"),
                        ("stop", "stop a running job")):
-        command = subparsers.add_parser(name, help=text, description=f"{text[0].upper()}{text[1:]} (a local job "
-                                        "when one has that name, else a SageMaker training job).")
+        command = subparsers.add_parser(name, help=text, description=f"{text[0].upper()}{text[1:]}, on the backend "
+                                        "--backend names (default: the default backend); -o gives the settings "
+                                        "that reach it.")
         command.add_argument("job_name", help="the job's name")
-        command.add_argument("--backend", default=None, metavar="NAME",
-                             help="where the job runs (default: local if a local job has that name)")
-        command.add_argument("--workdir", default=None, help="local backend: state directory")
-        command.add_argument("--region", default=None, help="sagemaker backend: AWS region")
+        add_backend_arguments(command)
+        command.add_argument("--workdir", default=None, help="shorthand for -o workdir=DIR: the state directory")
+        command.add_argument("--region", default=None, help="shorthand for -o region=...: the AWS region")
         if name == "status":
             command.add_argument("--json", action="store_true", help="print the status as JSON")
         if name == "logs":
@@ -62,7 +69,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         command.set_defaults(handler={"status": status_command, "logs": logs_command, "stop": stop_command}[name])
 
 
-def _channel_overrides(items: list[str]) -> dict[str, str]:
+def _channel_overrides(items: list[str]) -> dict[str, str] | None:
     from trainops.errors import Problem, SpecError
 
     overrides = {}
@@ -71,10 +78,11 @@ def _channel_overrides(items: list[str]) -> dict[str, str]:
         if not separator or not name or not path:
             raise SpecError(Problem("--channel", f"{item!r}: expected NAME=PATH"))
         overrides[name] = path
-    return overrides
+    return overrides or None
 
 
 def run_command(args: argparse.Namespace) -> int:
+    from trainops.commands.backend_args import backend_options
     from trainops.spec.loader import read_document
 
     document = read_document(args.file)
@@ -82,35 +90,24 @@ def run_command(args: argparse.Namespace) -> int:
     if isinstance(document, dict) and PIPELINE_KEYS.intersection(document):
         from trainops.steps.pipeline import run_pipeline_file
 
-        return run_pipeline_file(args.file, backend=args.backend, force=args.force, workdir=args.workdir)
+        # --workdir is the pipeline's own (its state, its ${workdir}); -o and the other shorthands reach its backend.
+        options = backend_options(args, **_job_shorthands(args))
+        return run_pipeline_file(args.file, backend=args.backend, force=args.force, workdir=args.workdir,
+                                 backend_options=options)
     return _run_job(args)
 
 
-def _image_python(path: str | None) -> str | None:
-    """An absolute path to an executable interpreter, else SpecError naming --image-python."""
-    if path is None:
-        return None
-    import os
-    import shutil
-
-    from trainops.errors import Problem, SpecError
-
-    found = shutil.which(path) if os.sep not in path else (path if os.access(path, os.X_OK) else None)
-    if not found or not os.path.isfile(found):
-        raise SpecError(Problem("--image-python", f"{path!r} is not an executable Python interpreter: give the "
-                                                  "python of the venv standing for the image (e.g. "
-                                                  "$(python tests/support/image_venv.py))"))
-    return os.path.abspath(found)
+def _job_shorthands(args: argparse.Namespace) -> dict[str, Any]:
+    """The run command's flags that stand for backend settings (None: not given)."""
+    return {"processes_per_host": args.processes_per_host, "channel_overrides": _channel_overrides(args.channel),
+            "launcher": args.launcher, "image_python": args.image_python, "region": args.region}
 
 
 def _run_job(args: argparse.Namespace) -> int:
+    from trainops.commands.backend_args import backend_options, open_backend
     from trainops.errors import JobFailed
     from trainops.steps.train import train
 
-    if args.processes_per_host is not None and args.processes_per_host < 1:
-        from trainops.errors import SpecError
-
-        raise SpecError("--processes-per-host must be at least 1")
     held: list = []  # (backend, handle) of the job once it is placed
     if args.retries is not None:
         from trainops.backends.failures import RetryBudgets
@@ -130,15 +127,14 @@ def _run_job(args: argparse.Namespace) -> int:
             print(f"[trainops] {backend.stop(handle, f'Stopped: trainops received {signal.Signals(signum).name}')}",
                   file=sys.stderr, flush=True)
 
-    # Each backend takes the options that concern it (local: work directory, channels, ranks per host, the image
-    # stand-in; SageMaker: region) and ignores the others.
-    options = dict(job_name=args.job_name, if_exists=args.if_exists, wait=not args.no_wait, workdir=args.workdir,
-                   processes_per_host=args.processes_per_host, channel_overrides=_channel_overrides(args.channel),
-                   launcher=args.launcher, image_python=_image_python(args.image_python), region=args.region,
-                   on_handle=lambda backend, handle: held.append((backend, handle)), retries=args.retries)
+    # One mapping of the backend's settings (-o and the shorthand flags); the backend takes what it knows and
+    # refuses the rest, naming it, before anything is created.
+    backend = open_backend(args, backend_options(args, workdir=args.workdir, **_job_shorthands(args)))
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
-        result = train(args.file, backend=args.backend or "local", **options)
+        result = train(args.file, backend=backend, job_name=args.job_name, if_exists=args.if_exists,
+                       wait=not args.no_wait, on_handle=lambda chosen, handle: held.append((chosen, handle)),
+                       retries=args.retries)
         code = 0
     except JobFailed as error:
         failed: dict[str, Any] | None = getattr(error, "result", None)
@@ -183,98 +179,45 @@ def _print_outcome(result: dict) -> None:
 
 
 def _airflow_workdir() -> str | None:
-    """Where an Airflow deployment keeps the local jobs its tasks start (``$AIRFLOW_HOME/trainops``), when this
-    environment is one (AIRFLOW_HOME set and the directory there)."""
+    """Where an Airflow deployment keeps the jobs of this machine its tasks start (``$AIRFLOW_HOME/trainops``), when
+    this environment is one (AIRFLOW_HOME set and the directory there)."""
     import os
 
     home = os.environ.get("AIRFLOW_HOME")
     return os.path.join(home, "trainops") if home and os.path.isdir(os.path.join(home, "trainops")) else None
 
 
-def _backend_of(args: argparse.Namespace) -> str:
-    if args.backend:
-        from trainops.backends import backend_class
-
-        if args.workdir is None and "workdir" in backend_class(args.backend).CONTEXT:
-            _find_on_this_machine(args, args.backend)
-        return args.backend
-    # A local job of that name wins (in the state root, else in the Airflow deployment's, whose tasks start jobs
-    # there: `trainops logs NAME` on a worker finds them without --workdir); any other name is SageMaker's.
-    if _find_on_this_machine(args, "local"):
-        return "local"
-    import importlib.util
-
-    try:
-        installed = importlib.util.find_spec("boto3") is not None
-    except (ImportError, ValueError):  # a finder that refuses it, or a module entry of None
-        installed = False
-    if not installed:  # `make run` installs no AWS client: most likely a mistyped local name
-        from trainops.backends.api import get_backend
-        from trainops.errors import Problem, SpecError
-
-        where = get_backend("local", workdir=args.workdir).where()
-        raise SpecError(Problem("job_name", f"no local job {args.job_name!r} (in {where}); for a SageMaker job "
-                                            "install boto3: pip install 'trainops[aws]'"))
-    return "sagemaker"
-
-
-def _find_on_this_machine(args: argparse.Namespace, backend: str) -> bool:
-    """Whether ``backend`` (one whose jobs live in a work directory) has a job of that name; sets ``args.workdir``
-    to the Airflow deployment's when the job is there."""
-    from trainops.backends.api import get_backend
-    from trainops.errors import SpecError
-
-    if get_backend(backend, workdir=args.workdir).status_of(args.job_name) is not None:
-        return True
-    airflow = _airflow_workdir() if args.workdir is None else None
-    if airflow is None:
-        return False
-    try:
-        found = get_backend(backend, workdir=airflow).status_of(args.job_name) is not None
-    except SpecError:  # not a state root this user may read: the default root's answer stands
-        return False
-    if found:
-        args.workdir = airflow
-    return found
-
-
-def _sagemaker_factory(args: argparse.Namespace):
-    import boto3
-
-    from trainops.aws.clients import default_client_factory
-
-    if not boto3.session.Session(region_name=args.region).region_name:
-        # Without a region boto3 cannot even name the endpoint; when the backend was guessed, the user most
-        # likely meant a local job: say both.
-        from trainops.backends.api import get_backend
-        from trainops.errors import Problem, SpecError
-
-        how = "set a region (--region, AWS_REGION or the AWS profile's region)"
-        if args.backend is None:
-            where = get_backend("local", workdir=args.workdir).where()
-            raise SpecError(Problem("job_name", f"no local job {args.job_name!r} (in {where}); "
-                                                f"for a SageMaker job {how}"))
-        raise SpecError(Problem("--region", f"a SageMaker job needs a region: {how}"))
-    return default_client_factory(args.region)
-
-
 def _job(args: argparse.Namespace):
-    """(backend, handle) of the job a status / logs / stop command names; the name is checked first."""
-    from trainops.backends.api import JobHandle, get_backend
+    """(backend, handle) of the job a status / logs / stop command names, on the backend it names (the default
+    when none): the name is checked first; a name with no job there is a `SpecError` saying where it looked and
+    how to choose another backend. A backend whose jobs live in a work directory, given none, looks in the Airflow
+    deployment's too (its tasks start jobs there: `trainops logs NAME` on a worker finds them)."""
+    from trainops.backends import choices
+    from trainops.commands.backend_args import backend_options, open_backend
+    from trainops.errors import Problem, SpecError
     from trainops.spec.names import check_job_name
 
     check_job_name(args.job_name)
-    name = _backend_of(args)
-    factory = None
-
-    def clients(service: str):  # built on first use: a local job needs no AWS region
-        nonlocal factory
-        if factory is None:
-            factory = _sagemaker_factory(args)
-        return factory(service)
-
-    backend = get_backend(name, workdir=args.workdir, region=args.region, client_factory=clients)
-    return backend, JobHandle(name, args.job_name, workdir=args.workdir, region=args.region, created=False)
+    options = backend_options(args, workdir=args.workdir, region=args.region)
+    backend = open_backend(args, options)
+    if backend.status_of(args.job_name) is None:
+        elsewhere = _airflow_workdir() if "workdir" in backend.CONTEXT and "workdir" not in options else None
+        found = None
+        if elsewhere is not None:
+            try:
+                found = open_backend(args, {**options, "workdir": elsewhere})
+                found = found if found.status_of(args.job_name) is not None else None
+            except SpecError:  # not a state root this user may read: the default root's answer stands
+                found = None
+        if found is None:
+            looked = backend.where() + (f" and {elsewhere}" if elsewhere else "")
+            named = args.backend or backend.name
+            others = ", ".join(name for name in choices() if name != named)
+            raise SpecError(Problem("job_name", f"no job {args.job_name!r} on the {named} backend (looked in "
+                                                f"{looked}); a job of another backend: --backend NAME ({others}) "
+                                                "with -o KEY=VALUE for where it lives"))
+        backend = found
+    return backend, backend.handle(args.job_name)
 
 
 def status_command(args: argparse.Namespace) -> int:

@@ -21,8 +21,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     actions.required = True
 
     def add_registry_option(parser: argparse.ArgumentParser) -> None:
+        from trainops.commands.backend_args import add_backend_arguments
+
         parser.add_argument("--registry", metavar="DIR", default=None,
-                            help="registry directory (default: $TRAINOPS_HOME/registry)")
+                            help="shorthand for -o registry_dir=DIR: the registry directory (default: "
+                                 "$TRAINOPS_HOME/registry)")
+        add_backend_arguments(parser)
 
     listing = actions.add_parser("list", help="a table of registered versions",
                                  description="One row per version: group, version, status, key metrics, creation "
@@ -51,10 +55,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _registry(args: argparse.Namespace):
-    from trainops.backends.api import get_backend
+    from trainops.commands.backend_args import backend_options, open_backend
     from trainops.errors import Problem, SpecError
 
-    registry = get_backend("local", registry_dir=args.registry).model_registry()
+    registry = open_backend(args, backend_options(args, registry_dir=args.registry)).model_registry()
     if registry.root.exists() and not registry.root.is_dir():
         raise SpecError(Problem("--registry", f"{registry.root} is a file, not a registry: give the registry's "
                                               "directory (default $TRAINOPS_HOME/registry)"))

@@ -19,14 +19,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     validate.set_defaults(handler=validate_command)
 
     render = subparsers.add_parser(
-        "render", help="print the exact SageMaker CreateTrainingJob request (dry run)",
-        description="Render a job spec to the boto3 create_training_job request, as JSON on stdout. Nothing is "
-                    "created. Environment values whose names look like secrets are masked.")
+        "render", help="print exactly what the backend would create (dry run)",
+        description="Render a job spec to what its backend would create, on stdout: for the local and SageMaker "
+                    "backends the boto3 create_training_job request, as JSON. Nothing is created. Environment values "
+                    "whose names look like secrets are masked.")
     render.add_argument("file", help="job spec file (YAML or JSON)")
+    from trainops.commands.backend_args import add_backend_arguments
+
+    add_backend_arguments(render)
     render.add_argument("--launcher", choices=["trainops", "toolkit"], default=None,
-                        help="who launches the ranks in the container (default: the spec's launcher, trainops)")
+                        help="shorthand for -o launcher=...: who launches the ranks in the container (default: the "
+                             "spec's launcher, trainops)")
     render.add_argument("--job-name", default=None, help="training job name (default: <name>-<timestamp>)")
-    render.add_argument("--region", default=None, help="AWS region when the spec has none (default: AWS_REGION)")
+    render.add_argument("--region", default=None, help="shorthand for -o region=...: the AWS region when the spec "
+                                                       "has none (default: AWS_REGION)")
     render.set_defaults(handler=render_command)
 
     schema = subparsers.add_parser(
@@ -75,16 +81,21 @@ def default_region() -> str | None:
 
 def render_command(args: argparse.Namespace) -> int:
     from trainops.backends.api import get_backend
+    from trainops.commands.backend_args import backend_options
     from trainops.spec import load_job_spec
     from trainops.spec.names import timestamped_job_name
 
     spec = load_job_spec(args.file)
     job_name = args.job_name or timestamped_job_name(spec.name or "trainops")
-    # The SageMaker backend renders the request (the local backend executes the same one): a dry run, no call.
-    sagemaker = get_backend("sagemaker", region=args.region or default_region())
-    request = sagemaker.render_request(spec, job_name, launcher=args.launcher, region=args.region or default_region())
-    json.dump(request, sys.stdout, indent=2)
-    sys.stdout.write("\n")
+    options = backend_options(args, launcher=args.launcher, region=args.region)
+    # A dry run: the backend renders what it would create and calls nothing (no region needed from AWS).
+    backend = get_backend(args.backend, options=options, source="backend options", region=default_region())
+    rendered = backend.render_request(spec, job_name)
+    if isinstance(rendered, str):
+        sys.stdout.write(rendered if rendered.endswith("\n") else rendered + "\n")
+    else:
+        json.dump(rendered, sys.stdout, indent=2)
+        sys.stdout.write("\n")
     sys.stdout.flush()
     print_forecast(spec, args.region or default_region())
     return 0

@@ -25,6 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                "2 invalid input (missing source, destination inside the source, ...).")
     stage.add_argument("source", metavar="SRC", help="local directory, file:// URI or s3://bucket/prefix")
     stage.add_argument("destination", metavar="DST", help="local directory (created when missing)")
+    from trainops.commands.backend_args import add_backend_arguments
+
+    add_backend_arguments(stage)
     stage.add_argument("--workers", type=int, default=None, metavar="N",
                        help="parallel S3 downloads (default 10, as aws s3 sync); a local tree is copied by one "
                             "process")
@@ -37,20 +40,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def stage_command(args: argparse.Namespace) -> int:
-    from trainops.backends import get_backend
+    from trainops.commands.backend_args import backend_options, open_backend
+    from trainops.steps.stage import stage_options
 
-    # A local directory stands for the FSx mount: the local backend stages; refused files are reported, not raised
-    # (its report's lines, notes and summary are the local report's own).
-    report: Any = get_backend("local").stage(args.source, args.destination, strict=False, workers=args.workers,
-                                        progress=False if args.quiet else None, delete=args.delete)
-    for line in report.problem_lines():
+    # The default backend stages into a local directory standing for the FSx mount; refused files are reported,
+    # not raised. The flags are the backend's staging options; what it does not take is refused, named.
+    backend = open_backend(args, backend_options(args))
+    given = {"workers": args.workers, "delete": args.delete or None}
+    unknown = sorted(key for key, value in given.items() if value is not None and key not in stage_options(backend))
+    if unknown:
+        from trainops.errors import Problem, SpecError
+
+        raise SpecError([Problem(f"--{key}", f"the {backend.name} backend's staging does not take it")
+                         for key in unknown])
+    derived = {key: value for key, value in {"strict": False, "progress": False if args.quiet else None}.items()
+               if key in stage_options(backend)}
+    report: Any = backend.stage(args.source, args.destination, **derived,
+                                **{key: value for key, value in given.items() if value is not None})
+    for line in getattr(report, "problem_lines", lambda: [])():
         print(f"trainops stage: {line}", file=sys.stderr)
     if not args.quiet:
-        for note in report.notes:
+        for note in getattr(report, "notes", []):
             print(f"trainops stage: note: {note}", file=sys.stderr)
+    data = report.to_dict()
     if args.json:
-        json.dump(report.to_dict(), sys.stdout, indent=2)
+        json.dump(data, sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif not args.quiet:
-        print(report.summary())
-    return 0 if report.ok else 1
+        print(report.summary() if hasattr(report, "summary") else data.get("summary") or json.dumps(data))
+    return 0 if getattr(report, "ok", True) else 1

@@ -112,6 +112,31 @@ def check_backend(backend: Any) -> str:
     return str(backend)
 
 
+def with_shorthands(backend_options: Any, **shorthands: Any) -> dict[str, Any]:
+    """An operator's one mapping of backend settings (``backend_options``, templated: a mapping, or its JSON text),
+    with the settings its own arguments stand for (``region_name`` -> ``region``...; None: not given) laid in; a
+    setting given both ways is refused, naming it."""
+    import json
+
+    from trainops.errors import Problem, SpecError
+
+    options = backend_options
+    if isinstance(options, str):  # a templated value rendered as text
+        try:
+            options = json.loads(options) if options.strip() else {}
+        except ValueError:
+            options = None
+    if options is not None and not isinstance(options, dict):
+        raise SpecError(Problem("backend_options", "must be a mapping of setting -> value (or its JSON text)"))
+    options = dict(options or {})
+    both = sorted(key for key, value in shorthands.items() if value is not None and options.get(key) is not None)
+    if both:
+        raise SpecError([Problem(key, "is given twice (an argument and backend_options): give it once")
+                         for key in both])
+    options.update({key: value for key, value in shorthands.items() if value is not None})
+    return options
+
+
 def with_retry_defaults(kwargs: dict[str, Any]) -> dict[str, Any]:
     """``kwargs`` of an operator with trainops' retry defaults where neither the task nor the DAG's ``default_args``
     (which Airflow hands to ``__init__`` as ``default_args``) set them."""

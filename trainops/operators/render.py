@@ -1,9 +1,11 @@
-"""`RenderTrainingJobOperator`: the dry run as a task. Shows the exact SageMaker request, calls no AWS API.
+"""`RenderTrainingJobOperator`: the dry run as a task. Shows exactly what the backend would create (local and
+SageMaker: the CreateTrainingJob request), calls nothing.
 
 It renders the spec with the same job name the training task of the same DAG run will use (pass that task's
 ``job_name`` base and ``task_id`` as ``for_task_id``), so what the log shows is, byte for byte, what
-``DistributedTrainingOperator`` would send to CreateTrainingJob. Secret-looking environment values are masked.
-Put it before the training task to review requests in the UI, or run it alone on a machine with no AWS access.
+``DistributedTrainingOperator`` would have its backend create (`Backend.render_request`). Secret-looking
+environment values are masked. Put it before the training task to review requests in the UI, or run it alone on a
+machine with no access to the backend.
 """
 
 from __future__ import annotations
@@ -12,27 +14,29 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from trainops.operators.common import task_identity, translated_errors
+from trainops.operators.common import task_identity, translated_errors, with_shorthands
 from trainops.operators.compat import BaseOperator
 
 
 class RenderTrainingJobOperator(BaseOperator):
-    """Render a job spec to its CreateTrainingJob request and log it (masked); no AWS call.
+    """Render a job spec to what its backend would create and log it (masked); nothing is called.
 
     Args:
         spec: the job spec (mapping, YAML/JSON path or ``JobSpec``).
         job_name: the base of the job name, as given to the training task.
         for_task_id: the training task whose job name to show (default: this task's id).
-        launcher: ``trainops`` (default from the spec) or ``toolkit``.
-        region_name: the region when the spec has none.
+        backend: the training task's backend (a registered or named one; default: the registry's default).
+        backend_options: the training task's backend settings (templated), one mapping.
+        launcher, region_name: shorthands for ``backend_options`` ``launcher`` and ``region``.
 
-    Returns (XCom): a summary ``{job_name, region, training_image, instance_type, instance_count, instance_groups,
-    distribution, launcher, channels, max_run_seconds, max_wait_seconds, spot, vpc}``; the whole request is in the
-    task log.
+    Returns (XCom): the backend's summary (`Backend.render_summary`; local and SageMaker: ``{job_name, region,
+    training_image, instance_type, instance_count, instance_groups, distribution, launcher, channels,
+    max_run_seconds, max_wait_seconds, spot, vpc}``); the whole request is in the task log.
     """
 
-    template_fields: Sequence[str] = ("spec", "job_name", "for_task_id", "launcher", "region_name")
-    template_fields_renderers = {"spec": "json"}
+    template_fields: Sequence[str] = ("spec", "job_name", "for_task_id", "launcher", "region_name", "backend",
+                                      "backend_options")
+    template_fields_renderers = {"spec": "json", "backend_options": "json"}
     ui_color = "#eeeeee"
 
     def __init__(
@@ -43,9 +47,13 @@ class RenderTrainingJobOperator(BaseOperator):
         for_task_id: str | None = None,
         launcher: str | None = None,
         region_name: str | None = None,
+        backend: str | None = None,
+        backend_options: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.backend = backend
+        self.backend_options = backend_options
         self.spec = spec
         self.job_name = job_name
         self.for_task_id = for_task_id
@@ -63,52 +71,10 @@ class RenderTrainingJobOperator(BaseOperator):
             target = self.for_task_id or task_id
             # The same parts as trainops.operators.common.task_job_name, for the training task's id.
             name = deterministic_job_name(self.job_name or spec.name or target, dag_id, target, run_id, map_index)
-            request = get_backend("sagemaker", region=self.region_name).render_request(
-                spec, name, launcher=self.launcher, region=self.region_name)
-        self.log.info("CreateTrainingJob request (dry run, nothing was sent):\n%s", json.dumps(request, indent=2))
-        return summarize_request(request, spec.region or self.region_name, self.launcher or spec.launcher)
-
-
-def summarize_request(request: dict[str, Any], region: str | None, launcher: str) -> dict[str, Any]:
-    """A few lines of a rendered request that a reviewer looks at first (small enough for XCom)."""
-    resources = request.get("ResourceConfig") or {}
-    stopping = request.get("StoppingCondition") or {}
-    hyperparameters = request.get("HyperParameters") or {}
-    channels = {}
-    for channel in request.get("InputDataConfig") or []:
-        source = channel.get("DataSource") or {}
-        if "S3DataSource" in source:
-            channels[channel["ChannelName"]] = source["S3DataSource"]["S3Uri"]
-        elif "FileSystemDataSource" in source:
-            fs = source["FileSystemDataSource"]
-            channels[channel["ChannelName"]] = (f"{fs['FileSystemType']}:{fs['FileSystemId']}"
-                                                f"{fs['DirectoryPath']} ({fs['FileSystemAccessMode']})")
-    distribution = hyperparameters.get("trainops_distribution")
-    return {
-        "job_name": request.get("TrainingJobName"),
-        "region": region,
-        "training_image": (request.get("AlgorithmSpecification") or {}).get("TrainingImage"),
-        "instance_type": resources.get("InstanceType"),
-        "instance_count": resources.get("InstanceCount"),
-        "instance_groups": resources.get("InstanceGroups"),
-        # trainops launcher: the canonical JSON (contracts.md sections 1 and 2); toolkit: the SDK's keys.
-        "distribution": _decoded(distribution) if distribution else
-        {key: value for key, value in hyperparameters.items()
-         if key.startswith(("sagemaker_distributed", "sagemaker_torch", "sagemaker_mpi", "mp_parameters"))},
-        "launcher": launcher,
-        "channels": channels,
-        "max_run_seconds": stopping.get("MaxRuntimeInSeconds"),
-        "max_wait_seconds": stopping.get("MaxWaitTimeInSeconds"),
-        "spot": bool(request.get("EnableManagedSpotTraining")),
-        "vpc": request.get("VpcConfig"),
-    }
-
-
-def _decoded(value: str) -> object:
-    # Hyperparameter values are json.dumps-encoded strings; decode until the value is no longer JSON text.
-    while isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except ValueError:
-            break
-    return value
+            options = with_shorthands(self.backend_options, launcher=self.launcher, region=self.region_name)
+            backend = get_backend(self.backend, options=options, source="backend_options")
+            rendered = backend.render_request(spec, name)
+            summary = backend.render_summary(rendered, spec)
+        shown = rendered if isinstance(rendered, str) else json.dumps(rendered, indent=2)
+        self.log.info("what the %s backend would create (dry run, nothing was sent):\n%s", backend.name, shown)
+        return summary

@@ -104,9 +104,15 @@ class PipelineSpec(CoreModel):
     """A retraining pipeline: optional prepare and stage, train, optional evaluate with a gate, optional register."""
 
     name: str = Field(min_length=1, max_length=63, pattern=r"^[a-zA-Z0-9](-*[a-zA-Z0-9])*$")
-    backend: str = Field(default="local", pattern=r"^[a-z][a-z0-9_-]{0,62}$",
-                         description="A registered backend (`local`, `sagemaker`, or one an installed package adds); "
-                                     "checked against the registry when the pipeline is resolved.")
+    backend: str | None = Field(default=None, pattern=r"^[a-z][a-z0-9_-]{0,62}$",
+                                description="A registered backend (`local`, `sagemaker`, or one an installed "
+                                            "package adds) or a named one; checked against the registry when the "
+                                            "pipeline is resolved. Default: the registry's default backend.")
+    backend_options: dict[str, Any] = Field(
+        default_factory=dict,
+        description="The backend's settings, one mapping: how it is reached (e.g. region, workdir) and its jobs' "
+                    "options (e.g. processes_per_host, preflight); the backend checks them and refuses one it does "
+                    "not take. They apply to the file's backend: a run on another (--backend) leaves them out.")
     workdir: str | None = Field(default=None, description="Local state (jobs, checkpoints, registry).")
     region: str | None = None
     steps: Steps

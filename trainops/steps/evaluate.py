@@ -143,7 +143,8 @@ def evaluate(
     channels: Mapping[str, str | os.PathLike[str]],
     output_dir: str | os.PathLike[str],
     gate: Any = None,
-    backend: str = "local",
+    backend: str | None = None,
+    backend_options: Mapping[str, Any] | None = None,
     hyperparameters: Mapping[str, Any] | None = None,
     environment: Mapping[str, str] | None = None,
     timeout: float | None = None,
@@ -170,7 +171,8 @@ def evaluate(
             SageMaker: exactly one channel, an S3 prefix.
         output_dir: where ``metrics.json`` and the script's other files go (an S3 prefix on SageMaker).
         gate: None, a gate (``"accuracy >= 0.95"``, a mapping) or a list of gates; see `trainops.steps.gate`.
-        backend: ``local`` (default) or ``sagemaker``.
+        backend: a backend (None: the default) or a named one; ``backend_options``: the one mapping of its settings
+            (`trainops.backends.get_backend`).
         hyperparameters: passed to the script as ``--key value``.
         environment: extra environment variables for the script.
         timeout: seconds the script may run (local: then its process group is stopped; SageMaker: the job's
@@ -190,8 +192,8 @@ def evaluate(
     """
     from trainops.backends.api import get_backend
 
-    chosen = get_backend(backend, source="evaluation", registry_dir=registry_dir, client_factory=client_factory,
-                         region=region)
+    chosen = get_backend(backend, options=backend_options, source="evaluation", registry_dir=registry_dir,
+                         client_factory=client_factory, region=region)
     gates = parse_gates(gate)
     # Resolve the champion before the (possibly long) evaluation, so a missing group fails fast.
     champion_metrics, champion_version = _champion_metrics(needs_champion(gates), champion, champion_group, chosen)

@@ -66,10 +66,13 @@ class PipelineRunner:
     arguments of the pipeline's `PipelinePlan` (`trainops.steps.plan.resolve_plan`)."""
 
     def __init__(self, pipeline: PipelineSpec, pipeline_dir: Path, *, backend: str | None = None, force: bool = False,
-                 log: Log | None = None):
+                 log: Log | None = None, backend_options: dict[str, Any] | None = None):
+        from trainops.backends import default_backend
+
         self.pipeline = pipeline
         self.pipeline_dir = pipeline_dir
-        self.backend = backend or pipeline.backend
+        self.backend = backend or pipeline.backend or default_backend()
+        self.backend_options = backend_options
         self.force = force
         self.log = log or _print
         assert pipeline.workdir is not None  # resolve() always sets it (the default state root when none is given)
@@ -81,7 +84,8 @@ class PipelineRunner:
     def plan(self) -> PipelinePlan:
         """The pipeline resolved once (paths, the training spec, the backend's settings for evaluate and register)."""
         if self._plan is None:
-            self._plan = resolve_plan(self.pipeline, self.backend, pipeline_dir=self.pipeline_dir)
+            self._plan = resolve_plan(self.pipeline, self.backend, pipeline_dir=self.pipeline_dir,
+                                      backend_options=self.backend_options)
         return self._plan
 
     def run(self) -> PipelineRun:
@@ -157,7 +161,8 @@ class PipelineRunner:
         assert step is not None  # only called when the pipeline has the step
         options = {"s3_prefix": step.s3_prefix} if step.s3_prefix else {}
         destination = step.destination
-        report = stage(step.source, destination, backend=self.plan.backend, workers=step.workers, **options)
+        report = stage(step.source, destination, backend=self.plan.backend, backend_options=self.plan.backend_options,
+                       workers=step.workers, **options)
         return {"destination": destination, "report": report,
                 "summary": report.get("summary") or f"staged into {destination}"}
 
@@ -182,15 +187,14 @@ class PipelineRunner:
             job_name = training_job_name(spec, step.channels, base=self.pipeline.name)
         # What the pipeline file says goes to the backend, which refuses an option it does not take. The runner's
         # own checkpoint key (checkpoints follow the job's identity: a retry of a failed run resumes, new data or
-        # --force starts over) goes only to a backend that keeps checkpoints by key (SageMaker keeps them under the
-        # spec's checkpoint_s3_uri).
+        # --force starts over) goes only to a backend whose options type takes one (SageMaker keeps checkpoints
+        # under the spec's checkpoint_s3_uri).
         from trainops.backends import backend_class
 
-        derived: dict[str, Any] = {"checkpoint_key": job_name}
-        takes = set(backend_class(self.plan.backend).Options.names())
-        options: dict[str, Any] = {key: value for key, value in derived.items() if key in takes}
-        result = train(spec, backend=self.plan.backend, job_name=job_name, if_exists="reattach", log=self.log,
-                       workdir=self.plan.workdir, region=self.plan.region, processes_per_host=step.processes_per_host,
+        options = backend_class(self.plan.backend).takes({"checkpoint_key": job_name})
+        result = train(spec, backend=self.plan.backend, backend_options=self.plan.backend_options,
+                       job_name=job_name, if_exists="reattach", log=self.log, workdir=self.plan.workdir,
+                       region=self.plan.region, processes_per_host=step.processes_per_host,
                        channel_overrides=step.channels, retries=step.retries, **options)
         if result.get("reattached"):
             logger.info("[pipeline] training skipped: job %s already completed with the same inputs (spec hash and "
@@ -228,7 +232,7 @@ class PipelineRunner:
 
 
 def check_pipeline(pipeline: PipelineSpec, pipeline_dir: Path, backend: str | None = None,
-                   source: str = "pipeline") -> None:
+                   source: str = "pipeline", backend_options: dict[str, Any] | None = None) -> None:
     """Every input problem the steps would only meet one by one, found before any step runs.
 
     A pipeline that trains for an hour and then stops at a misspelt gate, or one whose prepare step ran before its
@@ -236,11 +240,13 @@ def check_pipeline(pipeline: PipelineSpec, pipeline_dir: Path, backend: str | No
     are checked first, each problem at its path in the pipeline file (`steps.train.spec.instance_count`). Raises one
     `SpecError` holding them all.
     """
+    from trainops.backends import default_backend
     from trainops.errors import Problem
     from trainops.steps.gate import parse_gates
+    from trainops.steps.plan import options_of
 
     steps = pipeline.steps
-    backend = backend or pipeline.backend
+    backend = backend or pipeline.backend or default_backend()
     problems: list[Problem] = []
 
     def within(prefix: str, error: SpecError, note: str = "") -> None:
@@ -264,7 +270,8 @@ def check_pipeline(pipeline: PipelineSpec, pipeline_dir: Path, backend: str | No
 
         chosen = None
         try:
-            chosen = get_backend(backend, workdir=pipeline.workdir)
+            chosen = get_backend(backend, options=options_of(pipeline, backend, backend_options),
+                                 source="backend_options", workdir=pipeline.workdir)
         except SpecError as error:
             problems.extend(error.problems)
         try:  # what the backend needs of the spec (local: the code directory; SageMaker: role, image, output...)
@@ -290,14 +297,15 @@ def check_pipeline(pipeline: PipelineSpec, pipeline_dir: Path, backend: str | No
 
 
 def run_pipeline_file(path: str, *, backend: str | None = None, force: bool = False, workdir: str | None = None,
-                      log: Log | None = None) -> int:
+                      log: Log | None = None, backend_options: dict[str, Any] | None = None) -> int:
     """`trainops run pipeline.yaml`: check it whole, run it and print a summary; returns the exit code (0, 1).
 
     Invalid input (exit 2) is found before any step runs; see `check_pipeline`.
     """
     pipeline = load_pipeline(path, workdir_override=workdir)
-    check_pipeline(pipeline, Path(path).resolve().parent, backend, source=str(path))
-    runner = PipelineRunner(pipeline, Path(path).resolve().parent, backend=backend, force=force, log=log)
+    check_pipeline(pipeline, Path(path).resolve().parent, backend, source=str(path), backend_options=backend_options)
+    runner = PipelineRunner(pipeline, Path(path).resolve().parent, backend=backend, force=force, log=log,
+                            backend_options=backend_options)
     try:
         record = runner.run()
     except (JobFailed, SpecError) as error:

@@ -12,6 +12,7 @@ Pydantic is imported (through the pipeline model): DAG files call this inside a 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -73,7 +74,7 @@ class PipelinePlan:
     """Everything a run of the pipeline needs, resolved. `to_dict` is flat JSON (the DAG's XCom)."""
 
     name: str
-    backend: str
+    backend: str  # as the file (or the run) names it: a registered backend or a named one
     workdir: str
     region: str | None
     pipeline_dir: str
@@ -82,6 +83,9 @@ class PipelinePlan:
     stage: StagePlan | None = None
     evaluate: EvaluatePlan | None = None
     register: RegisterPlan | None = None
+    #: The one mapping of the backend's settings (the file's ``backend_options``, the run's laid over), which every
+    #: step hands the backend (`trainops.backends.get_backend`'s ``options``).
+    backend_options: dict[str, Any] = field(default_factory=dict)
 
     def backend_context(self) -> dict[str, Any]:
         """`get_backend`'s context for this pipeline."""
@@ -94,7 +98,8 @@ class PipelinePlan:
         """The pipeline's backend, bound to its context (``context`` adds to it, e.g. a client factory)."""
         from trainops.backends.api import get_backend
 
-        return get_backend(self.backend, **{**self.backend_context(), **context})
+        return get_backend(self.backend, options=self.backend_options, source="backend_options",
+                           **{**self.backend_context(), **context})
 
     def evaluation_output(self, key: str) -> str:
         """Where the evaluation writes for a run keyed ``key`` (the training job's name): local
@@ -109,7 +114,8 @@ class PipelinePlan:
                     if self.register else {"champion": None})
         return {"entry_point": step.entry_point, "source_dir": step.source_dir, "model_artifact": model_artifact,
                 "channels": dict(step.channels), "output_dir": self.evaluation_output(key), "gate": step.gate,
-                "backend": self.backend, "hyperparameters": dict(step.hyperparameters), "timeout": step.timeout,
+                "backend": self.backend, "backend_options": dict(self.backend_options),
+                "hyperparameters": dict(step.hyperparameters), "timeout": step.timeout,
                 **champion, **step.settings}
 
     def register_arguments(self) -> dict[str, Any]:
@@ -118,6 +124,7 @@ class PipelinePlan:
         step = self.register
         assert step is not None, "the pipeline has no register step"
         return {"group": step.group, "approval": step.approval, "backend": self.backend,
+                "backend_options": dict(self.backend_options),
                 "registry_dir": step.registry_dir, "description": step.description, **step.settings}
 
     def to_dict(self) -> dict[str, Any]:
@@ -126,6 +133,7 @@ class PipelinePlan:
         return {
             "pipeline_name": self.name,
             "backend": self.backend,
+            "backend_options": dict(self.backend_options),
             "workdir": self.workdir,
             "region": self.region,
             "pipeline_dir": self.pipeline_dir,
@@ -172,6 +180,15 @@ def step_settings(backend: Any, spec: Any, region: str | None) -> tuple[dict[str
             {key: settings[key] for key in REGISTER_SETTINGS if key in settings})
 
 
+def options_of(pipeline: Any, backend: str, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The backend settings of a run of ``pipeline`` on ``backend``: the file's ``backend_options`` when it is the
+    file's own backend (a run moved to another one leaves them out), with ``given`` (the run's) laid over."""
+    from trainops.backends import default_backend
+
+    own = dict(pipeline.backend_options or {}) if backend == (pipeline.backend or default_backend()) else {}
+    return {**own, **dict(given or {})}
+
+
 def train_spec(pipeline: Any, pipeline_dir: Path) -> JobSpec:
     """The pipeline's training job spec (a file relative to the pipeline's directory, or inline), validated."""
     from trainops.spec.pipeline import resolve
@@ -184,17 +201,19 @@ def train_spec(pipeline: Any, pipeline_dir: Path) -> JobSpec:
 
 
 def resolve_plan(pipeline: Any, backend: str | None = None, workdir: str | os.PathLike[str] | None = None, *,
-                 pipeline_dir: str | os.PathLike[str] | None = None, spec: Any = None) -> PipelinePlan:
+                 pipeline_dir: str | os.PathLike[str] | None = None, spec: Any = None,
+                 backend_options: Mapping[str, Any] | None = None) -> PipelinePlan:
     """Resolve a pipeline once.
 
     Args:
         pipeline: a pipeline file's path, or a validated `PipelineSpec` (then ``pipeline_dir`` is its directory).
-        backend: overrides the file's backend (``local`` or ``sagemaker``; anything else is a `SpecError` naming
-            ``backend``).
+        backend: overrides the file's backend (a registered or named one; anything else is a `SpecError` naming
+            ``backend``); none in either: the registry's default.
+        backend_options: laid over the file's ``backend_options`` (which apply only to the file's own backend).
         workdir: overrides the file's work directory (only with a path: a `PipelineSpec` has substituted it).
         spec: the training spec when the caller has it already (e.g. with hyperparameters merged).
     """
-    from trainops.backends import check_backend_name, get_backend
+    from trainops.backends import check_backend_name, default_backend, get_backend
     from trainops.spec.pipeline import load_pipeline, resolve
 
     if isinstance(pipeline, (str, os.PathLike)):
@@ -204,17 +223,20 @@ def resolve_plan(pipeline: Any, backend: str | None = None, workdir: str | os.Pa
     elif pipeline_dir is None:
         raise SpecError("resolve_plan: give the pipeline file's directory (pipeline_dir) with a PipelineSpec")
     here = Path(pipeline_dir).resolve()
-    backend = check_backend_name(backend or pipeline.backend)
+    backend = check_backend_name(backend or pipeline.backend or default_backend())
+    options = options_of(pipeline, backend, backend_options)
     steps = pipeline.steps
     spec = spec if spec is not None else train_spec(pipeline, here)
     work = str(Path(pipeline.workdir))
     region = spec.region or pipeline.region
-    evaluate_settings, register_settings = step_settings(get_backend(backend, workdir=work), spec, region)
+    chosen = get_backend(backend, options=options, source="backend_options", workdir=work)
+    evaluate_settings, register_settings = step_settings(chosen, spec, region)
     register = steps.register_step
     evaluate = steps.evaluate
     return PipelinePlan(
         name=pipeline.name,
         backend=backend,
+        backend_options=options,
         workdir=work,
         region=evaluate_settings.get("region", region),
         pipeline_dir=str(here),

@@ -68,14 +68,15 @@ def _masked(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _backend(backend: str, approval: str, **context: Any) -> Backend:
+def _backend(backend: str | None, approval: str, options: Mapping[str, Any] | None = None,
+             **context: Any) -> Backend:
     """The backend, after checking it and the approval status together (one error lists both problems)."""
     from trainops.backends.api import get_backend
 
     problems = []
     chosen = None
     try:
-        chosen = get_backend(backend, **context)
+        chosen = get_backend(backend, options=options, **context)
     except SpecError as error:
         problems.extend(error.problems)
     if approval not in APPROVAL_STATUSES:
@@ -93,7 +94,8 @@ def register(
     group: str,
     spec: Any = None,
     approval: str = "Approved",
-    backend: str = "local",
+    backend: str | None = None,
+    backend_options: Mapping[str, Any] | None = None,
     registry_dir: str | os.PathLike[str] | None = None,
     job_name: str | None = None,
     description: str = "",
@@ -116,13 +118,16 @@ def register(
         spec: the job spec that produced the model (`JobSpec`, mapping or spec file); stored locally; on SageMaker
             its hash is stored in the package's metadata.
         approval: Approved (default), Rejected or PendingManualApproval; see `approval_for_gate`.
+        backend, backend_options: the backend (None: the default) and the one mapping of its settings
+            (`trainops.backends.get_backend`).
         registry_dir: the local registry (default ``$TRAINOPS_HOME/registry``).
         job_name: the training job that produced the model.
         image_uri: SageMaker only: the inference image of the model package.
         metrics_uri: SageMaker only: where the metrics JSON is written (default: ``model-metrics.json`` beside the
             artifact).
     """
-    chosen = _backend(backend, approval, registry_dir=registry_dir, client_factory=client_factory, region=region)
+    chosen = _backend(backend, approval, backend_options, registry_dir=registry_dir, client_factory=client_factory,
+                      region=region)
     version = chosen.register(model_artifact=model_artifact, metrics=metrics, group=group, approval=approval,
                               spec_data=spec_as_json(spec), description=description, job_name=job_name,
                               image_uri=image_uri, metrics_uri=metrics_uri)

@@ -18,6 +18,7 @@ so hostile or broken input can never pass a pipeline silently. Unknown options r
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from trainops.errors import Problem, SpecError
@@ -25,7 +26,8 @@ from trainops.errors import Problem, SpecError
 #: Backend settings (`get_backend`'s context) the stage step accepts besides each backend's own staging options.
 CONTEXT_OPTIONS = frozenset({"client_factory", "region", "profile"})
 
-def stage(source: str, destination: str, *, backend: str = "local", **options: Any) -> dict[str, Any]:
+def stage(source: str, destination: str, *, backend: str | None = None,
+          backend_options: Mapping[str, Any] | None = None, **options: Any) -> dict[str, Any]:
     """Stage ``source`` into ``destination`` with ``backend`` and return the report (the seam's
     `trainops.backends.api.StageReport`) as a JSON-able dict.
 
@@ -33,6 +35,9 @@ def stage(source: str, destination: str, *, backend: str = "local", **options: A
     ``files_skipped``, ``refused``, ``failed``, ``stale``, ``seconds``, ``megabytes_per_second``, ...).
     SageMaker: `trainops.backends.sagemaker.fsx.StagingReport.to_dict` (``directory_path`` is what a training
     channel's ``FileSystemDataSource.DirectoryPath`` should be).
+
+    ``backend`` (None: the default) and ``backend_options`` (the one mapping of its settings) choose the backend
+    as every step does (`trainops.backends.get_backend`); ``options`` are its staging options.
 
     Raises `SpecError` for bad input (unknown backend or option, malformed source or destination) and `JobFailed`
     when staging fails, or (``strict``, the default) when any file was refused or failed.
@@ -45,7 +50,7 @@ def stage(source: str, destination: str, *, backend: str = "local", **options: A
         from trainops.aws.clients import default_client_factory
 
         context["client_factory"] = default_client_factory(context.get("region"), profile)
-    chosen = get_backend(backend, **context)
+    chosen = get_backend(backend, options=backend_options, **context)
     allowed = stage_options(chosen)
     unknown = sorted(set(options) - allowed)
     if unknown:

@@ -10,7 +10,7 @@ of the same name is followed; one that failed or was stopped is retried under a 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,7 @@ from trainops.backends.api import BACKENDS, IF_EXISTS, JobHandle, check_choice  
 from trainops.errors import JobFailed  # noqa: F401 - re-exported for callers of this module
 
 if TYPE_CHECKING:
+    from trainops.backends.api import Backend
     from trainops.spec.job import JobSpec
 
 Log = Callable[[str], None]
@@ -47,7 +48,8 @@ def load_spec(spec: Any, base_dir: str | os.PathLike[str] | None = None) -> JobS
 def train(
     spec: Any,
     *,
-    backend: str = "local",
+    backend: str | Backend | None = None,
+    backend_options: Mapping[str, Any] | None = None,
     job_name: str | None = None,
     if_exists: str = "reattach",
     wait: bool = True,
@@ -59,11 +61,16 @@ def train(
     """Run (or re-attach to) a training job and return its outcome as a dict; raises `JobFailed` (carrying
     ``result``) when it failed or was stopped.
 
+    ``backend``: a backend's name (None: the registry's default; a named backend: its backend and settings) or a
+    backend already opened (`trainops.backends.get_backend`). ``backend_options``: the one mapping of the backend's
+    settings a front end was given (``-o``, a pipeline file's or an operator's ``backend_options``), which the
+    backend splits into how it is reached and its jobs' options and checks (`Backend.split_settings`).
+    ``options``: the deployment's context a front end knows (workdir; region, client_factory, poll_seconds), then
+    job options `Backend.submit` takes (an option the backend does not take is refused, naming it).
+
     ``on_handle(backend, handle)`` is called once the job is placed and before the wait, so a signal handler or an
-    ``on_kill`` can call ``backend.stop(handle)``. ``wait=False`` returns at once (local: the job runs under a
-    detached supervisor). Options: the backend's context (workdir; region, client_factory, poll_seconds), then what
-    `Backend.submit` takes (local: processes_per_host, channel_overrides, checkpoint_key, on_job; SageMaker:
-    launcher, preflight).
+    ``on_kill`` can call ``backend.stop(handle)``. ``wait=False`` returns at once (a job of this machine runs under
+    a detached supervisor).
 
     ``retries`` are the retry budgets per failure class (`trainops.backends.failures.RetryBudgets`: a mapping such as
     ``{"infrastructure": 3, "user": 0}`` or the text ``infrastructure=3,user=0``; None: one attempt). Each ended
@@ -71,16 +78,21 @@ def train(
     from the shared checkpoint location. The result always carries ``failure_class``, ``attempts`` and ``cost`` (the
     sum over attempts).
     """
-    from trainops.backends import check_backend_name
-    from trainops.backends.api import get_backend
+    from trainops.backends.api import Backend, get_backend
     from trainops.spec.names import check_job_name
 
-    check_backend_name(backend)
     check_choice(if_exists, IF_EXISTS, "if_exists")
+    context = {key: options.pop(key) for key in CONTEXT_OPTIONS if key in options}
+    if isinstance(backend, Backend):
+        chosen = backend
+        if backend_options:
+            _, job_options = chosen.split_settings(backend_options, "backend options")
+            options = {**job_options, **options}
+    else:
+        chosen = get_backend(backend, options=backend_options, source="backend options", **context)
     spec = load_spec(spec, options.pop("base_dir", None))
     job_name = check_job_name(job_name) if job_name else default_job_name(spec)
     log = log or (lambda line: print(line, flush=True))
-    chosen = get_backend(backend, **{key: options.pop(key) for key in CONTEXT_OPTIONS if key in options})
     if wait and if_exists == "reattach":
         from trainops.steps.attempts import train_in_attempts
 

@@ -28,15 +28,17 @@ def no_region(monkeypatch, tmp_path):
 
 
 @pytest.mark.parametrize("command", ["status", "logs", "stop"])
-def test_an_unknown_name_without_a_region_says_both_where_it_looked_and_what_to_set(no_region, command, tmp_path):
+def test_an_unknown_name_says_where_it_looked_and_how_to_choose_another_backend(no_region, command, tmp_path):
+    """No guessing "local, else SageMaker": the command looks on the backend it is given (the default one here)."""
     code, err = cli(command, "nosuch")
     assert code == 2 and "internal error" not in err
-    assert f"no local job 'nosuch' (in {tmp_path / 'home' / 'jobs'}); for a SageMaker job set a region" in err
+    assert (f"no job 'nosuch' on the local backend (looked in {tmp_path / 'home' / 'jobs'}); a job of another "
+            "backend: --backend NAME (sagemaker") in err
 
 
-def test_an_explicit_sagemaker_backend_without_a_region_names_the_region(no_region):
+def test_a_backend_that_needs_a_region_names_the_region_and_how_to_give_it(no_region):
     code, err = cli("status", "nosuch", "--backend", "sagemaker")
-    assert code == 2 and "--region: a SageMaker job needs a region" in err
+    assert code == 2 and "region: the sagemaker backend needs a region: give -o region=..." in err
 
 
 @pytest.mark.parametrize("output, text", [("/", "must be a file name ending in .yaml"),
@@ -90,17 +92,17 @@ sys.exit(main(sys.argv[1:]))
 
 
 @pytest.mark.parametrize(("arguments", "text"), [
-    (["status", "nosuch"], "no local job 'nosuch' (in {home}/jobs); for a SageMaker job install boto3: "
-                           "pip install 'trainops[aws]'"),
-    (["logs", "nosuch"], "no local job 'nosuch' (in {home}/jobs)"),
-    (["stop", "nosuch"], "no local job 'nosuch' (in {home}/jobs)"),
+    (["status", "nosuch"], "no job 'nosuch' on the local backend (looked in {home}/jobs)"),
+    (["logs", "nosuch"], "no job 'nosuch' on the local backend (looked in {home}/jobs)"),
+    (["stop", "nosuch"], "no job 'nosuch' on the local backend (looked in {home}/jobs)"),
+    (["status", "nosuch", "--backend", "sagemaker"], "needs 'boto3', which is not installed"),
     (["run", "examples/specs/smddp-p4d.yaml", "--backend", "sagemaker"], "needs 'boto3', which is not installed"),
     (["kfp", "compile", "examples/digits/pipeline.yaml", "-o", "{home}/x.yaml"],
      "needs 'kfp', which is not installed"),
 ])
 def test_a_command_whose_optional_package_is_missing_says_what_to_install(tmp_path, arguments, text):
-    """`make run` installs neither boto3 nor kfp: a SageMaker or KFP command there (or a mistyped local job name,
-    which falls to SageMaker) exits 2 naming the extra to install, not with an internal error."""
+    """`make run` installs neither boto3 nor kfp: a SageMaker or KFP command there exits 2 naming the extra to
+    install, not with an internal error; a mistyped local job name says there is no such job."""
     import subprocess
     import sys
 

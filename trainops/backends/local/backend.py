@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -44,6 +44,7 @@ class LocalBackend(Backend):
     Options = LocalOptions
     CONTEXT = frozenset({"workdir", "registry_dir", "client_factory", "region"})
     capabilities = frozenset({"evaluate", "register", "stage", "run_here", "browse_registry", "start_evaluation"})
+    WAIT_GRACE_SECONDS = 600.0  # a job of this machine ends with its supervisor: nothing to provision or upload
 
     def __init__(self, workdir: str | os.PathLike[str] | None = None,
                  registry_dir: str | os.PathLike[str] | None = None, client_factory: Any = None,
@@ -213,12 +214,23 @@ class LocalBackend(Backend):
 
         return read_new_lines(handle.job_name, handle.workdir, cursor, limit)
 
-    def render_request(self, spec: Any, job_name: str, *, launcher: str | None = None,
-                       region: str | None = None) -> dict[str, Any]:
+    def render_request(self, spec: Any, job_name: str, *,
+                       options: BackendOptions | Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The CreateTrainingJob request (masked) a local job executes too (one request, two executors)."""
         from trainops.backends.request.render import masked, render
 
-        return masked(render(spec, job_name=job_name, launcher=launcher, region=region))
+        chosen = self.options(options)
+        return masked(render(spec, job_name=job_name, launcher=getattr(chosen, "launcher", None),
+                             region=self.region))
+
+    def render_summary(self, rendered: dict[str, Any] | str, spec: Any) -> dict[str, Any]:
+        """The request's summary (`trainops.backends.request.summary`)."""
+        from trainops.backends.request.summary import summarize_request
+
+        if not isinstance(rendered, dict):
+            return super().render_summary(rendered, spec)
+        launcher = getattr(self.options(), "launcher", None) or spec.launcher
+        return summarize_request(rendered, self.region, launcher)
 
     def status_record(self, handle: JobHandle) -> dict[str, Any]:
         """The job's whole status record (``trainops status``), without the spec."""

@@ -85,6 +85,8 @@ class SageMakerBackend(Backend):
                                      "sleep"})
     REGISTRATION_SETTINGS = frozenset({"image_uri", "metrics_uri"})
     CONTEXT = frozenset({"region", "client_factory", "poll_seconds"})
+    NEEDS = {"region": "aws"}  # every call names a region: the AWS configuration's when none is given
+    WAIT_GRACE_SECONDS = 3600.0  # provisioning, the image download and the model upload are outside max_run
 
     def __init__(self, region: str | None = None, client_factory: ClientFactory | None = None,
                  poll_seconds: float | None = None):
@@ -223,12 +225,23 @@ class SageMakerBackend(Backend):
         """CloudWatch lines of every host after ``cursor`` (stream -> forward token), about ``limit``, merged."""
         return log_reading.read_new_lines(self.clients, handle.job_name, cursor, limit)
 
-    def render_request(self, spec: Any, job_name: str, *, launcher: str | None = None,
-                       region: str | None = None) -> dict[str, Any]:
+    def render_request(self, spec: Any, job_name: str, *,
+                       options: BackendOptions | Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The CreateTrainingJob request, secrets masked; nothing is called."""
         from trainops.backends.request.render import masked, render
 
-        return masked(render(spec, job_name=job_name, launcher=launcher, region=region))
+        chosen = self.options(options)
+        return masked(render(spec, job_name=job_name, launcher=getattr(chosen, "launcher", None),
+                             region=default_region(spec, self.region)))
+
+    def render_summary(self, rendered: dict[str, Any] | str, spec: Any) -> dict[str, Any]:
+        """The request's summary (`trainops.backends.request.summary`)."""
+        from trainops.backends.request.summary import summarize_request
+
+        if not isinstance(rendered, dict):
+            return super().render_summary(rendered, spec)
+        launcher = getattr(self.options(), "launcher", None) or spec.launcher
+        return summarize_request(rendered, default_region(spec, self.region), launcher)
 
     def status_record(self, handle: JobHandle) -> dict[str, Any]:
         """The job's whole summary (``trainops status``)."""

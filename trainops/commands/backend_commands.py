@@ -1,0 +1,62 @@
+"""`trainops backends`: the backends a command may name, and the settings each takes (`-o KEY=VALUE`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Any
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the backends command to the command line."""
+    command = subparsers.add_parser(
+        "backends", help="list the backends (built in, installed, named) and the settings each takes",
+        description="List every backend a command, a pipeline file, a DAG or a KFP pipeline may name: the built-in "
+                    "ones, those installed packages register (entry-point group trainops.backends), and the named "
+                    "ones of the platform's file ($TRAINOPS_BACKENDS, else backends.yaml in the user's "
+                    "configuration directory), with the settings each takes as -o KEY=VALUE.")
+    command.add_argument("--json", action="store_true", help="print the list as JSON")
+    command.set_defaults(handler=backends_command)
+
+
+def _type_name(hint: object) -> str:
+    from trainops.backends.options import kind_of
+
+    return kind_of(hint)
+
+
+def backends_command(args: argparse.Namespace) -> int:
+    from trainops.backends import BUILTIN, backend_class, default_backend, named, registered
+    from trainops.backends.named_file import config_path
+    from trainops.errors import SpecError
+
+    rows: list[dict[str, Any]] = []
+    for name, path in registered().items():
+        entry = {"name": name, "backend": name, "source": "built in" if name in BUILTIN else f"package ({path})",
+                 "default": name == default_backend()}
+        try:
+            cls = backend_class(name)
+            entry["settings"] = {key: _type_name(hint) for key, hint in sorted(cls.settings().items())}
+            entry["capabilities"] = sorted(cls.capabilities)
+        except SpecError as error:  # a package whose backend cannot be imported: listed, with why
+            entry["error"] = str(error.problems[0].message if error.problems else error)
+        rows.append(entry)
+    for name, item in named().items():
+        rows.append({"name": name, "backend": item.backend, "source": f"named ({config_path()})",
+                     "options": dict(item.options)})
+    if args.json:
+        json.dump(rows, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+        return 0
+    for row in rows:
+        mark = " (default)" if row.get("default") else ""
+        print(f"{row['name']}{mark}: {row['source']}" + (f" -> {row['backend']}" if row["name"] != row["backend"]
+                                                         else ""))
+        if "settings" in row:
+            print("  settings: " + ", ".join(f"{key} ({kind})" for key, kind in row["settings"].items()))
+        if "options" in row:
+            print("  options: " + ", ".join(f"{key}={value}" for key, value in row["options"].items()))
+        if "error" in row:
+            print(f"  error: {row['error']}")
+    return 0
