@@ -508,6 +508,8 @@ def render(measured: dict, context: dict) -> str:
         rows += __import__("hardening_misc_bench").render_rows(measured["names-secrets-errors"])
     if "local-breaks" in measured:  # issue 24's breaks of the local backend: tests/reliability/local_breaks_bench.py
         rows += __import__("local_breaks_bench").render_rows(measured["local-breaks"])
+    if "hostile-files" in measured:  # issue 39's attack classes: tests/reliability/hostile_files_bench.py
+        rows += __import__("hostile_files_bench").render_rows(measured["hostile-files"])
     if "staging-scale" in measured:  # issue 15 item 14: bench/staging_scale.py
         rows.append(__import__("staging_scale").render_row(measured["staging-scale"]))
     header = [
@@ -584,7 +586,8 @@ SECTIONS = {"bad-input": bad_input, "fuzz": fuzz, "hostile-data": hostile_data, 
             "names-secrets-errors": lambda: __import__("hardening_misc_bench").bench_section(),
             "files": lambda: __import__("files_scenarios").measure_section(),
             "staging-scale": lambda: __import__("staging_scale").measure(),
-            "local-breaks": lambda: __import__("local_breaks_bench").measure()}
+            "local-breaks": lambda: __import__("local_breaks_bench").measure(),
+            "hostile-files": lambda: __import__("hostile_files_bench").measure()}
 
 
 def update_rows(text: str, rows: list[str]) -> str:
@@ -639,8 +642,15 @@ def main() -> int:
         text = update_rows(path.read_text(encoding="utf-8"), table)
         note = (f" Sections {', '.join(chosen)} re-measured {context['started']} (load average "
                 f"{context['load']:.1f} at the start, {context['load_end']:.1f} at the end).")
-        text = "\n".join(line.split(" Sections ")[0] + note if line.startswith("Last run:") else line
-                          for line in text.split("\n"))
+
+        def noted(line: str) -> str:
+            # Earlier notes stay (other sections' dates); one for exactly these sections is replaced.
+            head, *notes = line.split(" Sections ")
+            kept = [f" Sections {earlier}" for earlier in notes
+                    if not earlier.startswith(f"{', '.join(chosen)} re-measured ")]
+            return head + "".join(kept) + note
+
+        text = "\n".join(noted(line) if line.startswith("Last run:") else line for line in text.split("\n"))
         path.write_text(text, encoding="utf-8")
         print(f"[reliability] RELIABILITY.md: {len(table)} row(s) of {', '.join(chosen)} updated", file=sys.stderr)
         return 0

@@ -10,9 +10,15 @@ makes ``realpath`` give up and resolve the rest lexically, while the kernel foll
   created with ``O_CREAT | O_EXCL | O_NOFOLLOW`` relative to its directory, so even a link that got there some other
   way is never written through;
 - the sizes in the headers are added up before anything is written: more than the limit
-  (``TRAINOPS_MAX_MODEL_BYTES``, default 64 GiB) or more than the free space of the destination refuses the archive
-  with both numbers, and a disk that fills anyway is a clear error. The sizes are also counted while writing, so a
-  header that lies cannot write more than it declared.
+  (``TRAINOPS_MAX_MODEL_BYTES``, default 64 GiB), more than `MAX_RATIO` times the archive's own size (once past
+  `RATIO_FLOOR_BYTES`: a bomb is refused as soon as its headers say so, before its data is even decompressed), or
+  more than the free space of the destination refuses the archive with the numbers, and a disk that fills anyway is
+  a clear error. The sizes are also counted while writing, so a header that lies cannot write more than it declared;
+- a header is checked field by field: a sparse member (its holes would be written out in full), a negative size, a
+  modification time that is not a finite number of a sane range refuse the archive, naming the member;
+- nothing is dropped silently: Python's reader stops without a word at a corrupt header that follows good members,
+  so what follows the last member must be the end-of-archive padding (zeros), and a stream cut short (a truncated
+  gzip) or corrupt is refused naming the member it was reading.
 
 All the checks run before the first byte is written, and a failure part-way removes what was extracted.
 
@@ -26,9 +32,12 @@ trainops' own errors.
 from __future__ import annotations
 
 import errno
+import gzip
+import math
 import os
 import shutil
 import tarfile
+import zlib
 from pathlib import Path
 
 #: Environment variable that sets the largest total size an archive may expand to, in bytes.
@@ -37,6 +46,19 @@ DEFAULT_LIMIT_BYTES = 64 * 1024 ** 3
 #: The most members an archive may hold (each costs a few system calls and, when refused, a line of error).
 MAX_MEMBERS = 1_000_000
 CHUNK_BYTES = 1024 * 1024
+#: An archive expanding to more than MAX_RATIO times its own size is a bomb, once it expands past RATIO_FLOOR_BYTES
+#: (gzip's own bound is about 1,030; a model of real weights compresses a little, one of zeros up to that bound).
+MAX_RATIO = 200
+RATIO_FLOOR_BYTES = 1024 ** 3
+#: After the last member only the end-of-archive blocks and the padding to a record may follow (zeros): more than this
+#: after it is refused, as data tar's reader would have skipped.
+TRAILER_LIMIT_BYTES = 1024 * 1024
+#: Modification times beyond this many seconds either side of 1970 (about 4,000 years) are not a model's.
+MTIME_LIMIT_SECONDS = 2 ** 37
+#: What a compressed stream cut short or corrupt raises while it is read (gzip's BadGzipFile is an OSError: caught
+#: before the disk's errors).
+_STREAM_ERRORS: tuple[type[BaseException], ...] = (EOFError, zlib.error, gzip.BadGzipFile)
+_READ_ERRORS: tuple[type[BaseException], ...] = (*_STREAM_ERRORS, tarfile.TarError)
 _NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 _DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
@@ -83,10 +105,19 @@ def member_parts(member: tarfile.TarInfo) -> list[str] | str:
         target = member.linkname if len(member.linkname) <= 60 else member.linkname[:57] + "..."
         return (f"is a {kind} link (to {target!r}); model archives are extracted without links, so that "
                 "nothing can be written outside the model directory")
+    if member.issparse():
+        return ("is a sparse file; model archives are extracted without sparse members, whose holes would be "
+                "written out in full")
     if not (member.isreg() or member.isdir()):
         return "is a device or pipe, not a file"
     if not parts and not member.isdir():
         return "has no name"
+    if not isinstance(member.size, int) or member.size < 0:
+        return f"has a negative or invalid size in its header ({member.size!r})"
+    mtime = member.mtime
+    if isinstance(mtime, bool) or not isinstance(mtime, (int, float)) or not math.isfinite(mtime) \
+            or abs(mtime) > MTIME_LIMIT_SECONDS:
+        return f"has an invalid modification time in its header ({str(mtime)[:40]})"
     return parts
 
 
@@ -99,22 +130,61 @@ def human(count: float) -> str:
     return str(count)  # pragma: no cover - the loop always returns
 
 
+def _shown(name: str) -> str:
+    return repr(name if len(name) <= 200 else name[:197] + "...")
+
+
 def _checked_members(bundle: tarfile.TarFile, source: Path) -> list[tuple[tarfile.TarInfo, list[str]]]:
+    """Every member, checked (`member_parts`), with the total size bounded by the limit and the ratio as the headers
+    are read (a bomb is refused before its data is decompressed); then the archive's end (`_check_end`)."""
     checked: list[tuple[tarfile.TarInfo, list[str]]] = []
-    total = 0
-    for member in bundle:
-        if len(checked) >= MAX_MEMBERS:
-            raise ArchiveRefused(f"{source} holds more than {MAX_MEMBERS:,} members; refusing to extract it")
-        parts = member_parts(member)
-        if isinstance(parts, str):
-            raise ArchiveRefused(f"{source}: member {member.name!r} {parts}; refusing to extract this archive")
-        checked.append((member, parts))
-        total += member.size if member.isreg() else 0
-    limit = size_limit()
-    if total > limit:
-        raise ArchiveRefused(f"{source} expands to {human(total)}, more than the limit of {human(limit)}; refusing "
-                             f"to extract it (a larger model: set {LIMIT_VARIABLE} to a number of bytes)")
+    total, limit = 0, size_limit()
+    ratio_bound = max(RATIO_FLOOR_BYTES, MAX_RATIO * os.stat(source).st_size)
+    previous = "the first member"
+    try:
+        for member in bundle:
+            if len(checked) >= MAX_MEMBERS:
+                raise ArchiveRefused(f"{source} holds more than {MAX_MEMBERS:,} members; refusing to extract it")
+            parts = member_parts(member)
+            if isinstance(parts, str):
+                raise ArchiveRefused(f"{source}: member {_shown(member.name)} {parts}; refusing to extract this "
+                                     "archive")
+            checked.append((member, parts))
+            total += member.size if member.isreg() else 0
+            if total > limit:
+                raise ArchiveRefused(f"{source} expands to at least {human(total)} (up to member "
+                                     f"{_shown(member.name)}), more than the limit of {human(limit)}; refusing to "
+                                     f"extract it (a larger model: set {LIMIT_VARIABLE} to a number of bytes)")
+            if total > ratio_bound:
+                raise ArchiveRefused(f"{source} ({human(os.stat(source).st_size)}) expands to at least "
+                                     f"{human(total)} (up to member {_shown(member.name)}), over {MAX_RATIO} times its "
+                                     "size: refusing it as an archive bomb")
+            previous = f"member {_shown(member.name)}"
+        _check_end(bundle, source, previous)
+    except _STREAM_ERRORS as error:
+        raise ArchiveRefused(f"{source} is cut short or corrupt at or after {previous} ({error}); refusing to extract "
+                             "it: give the training job's whole model.tar.gz") from error
     return checked
+
+
+def _check_end(bundle: tarfile.TarFile, source: Path, previous: str) -> None:
+    """Refuse an archive with anything but zeros after its last member: Python's reader ends without a word at a
+    corrupt header after the first one, which would drop the members that follow silently."""
+    stream = bundle.fileobj
+    assert stream is not None  # an open archive
+    stream.seek(bundle.offset)
+    left = TRAILER_LIMIT_BYTES
+    while True:
+        chunk = stream.read(min(CHUNK_BYTES, left + 1))
+        if not chunk:
+            return
+        if chunk.count(0) != len(chunk):
+            raise ArchiveRefused(f"{source} has data after {previous} that is not a valid tar header (a corrupt or "
+                                 "forged header); refusing to extract it rather than leave out what follows")
+        left -= len(chunk)
+        if left < 0:
+            raise ArchiveRefused(f"{source} has more than {human(TRAILER_LIMIT_BYTES)} of padding after {previous}; "
+                                 "refusing to extract it")
 
 
 def _check_free_space(total: int, destination: Path, source: Path, room_hint: str) -> None:
@@ -157,7 +227,11 @@ def _write_member(bundle: tarfile.TarFile, member: tarfile.TarInfo, name: str, p
     try:
         reader = bundle.extractfile(member)
         while reader is not None:
-            chunk = reader.read(CHUNK_BYTES)
+            try:
+                chunk = reader.read(CHUNK_BYTES)
+            except _READ_ERRORS as error:
+                raise ArchiveRefused(f"member {_shown(member.name)} cannot be read ({error}): the archive is cut "
+                                     "short or corrupt; refusing it") from error
             if not chunk:
                 break
             budget[0] -= len(chunk)
@@ -210,6 +284,9 @@ def extract(archive: str | os.PathLike[str], destination: str | os.PathLike[str]
                             os.close(descriptor)
         except tarfile.TarError as error:
             raise ArchiveRefused(f"{source} is not a readable tar archive ({error}); give the training job's "
+                                 "model.tar.gz") from error
+        except _STREAM_ERRORS as error:  # cut short before the first header
+            raise ArchiveRefused(f"{source} is cut short or corrupt ({error}); give the training job's whole "
                                  "model.tar.gz") from error
         except OSError as error:
             if error.errno in (errno.ENOSPC, errno.EDQUOT):

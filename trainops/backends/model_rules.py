@@ -29,6 +29,28 @@ def script_arguments(hyperparameters: Mapping[str, Any] | None) -> list[str]:
     return toolkit_arguments(user_hyperparameters(encoded))
 
 
+def finite_number(value: Any) -> bool:
+    """Whether ``value`` is an int or float (not a bool) that a float can hold finitely: NaN, infinities and an
+    integer too large for a float (``1`` followed by 400 zeros: ``math.isfinite`` raises OverflowError on it) are
+    not."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
+
+
+def shown_value(value: Any, limit: int = 40) -> str:
+    """``repr(value)`` cut to ``limit`` characters, for an error message (an integer of thousands of digits, or a
+    long string, must not flood it; Python refuses to print an int of over 4,300 digits at all)."""
+    try:
+        text = repr(value)
+    except ValueError:
+        return "an integer of thousands of digits"
+    return text if len(text) <= limit else f"{text[:limit - 3]}... ({len(text):,} characters)"
+
+
 def validate_metrics(data: Any, where: str) -> dict[str, float]:
     """Check the contents of a ``metrics.json`` (found at ``where``): a non-empty, flat JSON object of metric
     name -> finite number. Raises `JobFailed` saying what the evaluation script must write instead."""
@@ -37,11 +59,11 @@ def validate_metrics(data: Any, where: str) -> dict[str, float]:
         raise JobFailed(f"{where} holds a JSON {type(data).__name__}, not an object; {how}")
     if not data:
         raise JobFailed(f"{where} is an empty object; {how}")
-    wrong = [name for name, value in data.items()
-             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)]
+    wrong = [name for name, value in data.items() if not finite_number(value)]
     if wrong:
-        shown = ", ".join(f"{name}={data[name]!r}" for name in sorted(wrong))
-        raise JobFailed(f"{where}: these metrics are not finite numbers: {shown}; {how} "
+        shown = ", ".join(f"{str(name)[:60]}={shown_value(data[name])}" for name in sorted(wrong)[:20])
+        more = f" and {len(wrong) - 20} more" if len(wrong) > 20 else ""
+        raise JobFailed(f"{where}: these metrics are not finite numbers a float can hold: {shown}{more}; {how} "
                         f"(put text, lists and nested results in another file of the same directory)")
     return {str(name): value for name, value in data.items()}
 
@@ -62,7 +84,8 @@ def check_metrics(metrics: Any, field_name: str = "metrics") -> dict[str, float]
                         source="registry")
     checked: dict[str, float] = {}
     for name, value in metrics.items():
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise SpecError(Problem(f"{field_name}.{name}", f"{value!r} is not a finite number"), source="registry")
+        if not finite_number(value):
+            raise SpecError(Problem(f"{field_name}.{name}", f"{shown_value(value)} is not a finite number a float can "
+                                                            "hold"), source="registry")
         checked[str(name)] = value
     return checked

@@ -321,8 +321,10 @@ class Launch:
             return Outcome(exit_code=0)
         text = failures.render_failure(failure)
         if not failures.write_once(self.plan.failure_path, text):
-            with open(self.plan.failure_path, encoding="utf-8", errors="replace") as handle:
-                text = handle.read()
+            try:
+                text = failures.read_failure_text(self.plan.failure_path)
+            except OSError:
+                pass  # not a file trainops can read back (a FIFO, a link): its own text stands
         _log(f"job failed: {text.splitlines()[0] if text else failure.first_line()}")
         _log(f"failure file: {self.plan.failure_path}")
         return Outcome(exit_code=1, failure=failure, failure_text=text)

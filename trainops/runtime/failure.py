@@ -25,12 +25,16 @@ from typing import Any
 from trainops.runtime.output_relay import mask
 from trainops.runtime.processes import signal_name
 from trainops.runtime.records import read_tail
+from trainops.runtime.untrusted import read_text
 
 #: How many lines of the failing rank's stderr the failure file keeps, and how long each may be.
 TAIL_LINES = 30
 TAIL_LINE_LENGTH = 400
 #: The line before the stderr tail in a failure file.
 TAIL_HEADING = "--- last lines of stderr ---"
+#: The most of a failure file trainops reads back: what `render_failure` writes fits many times over (the first line,
+#: eight fields, `TAIL_LINES` of `TAIL_LINE_LENGTH`); a script may write its own, of any size, or a sparse one.
+READ_LIMIT_BYTES = 64 * 1024
 
 _TEARDOWN_SIGNALS = {int(signal.SIGTERM), int(signal.SIGINT)}
 
@@ -197,10 +201,15 @@ def parse_failure(text: str) -> dict[str, Any]:
     return result
 
 
+def read_failure_text(path: str) -> str:
+    """The first `READ_LIMIT_BYTES` of a failure file (`trainops.runtime.untrusted`: a regular file, never a link or a
+    FIFO); raises OSError when there is none such."""
+    return read_text(path, READ_LIMIT_BYTES)
+
+
 def read_failure(path: str) -> dict[str, Any] | None:
     """:func:`parse_failure` of a failure file, or None when there is none."""
     try:
-        with open(path, encoding="utf-8", errors="replace") as handle:
-            return parse_failure(handle.read())
+        return parse_failure(read_failure_text(path))
     except OSError:
         return None

@@ -19,11 +19,16 @@ import os
 from collections.abc import Iterable
 from typing import Any
 
+from trainops.runtime.untrusted import read_bounded, read_tail_bytes
+
 RECORD_PREFIX = "rank-"
 
 #: The tail file is cut back to TAIL_KEEP_BYTES whenever it grows past TAIL_LIMIT_BYTES.
 TAIL_LIMIT_BYTES = 256 * 1024
 TAIL_KEEP_BYTES = 64 * 1024
+#: The most a rank record (or the launcher's observations) may hold: a larger one is skipped as unreadable (a rank
+#: can write anything in its host's record directory; `trainops.runtime.untrusted` reads what a job may have left).
+RECORD_LIMIT_BYTES = 1024 * 1024
 
 
 def record_path(record_dir: str, rank: int) -> str:
@@ -59,8 +64,7 @@ def read_records(record_dirs: Iterable[str]) -> list[dict[str, Any]]:
             if not (name.startswith(RECORD_PREFIX) and name.endswith(".json")):
                 continue
             try:
-                with open(os.path.join(directory, name), encoding="utf-8") as handle:
-                    record = json.load(handle)
+                record = json.loads(read_bounded(os.path.join(directory, name), RECORD_LIMIT_BYTES, whole=True))
                 record["record_dir"] = directory
                 found[int(record["rank"])] = record
             except (OSError, ValueError, KeyError, TypeError):
@@ -71,11 +75,7 @@ def read_records(record_dirs: Iterable[str]) -> list[dict[str, Any]]:
 def read_tail(record_dir: str, rank: int, lines: int = 40) -> list[str]:
     """The last ``lines`` lines of a rank's stderr tail file (empty when there is none)."""
     try:
-        with open(tail_path(record_dir, rank), "rb") as handle:
-            handle.seek(0, os.SEEK_END)
-            size = handle.tell()
-            handle.seek(max(0, size - TAIL_KEEP_BYTES))
-            data = handle.read()
+        data = read_tail_bytes(tail_path(record_dir, rank), TAIL_KEEP_BYTES)
     except OSError:
         return []
     text = data.decode("utf-8", errors="replace").replace("\r", "\n")
@@ -114,8 +114,8 @@ def write_observed(record_dir: str, launcher: str, failures: list[dict[str, Any]
 def read_observed(record_dir: str) -> list[dict[str, Any]]:
     """The failures a launcher recorded with :func:`write_observed` (empty when none)."""
     try:
-        with open(os.path.join(record_dir, OBSERVED_FILE), encoding="utf-8") as handle:
-            failures = json.load(handle).get("failures", [])
+        failures = json.loads(read_bounded(os.path.join(record_dir, OBSERVED_FILE), RECORD_LIMIT_BYTES,
+                                           whole=True)).get("failures", [])
     except (OSError, ValueError, AttributeError):
         return []
     return [failure for failure in failures if isinstance(failure, dict)]

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from trainops.backends.local import identity, paths, status
-from trainops.backends.local.safe_fs import open_state_file, write_atomically
+from trainops.backends.local.safe_fs import read_text, write_atomically
 
 STOP_REQUEST = "stop-request"
 
@@ -38,9 +38,8 @@ def clear_stop_request(job_dir: Path) -> None:
 def stop_requested(job_dir: Path) -> str | None:
     """The reason of a pending stop request, or None (never read through a link planted under its name)."""
     try:
-        with open(open_state_file(job_dir / STOP_REQUEST, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
-            return handle.read(4096).decode("utf-8", "replace").strip() or "Stopped by trainops stop"
-    except (OSError, ValueError):
+        return read_text(job_dir / STOP_REQUEST, 4096).strip() or "Stopped by trainops stop"
+    except OSError:
         return None
 
 

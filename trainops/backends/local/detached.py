@@ -121,8 +121,10 @@ def _read_handshake(descriptor: int, timeout: float) -> list[str]:
 
 
 def _tail(path: Path, limit: int = 800) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace").strip()
+    from trainops.backends.local.safe_fs import read_tail_bytes
+
+    try:  # the log's last part only, and only a regular file (`trainops.runtime.untrusted`)
+        text = read_tail_bytes(path, 4 * limit).decode("utf-8", "replace").strip()
     except OSError:
         return ""
     return text[-limit:]

@@ -39,6 +39,7 @@ from trainops.runtime.failure import TAIL_HEADING
 __all__ = ["LocalEvaluation", "extract_model", "local_path", "read_metrics", "run_evaluation"]
 
 METRICS_FILE = "metrics.json"
+METRICS_LIMIT_BYTES = 16 * 1024 * 1024  # a flat object of numbers: far more than any evaluation writes
 MODEL_CHANNEL = "model"
 LOG_PREFIX = "[evaluate]"
 #: How many lines of the script's stderr a failure message quotes.
@@ -107,14 +108,21 @@ def contract_environment(channels: Mapping[str, str | os.PathLike[str]],
 
 def read_metrics(path: str | os.PathLike[str]) -> dict[str, float]:
     """Read and check ``metrics.json`` (see `validate_metrics`). Raises `JobFailed` when it is missing or wrong."""
+    from trainops.backends.local.safe_fs import read_bounded
+
     metrics_path = Path(path)
-    if not metrics_path.is_file():
+    try:  # the script wrote it: a regular file of at most METRICS_LIMIT_BYTES, never read through a link or a FIFO
+        raw = read_bounded(metrics_path, METRICS_LIMIT_BYTES, whole=True)
+    except FileNotFoundError:
         raise JobFailed(f"the evaluation script exited 0 but wrote no {METRICS_FILE}; write a flat JSON object of "
                         f"metric name -> number to {metrics_path} (its directory is in TRAINOPS_EVALUATION_DIR and "
-                        f"SM_OUTPUT_DATA_DIR)")
+                        f"SM_OUTPUT_DATA_DIR)") from None
+    except OSError as error:
+        raise JobFailed(f"{metrics_path} cannot be read ({error.strerror}); write a flat JSON object of metric name "
+                        f"-> number there, as a regular file of at most {METRICS_LIMIT_BYTES:,} bytes") from None
     try:
-        data = json.loads(metrics_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, ValueError) as error:
+        data = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as error:  # RecursionError: nested thousands deep
         raise JobFailed(f"{metrics_path} is not valid JSON ({error}); write a flat JSON object of metric name -> "
                         f"number, e.g. {{\"accuracy\": 0.97}}") from error
     return validate_metrics(data, str(metrics_path))

@@ -50,6 +50,7 @@ def job_path(name: str, workdir: str | os.PathLike[str] | None, create: bool = F
 
 
 RUN_LOCK = "run.lock"  # held by the runner for as long as it runs
+RECORD_LIMIT_BYTES = 16 * 1024 * 1024  # status.json (with the result's file list) and request.json
 
 
 def _write(path: Path, value: dict[str, Any]) -> None:
@@ -66,17 +67,35 @@ def _runner(directory: Path, record: dict[str, Any]) -> int | None:
     return int(pid) if isinstance(pid, int) and pid in lock_holders(directory / RUN_LOCK) else None
 
 
+def _read_json(path: Path) -> dict[str, Any]:
+    """A record of the job's directory, read as what a job may have replaced (bounded, a regular file only); a
+    `JobFailed` saying what to do when it is not a JSON object."""
+    from trainops.backends.local.safe_fs import read_bounded
+
+    try:
+        record = json.loads(read_bounded(path, RECORD_LIMIT_BYTES, whole=True).decode("utf-8"))
+    except FileNotFoundError:
+        raise
+    except (OSError, ValueError, RecursionError) as error:
+        raise JobFailed(f"{path} cannot be read ({getattr(error, 'strerror', None) or error}): remove "
+                        f"{path.parent} to forget this evaluation job") from None
+    if not isinstance(record, dict):
+        raise JobFailed(f"{path} is not a JSON object: remove {path.parent} to forget this evaluation job")
+    return record
+
+
 def read(name: str, workdir: str | os.PathLike[str] | None) -> dict[str, Any] | None:
     """The job's status record (None: no such job); a runner that is gone without a final status reads Failed."""
     path = job_path(name, workdir) / "status.json"
     try:
-        record: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        record = _read_json(path)
     except FileNotFoundError:
         return None
     if record.get("status") in ("InProgress", "Stopping"):
+        written = record.get("written", 0)
         gone = (_runner(path.parent, record) is None if record.get("pid")
-                else time.time() - float(record.get("written", 0)) > START_GRACE_SECONDS)
-        if gone and (reread := json.loads(path.read_text(encoding="utf-8"))).get("status") == record["status"]:
+                else not isinstance(written, (int, float)) or time.time() - float(written) > START_GRACE_SECONDS)
+        if gone and (reread := _read_json(path)).get("status") == record["status"]:
             record = {**reread, "status": "Failed",
                       "failure_reason": "the evaluation's runner exited without a result (killed?); see output.log"}
     return record
@@ -146,10 +165,10 @@ def run(directory: Path) -> int:
         print("trainops: another runner holds this evaluation job", flush=True)
         return 1
     status_path = directory / "status.json"
-    record = json.loads(status_path.read_text(encoding="utf-8"))
+    record = _read_json(status_path)
     record.update(pid=os.getpid(), written=time.time())
     _write(status_path, record)
-    arguments = json.loads((directory / "request.json").read_text(encoding="utf-8"))
+    arguments = _read_json(directory / "request.json")
     try:
         result = run_evaluation(**arguments, sink=lambda line, from_stderr: print(line, flush=True),
                                 die_with_parent=True)

@@ -45,6 +45,7 @@ from trainops.runtime.processes import (  # noqa: E402 - stdlib only
     set_parent_death_signal,
     stat_fields,
 )
+from trainops.runtime.untrusted import read_bounded  # noqa: E402 - stdlib only
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWPID = 0x20000000
@@ -210,11 +211,35 @@ def _stop_descendants(grace: float) -> int:
 
 
 def _write_report(report: str, raw: int, stopped: int) -> None:
+    """Create the report afresh (whatever the host left under its name is removed: a FIFO there would block an open
+    for writing, a link would be written through)."""
     try:
-        with open(report, "w", encoding="ascii") as handle:
-            handle.write(f"{raw} {stopped}\n")
+        try:
+            os.unlink(report)
+        except FileNotFoundError:
+            pass
+        descriptor = os.open(report, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:
+            os.write(descriptor, f"{raw} {stopped}\n".encode("ascii"))
+        finally:
+            os.close(descriptor)
     except OSError:  # a full disk: H still learns how L ended, from the exit code
         pass
+
+
+def _read_report(report: str) -> tuple[int, int]:
+    """(L's raw wait status, how many processes were stopped after it) from a report; ValueError when there is none
+    or it is not one (read as what a host's processes could have replaced: bounded, a regular file only)."""
+    try:
+        fields = read_bounded(report, 64).split()
+    except OSError:
+        raise ValueError("no report") from None
+    if len(fields) != 2 or not all(field.isdigit() and len(field) <= 9 for field in fields):
+        raise ValueError("not a report")
+    raw, stopped = int(fields[0]), int(fields[1])
+    if raw > 0xFFFF:
+        raise ValueError("not a wait status")
+    return raw, stopped
 
 
 def _run_host(report: str, command: list[str], pipe: int | None, lost: Callable[[], None] | None) -> int:
@@ -310,9 +335,8 @@ def main(argv: list[str]) -> int:
         raw = _wait_for(init, pipe, lost)
         _stop_forwarding()
         try:
-            with open(report, encoding="ascii") as handle:
-                launcher_status = int(handle.read().split()[0])
-        except (OSError, ValueError, IndexError):  # no report (a full disk): C's exit code says it, 128 + a signal
+            launcher_status = _read_report(report)[0]
+        except ValueError:  # no report (a full disk): C's exit code says it, 128 + a signal
             code = os.WEXITSTATUS(raw) if os.WIFEXITED(raw) else 1
             launcher_status = (code - 128) if 128 < code < 128 + 65 else code << 8
         _end_as(launcher_status)
@@ -331,9 +355,8 @@ def main(argv: list[str]) -> int:
 def stopped_in(report: str) -> int:
     """How many processes were stopped in a host after its launcher ended (0 when nothing said so)."""
     try:
-        with open(report, encoding="ascii") as handle:
-            return int(handle.read().split()[1])
-    except (OSError, ValueError, IndexError):
+        return _read_report(report)[1]
+    except ValueError:
         return 0
 
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from trainops.errors import Problem, SpecError
 from trainops.runtime.processes import is_alive, process_start_ticks
+from trainops.runtime.untrusted import open_regular
 
 CONTROLLER_LOCK = ".controller.lock"  # held by the trainops process running the job (`locks.try_lock`)
 BOOT_ID_FILE = "/proc/sys/kernel/random/boot_id"
@@ -87,10 +88,10 @@ def lock_held(job_dir: Path) -> bool:
     Probed with a shared, non-blocking lock taken and dropped at once: it never blocks, and a controller taking
     the lock at that very instant retries (`trainops.backends.local.locks.try_lock`'s `patience`)."""
     path = job_dir / CONTROLLER_LOCK
-    try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    try:  # never blocks: a FIFO there is not a lock (`open_regular`)
+        descriptor = open_regular(path)
     except OSError:
-        return False  # no lock file: no controller ever ran, or it was removed with the job
+        return False  # no lock file (no controller ever ran, or it was removed with the job), or not a file
     try:
         fcntl.flock(descriptor, fcntl.LOCK_SH | fcntl.LOCK_NB)
     except OSError:
@@ -117,7 +118,7 @@ def lock_holders(path: Path) -> set[int]:
     following a link); empty when none does or the file is missing. The pids are those that took the lock, as seen
     from this process's pid namespace."""
     try:
-        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        descriptor = open_regular(path)
     except OSError:
         return set()
     try:

@@ -528,8 +528,10 @@ class LocalJob:
 
     def _root_cause(self, layout: HostLayout, code: int) -> str:
         self._failed_host = layout.name
-        try:
-            text = layout.failure_file.read_text(encoding="utf-8", errors="replace").strip()
+        from trainops.runtime.failure import read_failure_text
+
+        try:  # bounded, a regular file only: the host's ranks could have left anything under that name
+            text = read_failure_text(str(layout.failure_file)).strip()
         except OSError:
             text = ""
         if not text:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -44,10 +45,15 @@ def try_lock(path: Path, owner: str, patience: float = 0.0) -> HeldLock | None:
 
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:  # never through a link planted under the lock's name (it would be truncated below); close-on-exec:
-        # launchers must not keep it after the controller is gone
-        handle = open(open_state_file(path, os.O_RDWR | os.O_CREAT), "r+", encoding="utf-8")  # noqa: SIM115
+        # launchers must not keep it after the controller is gone; never blocking on a FIFO planted there
+        descriptor = open_state_file(path, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK)
     except PlantedLink as error:
         raise SpecError(Problem("job_name", f"{error.strerror}"), source="local state") from None
+    if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        os.close(descriptor)
+        raise SpecError(Problem("job_name", f"{path} is not a regular file (a FIFO, device or socket stands where "
+                                            "trainops keeps a lock): remove it"), source="local state")
+    handle = open(descriptor, "r+", encoding="utf-8")  # noqa: SIM115 - held until `release`
     deadline = time.monotonic() + patience
     while True:
         try:
@@ -67,10 +73,9 @@ def try_lock(path: Path, owner: str, patience: float = 0.0) -> HeldLock | None:
 
 def holder(path: Path) -> str:
     """The owner recorded by whoever holds (or last held) the lock at `path`."""
-    from trainops.backends.local.safe_fs import open_state_file
+    from trainops.backends.local.safe_fs import read_text
 
     try:
-        with open(open_state_file(path, os.O_RDONLY | os.O_NONBLOCK), encoding="utf-8", errors="replace") as handle:
-            return handle.read(4096).strip() or "another job"
+        return read_text(path, 4096).strip() or "another job"
     except OSError:
         return "another job"

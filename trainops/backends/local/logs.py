@@ -7,6 +7,7 @@ import time
 from collections.abc import Iterator
 
 from trainops.backends.local import paths, status
+from trainops.backends.local.safe_fs import open_regular
 
 
 def _shown(host: str, line: str) -> str:
@@ -23,15 +24,22 @@ def iter_local_logs(job_name: str, workdir: str | os.PathLike | None = None, *, 
     record = status.read(job_name, workdir)  # a clear error when there is no such job
     logs_dir = paths.job_dir(job_name, workdir) / "logs"
     handles: dict[str, object] = {}
+    refused: set[str] = set()
     try:
         while True:
             # The status first, then the files: a job that ended before this pass has written all it ever will, so
             # the pass that sees it ended reads its last lines too.
             ended = not follow or record["status"] not in status.ACTIVE
             for path in sorted(logs_dir.glob("algo-*.log")) if logs_dir.is_dir() else []:
-                if path.stem not in handles:
+                if path.stem not in handles and path.stem not in refused:
+                    try:  # a regular file only, opened without blocking (a FIFO or a link there is said, not read)
+                        descriptor = open_regular(path)
+                    except OSError as error:
+                        refused.add(path.stem)
+                        yield f"[trainops] {path} cannot be shown: {error.strerror}"
+                        continue
                     # Kept open across polls (a follow reads on from where it was); closed in the finally below.
-                    handles[path.stem] = open(path, encoding="utf-8", errors="replace")  # noqa: SIM115
+                    handles[path.stem] = open(descriptor, encoding="utf-8", errors="replace")  # noqa: SIM115
             for host, handle in sorted(handles.items()):
                 for line in handle:  # type: ignore[attr-defined]
                     yield _shown(host, line.rstrip("\n"))
@@ -63,7 +71,11 @@ def read_new_lines(job_name: str, workdir: str | os.PathLike | None, cursor: dic
     for path in sorted(logs_dir.glob("algo-*.log")) if logs_dir.is_dir() else []:
         if len(lines) >= limit:
             break
-        with open(path, "rb") as handle:
+        try:
+            descriptor = open_regular(path)
+        except OSError:
+            continue  # not a log file trainops wrote (a FIFO, a link): nothing of it is read
+        with open(descriptor, "rb") as handle:
             handle.seek(cursor.get(path.stem, 0))
             while len(lines) < limit:
                 raw = handle.readline()

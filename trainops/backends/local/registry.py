@@ -43,7 +43,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from trainops.backends.local.safe_fs import NEW_FILE_FLAGS, make_directory, open_path
+from trainops.backends.local.safe_fs import NEW_FILE_FLAGS, make_directory, open_path, read_bounded
 from trainops.backends.model_rules import GROUP_PATTERN, check_group, check_metrics  # noqa: F401 - re-exported
 from trainops.errors import JobFailed, Problem, SpecError
 
@@ -51,6 +51,7 @@ APPROVAL_STATUSES: tuple[str, ...] = ("Approved", "Rejected", "PendingManualAppr
 ENTRY_FILE = "entry.json"
 LOCK_FILE = ".lock"
 STAGING_DIR = ".staging"
+ENTRY_LIMIT_BYTES = 16 * 1024 * 1024  # an entry.json (its spec included)
 # The SageMaker model package group rule, so a group name works on both backends.
 _VERSION_DIR = re.compile(r"^v([1-9][0-9]*)$")
 
@@ -330,14 +331,10 @@ class LocalRegistry:
     def _read(self, directory: Path) -> ModelVersion:
         entry_path = directory / ENTRY_FILE
         try:
-            # O_NOFOLLOW: an entry replaced by a link to another file is damaged, not followed.
-            descriptor = os.open(entry_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-            with os.fdopen(descriptor, "rb") as handle:
-                if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                    raise ValueError("entry.json is not a regular file")
-                data = json.loads(handle.read(16 * 1024 * 1024).decode("utf-8"))
+            # A regular file of at most ENTRY_LIMIT_BYTES (`read_bounded`): a link there is damaged, not followed.
+            data = json.loads(read_bounded(entry_path, ENTRY_LIMIT_BYTES, whole=True).decode("utf-8"))
             return ModelVersion.from_dict(data, directory)
-        except (OSError, ValueError, TypeError) as error:
+        except (OSError, ValueError, TypeError, RecursionError) as error:
             reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
             raise JobFailed(f"registry entry {entry_path} cannot be read ({reason}); restore it or remove "
                             f"{directory}") from error

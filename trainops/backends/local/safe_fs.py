@@ -4,6 +4,9 @@ Checking a path and then using it by name leaves a window in which a directory o
 link. These helpers instead open every directory relative to the descriptor of its already-checked parent, with
 ``O_NOFOLLOW``, and create every file the same way, so what was checked is what is used, whatever happens to the
 names meanwhile. Standard library only; Linux and other POSIX systems with ``*at`` system calls.
+
+Reading a file a job or another user can write (bounded, a regular file only, never blocking on a FIFO) is
+`trainops.runtime.untrusted`'s, re-exported here: the runtime needs it too and imports nothing above itself.
 """
 
 from __future__ import annotations
@@ -11,6 +14,14 @@ from __future__ import annotations
 import errno
 import os
 import stat
+
+from trainops.runtime.untrusted import (  # noqa: F401 - re-exported: the one way to read what others can write
+    UnsafeFile,
+    open_regular,
+    read_bounded,
+    read_tail_bytes,
+    read_text,
+)
 
 #: Open flags of a directory reached by name relative to its parent: a link there fails with ELOOP (or ENOTDIR).
 DIRECTORY_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC

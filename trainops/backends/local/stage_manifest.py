@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 
+from trainops.backends.local.safe_fs import UnsafeFile, read_bounded
 from trainops.backends.local.stage_names import MANIFEST_NAME, temporary_name
 
 MANIFEST_VERSION = 4
+#: The largest manifest read back (about 100 bytes a file: a million files fit); a larger one is not trusted.
+MANIFEST_LIMIT_BYTES = 256 * 1024 * 1024
 Entry = tuple[int, "int | str", int]  # (size, fingerprint, staged mtime in ns); read back as a list
 
 
@@ -45,16 +47,15 @@ class StageManifest:
     def load(cls, destination: int, source: str) -> StageManifest:
         """The manifest in the open ``destination`` when it was written for ``source``; else an empty one with a
         note saying why (missing: no note)."""
-        try:  # O_NONBLOCK: a FIFO planted under the manifest's name must not hang staging
-            descriptor = os.open(MANIFEST_NAME, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC,
-                                 dir_fd=destination)
+        try:  # bounded, a regular file only: a FIFO planted under the manifest's name must not hang staging
+            raw = read_bounded(MANIFEST_NAME, MANIFEST_LIMIT_BYTES, dir_fd=destination, whole=True)
+        except UnsafeFile as error:
+            return cls(source, note=f"{MANIFEST_NAME} {error.strerror}; every file is copied again")
         except OSError:
             return cls(source)
-        with os.fdopen(descriptor, "rb") as handle:
-            raw = handle.read() if stat.S_ISREG(os.fstat(descriptor).st_mode) else b"{}"
         try:
             document = json.loads(raw)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, RecursionError):
             return cls(source, note=f"{MANIFEST_NAME} is not valid JSON; every file is copied again")
         if not isinstance(document, dict) or document.get("version") != MANIFEST_VERSION:
             return cls(source, note=f"{MANIFEST_NAME} has an unknown format (an older trainops writes other "

@@ -10,7 +10,6 @@ from __future__ import annotations
 import errno
 import json
 import os
-import stat
 from pathlib import Path
 
 from trainops.backends.local import identity, paths, safe_fs
@@ -24,6 +23,8 @@ ACTIVE = ("InProgress", "Stopping")
 RESERVE_FILE = ".space-reserve"
 RESERVE_BYTES = 1 << 20
 FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+#: The largest status record read back (one with every rank of a large job listed is a few hundred KiB).
+RECORD_LIMIT_BYTES = 16 * 1024 * 1024
 
 
 def reserve_space(job_dir: Path) -> None:
@@ -101,17 +102,18 @@ def read_record(job_dir: Path, job_name: str) -> dict:
     """The record as written (checked for corruption, not for liveness)."""
     path = job_dir / STATUS_FILE
     try:
-        with open(safe_fs.open_state_file(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise ValueError("not a regular file")
-            record = json.loads(handle.read(64 * 1024 * 1024).decode("utf-8"))
-    except safe_fs.PlantedLink as error:
-        raise SpecError(Problem("job_name", f"{error.strerror}: trainops reads only its own status records; "
-                                            f"remove {job_dir} to forget job {job_name!r}"),
+        record = json.loads(safe_fs.read_bounded(path, RECORD_LIMIT_BYTES, whole=True).decode("utf-8"))
+    except safe_fs.UnsafeFile as error:
+        if error.errno != errno.ELOOP:
+            raise SpecError(f"the status of local job {job_name!r} cannot be read ({path} {error.strerror}): "
+                            f"remove {job_dir} to forget the job") from None
+        raise SpecError(Problem("job_name", f"{path} is a symbolic link; trainops never writes through one (remove "
+                                            f"the link): trainops reads only its own status records; remove "
+                                            f"{job_dir} to forget job {job_name!r}"),
                         source="local state") from None
     except FileNotFoundError:
         raise SpecError(f"no local job named {job_name!r} under {job_dir.parent}") from None
-    except (OSError, ValueError) as error:
+    except (OSError, ValueError, RecursionError) as error:  # RecursionError: JSON nested thousands deep
         raise SpecError(f"the status of local job {job_name!r} cannot be read ({error}): remove {job_dir} to "
                         "forget the job") from None
     return identity.check_record(record, job_name, path)
