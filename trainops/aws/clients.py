@@ -27,13 +27,19 @@ RETRY_SETTINGS: dict[str, Any] = {"mode": "adaptive", "max_attempts": 10}
 
 
 def client_config(**overrides: Any) -> Any:
-    """The ``botocore.config.Config`` every trainops client uses: adaptive retries, 10 attempts.
+    """The ``botocore.config.Config`` every trainops client uses: adaptive retries, 10 attempts, unless the
+    environment says otherwise (``AWS_RETRY_MODE``, ``AWS_MAX_ATTEMPTS``: boto3's own settings, which an explicit
+    ``Config`` would otherwise silently override).
 
     Keyword arguments are passed on to ``Config`` (for example ``connect_timeout``) and win over the defaults.
     """
+    import os
+
     from botocore.config import Config
 
-    settings: dict[str, Any] = {"retries": dict(RETRY_SETTINGS)}
+    retries = {key: value for key, value in RETRY_SETTINGS.items()
+               if not os.environ.get({"mode": "AWS_RETRY_MODE", "max_attempts": "AWS_MAX_ATTEMPTS"}[key])}
+    settings: dict[str, Any] = {"retries": retries}
     settings.update(overrides)
     return Config(**settings)
 

@@ -299,6 +299,10 @@ def rules_markdown() -> str:
         "a local job's record keeps the guard's sentence as its failure reason. So a later `trainops status` says "
         "budget, stalled or wait bound, not a bare Stopped.",
         "",
+        "A status look that fails (a timeout, a 5xx, throttling, a refused connection) is not an ended attempt and "
+        "gets no class: the wait looks again, and gives up only after 5 failed looks in a row and 60 s since the "
+        "first (`trainops.backends.looks`), saying the job may still be running; no retry starts from it.",
+        "",
         "| class | meaning | what a retry does |",
         "| --- | --- | --- |",
         "| `user` | the script or its input (an exception, a non-zero exit, an invalid request) | fails the same way: "

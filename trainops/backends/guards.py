@@ -198,7 +198,11 @@ def act(watchdog: Watchdog, seen: Observation | None, stop: Callable[[str], Any]
     if log is not None:
         log(f"[trainops] {tripped.message}" + (": stopping the job" if stopping else ""))
     if stopping:
-        stop(tripped.message)
+        try:
+            stop(tripped.message)
+        except Exception:
+            watchdog.tripped = None  # not stopped: the next look trips and asks again (a 5xx is a failed look)
+            raise
     return tripped
 
 

@@ -104,6 +104,7 @@ def _job_shorthands(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run_job(args: argparse.Namespace) -> int:
+    from trainops.backends.looks import JobOutOfSight
     from trainops.commands.backend_args import backend_options, open_backend
     from trainops.errors import JobFailed
     from trainops.steps.train import train
@@ -136,6 +137,8 @@ def _run_job(args: argparse.Namespace) -> int:
                        wait=not args.no_wait, on_handle=lambda chosen, handle: held.append((chosen, handle)),
                        retries=args.retries)
         code = 0
+    except JobOutOfSight as error:  # its looks kept failing: the job may run on; say how to follow it again
+        raise error.reattach_with(_reattach_hint(args, held)) from error
     except JobFailed as error:
         failed: dict[str, Any] | None = getattr(error, "result", None)
         if failed is None:
@@ -146,6 +149,18 @@ def _run_job(args: argparse.Namespace) -> int:
             signal.signal(sig, handler)
     _print_outcome(result)
     return code
+
+
+def _reattach_hint(args: argparse.Namespace, held: list) -> str:
+    """The command that follows a job this run lost sight of (the same name re-attaches; nothing is created)."""
+    name = held[0][1].job_name if held else args.job_name
+    where = "".join(f" {flag} {value}" for flag, value in (("--backend", args.backend), ("--workdir", args.workdir),
+                                                            ("--region", args.region)) if value)
+    where += "".join(f" -o {item}" for item in getattr(args, "backend_option", None) or [])
+    if not name:
+        return "Re-attach by running this command again with --job-name set to the job's name."
+    return (f"Re-attach with `trainops run {args.file}{where} --job-name {name}` (the same name follows the job; "
+            f"nothing new is created), or see where it stands with `trainops status {name}{where}`.")
 
 
 def _print_outcome(result: dict) -> None:

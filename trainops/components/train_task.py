@@ -145,9 +145,15 @@ def run_train(*, spec_json: str, spec_dir: str, backend: str, workdir: str, pipe
         options["poll_seconds"] = poll_seconds
     print(f"[trainops] training job {name} ({backend}); re-attaches when it exists", flush=True)
     retries = json.loads(retries_json) if retries_json else None  # the pipeline file's budgets (checked there)
+    from trainops.backends.looks import JobOutOfSight
+
     with StopOnSigterm(backend, name, workdir=str(where.workdir), client_factory=client_factory) as guard:
-        result = train(spec, backend=backend, job_name=name, if_exists="reattach", on_handle=guard.hold,
-                       retries=retries, **options)
+        try:
+            result = train(spec, backend=backend, job_name=name, if_exists="reattach", on_handle=guard.hold,
+                           retries=retries, **options)
+        except JobOutOfSight as error:  # its looks kept failing: the job may run on, and a re-run follows it
+            raise error.reattach_with(f"Re-run the pipeline run (or let KFP retry this task): the train task names "
+                                      f"the job {name} again and re-attaches to it.") from error
     describe_model(model, result, spec)
     if training is not None:
         log_training(training, result)

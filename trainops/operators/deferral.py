@@ -61,7 +61,7 @@ class StartedJobMixin:
         from trainops.backends.states import wait_bound_seconds
 
         self._held = (backend, handle)
-        result = backend.describe_job(handle, self.job_kind)
+        result = self._looks(handle).look(lambda: backend.describe_job(handle, self.job_kind))
         if result.status.outcome != "waiting":
             return self._finish_or_fail(backend, handle, result)
         max_run = float(result.details.get("max_run_seconds") or max_run)
@@ -79,12 +79,22 @@ class StartedJobMixin:
             raise AssertionError("unreachable: defer() raises TaskDeferred")
         return self._finish_or_fail(backend, handle, self._poll(backend, handle, bound))
 
+    def _looks(self, handle: Any) -> Any:
+        """The failed-look policy of this task's looks at its job (`trainops.backends.looks`): a look that fails is
+        not the job's failure; it is looked at again, and given up on past both bounds, the job left running."""
+        from trainops.backends.looks import Looks
+        from trainops.operators.triggers import KINDS, REATTACH
+
+        return Looks(f"{KINDS[self.job_kind]} {handle.job_name}", reattach=REATTACH,
+                     poll_seconds=self.check_interval, log=self.log.warning)
+
     def _poll(self, backend: Any, handle: Any, bound: float) -> Any:
         from trainops.operators.compat import AirflowException
 
         started, last = time.monotonic(), None
+        looks = self._looks(handle)
         while True:
-            result = backend.describe_job(handle, self.job_kind)
+            result = looks.look(lambda: backend.describe_job(handle, self.job_kind))
             if (result.status, result.secondary_status) != last:
                 last = (result.status, result.secondary_status)
                 self.log.info("%s %s: %s / %s", self.job_kind, handle.job_name, result.status.value,

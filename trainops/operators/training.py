@@ -170,26 +170,22 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
             backend = self._backend_for(spec)
             if not backend.remote and self.wait_mode == "worker":
                 return self._train_in_worker(spec, base)
-            try:
-                return self._submit_and_wait(backend, spec, base)
-            except Exception as error:
-                from trainops.operators.triggers import is_throttling
+            return self._placed(backend, spec, base)
 
-                if self.wait_mode != "reschedule" or not is_throttling(error):
-                    raise
-                self._throttled_poke(error)
-                raise  # unreachable: _throttled_poke raises
+    def _looks(self, job_name: str) -> Any:
+        """The failed-look policy of this task's looks at its job (`trainops.backends.looks`): a look that fails
+        is looked at again, and the task gives up past both bounds, saying the job may still run."""
+        from trainops.backends.looks import Looks
+        from trainops.operators.triggers import REATTACH
 
-    def _throttled_poke(self, error: BaseException) -> None:
-        """A poke the service throttled past botocore's own retries: not a failure, a later look (twice the usual
-        pause; the job's name is the task instance's, so whatever this poke did or did not create is found again)."""
-        from datetime import datetime, timezone
+        return Looks(f"training job {job_name}", reattach=REATTACH, poll_seconds=self.check_interval,
+                     log=self.log.warning)
 
-        from trainops.operators.compat import AirflowRescheduleException
-
-        pause = 2 * max(self.check_interval, MIN_RESCHEDULE_SECONDS)
-        self.log.warning("throttled (%s); looking again in %.0f s (reschedule mode)", error, pause)
-        raise AirflowRescheduleException(datetime.now(timezone.utc) + timedelta(seconds=pause))
+    def _placed(self, backend: Any, spec: Any, base: str) -> dict[str, Any]:
+        """`_submit_and_wait`, again after a failed look while the job is placed or first looked at (a timeout, a
+        5xx, throttling, a refused connection: also each reschedule poke's): the job's name is the task instance's,
+        so whatever the failed pass did or did not create is found again, never created twice."""
+        return self._looks(base).look(lambda: self._submit_and_wait(backend, spec, base))  # type: ignore[no-any-return]
 
     def _spec(self) -> Any:
         import os
@@ -367,8 +363,13 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         watch = backend.watch(handle, guards, log=task_logger(self)) if guards is not None else None
         started = time.monotonic()
         cursor, last = None, None
+        looks = self._looks(handle.job_name)
         while True:
-            result = backend.describe(handle)
+            try:
+                result = backend.describe(handle)
+            except Exception as error:  # noqa: BLE001 - `failed` raises what is not a failed look
+                time.sleep(looks.failed(error))
+                continue
             if (result.status, result.secondary_status) != last:
                 last = (result.status, result.secondary_status)
                 self.log.info("training job %s: %s / %s", handle.job_name, result.status.value,
@@ -380,12 +381,17 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
                 return self._finish(backend, spec, base, result, raise_failure=True)
             bound = self._bound(spec, result)
             if watch is not None:  # the job's bound is the watch's (from its own start); this one a backstop
-                tripped = watch.look()
+                try:
+                    tripped = watch.look()
+                except Exception as error:  # noqa: BLE001 - a look (or a stop) that failed is tried again
+                    time.sleep(looks.failed(error))
+                    continue
                 if tripped is not None and not stops(tripped, guards):
                     raise failure_exception(f"gave up waiting for training job {handle.job_name}: {tripped.message}",
                                             {"failure_class": "timeout", "failure_evidence": {
                                                 "evidence": "the wait bound passed (stop_at_wait_bound: false)"}})
                 bound += GUARDED_BACKSTOP_SECONDS
+            looks.succeeded()
             if time.monotonic() - started > bound:
                 raise AirflowException(f"gave up waiting for training job {handle.job_name} after {bound:.0f} s "
                                        "(max_run + max_wait + grace); the job was not stopped")
@@ -534,7 +540,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         with translated_errors():  # the next attempt is placed by the re-attach policy: <name>-N after the failures
             spec = self._spec()
             base = event.get("base_name") or task_job_name(context, self.job_name or spec.name)
-            return self._submit_and_wait(self._backend_for(spec), spec, base)
+            return self._placed(self._backend_for(spec), spec, base)
 
     # --- kill -------------------------------------------------------------------------------------------------
     def on_kill(self) -> None:

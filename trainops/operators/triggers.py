@@ -37,6 +37,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent  # the same module on Airflow 2.11 and 3.x
 
 from trainops.backends.guards import JobGuards, settle, stops
+from trainops.backends.looks import Looks
 
 CLASSPATH = "trainops.operators.triggers.JobTrigger"
 #: Default when the job's limits are unknown: SageMaker's own default MaxRuntimeInSeconds (one day).
@@ -57,15 +58,9 @@ MAX_SKIP_READS = 1000
 #: With guards, the trigger's own bound (from its start) gets this on top: the job's bound is the watch's (from the
 #: job's start), and a job it stopped has this long to show the stop.
 GUARDED_BACKSTOP_SECONDS = 3600.0
-#: Throttled looks in a row before the wait fails, and the longest pause between them.
-MAX_THROTTLED_POLLS = 20
-THROTTLE_MAX_SECONDS = 300.0
-
-
-def is_throttling(error: BaseException) -> bool:
-    """Whether an error says the service throttled the call (after botocore's own adaptive retries)."""
-    text = f"{type(error).__name__}: {error}"
-    return any(mark in text for mark in ("Throttling", "ThrottlingException", "Rate exceeded", "TooManyRequests"))
+#: How a task whose wait lost sight of its job re-attaches (`trainops.backends.looks.JobOutOfSight`).
+REATTACH = ("Airflow's next try of this task re-attaches to it (the job is named after the task instance, not the "
+            "try): let the task retry, or clear it once the service answers again.")
 
 
 def event_for(result: Any, kind: str = "training") -> dict[str, Any]:
@@ -257,20 +252,16 @@ class JobTrigger(BaseTrigger):
             # triggerer's part of it), so this one starts where the logs end instead of writing them again.
             cursor = await self._skip_to_end(backend, handle)
         last: tuple[Any, Any] | None = None
-        throttled = 0
+        # A describe that fails (a timeout, a 5xx, throttling past the clients' own retries, a refused connection)
+        # is not the job's failure: the trigger looks again, and gives up only past both bounds of the policy.
+        looks = Looks(f"{KINDS[self.kind]} {self.job_name}", reattach=REATTACH, poll_seconds=self.poll_seconds,
+                      log=self.log.warning)
         while True:
             try:
                 result = await asyncio.to_thread(backend.describe_job, handle, self.kind)
-            except Exception as error:
-                if not is_throttling(error) or throttled >= MAX_THROTTLED_POLLS:
-                    raise
-                throttled += 1  # the clients' own retries gave up: back off here, the task keeps waiting
-                pause = min(THROTTLE_MAX_SECONDS, max(1.0, self.poll_seconds) * 2 ** throttled)
-                self.log.warning("%s %s: throttled (%s); looking again in %.0f s", KINDS[self.kind], self.job_name,
-                                 error, pause)
-                await asyncio.sleep(pause)
+            except Exception as error:  # noqa: BLE001 - `failed` raises what is not a failed look
+                await asyncio.sleep(looks.failed(error))
                 continue
-            throttled = 0
             progress = (result.status.value, result.secondary_status)
             if progress != last:
                 last = progress
@@ -282,10 +273,15 @@ class JobTrigger(BaseTrigger):
                 return self._ended(result, watch)
             bound = self._bound(result)
             if watch is not None:  # the job's own bound is the watch's; this one, from the trigger's start, a backstop
-                tripped = await asyncio.to_thread(watch.look)
+                try:
+                    tripped = await asyncio.to_thread(watch.look)
+                except Exception as error:  # noqa: BLE001 - a look (or a stop) that failed is tried again
+                    await asyncio.sleep(looks.failed(error))
+                    continue
                 if tripped is not None and not stops(tripped, JobGuards.from_dict(self.guards)):
                     return self._left_running(result, backend, handle, tripped)
                 bound += GUARDED_BACKSTOP_SECONDS
+            looks.succeeded()
             elapsed = time.time() - self.started_at
             if elapsed >= bound:
                 hint = (f"`trainops stop {self.job_name} --workdir {handle.workdir}`" if handle.workdir

@@ -74,6 +74,18 @@ def test_the_config_uses_adaptive_retries_with_ten_attempts():
     assert RETRY_SETTINGS["mode"] == "adaptive"
 
 
+def test_the_environments_own_retry_settings_win(monkeypatch):
+    """AWS_MAX_ATTEMPTS / AWS_RETRY_MODE are boto3's documented settings; an explicit Config would override them."""
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
+    assert client_config().retries == {"mode": "adaptive"}
+    monkeypatch.setenv("AWS_RETRY_MODE", "standard")
+    assert client_config().retries == {}
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    client = default_client_factory(region="us-east-1")("sagemaker")
+    assert client.meta.config.retries == {"mode": "standard", "total_max_attempts": 1}
+
+
 def test_throttling_is_retried_until_success(monkeypatch):
     description = training_description("digits-1", "InProgress", "Training")
     description["CreationTime"] = "2026-01-02T03:04:05Z"

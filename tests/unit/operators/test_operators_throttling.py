@@ -2,10 +2,13 @@
 throttles. A Stubber answer goes to the caller as it is (botocore's retries act on HTTP answers, which a Stubber
 replaces), so these throttles are the ones botocore's own adaptive retries gave up on; that first line of defence is
 tested against moto with throttles injected into the HTTP answers (tests/system/test_sagemaker_throttling_moto.py).
+A throttled look is a failed look (`trainops.backends.looks`; issue 38 item 4: tests/system/test_failed_looks_moto.py
+injects every kind against moto):
 
-- the trigger: throttled looks are paused and retried (doubling), the wait goes on, the task resumes with success;
-- the reschedule poke: a throttled look reschedules the poke (twice the usual pause) instead of failing the try,
-  and the next poke finds the job by its name and returns its result.
+- the trigger: throttled looks are paused (the poll interval, at least 1 s) and retried, the wait goes on, the task
+  resumes with success;
+- the reschedule poke: a throttled look is looked at again within the poke instead of failing the try; the poke
+  finds the job by its name (created once) and reschedules as usual, and the next poke returns its result.
 """
 
 from __future__ import annotations
@@ -39,8 +42,9 @@ def test_the_trigger_backs_off_on_throttled_looks_and_the_task_still_succeeds(aw
     aws.verify()
     assert event["status"] == "success", event
     output = capsys.readouterr()
-    warnings = [line for line in (output.out + output.err).splitlines() if "throttled" in line]
-    assert len(warnings) == 2 and "looking again in 2 s" in warnings[0] and "looking again in 4 s" in warnings[1]
+    warnings = [line for line in (output.out + output.err).splitlines() if "could not look at training job" in line]
+    assert len(warnings) == 2, output
+    assert all("ThrottlingException" in line and "looking again in 1 s" in line for line in warnings), warnings
     result = DistributedTrainingOperator(task_id="train", spec={}, backend="sagemaker",
                                          stream_logs=False).execute_complete({}, event, reattached=False)
     assert (result["status"], result["billable_seconds"]) == ("Completed", 42)
@@ -57,23 +61,31 @@ class TaskInstance:
     dag_id, task_id, run_id, map_index, try_number = "retrain", "train", "manual__1", -1, 1
 
 
-def test_a_throttled_reschedule_poke_reschedules_instead_of_failing_and_the_next_poke_succeeds(aws, monkeypatch):
+def test_a_throttled_reschedule_poke_looks_again_instead_of_failing_and_the_next_poke_succeeds(aws, monkeypatch):
+    import trainops.backends.looks as looks
     import trainops.spec.names as names
 
     monkeypatch.setattr(names, "deterministic_job_name", lambda base, *parts: NAME)  # the stubs' job name
+    pauses: list[float] = []
+    monkeypatch.setattr(looks, "_sleep", pauses.append)  # the policy's pause, without waiting
     operator = DistributedTrainingOperator(task_id="train", spec=SPEC, backend="sagemaker", wait_mode="reschedule",
                                            check_interval=5, preflight=False, stream_logs=False)
-    running = training_description(NAME, "InProgress", "Training")
+    import datetime
+
+    # created just now: the poke's guards (the wait bound from the job's start) let it run
+    running = dict(training_description(NAME, "InProgress", "Training"),
+                   CreationTime=datetime.datetime.now(datetime.timezone.utc))
     for _ in range(2):  # the re-attach policy's look, and the create that finds the job exists
         aws.stub("sagemaker").add_response("describe_training_job", running, {"TrainingJobName": NAME})
     throttle(aws)  # the poke's own look
+    for _ in range(3):  # looked at again: the same job found by its name (no create), then the poke's look
+        aws.stub("sagemaker").add_response("describe_training_job", running, {"TrainingJobName": NAME})
     with pytest.raises(AirflowRescheduleException) as first:
         operator.execute({"ti": TaskInstance()})
-    import datetime
-
+    assert pauses == [5.0]  # one failed look, paused for the poll interval
     pause = first.value.reschedule_date - datetime.datetime.now(datetime.timezone.utc)
-    assert pause > datetime.timedelta(seconds=2 * MIN_RESCHEDULE_SECONDS - 5)
-    aws.verify()
+    assert pause > datetime.timedelta(seconds=MIN_RESCHEDULE_SECONDS - 5)
+    aws.verify()  # every stub used: no CreateTrainingJob was asked (the stubs have none)
     # the next poke: the same job, found by its name, now Completed: the poke returns its result
     done = training_description(NAME, "Completed", "Completed", billable=42)
     for _ in range(3):  # the re-attach policy's look, the create that finds it, the poke's look

@@ -271,16 +271,28 @@ def test_the_trigger_streams_a_running_local_jobs_log_lines_as_they_come(tmp_pat
         "no log line reached the trigger's log while the job ran"
 
 
+def aws_error(code: str, message: str, status: int):
+    """The error a SageMaker describe raises for an AWS error answer: trainops' own, from botocore's ClientError."""
+    from botocore.exceptions import ClientError
+
+    from trainops.aws.clients import translate_client_error
+
+    cause = ClientError({"Error": {"Code": code, "Message": message},
+                         "ResponseMetadata": {"HTTPStatusCode": status}}, "DescribeTrainingJob")
+    error = translate_client_error(cause, "DescribeTrainingJob busy-job")
+    error.__cause__ = cause
+    return error
+
+
 def test_a_throttled_describe_backs_off_and_keeps_waiting(tmp_path, monkeypatch):
-    """ThrottlingException after the clients' own retries: the trigger waits longer and looks again; the task does not
-    fail."""
+    """ThrottlingException after the clients' own retries is a failed look: the trigger pauses and looks again; the
+    task does not fail."""
     from trainops.backends.api import JobResult
     from trainops.backends.local.backend import LocalBackend
     from trainops.backends.states import JobStatus
-    from trainops.errors import JobFailed
     from trainops.operators import triggers
 
-    answers = [JobFailed("DescribeTrainingJob: ThrottlingException: Rate exceeded")] * 2
+    answers = [aws_error("ThrottlingException", "Rate exceeded", 400)] * 2
     pauses: list[float] = []
 
     def describe(self, handle):
@@ -298,8 +310,8 @@ def test_a_throttled_describe_backs_off_and_keeps_waiting(tmp_path, monkeypatch)
     monkeypatch.setattr(triggers.asyncio, "sleep", sleep)
     event = local_first_event(JobTrigger(local_handle("busy-job", tmp_path), poll_seconds=5, stream_logs=False))
     assert event["status"] == "success", event
-    assert pauses == [10, 20]  # doubling from the poll interval
-    answers[:] = [JobFailed("AccessDenied: not authorized")]
+    assert pauses == [5, 5]  # the poll interval
+    answers[:] = [aws_error("AccessDeniedException", "not authorized", 400)]
     event = local_first_event(JobTrigger(local_handle("busy-job", tmp_path), poll_seconds=5, stream_logs=False))
     assert event["status"] == "error" and "not authorized" in event["message"]  # anything else still ends the wait
 

@@ -129,7 +129,14 @@ class LocalBackend(Backend):
                 if guard is not None:
                     guard.close()
                 self._jobs.pop(handle.job_name, None)
-        record = status.read(handle.job_name, handle.workdir)
+        from trainops.backends.looks import REATTACH, Looks
+
+        # A record that cannot be read for the moment (a busy or remote file system, no descriptor left) is a failed
+        # look, not the job's end: read again, given up on past both bounds of the policy (the job left running).
+        where = f" --workdir {handle.workdir}" if handle.workdir else ""
+        looks = Looks(f"local job {handle.job_name}", poll_seconds=poll_seconds,
+                      reattach=f"{REATTACH} `trainops status {handle.job_name}{where}` shows where it stands.")
+        record = looks.look(lambda: status.read(handle.job_name, handle.workdir))
         raw = record.get("spec")
         spec: dict[str, Any] = raw if isinstance(raw, dict) else {}
         deadline = time.monotonic() + wait_bound_seconds(spec.get("max_run") or 86400, spec.get("max_wait"),
@@ -144,7 +151,7 @@ class LocalBackend(Backend):
 
                     raise WaitTimedOut(f"local job {handle.job_name} did not end within its bound")
                 time.sleep(poll_seconds)
-                record = status.read(handle.job_name, handle.workdir)
+                record = looks.look(lambda: status.read(handle.job_name, handle.workdir))
         finally:
             if guard is not None:
                 guard.close()

@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from trainops.backends.local import identity, paths, safe_fs
+from trainops.backends.looks import TRANSIENT_ERRNOS, LookFailed
 from trainops.errors import JobFailed, Problem, SpecError
 
 STATUS_FILE = "status.json"
@@ -113,7 +114,12 @@ def read_record(job_dir: Path, job_name: str) -> dict:
                         source="local state") from None
     except FileNotFoundError:
         raise SpecError(f"no local job named {job_name!r} under {job_dir.parent}") from None
-    except (OSError, ValueError, RecursionError) as error:  # RecursionError: JSON nested thousands deep
+    except OSError as error:
+        if error.errno in TRANSIENT_ERRNOS:  # EIO, EMFILE, ESTALE...: it may read the next time (a failed look)
+            raise LookFailed(f"the status of local job {job_name!r} cannot be read for now ({error})") from error
+        raise SpecError(f"the status of local job {job_name!r} cannot be read ({error}): remove {job_dir} to "
+                        "forget the job") from None
+    except (ValueError, RecursionError) as error:  # RecursionError: JSON nested thousands deep
         raise SpecError(f"the status of local job {job_name!r} cannot be read ({error}): remove {job_dir} to "
                         "forget the job") from None
     return identity.check_record(record, job_name, path)

@@ -354,12 +354,17 @@ def wait(
     Raises:
         TrainingJobFailed: the job ended Failed or Stopped; the message carries the failure reason.
         WaitTimedOut: the bound passed first (the job is left running).
+        JobOutOfSight: the describe calls kept failing past both bounds of `trainops.backends.looks` (the job is
+            left running; a failed look alone never ends the wait).
     """
     if guards is not None:
         return guarded_wait(factory, name, guards, poll_seconds=poll_seconds, on_update=on_update, clock=clock,
                             sleep=sleep, now=now, activity=activity, log=log)
     if max_run is None:
-        current = describe(factory, name)
+        from trainops.backends.looks import Looks
+
+        current = Looks(f"training job {name}", poll_seconds=poll_seconds, clock=clock, sleep=sleep).look(
+            lambda: describe(factory, name))
         max_run = current.max_runtime_seconds or DEFAULT_MAX_RUN_SECONDS
         if max_wait is None and current.spot:
             max_wait = current.max_wait_seconds

@@ -1,7 +1,10 @@
 """The one polling loop of the SageMaker backend: describe, classify by the states table, sleep, until terminal.
 
 Training jobs, processing jobs, FSx tasks and associations all wait through `poll`; only the describe call and the
-status field differ. The clock and the sleep are parameters so tests walk through states without waiting.
+status field differ. A describe that fails without proving anything (a timeout, a 5xx, throttling past botocore's
+retries, a refused connection) is a failed look, not a failed job: `trainops.backends.looks` decides when the wait
+gives up, and the job is never stopped for it. The clock and the sleep are parameters so tests walk through states
+without waiting.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from trainops.backends.looks import REATTACH, LookPolicy, Looks
 from trainops.backends.states import WaitTimedOut, classify
 
 
@@ -26,6 +30,8 @@ def poll(
     check: Callable[[dict[str, Any]], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
+    looks: LookPolicy | None = None,
+    reattach: str = REATTACH,
 ) -> dict[str, Any]:
     """Call ``describe`` until the status it reports is terminal, and return that last response.
 
@@ -41,14 +47,22 @@ def poll(
         check: called with each description that is not terminal (a guarded wait's watchdog: it may stop the
             resource, and polling goes on until the stop shows, or raise to give up).
         clock, sleep: injectable time, for tests.
+        looks, reattach: the failed-look policy (default: `LookPolicy.from_environment`) and how the give-up
+            message says to re-attach. A describe or check that raises a failed look (`is_failed_look`) is looked
+            at again; past both bounds `JobOutOfSight` is raised, the resource left as it is.
 
     Success and failure both return: the caller knows what a failure means for its resource and what to raise.
     """
     started = clock()
     progress = progress_of or status_of
     last_progress: Any = object()  # a sentinel no description equals, so the first one is always reported
+    failed_looks = Looks(what or resource, reattach=reattach, poll_seconds=poll_seconds, policy=looks, clock=clock)
     while True:
-        response = describe()
+        try:
+            response = describe()
+        except Exception as error:  # noqa: BLE001 - what is not a failed look is raised again by `failed`
+            sleep(failed_looks.failed(error))
+            continue
         current = progress(response)
         if current != last_progress:
             last_progress = current
@@ -58,7 +72,12 @@ def poll(
         if classify(resource, status) != "waiting":
             return response
         if check is not None:
-            check(response)
+            try:
+                check(response)
+            except Exception as error:  # noqa: BLE001 - a stop that failed is asked again at the next look
+                sleep(failed_looks.failed(error))
+                continue
+        failed_looks.succeeded()
         elapsed = clock() - started
         if elapsed >= bound_seconds:
             raise WaitTimedOut(
