@@ -65,16 +65,22 @@ class JobOutOfSight(TrainopsError):
     def __init__(self, what: str, *, failures: int, seconds: float, last_error: BaseException | str,
                  reattach: str = REATTACH):
         self.what, self.failures, self.seconds = what, failures, seconds
-        self.last_error = f"{type(last_error).__name__}: {last_error}" if isinstance(last_error, BaseException) \
-            else str(last_error)
+        self.last_error = described(last_error) if isinstance(last_error, BaseException) else str(last_error)
         self.reattach = reattach
-        super().__init__(f"could not look at {what}: {failures} looks in a row failed over {seconds:.0f} s (last: "
+        super().__init__(f"could not look at {what}: {failures} look{'s' if failures != 1 else ''} in a row failed "
+                         f"over {seconds:.0f} s (last: "
                          f"{self.last_error}). It may still be running: this wait did not stop it. {reattach}")
 
     def reattach_with(self, reattach: str) -> JobOutOfSight:
         """The same error with a front end's own way to re-attach."""
         return JobOutOfSight(self.what, failures=self.failures, seconds=self.seconds, last_error=self.last_error,
                              reattach=reattach)
+
+
+def described(error: BaseException) -> str:
+    """An error of a look in a message: trainops' own as its text (its class, JobFailed, would read as the job's
+    failure), any other with its class (EndpointConnectionError: ..., TimeoutError: ...)."""
+    return str(error) if isinstance(error, TrainopsError) else f"{type(error).__name__}: {error}"
 
 
 @dataclass(frozen=True)
@@ -133,7 +139,7 @@ class Looks:
     Args:
         what: how messages name the job (``"training job digits-1"``).
         reattach: how to re-attach, in the give-up message (the front end knows; default `REATTACH`).
-        poll_seconds: the loop's poll interval, which the pauses double from.
+        poll_seconds: the loop's poll interval: the pause before looking again (at least a second).
         policy: the bounds (default: `LookPolicy.from_environment`).
         clock, sleep: injectable time, for tests (``sleep`` is `look`'s pause).
         log: where to say that a look failed (default: this module's logger, as a warning).
@@ -163,9 +169,9 @@ class Looks:
             raise JobOutOfSight(self.what, failures=self.failures, seconds=seconds, last_error=error,
                                 reattach=self.reattach) from error
         wait = self.policy.pause(self.poll_seconds)
-        self.log(f"[trainops] could not look at {self.what} ({type(error).__name__}: {error}); not a failure of "
+        self.log(f"[trainops] could not look at {self.what} ({described(error)}); not a failure of "
                  f"the job: looking again in {wait:.0f} s ({self.failures} in a row; the wait gives up after "
-                 f"{self.policy.count} and {self.policy.seconds:.0f} s)")
+                 f"{self.policy.count} in a row and {self.policy.seconds:.0f} s)")
         return wait
 
     def succeeded(self) -> None:

@@ -21,7 +21,10 @@ def _shown(host: str, line: str) -> str:
 def iter_local_logs(job_name: str, workdir: str | os.PathLike | None = None, *, follow: bool = False,
                     poll_seconds: float = 0.5) -> Iterator[str]:
     """The log lines of a local job, each prefixed with its host; with `follow`, new lines until the job ends."""
+    from trainops.backends.looks import Looks
+
     record = status.read(job_name, workdir)  # a clear error when there is no such job
+    looks = Looks(f"local job {job_name}", poll_seconds=poll_seconds)
     logs_dir = paths.job_dir(job_name, workdir) / "logs"
     handles: dict[str, object] = {}
     refused: set[str] = set()
@@ -46,7 +49,7 @@ def iter_local_logs(job_name: str, workdir: str | os.PathLike | None = None, *, 
             if ended:
                 break
             time.sleep(poll_seconds)
-            record = status.read(job_name, workdir)
+            record = looks.look(lambda: status.read(job_name, workdir))  # a record unreadable for now: again
     finally:
         for handle in handles.values():
             handle.close()  # type: ignore[attr-defined]

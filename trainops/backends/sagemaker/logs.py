@@ -146,11 +146,17 @@ def iter_log_lines(
     """
     from botocore.exceptions import ClientError
 
+    from trainops.backends.looks import Looks
+
     client = factory("logs")
     readers: dict[str, _StreamReader] = {}
+    # A follower's looks at the job and its streams that fail for now (a 5xx, throttling, a timeout) are looked at
+    # again (`trainops.backends.looks`), not the end of the follow.
+    looks = Looks(f"the logs of training job {job_name}", poll_seconds=poll_seconds, sleep=sleep)
     while True:
-        finished = not follow or _job_is_terminal(factory, job_name)
-        streams = list_streams(factory, job_name, log_group)
+        finished = not follow or looks.look(lambda: _job_is_terminal(factory, job_name))
+        streams = looks.look(lambda: list_streams(factory, job_name, log_group)) if follow else \
+            list_streams(factory, job_name, log_group)
         for stream in streams:
             if stream not in readers:
                 readers[stream] = _StreamReader(client, log_group, stream, host_of(stream, job_name))
