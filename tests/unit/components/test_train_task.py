@@ -223,6 +223,44 @@ def test_a_rerun_against_sagemaker_reattaches_instead_of_creating_a_duplicate(tm
     assert created[2] is False and [call for call in fresh.calls if call[0] == "create"] == [("create", created[0])]
 
 
+class Unreachable(FakeSageMaker):
+    """Every look at a job that exists fails as SageMaker's 503 does (after botocore's own retries)."""
+
+    def describe_training_job(self, TrainingJobName):
+        if TrainingJobName in self.jobs:
+            self._record("describe", TrainingJobName)
+            raise ClientError({"Error": {"Code": "ServiceUnavailable", "Message": "Service Unavailable"},
+                               "ResponseMetadata": {"HTTPStatusCode": 503}}, "DescribeTrainingJob")
+        return super().describe_training_job(TrainingJobName)
+
+
+def test_a_component_whose_looks_keep_failing_leaves_the_job_running_and_a_rerun_reattaches(tmp_path, monkeypatch):
+    """A failed look is not a failed job (issue 38 item 4): past both bounds the component fails saying the job may
+    still run and that a re-run re-attaches, without stopping it or starting another; the re-run then does."""
+    from trainops.backends.looks import JobOutOfSight
+
+    monkeypatch.setenv("TRAINOPS_FAILED_LOOKS_COUNT", "2")
+    monkeypatch.setenv("TRAINOPS_FAILED_LOOKS_SECONDS", "0")
+    arguments = dict(spec_json=json.dumps(SAGEMAKER_SPEC), spec_dir=".", backend="sagemaker", workdir="",
+                     pipeline_dir=str(tmp_path), channels_json="{}", job_name="", name_base="p", run_key="run-1",
+                     processes_per_host=0, region="", retries_json=json.dumps({"infrastructure": 2}))
+    aws = Unreachable()
+    with pytest.raises(JobOutOfSight) as raised:
+        run_train(**arguments, model=new_model(tmp_path), client_factory=aws.factory, poll_seconds=0.01)
+    (name,) = aws.jobs
+    message = str(raised.value)
+    assert f"could not look at training job {name}: 2 looks in a row failed" in message and "ServiceUnavailable" \
+        in message
+    assert message.endswith(f"Re-run the pipeline run (or let KFP retry this task): the train task names the job "
+                            f"{name} again and re-attaches to it.")
+    assert [operation for operation, _ in aws.calls if operation != "describe"] == ["create"]  # no stop, no -2
+    assert aws.jobs[name]["TrainingJobStatus"] == "InProgress"
+    rerun = FakeSageMaker({name: completed_job(name)})
+    again = run_train(**arguments, model=new_model(tmp_path, "m2"), client_factory=rerun.factory, poll_seconds=0.01)
+    assert again[:3] == (name, "Completed", True)
+    assert not any(operation == "create" for operation, _ in rerun.calls)
+
+
 # --- SIGTERM ----------------------------------------------------------------------------------------------------------
 
 CHILD_SAGEMAKER = """\
