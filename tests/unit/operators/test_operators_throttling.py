@@ -95,3 +95,27 @@ def test_a_throttled_reschedule_poke_looks_again_instead_of_failing_and_the_next
         {"ti": TaskInstance()})
     assert (result["job_name"], result["status"], result["billable_seconds"]) == (NAME, "Completed", 42)
     aws.verify()
+
+
+def test_the_workers_poll_looks_again_through_failed_looks_to_the_jobs_result(aws, monkeypatch):
+    """wait_mode="worker" on SageMaker: two looks answered 503 in the worker's poll are looked at again (not the job's
+    failure, not the try's), and the task returns the job's result."""
+    import datetime
+
+    import trainops.spec.names as names
+
+    monkeypatch.setattr(names, "deterministic_job_name", lambda base, *parts: NAME)
+    running = dict(training_description(NAME, "InProgress", "Training"),
+                   CreationTime=datetime.datetime.now(datetime.timezone.utc))
+    for _ in range(4):  # the re-attach policy's look, the create that finds the job, the first look, the poll's
+        aws.stub("sagemaker").add_response("describe_training_job", running, {"TrainingJobName": NAME})
+    for _ in range(2):
+        aws.stub("sagemaker").add_client_error("describe_training_job", service_error_code="ServiceUnavailable",
+                                               http_status_code=503, expected_params={"TrainingJobName": NAME})
+    aws.stub("sagemaker").add_response("describe_training_job",
+                                       training_description(NAME, "Completed", "Completed", billable=42),
+                                       {"TrainingJobName": NAME})
+    result = DistributedTrainingOperator(task_id="train", spec=SPEC, backend="sagemaker", wait_mode="worker",
+                                         check_interval=0, preflight=False, stream_logs=False).execute(
+        {"ti": TaskInstance()})
+    assert (result["job_name"], result["status"], result["billable_seconds"]) == (NAME, "Completed", 42)
