@@ -10,6 +10,14 @@ from local_breaks_bench import render_rows
 
 # (item, case, bound, test files or node ids)
 CLASSES = [
+    ("39.1", "Writing where another user (a real account made with useradd) can write: links planted under the "
+             "archives' final names and under the temporary names of 3,000 pids to come, `<job>/output` made a link "
+             "to root's 0700 directory, a `<job>` directory of theirs in the output path; a registry (and a state "
+             "root) they made first, with a planted Approved champion",
+     "nothing written through a link (root's 0600 file intact); a link or another user's directory refused before "
+     "the job runs; their registry refused for listing and registering (exit 2 naming registry_dir or "
+     "TRAINOPS_HOME), their champion never served",
+     ["tests/reliability/test_reliability_hostile_writes.py"]),
     ("39.2", "Reading what a job can write: a 512 MiB sparse failure file; a FIFO as the controller lock, the status "
              "record, a host log, the failure file, metrics.json; model archives with a GNU sparse member, a negative "
              "size, hostile modification times, a corrupt header after good members, a truncated gzip, a bomb; "

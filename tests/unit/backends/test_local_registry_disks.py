@@ -78,7 +78,7 @@ def test_a_read_only_registry_is_a_clear_error_naming_the_directory(tmp_path, mo
     root = tmp_path / "registry"
     with pytest.raises(SpecError) as raised:
         LocalRegistry(root).register(group="g", model_artifact=str(_artifact(tmp_path)), metrics={"a": 1.0})
-    assert raised.value.problems[0].path == "registry_dir" and "read-only" in str(raised.value)
+    assert raised.value.problems[0].path == "registry_dir" and "read-only" in str(raised.value).lower()
     assert not root.exists() or _leftovers(root) == []
 
 
@@ -90,7 +90,8 @@ from pathlib import Path
 from trainops.backends.local.registry import LocalRegistry
 root, artifact, small = Path(sys.argv[1]), sys.argv[2], sys.argv[3]
 root.mkdir()
-subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "trainops-test", str(root)], check=True)
+# mode 0700: a registry is its user's alone (a tmpfs's root is world-writable by default, which is refused)
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k,mode=0700", "trainops-test", str(root)], check=True)
 outcome = {}
 for label, source in (("full", artifact), ("fits", small)):
     try:
@@ -122,4 +123,4 @@ def test_a_real_full_and_read_only_registry_disk(tmp_path):
     assert outcome["full"][0] == "JobFailed" and "full" in outcome["full"][1], outcome
     assert outcome["full_left"] == ["g", "g/.staging"], outcome  # no version, no half-copied file
     assert outcome["fits"] == ["ok", 1], outcome  # the failed one used no number
-    assert outcome["read_only"][0] == "SpecError" and "read-only" in outcome["read_only"][1], outcome
+    assert outcome["read_only"][0] == "SpecError" and "read-only" in outcome["read_only"][1].lower(), outcome

@@ -1,7 +1,9 @@
 """Packing a local job's results the way SageMaker does: `<output_path>/<job>/output/model.tar.gz` (host 1's model
 directory) and `output.tar.gz` (its output/data), where `output_path` is the request's OutputDataConfig.S3OutputPath
 (a local path, a file:// URI, or s3://, uploaded through boto3). Written under a temporary name and renamed, so a
-reader never sees half an archive under the final name, even when the disk fills up or is read-only."""
+reader never sees half an archive under the final name, even when the disk fills up or is read-only. The output path
+may be a directory other users can write: everything below it goes through `trainops.backends.local.safe_fs`'s
+writer (no link followed, unguessable temporaries created exclusively, renamed within the open directory)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from trainops.backends.local.layout import HostLayout
-from trainops.backends.local.paths import child
+from trainops.backends.local.paths import safe_component
+from trainops.backends.local.safe_fs import new_temporary, open_destination, write_file_at
 from trainops.spec.inputs import local_path
 
 Factory = Callable[[str], Any]
@@ -31,28 +34,38 @@ def local_output_root(output_path: str | None, job_dir: Path) -> Path:
     return job_dir / "s3-staging"  # packed here, then uploaded
 
 
-def _pack(source: Path, archive: Path) -> None:
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    temporary = archive.with_name(f".{archive.name}.{os.getpid()}.partial")
-    try:
-        with tarfile.open(temporary, "w:gz") as tar:
+def output_directory(output_path: str | None, job_name: str, job_dir: Path, create: bool = True) -> tuple[Path, int]:
+    """``<output root>/<job>/output`` held open (`safe_fs.open_destination`: the output root may be shared with other
+    users, so ``<job>`` and ``output`` are reached without following a link and must be this user's) and its path."""
+    root = local_output_root(output_path, job_dir)
+    name = safe_component(job_name)  # never outside the output root
+    return root / name / "output", open_destination(root, [name, "output"], create=create)
+
+
+def _pack(source: Path, directory: int, name: str) -> None:
+    """Write ``source``'s entries as the archive ``name`` in the open ``directory`` (`write_file_at`: an unguessable
+    temporary, then a rename within the directory)."""
+    def write(handle) -> None:
+        with tarfile.open(fileobj=handle, mode="w:gz") as tar:
             for item in sorted(source.iterdir()):
                 tar.add(item, arcname=item.name)
-        os.replace(temporary, archive)
-    finally:
-        if temporary.exists():
-            temporary.unlink()
+
+    write_file_at(directory, name, write)
 
 
 def output_location_problem(output_path: str | None, job_name: str, job_dir: Path) -> str | None:
-    """Why the archives could not be written where they go (a read-only disk, a file in the way), found before the
-    job runs rather than after hours of training; None when a file can be created there."""
-    base = child(local_output_root(output_path, job_dir), job_name) / "output"  # never outside the output root
-    probe = base / f".write-test.{os.getpid()}"
+    """Why the archives could not be written where they go (a read-only disk, a file in the way, a link or another
+    user's directory where trainops makes its own), found before the job runs rather than after hours of training;
+    None when a file can be created there."""
+    base = local_output_root(output_path, job_dir) / job_name / "output"
     try:
-        base.mkdir(parents=True, exist_ok=True)
-        probe.write_bytes(b"")
-        probe.unlink()
+        base, directory = output_directory(output_path, job_name, job_dir)
+        try:
+            temporary, descriptor = new_temporary(directory, "write-test")
+            os.close(descriptor)
+            os.unlink(temporary, dir_fd=directory)
+        finally:
+            os.close(directory)
     except OSError as error:
         return f"the output location {base} cannot be written ({error.strerror or error}): nothing was run"
     return None
@@ -61,10 +74,13 @@ def output_location_problem(output_path: str | None, job_name: str, job_dir: Pat
 def pack_outputs(output_path: str | None, job_name: str, first_host: HostLayout, job_dir: Path,
                  s3_factory: Factory | None = None) -> tuple[str, str]:
     """Pack host 1's model and output data; returns the two artifact locations (local paths or s3:// URIs)."""
-    base = child(local_output_root(output_path, job_dir), job_name) / "output"  # never outside the output root
+    base, directory = output_directory(output_path, job_name, job_dir)
+    try:
+        _pack(first_host.model_dir, directory, "model.tar.gz")
+        _pack(first_host.output_dir / "data", directory, "output.tar.gz")
+    finally:
+        os.close(directory)
     model, output = base / "model.tar.gz", base / "output.tar.gz"
-    _pack(first_host.model_dir, model)
-    _pack(first_host.output_dir / "data", output)
     if output_path and output_path.startswith("s3://"):
         prefix = f"{output_path.rstrip('/')}/{job_name}/output"
         return (_upload(model, f"{prefix}/model.tar.gz", s3_factory),

@@ -92,10 +92,10 @@ def input_data_config(request: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _write_json(path: Path, value: Any) -> None:
+    from trainops.backends.local.safe_fs import write_atomically
+
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(value), encoding="utf-8")
-    os.replace(temporary, path)
+    write_atomically(path, json.dumps(value).encode("utf-8"), 0o644)  # an earlier run's host may have left a link
 
 
 # --- channels: where each one's data is on this machine ---------------------------------------------------------------

@@ -20,16 +20,25 @@ chaining have no meaning on this machine.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import shutil
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
-from trainops.backends.local.artifacts import _upload, local_output_root
+from trainops.backends.local.artifacts import _upload, output_directory
 from trainops.backends.local.layout import HostLayout
-from trainops.backends.local.paths import child
+from trainops.backends.local.safe_fs import (
+    DirectoryCache,
+    copy_tree_at,
+    open_destination,
+    open_directory,
+    open_path,
+    open_regular,
+    write_file_at,
+)
 from trainops.spec.inputs import local_path
 
 CONTAINER_BASE = "/opt/ml"
@@ -76,26 +85,40 @@ def _regular_files(root: Path) -> Iterable[tuple[Path, str]]:
                 yield path, path.relative_to(root).as_posix()
 
 
-def _copy_tree(source: Path, target: Path) -> None:
-    for path, relative in _regular_files(source):
-        destination = target / relative
-        destination.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(path, destination)
+def _skip(path: str, why: str) -> None:
+    """Links and special files of a host's directories are not outputs: left out, as they always were, and said."""
+    logger.info("[trainops] %s %s: not copied to the output location", path, why)
 
 
-def _place_tree(source: Path, target: Path) -> None:
-    """Copy `source`'s regular files to `target` through a temporary directory renamed into place, so a reader never
-    sees half a tree under the final name."""
-    temporary = target.with_name(f".{target.name}.{os.getpid()}.partial")
-    shutil.rmtree(temporary, ignore_errors=True)
-    temporary.mkdir(parents=True)
+def _place_tree(source: Path, directory: int, name: str) -> None:
+    """Copy `source`'s regular files to ``name`` in the open output ``directory`` through a directory of an
+    unguessable name renamed into place (`safe_fs`: nothing followed or written through a link, a reader never sees
+    half a tree under the final name); an earlier tree of that name is moved aside, then removed."""
+    import secrets
+
+    temporary = f".{name}.{secrets.token_hex(8)}.partial"
+    os.mkdir(temporary, 0o755, dir_fd=directory)  # exclusive: a name planted meanwhile fails it
     try:
-        _copy_tree(source, temporary)
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(temporary, target)
-    finally:
-        shutil.rmtree(temporary, ignore_errors=True)
+        target = open_directory(temporary, directory)
+        try:
+            from_fd = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                copy_tree_at(from_fd, target, _skip, str(source))
+            finally:
+                os.close(from_fd)
+        finally:
+            os.close(target)
+        old = f".{name}.{secrets.token_hex(8)}.old"
+        try:
+            os.rename(name, old, src_dir_fd=directory, dst_dir_fd=directory)
+        except FileNotFoundError:
+            old = ""
+        os.rename(temporary, name, src_dir_fd=directory, dst_dir_fd=directory)
+        if old:
+            shutil.rmtree(old, dir_fd=directory, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(temporary, dir_fd=directory, ignore_errors=True)
+        raise
 
 
 def write_outputs_uncompressed(output_path: str | None, job_name: str, first_host: HostLayout, job_dir: Path,
@@ -103,14 +126,17 @@ def write_outputs_uncompressed(output_path: str | None, job_name: str, first_hos
     """CompressionType NONE, as SageMaker's uncompressed upload mode: host 1's model files under
     ``<output_path>/<job>/output/model/`` and its output/data files under ``.../output/data/`` (SageMaker uploads
     both uncompressed in that mode); returns (model location, output data location), prefixes ending in a slash."""
-    base = child(local_output_root(output_path, job_dir), job_name) / "output"
     trees = {"model": first_host.model_dir, "data": first_host.output_dir / "data"}
-    for name, source in trees.items():
-        _place_tree(source, base / name)
+    base, directory = output_directory(output_path, job_name, job_dir)
+    try:
+        for name, source in trees.items():
+            _place_tree(source, directory, name)
+    finally:
+        os.close(directory)
     if output_path and output_path.startswith("s3://"):
         prefix = f"{output_path.rstrip('/')}/{job_name}/output"
-        for name in trees:
-            for path, relative in _regular_files(base / name):
+        for name, source in trees.items():  # from the host's own directories: what was placed is their copy
+            for path, relative in _regular_files(source):
                 _upload(path, f"{prefix}/{name}/{relative}", s3_factory)
         return f"{prefix}/model/", f"{prefix}/data/"
     return f"{base / 'model'}{os.sep}", f"{base / 'data'}{os.sep}"
@@ -134,16 +160,46 @@ def sync_tensorboard(request: dict[str, Any], layouts: list[HostLayout],
         source = _host_path(str(config.get("LocalPath") or DEFAULT_TENSORBOARD), layout)
         if not source.is_dir():
             continue
-        for path, relative in _regular_files(source):
-            if target.startswith("s3://"):
+        if target.startswith("s3://"):
+            for path, relative in _regular_files(source):
                 _upload(path, f"{target.rstrip('/')}/{relative}", s3_factory)
-            else:
-                destination = Path(local_path(target)) / relative
-                destination.parent.mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(path, destination)
-            copied += 1
+                copied += 1
+        else:
+            copied += _copy_into(source, Path(local_path(target)))
     logger.info("[trainops] TensorBoard: %d file(s) copied to %s", copied, target)
     return copied
+
+
+def _copy_into(source: Path, target: Path) -> int:
+    """Copy `source`'s regular files into the directory `target` (which other users may write: `safe_fs`, each file
+    written under an unguessable name and renamed within its open directory, no link followed); returns how many."""
+    root = open_destination(target)
+    directories = DirectoryCache(root)
+    copied = 0
+    try:
+        from_fd = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            for _, relative in _regular_files(source):
+                parent, _, name = relative.rpartition("/")
+                into, within = directories.open(parent, create=True, mode=0o755), open_path(
+                    parent.split("/") if parent else [], from_fd)
+                try:
+                    write_file_at(into, name, functools.partial(_copy_out, within, name))
+                finally:
+                    os.close(within)
+                copied += 1
+        finally:
+            os.close(from_fd)
+    finally:
+        directories.close()
+        os.close(root)
+    return copied
+
+
+def _copy_out(directory: int, name: str, handle: BinaryIO) -> None:
+    source = open_regular(name, dir_fd=directory)
+    with os.fdopen(source, "rb") as reader:
+        shutil.copyfileobj(reader, handle, 1024 * 1024)
 
 
 #: What the code's upload leaves out (trainops.backends.sagemaker.uploads skips the same directories).

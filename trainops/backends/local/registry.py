@@ -23,6 +23,9 @@ Nothing is trusted that is read back: a version whose ``entry.json`` cannot be r
 file or directory inside its version directory (a link, ``../..``, an absolute path), is *damaged*: listings and the
 champion leave it out and `LocalRegistry.damaged` names it, so one bad version never blocks the rest of its group.
 A model directory is copied in without following links: a symbolic link anywhere in it refuses the registration.
+
+The registry directory is held to the state root's rules (`LocalRegistry.checked_root`): one made first by another
+user, or writable by others, is refused for reading as for registering, so nobody else's "champion" is served.
 """
 
 from __future__ import annotations
@@ -43,7 +46,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from trainops.backends.local.safe_fs import NEW_FILE_FLAGS, make_directory, open_path, read_bounded
+from trainops.backends.local.safe_fs import (
+    UnsafeFile,
+    copy_file_at,
+    copy_tree_at,
+    open_state_file,
+    read_bounded,
+    write_atomically,
+)
 from trainops.backends.model_rules import GROUP_PATTERN, check_group, check_metrics  # noqa: F401 - re-exported
 from trainops.errors import JobFailed, Problem, SpecError
 
@@ -148,26 +158,12 @@ def check_approval(status: Any, field_name: str = "approval") -> str:
 
 
 def _write_json_atomically(path: Path, data: Any) -> None:
-    """Write JSON to a temporary file beside ``path``, flush it to disk, then rename it over ``path``: a reader sees
-    the old contents or the new, never half of them."""
-    # Opened outside the with below: the except needs its name to remove it whatever failed.
-    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=path.parent,  # noqa: SIM115
-                                         prefix=f".{path.name}.", suffix=".tmp", delete=False)
-    try:
-        with handle:
-            json.dump(data, handle, indent=2, sort_keys=True)
-            handle.write("\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(handle.name, path)
-    except BaseException:
-        Path(handle.name).unlink(missing_ok=True)
-        raise
+    """Write JSON under a new unguessable name beside ``path``, flushed to disk, then renamed over it
+    (`safe_fs.write_atomically`): a reader sees the old contents or the new, never half of them, and a link planted
+    under either name is replaced, never written through."""
+    write_atomically(path, (json.dumps(data, indent=2, sort_keys=True) + "\n").encode("utf-8"), 0o644, sync=True)
 
 
-#: What `copy_file_range` answers for a pair of files it cannot copy between (another file system before Linux
-#: 5.19, a file system without support, a kernel without the call, a seccomp filter): the copy reads and writes.
-CANNOT_COPY_IN_KERNEL = (errno.EXDEV, errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS, errno.EPERM, errno.EBADF)
 FULL = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 READ_ONLY = (errno.EROFS, errno.EACCES, errno.EPERM)
 
@@ -192,75 +188,21 @@ def _refuse(path: str, why: str) -> SpecError:
                      source="registry")
 
 
-def _copy_file_at(name: str, source_parent: int, target_parent: int, shown: str) -> None:
-    """Copy the regular file ``name`` between two open directories, following no link."""
-    try:
-        source = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=source_parent)
-    except OSError as error:
-        if error.errno == errno.ELOOP:
-            raise _refuse(shown, "is a symbolic link") from None
-        raise
-    try:
-        details = os.fstat(source)
-        if not stat.S_ISREG(details.st_mode):
-            raise _refuse(shown, "is not a regular file (a FIFO, socket or device)")
-        target = os.open(name, NEW_FILE_FLAGS, stat.S_IMODE(details.st_mode) & 0o755, dir_fd=target_parent)
-        try:
-            copied, in_kernel = 0, hasattr(os, "copy_file_range")
-            while copied < details.st_size:
-                count = 0
-                if in_kernel:
-                    try:
-                        count = os.copy_file_range(source, target, details.st_size - copied)
-                    except OSError as error:
-                        if error.errno not in CANNOT_COPY_IN_KERNEL:
-                            raise
-                        in_kernel = False  # another file system, or one that cannot: read and write instead
-                if count == 0:
-                    data = os.read(source, 1024 * 1024)
-                    if not data:
-                        break
-                    os.write(target, data)
-                    count = len(data)
-                copied += count
-            os.utime(target, ns=(details.st_atime_ns, details.st_mtime_ns))
-        finally:
-            os.close(target)
-    finally:
-        os.close(source)
+def _refused_entry(path: str, why: str) -> None:
+    raise _refuse(path, why)
 
 
 def copy_model_directory(source: Path, target: Path) -> None:
-    """Copy the directory ``source`` to the new directory ``target`` without following any link: every directory is
-    opened relative to its checked parent (``O_NOFOLLOW``), and a link, FIFO or device anywhere refuses the copy with
-    `SpecError` naming it. Walks without recursion, so deep trees are fine."""
+    """Copy the directory ``source`` to the new directory ``target`` without following any link
+    (`safe_fs.copy_tree_at`): a link, FIFO or device anywhere refuses the copy with `SpecError` naming it."""
     source_root = os.open(source, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.mkdir(target, 0o755)
         target_root = os.open(target, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         try:
-            pending: list[list[str]] = [[]]
-            while pending:
-                parts = pending.pop()
-                source_fd = open_path(parts, source_root)
-                target_fd = open_path(parts, target_root)
-                try:
-                    with os.scandir(source_fd) as entries:
-                        listed = [(entry.name, entry.stat(follow_symlinks=False).st_mode) for entry in entries]
-                    for name, mode in listed:
-                        shown = os.path.join(source, *parts, name)
-                        if stat.S_ISLNK(mode):
-                            raise _refuse(shown, "is a symbolic link")
-                        if stat.S_ISDIR(mode):
-                            os.close(make_directory(name, target_fd, 0o755))
-                            pending.append([*parts, name])
-                        elif stat.S_ISREG(mode):
-                            _copy_file_at(name, source_fd, target_fd, shown)
-                        else:
-                            raise _refuse(shown, "is not a regular file (a FIFO, socket or device)")
-                finally:
-                    os.close(source_fd)
-                    os.close(target_fd)
+            copy_tree_at(source_root, target_root, _refused_entry, str(source))
+        except UnsafeFile as error:  # a file swapped for a link while it was copied
+            raise _refuse(str(error.filename or source), str(error.strerror)) from None
         finally:
             os.close(target_root)
     finally:
@@ -269,15 +211,19 @@ def copy_model_directory(source: Path, target: Path) -> None:
 
 def copy_model_file(source: Path, target: Path) -> None:
     """Copy the artifact file ``source`` to the new file ``target``; a link or a non-file is refused."""
+    if source.name != target.name:
+        raise ValueError("the copy keeps the artifact's name")
     parent = os.open(source.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    target_parent = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     try:
-        if source.name != target.name:
-            raise ValueError("the copy keeps the artifact's name")
-        _copy_file_at(source.name, parent, target_parent, str(source))
+        target_parent = os.open(target.parent, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        try:
+            copy_file_at(source.name, parent, target_parent)
+        except UnsafeFile as error:
+            raise _refuse(str(source), str(error.strerror)) from None
+        finally:
+            os.close(target_parent)
     finally:
         os.close(parent)
-        os.close(target_parent)
 
 
 class LocalRegistry:
@@ -289,6 +235,16 @@ class LocalRegistry:
 
     def __init__(self, root: str | os.PathLike[str] | None = None):
         self.root = Path(root).expanduser().resolve() if root is not None else default_registry_dir()
+        self.field = "registry_dir" if root is not None else "TRAINOPS_HOME"
+
+    def checked_root(self, create: bool = False) -> Path:
+        """The registry directory, checked as the state root is (`paths.checked_directory`): yours, writable by
+        nobody else, in directories nobody else can rename it in, else `SpecError` naming ``registry_dir`` (or
+        TRAINOPS_HOME for the default one). Otherwise a user who made it first could serve a planted champion, or
+        have a registration write into their directory. ``create``: made mode 0700 when missing."""
+        from trainops.backends.local.paths import checked_directory
+
+        return checked_directory(self.root, self.field, ancestors=True, create=create)
 
     def __repr__(self) -> str:
         return f"LocalRegistry({str(self.root)!r})"
@@ -300,18 +256,28 @@ class LocalRegistry:
     @contextlib.contextmanager
     def _locked(self, group: str) -> Iterator[Path]:
         """Hold the group's exclusive lock (blocking until other processes release it); yields the group directory."""
-        directory = self.group_dir(group)
-        directory.mkdir(parents=True, exist_ok=True)
-        descriptor = os.open(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        directory = self._group_directory(group)
+        descriptor = open_state_file(directory / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NONBLOCK, 0o644)
         try:
+            if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+                raise JobFailed(f"{directory / LOCK_FILE} is not a regular file: remove it")
             fcntl.flock(descriptor, fcntl.LOCK_EX)
             yield directory
         finally:
             # Closing the descriptor releases the lock, also when the body raised.
             os.close(descriptor)
 
+    def _group_directory(self, group: str) -> Path:
+        """The group's directory, made (mode 0700) in a checked registry when missing; a link, a file or another
+        user's directory there is refused."""
+        from trainops.backends.local.paths import own_directory
+
+        self.checked_root(create=True)
+        return own_directory(self.group_dir(group), self.field)
+
     def groups(self) -> list[str]:
         """Every group that has a directory in the registry, sorted."""
+        self.checked_root()
         if not self.root.is_dir():
             return []
         return sorted(entry.name for entry in self.root.iterdir()
@@ -340,6 +306,7 @@ class LocalRegistry:
                             f"{directory}") from error
 
     def _scan(self, group: str | None) -> tuple[list[ModelVersion], list[tuple[str, int, str]]]:
+        self.checked_root()
         groups = [check_group(group)] if group is not None else self.groups()
         versions: list[ModelVersion] = []
         damaged: list[tuple[str, int, str]] = []
@@ -370,6 +337,7 @@ class LocalRegistry:
 
     def get(self, group: str, version: int | None = None) -> ModelVersion:
         """One version (the latest when ``version`` is None). Raises `SpecError` naming what exists when it does not."""
+        self.checked_root()
         directory = self.group_dir(group)
         numbers = self._version_numbers(directory)
         if not numbers:
@@ -444,15 +412,18 @@ class LocalRegistry:
                 raise SpecError(Problem("spec", f"cannot be stored as JSON ({error})"), source="registry") from error
         try:
             return self._register_copy(group, source, checked_metrics, approval, spec_data, description, job_name)
+        except UnsafeFile as error:  # an entry swapped for a link or a FIFO while it was copied
+            raise _refuse(str(error.filename or source), str(error.strerror)) from error
         except OSError as error:
             raise _disk_error(error, self.root) from error
 
     def _register_copy(self, group: str, source: Path, checked_metrics: dict[str, float], approval: str,
                        spec_data: Any, description: str, job_name: str | None) -> tuple[ModelVersion, bool]:
         """The copy into ``.staging`` and its publication as the next version (see `register_once`)."""
-        staging_root = self.group_dir(group) / STAGING_DIR
-        staging_root.mkdir(parents=True, exist_ok=True)
-        staged = Path(tempfile.mkdtemp(dir=staging_root))
+        from trainops.backends.local.paths import own_directory
+
+        staging_root = own_directory(self._group_directory(group) / STAGING_DIR, self.field)
+        staged = Path(tempfile.mkdtemp(dir=staging_root))  # an unguessable name, created exclusively (mode 0700)
         try:
             # The copy happens before taking the lock: a large model must not hold up other registrations.
             if source.is_dir():

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import re
+import secrets
 
 #: Every name staging keeps for itself starts with this; a source name with a segment that starts with it is
 #: refused, so a source can never collide with staging's own files.
@@ -29,7 +30,9 @@ RESERVED_PREFIX = ".trainops-stage"
 MANIFEST_NAME = RESERVED_PREFIX + ".json"
 #: Present while a stage writes: a stage that finds it was killed, and removes the temporary files left behind.
 JOURNAL_NAME = RESERVED_PREFIX + "-journal.json"
-#: Temporary files are ``.trainops-stage-<pid>-<number>.tmp`` in the directory of their final name.
+#: Temporary files are ``.trainops-stage-<number>-<random>.tmp`` in the directory of their final name: a name nobody
+#: can guess, created exclusively and never through a link (`trainops.backends.local.safe_fs`'s rule for directories
+#: trainops does not own), and recognisable as staging's own when a killed stage left one.
 TEMPORARY_SUFFIX = ".tmp"
 #: The longest file name (one segment) Linux file systems take, in bytes.
 NAME_MAX = 255
@@ -37,7 +40,7 @@ NAME_MAX = 255
 
 def temporary_name(number: int) -> str:
     """A temporary file's name (in the directory of the final file, so the rename stays in one directory)."""
-    return f"{RESERVED_PREFIX}-{os.getpid()}-{number}{TEMPORARY_SUFFIX}"
+    return f"{RESERVED_PREFIX}-{number}-{secrets.token_hex(8)}{TEMPORARY_SUFFIX}"
 
 
 def is_temporary_name(name: str) -> bool:
