@@ -125,11 +125,18 @@ RULES: tuple[Rule, ...] = (
     # Limits.
     Rule(TIMEOUT, "secondary_status", r"^(MaxRuntimeExceeded|MaxWaitTimeExceeded)$", "a time limit of the job"),
     Rule(TIMEOUT, "reason", r"^timeout$", "the runtime stopped the job at its time limit"),
+    Rule(TIMEOUT, "secondary_status", r"^(TIMEOUT|DEADLINE)$", "Slurm stopped the job at its time limit (sbatch "
+         "--time, from max_run)"),
+    Rule(STOPPED, "secondary_status", r"^CANCELLED$", "the Slurm job was cancelled (scancel)"),
     Rule(TIMEOUT, "failure_text", _I + r"(MaxRuntimeExceeded|MaxWaitTimeExceeded|ran longer than (its|the) "
          r"(limit|max_run|MaxRuntimeInSeconds))", "a time limit of the job"),
     # Before any training time: the machines.
     Rule(INFRASTRUCTURE, "healthcheck", r".+", "the GPU health check failed on a host"),
     Rule(INFRASTRUCTURE, "host_lost", r".+", "a host's launcher ended without a failure record"),
+    Rule(INFRASTRUCTURE, "secondary_status", r"^(NODE_FAIL|BOOT_FAIL|PREEMPTED)$", "Slurm lost a node of the job "
+         "(it stopped answering), could not boot one, or preempted the job"),
+    Rule(USER, "secondary_status", r"^OUT_OF_MEMORY$", "a process of the Slurm job ran out of memory: ask for "
+         "larger nodes or use less"),
     Rule(USER, "failure_text", _I + r"(disk is full|No space left on device|ENOSPC)",
          "the job's disk is full: raise volume_size or write less (a retry fills it again)"),
     Rule(INFRASTRUCTURE, "failure_text", _I + r"^the launcher of host \S+ (was )?killed by signal \d+ without writing "
@@ -321,7 +328,8 @@ def rules_markdown() -> str:
         "",
         "Rules, tried in this order (the first match decides). Sources: `guard` (a trainops guard stopped the job: "
         "`trainops.backends.guards`), `stop_request` (stop was asked), "
-        "`secondary_status` (SageMaker's SecondaryStatusTransitions), `reason` (the failure file's `reason:`), "
+        "`secondary_status` (SageMaker's SecondaryStatusTransitions, a Slurm job's state), `reason` (the failure "
+        "file's `reason:`), "
         "`failure_text` (SageMaker's FailureReason or the local failure file), `healthcheck`, `host_lost`, "
         "`exit_code`, `status`.",
         "",

@@ -55,6 +55,32 @@ TABLES: dict[str, dict[str, Outcome]] = {
         "Failed": FAILURE,  # also what a record says when its controller exited before the job ended
         "Stopped": FAILURE,
     },
+    # a Slurm job's state (squeue --json / slurmrestd's job_state): the slurm backend's training jobs
+    "slurm_job": {
+        "PENDING": WAITING,
+        "CONFIGURING": WAITING,  # nodes booting (a cloud or HyperPod node being replaced)
+        "RUNNING": WAITING,
+        "COMPLETING": WAITING,  # the steps ended; epilogs run
+        "SUSPENDED": WAITING,
+        "STOPPED": WAITING,  # Slurm's STOPPED is a paused job (SIGSTOP), not an ended one
+        "REQUEUED": WAITING,
+        "REQUEUE_HOLD": WAITING,
+        "REQUEUE_FED": WAITING,
+        "RESIZING": WAITING,
+        "SIGNALING": WAITING,
+        "STAGE_OUT": WAITING,
+        "COMPLETED": SUCCESS,
+        "FAILED": FAILURE,  # the batch script exited non-zero: a rank failed (its failure file says why)
+        "CANCELLED": FAILURE,  # scancel: trainops' stop, or someone else's
+        "TIMEOUT": FAILURE,  # the time limit (sbatch --time = max_run)
+        "DEADLINE": FAILURE,
+        "NODE_FAIL": FAILURE,  # a node of the job stopped answering (SlurmdTimeout)
+        "BOOT_FAIL": FAILURE,
+        "PREEMPTED": FAILURE,
+        "OUT_OF_MEMORY": FAILURE,
+        "REVOKED": FAILURE,
+        "SPECIAL_EXIT": FAILURE,
+    },
     # fsx.describe_data_repository_tasks()["DataRepositoryTasks"][i]["Lifecycle"]
     "fsx_task": {
         "PENDING": WAITING,
@@ -124,8 +150,8 @@ def classify(resource: str, status: str | None) -> Outcome:
     """Say whether a status of a resource is a success, a failure, or a reason to keep waiting.
 
     Args:
-        resource: one of the keys of `TABLES` (``"training_job"``, ``"processing_job"``, ``"fsx_task"``,
-            ``"fsx_file_system"``, ``"fsx_association"``).
+        resource: one of the keys of `TABLES` (``"training_job"``, ``"processing_job"``, ``"local_job"``,
+            ``"slurm_job"``, ``"fsx_task"``, ``"fsx_file_system"``, ``"fsx_association"``).
         status: the status exactly as the AWS API returned it. ``None`` (not reported yet) means waiting.
 
     Unknown statuses are "waiting" with a logged warning (see the module docstring for why). An unknown resource kind
@@ -226,6 +252,24 @@ class JobStatus(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+#: A Slurm job's ended states, as the training-job status they mean (the others that end a job are Failed).
+SLURM_ENDED_STATUSES: dict[str, str] = {
+    "COMPLETED": "Completed",
+    "CANCELLED": "Stopped",
+    "TIMEOUT": "Stopped",  # as SageMaker's MaxRuntimeExceeded: stopped at the limit
+    "DEADLINE": "Stopped",
+}
+
+
+def slurm_status(state: str | None) -> JobStatus:
+    """The training-job status of a Slurm job state (`TABLES["slurm_job"]`): still waiting -> InProgress, an ended
+    state -> Completed, Stopped or Failed. A state the table does not know reads as still running (logged once)."""
+    outcome = classify("slurm_job", state)
+    if outcome == WAITING:
+        return JobStatus.IN_PROGRESS
+    return JobStatus(SLURM_ENDED_STATUSES.get(str(state), "Failed"))
 
 
 class WaitTimedOut(JobFailed):

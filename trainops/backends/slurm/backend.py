@@ -1,0 +1,284 @@
+"""`SlurmBackend`: the `trainops.backends.api.Backend` seam over a Slurm cluster (the modules of this package).
+
+`submit` is the seam's template: the dry run (`layout.check_spec`, the request and the batch script), the re-attach
+policy (`place_job`, over `status_of`: the job's record under the shared directory, then Slurm), then `_create`: the
+job's files laid out (`layout`), its record written, the script submitted (`sbatch`, or slurmrestd), the Slurm job
+id recorded. Everything after reads the records and asks Slurm (`status`), through the transport the cluster
+settings name (`cli`, `rest`). Those settings are the backend's context (`get_backend("slurm", options={"shared_dir":
+...})`, `SlurmCluster`), and every handle carries them, so a handle alone finds its job again.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from trainops.backends.api import Backend, JobHandle, JobResult, Log
+from trainops.backends.options import BackendOptions
+from trainops.backends.slurm.options import CLUSTER_SETTINGS, SlurmCluster, SlurmOptions
+from trainops.backends.slurm.transport import SlurmUnreachable, Transport
+from trainops.backends.states import JobStatus
+from trainops.errors import Problem, SpecError
+
+logger = logging.getLogger(__name__)
+
+#: What a result carries beside the common keys (`JobResult.details`).
+DETAILS = ("slurm_job_id", "slurm_state", "nodes", "job_dir", "checkpoint_dir", "output_artifact", "hosts",
+           "stop_requested", "instance_type", "instance_count", "batch_log")
+#: The batch step's environment for slurmrestd (which requires one); the user's login environment is loaded too.
+REST_ENVIRONMENT = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+DEFAULT_POLL_SECONDS = 2.0
+
+
+class SlurmBackend(Backend):
+    """Training jobs as Slurm batch jobs.
+
+    Args:
+        shared_dir, transport, rest_url, rest_user, rest_token_file: where the cluster is and how it is reached
+            (`SlurmCluster`).
+        poll_seconds: how often a wait asks Slurm (default 2 s).
+        client_factory: boto3 client factory for s3:// channels, downloaded into the shared directory.
+    """
+
+    name = "slurm"
+    remote = True  # the job runs on the cluster, not in this process: it outlives whoever submitted it
+    Options = SlurmOptions
+    CONTEXT = frozenset({*CLUSTER_SETTINGS, "poll_seconds", "client_factory"})
+    capabilities = frozenset()
+
+    def __init__(self, shared_dir: str | None = None, transport: str | None = None, rest_url: str | None = None,
+                 rest_user: str | None = None, rest_token_file: str | None = None,
+                 poll_seconds: float | None = None, client_factory: Any = None):
+        self.cluster = SlurmCluster(shared_dir=shared_dir, transport=transport, rest_url=rest_url,
+                                     rest_user=rest_user, rest_token_file=rest_token_file)
+        self.poll_seconds = float(poll_seconds) if poll_seconds else DEFAULT_POLL_SECONDS
+        self.client_factory = client_factory
+
+    @property
+    def label(self) -> str:
+        return "Slurm"
+
+    # --- where the cluster is ---------------------------------------------------------------------------------
+    def _with(self, cluster: Mapping[str, Any]) -> SlurmBackend:
+        """This backend with other cluster settings laid over its own (a job's options, a handle's location)."""
+        settings = {**self.cluster.given(), **{key: value for key, value in cluster.items()
+                                                  if key in CLUSTER_SETTINGS and value is not None}}
+        return SlurmBackend(**settings, poll_seconds=self.poll_seconds, client_factory=self.client_factory)
+
+    def location(self) -> dict[str, str]:
+        return {key: str(value) for key, value in self.cluster.given().items()}
+
+    def where(self) -> str:
+        return f"the Slurm jobs of {self.cluster.shared_dir or 'no shared_dir'}"
+
+    def _of(self, handle: JobHandle) -> SlurmBackend:
+        return self._with(handle.location) if handle.location else self
+
+    def _shared_dir(self) -> str:
+        if not self.cluster.shared_dir:
+            raise SpecError(Problem("shared_dir", "the slurm backend needs the directory its jobs live in, which "
+                                                  "every node sees: -o shared_dir=PATH (a named backend or the "
+                                                  "handle gives it too)"))
+        return os.path.expanduser(self.cluster.shared_dir)
+
+    def _job_dir(self, name: str, create: bool = False) -> Path:
+        from trainops.backends.slurm.layout import job_directory
+
+        return job_directory(self._shared_dir(), name, create=create)
+
+    def transport(self) -> Transport:
+        from trainops.backends.slurm.status import current_user
+
+        if (self.cluster.transport or "cli") == "rest":
+            if not self.cluster.rest_url:
+                raise SpecError(Problem("rest_url", "transport rest needs slurmrestd's address: -o "
+                                                    "rest_url=http://HOST:PORT"))
+            from trainops.backends.slurm.rest import RestTransport
+
+            return RestTransport(self.cluster.rest_url, self.cluster.rest_user or current_user(),
+                                 self.cluster.rest_token_file)
+        from trainops.backends.slurm.cli import CommandTransport
+
+        return CommandTransport()
+
+    def _user(self) -> str:
+        from trainops.backends.slurm.status import current_user
+
+        return (self.cluster.rest_user if self.cluster.transport == "rest" else None) or current_user()
+
+    # --- submitting -------------------------------------------------------------------------------------------
+    def status_of(self, name: str) -> JobStatus | None:
+        """The job's status (the re-attach policy's look): a look that cannot reach Slurm is looked at again under
+        the seam's policy, never taken for "no such job" (that would submit the job twice)."""
+        from trainops.backends.looks import Looks
+        from trainops.backends.slurm import status
+
+        job_dir, transport = self._job_dir(name), self.transport()
+        record = Looks(f"Slurm job {name}", poll_seconds=self.poll_seconds).look(
+            lambda: status.read(job_dir, name, transport))
+        return None if record is None else JobStatus.parse(record["status"])
+
+    def dry_run(self, spec: Any, name: str, options: BackendOptions) -> dict[str, Any]:
+        """The request, the batch script and (transport rest) the job's properties, nothing written; every problem
+        of the spec on Slurm at once."""
+        assert isinstance(options, SlurmOptions)
+        from trainops.backends.request.render import masked
+        from trainops.backends.slurm.layout import check_spec, render
+        from trainops.backends.slurm.script import batch_script, rest_job
+
+        check_spec(spec, options, self.cluster.shared_dir)
+        job_dir = self._job_dir(name)
+        request, batch = render(spec, name, options, job_dir, self._shared_dir(), token="TOKEN")
+        rendered: dict[str, Any] = {"request": masked(request), "batch_script": batch_script(batch),
+                                    "job_dir": str(job_dir), "transport": self.cluster.transport or "cli"}
+        if self.cluster.transport == "rest":
+            rendered["rest_job"] = rest_job(batch, REST_ENVIRONMENT)
+        return rendered
+
+    def _create(self, spec: Any, name: str, options: BackendOptions, *, detached: bool, log: Log) -> JobHandle:
+        assert isinstance(options, SlurmOptions)
+        from trainops.backends.local.locks import try_lock
+        from trainops.backends.slurm import layout, records
+        from trainops.backends.slurm.script import rest_job
+
+        job_dir = self._job_dir(name, create=True)
+        from trainops.backends.local.paths import own_directory
+
+        own_directory(job_dir, "job_name")
+        lock = try_lock(job_dir / ".submit.lock", f"{name} (submitting, pid {os.getpid()})", patience=120.0)
+        if lock is None:
+            raise SpecError(Problem("job_name", f"another trainops process has been submitting {name} for two "
+                                                "minutes: follow it with trainops status / logs"))
+        try:
+            if records.read(job_dir, records.JOB) is not None:  # another caller of the same new name was first
+                return self.handle(name, created=False)
+            token = uuid.uuid4().hex
+            records.write(job_dir, records.JOB, {
+                "job_name": name, "token": token, "user": self._user(), "uid": os.getuid(), "status": "Submitting",
+                "submitted": time.time(), "transport": self.cluster.transport or "cli",
+                "nodes_requested": spec.host_count(), "instance_type": spec.instance_type,
+                "instance_count": spec.host_count(), "max_run": spec.max_run})
+            try:
+                prepared = layout.lay_out(spec, name, options, job_dir, self._shared_dir(), token=token,
+                                          s3_factory=self.client_factory)
+                records.update(job_dir, records.JOB, checkpoint_dir=prepared.checkpoint_dir,
+                               output_dir=prepared.output_dir, hosts=list(prepared.hosts))
+                script = (job_dir / "job.sbatch").read_text(encoding="utf-8")
+                job_id = self.transport().submit(script, str(job_dir / "job.sbatch"),
+                                                 rest_job(prepared.batch, REST_ENVIRONMENT))
+            except SlurmUnreachable:
+                raise  # it may have reached Slurm: the record stays, and the next look finds it by its comment
+            except BaseException:
+                (job_dir / records.JOB).unlink(missing_ok=True)  # nothing was submitted: the name is free again
+                raise
+            records.update(job_dir, records.JOB, slurm_job_id=job_id)
+        finally:
+            lock.release()
+        logger.info("[trainops] submitted %s as Slurm job %d (%d nodes, %s)", name, job_id, spec.host_count(),
+                    job_dir)
+        return self.handle(name, created=True)
+
+    # --- following a job --------------------------------------------------------------------------------------
+    def status_record(self, handle: JobHandle) -> dict[str, Any]:
+        """Everything trainops knows of the job: its record, Slurm's look, how it ended (`status.read`)."""
+        from trainops.backends.slurm import status
+
+        backend = self._of(handle)
+        record = status.read(backend._job_dir(handle.job_name), handle.job_name, backend.transport())
+        if record is None:
+            raise SpecError(Problem("job_name", f"no Slurm job named {handle.job_name!r} in "
+                                                f"{backend._shared_dir()}/jobs"), source="slurm job")
+        return record
+
+    def describe(self, handle: JobHandle) -> JobResult:
+        return self._result(self.status_record(handle), handle)
+
+    @staticmethod
+    def _result(record: Mapping[str, Any], handle: JobHandle) -> JobResult:
+        return JobResult(backend="slurm", job_name=handle.job_name, status=JobStatus.parse(record.get("status")),
+                         secondary_status=record.get("secondary_status"),
+                         failure_reason=record.get("failure_reason"), model_artifact=record.get("model_artifact"),
+                         duration_seconds=record.get("duration_seconds"),
+                         billable_seconds=record.get("billable_seconds"), reattached=not handle.created,
+                         details={key: record.get(key) for key in DETAILS})
+
+    def wait(self, handle: JobHandle, *, log: Log | None = None, guards: Any = None,
+             poll_seconds: float | None = None) -> JobResult:
+        """Follow the job until it ends, printing its hosts' new log lines (``log``) and applying ``guards``; a look
+        that cannot reach Slurm is said once and looked again (the job is not failed by it)."""
+        from trainops.backends.guards import settle
+        from trainops.backends.slurm.following import follow
+
+        watch = self.watch(handle, guards, log=log) if guards is not None else None
+        record = follow(self._of(handle), handle, log=log, watch=watch, guards=guards,
+                        poll_seconds=poll_seconds or self.poll_seconds)
+        result = self._result(record, handle)
+        return settle(result, watch.tripped if watch is not None else None)
+
+    def watch(self, handle: JobHandle, guards: Any, *, log: Log | None = None) -> Any:
+        from trainops.backends.slurm.following import SlurmWatch
+
+        return SlurmWatch(self._of(handle), handle, guards, log)
+
+    def stop(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
+        """Record why, then cancel the Slurm job (``scancel``: SIGTERM to every process of it on every node, SIGKILL
+        after the cluster's KillWait)."""
+        from trainops.backends.slurm import records
+
+        backend = self._of(handle)
+        job_dir = backend._job_dir(handle.job_name)
+        record = records.read(job_dir, records.JOB)
+        if record is None:
+            return f"{handle.job_name}: not started"
+        if record.get("final"):
+            return f"{handle.job_name}: already ended ({record['final'].get('status')})"
+        if records.read(job_dir, records.STOP) is None:
+            records.write(job_dir, records.STOP, {"reason": reason, "at": time.time(), "pid": os.getpid()})
+        job_id = record.get("slurm_job_id")
+        if job_id is None:
+            return f"{handle.job_name}: stop recorded; no Slurm job id yet (the submission is under way)"
+        backend.transport().cancel(int(job_id))
+        return f"{handle.job_name}: cancelled Slurm job {job_id} ({reason})"
+
+    def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
+        from trainops.backends.slurm.following import iter_logs
+
+        return iter_logs(self._of(handle), handle, follow=follow, poll_seconds=self.poll_seconds)
+
+    def log_lines(self, handle: JobHandle, cursor: Mapping[str, Any] | None = None, *,
+                  limit: int = 1000) -> tuple[list[str], dict[str, Any]]:
+        """Complete lines written after ``cursor`` (host -> byte offset) in the hosts' logs on the shared directory."""
+        from trainops.backends.local.logs import read_new_lines
+
+        backend = self._of(handle)
+        lines, after = read_new_lines(handle.job_name, backend._shared_dir(), dict(cursor or {}), limit)
+        return lines, dict(after)
+
+    def render_request(self, spec: Any, job_name: str, *,
+                       options: BackendOptions | Mapping[str, Any] | None = None) -> str:
+        """The exact batch script the job would be submitted with (its hosts are laid out from the CreateTrainingJob
+        request, ``request.json`` beside it)."""
+        script: str = self.dry_run(spec, job_name, self.options(options))["batch_script"]
+        return script
+
+    def render_summary(self, rendered: dict[str, Any] | str, spec: Any) -> dict[str, Any]:
+        """What a reviewer reads first: the allocation, its time limit, where it runs."""
+        from trainops.backends.slurm.script import time_limit
+
+        lines = rendered.splitlines() if isinstance(rendered, str) else []
+        return {"nodes": spec.host_count(), "time": time_limit(spec.max_run), "instance_type": spec.instance_type,
+                "sbatch": [line.split(" ", 1)[1] for line in lines if line.startswith("#SBATCH ")],
+                "srun": next((line for line in lines if line.startswith("srun ")), None)}
+
+    def check_spec(self, spec: Any, region: str | None = None) -> None:
+        """What the slurm backend would refuse in the spec (the shared directory may still come with the job)."""
+        from trainops.backends.slurm.layout import check_spec
+
+        options = self.options()
+        assert isinstance(options, SlurmOptions)
+        check_spec(spec, options, self.cluster.shared_dir or "/shared")

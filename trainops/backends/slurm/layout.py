@@ -1,0 +1,234 @@
+"""A Slurm job's files, laid out under the shared directory before it is submitted.
+
+The job spec is rendered into the CreateTrainingJob request every backend renders (`render_local`, with the shared
+directory's paths where SageMaker has S3), and the request becomes what the local backend's executor makes of it:
+one contract directory per host (`trainops.backends.local.container.fill_container`: resourceconfig.json, the
+channels, model/, output/, checkpoints/), each host's environment and the entrypoint's argv. Everything a node reads
+is under ``<shared_dir>/jobs/<name>/`` (the user's alone: `trainops.backends.local.paths`):
+
+    request.json          the request, secrets masked (what `trainops render` shows)
+    job.sbatch            the batch script
+    code/ runtime/        the training code, and the trainops runtime with the node script beside it
+    hosts/algo-N/         host N's contract directory (its checkpoints link to <shared_dir>/checkpoints/<key>)
+    slurm/job.json        the hosts, the entrypoint, where the model's archive goes (read by the node script)
+    slurm/algo-N.env.json host N's environment (mode 0600: it may hold the spec's secrets)
+    logs/algo-N.log       what host N printed, every rank's line prefixed; logs/batch-<id>.log the batch script's
+
+With ``lay_out=False`` (the dry run) the same request and script are made and nothing is written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from trainops.backends.local import container, paths
+from trainops.backends.slurm.options import SlurmOptions
+from trainops.backends.slurm.script import NODE_FILE, BatchJob
+from trainops.errors import Problem, SpecError
+
+#: What the dry run refuses on Slurm, with what to do instead.
+MPIRUN = ("pytorchddp", "mpi")
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A job ready to submit: its request, batch script and where its files are."""
+
+    job_dir: Path
+    request: dict[str, Any]
+    batch: BatchJob
+    hosts: tuple[str, ...]
+    output_dir: str
+    checkpoint_dir: str
+
+
+def check_spec(spec: Any, options: SlurmOptions, shared_dir: str | None) -> None:
+    """What the slurm backend cannot run, refused before anything is written (each with what to do)."""
+    problems: list[Problem] = []
+    kind = spec.dist.type
+    launcher = getattr(spec.dist, "launcher", None)
+    if kind in MPIRUN or (kind in ("smddp", "smp") and launcher == "mpirun"):
+        problems.append(Problem("distribution", f"{kind} launches its ranks with mpirun, which the slurm backend "
+                                                "does not run (mpirun would reach the other nodes over ssh as "
+                                                "algo-N): use torch_distributed, or launcher: torchrun"))
+    if kind in ("parameter_server", "multi_worker_mirrored_strategy"):
+        problems.append(Problem("distribution", f"{kind} (TensorFlow) is not run by the slurm backend: use a "
+                                                "PyTorch distribution (torch_distributed)"))
+    if spec.launcher != "trainops":
+        problems.append(Problem("launcher", "the slurm backend runs the trainops launcher only (the toolkit reads "
+                                            "/opt/ml and reaches hosts as algo-N, which needs a container per "
+                                            "host): use launcher: trainops"))
+    if spec.instance_groups:
+        problems.append(Problem("instance_groups", "the slurm backend runs one homogeneous allocation: give "
+                                                   "instance_type and instance_count"))
+    if spec.use_spot_instances:
+        problems.append(Problem("use_spot_instances", "is SageMaker's managed spot training; a Slurm cluster's "
+                                                      "nodes are its own: leave it out"))
+    if spec.output_path and spec.output_path.startswith("s3://"):
+        problems.append(Problem("output_path", "the slurm backend writes model.tar.gz on the shared file system: "
+                                               "give a directory on it (default <shared_dir>/output); on HyperPod "
+                                               "an FSx data repository association exports it to S3"))
+    if spec.disable_output_compression:
+        problems.append(Problem("disable_output_compression", "the slurm backend writes model.tar.gz: leave it out"))
+    if spec.container_entry_point or spec.container_arguments:
+        problems.append(Problem("container_entry_point", "the slurm backend runs the trainops runtime, no image: "
+                                                         "leave container_entry_point out"))
+    problems += _channel_problems(spec, options)
+    if shared_dir is None:
+        problems.append(Problem("shared_dir", "the slurm backend needs a directory every node and this machine see "
+                                              "(-o shared_dir=PATH; on HyperPod a directory on the FSx mount)"))
+    elif any(character.isspace() for character in shared_dir):
+        problems.append(Problem("shared_dir", f"{shared_dir!r} holds a space: sbatch's #SBATCH lines cannot carry "
+                                              "it; choose a plainer path"))
+    if problems:
+        raise SpecError(problems, "job spec for the slurm backend")
+
+
+def _channel_problems(spec: Any, options: SlurmOptions) -> list[Problem]:
+    overrides = dict(options.channel_overrides or {})
+    problems = [Problem(f"channel_overrides.{name}", f"is not a channel of the spec (channels: "
+                                                     f"{', '.join(sorted(spec.channels)) or 'none'})")
+                for name in sorted(set(overrides) - set(spec.channels))]
+    for name, channel in spec.channels.items():
+        if name in overrides or not hasattr(channel, "file_system_id"):
+            continue
+        if options.fsx_mount is None or channel.file_system_type != "FSxLustre":
+            problems.append(Problem(f"inputs.{name}", f"reads {channel.file_system_type} {channel.file_system_id}: "
+                                                      "say where it is mounted on the nodes (-o fsx_mount=/fsx) or "
+                                                      f"map the channel (channel_overrides {name}=PATH)"))
+    return problems
+
+
+def channel_overrides(spec: Any, options: SlurmOptions) -> dict[str, str]:
+    """channel name -> the directory the nodes read it from: the given overrides, and each FSx channel's
+    ``/<mountname>/path`` under ``fsx_mount``."""
+    found = dict(options.channel_overrides or {})
+    for name, channel in spec.channels.items():
+        if (name not in found and hasattr(channel, "file_system_id") and options.fsx_mount
+                and channel.file_system_type == "FSxLustre"):
+            _, _, below = channel.directory_path.lstrip("/").partition("/")
+            found[name] = os.path.join(options.fsx_mount, below)
+    return found
+
+
+def job_directory(shared_dir: str, name: str, create: bool = False) -> Path:
+    """``<shared_dir>/jobs/<name>``, every directory on the way checked to be this user's alone."""
+    paths.secure_root(shared_dir, create=create)
+    return paths.job_dir(name, shared_dir)
+
+
+def render(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_dir: str, *,
+           token: str) -> tuple[dict[str, Any], BatchJob]:
+    """The request (with the job directory's paths) and the batch job, computed, nothing written."""
+    from trainops.backends.request.render import is_s3_source, render_local
+
+    if spec.source_dir is not None and is_s3_source(spec.source_dir):
+        code = spec.source_dir  # downloaded as the code channel when the job is laid out
+    else:
+        from trainops.backends.local.inputs import resolve_code_dir
+
+        resolve_code_dir(spec)  # the entry point is there
+        code = str(job_dir / "code")
+    output_path = spec.output_path or (Path(shared_dir).expanduser().resolve() / "output").as_uri()
+    request = render_local(spec, job_name=name, launcher="trainops", code=code, runtime=str(job_dir / "runtime"),
+                           submit=code, output_path=output_path)
+    extra = tuple((str(key).lstrip("-"), str(value)) for key, value in (options.sbatch_options or {}).items())
+    batch = BatchJob(job_name=name, job_dir=str(job_dir), nodes=spec.host_count(), time_seconds=spec.max_run,
+                     token=token, python=options.python or "python3", hyperpod=bool(options.hyperpod),
+                     exclusive=options.exclusive is not False, partition=options.partition, account=options.account,
+                     qos=options.qos, reservation=options.reservation, constraint=options.constraint, extra=extra)
+    return request, batch
+
+
+def output_directory(request: dict[str, Any], name: str, job_dir: Path) -> Path:
+    """Where the job's archives go: ``<output_path>/<name>/output`` (never outside the output root)."""
+    from trainops.backends.local.artifacts import local_output_root
+
+    return paths.child(local_output_root(request["OutputDataConfig"]["S3OutputPath"], job_dir), name) / "output"
+
+
+def lay_out(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_dir: str, *, token: str,
+            s3_factory: Any = None) -> Prepared:
+    """Write the job's files (see the module docstring) and return what to submit."""
+    from trainops.backends.request import code as uploads
+    from trainops.backends.slurm import node
+    from trainops.backends.slurm.script import batch_script
+
+    request, batch = render(spec, name, options, job_dir, shared_dir, token=token)
+    for stale in ("hosts", "slurm", "logs", "code", "runtime", "data"):
+        shutil.rmtree(job_dir / stale, ignore_errors=True)  # an earlier, unsubmitted preparation's
+    for stale in ("ended.json", "stop.json"):
+        (job_dir / stale).unlink(missing_ok=True)
+    if not (spec.source_dir is not None and spec.source_dir.startswith("s3://")):
+        from trainops.backends.local.inputs import resolve_code_dir
+
+        code_dir = resolve_code_dir(spec)
+        assert code_dir is not None
+        _copy(uploads.code_files(code_dir, spec.dependencies), job_dir / "code")
+    _copy(uploads.runtime_files(), job_dir / "runtime")
+    shutil.copyfile(node.__file__, job_dir / "runtime" / NODE_FILE)
+    channels = container.fetch_channels(request, job_dir, channel_overrides(spec, options), s3_factory)
+    checkpoint_dir = checkpoint_directory(spec, options, shared_dir)
+    hosts = [host for host, _, _ in container.host_groups(request)]
+    for directory in ("slurm", "logs"):
+        (job_dir / directory).mkdir(mode=0o700, exist_ok=True)
+    for host in hosts:
+        layout = container.fill_container(request, host, job_dir / "hosts" / host, channels, checkpoint_dir)
+        _write_private(job_dir / "slurm" / f"{host}.env.json", host_environment(request, layout, options))
+    output_dir = output_directory(request, name, job_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    argv = container.container_argv(request, options.python or "python3")
+    _write_private(job_dir / "slurm" / "job.json", {"job_name": name, "hosts": hosts, "argv": argv,
+                                                    "output_dir": str(output_dir)})
+    from trainops.backends.request.render import masked
+
+    _write_private(job_dir / "request.json", masked(request))
+    (job_dir / "job.sbatch").write_text(batch_script(batch), encoding="utf-8")
+    return Prepared(job_dir=job_dir, request=request, batch=batch, hosts=tuple(hosts), output_dir=str(output_dir),
+                    checkpoint_dir=str(checkpoint_dir))
+
+
+def host_environment(request: dict[str, Any], layout: Any, options: SlurmOptions) -> dict[str, str]:
+    """What host N's runtime gets over the node's own environment: the container's (the request's Environment, its
+    /opt/ml paths turned into the host's contract directory, SAGEMAKER_BASE_DIR) and trainops' own variables."""
+    from trainops.runtime.output_relay import MASK_VARIABLES
+    from trainops.runtime.plan import DEFAULT_LOCAL_LOG_PREFIX
+
+    extra = {"TRAINOPS_JOB_NAME": request["TrainingJobName"], "PYTHONUNBUFFERED": "1",
+             "TRAINOPS_LOG_PREFIX": DEFAULT_LOCAL_LOG_PREFIX,
+             "TRAINOPS_CHECKPOINT_DIR": str(layout.base_dir / "checkpoints"),
+             MASK_VARIABLES: (request.get("Environment") or {}).get(MASK_VARIABLES, "")}
+    if options.processes_per_host:
+        extra["TRAINOPS_PROCESSES_PER_HOST"] = str(options.processes_per_host)
+    return container.container_environment(request, layout, inherited={}, isolated=False, extra=extra)
+
+
+def checkpoint_directory(spec: Any, options: SlurmOptions, shared_dir: str) -> Path:
+    """``<shared_dir>/checkpoints/<key>``: the option's key, else the spec's checkpoint_s3_uri, else its name (a
+    hash of it without one), so the attempts of a run resume from the same checkpoints."""
+    key = options.checkpoint_key
+    field = "checkpoint_key"
+    if not key and spec.checkpoint_s3_uri:
+        key, field = spec.checkpoint_s3_uri.split("://", 1)[-1].strip("/").replace("/", "__"), "checkpoint_s3_uri"
+    key = key or spec.name or f"job-{spec.spec_hash()[:12]}"
+    return paths.own_directory(paths.checkpoints_root(shared_dir) / paths.short_key(key), field)
+
+
+def _copy(files: list[tuple[Path, str]], target: Path) -> None:
+    for path, relative in files:
+        destination = target / relative
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, destination)
+        if os.access(path, os.X_OK):
+            destination.chmod(0o755)
+
+
+def _write_private(path: Path, value: Any) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with open(descriptor, "w", encoding="utf-8") as handle:
+        json.dump(value, handle, indent=2)

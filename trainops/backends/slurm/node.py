@@ -1,0 +1,208 @@
+"""What runs on the cluster's nodes for a trainops job: copied into the job's runtime directory and run as a file
+(``python -I -S trainops_slurm_node.py COMMAND ...``) by the batch script. Standard library only, like the runtime
+beside it (whose failure and record modules it imports from there): the nodes need no trainops installed.
+
+- ``free-port``: print a free TCP port of this node (the batch host: the ranks' rendezvous).
+- ``run JOB_DIR``: on every node, one task each. Node ``SLURM_NODEID`` = i is host ``algo-<i+1>``: its contract
+  directory (``hosts/algo-<i+1>``, laid out by trainops before submitting) becomes the runtime's base directory, its
+  environment is what trainops prepared for that host (``slurm/algo-<i+1>.env.json``) over the node's own, the
+  hosts' addresses come from the allocation (host 1 is the batch host, ``SLURM_LAUNCH_NODE_IPADDR``), and the output
+  goes to ``logs/algo-<i+1>.log``; then it becomes the runtime (exec), so Slurm's signals reach it directly.
+- ``finish JOB_DIR CODE``: on the batch host once the step ended with ``CODE``: host 1's model directory packed
+  into ``model.tar.gz`` (and ``output/data`` into ``output.tar.gz``) where the job's output goes, or the root cause
+  read from the runtime's records and failure files; either way ``ended.json`` says so, and the script exits
+  ``CODE``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import sys
+import tarfile
+import time
+
+PLAN = os.path.join("slurm", "job.json")
+ENDED = "ended.json"
+FAILURE_LIMIT = 1024  # SageMaker's FailureReason shows the first 1,024 characters of the failure file
+_RANGE = re.compile(r"\[([^\[\]]*)\]")
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """Slurm's compressed node list (``n[1-3,7],gpu-[01-02]``) as names, in order (what ``scontrol show
+    hostnames`` prints)."""
+    names: list[str] = []
+    depth, start = 0, 0
+    for index, character in enumerate(text + ","):
+        if character == "[":
+            depth += 1
+        elif character == "]":
+            depth -= 1
+        elif character == "," and depth == 0:
+            item = text[start:index].strip()
+            if item:
+                names += _expand_one(item)
+            start = index + 1
+    return names
+
+
+def _expand_one(item: str) -> list[str]:
+    match = _RANGE.search(item)
+    if match is None:
+        return [item]
+    head, tail = item[:match.start()], item[match.end():]
+    found = []
+    for part in match.group(1).split(","):
+        low, _, high = part.partition("-")
+        if not high:
+            values = [low]
+        else:
+            width = len(low)
+            values = [str(number).zfill(width) for number in range(int(low), int(high) + 1)]
+        for value in values:
+            found += _expand_one(f"{head}{value}{tail}")
+    return found
+
+
+def _load(path: str) -> dict:
+    with open(path, encoding="utf-8") as handle:
+        value = json.load(handle)
+    if not isinstance(value, dict):
+        raise SystemExit(f"trainops: {path} does not hold an object")
+    return value
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("", 0))
+        return int(probe.getsockname()[1])
+
+
+def addresses(hosts: list[str], environ: dict[str, str]) -> dict[str, str]:
+    """host -> how the other hosts reach it: node i of the step for host i+1, host 1 at the batch host's address."""
+    nodes = expand_hostlist(environ.get("SLURM_STEP_NODELIST") or environ.get("SLURM_JOB_NODELIST") or "")
+    found = {host: nodes[index] if index < len(nodes) else host for index, host in enumerate(hosts)}
+    if environ.get("SLURM_LAUNCH_NODE_IPADDR") and hosts:
+        found[hosts[0]] = environ["SLURM_LAUNCH_NODE_IPADDR"]
+    return found
+
+
+def node_environment(overlay: dict[str, str], inherited: dict[str, str], hosts: list[str]) -> dict[str, str]:
+    """The runtime's environment: the node's own without PYTHONPATH and any SM_/SAGEMAKER_ variable, then the host's
+    prepared one (its PATH before the node's), then the hosts' addresses."""
+    environment = {key: value for key, value in inherited.items()
+                   if key != "PYTHONPATH" and not key.startswith(("SM_", "SAGEMAKER_"))}
+    overlay = dict(overlay)
+    path = overlay.pop("PATH", "")
+    environment.update(overlay)
+    environment["PATH"] = os.pathsep.join(part for part in (path, inherited.get("PATH", "")) if part)
+    environment["TRAINOPS_HOST_ADDRESSES"] = json.dumps(addresses(hosts, inherited))
+    environment["TRAINOPS_SLURM_NODE"] = inherited.get("SLURMD_NODENAME", "")
+    return environment
+
+
+def run(job_dir: str) -> None:
+    plan = _load(os.path.join(job_dir, PLAN))
+    hosts = list(plan["hosts"])
+    index = int(os.environ.get("SLURM_NODEID", "0"))
+    if not 0 <= index < len(hosts):
+        raise SystemExit(f"trainops: node {index} of the step is not one of the job's {len(hosts)} hosts")
+    host = hosts[index]
+    base = os.path.join(job_dir, "hosts", host)
+    overlay = _load(os.path.join(job_dir, "slurm", f"{host}.env.json"))
+    environment = node_environment(overlay, dict(os.environ), hosts)
+    argv = [str(part) for part in plan["argv"]]
+    log = os.open(os.path.join(job_dir, "logs", f"{host}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    os.chdir(base)
+    os.execvpe(argv[0], argv, environment)
+
+
+def _pack(source: str, archive: str) -> None:
+    os.makedirs(os.path.dirname(archive), exist_ok=True)
+    temporary = f"{os.path.dirname(archive)}/.{os.path.basename(archive)}.{os.getpid()}.partial"
+    try:
+        with tarfile.open(temporary, "w:gz") as tar:
+            for name in sorted(os.listdir(source)) if os.path.isdir(source) else []:
+                tar.add(os.path.join(source, name), arcname=name)
+        os.replace(temporary, archive)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+
+
+def _root_cause(job_dir: str, hosts: list[str], code: int) -> tuple[str, str]:
+    """(host, reason): the runtime's own rule over every host's rank records picks the host whose failure came
+    first; its failure file is the reason (else how the step ended)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the runtime's files, beside this one
+    from trainops.runtime.failure import root_cause
+    from trainops.runtime.records import read_records
+
+    bases = {host: os.path.join(job_dir, "hosts", host) for host in hosts}
+    cause = root_cause(read_records(os.path.join(base, "output", "ranks") for base in bases.values()), [])
+    order = ([cause.host] if cause is not None and cause.host in bases else []) + hosts
+    for host in order:
+        try:
+            with open(os.path.join(bases[host], "output", "failure"), encoding="utf-8", errors="replace") as handle:
+                text = handle.read(64 * 1024).strip()
+        except OSError:
+            continue
+        if text:
+            return host, text[:FAILURE_LIMIT]
+    return "", f"the job step ended with exit code {code} and no host wrote a failure file"
+
+
+def finish(job_dir: str, code: int) -> int:
+    plan = _load(os.path.join(job_dir, PLAN))
+    hosts = list(plan["hosts"])
+    ended: dict = {"slurm_job_id": os.environ.get("SLURM_JOB_ID"), "ended": time.time(), "exit_code": code}
+    if code == 0:
+        first = os.path.join(job_dir, "hosts", hosts[0])
+        target = plan["output_dir"]
+        try:
+            _pack(os.path.join(first, "model"), os.path.join(target, "model.tar.gz"))
+            _pack(os.path.join(first, "output", "data"), os.path.join(target, "output.tar.gz"))
+            ended.update(status="Completed", model_artifact=os.path.join(target, "model.tar.gz"),
+                         output_artifact=os.path.join(target, "output.tar.gz"))
+        except OSError as error:
+            code = 1
+            ended.update(status="Failed", exit_code=code, secondary_status="Uploading",
+                         failure_reason=f"could not write the model artifact in {target}: {error}; the model "
+                                        f"directory is kept in {first}/model")
+    else:
+        host, reason = _root_cause(job_dir, hosts, code)
+        ended.update(status="Failed", failed_host=host, failure_reason=reason)
+    path = os.path.join(job_dir, ENDED)
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "w",
+              encoding="utf-8") as handle:
+        json.dump(ended, handle)
+    os.replace(temporary, path)
+    print(f"trainops: job {plan.get('job_name')} {ended['status'].lower()}"
+          + (f": {ended.get('failure_reason', '').splitlines()[0]}" if ended["status"] != "Completed" else ""),
+          flush=True)
+    return code
+
+
+def main(argv: list[str]) -> int:
+    command = argv[1] if len(argv) > 1 else ""
+    if command == "free-port":
+        print(free_port())
+        return 0
+    if command == "run" and len(argv) == 3:
+        run(argv[2])
+        return 1  # not reached: run() became the runtime
+    if command == "finish" and len(argv) == 4:
+        return finish(argv[2], int(argv[3]) if argv[3].lstrip("-").isdigit() else 1)
+    print("usage: trainops_slurm_node.py free-port | run JOB_DIR | finish JOB_DIR CODE", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,57 @@
+"""A Slurm job's records under the shared directory: what trainops knows of it after Slurm has forgotten it.
+
+Slurm keeps an ended job only ``MinJobAge`` seconds (300 by default) unless the cluster runs slurmdbd, which many do
+not, so trainops keeps its own, in the job's directory (``<shared_dir>/jobs/<name>/``, the user's alone):
+
+- ``slurm-job.json``, written by trainops where it submits (before ``sbatch``, then with the Slurm job id) and again
+  when a look sees the job end (``final``: the state Slurm gave it, and why);
+- ``ended.json``, written by the job itself (`trainops.backends.slurm.node` ``finish``, on the batch host) when its
+  step ends: completed with the model's archive, or failed with the runtime's failure file as the reason;
+- ``stop.json``, written by `SlurmBackend.stop` before ``scancel``: who asked and why.
+
+Each is one small JSON file, replaced atomically; each is read as what a job can write (the job runs as the user
+and ``ended.json`` is its own): `trainops.runtime.untrusted`, no link followed, no FIFO waited on, bounded.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from trainops.backends.local import safe_fs
+from trainops.errors import Problem, SpecError
+
+JOB = "slurm-job.json"
+ENDED = "ended.json"
+STOP = "stop.json"
+LIMIT = 4 * 1024 * 1024
+
+
+def write(job_dir: Path, name: str, record: dict[str, Any]) -> None:
+    safe_fs.write_atomically(job_dir / name, json.dumps(record, indent=2, default=str).encode("utf-8"))
+
+
+def read(job_dir: Path, name: str) -> dict[str, Any] | None:
+    """The record ``name`` of the job, or None when there is none; a link or a damaged file is a `SpecError`."""
+    from trainops.runtime.untrusted import read_bounded
+
+    path = job_dir / name
+    try:
+        record = json.loads(read_bounded(path, LIMIT, whole=True).decode("utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        raise SpecError(Problem("job_name", f"{path} cannot be read ({error}): remove {job_dir} to forget the job"),
+                        source="slurm job") from None
+    if not isinstance(record, dict):
+        raise SpecError(Problem("job_name", f"{path} does not hold a record: remove {job_dir} to forget the job"),
+                        source="slurm job")
+    return record
+
+
+def update(job_dir: Path, name: str, **values: Any) -> dict[str, Any]:
+    """The record with ``values`` laid over it, written back (its one writer is trainops' submitting side)."""
+    record = {**(read(job_dir, name) or {}), **values}
+    write(job_dir, name, record)
+    return record
