@@ -9,7 +9,7 @@ RUN_STAMP := $(VENV)/.trainops-run
 TEST_STAMP := $(VENV)/.trainops-test
 export AIRFLOW__CORE__LOAD_EXAMPLES ?= False
 
-.PHONY: run test setup mpi lint clean
+.PHONY: run test setup mpi slurm lint clean
 
 run: $(RUN_STAMP)
 	$(VENV)/bin/trainops run examples/digits/pipeline.yaml
@@ -19,7 +19,7 @@ run: $(RUN_STAMP)
 # a home, an Airflow home and a moto server of its own; the cached venvs are built under a lock. TEST_WORKERS=0 runs
 # it in one process.
 TEST_WORKERS ?= 2
-test: $(TEST_STAMP) mpi lint
+test: $(TEST_STAMP) mpi slurm lint
 	$(PY) -m pytest -q -p no:cacheprovider $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist worksteal)
 
 # Lint and types are checked, not hoped for: ruff (the rule set in pyproject.toml) over the tree, mypy over the
@@ -50,6 +50,18 @@ mpi:
 	    echo "installing Open MPI (openmpi-bin) for the MPI tests"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq openmpi-bin libopenmpi-dev >/dev/null; \
 	  else echo "mpirun not found: install openmpi-bin to run the MPI tests" >&2; exit 1; fi; }
+
+# Slurm is a system package too: the slurm backend's system tests start a real two-node cluster on this machine
+# (tests/support/slurm_cluster.py: munged, slurmctld, two slurmd, slurmrestd with JWT). Installed only when missing,
+# as root.
+SLURM_PACKAGES := munge slurm-wlm slurmrestd slurm-wlm-jwt-plugin
+slurm:
+	@{ command -v slurmctld && command -v slurmrestd && command -v munged && \
+	   ls /usr/lib/*/slurm-wlm/auth_jwt.so; } >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Slurm ($(SLURM_PACKAGES)) for the slurm backend's tests"; \
+	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SLURM_PACKAGES) >/dev/null; \
+	  else echo "Slurm not found: install $(SLURM_PACKAGES) to run the slurm backend's tests" >&2; exit 1; fi; }
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache runs

@@ -1,0 +1,206 @@
+"""The slurm backend on a real two-node Slurm cluster (`support.slurm_cluster`: munged, slurmctld, slurmd n1 and n2,
+slurmrestd, started once for the module), driven as a user drives it: `trainops run / status / logs / stop
+--backend slurm -o shared_dir=...` in a subprocess, with the Slurm commands of SLURM_CONF (transport cli).
+
+Each test waits on conditions (a log line, a Slurm state, a process gone), never on time; the two that inject
+faults hold them for as long as the fault is meant to last (a controller down 30 s), then wait for the outcome.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import pytest
+from support.slurm_cluster import missing, start_cluster
+
+pytestmark = [pytest.mark.system, pytest.mark.skipif(missing() is not None, reason=str(missing()))]
+
+SCRIPTS = Path(__file__).parent / "scripts" / "slurm"
+TRAINOPS = [sys.executable, "-m", "trainops.cli"]
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    cluster = start_cluster(tmp_path_factory.mktemp("slurm"))
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def write_spec(tmp_path: Path, script: str, *, name: str, hosts: int = 2, distribution: str = "{type: none}",
+               extra: str = "") -> Path:
+    source = tmp_path / "src"
+    source.mkdir(exist_ok=True)
+    (source / script).write_text((SCRIPTS / script).read_text())
+    data = tmp_path / "data"
+    data.mkdir(exist_ok=True)
+    (data / "part-0.txt").write_text("0\n")
+    spec = tmp_path / f"{name}.yaml"
+    spec.write_text(f"name: {name}\nentry_point: {script}\nsource_dir: {source}\ninstance_type: ml.g5.12xlarge\n"
+                    f"instance_count: {hosts}\ndistribution: {distribution}\nhealth_check: false\nmax_run: 600\n"
+                    f"inputs: {{train: {data}}}\n" + extra)
+    return spec
+
+
+def options(slurm) -> list[str]:
+    return ["--backend", "slurm", "-o", f"shared_dir={slurm.shared_dir}", "-o", f"python={sys.executable}"]
+
+
+def trainops(slurm, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([*TRAINOPS, *args], capture_output=True, text=True, timeout=timeout, env=slurm.env)
+
+
+def start_trainops(slurm, *args: str) -> subprocess.Popen:
+    return subprocess.Popen([*TRAINOPS, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=slurm.env)
+
+
+def status(slurm, name: str) -> dict:
+    done = trainops(slurm, "status", name, *options(slurm)[:4], "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout)
+
+
+def slurm_jobs(slurm, name: str | None = None) -> list[dict]:
+    jobs = json.loads(slurm.command("squeue", "--json").stdout)["jobs"]
+    return [job for job in jobs if name is None or job["name"] == name]
+
+
+def wait_until(predicate, what: str, timeout: float = 120.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def test_a_two_node_ddp_job_sees_the_contract_on_every_rank_and_a_second_run_reattaches(slurm, tmp_path):
+    spec = write_spec(tmp_path, "contract_probe.py", name="probe",
+                      distribution="{type: torch_distributed, processes_per_host: 1}",
+                      extra="hyperparameters: {epochs: 2}\n")
+    # Another user's job of the same name (held, so it never runs): trainops never takes it over.
+    other = slurm.command("sbatch", "--parsable", "--uid=nobody", "--hold", "-J", "ddp-1", "--output=/dev/null",
+                          "--chdir=/tmp", "--wrap", "true").stdout.strip()
+    done = trainops(slurm, "run", str(spec), *options(slurm), "--job-name", "ddp-1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    seen = [json.loads(line.split("CONTRACT ", 1)[1]) for line in done.stdout.splitlines() if "CONTRACT " in line]
+    assert sorted(record["rank"] for record in seen) == [0, 1], done.stdout
+    shared = slurm.shared_dir
+    for record in seen:
+        host = f"algo-{record['rank'] + 1}"
+        base = shared / "jobs" / "ddp-1" / "hosts" / host
+        assert record["world_size"] == 2 and record["sum"] == 3.0
+        assert record["node"] == f"n{record['rank'] + 1}"  # node i of the allocation is host algo-<i+1>
+        assert record["current_host"] == record["sm_current_host"] == host
+        assert record["hosts"] == record["sm_hosts"] == ["algo-1", "algo-2"]
+        assert record["channels"] == ["train"] and record["train_files"] == ["part-0.txt"]
+        assert record["model_dir"] == str(base / "model") and record["output_data_dir"] == str(base / "output/data")
+        assert record["hp_epochs"] == "2" and record["argv"] == ["--epochs", "2"]
+        assert json.loads(record["hyperparameters"]["epochs"]) == 2
+        assert Path(record["checkpoint_dir"]).resolve() == shared / "checkpoints" / "probe"
+    for host in ("algo-1", "algo-2"):  # every line of the job's log came through, each prefixed with its host
+        assert f"[{host} rank {int(host[-1]) - 1}] CONTRACT " in done.stdout
+    archive = shared / "output" / "ddp-1" / "output" / "model.tar.gz"
+    with tarfile.open(archive) as tar:
+        assert json.load(tar.extractfile("model.json")) == {"sum": 3.0}
+    assert "cost:       $" in done.stdout  # 2 nodes x the run's time x ml.g5.12xlarge's price
+
+    again = trainops(slurm, "run", str(spec), *options(slurm), "--job-name", "ddp-1")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "re-attaching" in again.stdout + again.stderr and str(archive) in again.stdout
+    mine = [job for job in slurm_jobs(slurm, "ddp-1") if job["user_name"] == "root"]
+    assert len(mine) == 1, mine  # one Slurm job for the name: the second run followed it
+    held = [job for job in slurm_jobs(slurm, "ddp-1") if str(job["job_id"]) == other]
+    assert held and held[0]["user_name"] == "nobody" and held[0]["job_state"] == "PENDING"
+    slurm.command("scancel", other)
+    record = status(slurm, "ddp-1")
+    assert record["status"] == "Completed" and record["slurm_job_id"] == mine[0]["job_id"]
+    assert record["cost"]["total"] > 0
+
+
+def test_stop_ends_every_process_of_the_job(slurm, tmp_path):
+    spec = write_spec(tmp_path, "ticker.py", name="ticker", extra="environment: {TICK: '0.2'}\n")
+    done = trainops(slurm, "run", str(spec), *options(slurm), "--job-name", "stop-1", "--no-wait")
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    def ticking() -> bool:
+        logs = trainops(slurm, "logs", "stop-1", *options(slurm)[:4]).stdout
+        return "tick 2 on algo-1" in logs and "tick 2 on algo-2" in logs
+
+    wait_until(ticking, "both hosts to tick")
+    job_id = status(slurm, "stop-1")["slurm_job_id"]
+    assert slurm.job_processes(), "the job's processes should be running"
+    stopped = trainops(slurm, "stop", "stop-1", *options(slurm)[:4])
+    assert stopped.returncode == 0 and f"cancelled Slurm job {job_id}" in stopped.stdout, stopped.stdout
+    wait_until(lambda: not [pid for pid in slurm.job_processes()], "every process of the job to end", 60)
+    record = wait_until(lambda: (found := status(slurm, "stop-1"))["status"] == "Stopped" and found, "Stopped")
+    assert record["secondary_status"] == "CANCELLED" and record["failure_class"] == "stopped", record
+
+
+def test_a_lost_node_is_an_infrastructure_failure_and_the_retry_resumes_from_the_checkpoint(slurm, tmp_path):
+    spec = write_spec(tmp_path, "lockstep.py", name="lockstep",
+                      extra="environment: {STEPS: '12', SECONDS_PER_STEP: '0.5'}\n")
+    run = start_trainops(slurm, "run", str(spec), *options(slurm), "--job-name", "lost-1",
+                         "--retries", "infrastructure=1,backoff_seconds=0")
+    try:
+        state = slurm.shared_dir / "checkpoints" / "lockstep" / "state.json"
+        wait_until(lambda: state.exists() and json.loads(state.read_text())["step"] >= 2, "two steps checkpointed")
+        frozen = slurm.lose_node("n2")  # slurmd killed; the node's job processes frozen, as a dead host's
+        wait_until(lambda: [job for job in slurm_jobs(slurm, "lost-1") if job["job_state"] == "NODE_FAIL"],
+                   "Slurm to declare the job NODE_FAIL", 90)
+        slurm.release_lost(frozen)
+        slurm.start_node("n2")  # the node comes back (ReturnToService=2): the retry gets two nodes
+        output, _ = run.communicate(timeout=240)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0, output
+    assert "attempt:    lost-1 Failed (infrastructure" in output and "NODE_FAIL" in output, output
+    assert "attempt:    lost-1-2 Completed" in output, output
+    resumed = [line for line in output.splitlines() if "resumed after step" in line]
+    assert resumed and all(int(line.rsplit(" ", 1)[1]) >= 2 for line in resumed), output
+    record = status(slurm, "lost-1")
+    assert [item["failure_class"] for item in record["attempts"]] == ["infrastructure", None]
+
+
+def test_a_controller_down_for_30_s_fails_no_look_and_forgotten_jobs_stay_readable(slurm, tmp_path):
+    spec = write_spec(tmp_path, "ticker.py", name="outage", hosts=1, extra="environment: {SECONDS: '33'}\n")
+    quick = write_spec(tmp_path, "ticker.py", name="quick", hosts=1, extra="environment: {SECONDS: '1'}\n")
+    detached = trainops(slurm, "run", str(quick), *options(slurm), "--job-name", "quick-1", "--no-wait")
+    assert detached.returncode == 0, detached.stdout + detached.stderr
+    wait_until(lambda: (slurm.shared_dir / "jobs" / "quick-1" / "ended.json").exists(), "the detached job to end")
+    run = start_trainops(slurm, "run", str(spec), *options(slurm), "--job-name", "outage-1")
+    try:
+        log = slurm.shared_dir / "jobs" / "outage-1" / "logs" / "algo-1.log"
+        wait_until(lambda: log.exists() and "tick 2" in log.read_text(), "the job to run")
+        slurm.stop_controller()
+        down = time.monotonic()
+        while time.monotonic() - down < 30:  # the outage lasts 30 s; the waiting run must not give up
+            assert run.poll() is None, run.communicate()[0]
+            time.sleep(1)
+        slurm.start_controller()
+        output, _ = run.communicate(timeout=240)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0, output
+    assert "could not look at Slurm job outage-1" in output and "status:     Completed" in output, output
+    assert len(slurm_jobs(slurm, "outage-1")) == 1  # nothing was submitted again
+    assert not (slurm.shared_dir / "jobs" / "outage-1-2").exists()
+    # Slurm forgets ended jobs (MinJobAge; here its whole state is cleared): their status stays readable.
+    slurm.stop_controller()
+    slurm.start_controller(clear=True)
+    slurm.wait_ready()
+    assert slurm_jobs(slurm) == []
+    for name in ("outage-1", "quick-1"):  # outage-1 ended under a wait; nobody looked at quick-1 before
+        record = status(slurm, name)
+        assert record["status"] == "Completed" and record["model_artifact"].endswith("model.tar.gz"), record
