@@ -20,20 +20,43 @@ os.environ["TRAINOPS_BACKENDS"] = os.devnull
 
 @pytest.fixture(scope="module")
 def moto_endpoint():
-    """The URL of a moto server on 127.0.0.1 (started once per test module, stopped after it: its thread must not
-    outlive the module, since a process with other threads never forks, e.g. a large local stage)."""
-    from support.moto_quotas import patch_sagemaker_quotas
-    from support.moto_server import MotoServer, patch_fsx_descriptions
+    """The URL of a plain moto server on 127.0.0.1, as a user starts one (started once per test module, stopped after
+    it: its thread must not outlive the module, since a process with other threads never forks, e.g. a large local
+    stage). What moto lacks stays missing here: SageMaker's Service Quotas, FSx's Lifecycle and MountName; the
+    fixtures `moto_quotas` and `moto_fsx_details` add them for the tests of the checks that read them."""
+    from support.moto_server import MotoServer
 
     server = MotoServer().start()
-    undo = patch_fsx_descriptions()
-    undo_quotas = patch_sagemaker_quotas()  # the capacity preflight's Service Quotas (moto has none for SageMaker)
     try:
         yield server.endpoint
     finally:
-        undo_quotas()
-        undo()
         server.stop()
+
+
+@pytest.fixture
+def moto_quotas(moto_endpoint):
+    """SageMaker's service quotas in the moto server (tests/support/moto_quotas.py) for this test; yields
+    `set_quota(name, value)`."""
+    from support.moto_quotas import patch_sagemaker_quotas, set_quota
+
+    undo = patch_sagemaker_quotas()
+    try:
+        yield set_quota
+    finally:
+        undo()
+
+
+@pytest.fixture
+def moto_fsx_details(moto_endpoint):
+    """FSx descriptions with a Lifecycle and a MountName, as AWS gives them (tests/support/moto_server.py), for this
+    test; yields `set_file_system(file_system_id, lifecycle=..., mount_name=...)`."""
+    from support.moto_server import patch_fsx_descriptions, set_file_system
+
+    undo = patch_fsx_descriptions()
+    try:
+        yield set_file_system
+    finally:
+        undo()
 
 
 @pytest.fixture

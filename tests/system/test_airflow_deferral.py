@@ -68,11 +68,22 @@ DAG_FILE = textwrap.dedent('''
             return {"logStreams": []}
 
 
+    class NoQuotas:
+        """An account whose Service Quotas cannot be read: the preflight notes it and the job goes on."""
+
+        def list_service_quotas(self, **kwargs):
+            from botocore.exceptions import ClientError
+            raise ClientError({"Error": {"Code": "AccessDeniedException", "Message": "not authorized"}},
+                              "ListServiceQuotas")
+
+
     SAGEMAKER = FakeSageMaker()
 
 
     def fake_factory(conn_id, region):
-        return (lambda service: SAGEMAKER if service == "sagemaker" else NoLogs()), region or "us-east-1"
+        others = {"service-quotas": NoQuotas()}
+        return (lambda service: SAGEMAKER if service == "sagemaker" else others.get(service, NoLogs())), \
+            region or "us-east-1"
 
 
     trainops.operators.common.aws_client_factory = fake_factory
@@ -87,10 +98,9 @@ DAG_FILE = textwrap.dedent('''
 
     for dag_id, name in (("deferred_success", "digits"), ("deferred_failure", "broken")):
         with DAG(dag_id=dag_id, schedule=None) as dag:
-            # preflight=False: the account checks (service quotas, FSx, VPC) have their own tests; this fake
-            # answers SageMaker and CloudWatch Logs only
+            # the preflight runs as a user's does: this account's quotas are not readable (a note)
             DistributedTrainingOperator(task_id="train", spec=dict(SPEC, name=name), backend="sagemaker",
-                                        deferrable=True, check_interval=0, retries=0, preflight=False)
+                                        deferrable=True, check_interval=0, retries=0)
         globals()[dag_id] = dag
 ''')
 
@@ -113,6 +123,8 @@ def test_a_deferred_training_task_resumes_with_the_jobs_result(airflow_home, dag
     assert result["reattached"] is False
     assert result["job_name"].startswith("digits-")
     assert "deferring: the triggerer waits for training job" in done.stdout + done.stderr
+    assert "preflight: the account's service quotas not checked: no permission for servicequotas:ListServiceQuotas" \
+        in done.stdout + done.stderr
     link = outcome["xcom"]["train"]["_link_SageMakerTrainingJobLink"]
     assert link == ("https://console.aws.amazon.com/sagemaker/home?region=us-east-1#/jobs/" + result["job_name"])
 

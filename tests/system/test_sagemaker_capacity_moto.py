@@ -1,7 +1,8 @@
 """The capacity preflight's quota check against a moto server on 127.0.0.1: the running jobs' instances are moto's
 own (CreateTrainingJob, ListTrainingJobs StatusEquals=InProgress, DescribeTrainingJob); SageMaker's service quotas,
 which moto 5.2 does not have, come from tests/support/moto_quotas.py (ListServiceQuotas/GetServiceQuota answered
-from a table). The training plan's zone check reads moto's EC2 subnets; DescribeTrainingPlan itself is stubbed
+from a table) for the arithmetic, and a plain moto server shows what a user sees there: a note, fast, and the job
+goes on. The training plan's zone check reads moto's EC2 subnets; DescribeTrainingPlan itself is stubbed
 (botocore's Stubber), since moto has no training plans. The Stubber-only checks are in
 tests/unit/backends/test_sagemaker_capacity.py."""
 
@@ -11,9 +12,10 @@ from datetime import datetime, timedelta, timezone
 
 import pytest
 from botocore.stub import Stubber
-from support.moto_quotas import QUOTAS, set_quota, set_training_job_status
+from support.moto_quotas import set_training_job_status
 from support.sagemaker_shapes import training_request
 
+from trainops.aws.clients import advisory_client
 from trainops.backends.sagemaker.capacity import check_capacity
 from trainops.backends.sagemaker.preflight import check_request, preflight
 from trainops.errors import PreflightError
@@ -24,9 +26,8 @@ PLAN = "arn:aws:sagemaker:us-east-1:123456789012:training-plan/p4d-plan"
 
 
 @pytest.fixture
-def quotas():
-    yield set_quota
-    QUOTAS.clear()
+def quotas(moto_quotas):
+    return moto_quotas
 
 
 @pytest.fixture
@@ -86,6 +87,20 @@ def test_a_quota_aws_does_not_list_is_a_note_not_a_refusal(aws_clients, quotas):
     report = check_capacity(aws_clients, training_request("unlisted-1"))
     assert report.problems == []
     assert any("no service quota named 'ml.p4d.24xlarge for training job usage'" in note for note in report.notes)
+
+
+def test_without_service_quotas_the_check_is_a_note_after_one_retry(aws_clients):
+    # A plain moto server has no SageMaker quotas (ListServiceQuotas answers 500), as a VPC endpoint that does not
+    # reach Service Quotas would fail: the job is not refused, the note says what was not checked and why, and the
+    # advisory client tried twice (one retry), not the eleven attempts of the adaptive clients.
+    attempts = []
+    advisory_client(aws_clients, "service-quotas").meta.events.register(
+        "before-send.service-quotas.ListServiceQuotas", lambda request, **_: attempts.append(request.url))
+    findings = preflight(aws_clients, training_request("no-quotas-1"))
+    assert findings.problems == []
+    assert findings.notes == ["the account's service quotas not checked: servicequotas:ListServiceQuotas failed (500: "
+                              "500 Internal Server Error)"]
+    assert len(attempts) == 2
 
 
 def test_the_plans_zone_is_compared_with_moto_subnets(aws_clients):

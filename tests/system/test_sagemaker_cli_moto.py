@@ -1,5 +1,8 @@
-"""`trainops run --backend sagemaker`, `status`, `logs` and `stop` as a user runs them, against a moto server on
-127.0.0.1 (moto creates training jobs already Completed; the InProgress walks are covered with Stubber elsewhere)."""
+"""`trainops run --backend sagemaker`, `status`, `logs` and `stop` as a user runs them, against a plain moto server on
+127.0.0.1 with the default settings (the preflight on), as the README says to try the SageMaker path: moto has no
+SageMaker service quotas and describes no FSx Lifecycle or MountName, so those checks are notes the user sees, and
+the checks it can answer (a subnet in another zone than the file system) refuse before anything is created. moto
+creates training jobs already Completed; the InProgress walks are covered with Stubber elsewhere."""
 
 from __future__ import annotations
 
@@ -34,6 +37,10 @@ def project(tmp_path, aws_environment):
     return spec
 
 
+QUOTA_NOTE = ("preflight: the account's service quotas not checked: servicequotas:ListServiceQuotas failed (500: "
+              "500 Internal Server Error)")
+
+
 def trainops(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "trainops.cli", *args], capture_output=True, text=True,
                           timeout=120, env=dict(os.environ))
@@ -43,6 +50,7 @@ def test_run_status_logs_stop_against_moto(project):
     created = trainops("run", str(project), "--backend", "sagemaker", "--job-name", "cli-moto-1")
     assert created.returncode == 0, created.stdout + created.stderr
     assert "created SageMaker training job cli-moto-1" in created.stdout
+    assert QUOTA_NOTE in created.stdout
     assert "status:     Completed" in created.stdout
     keys = {item["Key"] for item in boto3.client("s3").list_objects_v2(Bucket=BUCKET, Prefix="out/cli-moto-1/")
             .get("Contents", [])}
@@ -71,3 +79,54 @@ def test_unknown_job_and_local_paths_are_input_errors(project, tmp_path):
     project.write_text(project.read_text().replace(f"s3://{BUCKET}/data/train/", str(tmp_path)))
     refused = trainops("run", str(project), "--backend", "sagemaker")
     assert refused.returncode == 2 and "inputs.train" in refused.stderr and "Traceback" not in refused.stderr
+
+
+@pytest.fixture
+def fsx_project(project):
+    """An FSx for Lustre spec beside the S3 one: a file system in us-east-1a, a subnet there and one in us-east-1b,
+    a security group that lets Lustre traffic in from itself. Returns (spec path, other zone's subnet)."""
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    vpc = ec2.create_vpc(CidrBlock="10.50.0.0/16")["Vpc"]["VpcId"]
+    here = ec2.create_subnet(VpcId=vpc, CidrBlock="10.50.1.0/24", AvailabilityZone="us-east-1a")["Subnet"]["SubnetId"]
+    there = ec2.create_subnet(VpcId=vpc, CidrBlock="10.50.2.0/24", AvailabilityZone="us-east-1b")["Subnet"]["SubnetId"]
+    group = ec2.create_security_group(GroupName="lustre-cli", Description="lustre", VpcId=vpc)["GroupId"]
+    ec2.authorize_security_group_ingress(GroupId=group, IpPermissions=[
+        {"IpProtocol": "tcp", "FromPort": 988, "ToPort": 988, "UserIdGroupPairs": [{"GroupId": group}]},
+        {"IpProtocol": "tcp", "FromPort": 1018, "ToPort": 1023, "UserIdGroupPairs": [{"GroupId": group}]}])
+    file_system = boto3.client("fsx", region_name="us-east-1").create_file_system(
+        FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[here], SecurityGroupIds=[group],
+        LustreConfiguration={"DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 125})["FileSystem"]
+    spec = project.parent / "fsx.yaml"
+    spec.write_text(project.read_text().replace("name: cli-moto", "name: cli-fsx").replace(
+        f"inputs: {{train: s3://{BUCKET}/data/train/}}",
+        f"inputs: {{train: {{file_system_id: {file_system['FileSystemId']}, directory_path: /fsx/train}}}}\n"
+        f"subnets: [{here}]\nsecurity_group_ids: [{group}]"))
+    return spec, there
+
+
+def test_an_fsx_job_is_created_as_rendered_and_a_subnet_in_another_zone_is_refused_first(fsx_project):
+    spec, other_zone = fsx_project
+    shown = trainops("render", str(spec), "--job-name", "cli-fsx-1")
+    assert shown.returncode == 0, shown.stderr
+    rendered = json.loads(shown.stdout)
+    created = trainops("run", str(spec), "--backend", "sagemaker", "--job-name", "cli-fsx-1", "--no-wait")
+    assert created.returncode == 0, created.stdout + created.stderr
+    out = created.stdout
+    assert QUOTA_NOTE in out and "DescribeFileSystems gave no Lifecycle" in out and "mount name" in out
+    assert "created SageMaker training job cli-fsx-1" in out
+    stored = boto3.client("sagemaker").describe_training_job(TrainingJobName="cli-fsx-1")
+    for key in ("RoleArn", "HyperParameters", "InputDataConfig", "OutputDataConfig", "ResourceConfig", "VpcConfig",
+                "StoppingCondition"):
+        assert stored[key] == rendered[key], key
+    keys = {item["Key"] for item in boto3.client("s3").list_objects_v2(Bucket=BUCKET, Prefix="out/cli-fsx-1/")
+            .get("Contents", [])}
+    assert "out/cli-fsx-1/trainops/code/train.py" in keys
+
+    spec.write_text(spec.read_text().replace("subnets: [subnet-", f"subnets: [{other_zone}, subnet-", 1))
+    refused = trainops("run", str(spec), "--backend", "sagemaker", "--job-name", "cli-fsx-2", "--no-wait")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert f"subnet {other_zone} is in us-east-1b but file system" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    names = [job["TrainingJobName"] for job in boto3.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]]
+    assert "cli-fsx-2" not in names
+    assert not boto3.client("s3").list_objects_v2(Bucket=BUCKET, Prefix="out/cli-fsx-2/").get("Contents")

@@ -1,12 +1,13 @@
 """The FSx preflight against EC2 and FSx on a moto server: it passes a good request and reports each mistake with
-the resource and the fix. (moto's file systems get a Lifecycle and a MountName from tests/support/moto_server.py.)"""
+the resource and the fix. moto's file systems get a Lifecycle and a MountName (the `moto_fsx_details` fixture,
+tests/support/moto_server.py) for the checks that read them; on a plain moto server, which describes neither, those
+two checks are notes and the others still refuse."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 import pytest
-from support.moto_server import set_file_system
 from support.sagemaker_shapes import training_request
 
 from trainops.backends.sagemaker.preflight import check_request, preflight
@@ -44,7 +45,13 @@ def _cidr_tcp(low, high):
 
 
 @pytest.fixture
-def network(aws_clients, request):
+def network(plain_network, moto_fsx_details):
+    moto_fsx_details(plain_network.file_system, mount_name=plain_network.mount_name)
+    return plain_network
+
+
+@pytest.fixture
+def plain_network(aws_clients, request):
     ec2 = aws_clients("ec2")
     vpc = ec2.create_vpc(CidrBlock="10.20.0.0/16")["Vpc"]["VpcId"]
     subnet_a = ec2.create_subnet(VpcId=vpc, CidrBlock="10.20.1.0/24", AvailabilityZone="us-east-1a")["Subnet"]["SubnetId"]
@@ -58,7 +65,6 @@ def network(aws_clients, request):
         FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnet_a], SecurityGroupIds=[good],
         LustreConfiguration={"DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 125},
     )["FileSystem"]
-    set_file_system(file_system["FileSystemId"], mount_name="fsxmount")
     return Network(subnet_a, subnet_b, good, partial, everything, cidr, file_system["FileSystemId"], "fsxmount")
 
 
@@ -133,8 +139,8 @@ def test_directory_path_without_the_mount_name(aws_clients, network):
     assert "/fsxmount/" in problems[0].message
 
 
-def test_file_system_not_available(aws_clients, network):
-    set_file_system(network.file_system, lifecycle="CREATING")
+def test_file_system_not_available(aws_clients, network, moto_fsx_details):
+    moto_fsx_details(network.file_system, lifecycle="CREATING")
     problems = check_request(aws_clients, _request(network))
     assert [problem.path for problem in problems] == ["InputDataConfig[train].DataSource.FileSystemDataSource.FileSystemId"]
     assert "CREATING" in problems[0].message
@@ -156,3 +162,17 @@ def test_every_problem_is_reported_at_once_with_exit_code_2(aws_clients, network
         "VpcConfig.Subnets",
     ]
     assert raised.value.exit_code == 2
+
+
+def test_on_a_plain_moto_server_what_is_not_described_is_a_note_and_the_zone_still_refuses(aws_clients, plain_network):
+    findings = preflight(aws_clients, _request(plain_network))
+    assert findings.problems == []
+    assert findings.notes[:2] == [
+        f"whether file system {plain_network.file_system} is AVAILABLE not checked: DescribeFileSystems gave no "
+        "Lifecycle",
+        "InputDataConfig[train].DataSource.FileSystemDataSource.DirectoryPath '/fsxmount/datasets/digits' not checked "
+        f"against the mount name: DescribeFileSystems gave {plain_network.file_system} none"]
+    with pytest.raises(PreflightError) as raised:
+        preflight(aws_clients, _request(plain_network, subnets=[plain_network.subnet_b]))
+    assert [problem.path for problem in raised.value.problems] == ["VpcConfig.Subnets"]
+    assert "use a subnet in us-east-1a" in raised.value.problems[0].message

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support.moto_server import set_file_system
 
 from trainops.backends.request.render import artifact_locations, render
 from trainops.backends.sagemaker import training
@@ -21,7 +20,7 @@ pytestmark = pytest.mark.system
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "specs" / "smddp-p4de-fsx.yaml"
 
 
-def test_the_rendered_fsx_request_is_exactly_what_sagemaker_stores(aws_clients, tmp_path):
+def test_the_rendered_fsx_request_is_exactly_what_sagemaker_stores(aws_clients, moto_fsx_details, tmp_path):
     from trainops.spec.loader import parse_job_spec
 
     ec2 = aws_clients("ec2")
@@ -35,7 +34,7 @@ def test_the_rendered_fsx_request_is_exactly_what_sagemaker_stores(aws_clients, 
         FileSystemType="LUSTRE", StorageCapacity=1200, SubnetIds=[subnet],
         LustreConfiguration={"DeploymentType": "PERSISTENT_2", "PerUnitStorageThroughput": 125},
     )["FileSystem"]["FileSystemId"]
-    set_file_system(file_system, mount_name="fsx1a2b3c")
+    moto_fsx_details(file_system, mount_name="fsx1a2b3c")  # the mount name check runs too
     bucket = f"trainops-{uuid.uuid4().hex[:12]}"
     aws_clients("s3").create_bucket(Bucket=bucket)
 

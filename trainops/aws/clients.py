@@ -7,11 +7,13 @@ clients wrapped in botocore's ``Stubber`` or clients pointed at a moto server.
 
 Endpoints are boto3's own business: ``AWS_ENDPOINT_URL``, ``AWS_ENDPOINT_URL_<SERVICE>`` and the ``endpoint_url``
 setting of a profile all work, with no endpoint logic here. boto3 is imported inside functions only, so importing
-this module stays cheap for DAG files.
+this module stays cheap for DAG files. Reads that only advise (the preflight's quotas, running jobs, a plan's zone)
+use `advisory_client`: one retry and short timeouts, so a look that cannot be made costs seconds, not minutes.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -44,36 +46,99 @@ def client_config(**overrides: Any) -> Any:
     return Config(**settings)
 
 
+#: Advisory reads (quotas, running jobs, a training plan's zone): a look that fails becomes a note, so it must fail
+#: fast; one retry and short timeouts, never the minute of adaptive backoff a poll may wait through.
+ADVISORY_SETTINGS: dict[str, Any] = {"retries": {"mode": "standard", "total_max_attempts": 2}, "connect_timeout": 5,
+                                     "read_timeout": 10}
+
+#: Every way to give the SageMaker backend its region, for the message that says none was found.
+REGION_WAYS = ("region: in the spec, --region on the command line, AWS_REGION or AWS_DEFAULT_REGION, the region of "
+               "the AWS profile (aws configure set region us-east-1), or region_name in the extra of the Airflow AWS "
+               "connection")
+
+
+def missing_region() -> SpecError:
+    """The error of a SageMaker call without a region (exit code 2), naming every way to set one."""
+    return SpecError(Problem("region", f"no AWS region is set: give one with {REGION_WAYS}"))
+
+
+def resolve_region(region: str | None = None, profile: str | None = None) -> str | None:
+    """The region to use: ``region``, else ``AWS_REGION`` (which boto3 itself does not read), else boto3's own
+    (``AWS_DEFAULT_REGION``, the profile's configuration); None when there is none."""
+    if region or os.environ.get("AWS_REGION"):
+        return region or os.environ["AWS_REGION"]
+    import boto3
+
+    return boto3.session.Session(profile_name=profile).region_name
+
+
+class SessionClients:
+    """A `ClientFactory` over one boto3 ``Session``: one cached client per service, and `advisory` clients (few
+    retries, short timeouts) for reads whose failure only becomes a note.
+
+    Clients are cached because creating one costs tens of milliseconds; boto3 clients are thread-safe, but a session
+    is not, so creation is serialised. A client that cannot be made for want of a region is `missing_region`.
+    ``config`` is the botocore ``Config`` of every client (default `client_config`), which the advisory clients'
+    retries and timeouts override; ``arguments(service)`` gives more keywords of ``session.client`` (an Airflow
+    connection's ``endpoint_url`` and ``verify``).
+    """
+
+    def __init__(self, session: Any, config: Any = None,
+                 arguments: Callable[[str], dict[str, Any]] | None = None):
+        from botocore.config import Config
+
+        self.session = session
+        base = config if config is not None else client_config()
+        self._configs = {"": base, "advisory": base.merge(Config(**ADVISORY_SETTINGS))}
+        self._arguments = arguments or (lambda service: {})
+        self._clients: dict[tuple[str, str], Any] = {}
+        self._lock = threading.Lock()
+
+    def _client(self, service: str, kind: str) -> Any:
+        from botocore.exceptions import NoRegionError
+
+        with self._lock:
+            if (service, kind) not in self._clients:
+                try:
+                    self._clients[(service, kind)] = self.session.client(service, config=self._configs[kind],
+                                                                         **self._arguments(service))
+                except NoRegionError:
+                    raise missing_region() from None
+            return self._clients[(service, kind)]
+
+    def __call__(self, service: str) -> Any:
+        return self._client(service, "")
+
+    def advisory(self, service: str) -> Any:
+        """A client of ``service`` for advisory reads (`ADVISORY_SETTINGS`)."""
+        return self._client(service, "advisory")
+
+
+def advisory_client(factory: ClientFactory, service: str) -> Any:
+    """The factory's advisory client of ``service`` (`SessionClients.advisory`), or its ordinary one when it has none
+    (a test's stubbed clients)."""
+    advisory = getattr(factory, "advisory", None)
+    return advisory(service) if callable(advisory) else factory(service)
+
+
 def client_factory_from_session(session: Any, config: Any = None) -> ClientFactory:
-    """A factory that builds (and caches) one client per service from a ready boto3 ``Session``.
+    """A factory that builds (and caches) one client per service from a ready boto3 ``Session`` (`SessionClients`).
 
     For callers that own credential handling, such as the Airflow operator with ``AwsBaseHook.get_session()``.
-    Clients are cached because creating one costs tens of milliseconds; boto3 clients are thread-safe, but a
-    session is not, so creation is serialised.
     """
-    chosen_config = config if config is not None else client_config()
-    clients: dict[str, Any] = {}
-    lock = threading.Lock()
-
-    def factory(service: str) -> Any:
-        with lock:
-            if service not in clients:
-                clients[service] = session.client(service, config=chosen_config)
-            return clients[service]
-
-    return factory
+    return SessionClients(session, config)
 
 
 def default_client_factory(region: str | None = None, profile: str | None = None) -> ClientFactory:
     """The factory the CLI and the backend use by default: a boto3 session for ``region`` and ``profile``.
 
     Args:
-        region: the AWS region; ``None`` lets boto3 decide (``AWS_REGION``, ``AWS_DEFAULT_REGION``, the profile).
+        region: the AWS region; ``None``: `resolve_region` (``AWS_REGION``, ``AWS_DEFAULT_REGION``, the profile).
         profile: a named profile of the shared AWS config; ``None`` for the default credential chain.
     """
     import boto3
 
-    session = boto3.session.Session(region_name=region, profile_name=profile)
+    session = boto3.session.Session(region_name=resolve_region(region, profile), profile_name=profile)
     return client_factory_from_session(session)
 
 

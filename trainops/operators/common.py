@@ -200,11 +200,9 @@ def aws_client_factory(aws_conn_id: str | None, region_name: str | None) -> tupl
     VPC endpoint, LocalStack or moto is where the calls go. The region is ``region_name`` when given, else the
     connection's (``region_name`` in its extra), else boto3's own default chain (``AWS_DEFAULT_REGION``...).
     """
-    import threading
-
     from airflow.providers.amazon.aws.hooks.base_aws import AwsBaseHook
 
-    from trainops.aws.clients import client_config
+    from trainops.aws.clients import SessionClients, client_config
 
     hook = AwsBaseHook(aws_conn_id=aws_conn_id, region_name=region_name, client_type="sagemaker")
     wrapper = hook.conn_config
@@ -212,16 +210,10 @@ def aws_client_factory(aws_conn_id: str | None, region_name: str | None) -> tupl
     config = client_config()
     if wrapper.botocore_config is not None:
         config = config.merge(wrapper.botocore_config)  # the connection's settings win over trainops' defaults
-    clients: dict[str, Any] = {}
-    lock = threading.Lock()  # a boto3 session is not thread-safe; the log follower and the wait share the factory
-
-    def factory(service: str) -> Any:
-        with lock:
-            if service not in clients:
-                clients[service] = session.client(service, endpoint_url=wrapper.get_service_endpoint_url(service),
-                                                  config=config, verify=wrapper.verify)
-            return clients[service]
-
+    # One client per service (a boto3 session is not thread-safe: the log follower and the wait share the factory),
+    # and the preflight's advisory clients with the same endpoint.
+    factory = SessionClients(session, config, lambda service: {
+        "endpoint_url": wrapper.get_service_endpoint_url(service), "verify": wrapper.verify})
     return factory, region_name or hook.region_name or session.region_name
 
 

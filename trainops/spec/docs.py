@@ -268,10 +268,11 @@ def _backend_section() -> list[str]:
     return [
         "## Checked by the SageMaker backend, not by the spec",
         "",
-        "- `trainops render` / submission need `role`, a region (the spec's `region`, `--region`, or `AWS_REGION` / "
-        "`AWS_DEFAULT_REGION`), an `s3://` `output_path`, S3 (or FSx/EFS) channels, `ml.*` instance types, and "
-        "`framework_version` (or `image_uri`) to pick the AWS Deep Learning Container. A spec that lacks them is "
-        "still a valid spec for the local backend.",
+        "- `trainops render` / submission need `role`, a region (the spec's `region`, `--region`, `AWS_REGION` / "
+        "`AWS_DEFAULT_REGION`, the AWS profile's region, or the Airflow AWS connection's `region_name`; the spec's "
+        "wins, and clients given for another region are refused), an `s3://` `output_path`, S3 (or FSx/EFS) "
+        "channels, `ml.*` instance types, and `framework_version` (or `image_uri`) to pick the AWS Deep Learning "
+        "Container. A spec that lacks them is still a valid spec for the local backend.",
         "- Checks that need AWS calls run in the SageMaker backend's preflight (`trainops.backends.sagemaker."
         "preflight`), before anything is created, for FSx for Lustre channels: that every subnet is in the file "
         "system's Availability Zone (one AZ for the instances, the subnet and FSx; several subnets in different AZs "
@@ -289,7 +290,13 @@ def _backend_section() -> list[str]:
         "`environment` is refused on an instance type without EFA (the instance catalog), and a multi-host "
         "accelerator job on one is noted. It reads with `sagemaker:DescribeTrainingPlan`, `ec2:DescribeSubnets`, "
         "`servicequotas:ListServiceQuotas`, `servicequotas:GetServiceQuota`, `sagemaker:ListTrainingJobs` and "
-        "`sagemaker:DescribeTrainingJob`; what the caller may not read is logged and skipped.",
+        "`sagemaker:DescribeTrainingJob`.",
+        "- The preflight refuses a job only for what it read. A read that fails (no permission, an endpoint without "
+        "the API such as a moto server or a VPC endpoint that does not reach Service Quotas, a throttled or failing "
+        "service, a timeout: one retry, a 10 s read timeout) or an answer without the field a check needs (a file "
+        "system described without its Lifecycle or MountName) is a note naming what was not checked and why "
+        "(`preflight: ...` before the job is created), never a refusal. The preflight is on by default and is switched "
+        "off per run with the SageMaker backend's `preflight: false` option.",
         "",
     ]
 

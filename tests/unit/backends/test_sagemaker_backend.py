@@ -72,3 +72,29 @@ def test_importing_the_backend_imports_no_aws_sdk():
             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('boto3', 'botocore', 'sagemaker')))")
     output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert output.strip() == "[]"
+
+
+def test_the_jobs_region_is_the_specs_and_a_factory_for_another_region_is_refused(monkeypatch):
+    # A user with no AWS_REGION and no profile runs the example spec, whose region is us-east-1: the clients are made
+    # for that region (before: boto3's NoRegionError, an internal error). Clients given for another region (an
+    # Airflow connection's) would create the job away from its image: refused, naming both.
+    import pytest
+
+    from trainops.errors import SpecError
+    from trainops.steps.train import load_spec
+
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/dev/null")
+    spec = load_spec({**SPEC, "region": "eu-west-1"})
+    backend = SageMakerBackend()
+    request = backend.dry_run(spec, NAME, backend.options())
+    assert request["HyperParameters"]["sagemaker_region"] == '"eu-west-1"'
+    assert backend.clients("sagemaker").meta.region_name == "eu-west-1"
+    with pytest.raises(SpecError, match="the spec's region is eu-west-1 but the AWS clients given .* are for us-east-1"):
+        SageMakerBackend(client_factory=StubbedAWS("us-east-1")).dry_run(spec, NAME, backend.options())
+    without = load_spec({key: value for key, value in SPEC.items() if key != "region"})
+    with pytest.raises(SpecError, match="region: is required for the sagemaker backend: give one with region: in"):
+        SageMakerBackend().dry_run(without, NAME, backend.options())
+    with pytest.raises(SpecError, match="no AWS region is set"):
+        SageMakerBackend().clients("sagemaker")

@@ -165,6 +165,38 @@ def test_no_permission_to_read_quotas_is_a_note():
     assert report.problems == [] and "servicequotas:ListServiceQuotas" in report.notes[0]
 
 
+def test_any_failure_to_read_is_a_note_naming_what_was_not_checked_and_why():
+    # A throttle, a service error and a connection that fails are not the job's problems: each advisory read that
+    # fails becomes a note and the job is not refused (only a missing plan, above, proves the job cannot run).
+    from botocore.exceptions import EndpointConnectionError
+
+    aws = StubbedAWS()
+    aws.stub("service-quotas").add_client_error("list_service_quotas", service_error_code="ThrottlingException",
+                                                service_message="Rate exceeded", http_status_code=400)
+    report = check_capacity(aws, training_request("quota-3"))
+    assert report.problems == []
+    assert report.notes == ["the account's service quotas not checked: servicequotas:ListServiceQuotas failed "
+                            "(ThrottlingException: Rate exceeded)"]
+    aws.stub("sagemaker").add_client_error("describe_training_plan", service_error_code="InternalFailure",
+                                           service_message="<html><title>503 Service Unavailable</title></html>",
+                                           http_status_code=503)
+    report = check_capacity(aws, _on_plan(), now=NOW.timestamp())
+    assert report.problems == []
+    assert report.notes == [f"training plan {PLAN} not checked: sagemaker:DescribeTrainingPlan failed (InternalFailure: "
+                            "503 Service Unavailable)"]
+
+    def unreachable(service):
+        client = aws(service)
+        if service == "service-quotas":
+            def refuse(**_):
+                raise EndpointConnectionError(endpoint_url="https://servicequotas.us-east-1.amazonaws.com/")
+            client.list_service_quotas = refuse
+        return client
+
+    report = check_capacity(unreachable, training_request("quota-4"))
+    assert report.problems == [] and "EndpointConnectionError" in report.notes[0]
+
+
 def test_efa_from_the_catalog():
     aws = StubbedAWS()
     request = training_request("efa-1", ResourceConfig={"InstanceType": "ml.g5.2xlarge", "InstanceCount": 2,

@@ -15,9 +15,11 @@ from support.sagemaker_shapes import training_description
 
 from trainops.aws.clients import (
     RETRY_SETTINGS,
+    advisory_client,
     client_config,
     client_factory_from_session,
     default_client_factory,
+    resolve_region,
     translate_client_error,
 )
 from trainops.backends.sagemaker import training
@@ -154,3 +156,36 @@ def test_other_errors_become_job_failed():
     error = translate_client_error(_client_error("AccessDeniedException", "no"), "CreateTrainingJob x")
     assert isinstance(error, JobFailed) and not isinstance(error, SpecError)
     assert "access denied" in str(error)
+
+
+def test_advisory_clients_try_twice_with_short_timeouts_and_stubbed_factories_fall_back(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    factory = default_client_factory(region="us-east-1")
+    advisory = advisory_client(factory, "service-quotas")
+    assert advisory is advisory_client(factory, "service-quotas") and advisory is not factory("service-quotas")
+    assert advisory.meta.config.retries == {"mode": "standard", "total_max_attempts": 2}
+    assert (advisory.meta.config.connect_timeout, advisory.meta.config.read_timeout) == (5, 10)
+    plain = factory("sagemaker")
+    assert advisory_client(lambda service: plain, "sagemaker") is plain  # a factory without advisory clients
+
+
+def test_the_region_comes_from_aws_region_too_and_none_at_all_says_every_way_to_set_one(monkeypatch, tmp_path):
+    for name in ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "none"))
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    assert resolve_region() is None
+    with pytest.raises(SpecError) as raised:
+        default_client_factory()("sagemaker")
+    assert raised.value.exit_code == 2 and raised.value.problems[0].path == "region"
+    for way in ("region: in the spec", "--region", "AWS_REGION", "AWS_DEFAULT_REGION", "aws configure set region",
+                "Airflow AWS connection"):
+        assert way in str(raised.value)
+    monkeypatch.setenv("AWS_REGION", "eu-central-1")  # boto3 itself reads only AWS_DEFAULT_REGION
+    assert default_client_factory()("sagemaker").meta.region_name == "eu-central-1"
+    (tmp_path / "config").write_text("[default]\nregion = ap-south-1\n")
+    monkeypatch.delenv("AWS_REGION")
+    monkeypatch.setenv("AWS_CONFIG_FILE", str(tmp_path / "config"))
+    assert resolve_region() == "ap-south-1"

@@ -69,7 +69,7 @@ def test_a_throttled_reschedule_poke_looks_again_instead_of_failing_and_the_next
     pauses: list[float] = []
     monkeypatch.setattr(looks, "_sleep", pauses.append)  # the policy's pause, without waiting
     operator = DistributedTrainingOperator(task_id="train", spec=SPEC, backend="sagemaker", wait_mode="reschedule",
-                                           check_interval=5, preflight=False, stream_logs=False)
+                                           check_interval=5, stream_logs=False)
     import datetime
 
     # created just now: the poke's guards (the wait bound from the job's start) let it run
@@ -91,7 +91,7 @@ def test_a_throttled_reschedule_poke_looks_again_instead_of_failing_and_the_next
     for _ in range(3):  # the re-attach policy's look, the create that finds it, the poke's look
         aws.stub("sagemaker").add_response("describe_training_job", done, {"TrainingJobName": NAME})
     result = DistributedTrainingOperator(task_id="train", spec=SPEC, backend="sagemaker", wait_mode="reschedule",
-                                         check_interval=5, preflight=False, stream_logs=False).execute(
+                                         check_interval=5, stream_logs=False).execute(
         {"ti": TaskInstance()})
     assert (result["job_name"], result["status"], result["billable_seconds"]) == (NAME, "Completed", 42)
     aws.verify()

@@ -55,10 +55,17 @@ class FakeSageMaker:
         return dict(walk[min(index, len(walk) - 1)], CreationTime=self.created_at[TrainingJobName])
 
 
+class NoQuotas:
+    """Service Quotas of an account that lists none for SageMaker: the submission's preflight notes it."""
+
+    def list_service_quotas(self, **arguments: Any) -> dict[str, Any]:
+        return {"Quotas": []}
+
+
 def factory_for(fake: FakeSageMaker):
     def factory(service: str) -> Any:
-        assert service == "sagemaker", f"unexpected AWS service {service}"
-        return fake
+        assert service in ("sagemaker", "service-quotas"), f"unexpected AWS service {service}"
+        return fake if service == "sagemaker" else NoQuotas()
     return factory
 
 
@@ -75,7 +82,7 @@ def test_spot_interruption_is_retried_and_the_cost_covers_both_attempts(caplog):
     })
     lines: list[str] = []
     result = train(SPEC, backend="sagemaker", job_name="bert-1", client_factory=factory_for(fake), poll_seconds=0,
-                   preflight=False, retries={"infrastructure": 2, "backoff_seconds": 0}, log=lines.append)
+                   retries={"infrastructure": 2, "backoff_seconds": 0}, log=lines.append)
     assert [request["TrainingJobName"] for request in fake.created] == ["bert-1", "bert-1-2"]
     # Both attempts resume from the same checkpoint prefix.
     assert {request["CheckpointConfig"]["S3Uri"] for request in fake.created} == {"s3://bucket/checkpoints/bert"}
@@ -97,5 +104,5 @@ def test_a_script_error_on_sagemaker_is_not_retried():
         failure_reason="AlgorithmError: ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"KeyError: 'labels'\"")]})
     with pytest.raises(JobFailed, match=r"\(user failure\)"):
         train(SPEC, backend="sagemaker", job_name="bert-2", client_factory=factory_for(fake), poll_seconds=0,
-              preflight=False, retries={"infrastructure": 3, "backoff_seconds": 0}, log=lambda line: None)
+              retries={"infrastructure": 3, "backoff_seconds": 0}, log=lambda line: None)
     assert [request["TrainingJobName"] for request in fake.created] == ["bert-2"]

@@ -15,6 +15,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
+from trainops.aws.clients import REGION_WAYS
 from trainops.backends.contract import encode_hyperparameters, runtime_hyperparameters
 from trainops.errors import Problem, SpecError
 from trainops.runtime import catalog
@@ -146,8 +147,7 @@ def sagemaker_problems(spec: JobSpec, region: str | None) -> list[Problem]:
     if not spec.role:
         problems.append(Problem("role", "is required for the sagemaker backend: the IAM role ARN SageMaker assumes"))
     if not region:
-        problems.append(Problem("region", "is required for the sagemaker backend: set region in the spec, "
-                                          "--region, or AWS_REGION / AWS_DEFAULT_REGION"))
+        problems.append(Problem("region", f"is required for the sagemaker backend: give one with {REGION_WAYS}"))
     elif not REGION.match(region):
         problems.append(Problem("region", f"{region!r} is not an AWS region name such as us-east-1"))
     if not spec.output_path:

@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from trainops.aws.clients import ClientFactory, default_client_factory
+from trainops.aws.clients import ClientFactory, default_client_factory, missing_region, resolve_region
 from trainops.backends.api import Backend, Evaluation, JobHandle, JobResult, Log, Placement, RegisteredVersion
 from trainops.backends.failures import status_walk
 from trainops.backends.options import BackendOptions, SageMakerOptions
@@ -61,9 +61,15 @@ def _model_size_limit() -> dict[str, str]:
 
 
 def default_region(spec: Any = None, region: str | None = None) -> str | None:
-    """The spec's region, else the given one, else boto3's environment (``AWS_REGION``, ``AWS_DEFAULT_REGION``)."""
+    """The spec's region, else the given one, else the environment's (``AWS_REGION``, ``AWS_DEFAULT_REGION``)."""
     return (getattr(spec, "region", None) or region or os.environ.get("AWS_REGION")
             or os.environ.get("AWS_DEFAULT_REGION"))
+
+
+def _factory_region(factory: ClientFactory) -> str | None:
+    """The region a given client factory's clients are bound to (an Airflow connection's), when it says."""
+    region = getattr(getattr(factory("sagemaker"), "meta", None), "region_name", None)
+    return region if isinstance(region, str) else None
 
 
 class SageMakerBackend(Backend):
@@ -99,10 +105,30 @@ class SageMakerBackend(Backend):
 
     @property
     def clients(self) -> ClientFactory:
-        """The client factory in use."""
+        """The client factory in use (without a region anywhere: `trainops.aws.clients.missing_region`, exit 2)."""
         if self._factory is None:
+            self.region = resolve_region(self.region)
+            if not self.region:
+                raise missing_region()
             self._factory = default_client_factory(region=self.region)
         return self._factory
+
+    def job_region(self, spec: Any) -> str | None:
+        """The region a job of ``spec`` runs in, binding this backend's clients to it: the spec's, else the
+        backend's, else that of the client factory it was given (an Airflow connection's), else boto3's
+        configuration (``AWS_REGION``, ``AWS_DEFAULT_REGION``, the profile). A spec whose region is not the one of
+        a given factory is refused: the job would be created in another region than its image's."""
+        wanted = getattr(spec, "region", None)
+        if self._factory is None:
+            if wanted and wanted != self.region:
+                self.region = wanted  # the default clients are built for the job's region on first use
+            return self.region or resolve_region()
+        bound = self.region or _factory_region(self._factory)
+        if wanted and bound and wanted != bound:
+            raise SpecError(Problem("region", f"the spec's region is {wanted} but the AWS clients given (the Airflow "
+                                              f"connection's) are for {bound}: set the connection's region_name, or "
+                                              "remove region from the spec"))
+        return wanted or bound or resolve_region()
 
     # --- training jobs -----------------------------------------------------------------------------------------
     def status_of(self, name: str) -> JobStatus | None:
@@ -121,8 +147,7 @@ class SageMakerBackend(Backend):
         from trainops.backends.request.render import render
 
         assert isinstance(options, SageMakerOptions)
-        return render(spec, job_name=name, launcher=options.launcher or spec.launcher,
-                      region=default_region(spec, self.region))
+        return render(spec, job_name=name, launcher=options.launcher or spec.launcher, region=self.job_region(spec))
 
     def _create(self, spec: Any, name: str, options: BackendOptions, *, detached: bool, log: Log) -> JobHandle:
         """Preflight, upload the code, create the job (a SageMaker job never depends on this process: ``detached``
@@ -141,7 +166,7 @@ class SageMakerBackend(Backend):
         submitted = training.submit(self.clients, request, if_exists="reattach")  # also covers a lost create race
         logger.info("[trainops] %s SageMaker training job %s", "created" if submitted.created else "re-attached to",
                     submitted.job_name)
-        return JobHandle("sagemaker", submitted.job_name, region=default_region(spec, self.region),
+        return JobHandle("sagemaker", submitted.job_name, region=self.job_region(spec),
                          created=submitted.created)
 
     def location(self) -> dict[str, str]:
@@ -271,7 +296,8 @@ class SageMakerBackend(Backend):
         placeholder job name; nothing is called)."""
         from trainops.backends.request.render import render
 
-        render(spec, job_name="check", launcher=spec.launcher, region=default_region(spec, region or self.region))
+        render(spec, job_name="check", launcher=spec.launcher,
+               region=getattr(spec, "region", None) or region or self.job_region(spec))
 
     # --- pipeline defaults ---------------------------------------------------------------------------------------
     def pipeline_settings(self, spec: Any, region: str | None = None) -> dict[str, Any]:

@@ -17,24 +17,24 @@ what to do:
   an error (libfabric finds no device); a multi-host accelerator job on such a type is noted (its collectives run
   over TCP).
 
-What cannot be checked (no permission to read quotas or plans, a quota AWS does not list) is logged and skipped: the
-preflight never refuses a job for lack of read access.
+What cannot be read (no permission, an endpoint without the API, a throttled or failing service, a timeout) or is
+not there to read (a quota AWS does not list) is a note naming what was not checked and why
+(`trainops.backends.sagemaker.advisory`): the preflight refuses a job only for what it read.
 """
 
 from __future__ import annotations
 
-import logging
+import functools
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from trainops.aws.clients import ClientFactory, error_code
+from trainops.aws.clients import ClientFactory, advisory_client
+from trainops.backends.sagemaker.advisory import Findings, read
 from trainops.errors import Problem
 from trainops.runtime import catalog
 
-LOG = logging.getLogger("trainops.backends.sagemaker.preflight")
 TARGET = "training-job"
 #: AWS, "Training plans utilization for SageMaker training jobs": a job waits Pending for a plan's capacity at most
 #: 2 days (then InsufficientCapacityError), and the instances are reclaimed from 30 minutes before a reserved
@@ -43,15 +43,8 @@ PENDING_LIMIT = 2 * 24 * 3600
 RECLAIM_SECONDS = 30 * 60
 QUOTA_NAME = "{instance_type} for training job usage"
 SPOT_QUOTA_NAME = "{instance_type} for spot training job usage"
-_NOT_ALLOWED = ("AccessDenied", "AccessDeniedException", "UnauthorizedOperation", "NoSuchResourceException")
-
-
-@dataclass
-class CapacityReport:
-    """The problems (the job must not be submitted) and notes (worth saying, not blocking)."""
-
-    problems: list[Problem] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
+#: The problems (the job must not be submitted) and notes (worth saying, not blocking) of the capacity checks.
+CapacityReport = Findings
 
 
 def wanted_instances(request: dict[str, Any]) -> dict[str, int]:
@@ -75,7 +68,7 @@ def _count_field(request: dict[str, Any]) -> str:
 
 
 def check_capacity(factory: ClientFactory, request: dict[str, Any], *, now: float | None = None) -> CapacityReport:
-    """Every capacity problem of `request`; notes are logged as well as returned."""
+    """Every capacity problem of `request`, and notes on what was not checked (the caller shows them)."""
     report = CapacityReport()
     wanted = wanted_instances(request)
     plan = (request.get("ResourceConfig") or {}).get("TrainingPlanArn")
@@ -84,8 +77,6 @@ def check_capacity(factory: ClientFactory, request: dict[str, Any], *, now: floa
     elif wanted:
         _check_quotas(factory, request, wanted, report)
     _check_efa(request, wanted, report)
-    for note in report.notes:
-        LOG.warning("preflight: %s", note)
     return report
 
 
@@ -104,20 +95,14 @@ def _when(seconds: float) -> str:
 
 
 def _describe_plan(factory: ClientFactory, plan: str, report: CapacityReport) -> dict[str, Any] | None:
-    from botocore.exceptions import ClientError
-
-    try:
-        return factory("sagemaker").describe_training_plan(TrainingPlanName=plan)
-    except ClientError as error:
-        code = error_code(error)
+    def missing(code: str) -> Problem | None:
         if code in ("ResourceNotFound", "ValidationException"):
-            report.problems.append(Problem("training_plan", f"{plan} does not exist in this region: check the ARN and "
-                                           "the region (aws sagemaker list-training-plans)"))
-        elif code in _NOT_ALLOWED:
-            report.notes.append(f"training plan {plan} not checked: no permission for sagemaker:DescribeTrainingPlan")
-        else:
-            raise
-    return None
+            return Problem("training_plan", f"{plan} does not exist in this region: check the ARN and the region (aws "
+                                            "sagemaker list-training-plans)")
+        return None
+
+    return read(report, f"training plan {plan}", "sagemaker:DescribeTrainingPlan",
+                lambda: advisory_client(factory, "sagemaker").describe_training_plan(TrainingPlanName=plan), missing)
 
 
 def _check_training_plan(factory: ClientFactory, request: dict[str, Any], plan: str, wanted: dict[str, int],
@@ -198,20 +183,16 @@ def _check_plan_end(request: dict[str, Any], described: dict[str, Any], summarie
 
 
 def _check_plan_zone(factory: ClientFactory, subnets: list[str], zones: set[str], report: CapacityReport) -> None:
-    from botocore.exceptions import ClientError
+    def missing(code: str) -> Problem | None:
+        if code.startswith("InvalidSubnet"):
+            return Problem("subnets", f"{', '.join(subnets)}: not every subnet exists in this region; check the ids")
+        return None
 
-    try:
-        described = factory("ec2").describe_subnets(SubnetIds=subnets).get("Subnets") or []
-    except ClientError as error:
-        if error_code(error).startswith("InvalidSubnet"):
-            report.problems.append(Problem("subnets", f"{', '.join(subnets)}: not every subnet exists in this region; "
-                                           "check the ids"))
-            return
-        if error_code(error) in _NOT_ALLOWED:
-            report.notes.append("the training plan's Availability Zone not compared with the subnets': no "
-                                "permission for ec2:DescribeSubnets")
-            return
-        raise
+    answer = read(report, "the training plan's Availability Zone against the subnets'", "ec2:DescribeSubnets",
+                  lambda: advisory_client(factory, "ec2").describe_subnets(SubnetIds=subnets), missing)
+    if answer is None:
+        return
+    described = answer.get("Subnets") or []
     theirs = {subnet["SubnetId"]: subnet.get("AvailabilityZone") for subnet in described}
     if not zones & set(theirs.values()):
         shown = ", ".join(f"{subnet} ({zone})" for subnet, zone in sorted(theirs.items()))
@@ -221,52 +202,34 @@ def _check_plan_zone(factory: ClientFactory, subnets: list[str], zones: set[str]
 
 # --- quotas ---------------------------------------------------------------------------------------------------------
 
-def _quota_codes(client: Any, names: set[str], report: CapacityReport) -> dict[str, str] | None:
-    """Quota name -> code for the SageMaker quotas named, from ListServiceQuotas (None: not readable)."""
-    from botocore.exceptions import ClientError
-
+def _quota_codes(client: Any, names: set[str]) -> dict[str, str]:
+    """Quota name -> code for the SageMaker quotas named, from ListServiceQuotas."""
     found: dict[str, str] = {}
     token = None
-    try:
-        while True:
-            page = client.list_service_quotas(ServiceCode="sagemaker", MaxResults=100,
-                                              **({"NextToken": token} if token else {}))
-            for quota in page.get("Quotas") or []:
-                if quota.get("QuotaName") in names:
-                    found[quota["QuotaName"]] = quota["QuotaCode"]
-            token = page.get("NextToken")
-            if not token or len(found) == len(names):
-                return found
-    except ClientError as error:
-        if error_code(error) in _NOT_ALLOWED:
-            report.notes.append("service quotas not checked: no permission for servicequotas:ListServiceQuotas")
-            return None
-        raise
+    while True:
+        page = client.list_service_quotas(ServiceCode="sagemaker", MaxResults=100,
+                                          **({"NextToken": token} if token else {}))
+        for quota in page.get("Quotas") or []:
+            if quota.get("QuotaName") in names:
+                found[quota["QuotaName"]] = quota["QuotaCode"]
+        token = page.get("NextToken")
+        if not token or len(found) == len(names):
+            return found
 
 
-def _running_usage(client: Any, report: CapacityReport
-                   ) -> tuple[dict[tuple[str, bool], int], dict[tuple[str, bool], list[str]]] | None:
+def _running_usage(client: Any) -> tuple[dict[tuple[str, bool], int], dict[tuple[str, bool], list[str]]]:
     """(instance type, spot) -> instances the account's InProgress training jobs hold outside training plans, and
     those jobs' names."""
-    from botocore.exceptions import ClientError
-
     usage: dict[tuple[str, bool], int] = {}
     names: dict[tuple[str, bool], list[str]] = {}
-    try:
-        for summary in _in_progress(client):
-            job = client.describe_training_job(TrainingJobName=summary["TrainingJobName"])
-            if (job.get("ResourceConfig") or {}).get("TrainingPlanArn"):
-                continue  # its instances are a plan's reservation, not the account's quota
-            spot = bool(job.get("EnableManagedSpotTraining"))
-            for instance_type, count in wanted_instances(job).items():
-                usage[(instance_type, spot)] = usage.get((instance_type, spot), 0) + count
-                names.setdefault((instance_type, spot), []).append(summary["TrainingJobName"])
-    except ClientError as error:
-        if error_code(error) in _NOT_ALLOWED:
-            report.notes.append("running jobs not counted against the quota: no permission for "
-                                "sagemaker:ListTrainingJobs / DescribeTrainingJob")
-            return None
-        raise
+    for summary in _in_progress(client):
+        job = client.describe_training_job(TrainingJobName=summary["TrainingJobName"])
+        if (job.get("ResourceConfig") or {}).get("TrainingPlanArn"):
+            continue  # its instances are a plan's reservation, not the account's quota
+        spot = bool(job.get("EnableManagedSpotTraining"))
+        for instance_type, count in wanted_instances(job).items():
+            usage[(instance_type, spot)] = usage.get((instance_type, spot), 0) + count
+            names.setdefault((instance_type, spot), []).append(summary["TrainingJobName"])
     return usage, names
 
 
@@ -286,8 +249,9 @@ def _check_quotas(factory: ClientFactory, request: dict[str, Any], wanted: dict[
     spot = bool(request.get("EnableManagedSpotTraining"))
     template = SPOT_QUOTA_NAME if spot else QUOTA_NAME
     names = {instance_type: template.format(instance_type=instance_type) for instance_type in wanted}
-    quotas = factory("service-quotas")
-    codes = _quota_codes(quotas, set(names.values()), report)
+    quotas = advisory_client(factory, "service-quotas")
+    codes = read(report, "the account's service quotas", "servicequotas:ListServiceQuotas",
+                 lambda: _quota_codes(quotas, set(names.values())))
     if codes is None:
         return
     limits: dict[str, tuple[float, str]] = {}
@@ -297,11 +261,15 @@ def _check_quotas(factory: ClientFactory, request: dict[str, Any], wanted: dict[
             report.notes.append(f"no service quota named {name!r}; the account's limit for {instance_type} was not "
                                 "checked")
             continue
-        value = quotas.get_service_quota(ServiceCode="sagemaker", QuotaCode=code)["Quota"]["Value"]
-        limits[instance_type] = (float(value), code)
+        quota = read(report, f"the service quota {name!r}", "servicequotas:GetServiceQuota",
+                     functools.partial(quotas.get_service_quota, ServiceCode="sagemaker", QuotaCode=code))
+        if quota is not None:
+            limits[instance_type] = (float(quota["Quota"]["Value"]), code)
     if not limits:
         return
-    running = _running_usage(factory("sagemaker"), report)
+    running = read(report, "the running training jobs' use of the quota",
+                   "sagemaker:ListTrainingJobs / sagemaker:DescribeTrainingJob",
+                   lambda: _running_usage(advisory_client(factory, "sagemaker")))
     usage, holders_of = running if running is not None else ({}, {})
     for instance_type, (limit, code) in limits.items():
         used = usage.get((instance_type, spot), 0)

@@ -93,11 +93,22 @@ def _info(record: dict[str, Any]) -> FileSystemInfo:
 def describe_file_system(factory: ClientFactory, file_system_id: str, field_name: str = "file_system_id"
                          ) -> FileSystemInfo:
     """Describe one file system. Raises `PreflightError` naming ``field_name`` when it does not exist or is not
-    FSx for Lustre."""
+    FSx for Lustre, and the translated AWS error when it cannot be read."""
+    from botocore.exceptions import ClientError
+
+    try:
+        return read_file_system(factory("fsx"), file_system_id, field_name)
+    except ClientError as error:
+        raise translate_client_error(error, f"DescribeFileSystems {file_system_id}", field_name) from error
+
+
+def read_file_system(client: Any, file_system_id: str, field_name: str = "file_system_id") -> FileSystemInfo:
+    """`describe_file_system` with a client of FSx, whose errors other than "no such file system" are raised as
+    they come (the preflight makes a note of them)."""
     from botocore.exceptions import ClientError, ParamValidationError
 
     try:
-        response = factory("fsx").describe_file_systems(FileSystemIds=[file_system_id])
+        response = client.describe_file_systems(FileSystemIds=[file_system_id])
     except ParamValidationError as error:
         raise PreflightError(
             Problem(field_name, f"{file_system_id!r} is not an FSx file system id; they look like fs-0123456789abcdef0")
@@ -108,7 +119,7 @@ def describe_file_system(factory: ClientFactory, file_system_id: str, field_name
                 Problem(field_name, f"FSx file system {file_system_id} does not exist in this region; check the id and "
                                     "the region")
             ) from error
-        raise translate_client_error(error, f"DescribeFileSystems {file_system_id}", field_name) from error
+        raise
     records = response.get("FileSystems") or []
     if not records:
         raise PreflightError(

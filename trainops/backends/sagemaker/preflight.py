@@ -17,16 +17,24 @@ instance type minus the running jobs' use, and EFA support of the instance type.
 
 Only what the request says is checked. The file system's own network interfaces may carry other security groups
 (DescribeFileSystems does not list them); the usual setup shares one group, which is what is checked here.
+
+A read that fails, or an answer without the field a check needs (a file system described without its lifecycle or
+mount name), proves nothing: it is a note naming what was not checked and why, printed before the job is submitted
+(`trainops.backends.sagemaker.advisory`). Only what was read can refuse a job.
 """
 
 from __future__ import annotations
 
 import ipaddress
+import logging
 from typing import Any
 
-from trainops.aws.clients import ClientFactory, error_code, translate_client_error
-from trainops.backends.sagemaker.fsx import FileSystemInfo, describe_file_system
+from trainops.aws.clients import ClientFactory, advisory_client
+from trainops.backends.sagemaker.advisory import Findings, read
+from trainops.backends.sagemaker.fsx import FileSystemInfo, read_file_system
 from trainops.errors import PreflightError, Problem
+
+LOG = logging.getLogger("trainops.backends.sagemaker.preflight")
 
 #: The TCP port ranges Lustre clients and servers use (FSx for Lustre networking requirements).
 LUSTRE_PORT_RANGES: tuple[tuple[int, int], ...] = ((988, 988), (1018, 1023))
@@ -50,28 +58,31 @@ def _file_system_channels(request: dict[str, Any]) -> list[tuple[str, dict[str, 
     return found
 
 
-def _describe_subnet(client: Any, subnet_id: str) -> dict[str, Any] | None:
-    from botocore.exceptions import ClientError
+def _missing(prefix: str, problem: Problem | None) -> Any:
+    """A `read` ``proves`` callback: error codes starting with ``prefix`` (InvalidSubnetID.NotFound, ...) are
+    ``problem`` (None: the resource is only absent, which the caller judges)."""
+    return lambda code: problem if code.startswith(prefix) else None
 
-    try:
-        subnets = client.describe_subnets(SubnetIds=[subnet_id]).get("Subnets") or []
-    except ClientError as error:
-        if error_code(error).startswith("InvalidSubnet"):
-            return None
-        raise translate_client_error(error, f"DescribeSubnets {subnet_id}", "VpcConfig.Subnets") from error
+
+def _describe_subnet(client: Any, subnet_id: str, findings: Findings, what: str,
+                     absent: Problem | None) -> dict[str, Any] | None:
+    """The subnet, or None: not readable (a note about ``what``), or absent (``absent``, when given, a problem)."""
+    answer = read(findings, what, "ec2:DescribeSubnets", lambda: client.describe_subnets(SubnetIds=[subnet_id]),
+                  _missing("InvalidSubnet", absent))
+    subnets = (answer or {}).get("Subnets") or []
+    if answer is not None and not subnets and absent is not None:
+        findings.problems.append(absent)
     return subnets[0] if subnets else None
 
 
-def _describe_group(client: Any, group_id: str) -> dict[str, Any] | None:
-    from botocore.exceptions import ClientError
-
-    try:
-        groups = client.describe_security_groups(GroupIds=[group_id]).get("SecurityGroups") or []
-    except ClientError as error:
-        if error_code(error).startswith("InvalidGroup"):
-            return None
-        raise translate_client_error(error, f"DescribeSecurityGroups {group_id}",
-                                     "VpcConfig.SecurityGroupIds") from error
+def _describe_group(client: Any, group_id: str, findings: Findings) -> dict[str, Any] | None:
+    absent = Problem("VpcConfig.SecurityGroupIds", f"security group {group_id} does not exist in this region; check "
+                                                   "the id (security_group_ids in the spec)")
+    answer = read(findings, f"the Lustre ports of security group {group_id}", "ec2:DescribeSecurityGroups",
+                  lambda: client.describe_security_groups(GroupIds=[group_id]), _missing("InvalidGroup", absent))
+    groups = (answer or {}).get("SecurityGroups") or []
+    if answer is not None and not groups:
+        findings.problems.append(absent)
     return groups[0] if groups else None
 
 
@@ -100,16 +111,10 @@ def _source_is_the_job(permission: dict[str, Any], group_ids: set[str], subnet_n
     return False
 
 
-def _check_security_groups(ec2: Any, group_ids: list[str], subnets: list[dict[str, Any]]) -> list[Problem]:
+def _check_security_groups(ec2: Any, group_ids: list[str], subnets: list[dict[str, Any]],
+                           findings: Findings) -> list[Problem]:
     problems: list[Problem] = []
-    groups = []
-    for group_id in group_ids:
-        group = _describe_group(ec2, group_id)
-        if group is None:
-            problems.append(Problem("VpcConfig.SecurityGroupIds", f"security group {group_id} does not exist in this "
-                                    "region; check the id (security_group_ids in the spec)"))
-        else:
-            groups.append(group)
+    groups = [group for group in (_describe_group(ec2, group_id, findings) for group_id in group_ids) if group]
     if not groups:
         return problems
     networks = []
@@ -139,17 +144,20 @@ def _check_security_groups(ec2: Any, group_ids: list[str], subnets: list[dict[st
     return problems
 
 
-def _check_subnets(ec2: Any, subnet_ids: list[str], info: FileSystemInfo) -> tuple[list[Problem], list[dict[str, Any]]]:
+def _check_subnets(ec2: Any, subnet_ids: list[str], info: FileSystemInfo,
+                   findings: Findings) -> tuple[list[Problem], list[dict[str, Any]]]:
     problems: list[Problem] = []
-    file_system_subnets = [subnet for subnet in (_describe_subnet(ec2, sid) for sid in info.subnet_ids[:1]) if subnet]
-    zone = file_system_subnets[0].get("AvailabilityZone") if file_system_subnets else None
-    vpc = info.vpc_id or (file_system_subnets[0].get("VpcId") if file_system_subnets else None)
+    zone_of = f"the Availability Zone of file system {info.file_system_id}"
+    file_system_subnet = _describe_subnet(ec2, info.subnet_ids[0], findings, zone_of, None) \
+        if info.subnet_ids else None
+    zone = file_system_subnet.get("AvailabilityZone") if file_system_subnet else None
+    vpc = info.vpc_id or (file_system_subnet.get("VpcId") if file_system_subnet else None)
     found = []
     for subnet_id in subnet_ids:
-        subnet = _describe_subnet(ec2, subnet_id)
+        subnet = _describe_subnet(ec2, subnet_id, findings, f"subnet {subnet_id} against {info.file_system_id}",
+                                  Problem("VpcConfig.Subnets", f"subnet {subnet_id} does not exist in this region; "
+                                                               "check the id (subnets in the spec)"))
         if subnet is None:
-            problems.append(Problem("VpcConfig.Subnets", f"subnet {subnet_id} does not exist in this region; check the "
-                                    "id (subnets in the spec)"))
             continue
         found.append(subnet)
         if zone and subnet.get("AvailabilityZone") != zone:
@@ -168,12 +176,14 @@ def _check_subnets(ec2: Any, subnet_ids: list[str], info: FileSystemInfo) -> tup
     return problems, found
 
 
-def _check_directory(label: str, source: dict[str, Any], info: FileSystemInfo) -> list[Problem]:
+def _check_directory(label: str, source: dict[str, Any], info: FileSystemInfo, findings: Findings) -> list[Problem]:
     label = _source_label(label)
     path = str(source.get("DirectoryPath") or "")
     mount = info.mount_name
     if not mount:
-        return [Problem(f"{label}.FileSystemId", f"file system {info.file_system_id} reports no MountName")]
+        findings.notes.append(f"{label}.DirectoryPath {path!r} not checked against the mount name: DescribeFileSystems "
+                              f"gave {info.file_system_id} none")
+        return []
     prefix = f"/{mount}"
     if path != prefix and not path.startswith(prefix + "/"):
         return [
@@ -186,20 +196,34 @@ def _check_directory(label: str, source: dict[str, Any], info: FileSystemInfo) -
     return []
 
 
-def check_request(factory: ClientFactory, request: dict[str, Any]) -> list[Problem]:
-    """Every problem the preflight finds in a rendered ``create_training_job`` request (empty when it passes): the
-    file systems' (below) and the capacity's (`trainops.backends.sagemaker.capacity`: training plan, quota, EFA)."""
+def check(factory: ClientFactory, request: dict[str, Any]) -> Findings:
+    """Every problem the preflight finds in a rendered ``create_training_job`` request, and a note for each check it
+    could not make: the file systems' (below) and the capacity's (`trainops.backends.sagemaker.capacity`: training
+    plan, quota, EFA)."""
     from trainops.backends.sagemaker.capacity import check_capacity
 
-    return file_system_problems(factory, request) + check_capacity(factory, request).problems
+    findings = Findings()
+    findings.problems += file_system_problems(factory, request, findings)
+    capacity = check_capacity(factory, request)
+    findings.problems += capacity.problems
+    findings.notes += capacity.notes
+    return findings
 
 
-def file_system_problems(factory: ClientFactory, request: dict[str, Any]) -> list[Problem]:
-    """The FSx/EFS channels' problems. Requests without FSx or EFS channels have nothing to check and make no call."""
+def check_request(factory: ClientFactory, request: dict[str, Any]) -> list[Problem]:
+    """The problems of `check` (empty when the request passes)."""
+    return check(factory, request).problems
+
+
+def file_system_problems(factory: ClientFactory, request: dict[str, Any],
+                         findings: Findings | None = None) -> list[Problem]:
+    """The FSx/EFS channels' problems (what could not be checked: notes in ``findings``). Requests without FSx or EFS
+    channels have nothing to check and make no call."""
     channels = _file_system_channels(request)
     if not channels:
         return []
-    problems: list[Problem] = []
+    found = Findings()  # what the reads prove lands in found.problems, in the order of the checks
+    problems = found.problems
     vpc = request.get("VpcConfig") or {}
     subnet_ids = list(vpc.get("Subnets") or [])
     group_ids = list(vpc.get("SecurityGroupIds") or [])
@@ -209,35 +233,53 @@ def file_system_problems(factory: ClientFactory, request: dict[str, Any]) -> lis
             Problem("VpcConfig", f"{names} read from a file system, which SageMaker reaches only inside a VPC; set "
                     "subnets and security_group_ids in the spec (VpcConfig.Subnets and VpcConfig.SecurityGroupIds)")
         )
-    ec2 = factory("ec2") if subnet_ids or group_ids else None
+    ec2 = advisory_client(factory, "ec2") if subnet_ids or group_ids else None
     checked_subnets: set[str] = set()
     subnets_found: list[dict[str, Any]] = []
-    for label, _, source in channels:
-        if source.get("FileSystemType") != "FSxLustre":
-            continue  # EFS: only the VpcConfig rule above applies
-        file_system_id = str(source.get("FileSystemId") or "")
-        try:
-            info = describe_file_system(factory, file_system_id, f"{_source_label(label)}.FileSystemId")
-        except PreflightError as error:
-            problems += error.problems
+    lustre = [(label, source) for label, _, source in channels if source.get("FileSystemType") == "FSxLustre"]
+    for label, source in lustre:  # EFS: only the VpcConfig rule above applies
+        info = _read_file_system(factory, label, source, found)
+        if info is None:
             continue
-        if not info.usable:
+        if info.lifecycle is None:
+            found.notes.append(f"whether file system {info.file_system_id} is AVAILABLE not checked: "
+                               "DescribeFileSystems gave no Lifecycle")
+        elif not info.usable:
             problems.append(Problem(f"{_source_label(label)}.FileSystemId",
-                                    f"file system {file_system_id} is {info.lifecycle}, not "
+                                    f"file system {info.file_system_id} is {info.lifecycle}, not "
                                     "AVAILABLE; wait for it, or fix it, before training"))
-        problems += _check_directory(label, source, info)
+        problems += _check_directory(label, source, info, found)
         if ec2 is not None and subnet_ids and info.file_system_id not in checked_subnets:
             checked_subnets.add(info.file_system_id)
-            subnet_problems, found = _check_subnets(ec2, subnet_ids, info)
-            problems += [problem for problem in subnet_problems if problem not in problems]
-            subnets_found += [subnet for subnet in found if subnet not in subnets_found]
-    if ec2 is not None and group_ids and any(source.get("FileSystemType") == "FSxLustre" for _, _, source in channels):
-        problems += _check_security_groups(ec2, group_ids, subnets_found)
-    return problems
+            subnet_problems, subnets = _check_subnets(ec2, subnet_ids, info, found)
+            problems += subnet_problems
+            subnets_found += [subnet for subnet in subnets if subnet not in subnets_found]
+    if ec2 is not None and group_ids and lustre:
+        problems += _check_security_groups(ec2, group_ids, subnets_found, found)
+    if findings is not None:
+        findings.notes += [note for note in found.notes if note not in findings.notes]
+    return list(dict.fromkeys(problems))  # a subnet two file systems share is reported once
 
 
-def preflight(factory: ClientFactory, request: dict[str, Any]) -> None:
-    """Run `check_request` and raise `PreflightError` (exit code 2) listing every problem, if there is any."""
-    problems = check_request(factory, request)
-    if problems:
-        raise PreflightError(problems, source=f"training job {request.get('TrainingJobName', '')}".strip())
+def _read_file_system(factory: ClientFactory, label: str, source: dict[str, Any],
+                      found: Findings) -> FileSystemInfo | None:
+    """The channel's file system, or None: absent or not Lustre (a problem), or not readable (a note)."""
+    file_system_id = str(source.get("FileSystemId") or "")
+    field = f"{_source_label(label)}.FileSystemId"
+    try:
+        return read(found, f"{label}'s file system {file_system_id}", "fsx:DescribeFileSystems",
+                    lambda: read_file_system(advisory_client(factory, "fsx"), file_system_id, field))
+    except PreflightError as error:
+        found.problems += error.problems
+        return None
+
+
+def preflight(factory: ClientFactory, request: dict[str, Any]) -> Findings:
+    """Run `check`: raise `PreflightError` (exit code 2) listing every problem, if there is any; else log each note
+    (what was not checked and why: the command line prints them) and return the findings."""
+    findings = check(factory, request)
+    if findings.problems:
+        raise PreflightError(findings.problems, source=f"training job {request.get('TrainingJobName', '')}".strip())
+    for note in findings.notes:
+        LOG.warning("preflight: %s", note)
+    return findings
