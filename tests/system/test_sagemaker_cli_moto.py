@@ -130,3 +130,9 @@ def test_an_fsx_job_is_created_as_rendered_and_a_subnet_in_another_zone_is_refus
     names = [job["TrainingJobName"] for job in boto3.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]]
     assert "cli-fsx-2" not in names
     assert not boto3.client("s3").list_objects_v2(Bucket=BUCKET, Prefix="out/cli-fsx-2/").get("Contents")
+
+    # The preflight switched off for this run: nothing is read, nothing noted, and the same spec is submitted.
+    unchecked = trainops("run", str(spec), "--backend", "sagemaker", "--job-name", "cli-fsx-3", "--no-wait",
+                         "-o", "preflight=false")
+    assert unchecked.returncode == 0, unchecked.stdout + unchecked.stderr
+    assert "preflight:" not in unchecked.stdout and "created SageMaker training job cli-fsx-3" in unchecked.stdout

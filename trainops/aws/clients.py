@@ -52,14 +52,14 @@ ADVISORY_SETTINGS: dict[str, Any] = {"retries": {"mode": "standard", "total_max_
                                      "read_timeout": 10}
 
 #: Every way to give the SageMaker backend its region, for the message that says none was found.
-REGION_WAYS = ("region: in the spec, --region on the command line, AWS_REGION or AWS_DEFAULT_REGION, the region of "
-               "the AWS profile (aws configure set region us-east-1), or region_name in the extra of the Airflow AWS "
-               "connection")
+REGION_WAYS = ("-o region=... (or --region) on the command line, region: in the spec, AWS_REGION or "
+               "AWS_DEFAULT_REGION, the region of the AWS profile (aws configure set region us-east-1), or region_name "
+               "in the extra of the Airflow AWS connection")
 
 
 def missing_region() -> SpecError:
     """The error of a SageMaker call without a region (exit code 2), naming every way to set one."""
-    return SpecError(Problem("region", f"no AWS region is set: give one with {REGION_WAYS}"))
+    return SpecError(Problem("region", f"the sagemaker backend needs a region: give one with {REGION_WAYS}"))
 
 
 def resolve_region(region: str | None = None, profile: str | None = None) -> str | None:

@@ -68,7 +68,8 @@ def test_a_front_ends_own_context_is_lenient_and_the_users_settings_win(tmp_path
 
 
 def test_each_backend_declares_what_it_needs_to_be_reached_and_its_wait_grace():
-    assert backend_class("sagemaker").NEEDS == {"region": "aws"} and backend_class("local").NEEDS == {}
+    # SageMaker finds its region itself: the spec's wins over the AWS configuration, and a front end has no spec.
+    assert backend_class("sagemaker").NEEDS == {} and backend_class("local").NEEDS == {}
     assert backend_class("local").WAIT_GRACE_SECONDS < backend_class("sagemaker").WAIT_GRACE_SECONDS
 
 

@@ -94,7 +94,7 @@ def test_the_jobs_region_is_the_specs_and_a_factory_for_another_region_is_refuse
     with pytest.raises(SpecError, match="the spec's region is eu-west-1 but the AWS clients given .* are for us-east-1"):
         SageMakerBackend(client_factory=StubbedAWS("us-east-1")).dry_run(spec, NAME, backend.options())
     without = load_spec({key: value for key, value in SPEC.items() if key != "region"})
-    with pytest.raises(SpecError, match="region: is required for the sagemaker backend: give one with region: in"):
+    with pytest.raises(SpecError, match="region: is required for the sagemaker backend: give one with -o region=.* region: in the spec"):
         SageMakerBackend().dry_run(without, NAME, backend.options())
-    with pytest.raises(SpecError, match="no AWS region is set"):
+    with pytest.raises(SpecError, match="the sagemaker backend needs a region: give one with -o region"):
         SageMakerBackend().clients("sagemaker")

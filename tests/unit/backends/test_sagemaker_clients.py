@@ -180,7 +180,7 @@ def test_the_region_comes_from_aws_region_too_and_none_at_all_says_every_way_to_
     with pytest.raises(SpecError) as raised:
         default_client_factory()("sagemaker")
     assert raised.value.exit_code == 2 and raised.value.problems[0].path == "region"
-    for way in ("region: in the spec", "--region", "AWS_REGION", "AWS_DEFAULT_REGION", "aws configure set region",
+    for way in ("-o region=", "region: in the spec", "--region", "AWS_REGION", "AWS_DEFAULT_REGION", "aws configure set region",
                 "Airflow AWS connection"):
         assert way in str(raised.value)
     monkeypatch.setenv("AWS_REGION", "eu-central-1")  # boto3 itself reads only AWS_DEFAULT_REGION

@@ -38,7 +38,7 @@ def test_an_unknown_name_says_where_it_looked_and_how_to_choose_another_backend(
 
 def test_a_backend_that_needs_a_region_names_the_region_and_how_to_give_it(no_region):
     code, err = cli("status", "nosuch", "--backend", "sagemaker")
-    assert code == 2 and "region: the sagemaker backend needs a region: give -o region=..." in err
+    assert code == 2 and "region: the sagemaker backend needs a region: give one with -o region=..." in err
 
 
 @pytest.mark.parametrize("output, text", [("/", "must be a file name ending in .yaml"),

@@ -16,7 +16,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 from trainops.aws.clients import ClientFactory, default_client_factory, missing_region, resolve_region
 from trainops.backends.api import Backend, Evaluation, JobHandle, JobResult, Log, Placement, RegisteredVersion
@@ -91,7 +91,9 @@ class SageMakerBackend(Backend):
                                      "sleep"})
     REGISTRATION_SETTINGS = frozenset({"image_uri", "metrics_uri"})
     CONTEXT = frozenset({"region", "client_factory", "poll_seconds"})
-    NEEDS = {"region": "aws"}  # every call names a region: the AWS configuration's when none is given
+    # Every call names a region, found by the backend itself (`job_region`, `clients`): the spec's wins, which a
+    # front end cannot see, then -o region, AWS_REGION / AWS_DEFAULT_REGION, the profile's; none: exit 2 naming them.
+    NEEDS: ClassVar[Mapping[str, str]] = {}
     WAIT_GRACE_SECONDS = 3600.0  # provisioning, the image download and the model upload are outside max_run
 
     def __init__(self, region: str | None = None, client_factory: ClientFactory | None = None,
@@ -133,8 +135,9 @@ class SageMakerBackend(Backend):
     # --- training jobs -----------------------------------------------------------------------------------------
     def status_of(self, name: str) -> JobStatus | None:
         """The status of the training job called ``name``, or None when there is none (the re-attach policy's look)."""
+        clients = self.clients  # no region: that error, not "no such job"
         try:
-            return JobStatus.parse(training.describe(self.clients, name).status)
+            return JobStatus.parse(training.describe(clients, name).status)
         except SpecError:  # no job of that name
             return None
 
