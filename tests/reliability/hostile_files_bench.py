@@ -18,6 +18,13 @@ CLASSES = [
      "the job runs; their registry refused for listing and registering (exit 2 naming registry_dir or "
      "TRAINOPS_HOME), their champion never served",
      ["tests/reliability/test_reliability_hostile_writes.py"]),
+    ("39.3", "Identity from the lock that is held: a forged record whose lock file is a hard link to a running "
+             "job's lock, then `trainops stop` of it; the controller killed while a host's launcher is stopped "
+             "(SIGSTOP: it never ends), then `status` and a re-run of the name; a detached job's supervisor killed "
+             "with -9 while a launcher is stopped",
+     "the other job is never signalled and completes; the job reads Failed with the reason at once; the re-run runs "
+     "(as NAME-2) instead of following it; the detached job reads Failed",
+     ["tests/reliability/test_reliability_lock_identity.py"]),
     ("39.2", "Reading what a job can write: a 512 MiB sparse failure file; a FIFO as the controller lock, the status "
              "record, a host log, the failure file, metrics.json; model archives with a GNU sparse member, a negative "
              "size, hostile modification times, a corrupt header after good members, a truncated gzip, a bomb; "

@@ -61,10 +61,13 @@ def test_liveness_is_the_lock_not_the_pid(tmp_path: Path):
     assert status.read("job", tmp_path)["status"] == "Failed"  # pid 1 is alive, yet nobody controls the job
     lock = try_lock(job_dir / identity.CONTROLLER_LOCK, "job")
     try:
-        assert identity.lock_held(job_dir) and status.read("job", tmp_path)["status"] == "InProgress"
+        # Held, but not by the process the record names (pid 1): no controller (issue 39: a held lock is not one)
+        assert identity.lock_held(job_dir) and status.read("job", tmp_path)["status"] == "Failed"
+        status.write(job_dir, {"job_name": "job", "status": "InProgress", "controller": identity.own_identity()})
+        assert status.read("job", tmp_path)["status"] == "InProgress"  # the recorded process holds it itself
     finally:
         lock.release()
-    assert not identity.lock_held(job_dir)
+    assert not identity.lock_held(job_dir) and status.read("job", tmp_path)["status"] == "Failed"
 
 
 #: A host's launcher without a PID namespace, in miniature: a child subreaper whose child double-forks a daemon into

@@ -30,8 +30,8 @@ def test_following_the_logs_prints_the_lines_written_just_before_the_job_ended(t
     (job_dir / "logs").mkdir(parents=True)
     log = job_dir / "logs" / "algo-1.log"
     log.write_text("first\n")
-    status.write(job_dir, {"job_name": "ending", "status": "InProgress"})
     controller = try_lock(job_dir / identity.CONTROLLER_LOCK, "the job's controller")  # a live job holds it
+    status.write(job_dir, {"job_name": "ending", "status": "InProgress", "controller": identity.own_identity()})
     assert controller is not None
     real_read, reads = status.read, []
 

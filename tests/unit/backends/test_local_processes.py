@@ -10,6 +10,7 @@ import sys
 import time
 
 from trainops.backends.local import status
+from trainops.backends.local.identity import own_identity
 from trainops.backends.local.locks import try_lock
 from trainops.backends.local.ports import _locks_dir, reserve_port
 from trainops.backends.local.processes import MARKER, job_processes
@@ -64,8 +65,8 @@ def test_in_progress_job_without_its_controller_reads_as_failed(tmp_path):
                                                   "controller_pid": os.getpid()})
     assert status.read("pid-only", tmp_path)["status"] == "Failed"
     status.write(tmp_path / "jobs" / "alive", {"job_name": "alive", "status": "InProgress",
-                                               "controller_pid": os.getpid()})
-    lock = try_lock(tmp_path / "jobs" / "alive" / ".controller.lock", "alive")
+                                               "controller_pid": os.getpid(), "controller": own_identity()})
+    lock = try_lock(tmp_path / "jobs" / "alive" / ".controller.lock", "alive")  # the recorded controller's own
     try:
         assert status.read("alive", tmp_path)["status"] == "InProgress"
     finally:
@@ -79,10 +80,10 @@ def test_a_job_that_ends_while_it_is_described_reads_as_it_ended(tmp_path, monke
     job_dir = tmp_path / "jobs" / "stopping"
     status.write(job_dir, {"job_name": "stopping", "status": "InProgress"})
 
-    def controller_ends_now(path):
+    def controller_ends_now(record, path):
         status.write(job_dir, {"job_name": "stopping", "status": "Stopped", "failure_reason": "budget: spent"})
         return False
 
-    monkeypatch.setattr(status.identity, "lock_held", controller_ends_now)
+    monkeypatch.setattr(status.identity, "controller_alive", controller_ends_now)
     record = status.read("stopping", tmp_path)
     assert record["status"] == "Stopped" and record["failure_reason"] == "budget: spent"

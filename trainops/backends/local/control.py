@@ -57,16 +57,21 @@ def stop_local_job(job_name: str, workdir: str | os.PathLike | None = None, time
             return f"{job_name}: {record['status']}"
         time.sleep(0.2)
     pid = identity.signalable_controller(status.read_record(job_dir, job_name), job_dir)
-    if pid is not None:
-        os.kill(pid, signal.SIGKILL)  # proven to be the job's controller: its hosts' launchers end every host
-        hosts_deadline = time.monotonic() + 30.0
-        while identity.lock_held(job_dir) and time.monotonic() < hosts_deadline:
-            time.sleep(0.2)
-    if identity.lock_held(job_dir):
+    if pid is None:
+        record = status.read(job_name, workdir)
+        if record["status"] not in status.ACTIVE:  # it ended (or its controller went) meanwhile
+            return f"{job_name}: {record['status']}"
         return (f"{job_name}: still {record['status']}: its controller did not stop it within {timeout:.0f} s and "
                 "could not be proven to be the job's own process, so it was not signalled")
+    os.kill(pid, signal.SIGKILL)  # proven to be the job's controller: its hosts' launchers end every host
+    hosts_deadline = time.monotonic() + 30.0
+    while identity.lock_held(job_dir) and time.monotonic() < hosts_deadline:
+        time.sleep(0.2)
     record = status.read_record(job_dir, job_name)
     if record.get("status") in status.ACTIVE:
         record.update(status="Stopped", failure_reason="stopped by trainops stop (the controller did not answer)")
         status.write(job_dir, record)
+    if identity.lock_held(job_dir):
+        return (f"{job_name}: Stopped (forced); a host's launcher has not ended yet and still holds the job's lock "
+                "(its processes are counted by trainops status)")
     return f"{job_name}: Stopped (forced)"

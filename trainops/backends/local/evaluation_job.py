@@ -6,12 +6,12 @@ Each evaluation job is a directory ``<state root>/evaluation-jobs/<name>/`` (mod
 training job's): ``request.json`` (what to evaluate), ``status.json`` (``InProgress`` / ``Completed`` / ``Failed`` /
 ``Stopped``, the runner's pid and start time, the failure reason, the result) and ``output.log`` (the script's lines).
 The runner is ``python -m trainops.backends.local.evaluation_job <dir>``, in a session of its own, so the worker that
-started it may exit; it holds ``run.lock`` while it runs, and only the pid the kernel reports as that lock's holder
-is ever signalled (a record names a pid, and records can be forged); SIGTERM makes it stop the script's process
-group and record ``Stopped``. A record whose runner is gone (killed) without a final status reads ``Failed``.
-Every file is written through `safe_fs` (never through a link planted under its name). A name whose job runs or
-completed is re-attached to; one that failed or was stopped starts again (the evaluation writes to the same output
-directory).
+started it may exit; it holds ``run.lock`` while it runs, and only a pid the kernel shows holding that lock through a
+descriptor it opened at that path (`identity.holds_lock`) is ever signalled (a record names a pid, and records can be
+forged); SIGTERM makes it stop the script's process group and record ``Stopped``. A record whose runner is gone
+(killed) without a final status reads ``Failed``. Every file is written through `safe_fs` (never through a link
+planted under its name). A name whose job runs or completed is re-attached to; one that failed or was stopped starts
+again (the evaluation writes to the same output directory).
 """
 
 from __future__ import annotations
@@ -61,10 +61,13 @@ def _write(path: Path, value: dict[str, Any]) -> None:
 
 def _runner(directory: Path, record: dict[str, Any]) -> int | None:
     """The record's runner pid if the kernel reports it holding the job's run lock (None: no runner runs)."""
-    from trainops.backends.local.identity import lock_holders
+    from trainops.backends.local.identity import holds_lock, lock_holders
 
     pid = record.get("pid")
-    return int(pid) if isinstance(pid, int) and pid in lock_holders(directory / RUN_LOCK) else None
+    if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 1 or pid == os.getpid():
+        return None
+    proven = holds_lock(pid, directory / RUN_LOCK)  # through a descriptor it opened at this path: not a hard link
+    return pid if (pid in lock_holders(directory / RUN_LOCK) if proven is None else proven) else None
 
 
 def _read_json(path: Path) -> dict[str, Any]:

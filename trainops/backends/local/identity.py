@@ -6,12 +6,16 @@ make `kill` signal every process the user owns). So a controller is identified b
 starts:
 
 - the exclusive lock it holds on `<job dir>/.controller.lock` (released by the kernel when it exits, however it
-  exits): the only proof that the job still has a controller;
+  exits), held through a descriptor the controller itself opened at that path (`holds_lock`, from the kernel's
+  ``/proc/<pid>/fd`` and ``fdinfo``): the only proof that the job still has a controller. Not the lock file's inode
+  (a hard link to another job's lock shares it) and not "someone holds the lock" (each host's launcher keeps a copy
+  of the descriptor until its host has ended, and a launcher that never ends must not keep a dead job InProgress);
 - its pid plus its start time (`/proc/<pid>/stat` field 22, clock ticks since boot): a reused pid has another start
   time;
 - the boot id (`/proc/sys/kernel/random/boot_id`): start times only compare within one boot.
 
-`signalable_controller` is the one place that decides whether a pid may be signalled as the job's controller.
+`controller_alive` decides whether a job still runs; `signalable_controller` whether a pid may be signalled as the
+job's controller.
 """
 
 from __future__ import annotations
@@ -139,17 +143,66 @@ def lock_holders(path: Path) -> set[int]:
     return holders
 
 
+#: Where the kernel shows each open file of a process and the locks held through it (Linux 4.1 and later).
+FDINFO = "/proc/self/fdinfo"
+
+
+def holds_lock(pid: int, path: Path) -> bool | None:
+    """Whether process ``pid`` holds a `flock` on the lock file at ``path`` *through a descriptor it opened at that
+    very path*: for one of its descriptors, ``/proc/<pid>/fd/N`` names this file (its path as the process opened it,
+    so a hard link to the same inode elsewhere, another job's lock, does not count) and ``/proc/<pid>/fdinfo/N`` shows
+    the kernel's lock on that open file description. A pid that was reused, a record copied from another process, a
+    lock held only by a copy of the descriptor in another process: all answer False. None where the kernel does not
+    tell (no fdinfo: not Linux), for callers to fall back on `lock_held`."""
+    if not os.path.isdir(FDINFO):
+        return None
+    try:
+        wanted = os.path.realpath(path)
+        expected = os.stat(wanted, follow_symlinks=False)
+        descriptors = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False  # no such file, or no such process (or not ours to look at)
+    for descriptor in descriptors:
+        link = f"/proc/{pid}/fd/{descriptor}"
+        try:
+            if os.readlink(link) != wanted:
+                continue
+            details = os.stat(link)
+            if (details.st_dev, details.st_ino) != (expected.st_dev, expected.st_ino):
+                continue
+            with open(f"/proc/{pid}/fdinfo/{descriptor}", encoding="ascii", errors="replace") as handle:
+                if any(line.startswith("lock:") and " FLOCK " in line for line in handle):
+                    return True
+        except OSError:
+            continue  # closed meanwhile
+    return False
+
+
+def controller_alive(record: dict, job_dir: Path) -> bool:
+    """Whether the job's recorded controller still runs it: its identity (pid, start time, boot) is a live process
+    that holds the job's controller lock itself (`holds_lock`). A lock held only by the hosts' launchers (copies of
+    the controller's descriptor, kept until their host has ended) is not a controller: a launcher that never ends
+    must not keep a job whose controller is gone InProgress. Where the kernel cannot say who holds the lock, a held
+    lock is taken as the controller's (`lock_held`)."""
+    if not os.path.isdir(FDINFO):
+        return lock_held(job_dir)
+    identity = record.get("controller")
+    return isinstance(identity, dict) and same_process(identity) \
+        and bool(holds_lock(identity["pid"], job_dir / CONTROLLER_LOCK))
+
+
 def signalable_controller(record: dict, job_dir: Path | None = None) -> int | None:
     """The controller's pid when it may be signalled: its identity matches a live process of this boot, it is
-    neither this process nor pid 1 (a container's init, or the host's), and, given the job's directory, the kernel
-    reports it holding the job's controller lock (an identity copied from an unrelated process into the record
-    proves nothing). None otherwise."""
+    neither this process nor pid 1 (a container's init, or the host's), and, given the job's directory, it holds the
+    job's controller lock itself, through a descriptor it opened at that path (`holds_lock`: an identity copied from
+    an unrelated process into the record, or a lock file that is a hard link to another job's, proves nothing). None
+    otherwise, also where the kernel cannot say who holds the lock."""
     identity = record.get("controller")
     if not isinstance(identity, dict) or not same_process(identity):
         return None
     pid = identity["pid"]
     if pid <= 1 or pid == os.getpid():
         return None
-    if job_dir is not None and pid not in lock_holders(Path(job_dir) / CONTROLLER_LOCK):
+    if job_dir is not None and not holds_lock(pid, Path(job_dir) / CONTROLLER_LOCK):
         return None
     return pid

@@ -126,16 +126,18 @@ def read_record(job_dir: Path, job_name: str) -> dict:
 
 
 def read(job_name: str, workdir: str | os.PathLike | None = None) -> dict:
-    """The status record of a local job; an InProgress job whose controller is gone is reported Failed."""
+    """The status record of a local job; an InProgress job whose controller is gone is reported Failed, whatever
+    else still holds its lock (`identity.controller_alive`)."""
     job_dir = paths.job_dir(job_name, workdir)
     record = read_record(job_dir, job_name)
-    if record.get("status") in ACTIVE and not identity.lock_held(job_dir):
+    if record.get("status") in ACTIVE and not identity.controller_alive(record, job_dir):
         # The controller writes its last record before the kernel drops its lock, so the record read again now is
         # final: the one read above may be from just before that write (a job stopping as it is described).
         record = read_record(job_dir, job_name)
-    if record.get("status") in ACTIVE and not identity.lock_held(job_dir):
-        # Each host's launcher holds the lock until its host has ended, so nothing of the job runs now; but for a
-        # launcher killed outright where no PID namespace ended its host (`host_init`): counted, never signalled.
+    if record.get("status") in ACTIVE and not identity.controller_alive(record, job_dir):
+        # Each host's launcher ends its host when the controller is gone; what still runs is counted, never
+        # signalled: a launcher that has not ended (stopped, or stuck in the kernel) holding the job's lock, or, for
+        # a launcher killed outright where no PID namespace ended its host (`host_init`), the host's processes.
         from trainops.backends.local.processes import job_processes
 
         left = job_processes(record["job_id"]) if isinstance(record.get("job_id"), str) else []
