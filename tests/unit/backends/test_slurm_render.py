@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -126,3 +127,22 @@ def test_trainops_render_prints_the_batch_script_and_refuses_with_exit_2(spec, t
     refused = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert refused.returncode == 2 and "shared_dir" in refused.stderr, refused.stderr
     assert not Path(tmp_path / "shared").exists()
+
+
+def test_a_pipelines_other_steps_run_here_over_the_shared_directory(tmp_path):
+    """Staging, registration and the registry of a Slurm pipeline: the local backend's, on the shared directory."""
+    shared = tmp_path / "shared"
+    chosen = get_backend("slurm", options={"shared_dir": str(shared)})
+    source = tmp_path / "raw"
+    source.mkdir()
+    (source / "part-0.csv").write_text("1,2\n")
+    report = chosen.stage(str(source), str(shared / "fsx" / "digits"))
+    assert (shared / "fsx" / "digits" / "part-0.csv").read_text() == "1,2\n" and report.to_dict()
+    model = tmp_path / "model.tar.gz"
+    with tarfile.open(model, "w:gz") as tar:
+        tar.add(source / "part-0.csv", arcname="weights.csv")
+    version = chosen.register(model_artifact=str(model), metrics={"accuracy": 0.97}, group="digits",
+                              approval="Approved", job_name="digits-1")
+    assert version.version == 1 and version.location.startswith(str(shared / "registry"))
+    assert chosen.champion("digits").version == 1
+    assert chosen.evaluation_output(str(shared), "digits-1").startswith(str(shared / "evaluations"))

@@ -38,26 +38,32 @@ DEFAULT_POLL_SECONDS = 2.0
 class SlurmBackend(Backend):
     """Training jobs as Slurm batch jobs.
 
+    A pipeline's other steps run where trainops runs (the login node, the Airflow worker, the KFP pod), as the local
+    backend runs them, over the shared directory: staging copies data into the shared file system (the FSx mount),
+    an evaluation reads the model there, and the model registry is a directory (default ``<shared_dir>/registry``).
+
     Args:
         shared_dir, transport, rest_url, rest_user, rest_token_file: where the cluster is and how it is reached
             (`SlurmCluster`).
         poll_seconds: how often a wait asks Slurm (default 2 s).
-        client_factory: boto3 client factory for s3:// channels, downloaded into the shared directory.
+        client_factory: boto3 client factory for s3:// channels and staging sources.
+        registry_dir: the model registry's directory (default ``<shared_dir>/registry``).
     """
 
     name = "slurm"
     remote = True  # the job runs on the cluster, not in this process: it outlives whoever submitted it
     Options = SlurmOptions
-    CONTEXT = frozenset({*CLUSTER_SETTINGS, "poll_seconds", "client_factory"})
-    capabilities = frozenset()
+    CONTEXT = frozenset({*CLUSTER_SETTINGS, "poll_seconds", "client_factory", "registry_dir"})
+    capabilities = frozenset({"evaluate", "register", "browse_registry", "stage", "start_evaluation"})
 
     def __init__(self, shared_dir: str | None = None, transport: str | None = None, rest_url: str | None = None,
                  rest_user: str | None = None, rest_token_file: str | None = None,
-                 poll_seconds: float | None = None, client_factory: Any = None):
+                 poll_seconds: float | None = None, client_factory: Any = None, registry_dir: str | None = None):
         self.cluster = SlurmCluster(shared_dir=shared_dir, transport=transport, rest_url=rest_url,
                                      rest_user=rest_user, rest_token_file=rest_token_file)
         self.poll_seconds = float(poll_seconds) if poll_seconds else DEFAULT_POLL_SECONDS
         self.client_factory = client_factory
+        self.registry_dir = registry_dir
 
     @property
     def label(self) -> str:
@@ -68,7 +74,8 @@ class SlurmBackend(Backend):
         """This backend with other cluster settings laid over its own (a job's options, a handle's location)."""
         settings = {**self.cluster.given(), **{key: value for key, value in cluster.items()
                                                   if key in CLUSTER_SETTINGS and value is not None}}
-        return SlurmBackend(**settings, poll_seconds=self.poll_seconds, client_factory=self.client_factory)
+        return SlurmBackend(**settings, poll_seconds=self.poll_seconds, client_factory=self.client_factory,
+                            registry_dir=self.registry_dir)
 
     def location(self) -> dict[str, str]:
         return {key: str(value) for key, value in self.cluster.given().items()}
@@ -282,3 +289,48 @@ class SlurmBackend(Backend):
         options = self.options()
         assert isinstance(options, SlurmOptions)
         check_spec(spec, options, self.cluster.shared_dir or "/shared")
+
+    # --- a pipeline's other steps: where trainops runs, over the shared directory ----------------------------------
+    def _here(self) -> Backend:
+        """The local backend over the shared directory (through the registry): staging, evaluation, registry."""
+        from trainops.backends import get_backend
+
+        shared = self._shared_dir()
+        return get_backend("local", workdir=shared, registry_dir=self.registry_dir or os.path.join(shared, "registry"),
+                           client_factory=self.client_factory)
+
+    def _evaluate(self, **arguments: Any) -> Any:
+        """Run the evaluation script on this machine, the model read from the shared directory."""
+        return self._here().evaluate(**arguments)
+
+    def start_evaluation(self, **arguments: Any) -> JobHandle:
+        """A detached evaluation on this machine (a local evaluation job in the shared directory: its handle is the
+        local backend's, which the trigger follows)."""
+        self.require("start_evaluation")
+        return self._here().start_evaluation(**arguments)
+
+    def describe_evaluation(self, handle: JobHandle) -> JobResult:
+        return self._here().describe_evaluation(handle)
+
+    def stop_evaluation(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
+        return self._here().stop_evaluation(handle, reason)
+
+    def evaluation_result(self, handle: JobHandle) -> Any:
+        return self._here().evaluation_result(handle)
+
+    def evaluation_output(self, workdir: Any, key: str, model_artifact: str | None = None) -> str:
+        return self._here().evaluation_output(workdir, key, model_artifact)
+
+    def _register(self, **arguments: Any) -> Any:
+        """A version in the registry directory (once per training job)."""
+        return self._here().register(**arguments)
+
+    def champion(self, group: str) -> Any:
+        return self._here().champion(group)
+
+    def model_registry(self) -> Any:
+        return self._here().model_registry()
+
+    def stage(self, *args: Any, **options: Any) -> Any:
+        """Copy a local tree, file:// or s3:// prefix into a directory of the shared file system."""
+        return self._here().stage(*args, **options)

@@ -1,0 +1,167 @@
+"""What the slurm backend adds to Slurm: submit -> every rank running, and stop -> every rank gone, with
+`trainops run --backend slurm --no-wait` / `trainops stop` beside plain `sbatch` / `scancel` of the same training
+script (2 nodes, one rank each, `srun python SCRIPT` in the plain batch script), alternating, on the test cluster of
+tests/support/slurm_cluster.py (started here, stopped at the end).
+
+A rank is running once the training script's first line has written its marker (its pid and the time); it is gone
+once that pid is gone. Both commands are timed from the moment they are started, as a user's would be, so the
+trainops side pays its CLI's start, the spec's validation, laying out the contract directories and the record, the
+node script and the runtime's launcher; the plain side pays sbatch and srun only.
+
+Run:  .venv/bin/python bench/slurm_overhead.py [--rounds 5]
+Needs root and Slurm (make slurm). Prints one row per round and the medians; the bounds of issue 38: start <= 1 s
+more than plain sbatch, stop <= 10 s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from support.slurm_cluster import missing, start_cluster  # noqa: E402
+
+SCRIPT = '''import json, os, time
+marker = os.path.join(os.environ["BENCH_MARKERS"], os.environ.get("SM_CURRENT_HOST") or os.environ["SLURMD_NODENAME"])
+with open(marker + ".tmp", "w") as handle:
+    json.dump({"pid": os.getpid(), "time": time.time()}, handle)
+os.replace(marker + ".tmp", marker)
+time.sleep(3600)
+'''
+PLAIN = '''#!/bin/bash
+#SBATCH --job-name={name}
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --exclusive
+#SBATCH --no-requeue
+#SBATCH --output={work}/{name}.log
+export BENCH_MARKERS={markers}
+srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1 --export=ALL {python} {script}
+'''
+
+
+def wait_for(predicate, what: str, timeout: float = 120.0, pause: float = 0.005):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise SystemExit(f"timed out waiting for {what}")
+        time.sleep(pause)
+
+
+def markers(directory: Path) -> list[dict]:
+    found = []
+    for path in sorted(directory.glob("*")):
+        if not path.name.endswith(".tmp"):
+            found.append(json.loads(path.read_text()))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def measure(start: list[str], stop, directory: Path, env: dict[str, str]) -> tuple[float, float]:
+    """(seconds from starting the submit command to both ranks' markers, seconds from starting the stop to both
+    ranks' pids gone)."""
+    began = time.perf_counter()
+    done = subprocess.run(start, env=env, capture_output=True, text=True, timeout=300)
+    if done.returncode != 0:
+        raise SystemExit(f"{' '.join(start)} failed:\n{done.stdout}{done.stderr}")
+    ranks = wait_for(lambda: len(found := markers(directory)) == 2 and found, "both ranks to run")
+    running = time.perf_counter() - began
+    pids = [rank["pid"] for rank in ranks]
+    began = time.perf_counter()
+    stop(done.stdout)
+    wait_for(lambda: not any(alive(pid) for pid in pids), "every rank to end")
+    return running, time.perf_counter() - began
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rounds", type=int, default=5)
+    arguments = parser.parse_args()
+    if missing():
+        raise SystemExit(missing())
+    work = Path(tempfile.mkdtemp(prefix="trainops-slurm-bench-"))
+    cluster = start_cluster(work / "cluster")
+    try:
+        env = cluster.env
+        source = work / "src"
+        source.mkdir()
+        (source / "rank.py").write_text(SCRIPT)
+        rows = []
+        for round_number in range(1, arguments.rounds + 1):
+            plain_markers = work / f"plain-markers-{round_number}"
+            plain_markers.mkdir()
+            batch = work / f"plain-{round_number}.sbatch"
+            batch.write_text(PLAIN.format(name=f"plain-{round_number}", work=work, markers=plain_markers,
+                                          python=sys.executable, script=source / "rank.py"))
+
+            def cancel(output: str) -> None:
+                cluster.command("scancel", output.strip().split(";")[0])
+
+            plain = measure(["sbatch", "--parsable", str(batch)], cancel, plain_markers, env)
+            trainops_markers = work / f"trainops-markers-{round_number}"
+            trainops_markers.mkdir()
+            spec = work / f"trainops-{round_number}.yaml"
+            spec.write_text(f"name: bench\nentry_point: rank.py\nsource_dir: {source}\ninstance_type: ml.c5.xlarge\n"
+                            f"instance_count: 2\nmax_run: 3600\nenvironment: {{BENCH_MARKERS: '{trainops_markers}'}}\n")
+            settings = ["--backend", "slurm", "-o", f"shared_dir={cluster.shared_dir}"]
+            name = f"bench-{round_number}"
+
+            def stop(_output: str, name: str = name, settings: list[str] = settings) -> None:
+                done = subprocess.run([sys.executable, "-m", "trainops.cli", "stop", name, *settings], env=env,
+                                      capture_output=True, text=True, timeout=300)
+                if done.returncode != 0:
+                    raise SystemExit(f"trainops stop failed:\n{done.stdout}{done.stderr}")
+
+            ours = measure([sys.executable, "-m", "trainops.cli", "run", str(spec), *settings, "-o",
+                            f"python={sys.executable}", "--job-name", name, "--no-wait"], stop, trainops_markers, env)
+            rows.append((plain, ours))
+            print(f"round {round_number}: plain sbatch {plain[0]:.2f} s to run, scancel {plain[1]:.2f} s to end | "
+                  f"trainops {ours[0]:.2f} s to run, stop {ours[1]:.2f} s to end", flush=True)
+        report(rows)
+    finally:
+        cluster.stop()
+        subprocess.run(["rm", "-rf", str(work)], check=False)
+
+
+def report(rows: list[tuple[tuple[float, float], tuple[float, float]]]) -> None:
+    def median(index: int, side: int) -> float:
+        return statistics.median(row[side][index] for row in rows)
+
+    print("\n| command | submit -> all ranks running, median s | stop -> all ranks gone, median s |")
+    print("| --- | --- | --- |")
+    print(f"| plain `sbatch` / `scancel` | {median(0, 0):.2f} | {median(1, 0):.2f} |")
+    print(f"| `trainops run --backend slurm --no-wait` / `trainops stop` | {median(0, 1):.2f} | {median(1, 1):.2f} |")
+    extra = [row[1][0] - row[0][0] for row in rows]
+    print(f"\nstart: trainops - plain per round {', '.join(f'{value:+.2f}' for value in extra)} s; median "
+          f"{statistics.median(extra):+.2f} s (bound <= +1 s: {'met' if statistics.median(extra) <= 1 else 'MISSED'})")
+    ratios = [row[1][0] / row[0][0] for row in rows]
+    print(f"start ratio trainops / plain: median {statistics.median(ratios):.2f} "
+          f"({', '.join(f'{value:.2f}' for value in ratios)})")
+    stops = [row[1][1] for row in rows]
+    print(f"stop: trainops median {statistics.median(stops):.2f} s, max {max(stops):.2f} s (bound <= 10 s: "
+          f"{'met' if max(stops) <= 10 else 'MISSED'}); plain scancel median {median(1, 0):.2f} s")
+    print(json.dumps({"rounds": len(rows), "plain": [row[0] for row in rows], "trainops": [row[1] for row in rows],
+                      "load": os.getloadavg()}))
+
+
+if __name__ == "__main__":
+    main()
