@@ -16,12 +16,15 @@ more than plain sbatch, stop <= 10 s.
 from __future__ import annotations
 
 import argparse
+import glob
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -47,6 +50,10 @@ PLAIN = '''#!/bin/bash
 export BENCH_MARKERS={markers}
 srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1 --export=ALL {python} {script}
 '''
+
+
+#: CPU seconds of each submit command, in the order run (plain, trainops, plain, ...): what it costs on an idle machine.
+CPU: list[float] = []
 
 
 def wait_for(predicate, what: str, timeout: float = 120.0, pause: float = 0.005):
@@ -76,20 +83,45 @@ def alive(pid: int) -> bool:
         return False
 
 
-def measure(start: list[str], stop, directory: Path, env: dict[str, str]) -> tuple[float, float]:
+def idle(cluster) -> bool:
+    """Both nodes idle: the previous job has left them (not COMPLETING), so neither side waits for the other's."""
+    done = cluster.command("sinfo", "-h", "-N", "-o", "%N %t", check=False)
+    return done.returncode == 0 and sorted(done.stdout.split()) == ["idle", "idle", "n1", "n2"]
+
+
+def measure(cluster, start: list[str], stop, directory: Path,
+            batch_log: str) -> tuple[float, float, float, float]:
     """(seconds from starting the submit command to both ranks' markers, seconds from starting the stop to both
-    ranks' pids gone)."""
+    ranks' pids gone, seconds the submit command took, seconds to the batch script's start: its log file appears),
+    once both nodes are idle."""
+    env = cluster.env
+    wait_for(lambda: idle(cluster), "both nodes to be idle", pause=0.1)
+    batch_started: list[float] = []
+
+    def watch_batch() -> None:
+        while not batch_started and time.perf_counter() - began < 120:
+            if glob.glob(batch_log):
+                batch_started.append(time.perf_counter() - began)
+            time.sleep(0.002)
+
     began = time.perf_counter()
+    watcher = threading.Thread(target=watch_batch, daemon=True)
+    watcher.start()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(start, env=env, capture_output=True, text=True, timeout=300)
+    returned = time.perf_counter() - began
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    CPU.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(start)} failed:\n{done.stdout}{done.stderr}")
     ranks = wait_for(lambda: len(found := markers(directory)) == 2 and found, "both ranks to run")
-    running = time.perf_counter() - began
+    running = max(rank["time"] for rank in ranks) - (time.time() - (time.perf_counter() - began))
     pids = [rank["pid"] for rank in ranks]
     began = time.perf_counter()
     stop(done.stdout)
     wait_for(lambda: not any(alive(pid) for pid in pids), "every rank to end")
-    return running, time.perf_counter() - began
+    watcher.join()
+    return running, time.perf_counter() - began, returned, batch_started[0] if batch_started else float("nan")
 
 
 def main() -> None:
@@ -116,7 +148,8 @@ def main() -> None:
             def cancel(output: str) -> None:
                 cluster.command("scancel", output.strip().split(";")[0])
 
-            plain = measure(["sbatch", "--parsable", str(batch)], cancel, plain_markers, env)
+            plain = measure(cluster, ["sbatch", "--parsable", str(batch)], cancel, plain_markers,
+                            str(work / f"plain-{round_number}.log"))
             trainops_markers = work / f"trainops-markers-{round_number}"
             trainops_markers.mkdir()
             spec = work / f"trainops-{round_number}.yaml"
@@ -131,25 +164,36 @@ def main() -> None:
                 if done.returncode != 0:
                     raise SystemExit(f"trainops stop failed:\n{done.stdout}{done.stderr}")
 
-            ours = measure([sys.executable, "-m", "trainops.cli", "run", str(spec), *settings, "-o",
-                            f"python={sys.executable}", "--job-name", name, "--no-wait"], stop, trainops_markers, env)
+            ours = measure(cluster, [sys.executable, "-m", "trainops.cli", "run", str(spec), *settings, "-o",
+                                     f"python={sys.executable}", "--job-name", name, "--no-wait"], stop,
+                           trainops_markers, str(cluster.shared_dir / "jobs" / name / "logs" / "batch-*.log"))
             rows.append((plain, ours))
-            print(f"round {round_number}: plain sbatch {plain[0]:.2f} s to run, scancel {plain[1]:.2f} s to end | "
-                  f"trainops {ours[0]:.2f} s to run, stop {ours[1]:.2f} s to end", flush=True)
+            print(f"round {round_number}: plain sbatch {plain[0]:.2f} s to run (returned {plain[2]:.2f}, batch "
+                  f"{plain[3]:.2f}), scancel {plain[1]:.2f} s to end | trainops {ours[0]:.2f} s to run (returned "
+                  f"{ours[2]:.2f}, batch {ours[3]:.2f}), stop {ours[1]:.2f} s to end; load "
+                  f"{os.getloadavg()[0]:.1f}", flush=True)
         report(rows)
     finally:
         cluster.stop()
         subprocess.run(["rm", "-rf", str(work)], check=False)
 
 
-def report(rows: list[tuple[tuple[float, float], tuple[float, float]]]) -> None:
+Row = tuple[float, float, float, float]
+
+
+def report(rows: list[tuple[Row, Row]]) -> None:
     def median(index: int, side: int) -> float:
         return statistics.median(row[side][index] for row in rows)
 
-    print("\n| command | submit -> all ranks running, median s | stop -> all ranks gone, median s |")
-    print("| --- | --- | --- |")
-    print(f"| plain `sbatch` / `scancel` | {median(0, 0):.2f} | {median(1, 0):.2f} |")
-    print(f"| `trainops run --backend slurm --no-wait` / `trainops stop` | {median(0, 1):.2f} | {median(1, 1):.2f} |")
+    print("\n| command | submit -> all ranks running | the submit command | submit -> batch script starts | "
+          "batch script -> all ranks running | stop -> all ranks gone |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for side, label in ((0, "plain `sbatch` / `scancel`"),
+                        (1, "`trainops run --backend slurm --no-wait` / `trainops stop`")):
+        in_job = statistics.median(row[side][0] - row[side][3] for row in rows)
+        print(f"| {label} | {median(0, side):.2f} | {median(2, side):.2f} | {median(3, side):.2f} | {in_job:.2f} | "
+              f"{median(1, side):.2f} |")
+    print("(medians, seconds)")
     extra = [row[1][0] - row[0][0] for row in rows]
     print(f"\nstart: trainops - plain per round {', '.join(f'{value:+.2f}' for value in extra)} s; median "
           f"{statistics.median(extra):+.2f} s (bound <= +1 s: {'met' if statistics.median(extra) <= 1 else 'MISSED'})")
@@ -157,6 +201,8 @@ def report(rows: list[tuple[tuple[float, float], tuple[float, float]]]) -> None:
     print(f"start ratio trainops / plain: median {statistics.median(ratios):.2f} "
           f"({', '.join(f'{value:.2f}' for value in ratios)})")
     stops = [row[1][1] for row in rows]
+    print(f"CPU seconds of the submit command: sbatch median {statistics.median(CPU[0::2]):.3f}, trainops run median "
+          f"{statistics.median(CPU[1::2]):.3f} (the machine's load does not inflate these)")
     print(f"stop: trainops median {statistics.median(stops):.2f} s, max {max(stops):.2f} s (bound <= 10 s: "
           f"{'met' if max(stops) <= 10 else 'MISSED'}); plain scancel median {median(1, 0):.2f} s")
     print(json.dumps({"rounds": len(rows), "plain": [row[0] for row in rows], "trainops": [row[1] for row in rows],

@@ -52,8 +52,8 @@ def options(slurm) -> list[str]:
     return ["--backend", "slurm", "-o", f"shared_dir={slurm.shared_dir}", "-o", f"python={sys.executable}"]
 
 
-def trainops(slurm, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([*TRAINOPS, *args], capture_output=True, text=True, timeout=timeout, env=slurm.env)
+def trainops(slurm, *args: str, timeout: float = 300, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*TRAINOPS, *args], capture_output=True, text=True, timeout=timeout, env=env or slurm.env)
 
 
 def start_trainops(slurm, *args: str) -> subprocess.Popen:
@@ -204,3 +204,24 @@ def test_a_controller_down_for_30_s_fails_no_look_and_forgotten_jobs_stay_readab
     for name in ("outage-1", "quick-1"):  # outage-1 ended under a wait; nobody looked at quick-1 before
         record = status(slurm, name)
         assert record["status"] == "Completed" and record["model_artifact"].endswith("model.tar.gz"), record
+
+
+def test_the_rest_transport_runs_and_follows_a_job_from_off_the_cluster(slurm, tmp_path):
+    """An Airflow worker or a KFP pod off the cluster: no slurm.conf (the Slurm commands reach nothing), only
+    slurmrestd's address and a JWT; the job's files through the shared directory."""
+    spec = write_spec(tmp_path, "ticker.py", name="rest", extra="environment: {SECONDS: '1'}\n")
+    off = {key: value for key, value in slurm.env.items() if key != "SLURM_CONF"}
+    off["SLURM_JWT"] = slurm.token()
+    rest = ["--backend", "slurm", "-o", f"shared_dir={slurm.shared_dir}", "-o", "transport=rest",
+            "-o", f"rest_url={slurm.rest_url}"]
+    done = trainops(slurm, "run", str(spec), *rest, "-o", f"python={sys.executable}", "--job-name", "rest-1", env=off)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "tick 1 on algo-1" in done.stdout and "tick 1 on algo-2" in done.stdout, done.stdout
+    shown = trainops(slurm, "status", "rest-1", *rest, "--json", env=off)
+    record = json.loads(shown.stdout)
+    assert record["status"] == "Completed" and record["transport"] == "rest", record
+    [job] = slurm_jobs(slurm, "rest-1")
+    assert job["job_id"] == record["slurm_job_id"] and job["comment"].startswith("trainops:")
+    refused = trainops(slurm, "run", str(spec), *rest, "--job-name", "rest-2", env={**off, "SLURM_JWT": ""})
+    assert refused.returncode == 2 and "SLURM_JWT" in refused.stderr, refused.stderr
+    assert not (slurm.shared_dir / "jobs" / "rest-2" / "slurm-job.json").exists()  # nothing submitted: name free

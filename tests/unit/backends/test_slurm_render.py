@@ -36,7 +36,7 @@ def test_the_batch_script_asks_one_task_per_node_and_starts_the_runtime_on_each(
     lines = script.splitlines()
     assert lines[0] == "#!/bin/bash"
     for expected in ("--job-name=bert-1", "--nodes=4", "--ntasks-per-node=1", "--time=0-01:02:05", "--no-requeue",
-                     "--export=NONE", f"--output={job_dir}/logs/batch-%j.log", f"--chdir={job_dir}",
+                     f"--output={job_dir}/logs/batch-%j.log", f"--chdir={job_dir}",
                      "--partition=train", "--account=ml", "--exclusive", "--gres=gpu:8"):
         assert f"#SBATCH {expected}" in lines, expected
     [srun] = [line for line in lines if line.startswith("srun ")]
@@ -44,6 +44,7 @@ def test_the_batch_script_asks_one_task_per_node_and_starts_the_runtime_on_each(
                            "--auto-resume=1 ")
     assert srun.endswith('"$PYTHON" -I -S "$NODE" run "$JOB_DIR"')
     assert lines[-1] == 'exec "$PYTHON" -I -S "$NODE" finish "$JOB_DIR" "$?"'
+    assert not any(line.startswith("#SBATCH --export") for line in lines)  # Slurm's default: the submitter's
     assert not (tmp_path / "shared").exists()  # a dry run writes nothing
 
 

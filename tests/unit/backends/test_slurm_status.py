@@ -197,3 +197,26 @@ def test_the_node_script_runs_alone_and_finishes_a_job(tmp_path):
 
 def test_a_forgotten_status_is_a_status_not_a_running_job():
     assert JobStatus.parse("Failed").terminal and not JobStatus.parse("InProgress").terminal
+
+
+def test_an_expired_or_missing_token_is_refused_before_any_call(tmp_path):
+    import base64
+
+    from trainops.backends.slurm.rest import read_token
+    from trainops.errors import SpecError
+
+    def jwt(expires: float) -> str:
+        claims = base64.urlsafe_b64encode(json.dumps({"exp": expires, "sun": "alice"}).encode()).decode().rstrip("=")
+        return f"eyJhbGciOiJIUzI1NiJ9.{claims}.signature"
+
+    fresh = jwt(time.time() + 600)
+    assert read_token(None, {"SLURM_JWT": fresh}) == fresh
+    assert read_token(None, {"SLURM_JWT": f"SLURM_JWT={fresh}\n"}) == fresh  # as `scontrol token` prints it
+    (tmp_path / "token").write_text(fresh)
+    assert read_token(str(tmp_path / "token"), {}) == fresh
+    with pytest.raises(SpecError, match="SLURM_JWT: the Slurm token expired"):
+        read_token(None, {"SLURM_JWT": jwt(time.time() - 5)})
+    with pytest.raises(SpecError, match="rest_token_file: no Slurm token"):
+        read_token(None, {})
+    with pytest.raises(SpecError, match="rest_token_file"):
+        read_token(str(tmp_path / "absent"), {})

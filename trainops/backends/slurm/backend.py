@@ -30,8 +30,9 @@ logger = logging.getLogger(__name__)
 #: What a result carries beside the common keys (`JobResult.details`).
 DETAILS = ("slurm_job_id", "slurm_state", "nodes", "job_dir", "checkpoint_dir", "output_artifact", "hosts",
            "stop_requested", "instance_type", "instance_count", "batch_log")
-#: The batch step's environment for slurmrestd (which requires one); the user's login environment is loaded too.
-REST_ENVIRONMENT = {"PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+#: The batch step's environment through slurmrestd, which requires one (the submitting process's means nothing on
+#: the cluster): a PATH where the batch script finds srun (/opt/slurm/bin on HyperPod, else the system's).
+REST_ENVIRONMENT = {"PATH": "/opt/slurm/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 DEFAULT_POLL_SECONDS = 2.0
 
 

@@ -28,9 +28,9 @@ CLUSTER_SETTINGS = ("shared_dir", "transport", "rest_url", "rest_user", "rest_to
 #: depend on them).
 RESERVED_SBATCH = frozenset({
     "job-name", "J", "nodes", "N", "ntasks", "n", "ntasks-per-node", "output", "o", "error", "e", "time", "t",
-    "export", "requeue", "no-requeue", "open-mode", "parsable", "wait", "W", "chdir", "D", "comment", "partition",
+    "requeue", "no-requeue", "open-mode", "parsable", "wait", "W", "chdir", "D", "comment", "partition",
     "p", "account", "A", "array", "a", "wrap", "input", "i", "dependency", "d", "test-only", "uid", "gid",
-    "get-user-env", "kill-on-invalid-dep", "signal", "hold", "H", "clusters", "M", "export-file",
+    "kill-on-invalid-dep", "signal", "hold", "H", "clusters", "M", "export-file",
 })
 _WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@%,=+/-]*\Z")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")

@@ -59,7 +59,7 @@ class BatchJob:
         """The job's sbatch options, in the script's order: (long name, value or None for a flag)."""
         chosen: list[tuple[str, str | None]] = [
             ("job-name", self.job_name), ("nodes", str(self.nodes)), ("ntasks-per-node", "1"),
-            ("time", time_limit(self.time_seconds)), ("no-requeue", None), ("export", "NONE"),
+            ("time", time_limit(self.time_seconds)), ("no-requeue", None),
             ("output", self.batch_log), ("open-mode", "append"), ("chdir", self.job_dir),
             ("comment", self.comment)]
         for name in ("partition", "account", "qos", "reservation", "constraint"):
