@@ -193,6 +193,16 @@ def test_the_node_script_runs_alone_and_finishes_a_job(tmp_path):
     assert failed.returncode == 3
     ended = json.loads((job_dir / "ended.json").read_text())
     assert ended["status"] == "Failed" and "exit code 3" in ended["failure_reason"]
+    # On HyperPod, a host whose GPU health check failed is named as its Slurm node, with HyperPod's replace request.
+    plan = json.loads((job_dir / "slurm" / "job.json").read_text())
+    (job_dir / "slurm" / "job.json").write_text(json.dumps({**plan, "hyperpod": True}))
+    (job_dir / "hosts" / "algo-1" / "output" / "failure").write_text("health check failed on host algo-1: GPU 3 ...")
+    subprocess.run([sys.executable, "-I", "-S", str(copied), "finish", str(job_dir), "1"], capture_output=True,
+                   env={**clean, "SLURM_JOB_NODELIST": "ip-10-0-1-[8-9]"}, timeout=60)
+    ended = json.loads((job_dir / "ended.json").read_text())
+    assert ended["failed_node"] == "ip-10-0-1-8" and ended["failure_reason"].startswith("health check failed")
+    assert "scontrol update node=ip-10-0-1-8 state=fail reason=Action:Replace" in ended["failure_reason"]
+    assert classify_result(ended).failure_class == "infrastructure"
 
 
 def test_a_forgotten_status_is_a_status_not_a_running_job():

@@ -184,7 +184,8 @@ def lay_out(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_d
     output_dir.mkdir(parents=True, exist_ok=True)
     argv = container.container_argv(request, options.python or "python3")
     _write_private(job_dir / "slurm" / "job.json", {"job_name": name, "hosts": hosts, "argv": argv,
-                                                    "output_dir": str(output_dir)})
+                                                    "output_dir": str(output_dir),
+                                                    "hyperpod": bool(options.hyperpod)})
     from trainops.backends.request.render import masked
 
     _write_private(job_dir / "request.json", masked(request))

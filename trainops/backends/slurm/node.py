@@ -10,8 +10,9 @@ beside it (whose failure and record modules it imports from there): the nodes ne
   goes to ``logs/algo-<i+1>.log``; then it becomes the runtime (exec), so Slurm's signals reach it directly.
 - ``finish JOB_DIR CODE``: on the batch host once the step ended with ``CODE``: host 1's model directory packed
   into ``model.tar.gz`` (and ``output/data`` into ``output.tar.gz``) where the job's output goes, or the root cause
-  read from the runtime's records and failure files; either way ``ended.json`` says so, and the script exits
-  ``CODE``.
+  read from the runtime's records and failure files, with the Slurm node its host ran on (on HyperPod, a node whose
+  GPU health check failed is named with the command that asks HyperPod to replace it); either way ``ended.json``
+  says so, and the script exits ``CODE``.
 """
 
 from __future__ import annotations
@@ -177,7 +178,14 @@ def finish(job_dir: str, code: int) -> int:
                                         f"directory is kept in {first}/model")
     else:
         host, reason = _root_cause(job_dir, hosts, code)
-        ended.update(status="Failed", failed_host=host, failure_reason=reason)
+        nodes = dict(zip(hosts, expand_hostlist(os.environ.get("SLURM_JOB_NODELIST", "")), strict=False))
+        node = nodes.get(host)
+        if node and reason.startswith("health check") and plan.get("hyperpod"):
+            reason = (f"{reason}\n(host {host} is Slurm node {node}; HyperPod replaces it once it is marked: sudo "
+                      f"scontrol update node={node} state=fail reason=Action:Replace)")
+        elif node:
+            reason = f"{reason}\n(host {host} ran on Slurm node {node})"
+        ended.update(status="Failed", failed_host=host, failed_node=node, failure_reason=reason[:FAILURE_LIMIT])
     path = os.path.join(job_dir, ENDED)
     temporary = f"{path}.{os.getpid()}.tmp"
     with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "w",
