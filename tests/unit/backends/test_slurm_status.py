@@ -193,6 +193,10 @@ def test_the_node_script_runs_alone_and_finishes_a_job(tmp_path):
     assert failed.returncode == 3
     ended = json.loads((job_dir / "ended.json").read_text())
     assert ended["status"] == "Failed" and "exit code 3" in ended["failure_reason"]
+    (job_dir / "logs").mkdir()
+    (job_dir / "logs" / "batch-12.log").write_text("srun: error: n2: task 1: Exited with exit code 2\n")
+    subprocess.run([sys.executable, "-I", "-S", str(copied), "finish", str(job_dir), "2"], env=clean, timeout=60)
+    assert "srun: error: n2: task 1" in json.loads((job_dir / "ended.json").read_text())["failure_reason"]
     # On HyperPod, a host whose GPU health check failed is named as its Slurm node, with HyperPod's replace request.
     plan = json.loads((job_dir / "slurm" / "job.json").read_text())
     (job_dir / "slurm" / "job.json").write_text(json.dumps({**plan, "hyperpod": True}))
@@ -230,3 +234,35 @@ def test_an_expired_or_missing_token_is_refused_before_any_call(tmp_path):
         read_token(None, {})
     with pytest.raises(SpecError, match="rest_token_file"):
         read_token(str(tmp_path / "absent"), {})
+
+
+def test_the_guards_stop_a_slurm_job_that_stalled_or_spent_its_budget(tmp_path):
+    """The watch a wait and the Airflow trigger apply once a poll: a job whose hosts wrote nothing for stall_timeout,
+    or whose nodes x time x price reached the budget, is stopped with the guard's sentence (its failure reason)."""
+    from trainops.backends.guards import JobGuards
+    from trainops.backends.slurm.following import SlurmWatch
+
+    (tmp_path / "logs").mkdir()
+    log = tmp_path / "logs" / "algo-1.log"
+    log.write_text("step 1\n")
+    os.utime(log, (time.time() - 120, time.time() - 120))
+
+    class Backend:
+        def __init__(self):
+            self.stopped = []
+
+        def stop(self, handle, reason):
+            self.stopped.append(reason)
+            return "stopping"
+
+    record = {"status": "InProgress", "slurm_state": "RUNNING", "started": time.time() - 200,
+              "submitted": time.time() - 210, "billable_seconds": 200, "job_dir": str(tmp_path), "max_run": 3600}
+    backend = Backend()
+    tripped = SlurmWatch(backend, None, JobGuards(stall_timeout=60)).look(record)
+    assert tripped.kind == "stalled" and backend.stopped == [tripped.message]
+    assert classify_result({"status": "Stopped", "failure_reason": tripped.message}).failure_class == "infrastructure"
+    backend = Backend()
+    tripped = SlurmWatch(backend, None, JobGuards(budget_usd=0.1, hourly_usd=3.6)).look(record)  # 200 s: $0.20
+    assert tripped.kind == "budget" and backend.stopped[0].startswith("budget:")
+    backend = Backend()
+    assert SlurmWatch(backend, None, JobGuards(stall_timeout=600)).look(record) is None and backend.stopped == []

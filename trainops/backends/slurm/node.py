@@ -156,7 +156,25 @@ def _root_cause(job_dir: str, hosts: list[str], code: int) -> tuple[str, str]:
             continue
         if text:
             return host, text[:FAILURE_LIMIT]
-    return "", f"the job step ended with exit code {code} and no host wrote a failure file"
+    return "", (f"the job step ended with exit code {code} and no host wrote a failure file (a node that could not "
+                f"start the runtime: the python option, the shared directory)" + _last_lines(job_dir, hosts))
+
+
+def _last_lines(job_dir: str, hosts: list[str], count: int = 8) -> str:
+    """The last lines the hosts printed, then the batch script's (srun's own errors), for a failure nobody wrote."""
+    from trainops.runtime.untrusted import read_tail_bytes
+
+    names = [f"{host}.log" for host in hosts] + [f"batch-{os.environ.get('SLURM_JOB_ID', '')}.log"]
+    shown = []
+    for name in names:
+        try:
+            text = read_tail_bytes(os.path.join(job_dir, "logs", name), 4096).decode("utf-8", "replace")
+        except OSError:
+            continue
+        lines = [line for line in text.splitlines() if line.strip()][-count:]
+        if lines:
+            shown.append(f"--- last lines of {name} ---\n" + "\n".join(lines))
+    return ("\n" + "\n".join(shown)) if shown else ""
 
 
 def finish(job_dir: str, code: int) -> int:
