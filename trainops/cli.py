@@ -15,12 +15,7 @@ import os
 import sys
 
 from trainops import __version__
-from trainops.errors import TrainopsError
-
-#: The optional packages a command may import, and the extra of pyproject.toml that installs each (`make run`'s venv
-#: has only torch and the example's packages: a SageMaker command there says what to install, not "internal error").
-OPTIONAL_PACKAGES = {"boto3": "aws", "botocore": "aws", "s3transfer": "aws", "kfp": "kfp", "airflow": "airflow",
-                     "torch": "torch", "numpy": "torch", "sklearn": "examples", "matplotlib": "examples"}
+from trainops.errors import OPTIONAL_PACKAGES, TrainopsError
 
 COMMAND_MODULES = [
     "trainops.commands.spec_commands",
@@ -66,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except Exception as error:  # noqa: BLE001 - the last line of defence: a message, not a traceback
+        # A command whose optional package is missing says which extra installs it (`make run`'s venv has only torch
+        # and the example's packages: a SageMaker command there says what to install, not "internal error").
         extra = OPTIONAL_PACKAGES.get((getattr(error, "name", None) or "").partition(".")[0])
         if isinstance(error, ModuleNotFoundError) and extra is not None:
             print(f"trainops: this command needs {error.name!r}, which is not installed in {sys.prefix}: "

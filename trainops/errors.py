@@ -53,3 +53,15 @@ class JobFailed(TrainopsError):
 
 class PreflightError(SpecError):
     """A backend check before anything is created (subnet AZ, security group, mount name) failed."""
+
+
+#: The optional packages trainops imports on demand, and the extra of trainops that installs each (pyproject.toml).
+OPTIONAL_PACKAGES = {"boto3": "aws", "botocore": "aws", "s3transfer": "aws", "kfp": "kfp", "airflow": "airflow",
+                     "torch": "torch", "numpy": "torch", "sklearn": "examples", "matplotlib": "examples"}
+
+
+def install_hint(error: BaseException) -> str | None:
+    """``pip install 'trainops[EXTRA]'`` when ``error`` is a missing optional package of trainops, else None."""
+    name = (getattr(error, "name", None) or "").partition(".")[0]
+    extra = OPTIONAL_PACKAGES.get(name) if isinstance(error, ModuleNotFoundError) else None
+    return f"pip install 'trainops[{extra}]'" if extra else None

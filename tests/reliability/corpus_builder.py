@@ -164,6 +164,10 @@ raw("type-yaml-number-as-name.yaml", "entry_point: train.py\ninstance_type: ml.p
 spec("field-inputs-dot-channel", {"inputs": {".": "s3://corpus-bucket/x"}}, fields=["inputs"])
 spec("field-inputs-dotdot-channel", {"inputs": {"..": "s3://corpus-bucket/x"}}, fields=["inputs"])
 spec("field-environment-nul", {"environment": {"A": "x\x00y"}}, fields=["environment"], fmt="json")
+spec("field-hyperparameter-nul", {"hyperparameters": {"lr": "0.1\x00--evil"}}, fields=["hyperparameters"],
+     text=["NUL"], fmt="json")
+spec("field-hyperparameter-nul-nested", {"hyperparameters": {"layers": [{"name\x00": 1}]}},
+     fields=["hyperparameters"], text=["NUL"])
 spec("field-environment-trainops-reserved", {"environment": {"TRAINOPS_HEALTHCHECK": "0"}}, fields=["environment"])
 spec("field-inputs-malformed-s3-uri", {"inputs": {"train": "s3:/corpus-bucket/x"}}, fields=["inputs.train"])
 spec("field-inputs-file-uri-with-host", {"inputs": {"train": "file://host/data"}}, fields=["inputs.train"])

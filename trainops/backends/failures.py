@@ -1,6 +1,7 @@
 """Why a training attempt ended: one classifier for every backend, as a table of rules (data, not code paths).
 
-A failed attempt is `user` (the script or its input: retrying reproduces it), `infrastructure` (capacity, a lost or
+A failed attempt is `user` (the script or its input: retrying reproduces it), `setup` (it failed before its script
+started: a missing package, a channel it cannot read, a limit of the machine), `infrastructure` (capacity, a lost or
 faulty instance, a failed GPU health check, EFA/NCCL transport errors, spot interruption, throttling, or a job
 trainops' stall watchdog stopped: reason `stalled`; a fresh attempt from the last checkpoint is the cure), `timeout`
 (max_run / max_wait, or the wait bound trainops stopped the job at), `stopped` (a person or an orchestrator asked),
@@ -27,6 +28,7 @@ from trainops.spec.retries import (  # noqa: F401 - the classes and budgets, re-
     BUDGET,
     CLASSES,
     INFRASTRUCTURE,
+    SETUP,
     STOPPED,
     TIMEOUT,
     UNKNOWN,
@@ -130,6 +132,9 @@ RULES: tuple[Rule, ...] = (
     Rule(STOPPED, "secondary_status", r"^CANCELLED$", "the Slurm job was cancelled (scancel)"),
     Rule(TIMEOUT, "failure_text", _I + r"(MaxRuntimeExceeded|MaxWaitTimeExceeded|ran longer than (its|the) "
          r"(limit|max_run|MaxRuntimeInSeconds))", "a time limit of the job"),
+    # Before the script: what the job needs of this machine (the local backend says so, `local.job.BEFORE_SCRIPT`).
+    Rule(SETUP, "failure_text", r"\Abefore the training script started: ", "the job failed before its training "
+         "script started (a package it needs, a channel it cannot read, a limit of the machine): fix what it names"),
     # Before any training time: the machines.
     Rule(INFRASTRUCTURE, "healthcheck", r".+", "the GPU health check failed on a host"),
     Rule(INFRASTRUCTURE, "host_lost", r".+", "a host's launcher ended without a failure record"),
@@ -314,6 +319,10 @@ def rules_markdown() -> str:
         "| --- | --- | --- |",
         "| `user` | the script or its input (an exception, a non-zero exit, an invalid request) | fails the same way: "
         "not retried by default |",
+        "| `setup` | the job failed before its training script started: a package trainops needs for it is missing "
+        "(with the `pip install` that adds it), a channel cannot be read, a limit of the machine (the per-user "
+        "process limit), the output location cannot be written | meets the same: never retried (no budget); fix "
+        "what it names |",
         "| `infrastructure` | capacity, a lost or faulty instance, a failed GPU health check, EFA/NCCL transport "
         "errors, spot interruption, throttling; reason `stalled`: no log line and no metric for `stall_timeout` "
         "seconds, so trainops' watchdog stopped the hung job | a fresh attempt `<name>-N` resumes from the shared "

@@ -37,7 +37,7 @@ DEFAULT_RETRY_DELAY_SECONDS = 60
 
 #: Failure classes a retry cannot fix (`trainops.backends.failures`): the task fails without using Airflow's retries
 #: (a spent budget cannot pay for another try either).
-NOT_RETRIED = ("user", "timeout", "stopped", "budget")
+NOT_RETRIED = ("user", "setup", "timeout", "stopped", "budget")
 
 
 def failure_exception(message: str, result: Any) -> AirflowException:

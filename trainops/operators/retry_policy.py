@@ -54,7 +54,7 @@ if RetryPolicy is not None:
         def evaluate(self, exception: BaseException, try_number: int, max_tries: int,
                      context: Any = None) -> Any:
             klass = failure_class_of(exception)
-            if klass in ("user", "timeout", "stopped"):
+            if klass in ("user", "setup", "timeout", "stopped"):
                 return RetryDecision.fail(reason=f"trainops: a {klass} failure; another try would fail the same way")
             if klass == "infrastructure":
                 return RetryDecision.retry(reason="trainops: an infrastructure failure; the next try re-attaches or "

@@ -39,6 +39,7 @@ from trainops.runtime.processes import (
     become_subreaper,
     is_alive,
     parent_death_signal_setter,
+    process_limit_note,
     reap_orphans,
     signal_group,
     signal_process,
@@ -238,7 +239,8 @@ class Launch:
         try:
             self.child, relay = self._spawn(capture_stderr)
         except OSError as error:
-            self.spawn_error = f"cannot start {self.plan.argv[0]} on host {self.plan.current_host}: {error}"
+            self.spawn_error = (f"cannot start {self.plan.argv[0]} on host {self.plan.current_host}: "
+                                f"{process_limit_note(error) or error}")
             _log(self.spawn_error)
             return 127, ""
         if self.stop_signal is not None:  # a stop that arrived while starting

@@ -160,3 +160,71 @@ def signal_name(signum: int) -> str:
         return signal.Signals(signum).name
     except ValueError:
         return f"signal {signum}"
+
+
+# --- the per-user process limit ----------------------------------------------------------------------------------
+def user_tasks(uid: int | None = None) -> int | None:
+    """How many tasks (processes and their threads: what RLIMIT_NPROC counts) the user ``uid`` (default: this
+    process's real user) runs now, from /proc; None where /proc is not there."""
+    uid = os.getuid() if uid is None else uid
+    try:
+        entries = [entry for entry in os.listdir("/proc") if entry.isdigit()]
+    except OSError:
+        return None
+    count = 0
+    for entry in entries:
+        try:
+            with open(f"/proc/{entry}/status", "rb") as handle:
+                text = handle.read(4096)
+        except OSError:
+            continue  # gone meanwhile
+        fields = dict(line.split(b":", 1) for line in text.splitlines() if b":" in line)
+        try:
+            if int(fields.get(b"Uid", b"-1").split()[0]) == uid:
+                count += int(fields.get(b"Threads", b"1").strip() or 1)
+        except (ValueError, IndexError):
+            continue
+    return count
+
+
+def process_limit() -> int | None:
+    """The soft per-user process limit (``ulimit -u``, RLIMIT_NPROC) that applies to this process, or None when it
+    does not apply: unlimited, or the user is root (whose forks the kernel never refuses for it)."""
+    try:
+        import resource
+
+        soft = resource.getrlimit(resource.RLIMIT_NPROC)[0]
+    except (ImportError, AttributeError, OSError, ValueError):
+        return None
+    if soft == resource.RLIM_INFINITY or (os.getuid() == 0 and _in_first_user_namespace()):
+        return None
+    return int(soft)
+
+
+def _in_first_user_namespace() -> bool:
+    """Whether this process's user namespace is the machine's own (uid 0 there is root for the kernel's limits; uid 0
+    of a user namespace made by someone else is that someone, whose limit applies)."""
+    try:
+        with open("/proc/self/uid_map", encoding="ascii") as handle:
+            return handle.read().split() == ["0", "0", "4294967295"]
+    except OSError:
+        return True  # no /proc: not Linux, no user namespaces
+
+
+def process_limit_note(error: BaseException) -> str | None:
+    """What to tell the user when ``error`` is what reaching the per-user process limit raises (a fork refused with
+    EAGAIN, a thread Python could not start), else None."""
+    import errno
+
+    forked = isinstance(error, OSError) and error.errno == errno.EAGAIN
+    threaded = isinstance(error, RuntimeError) and "can't start new thread" in str(error)
+    if not (forked or threaded):
+        return None
+    limit = process_limit()
+    running = user_tasks()
+    said = (f"the per-user process limit (ulimit -u, RLIMIT_NPROC: {limit}; every thread counts) was reached"
+            + (f" with {running} of this user's processes and threads running" if running is not None else "")
+            if limit is not None else
+            "the machine refused to start another process or thread (the per-user process limit, ulimit -u, or a "
+            "cgroup's pids.max)")
+    return f"{said}: raise the limit or stop other processes of this user, then run the job again"

@@ -101,6 +101,21 @@ class InstanceGroup(CoreModel):
     instance_count: int = Field(ge=1, le=1000, description="Hosts in the group.")
 
 
+def _holds_nul(value: Any) -> bool:
+    """Whether a NUL character is in ``value`` or in any string (key or item) of the lists and mappings it holds."""
+    pending = [value]
+    while pending:
+        item = pending.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            pending += [*item.keys(), *item.values()]
+        elif isinstance(item, (list, tuple)):
+            pending += list(item)
+    return False
+
+
 class JobSpec(CoreModel):
     """A distributed-training job. Field names follow the SageMaker Python SDK v2 estimator."""
 
@@ -403,6 +418,10 @@ class JobSpec(CoreModel):
                 raise ValueError(f"{key}: value must be JSON (string, number, boolean, list or mapping)") from None
             if len(encoded) > 2500:
                 raise ValueError(f"{key}: encoded value is {len(encoded)} characters; SageMaker allows 2500")
+            if "\x00" in key or _holds_nul(item):
+                # json.dumps wrote it as \u0000; the launchers decode it back into the script's arguments
+                raise ValueError(f"{key[:40]!r}: contains a NUL character, which no command-line argument can hold "
+                                 "(hyperparameters become the training script's arguments); remove it")
         return value
 
     @field_validator("tags", mode="before")

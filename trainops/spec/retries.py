@@ -17,7 +17,10 @@ TIMEOUT = "timeout"
 STOPPED = "stopped"
 UNKNOWN = "unknown"
 BUDGET = "budget"  # the run's max_cost_usd was reached: trainops stopped the job (never retried)
-CLASSES = (USER, INFRASTRUCTURE, TIMEOUT, STOPPED, BUDGET, UNKNOWN)
+#: The job failed before its training script started: a package it needs is missing, a channel cannot be read, a
+#: limit of the machine. Not the script's fault, and a retry meets it again: no budget (fix what it names).
+SETUP = "setup"
+CLASSES = (USER, INFRASTRUCTURE, TIMEOUT, STOPPED, BUDGET, SETUP, UNKNOWN)
 #: Classes no budget can retry: a stop was asked for; a spent budget cannot pay for another attempt.
 NEVER_RETRIED = (STOPPED, BUDGET)
 

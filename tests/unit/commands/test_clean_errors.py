@@ -99,6 +99,9 @@ sys.exit(main(sys.argv[1:]))
     (["run", "examples/specs/smddp-p4d.yaml", "--backend", "sagemaker"], "needs 'boto3', which is not installed"),
     (["kfp", "compile", "examples/digits/pipeline.yaml", "-o", "{home}/x.yaml"],
      "needs 'kfp', which is not installed"),
+    # issue 39: a local job reading S3 is refused when validated, not detached with exit 0 to fail later
+    (["run", "examples/digits/train.yaml", "--no-wait"],
+     "inputs.train: s3://trainops-example-data/digits/train/ is read through boto3, which is not installed"),
 ])
 def test_a_command_whose_optional_package_is_missing_says_what_to_install(tmp_path, arguments, text):
     """`make run` installs neither boto3 nor kfp: a SageMaker or KFP command there exits 2 naming the extra to
@@ -112,5 +115,7 @@ def test_a_command_whose_optional_package_is_missing_says_what_to_install(tmp_pa
                           env={**__import__("os").environ, "TRAINOPS_HOME": str(home)})
     assert done.returncode == 2 and "internal error" not in done.stderr, done.stderr
     assert text.format(home=home) in done.stderr
-    if arguments[0] == "kfp" or "sagemaker" in arguments:
+    if arguments[0] == "kfp" or "sagemaker" in arguments or "--no-wait" in arguments:
         assert "pip install 'trainops[" in done.stderr
+    if "--no-wait" in arguments:
+        assert not (home / "jobs").exists() or not any((home / "jobs").iterdir())  # nothing started

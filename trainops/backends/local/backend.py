@@ -67,14 +67,21 @@ class LocalBackend(Backend):
     def dry_run(self, spec: Any, name: str, options: BackendOptions) -> dict[str, Any]:
         """The CreateTrainingJob request the local job of ``name`` will execute, with this machine's paths (the
         job's directory, the code and runtime channels it will lay out), after what a local run refuses (its code
-        directory, an s3:// source that is not a tarball); nothing is written."""
+        directory, an s3:// source that is not a tarball) and what this machine cannot give it
+        (`trainops.backends.local.preflight`); nothing is written."""
         assert isinstance(options, LocalOptions)
         from trainops.backends.local.job import check_local_spec
         from trainops.backends.local.job_input import from_spec
         from trainops.backends.local.paths import job_dir
+        from trainops.backends.local.preflight import check_local_run
 
         check_local_spec(spec)
-        return from_spec(spec, launcher=options.launcher).render(name, job_dir(name, self.workdir), lay_out=False)
+        request = from_spec(spec, launcher=options.launcher).render(name, job_dir(name, self.workdir), lay_out=False)
+        # What this machine must give the run (boto3 and the S3 prefixes, readable channels, room under the process
+        # limit): said now, exit 2, not after a detached job has returned 0
+        check_local_run(request, overrides=dict(options.channel_overrides or {}),
+                        processes_per_host=options.processes_per_host, client_factory=self.client_factory)
+        return request
 
     def _create(self, spec: Any, name: str, options: BackendOptions, *, detached: bool, log: Log) -> JobHandle:
         """Start the job under a detached supervisor, or prepare it for `wait` to run in this process."""

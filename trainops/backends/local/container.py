@@ -147,10 +147,12 @@ def fetch_channels(request: Mapping[str, Any], job_dir: Path, overrides: Mapping
             uri = s3["S3Uri"]
         local = _local_source(uri)
         if local is not None:
+            from trainops.backends.local.preflight import channel_problem
+
             path = local.resolve()
-            if not path.exists():
-                problems.append(Problem(f"inputs.{name}", f"{path} does not exist: stage the data first "
-                                                          "(trainops stage)"))
+            problem = channel_problem(str(path))  # missing, or this user cannot read it
+            if problem is not None:
+                problems.append(Problem(f"inputs.{name}", problem))
             else:
                 resolved[name] = path if path.is_dir() else _single_file_channel(job_dir, name, path)
             continue

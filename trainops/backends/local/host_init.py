@@ -41,6 +41,7 @@ if not __package__:  # run as a file (`python -I -S`, no site-packages): trainop
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 from trainops.runtime.processes import (  # noqa: E402 - stdlib only
     become_subreaper,
+    process_limit_note,
     process_start_ticks,
     set_parent_death_signal,
     stat_fields,
@@ -322,7 +323,8 @@ def main(argv: list[str]) -> int:
                     os.close(descriptor)
                 _init(report, command)
             except BaseException as error:  # noqa: BLE001 - said on the host's output, then the host fails
-                sys.stderr.write(f"trainops: the emulated host could not start: {error}\n")
+                sys.stderr.write(f"trainops: the emulated host could not start: {process_limit_note(error) or error}"
+                                 "\n")
                 sys.stderr.flush()
                 os._exit(127)
         _forward_to(init)
@@ -379,6 +381,6 @@ def works(variant: str, command: list[str], env: dict[str, str], timeout: float 
 if __name__ == "__main__":
     try:
         sys.exit(main(sys.argv[1:]))
-    except OSError as error:
-        sys.stderr.write(f"trainops: the emulated host could not start: {error}\n")
-        sys.exit(127 if error.errno != errno.EPERM else 126)
+    except (OSError, RuntimeError) as error:
+        sys.stderr.write(f"trainops: the emulated host could not start: {process_limit_note(error) or error}\n")
+        sys.exit(126 if getattr(error, "errno", None) == errno.EPERM else 127)

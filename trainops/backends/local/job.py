@@ -38,8 +38,9 @@ from trainops.backends.local.ports import reserve_port
 from trainops.backends.local.processes import MARKER
 from trainops.backends.local.pump import LogPump
 from trainops.backends.local.secrets import MASK_VARIABLES, mask
-from trainops.errors import JobFailed, Problem, SpecError
+from trainops.errors import JobFailed, Problem, SpecError, install_hint
 from trainops.runtime.host_facts import MPIRUN_SETTING
+from trainops.runtime.processes import process_limit_note
 from trainops.spec.job import JobSpec
 
 POLL_SECONDS = 0.1
@@ -54,6 +55,10 @@ Log = Callable[[str], None]
 
 logger = logging.getLogger(__name__)
 
+
+#: How the failure reason of a job that failed before its training script started begins (the failure classifier's
+#: `setup` class: a missing package, a channel it cannot read, a limit of this machine; not the script's fault).
+BEFORE_SCRIPT = "before the training script started: "
 
 #: The line before what trainops saw a failed host print last, when its failure file has no stderr tail of its own.
 OUTPUT_TAIL_HEADING = "--- last lines of the host's output, as trainops saw them ---"
@@ -205,9 +210,18 @@ class LocalJob:
         try:
             return self._run(started)
         except Exception as error:
-            # Say why in the record (else it would read "the controller exited before the job ended").
-            status.write_failed_start(self.job_dir, self.job_id, mask(f"{type(error).__name__}: {error}",
-                                                                       self._secrets))
+            # Say why in the record (else it would read "the controller exited before the job ended"); what failed
+            # before any host started is the setup's, not the script's (`trainops.backends.failures`: class setup).
+            limit = process_limit_note(error)
+            hint = install_hint(error)
+            said = limit or f"{type(error).__name__}: {error}" + (f" ({hint})" if hint else "")
+            status.write_failed_start(self.job_dir, self.job_id, mask(
+                said if self._launchers else f"{BEFORE_SCRIPT}{said}", self._secrets))
+            if limit:
+                raise JobFailed(f"local job {self.job_name} could not start its processes: {limit}") from error
+            if hint:
+                raise JobFailed(f"local job {self.job_name} needs {getattr(error, 'name', '')!r}, which is not "
+                                f"installed in {sys.prefix}: {hint}") from error
             raise
         finally:
             for lock in (claim, self._checkpoint_lock):
@@ -339,6 +353,7 @@ class LocalJob:
     def _refused(self, started: float, reason: str) -> LocalJobResult:
         """A job that could not start (nothing was launched): recorded Failed with the reason."""
         logger.error("[trainops] %s", reason)
+        reason = f"{BEFORE_SCRIPT}{reason}"
         result = LocalJobResult(job_name=self.job_name, status="Failed", job_dir=str(self.job_dir), started=started,
                                 ended=time.time(), secondary_status="Starting", failure_reason=reason,
                                 processes_per_host=self.processes_per_host)
@@ -538,7 +553,16 @@ class LocalJob:
             how = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
             text = (f"the launcher of host {layout.name} {how} without writing a failure file"
                     + status.disk_full_note(layout.base_dir))
+            if code > 0 and not self._script_started():
+                text = BEFORE_SCRIPT + text  # the host failed to start (a launcher killed is a host lost, not this)
         return text[:FAILURE_REASON_LIMIT]
+
+    def _script_started(self) -> bool:
+        """Whether a rank of the job started (its wrapper, which runs the script, left a record on some host)."""
+        from trainops.runtime.records import read_records
+
+        return bool(read_records(str(Path(self.job_dir) / "hosts" / host / "output" / "ranks")
+                                 for host in self._launchers))
 
     def _check_stop_request(self) -> bool:
         """Pass a stop asked for from another process (`control.request_stop`) on to the job; True when there is

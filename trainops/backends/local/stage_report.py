@@ -27,6 +27,8 @@ class StageReport(api.StageReport):
         self.failed: list[Refusal] = []  # the reason is the error
         self.stale: list[str] = []  # staged earlier, gone from the source, left in place
         self.deleted: list[str] = []  # ... removed (delete=True)
+        self.changed: list[str] = []  # changed at the source while staged: looked up and copied again
+        self.vanished: list[str] = []  # listed, then deleted at the source before it was copied: not staged
         self.notes: list[str] = []
 
     def __repr__(self) -> str:
@@ -48,7 +50,7 @@ class StageReport(api.StageReport):
             "source", "destination", "ok", "files_found", "files_copied", "bytes_copied", "files_skipped",
             "bytes_skipped")}
         document.update(seconds=round(self.seconds, 3), megabytes_per_second=round(self.megabytes_per_second, 1))
-        for name in ("refused", "failed", "stale", "deleted"):
+        for name in ("refused", "failed", "stale", "deleted", "changed", "vanished"):
             items = getattr(self, name)
             document[f"{name}_count"] = len(items)
             document[name] = [{"name": printable_name(item.name), "reason": item.reason} if isinstance(item, Refusal)
@@ -66,6 +68,12 @@ class StageReport(api.StageReport):
             line += f"; {len(self.stale)} files gone from the source were left in place (--delete removes them)"
         if self.deleted:
             line += f"; {len(self.deleted)} files gone from the source were deleted"
+        if self.changed:
+            line += f"; {len(self.changed)} changed at the source while staged and were copied again"
+        if self.vanished:
+            line += (f"; {len(self.vanished)} vanished from the source while staged (deleted after the listing: "
+                     f"{', '.join(printable_name(name) for name in self.vanished[:5])}"
+                     f"{' ...' if len(self.vanished) > 5 else ''})")
         return line
 
     def problem_lines(self) -> list[str]:

@@ -6,7 +6,8 @@ in parallel (``max_concurrency``; large objects in ranged parts) into files stag
 created relative to checked directories, `staging.Destination`); it is told each object's size and listed ETag, so
 it sends no HeadObject, and every GetObject carries ``If-Match`` with that ETag: what lands on disk is exactly the
 object the manifest records, or the file fails ("changed since it was listed"). boto3 finds its endpoint,
-credentials and region by itself (``AWS_ENDPOINT_URL`` included).
+credentials and region by itself (``AWS_ENDPOINT_URL`` included). An object written or deleted while it is staged is
+looked up again and downloaded again, or reported vanished (`S3Source.copy_all`).
 """
 
 from __future__ import annotations
@@ -92,7 +93,46 @@ class S3Source:
         return files, refused
 
     def copy_all(self, items: list[SourceFile], destination: Any) -> None:
-        """Download ``items`` into ``destination`` (a `staging.Destination`), at most ``workers`` requests at once."""
+        """Download ``items`` into ``destination`` (a `staging.Destination`), at most ``workers`` requests at once.
+
+        An object that changes after it was listed (its ETag no longer matches, or it is another size) is looked up
+        again and downloaded again, up to `CHANGE_ROUNDS` rounds (reported in ``changed``); one deleted meanwhile is
+        reported in ``vanished``, not as a failure: what a stage copies is the prefix as it is, not as it was."""
+        pending = items
+        for round_number in range(1, CHANGE_ROUNDS + 1):
+            moved = self._copy_round(pending, destination, retry=round_number < CHANGE_ROUNDS)
+            if not moved:
+                return
+            pending = self._looked_up_again(moved, destination)
+
+    def _looked_up_again(self, moved: list[SourceFile], destination: Any) -> list[SourceFile]:
+        """The objects that moved under the stage, as they are now (HeadObject); those gone are reported vanished."""
+        from botocore.exceptions import ClientError
+
+        from trainops.aws.clients import error_code
+
+        again: list[SourceFile] = []
+        for item in moved:
+            try:
+                head = self.client.head_object(Bucket=self.bucket, Key=item.location)
+            except ClientError as error:
+                if error_code(error) in ("404", "NoSuchKey", "NotFound"):
+                    destination.report.vanished.append(item.name)
+                    destination.progress.advance(item.size)
+                    continue
+                destination.fail(item, f"changed while staged, then could not be looked up again: {error}")
+                continue
+            modified = head.get("LastModified")
+            nanoseconds = (int(modified.timestamp()) * 10**9 + modified.microsecond * 1000
+                           if modified is not None else item.modified)
+            destination.report.changed.append(item.name)
+            again.append(SourceFile(item.name, int(head.get("ContentLength", 0)), str(head.get("ETag", "")),
+                                    item.location, modified=nanoseconds))
+        return again
+
+    def _copy_round(self, items: list[SourceFile], destination: Any, retry: bool) -> list[SourceFile]:
+        """One pass of downloads; returns the items that changed or vanished under it (with ``retry``; without, they
+        fail)."""
         from boto3.s3.transfer import TransferConfig
         from s3transfer.manager import TransferManager
         from s3transfer.subscribers import BaseSubscriber
@@ -115,6 +155,7 @@ class S3Source:
         # Each download in flight holds an open temporary file: at most this many at once.
         window: collections.deque[tuple[Any, SourceFile, Any, Any]] = collections.deque()
         limit = max(64, 8 * self.workers)
+        moved: list[SourceFile] = []
 
         def finish(future: Any, item: SourceFile, handle: Any, created: Any) -> None:
             try:
@@ -122,12 +163,15 @@ class S3Source:
                 handle.flush()
                 written = os.fstat(handle.fileno()).st_size
                 if written != item.size:
-                    raise OSError(f"download ended after {written} of {item.size} bytes")
+                    raise _Moved(f"the object is {written} bytes now, {item.size} when it was listed")
                 os.utime(handle.fileno(), ns=(item.modified, item.modified))
             except self.failure_types as error:
                 handle.close()
                 destination.discard(created)
-                destination.fail(item, _download_error(error))
+                if retry and _moved(error):
+                    moved.append(item)
+                else:
+                    destination.fail(item, _download_error(error))
                 return
             handle.close()
             destination.commit(created, item, written, item.fingerprint, item.modified)
@@ -152,12 +196,30 @@ class S3Source:
             for _, _, handle, created in window:
                 handle.close()
                 destination.discard(created)
+        return moved
+
+
+#: How many times an object that keeps changing under a stage is looked up and downloaded again before it fails.
+CHANGE_ROUNDS = 3
+
+
+class _Moved(OSError):
+    """The object downloaded is not the one listed (another size): it changed under the stage."""
+
+
+def _moved(error: BaseException) -> bool:
+    """Whether a download failed because the object changed (If-Match failed, another size) or vanished (404)."""
+    from trainops.aws.clients import error_code
+
+    return (isinstance(error, _Moved) or error_code(error) in ("PreconditionFailed", "NoSuchKey", "404")
+            or "did not match expected ETag" in str(error))
 
 
 def _download_error(error: BaseException) -> str:
     from trainops.aws.clients import error_code
 
     # A failed If-Match: a ClientError, or s3transfer's own error once it has seen one.
-    if error_code(error) == "PreconditionFailed" or "did not match expected ETag" in str(error):
-        return "the object changed since it was listed; stage again"
+    if error_code(error) == "PreconditionFailed" or "did not match expected ETag" in str(error) \
+            or isinstance(error, _Moved):
+        return f"the object kept changing while it was staged ({CHANGE_ROUNDS} tries); stage again once it is written"
     return f"download failed: {error}"

@@ -21,6 +21,7 @@ downloaded in parallel by boto3's transfer manager (`stage_s3.S3Source`). Copies
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import gc
 import os
@@ -193,6 +194,31 @@ class Destination:
             pass
         if self.in_flight:
             os.close(created.directory)
+
+
+#: A disk that refuses a write for want of room.
+FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def _human(count: float) -> str:
+    for unit in ("bytes", "KiB", "MiB", "GiB"):
+        if count < 1024:
+            return f"{count:,.0f} {unit}" if unit == "bytes" else f"{count:.1f} {unit}"
+        count /= 1024
+    return f"{count:.1f} TiB"
+
+
+def _check_room(destination: int, files: list[SourceFile], shown: str) -> None:
+    """Refuse a stage whose files cannot fit in the destination's free space, before the first byte is copied
+    (`JobFailed` with both sizes), instead of failing file after file with "No space left on device"."""
+    try:
+        details = os.fstatvfs(destination)
+    except OSError:
+        return
+    free, needed = details.f_bavail * details.f_frsize, sum(item.size for item in files)
+    if needed > free:
+        raise JobFailed(f"{shown} has {_human(free)} free, but the {len(files)} files to stage there need "
+                        f"{_human(needed)}: free space there or stage into a larger disk (nothing was copied)")
 
 
 def _lock(destination: Path, text: str) -> int:
@@ -393,6 +419,7 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
             if report.deleted:
                 manifest.save(lock)
             return report
+        _check_room(lock, to_copy, destination)
         if collecting and not local:  # the transfer manager's threads run from here on
             gc.enable()
         stream = stream if stream is not None else sys.stderr
@@ -401,17 +428,26 @@ def stage_tree(source: str, destination: str, *, workers: int | None = None, pro
         writer = Destination(lock, report, manifest, bar, in_flight=not local)
         for relative in dict.fromkeys(item.name.rpartition("/")[0] for item in to_copy):
             writer.prepare(relative)  # every directory first: the tree's shape is in place before its files come
-        os.close(os.open(JOURNAL_NAME, NEW_FILE_FLAGS, 0o644, dir_fd=lock))
         try:
-            opened.copy_all(to_copy, writer)
-        except BaseException:  # stopped at any moment (Ctrl-C), a process may have left a temporary file
-            _remove_temporaries(lock)
-            raise
-        finally:
-            writer.cache.close()
-            bar.close()
-            manifest.save(lock)
-            os.unlink(JOURNAL_NAME, dir_fd=lock)
+            os.close(os.open(JOURNAL_NAME, NEW_FILE_FLAGS, 0o644, dir_fd=lock))
+            try:
+                opened.copy_all(to_copy, writer)
+            except BaseException:  # stopped at any moment (Ctrl-C), a process may have left a temporary file
+                _remove_temporaries(lock)
+                raise
+            finally:
+                writer.cache.close()
+                bar.close()
+                try:
+                    manifest.save(lock)
+                finally:
+                    os.unlink(JOURNAL_NAME, dir_fd=lock)
+        except OSError as error:
+            if error.errno not in FULL:
+                raise
+            raise JobFailed(f"the disk of {destination} is full ({error.strerror}): {report.files_copied} of "
+                            f"{len(to_copy)} files were staged (kept there); free space there, or stage into a "
+                            "larger disk, and stage again") from error
     finally:
         if collecting:
             gc.enable()

@@ -1,0 +1,152 @@
+"""What a local run needs of this machine, checked when the job is validated (`LocalBackend.dry_run`: exit 2 before
+anything is laid out, detached or started), so that a job never returns 0 and then fails before its script runs:
+
+- an ``s3://`` channel (or an s3 output path) is read through boto3: it must be installed (else the extra that
+  adds it is named), and each such prefix is listed once (one key, short timeouts) so a missing bucket, missing
+  credentials or an empty prefix are said now, naming the channel;
+- a local channel must be a directory (or file) this user can read;
+- the per-user process limit (``ulimit -u``) must leave room for the job's processes: each host's launcher, its
+  init and runtime, the ranks and their threads. A user at the limit otherwise meets fork errors deep inside a
+  host ("exited with code 2 without writing a failure file").
+
+The job's controller checks the channels again when it fetches them (they may change meanwhile), as the runtime does.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from trainops.errors import Problem, SpecError
+
+#: Tasks (processes and threads) a local job needs at the least: the controller and its threads, then per host its
+#: launcher, init, runtime launcher and relay threads, then per rank the rank and its wrapper's threads. A floor,
+#: not a forecast: a job's script may start many more (torch's thread pools: one per core of this machine).
+CONTROLLER_TASKS, HOST_TASKS, RANK_TASKS = 6, 5, 3
+#: Channels trainops adds to the request itself (its code and runtime), named so no spec channel can be.
+RESERVED_CHANNEL = "trainops_"
+
+
+def channel_problem(path: str) -> str | None:
+    """Why this user cannot read the local channel data at ``path``, or None."""
+    if not os.path.exists(path):
+        return f"{path} does not exist: stage the data first (trainops stage)"
+    wanted = os.R_OK | (os.X_OK if os.path.isdir(path) else 0)
+    if not os.access(path, wanted):
+        return f"{path} cannot be read by this user (uid {os.getuid()}): give it read access, or stage it elsewhere"
+    return None
+
+
+def _s3_uris(request: Mapping[str, Any], overrides: Mapping[str, str]) -> dict[str, str]:
+    """field -> s3:// URI of what the local run reads or writes through boto3."""
+    uris: dict[str, str] = {}
+    for channel in request.get("InputDataConfig") or []:
+        name = channel["ChannelName"]
+        uri = overrides.get(name) or (channel["DataSource"].get("S3DataSource") or {}).get("S3Uri") or ""
+        if uri.startswith("s3://"):
+            uris[f"inputs.{name}"] = uri
+    output = (request.get("OutputDataConfig") or {}).get("S3OutputPath") or ""
+    if output.startswith("s3://"):
+        uris["output_path"] = output
+    return uris
+
+
+def _local_channels(request: Mapping[str, Any], overrides: Mapping[str, str]) -> dict[str, str]:
+    from trainops.spec.inputs import local_path
+
+    found: dict[str, str] = {}
+    for channel in request.get("InputDataConfig") or []:
+        name = channel["ChannelName"]
+        if name.startswith(RESERVED_CHANNEL) and name not in overrides:
+            continue  # trainops' own code and runtime, laid out when the job starts
+        uri = overrides.get(name) or (channel["DataSource"].get("S3DataSource") or {}).get("S3Uri") or ""
+        if uri and not uri.startswith("s3://") and "://" not in uri.replace("file://", "", 1):
+            found[f"inputs.{name}"] = str(local_path(uri))
+    return found
+
+
+def _reachable(field: str, uri: str, client: Any) -> Problem | None:
+    """A problem when the prefix cannot be listed (no bucket, no credentials, no access) or holds nothing."""
+    from trainops.aws.clients import error_code
+
+    bucket, _, key = uri[len("s3://"):].partition("/")
+    try:
+        answer = client.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
+    except Exception as error:  # noqa: BLE001 - botocore's errors (credentials, endpoint, access) alike
+        code = error_code(error) or type(error).__name__
+        return Problem(field, f"{uri} cannot be listed ({code}: {error}); check the bucket, the credentials and the "
+                              "region, or map the channel to local data: --channel NAME=PATH")
+    if field.startswith("inputs.") and not answer.get("KeyCount") and not answer.get("Contents"):
+        return Problem(field, f"no objects under {uri}; check the bucket and the prefix")
+    return None
+
+
+def _installed(package: str) -> bool:
+    try:
+        return importlib.util.find_spec(package) is not None
+    except ImportError:  # a finder that refuses it outright
+        return False
+
+
+def _default_s3_client() -> Any:
+    import boto3
+
+    from trainops.aws.clients import client_config
+
+    # A check, not a transfer: a few seconds at most, one retry, whatever the environment's retry settings.
+    config = client_config(connect_timeout=5, read_timeout=10, retries={"max_attempts": 2, "mode": "standard"})
+    return boto3.client("s3", config=config)
+
+
+def check_s3(request: Mapping[str, Any], overrides: Mapping[str, str],
+             client_factory: Callable[[str], Any] | None) -> list[Problem]:
+    """The problems of what the run reads or writes in S3 (see the module docstring)."""
+    uris = _s3_uris(request, overrides)
+    if not uris:
+        return []
+    if not _installed("boto3"):
+        return [Problem(field, f"{uri} is read through boto3, which is not installed in {sys.prefix}: pip install "
+                               "'trainops[aws]' (or map the channel to local data: --channel NAME=PATH)")
+                for field, uri in uris.items()]
+    try:
+        client = client_factory("s3") if client_factory is not None else _default_s3_client()
+    except Exception as error:  # noqa: BLE001 - no region, a broken profile: said once per field
+        return [Problem(field, f"{uri}: no S3 client ({error})") for field, uri in uris.items()]
+    return [problem for field, uri in uris.items() if (problem := _reachable(field, uri, client)) is not None]
+
+
+def check_process_room(hosts: int, processes_per_host: int) -> Problem | None:
+    """A problem when the per-user process limit leaves no room for the job's processes (`process_limit`)."""
+    from trainops.runtime.processes import process_limit, user_tasks
+
+    limit = process_limit()
+    running = user_tasks() if limit is not None else None
+    if limit is None or running is None:
+        return None
+    needed = CONTROLLER_TASKS + hosts * (HOST_TASKS + RANK_TASKS * processes_per_host)
+    if running + needed <= limit:
+        return None
+    return Problem("processes", f"the per-user process limit (ulimit -u, RLIMIT_NPROC) is {limit} and this user "
+                                f"runs {running} processes and threads already; the job's {hosts} host(s) of "
+                                f"{processes_per_host} process(es) need at least {needed} more: raise the limit "
+                                "(ulimit -u) or stop other processes, then run it again")
+
+
+def check_local_run(request: Mapping[str, Any], *, overrides: Mapping[str, str] | None = None,
+                    processes_per_host: int | None = None,
+                    client_factory: Callable[[str], Any] | None = None) -> None:
+    """Raise `SpecError` (every problem, each naming its field) for what this machine cannot give the run."""
+    from trainops.backends.local.container import host_groups
+
+    overrides = dict(overrides or {})
+    problems = check_s3(request, overrides, client_factory)
+    problems += [Problem(field, problem) for field, path in _local_channels(request, overrides).items()
+                 if (problem := channel_problem(path)) is not None]
+    room = check_process_room(len(host_groups(request)), max(1, processes_per_host or 1))
+    if room is not None:
+        problems.append(room)
+    if problems:
+        raise SpecError(problems, source="local run")
