@@ -225,3 +225,20 @@ def test_the_rest_transport_runs_and_follows_a_job_from_off_the_cluster(slurm, t
     refused = trainops(slurm, "run", str(spec), *rest, "--job-name", "rest-2", env={**off, "SLURM_JWT": ""})
     assert refused.returncode == 2 and "SLURM_JWT" in refused.stderr, refused.stderr
     assert not (slurm.shared_dir / "jobs" / "rest-2" / "slurm-job.json").exists()  # nothing submitted: name free
+
+
+def test_a_pipeline_file_on_the_slurm_backend_runs_every_step(slurm, tmp_path):
+    """prepare, stage into the shared file system, train on Slurm, evaluate and register where trainops runs."""
+    pipeline = SCRIPTS / "pipeline" / "pipeline.yaml"
+    work = slurm.shared_dir / "pipeline-work"
+    done = trainops(slurm, "run", str(pipeline), "--workdir", str(work), "-o", f"shared_dir={slurm.shared_dir}",
+                    "-o", f"python={sys.executable}")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "tiny-retrain: Succeeded" in done.stdout, done.stdout
+    assert "training on algo-1 node n1 ['data.txt']" in done.stdout and "training on algo-2 node n2" in done.stdout
+    result = json.loads((work / "pipelines" / "tiny-retrain" / "last-run.json").read_text())
+    train = result["steps"]["train"]
+    assert (train["backend"], train["status"]) == ("slurm", "Completed") and train["slurm_job_id"]
+    assert (work / "fsx" / "tiny" / "train" / "data.txt").is_file()  # staged into the shared directory
+    assert (work / "registry" / "tiny" / "v1" / "model.tar.gz").is_file()
+    assert "gate passed: accuracy = 0.99 >= 0.95" in done.stdout and "tiny version 1 (Approved)" in done.stdout

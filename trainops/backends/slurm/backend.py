@@ -332,6 +332,9 @@ class SlurmBackend(Backend):
     def model_registry(self) -> Any:
         return self._here().model_registry()
 
-    def stage(self, *args: Any, **options: Any) -> Any:
-        """Copy a local tree, file:// or s3:// prefix into a directory of the shared file system."""
-        return self._here().stage(*args, **options)
+    def stage(self, source: str, destination: str, *, strict: bool = True, workers: int | None = None,
+              progress: Any = None, delete: bool = False) -> Any:
+        """Copy a local tree, file:// or s3:// prefix into a directory of the shared file system (the FSx mount), as
+        the local backend stages."""
+        return self._here().stage(source, destination, strict=strict, workers=workers, progress=progress,
+                                  delete=delete)
