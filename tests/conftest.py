@@ -81,3 +81,20 @@ def aws_clients(aws_environment):
     from trainops.aws.clients import default_client_factory
 
     return default_client_factory(region=AWS_TEST_REGION)
+
+
+@pytest.fixture
+def task_state(monkeypatch):
+    """The state Airflow records for a killed try's task instance (what its execution API or database answers to
+    `trainops.operators.kills.task_state`): set ``states["now"]`` (default ``failed``: a user marked the task
+    failed); an exception there is a look-up that fails. ``states["asked"]`` lists the task instances looked up."""
+    states: dict = {"now": "failed", "asked": []}
+
+    def state(ti):
+        if isinstance(states["now"], Exception):
+            raise states["now"]
+        states["asked"].append((ti.dag_id, ti.task_id, ti.run_id, ti.map_index))
+        return states["now"]
+
+    monkeypatch.setattr("trainops.operators.kills.task_state", state)
+    return states

@@ -192,7 +192,8 @@ def test_a_sagemaker_evaluation_defers_on_its_processing_job_and_resumes_with_it
     assert len(jobs) == 1, "a second processing job was created"
 
 
-def test_killing_a_sagemaker_evaluate_task_stops_its_processing_job_and_no_other(moto_aws, code):
+def test_killing_a_sagemaker_evaluate_task_stops_its_processing_job_and_no_other(moto_aws, code, task_state):
+    """A user ended the task (``task_state``: failed): its job stops, the other task's does not."""
     clients, bucket = moto_aws
     other = sagemaker_evaluate(bucket, code, output="other", deferrable=True)
     with pytest.raises(TaskDeferred) as other_deferral:

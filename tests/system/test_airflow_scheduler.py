@@ -4,8 +4,10 @@
 ``retrain_pipeline`` is triggered by hand and must succeed. On the local backend the train task submits its job to
 a detached supervisor and defers: the test sees it in state ``deferred`` while the job is InProgress, sees the job's
 hosts' log lines in the train task's log while it is still deferred (the trigger streams them), kills the triggerer
-(SIGKILL to its process group, as a crash would) and starts a new one, which takes the trigger over and resumes the
-task when the job ends. A second run whose conf names a pipeline file outside the DAG's directories is refused by its
+(SIGKILL to its process group, as a crash would) and starts a new one, which takes the trigger over. Then the train
+task is cleared while its job runs (the UI's *Clear*, through the REST API): Airflow cancels the trigger "by user
+action" and calls its ``on_kill``, which leaves the job running because the task runs again; the second try
+re-attaches to the same job and the run succeeds with that one job, never stopped. A second run whose conf names a pipeline file outside the DAG's directories is refused by its
 prepare task, and that file's prepare script never runs. Every process is stopped after, and no process of this
 Airflow home is left.
 
@@ -152,8 +154,51 @@ def task_log(home: Path, run_id: str = RUN_ID, task_id: str = "train") -> str:
     return "\n".join(parts)
 
 
+def trigger_logs(home: Path, attempt: int, run_id: str = RUN_ID, task_id: str = "train") -> list[Path]:
+    """The triggerers' log files of one try of a task (one per triggerer that ran its trigger)."""
+    folder = home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}" / f"task_id={task_id}"
+    return sorted(folder.glob(f"attempt={attempt}.log.trigger.*"))
+
+
 def train_log(home: Path) -> str:
     return task_log(home, RUN_ID, "train")
+
+
+def rest(env: dict[str, str], method: str, path: str, body: dict | None = None) -> dict:
+    """A call to the api-server's REST API as the UI makes it (``/api/v2/...``), with an admin's token."""
+    import urllib.request
+
+    base = env["AIRFLOW__API__BASE_URL"]
+
+    def call(verb: str, route: str, payload: dict | None, token: str | None) -> dict:
+        request = urllib.request.Request(base + route, method=verb,
+                                         data=None if payload is None else json.dumps(payload).encode(),
+                                         headers={"Content-Type": "application/json",
+                                                  **({"Authorization": f"Bearer {token}"} if token else {})})
+        with urllib.request.urlopen(request, timeout=120) as answer:
+            return json.loads(answer.read() or b"{}")
+
+    token = call("GET", "/auth/token", None, None)["access_token"]  # [core] simple_auth_manager_all_admins
+    return call(method, path, body, token)
+
+
+def clear_task(env: dict[str, str], dag_id: str, run_id: str, task_id: str) -> dict:
+    """The UI's *Clear* of one task instance (not its downstream): Airflow's everyday "run this task again"."""
+    return rest(env, "POST", f"/api/v2/dags/{dag_id}/clearTaskInstances",
+                {"dry_run": False, "dag_run_id": run_id, "task_ids": [task_id], "only_failed": False,
+                 "reset_dag_runs": True})
+
+
+def mark_failed(env: dict[str, str], dag_id: str, run_id: str, task_id: str) -> dict:
+    """The UI's *Mark as failed* of one task instance."""
+    return rest(env, "PATCH", f"/api/v2/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}",
+                {"new_state": "failed"})
+
+
+def try_number(database: Path, dag_id: str, run_id: str, task_id: str) -> int:
+    rows = query(database, "SELECT try_number FROM task_instance WHERE dag_id = ? AND run_id = ? AND task_id = ?",
+                 dag_id, run_id, task_id)
+    return int(rows[0][0] or 0) if rows else 0
 
 
 def airflow_cli(env: dict[str, str], *arguments: str) -> subprocess.CompletedProcess:
@@ -180,6 +225,8 @@ def airflow(tmp_path_factory):
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
         "AIRFLOW__API__SECRET_KEY": secrets.token_hex(16),
+        # The REST API as a UI user acts through it (clear, mark failed): the simple auth manager's admin token.
+        "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
         # Only the run this test triggers: unpausing must not add the weekly run of the last Monday.
         "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
@@ -219,12 +266,14 @@ def test_retrain_pipeline_under_the_real_scheduler_survives_a_triggerer_restart(
         time.sleep(2)
     for arguments in (("dags", "unpause", DAG_ID),
                       ("dags", "trigger", DAG_ID, "--run-id", RUN_ID, "--conf",
-                       json.dumps({"hyperparameters": {"epochs": 8}}))):
+                       json.dumps({"hyperparameters": {"epochs": 12}}))):
         done = airflow_cli(env, *arguments)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
 
     seen: dict[str, set[str]] = {task: set() for task in TASKS}
     job_status_at_kill = None
+    cleared_while = None
+    logs_before_restart: set[Path] = set()
     logs_while_deferred: list[str] = []
     deadline = time.monotonic() + 900
     while run_state(database) not in ("success", "failed"):
@@ -241,7 +290,14 @@ def test_retrain_pipeline_under_the_real_scheduler_survives_a_triggerer_restart(
             assert len(jobs) == 1, jobs
             job_status_at_kill = json.loads((jobs[0] / "status.json").read_text())["status"]
             components.kill("triggerer")  # mid-job, as a crash would
+            logs_before_restart = set(trigger_logs(home, 1))
             components.start("triggerer", "triggerer")
+        if (job_status_at_kill and not cleared_while and states.get("train") == "deferred"
+                and set(trigger_logs(home, 1)) - logs_before_restart):
+            # the new triggerer took the trigger over (a log file of its own): now the UI's Clear of the task
+            jobs = list((home / "trainops" / "jobs").iterdir())
+            cleared_while = json.loads((jobs[0] / "status.json").read_text())["status"]
+            clear_task(env, DAG_ID, RUN_ID, "train")
         time.sleep(1)
     seconds = time.monotonic() - started
     print(f"\nreal scheduler: retrain_pipeline {run_state(database)} after {seconds:.0f} s "
@@ -251,12 +307,17 @@ def test_retrain_pipeline_under_the_real_scheduler_survives_a_triggerer_restart(
     assert task_states(database) == {task: "success" for task in TASKS}
     assert "deferred" in seen["train"], seen["train"]
     assert job_status_at_kill == "InProgress", "the triggerer was not killed mid-job"
+    # cleared while its job ran: the next try re-attached, the first try's trigger left the job running
+    assert cleared_while == "InProgress", "the task was not cleared mid-job"
+    assert try_number(database, DAG_ID, RUN_ID, "train") == 2
+    assert "re-attaching to local job" in task_log(home, RUN_ID, "train")
+    assert "which is left running" in "\n".join(path.read_text() for path in trigger_logs(home, 1))
     [(value,)] = query(database, "SELECT value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = 'train' "
                                  "AND key = 'return_value'", DAG_ID, RUN_ID)
     result = json.loads(value) if isinstance(value, (str, bytes)) else value
-    assert (result["backend"], result["status"], result["reattached"]) == ("local", "Completed", False)
+    assert (result["backend"], result["status"], result["reattached"]) == ("local", "Completed", True)
     assert Path(result["model_artifact"]).is_file() and Path(result["model_artifact"]).is_relative_to(home)
-    # one job for the run: neither the deferral nor the triggerer restart started another
+    # one job for the run: neither the deferral, the triggerer restart nor the clear started another (or stopped it)
     assert len(list((home / "trainops" / "jobs").iterdir())) == 1
     # the job's hosts' lines reached the task log while the task was deferred (not only after the job ended)
     assert any("[algo-1" in line for line in logs_while_deferred), train_log(home)[-3000:]

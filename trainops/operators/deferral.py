@@ -2,7 +2,8 @@
 stage's FSx import task) waits for it, the way the training operator waits for its training job.
 
 The operator starts the job through the seam (``backend.start_evaluation`` / ``backend.start_stage``) and records
-its handle at once, so ``on_kill`` stops that job and only that one (``backend.stop_job(handle, kind)``). Then:
+its handle at once, so ``on_kill`` stops that job and only that one (``backend.stop_job(handle, kind)``), and only
+when the task ended (a cleared try's successor re-attaches to it: `trainops.operators.kills`). Then:
 
 - ``deferrable=True`` (default ``[operators] default_deferrable``): the one trigger
   (`trainops.operators.triggers.JobTrigger`, with the job's kind) looks at it through ``backend.describe_job`` and
@@ -34,6 +35,7 @@ class StartedJobMixin:
     aws_conn_id: str | None
     log: Any
     _held: tuple[Any, Any] | None = None  # (backend, JobHandle) of the job this try started or resumed on
+    _ti: Any = None  # the try's task instance: on_kill reads its state (ended, or superseded by a newer try)
 
     def _waiting_settings(self, deferrable: bool | None, check_interval: float) -> None:
         from trainops.operators.compat import default_deferrable
@@ -139,6 +141,7 @@ class StartedJobMixin:
         """Resume after the trigger: the job's failure (with its reason) fails the task, else the XCom value."""
         from trainops.backends.api import JobHandle
         from trainops.operators.compat import AirflowException
+        from trainops.operators.kills import task_instance_of
 
         if not event or not event.get("handle"):
             raise AirflowException(f"the {self.job_kind} trigger ended without an event: the outcome is unknown")
@@ -146,6 +149,7 @@ class StartedJobMixin:
         backend = self._backend_of(handle)
         self._held = (backend, handle)
         self._context = context
+        self._ti = task_instance_of(context)
         if event.get("status") != "success":
             self.log.error("%s", event.get("message"))
             raise AirflowException(event.get("message") or f"{self.job_kind} {handle.job_name} did not succeed")
@@ -156,8 +160,15 @@ class StartedJobMixin:
             return self._finish(backend, handle)
 
     def on_kill(self) -> None:
-        """Stop the job this task started (its recorded handle), through the seam."""
+        """Stop the job this task started (its recorded handle), through the seam, unless the try was killed
+        because a newer one takes over (cleared, re-queued: `trainops.operators.kills`), which re-attaches to it."""
         held = getattr(self, "_held", None)
-        if held is not None:
-            backend, handle = held
+        if held is None:
+            return
+        from trainops.operators.kills import WORKER_LOOKUP_SECONDS, ended_by_user, stop_hint
+        from trainops.operators.triggers import KINDS
+
+        backend, handle = held
+        if ended_by_user(getattr(self, "_ti", None), self.log, f"{KINDS[self.job_kind]} {handle.job_name}",
+                         stop_hint(handle, self.job_kind), timeout=WORKER_LOOKUP_SECONDS):
             self.log.info("task killed: %s", backend.stop_job(handle, self.job_kind, "the Airflow task was killed"))

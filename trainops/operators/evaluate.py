@@ -30,6 +30,7 @@ from trainops.operators.common import (
 )
 from trainops.operators.compat import BaseOperator, SkipMixin
 from trainops.operators.deferral import StartedJobMixin
+from trainops.operators.kills import task_instance_of
 from trainops.operators.lineage import LineageMixin, remember_lineage
 from trainops.operators.links import ProcessingJobLink, remember_link
 
@@ -162,6 +163,7 @@ class EvaluateModelOperator(StartedJobMixin, LineageMixin, BaseOperator, SkipMix
         from trainops.steps.evaluate import check_gate_inputs, evaluate
 
         self._held = None  # (backend, JobHandle) of the job this try started: on_kill
+        self._ti = task_instance_of(context)  # on_kill: ended, or superseded by a newer try
         self._context = context
         with translated_errors():
             backend = check_backend(self.backend)

@@ -28,6 +28,7 @@ from trainops.operators.common import (
 )
 from trainops.operators.compat import BaseOperator
 from trainops.operators.deferral import StartedJobMixin
+from trainops.operators.kills import task_instance_of
 from trainops.operators.lineage import LineageMixin, remember_lineage
 
 
@@ -93,6 +94,7 @@ class StageDataOperator(StartedJobMixin, LineageMixin, BaseOperator):
         from trainops.steps.stage import CONTEXT_OPTIONS, stage, stage_options
 
         self._held = None  # (backend, JobHandle) of the import this try started: on_kill
+        self._ti = task_instance_of(context)  # on_kill: ended, or superseded by a newer try
         with translated_errors():
             backend = check_backend(self.backend)
             options: dict[str, Any] = dict(self.options or {})

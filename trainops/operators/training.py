@@ -22,7 +22,8 @@ the earlier attempts, the stall watchdog, the wait bound from the job's own star
 step's wait in the worker, the backend's watch (`Backend.watch`) at each look of the worker's poll, each poke, and
 in the trigger, which gets them as JSON. A guard that trips stops the job, and the task's failure carries its class
 (``budget``, ``infrastructure`` for a stall, ``timeout``). ``on_kill`` stops what the try started, through the seam
-(``backend.stop(handle)``). Nothing here imports a concrete backend.
+(``backend.stop(handle)``), unless a newer try takes over and re-attaches (`trainops.operators.kills`). Nothing here
+imports a concrete backend.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from trainops.operators.common import (
     with_retry_defaults,
 )
 from trainops.operators.compat import BaseOperator
+from trainops.operators.kills import task_instance_of
 from trainops.operators.lineage import LineageMixin, remember_lineage, training_datasets
 from trainops.operators.links import SageMakerTrainingJobLink, TrainingLogsLink, remember_console_job
 
@@ -162,6 +164,8 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         from trainops.steps.train import check_choice
 
         self._held: tuple[Any, Any] | None = None  # (backend, JobHandle) of the job this try placed: on_kill stops it
+        self._ti = task_instance_of(context)  # on_kill reads its state: ended, or superseded by a newer try
+        self._in_process = False  # a local job in this task's process ends with it, whatever the state
         with translated_errors():
             check_backend(self.backend)
             check_choice(self.if_job_exists, IF_JOB_EXISTS, "if_job_exists")
@@ -274,6 +278,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         from trainops.steps.train import train
 
         log = task_logger(self) if self.stream_logs else (lambda line: None)
+        self._in_process = True
         result = self._run_step(train, spec, backend="local", job_name=base, if_exists=self.if_job_exists, log=log,
                                 workdir=self.workdir, processes_per_host=self.processes_per_host,
                                 channel_overrides=self.channel_overrides, on_handle=self._hold,
@@ -335,9 +340,9 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
     def _logs_hint(handle: Any) -> str:
         """The command that follows the job's logs from this machine (the work directory named: an Airflow worker's
         is ``$AIRFLOW_HOME/trainops``, not the command line's default)."""
-        flags = {"workdir": "--workdir", "region": "--region"}  # where the job lives, as the command line takes it
-        where = "".join(f" {flags[key]} {value}" for key, value in handle.location.items() if key in flags)
-        return f"trainops logs {handle.job_name} --follow --backend {handle.backend}{where}"
+        from trainops.operators.kills import job_command
+
+        return job_command("logs", handle, "--follow")
 
     def _write_logs(self, backend: Any, handle: Any, cursor: Any, limit: int = LOG_LINES_PER_POLL) -> Any:
         if not self.stream_logs:
@@ -448,6 +453,8 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
         if not event:
             raise AirflowException("the training trigger ended without an event: the job's outcome is unknown")
+        self._ti = task_instance_of(context)
+        self._in_process = False
         backend_name = event.get("backend") or "sagemaker"
         remote = backend_name != "local"
         if event.get("job_name") and remote:
@@ -545,8 +552,16 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
     # --- kill -------------------------------------------------------------------------------------------------
     def on_kill(self) -> None:
         """Stop what this task started, whatever the backend: ``backend.stop(handle)`` (a local job this worker
-        runs stops every host; a detached or SageMaker job is asked to stop)."""
+        runs stops every host; a detached or SageMaker job is asked to stop). A try killed because a newer one takes
+        over (cleared while running, re-queued: `trainops.operators.kills`) leaves a job that outlives it running:
+        the next try re-attaches to it."""
         held = getattr(self, "_held", None)
-        if held is not None:
-            backend, handle = held
+        if held is None:
+            return
+        from trainops.operators.kills import WORKER_LOOKUP_SECONDS, ended_by_user, stop_hint
+
+        backend, handle = held
+        if getattr(self, "_in_process", False) or ended_by_user(
+                getattr(self, "_ti", None), self.log, f"training job {handle.job_name}", stop_hint(handle, "training"),
+                timeout=WORKER_LOOKUP_SECONDS):
             self.log.info("task killed: %s", backend.stop(handle, "the Airflow task was killed"))

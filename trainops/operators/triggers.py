@@ -11,8 +11,10 @@ small tables).
 While it waits, the trigger streams the job's new log lines (`Backend.log_lines`: local files or CloudWatch) into
 the task's log, at most ``log_lines_per_poll`` a poll, so the cost of a poll stays bounded whatever the job prints.
 The bound (`trainops.backends.states.wait_bound_seconds`) counts from ``started_at``, which survives a triggerer
-restart, so a trigger moved to another triggerer gets no fresh allowance. ``on_kill`` (the task was marked failed or
-success, or cleared) stops the job through the seam (``backend.stop_job(handle, kind)``).
+restart, so a trigger moved to another triggerer gets no fresh allowance. ``on_kill`` (Airflow 3.3+: the task was
+marked failed or success, its run stopped, or it was cleared) stops the job through the seam
+(``backend.stop_job(handle, kind)``) only when the task ended: a cleared task's next try re-attaches to the job
+(`trainops.operators.kills`).
 
 With ``guards`` (`trainops.backends.guards.JobGuards` as a dict: what a train task's wait guards its job against)
 the trigger applies them at every poll through the backend's watch (`Backend.watch`: the per-poll check the
@@ -61,6 +63,8 @@ GUARDED_BACKSTOP_SECONDS = 3600.0
 #: How a task whose wait lost sight of its job re-attaches (`trainops.backends.looks.JobOutOfSight`).
 REATTACH = ("Airflow's next try of this task re-attaches to it (the job is named after the task instance, not the "
             "try): let the task retry, or clear it once the service answers again.")
+#: What the trigger's on_kill may take: below Airflow's own bound on it (``[triggerer] on_kill_timeout``, 30 s).
+ON_KILL_SECONDS = 25.0
 
 
 def event_for(result: Any, kind: str = "training") -> dict[str, Any]:
@@ -244,6 +248,7 @@ class JobTrigger(BaseTrigger):
         yield TriggerEvent({**self._common(), **event})
 
     async def _wait(self) -> dict[str, Any]:
+        self._warming = asyncio.ensure_future(asyncio.to_thread(self._warm_kill_lookup))
         backend, handle = await asyncio.to_thread(self._open)
         watch = await asyncio.to_thread(self._watch, backend, handle)
         cursor: dict[str, Any] | None = None
@@ -293,6 +298,20 @@ class JobTrigger(BaseTrigger):
                                    f"{result.status.value} / {result.secondary_status}. The job was not stopped: "
                                    f"check it and stop it with {hint}."}
             await asyncio.sleep(max(0.0, min(self.poll_seconds, bound - elapsed)))
+
+    def _warm_kill_lookup(self) -> None:
+        """Read the task's state once now, so that a kill's look-up (`on_kill`) is answered at once: Airflow 3's
+        triggerer builds its API client on the first such request (11 to 15 s on a loaded 2-core machine), which
+        would otherwise eat most of the time Airflow gives ``on_kill``."""
+        ti = getattr(self, "task_instance", None)
+        if ti is None:
+            return
+        from trainops.operators.kills import task_state
+
+        try:
+            task_state(ti)
+        except Exception as error:  # noqa: BLE001 - only a warm-up: the kill looks again and says what failed
+            self.log.debug("could not read the task's state yet: %s", error)
 
     def _watch(self, backend: Any, handle: Any) -> Any:
         """The backend's watch of the job's guards (None without guards, or where the backend has none)."""
@@ -350,11 +369,21 @@ class JobTrigger(BaseTrigger):
         return cursor
 
     async def on_kill(self) -> None:
-        """The user killed the deferred task (mark failed / success, clear): stop the job too, through the seam."""
+        """Airflow 3.3+ removed this trigger by a user's action: the task was marked failed or success, its run
+        stopped, or it was cleared. Only a task that ended stops its job (`trainops.operators.kills`): a cleared one
+        runs again and its next try re-attaches to this job, which must keep running.
 
-        def stop() -> str:
+        The look-up and the stop run in one thread and log their own outcome: Airflow 3.3.2's triggerer cancels
+        the trigger again at each of its syncs (about a second apart) until the trigger is gone, on_kill included,
+        so only a thread outlives that; this await only bounds how long the trigger waits for it
+        (`ON_KILL_SECONDS`, below Airflow's own ``[triggerer] on_kill_timeout``)."""
+        from trainops.operators.kills import ended_by_user, stop_hint
+
+        def stop() -> None:
             backend, handle = self._open()
-            return backend.stop_job(handle, self.kind, "the Airflow task was killed")
+            what = f"{KINDS[self.kind]} {self.job_name}"
+            if ended_by_user(getattr(self, "task_instance", None), self.log, what, stop_hint(handle, self.kind)):
+                outcome = backend.stop_job(handle, self.kind, "the Airflow task was killed")
+                self.log.info("stop requested because the task was ended: %s", outcome)
 
-        outcome = await asyncio.wait_for(asyncio.to_thread(stop), timeout=90)
-        self.log.info("stop requested because the task was killed: %s", outcome)
+        await asyncio.wait_for(asyncio.to_thread(stop), timeout=ON_KILL_SECONDS)

@@ -86,7 +86,7 @@ def test_a_retried_deferred_evaluation_reattaches_to_the_job_its_first_try_start
     assert again._held[1].job_name == first.handle["job_name"] and again._held[1].created is False
 
 
-def test_on_kill_stops_the_deferred_evaluation_it_started_and_only_that_one(evaluation_inputs, tmp_path):
+def test_on_kill_stops_the_deferred_evaluation_it_started_and_only_that_one(evaluation_inputs, tmp_path, task_state):
     from trainops.backends.api import JobHandle, get_backend
     from trainops.backends.states import JobStatus
 
@@ -212,7 +212,7 @@ def test_a_sagemaker_stage_defers_on_its_import_task_and_resumes_with_the_stage_
     assert sorted(report) == sorted(StagingReport.__dataclass_fields__)  # the blocking step's report, key for key
 
 
-def test_a_sagemaker_stage_in_the_worker_holds_its_task_and_on_kill_cancels_it(fsx_aws):
+def test_a_sagemaker_stage_in_the_worker_holds_its_task_and_on_kill_cancels_it(fsx_aws, task_state):
     _task_state = fsx_stubs()._task_state
 
     operator = stage_operator(deferrable=False)

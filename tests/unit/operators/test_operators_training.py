@@ -58,10 +58,14 @@ class CountingAWS(StubbedAWS):
     def __init__(self):
         super().__init__()
         self.created: list[str] = []
+        self.stopped: list[str] = []
         sagemaker = self("sagemaker")
         sagemaker.meta.events.register(
             "provide-client-params.sagemaker.CreateTrainingJob",
             lambda params, **_: self.created.append(params["TrainingJobName"]))
+        sagemaker.meta.events.register(
+            "provide-client-params.sagemaker.StopTrainingJob",
+            lambda params, **_: self.stopped.append(params["TrainingJobName"]))
         self.requested.clear()
 
 
@@ -239,7 +243,7 @@ def test_execute_complete_returns_small_json_on_success_and_sets_the_console_lin
 
 
 # --- on_kill ------------------------------------------------------------------------------------------------------
-def test_on_kill_stops_the_sagemaker_job_the_task_started(aws):
+def test_on_kill_stops_the_sagemaker_job_the_task_started(aws, task_state):
     first_try(aws)
     op = operator(wait_for_completion=False, deferrable=False)
     result = op.execute(context())
@@ -248,6 +252,32 @@ def test_on_kill_stops_the_sagemaker_job_the_task_started(aws):
     aws.stub("sagemaker").add_response("stop_training_job", {}, {"TrainingJobName": NAME})
     op.on_kill()
     aws.verify()  # the StopTrainingJob call was made, for this job
+    assert aws.stopped == [NAME]
+    assert task_state["asked"] == [("retrain", "train", "scheduled__2026-01-05", -1)]
+
+
+@pytest.mark.parametrize("state", [None, "restarting", "queued", "running", "deferred", "up_for_retry"])
+def test_on_kill_of_a_superseded_try_leaves_the_sagemaker_job_to_the_next_try(aws, task_state, state, capsys):
+    """A try killed because it was cleared or re-queued: the task instance will run again and re-attach to the job,
+    so StopTrainingJob is never called."""
+    first_try(aws)
+    op = operator(wait_for_completion=False, deferrable=False)
+    op.execute(context())
+    task_state["now"] = state
+    op.on_kill()
+    assert aws.stopped == []
+    assert "its next try re-attaches to training job" in capsys.readouterr().out
+
+
+def test_on_kill_leaves_the_job_running_when_the_state_cannot_be_read_and_says_how_to_stop_it(aws, task_state,
+                                                                                              capsys):
+    first_try(aws)
+    op = operator(wait_for_completion=False, deferrable=False)
+    op.execute(context())
+    task_state["now"] = ConnectionError("execution API unreachable")
+    op.on_kill()
+    assert aws.stopped == []
+    assert f"trainops stop {NAME} --backend sagemaker --region us-east-1" in capsys.readouterr().out
 
 
 def test_on_kill_before_any_job_does_nothing(aws):
@@ -255,7 +285,8 @@ def test_on_kill_before_any_job_does_nothing(aws):
     assert aws.requested == []
 
 
-def test_on_kill_stops_a_running_local_job(tmp_path):
+def test_on_kill_stops_a_running_local_job(tmp_path, task_state):
+    task_state["now"] = "restarting"  # even cleared: a job in the task's process cannot outlive it
     source = tmp_path / "code"
     source.mkdir()
     (source / "sleepy.py").write_text("import time\nprint('started', flush=True)\ntime.sleep(120)\n")
@@ -368,6 +399,7 @@ def test_a_failed_local_job_fails_the_task_after_deferral_and_a_retry_runs_a_suf
 
 
 def test_killing_a_deferred_local_task_stops_its_job(tmp_path):
+    """Without a task instance (the trigger run by hand, not by a triggerer) nothing supersedes it: on_kill stops."""
     import asyncio
 
     from trainops.backends.local import status

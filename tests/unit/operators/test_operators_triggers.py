@@ -187,6 +187,37 @@ def test_on_kill_stops_the_remote_job(aws):
     aws.verify()
 
 
+def triggered_by(ti_state: str | None, task_state) -> JobTrigger:
+    """A trigger as the triggerer runs it: with the task instance whose try deferred on it."""
+    from types import SimpleNamespace
+
+    task_state["now"] = ti_state
+    deferred = trigger()
+    deferred.task_instance = SimpleNamespace(dag_id="retrain", task_id="train", run_id="manual__1", map_index=-1,
+                                             try_number=1)
+    return deferred
+
+
+@pytest.mark.parametrize("ti_state", ["failed", "success", "skipped", "removed"])
+def test_on_kill_of_an_ended_task_stops_the_job(aws, task_state, ti_state):
+    """Mark failed or success, a stopped DAG run, a deleted run: the user ended the task, the job stops."""
+    describes(aws, ("InProgress", "Training"))
+    aws.stub("sagemaker").add_response("stop_training_job", {}, {"TrainingJobName": NAME})
+    asyncio.run(triggered_by(ti_state, task_state).on_kill())
+    aws.verify()
+    assert task_state["asked"] == [("retrain", "train", "manual__1", -1)]
+
+
+@pytest.mark.parametrize("ti_state", [None, "scheduled", "queued", "running", "deferred", "up_for_retry"])
+def test_on_kill_of_a_cleared_task_leaves_the_job_to_its_next_try(aws, task_state, ti_state):
+    """Airflow 3.3 calls on_kill when a clear removes the trigger too: the task instance runs again (no state yet,
+    scheduled... deferred on its next try's trigger) and re-attaches, so StopTrainingJob is never called (the
+    stubbed client has no answer for it: a call would fail the test)."""
+    asyncio.run(triggered_by(ti_state, task_state).on_kill())
+    aws.verify()
+    assert task_state["asked"] == [("retrain", "train", "manual__1", -1)]
+
+
 def test_a_handle_only_trigger_has_safe_defaults():
     bare = JobTrigger(handle(region=None))
     kwargs = bare.serialize()[1]
