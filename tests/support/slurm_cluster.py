@@ -4,9 +4,9 @@ One ``munged``, one ``slurmctld``, two ``slurmd -N n1|n2`` and one ``slurmrestd`
 foreground as a child of the test process, on free ports and under one private directory, so two test workers
 (pytest-xdist) run two clusters side by side. Both nodes are this machine (127.0.0.1, ``CPUs=1`` each). The
 cluster's settings that the tests lean on: ``SlurmdTimeout=10`` (a lost node is declared down within seconds, so
-its job ends ``NODE_FAIL``), ``MinJobAge=2`` (Slurm forgets an ended job at its next purge, about a minute later,
-as clusters without slurmdbd do after 5 minutes), no requeue of failed nodes' jobs, ``ReturnToService=2`` (a node
-that comes back is used again).
+its job ends ``NODE_FAIL``), ``MinJobAge=300`` (Slurm's default: an ended job stays listed while the module runs, so
+a test can count a name's jobs; forgetting is tested by restarting the controller without its state,
+``start_controller(clear=True)``), ``ReturnToService=2`` (a node that comes back is used again).
 
 `stop()` ends every process of the cluster: its daemons, and whatever their ``slurmstepd`` started (found by the
 cluster's mark in their environment: the daemons carry ``TRAINOPS_TEST_SLURM``, the jobs' processes
@@ -234,7 +234,7 @@ SchedulerType=sched/backfill
 MpiDefault=none
 ReturnToService=2
 SlurmdTimeout=10
-MinJobAge=2
+MinJobAge=300
 KillWait=5
 SlurmdParameters=config_overrides
 JobCompType=jobcomp/none
