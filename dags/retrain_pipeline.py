@@ -14,8 +14,9 @@ The default backend is ``local`` (simulated hosts on the worker), so the DAG run
 
     airflow dags test retrain_pipeline
 
-Parameters (trigger with config): ``pipeline_file`` (only inside `PIPELINE_DIRS` or the directories of the Variable
-``trainops_pipeline_dirs``: whoever may trigger the DAG must not make the worker run another prepare script),
+Parameters (trigger with config; any other key fails the run's ``prepare`` task, naming the keys it takes):
+``pipeline_file`` (only inside `PIPELINE_DIRS` or the directories of the Variable ``trainops_pipeline_dirs``: whoever
+may trigger the DAG must not make the worker run another prepare script),
 ``backend`` (``local`` | ``sagemaker``), ``hyperparameters`` (merged over the training spec's, e.g. ``{"epochs": 2}``
 for a quick run) and ``overrides`` (training spec fields; only those in `CONF_OVERRIDABLE`, none by default: the IAM
 role, the image and the output path are the DAG author's). The work directory is the deployment's, never the
@@ -57,6 +58,14 @@ CONF_OVERRIDABLE: tuple[str, ...] = ()
 #: parsing this file, about 300 ms of every parse (bench/dag_parse.py). Producers must use the same URI.
 TRAINING_DATA = asset("digits_training_data", "x-trainops://digits/training-data")
 
+#: What a run's conf may set (any other key is refused, naming these).
+PARAMS = {
+    "pipeline_file": Param(str(DIGITS_PIPELINE), type="string", description="the pipeline YAML"),
+    "backend": Param("local", enum=["local", "sagemaker"], description="where to train and evaluate"),
+    "hyperparameters": Param({}, type="object", description="merged over the training spec's"),
+    "overrides": Param({}, type="object", description="training spec fields the DAG allows (CONF_OVERRIDABLE)"),
+}
+
 with DAG(
     dag_id="retrain_pipeline",
     description="Weekly or on new data: stage, train (distributed), evaluate, gate, register",
@@ -66,30 +75,20 @@ with DAG(
     is_paused_upon_creation=True,  # the first run (at once, on unpause) is someone's decision, not a deployment's
     max_active_runs=1,  # two runs of one pipeline would train and register over each other
     tags=["trainops", "retraining"],
-    params={
-        "pipeline_file": Param(str(DIGITS_PIPELINE), type="string", description="the pipeline YAML"),
-        "backend": Param("local", enum=["local", "sagemaker"], description="where to train and evaluate"),
-        "hyperparameters": Param({}, type="object", description="merged over the training spec's"),
-        "overrides": Param({}, type="object", description="training spec fields the DAG allows (CONF_OVERRIDABLE)"),
-    },
+    params=PARAMS,
     doc_md=__doc__,
 ) as dag:
 
     # Airflow 3.3+: a deterministic error (a missing module, a bad file) fails at once instead of retrying twice.
     @task(multiple_outputs=True, retries=2, retry_delay=timedelta(minutes=1), **retry_arguments())
-    def prepare(params=None, run_id=None) -> dict:
+    def prepare(params=None, run_id=None, dag_run=None) -> dict:
         """Read the pipeline file (every problem reported at once, with its field), run its data export."""
         from trainops.operators import pipeline_file as files
         from trainops.operators.common import translated_errors
-        from trainops.operators.compat import get_variable
 
         with translated_errors():
-            allowed = files.allowed_pipeline_dirs(PIPELINE_DIRS, get_variable(files.PIPELINE_DIRS_VARIABLE))
-            path = files.check_pipeline_file(params["pipeline_file"], allowed)
-            overrides = files.check_overrides(params.get("overrides"), CONF_OVERRIDABLE)
-            steps = files.resolve_pipeline_steps(path, workdir=get_variable(files.WORKDIR_VARIABLE) or None,
-                                                 backend=params["backend"], run_id=run_id, overrides=overrides,
-                                                 hyperparameters=params["hyperparameters"])
+            steps = files.steps_for_run(params, dag_run.conf if dag_run is not None else None, accepted=PARAMS,
+                                        allowed_dirs=PIPELINE_DIRS, conf_overridable=CONF_OVERRIDABLE, run_id=run_id)
             files.run_prepare_step(steps, log=print)
         return steps
 

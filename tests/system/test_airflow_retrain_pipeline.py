@@ -99,3 +99,13 @@ def test_airflow_sees_trainops_as_a_provider(airflow_home):  # noqa: F811
     providers = {entry["package_name"]: entry for entry in json.loads(done.stdout[done.stdout.index("["):])}
     assert "trainops" in providers
     assert providers["trainops"]["version"] == "0.1.0"
+
+
+def test_a_conf_key_the_dag_does_not_take_fails_the_run_naming_the_keys_it_takes(airflow_home):  # noqa: F811
+    # `hyperparameter` for `hyperparameters`: refused before anything runs, not a training run with the defaults
+    outcome, done = airflow_home.dag_test(DAG_FILE, "retrain_pipeline", {"hyperparameter": {"epochs": 2}})
+    assert outcome is not None, f"dag.test() failed:\n{done.stdout[-6000:]}\n{done.stderr[-6000:]}"
+    assert outcome["state"] == "failed"
+    assert outcome["tasks"]["prepare"] == "failed" and outcome["tasks"]["train"] == "upstream_failed"
+    assert ("hyperparameter: this DAG takes no such key; it takes backend, hyperparameters, overrides, "
+            "pipeline_file") in done.stdout + done.stderr

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +64,54 @@ def check_pipeline_file(pipeline_file: str | os.PathLike[str], allowed: list[Pat
     return path
 
 
+def check_conf_keys(conf: Mapping[str, Any] | None, accepted: Iterable[str]) -> None:
+    """Refuse a DAG run's conf with a key the DAG does not take (a typo such as ``hyperparameter`` would otherwise
+    run with the default), naming every such key and the keys it takes."""
+    from trainops.errors import Problem, SpecError
+
+    names = sorted(accepted)
+    unknown = sorted(str(key) for key in (conf or {}) if key not in names)
+    if unknown:
+        raise SpecError([Problem(key, f"this DAG takes no such key; it takes {', '.join(names)}") for key in unknown],
+                        source="DAG run conf")
+
+
+def steps_for_run(
+    params: Mapping[str, Any],
+    conf: Mapping[str, Any] | None,
+    *,
+    accepted: Iterable[str],
+    allowed_dirs: Sequence[str | os.PathLike[str]],
+    conf_overridable: Sequence[str] = (),
+    run_id: str = "manual",
+) -> dict[str, Any]:
+    """Every task's arguments for a DAG run whose settings may come from its conf, i.e. from whoever may trigger the
+    DAG: what a DAG's first task calls (the retraining DAG's ``prepare``).
+
+    Args:
+        params: the run's params (``pipeline_file``, ``backend``, ``hyperparameters``, ``overrides``), the conf's
+            values laid over the DAG's defaults, as Airflow hands them to a task.
+        conf: the run's conf as given (``dag_run.conf``): a key outside ``accepted`` is refused, with the list.
+        accepted: the conf keys the DAG takes (its params' names).
+        allowed_dirs: the directories the pipeline file may come from (the DAG author's; the deployment adds more
+            with the Airflow Variable `PIPELINE_DIRS_VARIABLE`). Required: a conf naming another pipeline file would
+            otherwise make the worker run that file's prepare script.
+        conf_overridable: the training spec fields the conf's ``overrides`` may set (`OVERRIDABLE` fields only).
+        run_id: the DAG run, which names the evaluation directory.
+
+    The work directory is the deployment's, never the conf's (the Variable `WORKDIR_VARIABLE`, else
+    `default_workdir`). Raises `SpecError` naming each problem's field.
+    """
+    from trainops.operators.compat import get_variable
+
+    check_conf_keys(conf, accepted)
+    allowed = allowed_pipeline_dirs(list(map(str, allowed_dirs)), get_variable(PIPELINE_DIRS_VARIABLE))
+    path = check_pipeline_file(params["pipeline_file"], allowed)
+    overrides = check_overrides(params.get("overrides"), tuple(conf_overridable))
+    return resolve_pipeline_steps(path, workdir=get_variable(WORKDIR_VARIABLE) or None, backend=params["backend"],
+                                  run_id=run_id, overrides=overrides, hyperparameters=params.get("hyperparameters"))
+
+
 def check_overrides(overrides: dict[str, Any] | None, allowed: tuple[str, ...] | list[str]) -> dict[str, Any]:
     """The conf's overrides of the training spec, each one the DAG author allowed (`OVERRIDABLE` fields only)."""
     from trainops.errors import Problem, SpecError
@@ -91,7 +139,8 @@ def resolve_pipeline_steps(
     run_id: str = "manual",
     overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Read and validate a pipeline file; return every task's arguments as one flat JSON mapping.
+    """Read and validate a pipeline file; return every task's arguments as one flat JSON mapping. A path that comes
+    from a DAG run's conf goes through `steps_for_run` instead, which checks it against the allowed directories.
 
     Args:
         pipeline_file: the pipeline YAML (relative paths in it resolve against its directory).

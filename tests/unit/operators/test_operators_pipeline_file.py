@@ -119,3 +119,42 @@ def test_a_valid_pipeline_with_a_bad_inline_spec_reports_it_with_the_missing_ste
         resolve_pipeline_steps(pipeline, workdir=str(tmp_path))
     fields = [problem.path for problem in raised.value.problems]
     assert {"steps.stage", "steps.evaluate", "steps.register", "steps.train.spec.max_run"} <= set(fields), fields
+
+
+# --- a DAG run's settings from its conf: steps_for_run ------------------------------------------------------------
+ACCEPTED = ("pipeline_file", "backend", "hyperparameters", "overrides")
+
+
+def params(**values) -> dict:
+    return {"pipeline_file": str(DIGITS), "backend": "local", "hyperparameters": {}, "overrides": {}, **values}
+
+
+def test_a_conf_key_the_dag_does_not_take_is_refused_listing_the_keys_it_takes():
+    from trainops.operators.pipeline_file import steps_for_run
+
+    with pytest.raises(SpecError) as caught:
+        steps_for_run(params(), {"hyperparameter": {"epochs": 2}, "backend": "local", "epoch": 1},
+                      accepted=ACCEPTED, allowed_dirs=[str(REPO / "examples")])
+    text = str(caught.value)
+    assert "DAG run conf" in text and "2 problems" in text
+    for key in ("hyperparameter", "epoch"):
+        assert f"{key}: this DAG takes no such key; it takes backend, hyperparameters, overrides, pipeline_file" in text
+
+
+def test_the_pipeline_file_of_a_conf_must_be_inside_the_allowed_directories(tmp_path, monkeypatch):
+    from trainops.operators.pipeline_file import steps_for_run
+
+    variables = {"trainops_workdir": str(tmp_path / "work")}  # the deployment's Airflow Variables
+    monkeypatch.setattr("trainops.operators.compat.get_variable", lambda key, default=None: variables.get(key, default))
+    conf = {"hyperparameters": {"epochs": 1}}  # Airflow lays the conf over the params the task gets
+    steps = steps_for_run(params(**conf), conf, accepted=ACCEPTED,
+                          allowed_dirs=[str(REPO / "examples")], run_id="manual__1")
+    assert steps["pipeline_file"] == str(DIGITS) and steps["train_spec"]["hyperparameters"]["epochs"] == 1
+    assert steps["workdir"] == str(tmp_path / "work")  # the deployment's (Variable), never the conf's
+    with pytest.raises(SpecError, match="is not inside a directory this DAG reads pipeline files from"):
+        steps_for_run(params(), None, accepted=ACCEPTED, allowed_dirs=[str(tmp_path)])
+    with pytest.raises(TypeError, match="allowed_dirs"):  # no default: a library caller must say where from
+        steps_for_run(params(), None, accepted=ACCEPTED)  # type: ignore[call-arg]
+    with pytest.raises(SpecError, match="overrides.role: a DAG run's conf may not set this"):
+        steps_for_run(params(overrides={"role": "arn:aws:iam::1:role/x"}), None, accepted=ACCEPTED,
+                      allowed_dirs=[str(REPO / "examples")])

@@ -73,6 +73,7 @@ def _runner(directory: Path, record: dict[str, Any]) -> int | None:
 def _read_json(path: Path) -> dict[str, Any]:
     """A record of the job's directory, read as what a job may have replaced (bounded, a regular file only); a
     `JobFailed` saying what to do when it is not a JSON object."""
+    from trainops.backends.local.identity import forget_hint
     from trainops.backends.local.safe_fs import read_bounded
 
     try:
@@ -80,10 +81,10 @@ def _read_json(path: Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise
     except (OSError, ValueError, RecursionError) as error:
-        raise JobFailed(f"{path} cannot be read ({getattr(error, 'strerror', None) or error}): remove "
-                        f"{path.parent} to forget this evaluation job") from None
+        raise JobFailed(f"{path} cannot be read ({getattr(error, 'strerror', None) or error}): "
+                        f"{forget_hint(path.parent, 'this evaluation job', RUN_LOCK)}") from None
     if not isinstance(record, dict):
-        raise JobFailed(f"{path} is not a JSON object: remove {path.parent} to forget this evaluation job")
+        raise JobFailed(f"{path} is not a JSON object: {forget_hint(path.parent, 'this evaluation job', RUN_LOCK)}")
     return record
 
 

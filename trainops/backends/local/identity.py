@@ -50,6 +50,17 @@ def own_identity() -> dict[str, Any]:
     return {"pid": pid, "start_ticks": process_start_ticks(pid), "boot_id": boot_id(), "host": socket.gethostname()}
 
 
+def forget_hint(job_dir: Path, what: str, lock: str = CONTROLLER_LOCK) -> str:
+    """What to do about a job whose record cannot be used: never "remove its directory" while the job may run. A
+    held lock means a process of the job still runs (its record is rewritten when it ends); a free one means none
+    does, and removing the directory only forgets the job."""
+    path = job_dir / lock
+    if lock_held(job_dir) if lock == CONTROLLER_LOCK else lock_held(job_dir, lock):
+        return (f"{what} may still be running (a process holds {path}; `fuser -v {path}` names it): leave {job_dir} "
+                "as it is until that process has ended, then remove it to forget the job")
+    return f"no process holds {path}, so nothing runs {what}: remove {job_dir} to forget it"
+
+
 def _positive_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and value > 0
 
@@ -59,7 +70,7 @@ def check_record(record: Any, job_name: str, path: Path) -> dict:
 
     A corrupt record is refused instead of guessed at: a list, a text pid, a pid of 0 or -1 could otherwise reach
     `kill` or make a dead job look alive."""
-    fix = f"the status record {path} is corrupt; remove the job directory {path.parent} to forget job {job_name!r}"
+    fix = f"the status record {path} is corrupt; {forget_hint(path.parent, f'job {job_name!r}')}"
     if not isinstance(record, dict):
         raise SpecError(Problem("status", f"expected a JSON object, found {type(record).__name__}: {fix}"))
     problems = []
@@ -86,12 +97,13 @@ def check_record(record: Any, job_name: str, path: Path) -> dict:
     return record
 
 
-def lock_held(job_dir: Path) -> bool:
-    """Whether some process holds the job's controller lock (the controller, or a host's launcher that has not ended).
+def lock_held(job_dir: Path, lock: str = CONTROLLER_LOCK) -> bool:
+    """Whether some process holds the job's controller lock (the controller, or a host's launcher that has not ended),
+    or the job directory's ``lock``.
 
     Probed with a shared, non-blocking lock taken and dropped at once: it never blocks, and a controller taking
     the lock at that very instant retries (`trainops.backends.local.locks.try_lock`'s `patience`)."""
-    path = job_dir / CONTROLLER_LOCK
+    path = job_dir / lock
     try:  # never blocks: a FIFO there is not a lock (`open_regular`)
         descriptor = open_regular(path)
     except OSError:

@@ -107,21 +107,21 @@ def read_record(job_dir: Path, job_name: str) -> dict:
     except safe_fs.UnsafeFile as error:
         if error.errno != errno.ELOOP:
             raise SpecError(f"the status of local job {job_name!r} cannot be read ({path} {error.strerror}): "
-                            f"remove {job_dir} to forget the job") from None
+                            f"{identity.forget_hint(job_dir, f'job {job_name!r}')}") from None
         raise SpecError(Problem("job_name", f"{path} is a symbolic link; trainops never writes through one (remove "
-                                            f"the link): trainops reads only its own status records; remove "
-                                            f"{job_dir} to forget job {job_name!r}"),
+                                            f"the link): trainops reads only its own status records; "
+                                            f"{identity.forget_hint(job_dir, f'job {job_name!r}')}"),
                         source="local state") from None
     except FileNotFoundError:
         raise SpecError(f"no local job named {job_name!r} under {job_dir.parent}") from None
     except OSError as error:
         if error.errno in TRANSIENT_ERRNOS:  # EIO, EMFILE, ESTALE...: it may read the next time (a failed look)
             raise LookFailed(f"the status of local job {job_name!r} cannot be read for now ({error})") from error
-        raise SpecError(f"the status of local job {job_name!r} cannot be read ({error}): remove {job_dir} to "
-                        "forget the job") from None
+        raise SpecError(f"the status of local job {job_name!r} cannot be read ({error}): "
+                        f"{identity.forget_hint(job_dir, f'job {job_name!r}')}") from None
     except (ValueError, RecursionError) as error:  # RecursionError: JSON nested thousands deep
-        raise SpecError(f"the status of local job {job_name!r} cannot be read ({error}): remove {job_dir} to "
-                        "forget the job") from None
+        raise SpecError(f"the status of local job {job_name!r} cannot be read ({error}): "
+                        f"{identity.forget_hint(job_dir, f'job {job_name!r}')}") from None
     return identity.check_record(record, job_name, path)
 
 

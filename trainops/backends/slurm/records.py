@@ -32,6 +32,12 @@ def write(job_dir: Path, name: str, record: dict[str, Any]) -> None:
     safe_fs.write_atomically(job_dir / name, json.dumps(record, indent=2, default=str).encode("utf-8"))
 
 
+def _forget(job_dir: Path) -> str:
+    """Never "remove its directory" while Slurm may still run the job: the record is unreadable, not the job gone."""
+    return (f"the job may still be in Slurm's queue: check with `squeue --name {job_dir.name}` (and cancel it with "
+            f"scancel if it should not run); once Slurm no longer runs it, remove {job_dir} to forget it")
+
+
 def read(job_dir: Path, name: str) -> dict[str, Any] | None:
     """The record ``name`` of the job, or None when there is none; a link or a damaged file is a `SpecError`."""
     from trainops.runtime.untrusted import read_bounded
@@ -42,11 +48,10 @@ def read(job_dir: Path, name: str) -> dict[str, Any] | None:
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as error:
-        raise SpecError(Problem("job_name", f"{path} cannot be read ({error}): remove {job_dir} to forget the job"),
+        raise SpecError(Problem("job_name", f"{path} cannot be read ({error}): {_forget(job_dir)}"),
                         source="slurm job") from None
     if not isinstance(record, dict):
-        raise SpecError(Problem("job_name", f"{path} does not hold a record: remove {job_dir} to forget the job"),
-                        source="slurm job")
+        raise SpecError(Problem("job_name", f"{path} does not hold a record: {_forget(job_dir)}"), source="slurm job")
     return record
 
 
