@@ -25,6 +25,20 @@ CLASSES = [
      "the other job is never signalled and completes; the job reads Failed with the reason at once; the re-run runs "
      "(as NAME-2) instead of following it; the detached job reads Failed",
      ["tests/reliability/test_reliability_lock_identity.py"]),
+    ("39.4", "This machine's limits: a staging disk out of blocks and one out of inodes (real tmpfs); another user "
+             "(useradd) under prlimit --nproc, at validation and in a host that cannot fork, and the controller's "
+             "fork refused; a NUL in a hyperparameter; S3 objects grown, deleted and churning at their GetObject; "
+             "8 ranks flooding a console read at 80 KB/s; a root rank (plain and in a user namespace) remounting its "
+             "read-only channel",
+     "exit 2 at validation or a failure saying the limit / the disk / what to do, never 'internal error'; a changed "
+     "object copied again, a vanished one reported; every rank's every line in the logs and its last line on the "
+     "console; the remounts refused, the data untouched",
+     ["tests/reliability/test_reliability_limits.py", "tests/reliability/test_reliability_log_flood.py",
+      "tests/reliability/test_reliability_readonly_channels.py",
+      "tests/unit/backends/test_local_staging_s3.py::test_an_s3_object_changed_after_listing_is_copied_again_never_"
+      "recorded_wrong",
+      "tests/unit/backends/test_local_staging_s3.py::test_an_s3_object_deleted_or_grown_while_it_downloads_is_"
+      "reported_not_failed"]),
     ("39.2", "Reading what a job can write: a 512 MiB sparse failure file; a FIFO as the controller lock, the status "
              "record, a host log, the failure file, metrics.json; model archives with a GNU sparse member, a negative "
              "size, hostile modification times, a corrupt header after good members, a truncated gzip, a bomb; "

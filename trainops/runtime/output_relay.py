@@ -53,6 +53,22 @@ def mask(text: str, secrets: list[str] | None = None) -> str:
     return text
 
 
+def _whole_lines(data: bytes, limit: int = select.PIPE_BUF) -> list[bytes]:
+    """``data`` in pieces of whole lines of at most ``limit`` bytes each (a longer line is a piece of its own)."""
+    pieces, start = [], 0
+    while len(data) - start > limit:
+        cut = max(data.rfind(b"\n", start, start + limit), data.rfind(b"\r", start, start + limit)) + 1
+        if cut <= start:  # one line longer than the limit: up to its end
+            ends = [found for found in (data.find(b"\n", start + limit), data.find(b"\r", start + limit))
+                    if found >= 0]
+            cut = min(ends) + 1 if ends else len(data)
+        pieces.append(data[start:cut])
+        start = cut
+    if start < len(data):
+        pieces.append(data[start:])
+    return pieces
+
+
 def _mask_bytes(data: bytes, secrets: list[bytes]) -> bytes:
     for secret in secrets:
         data = data.replace(secret, MASK.encode())
@@ -88,10 +104,14 @@ class _Stream:
         return b"".join(pieces)
 
     def write(self, data: bytes) -> None:
+        """Write whole lines in pieces of at most PIPE_BUF bytes: every rank's relay writes into the same pipe, and
+        the kernel keeps only such writes whole, so lines of different ranks never cut into each other under a
+        flood (a longer write is split wherever the pipe has room). A line longer than that goes alone."""
         data = self.prefixed(data)
         try:
-            while data:
-                data = data[os.write(self.destination, data):]
+            for piece in _whole_lines(data):
+                while piece:
+                    piece = piece[os.write(self.destination, piece):]
         except OSError:
             pass
 

@@ -432,9 +432,11 @@ def pid_namespaces_available() -> bool:
 
 # Runs as the container's first process inside its own mount namespace, then execs the entrypoint (same pid):
 # /opt/ml becomes this host's base directory (a tmpfs on /opt when /opt/ml does not exist, with /opt's own entries
-# bound back so an interpreter installed there still runs), /etc/hosts names every emulated host.
+# bound back so an interpreter installed there still runs), /etc/hosts names every emulated host. The entrypoint is
+# exec'd through `host_init.py without-mounts`, which takes CAP_SYS_ADMIN away first: a rank running as root cannot
+# remount its read-only channels writable.
 _NAMESPACE_SCRIPT = r"""set -e
-base=$1; hosts=$2; keep=$3; tools=$4; mounts=$5; shift 5
+base=$1; hosts=$2; keep=$3; tools=$4; mounts=$5; python=$6; launcher=$7; shift 7
 container_path=${PATH-}; PATH=$tools
 if [ ! -d /opt/ml ]; then
   mount --bind /opt "$keep"
@@ -456,7 +458,7 @@ while IFS=$tab read -r mode source target; do
 done < "$mounts"
 mount --bind "$hosts" /etc/hosts
 PATH=$container_path
-exec "$@"
+exec "$python" -I -S "$launcher" without-mounts "$@"
 """
 
 
@@ -492,7 +494,7 @@ def isolate(argv: list[str], layout: HostLayout, job_dir: Path, hosts: list[str]
     mounts.write_text("".join(f"{'ro' if readonly else 'rw'}\t{source}\t{target}\n"
                               for source, target, readonly in layout.mounts), encoding="utf-8")
     return [*launcher, shell, "-c", _NAMESPACE_SCRIPT, "trainops-container", str(layout.base_dir), str(hosts_file),
-            str(keep), SAFE_PATH, str(mounts), *argv]
+            str(keep), SAFE_PATH, str(mounts), sys.executable, os.path.abspath(host_init.__file__), *argv]
 
 
 def init_report(job_dir: Path, host: str) -> Path:

@@ -293,6 +293,45 @@ def _enter_namespaces(flags: int) -> None:
         _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
 
 
+# --- the container's process: no capability to mount ---------------------------------------------------------------
+CAP_SYS_ADMIN = 21
+PR_CAPBSET_DROP = 24
+PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL = 47, 4
+_CAPABILITY_VERSION_3 = 0x20080522
+#: The mode of this launcher that the host's mount script ends in: ``host_init.py without-mounts COMMAND...``.
+WITHOUT_MOUNTS = "without-mounts"
+
+
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32), ("inheritable", ctypes.c_uint32)]
+
+
+def drop_mount_capability() -> bool:
+    """Take CAP_SYS_ADMIN out of what the next program can have: out of the bounding set (so neither root nor a
+    set-uid program gets it at exec), the inheritable set and the ambient set. The host's mounts are made by then:
+    without it a rank running as root (in the host's own user namespace, or the machine's root) cannot remount its
+    read-only channels writable, move or undo the host's mounts, or enter another mount namespace; a user namespace it
+    makes itself gets copies of the mounts with their flags locked. False when there was nothing this process could
+    drop (an unprivileged user: it never had the capability)."""
+    dropped = _libc.prctl(PR_CAPBSET_DROP, CAP_SYS_ADMIN, 0, 0, 0) == 0
+    header, data = _CapHeader(_CAPABILITY_VERSION_3, 0), (_CapData * 2)()
+    if _libc.capget(ctypes.byref(header), data) == 0:
+        data[0].inheritable &= ~(1 << CAP_SYS_ADMIN)
+        _libc.capset(ctypes.byref(header), data)
+    _libc.prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0)
+    return dropped
+
+
+def _exec_without_mounts(command: list[str]) -> None:
+    """The host's entrypoint, run once its mounts are made, without the capability to change them."""
+    drop_mount_capability()
+    os.execv(command[0], command)
+
+
 def _held(name: str) -> list[int]:
     """The descriptors the controller passed under ``name``, kept from the host's processes (a rank given a lock's
     descriptor could unlock it for every holder)."""
@@ -303,6 +342,8 @@ def _held(name: str) -> list[int]:
 
 
 def main(argv: list[str]) -> int:
+    if argv[:1] == [WITHOUT_MOUNTS] and len(argv) > 1:
+        _exec_without_mounts(argv[1:])
     variant, report, command = argv[0], argv[1], argv[2:]
     if variant not in VARIANTS or not command:
         raise SystemExit(f"usage: host_init.py {{{','.join(VARIANTS)}}} REPORT COMMAND...")

@@ -29,6 +29,7 @@ from typing import Any
 from trainops.backends.local import container, estimator_options, paths, status
 from trainops.backends.local.artifacts import output_location_problem, pack_outputs
 from trainops.backends.local.control import clear_stop_request, request_stop, stop_requested
+from trainops.backends.local.host_console import HostConsole
 from trainops.backends.local.host_init import CONTROLLER_PIPE, HELD_LOCKS, stopped_in
 from trainops.backends.local.identity import CONTROLLER_LOCK, own_identity
 from trainops.backends.local.job_input import JobInput
@@ -50,6 +51,9 @@ HOST_END_SECONDS = 30.0  # how long a killed host may take to end (its launcher 
 FAILURE_SETTLE_SECONDS = 3.0  # how long the other hosts may take to end after the first failure, before stop-all
 MAX_RUNTIME_GRACE_SECONDS = 120.0  # SageMaker's wait between SIGTERM and SIGKILL when MaxRuntimeInSeconds passes
 FAILURE_REASON_LIMIT = 1024  # SageMaker's FailureReason shows the first 1,024 characters of the failure file
+#: How long the pumps may take to read the rest of their pipes once every host has ended (each host's launcher ends
+#: only when nothing of its host is left, so the pipes reach their end; this bounds only a process that escaped).
+PUMP_END_SECONDS = 60.0
 
 Log = Callable[[str], None]
 
@@ -166,6 +170,7 @@ class LocalJob:
         self._checkpoint_lock: HeldLock | None = None
         self._claim: HeldLock | None = None
         self._pumps: list[LogPump] = []
+        self._console: HostConsole | None = None
         self._failed_host: str | None = None  # the host whose failure file (or exit) is the job's failure reason
         self._record: dict[str, Any] = {}  # the InProgress status record, rewritten when a rank's pid is learnt
         self._ranks: dict[tuple[str, int], dict[str, Any]] = {}  # (host, rank) -> its pids (`_note_rank_pids`)
@@ -277,12 +282,18 @@ class LocalJob:
                 for descriptor in self._controller_pipes.values():  # every launcher has ended (`_stop_all`)
                     os.close(descriptor)
                 self._controller_pipes.clear()
-                for reader in self._readers:
-                    reader.join(timeout=5)
+                for reader in self._readers:  # every host has ended: each pump reads to the end of its pipe
+                    reader.join(timeout=PUMP_END_SECONDS)
                 for pump in self._pumps:
                     result.log_lines_lost += pump.lost_lines + pump.console_lost
                     if pump.summary():
                         logger.warning("[trainops] log output lost: %s", pump.summary())
+                if self._console is not None:
+                    self._console.close()
+                    result.log_lines_lost += self._console.lost
+                    if self._console.lost:
+                        logger.warning("[trainops] %d line(s) could not be shown on the console (%s)",
+                                       self._console.lost, "; ".join(self._console.errors) or "it did not read them")
         result.status, result.secondary_status, result.failure_reason = outcome
         if result.status == "Failed" and result.failure_reason and self._failed_host:
             result.failure_reason = with_output_tail(result.failure_reason, [
@@ -449,8 +460,10 @@ class LocalJob:
                 os.close(read_end)
             self._launchers[layout.name] = process
             assert process.stdout is not None  # started with stdout=PIPE
+            if self._console is None:  # one printer for every host: a slow console never slows a pump
+                self._console = HostConsole(self.log)
             pump = LogPump(layout.name, process.stdout.fileno(), logs_dir / f"{layout.name}.log",
-                           secrets=self._secrets, log=self.log, log_lock=self._log_lock)
+                           secrets=self._secrets, log=self._console.put, log_lock=self._log_lock)
             self._pumps.append(pump)
             reader = threading.Thread(target=pump.run, daemon=True)
             reader.start()
