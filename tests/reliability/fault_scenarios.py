@@ -54,9 +54,10 @@ class RunningJob:
     """`trainops run` in a subprocess, its output collected line by line so a scenario can wait for a moment."""
 
     def __init__(self, root: Path, job_name: str, *, environment: dict | None = None, hosts: int = 2,
-                 max_run: int = 600, output_path: Path | None = None):
+                 max_run: int = 600, output_path: Path | None = None, arguments: tuple[str, ...] = ()):
         self.root = root
         self.job_name = job_name
+        self.arguments = arguments
         self.workdir = root / "work"
         self.output_path = output_path or root / "out"
         source = root / "src"
@@ -79,7 +80,7 @@ class RunningJob:
         self.started = time.monotonic()
         self.process = subprocess.Popen(
             [sys.executable, "-m", "trainops.cli", "run", str(self.spec_path), "--workdir", str(self.workdir),
-             "--job-name", self.job_name], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+             "--job-name", self.job_name, *self.arguments], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
             start_new_session=True)
         threading.Thread(target=self._read, daemon=True).start()
         return self
@@ -300,7 +301,8 @@ def launcher_of_host_2_dies(root: Path) -> FaultRun:
 
 
 def spot_sigterm_then_rerun(root: Path, every: int = 5) -> tuple[FaultRun, FaultRun]:
-    """SIGTERM to every process of the job (as a spot interruption stops the container), then the same spec again."""
+    """SIGTERM to every process of the job (as a spot interruption stops the container), then the same spec again,
+    asked to resume from the stopped job's checkpoints (a new job name otherwise starts afresh)."""
     environment = {"STEPS": "40", "STEP_SECONDS": "0.15", "CHECKPOINT_EVERY": str(every)}
     job = RunningJob(root, "spot-1", environment=environment).start()
     with guarded(job):
@@ -312,7 +314,7 @@ def spot_sigterm_then_rerun(root: Path, every: int = 5) -> tuple[FaultRun, Fault
         os.killpg(job.process.pid, signal.SIGTERM)
         stopped = job.result("the whole job is SIGTERMed", moment)
     reached = max(int(found) for found in re.findall(r"^\[algo-1 rank 0\] step (\d+)$", stopped.output, re.M))
-    again = RunningJob(root, "spot-2", environment=environment).start()
+    again = RunningJob(root, "spot-2", environment=environment, arguments=("--resume-from", "spot-1")).start()
     with guarded(again):
         resumed = int(again.wait_for(r"resumed at step (\d+)").group(1))
         rerun = again.result("re-run after SIGTERM", again.started)

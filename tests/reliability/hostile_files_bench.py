@@ -39,6 +39,16 @@ CLASSES = [
       "recorded_wrong",
       "tests/unit/backends/test_local_staging_s3.py::test_an_s3_object_deleted_or_grown_while_it_downloads_is_"
       "reported_not_failed"]),
+    ("39.5", "No job lost or silently skipped: a second `trainops run` of one spec under a new name; "
+             "`--resume-from` an earlier job; a re-run of a failed job's name; `trainops run examples/digits/"
+             "train.yaml --no-wait` in an interpreter without boto3 (the make-run venv); a job failing before its "
+             "script starts for want of boto3",
+     "a new name trains afresh (6 of 6 epochs), resumes only when asked or as its own retry; the --no-wait run "
+     "exits 2 naming the channel and pip install 'trainops[aws]', nothing started; the early failure is class "
+     "setup with the install hint",
+     ["tests/reliability/test_reliability_fresh_start.py",
+      "tests/unit/commands/test_clean_errors.py::test_a_command_whose_optional_package_is_missing_says_what_to_"
+      "install"]),
     ("39.2", "Reading what a job can write: a 512 MiB sparse failure file; a FIFO as the controller lock, the status "
              "record, a host log, the failure file, metrics.json; model archives with a GNU sparse member, a negative "
              "size, hostile modification times, a corrupt header after good members, a truncated gzip, a bomb; "

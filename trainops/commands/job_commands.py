@@ -50,6 +50,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     run.add_argument("--retries", default=None, metavar="CLASS=N,...",
                      help="retry budgets per failure class, e.g. infrastructure=3,user=0,backoff_seconds=30 "
                           "(default: one attempt); an infrastructure failure starts <name>-2 from the checkpoint")
+    run.add_argument("--resume-from", default=None, metavar="JOB",
+                     help="shorthand for -o checkpoint_key=JOB: start from the checkpoints of the earlier job JOB "
+                          "(a new job name otherwise starts afresh; a re-run of the same name resumes its own)")
     run.add_argument("--force", action="store_true", help="pipelines: re-run steps whose inputs did not change")
     run.set_defaults(handler=run_command)
 
@@ -100,7 +103,8 @@ def run_command(args: argparse.Namespace) -> int:
 def _job_shorthands(args: argparse.Namespace) -> dict[str, Any]:
     """The run command's flags that stand for backend settings (None: not given)."""
     return {"processes_per_host": args.processes_per_host, "channel_overrides": _channel_overrides(args.channel),
-            "launcher": args.launcher, "image_python": args.image_python, "region": args.region}
+            "launcher": args.launcher, "image_python": args.image_python, "region": args.region,
+            "checkpoint_key": getattr(args, "resume_from", None)}
 
 
 def _run_job(args: argparse.Namespace) -> int:

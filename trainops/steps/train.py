@@ -92,6 +92,10 @@ def train(
         chosen = get_backend(backend, options=backend_options, source="backend options", **context)
     spec = load_spec(spec, options.pop("base_dir", None))
     job_name = check_job_name(job_name) if job_name else default_job_name(spec)
+    if "checkpoint_key" not in options and getattr(chosen.options(), "checkpoint_key", None) is None:
+        # Checkpoints follow the job's identity, this step's name: its attempts <name>-N and a re-run of the name
+        # resume them, a new name starts afresh (where the backend takes a key; never over one given).
+        options.update(chosen.takes({"checkpoint_key": job_name}))
     log = log or (lambda line: print(line, flush=True))
     if wait and if_exists == "reattach":
         from trainops.steps.attempts import train_in_attempts

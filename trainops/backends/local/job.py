@@ -374,12 +374,16 @@ class LocalJob:
         return result
 
     def _checkpoint_dir(self) -> Path:
-        """Where the job's checkpoints live, so that a re-run of the same job resumes:
+        """Where the job's checkpoints live, so that a re-run of the same job resumes and a new job starts afresh:
 
-        - the spec's `checkpoint_s3_uri` when it has one (on SageMaker the same prefix means the same checkpoints);
-        - else the caller's `checkpoint_key` (the pipeline runner, the KFP component and the Airflow operator pass
-          the job's identity, so a retry resumes while new data or a forced retrain starts afresh);
-        - else the spec's name (`trainops run` of the same spec file).
+        - the spec's `checkpoint_s3_uri` when it has one (on SageMaker the same prefix means the same checkpoints:
+          jobs that name it share them, deliberately);
+        - else the caller's `checkpoint_key` (the train step passes its job's name, so its attempts `<name>-N` and a
+          re-run of the name resume; the pipeline runner, the KFP component and the Airflow operator the job's
+          identity, so a retry resumes while new data or a forced retrain starts afresh; `trainops run
+          --resume-from JOB` the checkpoints of an earlier job);
+        - else the job's name: never another job's (a second `trainops run` of one spec, under a new name, used to
+          resume the first's final checkpoint and train nothing).
 
         Never shared by two jobs running at once (a sweep of one spec would resume from each other's checkpoints):
         while one job holds the directory, another gets one of its own, `<key>@<job name>`."""

@@ -74,8 +74,7 @@ def from_spec(spec: JobSpec, launcher: str | None = None) -> JobInput:
                             submit=submit, output_path=output_path)
 
     return JobInput(render=render, public=lambda _request: public_spec(spec),
-                    secrets=job_secrets(spec, dict(os.environ)),
-                    checkpoint_key=spec.name or f"job-{spec.spec_hash()[:12]}")
+                    secrets=job_secrets(spec, dict(os.environ)))
 
 
 def from_request(request: dict[str, Any]) -> JobInput:
