@@ -508,3 +508,19 @@ def test_one_instance_group_is_named_as_the_sdk_names_it():
                     distribution={"torch_distributed": {"enabled": True}})
     assert "sagemaker_distribution_instance_groups" not in decoded(render(torchrun, job_name="job-1",
                                                                            launcher="toolkit"))
+
+
+def test_issue_36_a_missing_dependency_is_refused_by_the_dry_runs_naming_it(tmp_path):
+    from trainops.backends.local.backend import LocalBackend
+    from trainops.backends.sagemaker.backend import SageMakerBackend
+
+    (tmp_path / "libs").mkdir()
+    job = spec(dependencies=[str(tmp_path / "libs"), str(tmp_path / "missing")], source_dir=str(tmp_path))
+    for backend in (SageMakerBackend(region="us-east-1"), LocalBackend(workdir=str(tmp_path / "state"))):
+        with pytest.raises(SpecError) as caught:
+            backend.dry_run(job, "job-1", backend.options())
+        assert [problem.path for problem in caught.value.problems] == ["dependencies.1"]
+        assert "missing' is not a directory" in caught.value.problems[0].message
+    with pytest.raises(SpecError) as caught:
+        SageMakerBackend(region="us-east-1").render_request(job, "job-1")
+    assert caught.value.problems[0].path == "dependencies.1"

@@ -634,8 +634,12 @@ class LocalJob:
 
 def check_local_spec(spec: JobSpec) -> None:
     """Refuse what cannot run locally, before anything is laid out."""
+    from trainops.backends.request.code import dependency_problems
     from trainops.backends.request.render import is_s3_source
 
+    problems = dependency_problems(spec.dependencies or ())
     if spec.source_dir is not None and is_s3_source(spec.source_dir) and not spec.source_dir.endswith(".tar.gz"):
-        raise SpecError(Problem("source_dir", f"{spec.source_dir!r}: an s3:// source_dir names a tarball object "
-                                              "(s3://bucket/prefix/sourcedir.tar.gz), or give a local directory"))
+        problems.insert(0, Problem("source_dir", f"{spec.source_dir!r}: an s3:// source_dir names a tarball object "
+                                                 "(s3://bucket/prefix/sourcedir.tar.gz), or give a local directory"))
+    if problems:
+        raise SpecError(problems)

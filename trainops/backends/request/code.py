@@ -70,6 +70,15 @@ def list_files(root: str | os.PathLike[str], field_name: str = "source_dir"
     return sorted(files, key=lambda item: item[1]), sorted(skipped)
 
 
+def dependency_problems(dependencies: list[str] | tuple[str, ...]) -> list[Problem]:
+    """A problem for each of the spec's ``dependencies`` that is not a directory on this machine: the backends' dry
+    runs report them before anything is looked up or uploaded (the SDK fails on one only while it packs the code)."""
+    return [Problem(f"dependencies.{index}", f"{str(path)!r} is not a directory: each dependency is a local directory "
+                                             "copied next to the code (relative paths are against the spec's "
+                                             "directory)")
+            for index, path in enumerate(dependencies) if not Path(path).is_dir()]
+
+
 def code_files(source_dir: str | os.PathLike[str], dependencies: list[str] | tuple[str, ...] = ()
                ) -> list[tuple[Path, str]]:
     """The files of the code: ``source_dir``'s at the root and each of the spec's ``dependencies`` directories under

@@ -26,6 +26,7 @@ from trainops.backends.sagemaker import cost as costs
 from trainops.backends.sagemaker import fsx, processing, registry, training
 from trainops.backends.sagemaker import logs as log_reading
 from trainops.backends.sagemaker import preflight as checks
+from trainops.backends.sagemaker.job_request import checked_render, default_region, given_clients_region
 from trainops.backends.states import JobStatus, classify
 from trainops.errors import Problem, SpecError
 
@@ -60,16 +61,6 @@ def _model_size_limit() -> dict[str, str]:
     return {LIMIT_VARIABLE: value} if value else {}
 
 
-def default_region(spec: Any = None, region: str | None = None) -> str | None:
-    """The spec's region, else the given one, else the environment's (``AWS_REGION``, ``AWS_DEFAULT_REGION``)."""
-    return (getattr(spec, "region", None) or region or os.environ.get("AWS_REGION")
-            or os.environ.get("AWS_DEFAULT_REGION"))
-
-
-def _factory_region(factory: ClientFactory) -> str | None:
-    """The region a given client factory's clients are bound to (an Airflow connection's), when it says."""
-    region = getattr(getattr(factory("sagemaker"), "meta", None), "region_name", None)
-    return region if isinstance(region, str) else None
 
 
 class SageMakerBackend(Backend):
@@ -125,12 +116,7 @@ class SageMakerBackend(Backend):
             if wanted and wanted != self.region:
                 self.region = wanted  # the default clients are built for the job's region on first use
             return self.region or resolve_region()
-        bound = self.region or _factory_region(self._factory)
-        if wanted and bound and wanted != bound:
-            raise SpecError(Problem("region", f"the spec's region is {wanted} but the AWS clients given (the Airflow "
-                                              f"connection's) are for {bound}: set the connection's region_name, or "
-                                              "remove region from the spec"))
-        return wanted or bound or resolve_region()
+        return given_clients_region(wanted, self.region, self._factory) or resolve_region()
 
     # --- training jobs -----------------------------------------------------------------------------------------
     def status_of(self, name: str) -> JobStatus | None:
@@ -147,10 +133,8 @@ class SageMakerBackend(Backend):
 
     def dry_run(self, spec: Any, name: str, options: BackendOptions) -> dict[str, Any]:
         """The CreateTrainingJob request for ``name`` (every input problem raised before any AWS call)."""
-        from trainops.backends.request.render import render
-
         assert isinstance(options, SageMakerOptions)
-        return render(spec, job_name=name, launcher=options.launcher or spec.launcher, region=self.job_region(spec))
+        return checked_render(spec, name, options.launcher or spec.launcher, self.job_region(spec))
 
     def _create(self, spec: Any, name: str, options: BackendOptions, *, detached: bool, log: Log) -> JobHandle:
         """Preflight, upload the code, create the job (a SageMaker job never depends on this process: ``detached``
@@ -256,11 +240,11 @@ class SageMakerBackend(Backend):
     def render_request(self, spec: Any, job_name: str, *,
                        options: BackendOptions | Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The CreateTrainingJob request, secrets masked; nothing is called."""
-        from trainops.backends.request.render import masked, render
+        from trainops.backends.request.render import masked
 
         chosen = self.options(options)
-        return masked(render(spec, job_name=job_name, launcher=getattr(chosen, "launcher", None),
-                             region=default_region(spec, self.region)))
+        return masked(checked_render(spec, job_name, getattr(chosen, "launcher", None),
+                                      default_region(spec, self.region)))
 
     def render_summary(self, rendered: dict[str, Any] | str, spec: Any) -> dict[str, Any]:
         """The request's summary (`trainops.backends.request.summary`)."""

@@ -78,12 +78,13 @@ def _upload_tree(factory: ClientFactory, files: list[tuple[Path, str]], s3_prefi
     return UploadResult(uri=s3_prefix.rstrip("/"), keys=keys, total_bytes=total)
 
 
-def upload_source_dir(factory: ClientFactory, source_dir: str | os.PathLike[str], s3_prefix: str) -> UploadResult:
+def upload_source_dir(factory: ClientFactory, source_dir: str | os.PathLike[str], s3_prefix: str,
+                      field_name: str = "source_dir") -> UploadResult:
     """Upload every file under ``source_dir`` as its own object under ``s3_prefix`` (relative paths kept).
 
     For the trainops launcher's code channel. Returns the keys written, sorted.
     """
-    files, skipped = list_files(source_dir)
+    files, skipped = list_files(source_dir, field_name)
     result = _upload_tree(factory, files, s3_prefix, "s3_prefix")
     return UploadResult(uri=result.uri, keys=result.keys, total_bytes=result.total_bytes, skipped=skipped)
 
@@ -123,9 +124,9 @@ def upload_job_code(factory: ClientFactory, spec: Any, locations: Any, launcher:
     if launcher == "trainops":
         if spec.source_dir and not is_s3_source(spec.source_dir):
             results.append(upload_source_dir(factory, spec.source_dir, locations.code_prefix))
-            for dependency in getattr(spec, "dependencies", None) or []:
+            for index, dependency in enumerate(getattr(spec, "dependencies", None) or []):
                 prefix = f"{locations.code_prefix.rstrip('/')}/{Path(dependency).name}/"
-                results.append(upload_source_dir(factory, dependency, prefix))
+                results.append(upload_source_dir(factory, dependency, prefix, f"dependencies.{index}"))
         results.append(upload_runtime(factory, locations.runtime_prefix))
     elif spec.source_dir and not is_s3_source(spec.source_dir):
         results.append(upload_source_tarball(factory, spec.source_dir, locations.source_tarball,
