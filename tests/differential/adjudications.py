@@ -18,7 +18,7 @@ Normalise = Callable[[dict, Any, Any], tuple]
 
 #: Normalisations applied to every case (ADJUDICATIONS.md sections of the same names): fields the SDK adds that
 #: trainops leaves out, and the S3 key of the uploaded code, which is the uploader's choice.
-ALWAYS = ("debugger-profiler", "code-location")
+ALWAYS = ("debugger-hook", "code-location")
 
 
 @dataclass(frozen=True)
@@ -88,6 +88,21 @@ def _empty_distribution_on_instance_groups(case: dict, oracle: Any, ours: Any) -
                 case, oracle, ours))
 
 
+def _trainium_group_image(case: dict, oracle: Any, ours: Any) -> bool:
+    """A heterogeneous cluster with a Trainium group and no GPU group: the SDK picks the first group's image (a CPU
+    image when that group is CPU), trainops the Neuron image every group then runs."""
+    types = [group["instance_type"] for group in case["spec"].get("instance_groups") or []]
+    return (oracle.accepted and ours.accepted and any(name.startswith("ml.trn") for name in types)
+            and not any(name.split(".")[1][0] in "gp" for name in types)
+            and "-cpu-" in oracle.value["AlgorithmSpecification"]["TrainingImage"]
+            and "neuron" in ours.value["AlgorithmSpecification"]["TrainingImage"])
+
+
+def _take_our_image(case: dict, oracle: Any, ours: Any) -> tuple:
+    oracle.value["AlgorithmSpecification"]["TrainingImage"] = ours.value["AlgorithmSpecification"]["TrainingImage"]
+    return oracle, ours
+
+
 def _version_beyond_the_sdk(case: dict, oracle: Any, ours: Any) -> bool:
     """The SDK's tables lack a version AWS's Deep Learning Containers list publishes (image_tables.json keeps it,
     `_generated.kept_beyond_the_sdk`); trainops builds the job in its published image."""
@@ -121,10 +136,24 @@ RENDER_RULES: list[Rule] = [
          _ours_refuses_only(r"SMP runs on NVIDIA GPU instances"), _refusal_agrees),
     Rule("file-system-needs-vpc",
          _ours_refuses_only(r"read a file system: give"), _refusal_agrees),
-    Rule("local-data-on-sagemaker",
-         _ours_refuses_only(r"is local; the sagemaker backend reads S3"), _refusal_agrees),
-    Rule("malformed-uri",
-         _ours_refuses_only(r"names the host .*file:///absolute/path"), _refusal_agrees),
+    Rule("file-system-channels-in-file-mode",
+         _ours_refuses_only(r"file-system channels .* are mounted in File mode"), _refusal_agrees),
+    Rule("spot-and-warm-pool-limits",
+         _ours_refuses_only(r"^max_wait: spot training needs max_wait", r"^max_wait: applies to spot training only",
+                            r"^keep_alive_period_in_seconds: warm pools are not available for"), _refusal_agrees),
+    Rule("duplicate-instance-group-names",
+         _ours_refuses_only(r"^instance_groups: instance_group_name values must be unique"), _refusal_agrees),
+    Rule("processes-per-host-the-sdk-drops",
+         _ours_refuses_only(r"^distribution\.mpi\.processes_per_host: is not sent with (torch_distributed|pytorchddp) "
+                            r"alone"), _refusal_agrees),
+    Rule("smdistributed-with-mpi-enabled",
+         _ours_refuses_only(r"^distribution\.mpi: smdistributed\.dataparallel brings its own mpirun",
+                            r"^distribution\.mpi: smdistributed\.modelparallel runs under torch_distributed \(SMP v2\) "
+                            r"or mpi \(SMP v1\), not both"), _refusal_agrees),
+    Rule("environment-values-as-text",
+         _sdk_refuses(r"Invalid type for parameter Environment\.[A-Za-z_0-9]+, value: .*valid types: <class 'str'>"),
+         _refusal_agrees),
+    Rule("heterogeneous-trainium-image", _trainium_group_image, _take_our_image),
     Rule("instance-type-shape",
          _ours_refuses_only(r"is not an instance type: expected ml\.<family>\.<size>"), _refusal_agrees),
     Rule("py-version-default",

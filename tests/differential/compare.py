@@ -22,9 +22,9 @@ RENDER_GOLDEN = HERE / "goldens" / "render.json"
 LAUNCH_GOLDEN = HERE / "goldens" / "launch.json"
 TENSORFLOW_LAUNCH_GOLDEN = HERE / "goldens" / "launch_tensorflow.json"
 
-#: Request fields the SDK sends that trainops does not render on purpose (ADJUDICATIONS.md, "debugger-profiler").
-NOT_RENDERED = ("DebugHookConfig", "ProfilerConfig", "DebugRuleConfigurations", "ProfilerRuleConfigurations",
-                "ExperimentConfig")
+#: Request fields the SDK sends that trainops does not render on purpose (ADJUDICATIONS.md, "debugger-hook").
+#: ProfilerConfig is compared: trainops sends it as the SDK does.
+NOT_RENDERED = ("DebugHookConfig", "DebugRuleConfigurations", "ProfilerRuleConfigurations", "ExperimentConfig")
 
 
 def load(path: Path) -> dict[str, Any]:

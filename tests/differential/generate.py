@@ -207,6 +207,7 @@ def render_grid() -> list[dict]:
                       ("relative", "data/train")):
         add(f"uri-{name}", _base(inputs={"train": uri}))
     _issue_27_cases(add, groups)
+    _issue_36_cases(add)
     # tensorflow estimators: model_dir in every launcher
     for name in ("none", "parameter_server", "mwms", "mpi"):
         for count in (1, 2):
@@ -272,6 +273,102 @@ def _issue_27_cases(add, groups: list[dict]) -> None:
                           instance_type=instance_type, instance_count=1, distribution={}))
 
 
+#: Issue 36's instance groups: GPU, CPU and Trainium groups of two hosts each.
+GROUPS_36 = {"gpu": {"instance_group_name": "gpus", "instance_type": "ml.p4d.24xlarge", "instance_count": 2},
+             "gpu2": {"instance_group_name": "gpus2", "instance_type": "ml.g5.12xlarge", "instance_count": 2},
+             "cpu": {"instance_group_name": "cpus", "instance_type": "ml.c5.18xlarge", "instance_count": 2},
+             "trn": {"instance_group_name": "trns", "instance_type": "ml.trn1.32xlarge", "instance_count": 2}}
+
+
+def _issue_36_cases(add) -> None:
+    """Heterogeneous clusters x every distribution (group orders, named or not, an explicit instance_count,
+    duplicate names), spot x warm pools x checkpoints, file-system channels x input modes, processes per host with
+    every launcher, environment values that are not text, and the profiler by region and instance type."""
+    hetero = {"instance_type": None, "instance_count": None}
+    for order in (("cpu", "gpu"), ("gpu", "cpu"), ("cpu", "gpu2", "gpu"), ("cpu", "trn"), ("trn", "cpu")):
+        groups = [copy.deepcopy(GROUPS_36[name]) for name in order]
+        runner = next(group["instance_group_name"] for group in groups if group["instance_type"] != "ml.c5.18xlarge")
+        for name, distribution in DISTRIBUTIONS.items():
+            tensorflow = name in ("mwms", "parameter_server")
+            versions = {"framework": "tensorflow", "framework_version": "2.16.2", "py_version": "py310"} \
+                if tensorflow else {}
+            if "trn" in order:
+                versions = {"framework_version": "1.11.0", "py_version": "py38"}  # the SDK's only Neuron image
+            label = "-".join(order)
+            add(f"h36-{label}-{name}-named", _base(**hetero, **versions, instance_groups=copy.deepcopy(groups),
+                                                   distribution={**copy.deepcopy(distribution),
+                                                                 "instance_groups": [runner]}))
+            if not distribution:
+                add(f"h36-{label}-no-distribution", _base(**hetero, **versions, instance_groups=copy.deepcopy(groups)))
+    gpu, cpu = GROUPS_36["gpu"], GROUPS_36["cpu"]
+    for count in (1, 2):
+        add(f"h36-instance-count-{count}", _base(instance_type=None, instance_count=count,
+                                                 instance_groups=[copy.deepcopy(cpu), copy.deepcopy(gpu)]))
+    add("h36-instance-type-too", _base(instance_count=None, instance_groups=[copy.deepcopy(cpu), copy.deepcopy(gpu)]))
+    add("h36-duplicate-names", _base(**hetero, instance_groups=[copy.deepcopy(gpu), copy.deepcopy(gpu)]))
+    add("h36-duplicate-names-mpi", _base(**hetero, instance_groups=[copy.deepcopy(gpu), copy.deepcopy(gpu)],
+                                         distribution={"mpi": {"enabled": True}, "instance_groups": ["gpus"]}))
+    add("h36-warm-pool", _base(**hetero, instance_groups=[copy.deepcopy(cpu), copy.deepcopy(gpu)],
+                               keep_alive_period_in_seconds=1800))
+    # spot x warm pools x checkpoints (x max_wait)
+    for spot in (False, True):
+        for keep_alive in (None, 0, 1800):
+            for checkpoint in ("none", "s3", "s3-local"):
+                for max_wait in (None, 7200):
+                    extra = {"use_spot_instances": spot, "max_run": 3600}
+                    if keep_alive is not None:
+                        extra["keep_alive_period_in_seconds"] = keep_alive
+                    if checkpoint != "none":
+                        extra["checkpoint_s3_uri"] = "s3://trainops-oracle-out/ckpt"
+                    if checkpoint == "s3-local":
+                        extra["checkpoint_local_path"] = "/opt/ml/ckpt"
+                    if max_wait is not None:
+                        extra["max_wait"] = max_wait
+                    add(f"s36-spot{int(spot)}-keep{keep_alive}-ckpt-{checkpoint}-wait{max_wait}", _base(**extra))
+    # file-system channels x input modes (job-wide and, for S3 beside them, per channel)
+    efs = {"file_system_id": "fs-0123456789abcdef1", "file_system_type": "EFS", "directory_path": "/data",
+           "file_system_access_mode": "rw"}
+    vpc = {"subnets": SUBNETS, "security_group_ids": GROUPS}
+    for system, channel in (("fsx", FSX), ("efs", efs)):
+        for mode in ("File", "FastFile", "Pipe"):
+            add(f"f36-{system}-{mode}", _base(input_mode=mode, inputs={"train": dict(channel)}, **vpc))
+            add(f"f36-{system}-{mode}-with-s3", _base(input_mode=mode, **vpc, inputs={
+                "train": dict(channel), "test": {"s3_data": "s3://trainops-oracle-data/test", "input_mode": mode}}))
+        add(f"f36-{system}-File-s3-fastfile", _base(**vpc, inputs={
+            "train": dict(channel), "test": {"s3_data": "s3://trainops-oracle-data/test", "input_mode": "FastFile"}}))
+    # processes per host (the SDK's mpi section) with every launcher, on GPU, Trainium and CPU types
+    with_ppn = {
+        "torch_distributed": {"torch_distributed": {"enabled": True}},
+        "smddp": {"smdistributed": {"dataparallel": {"enabled": True}}},
+        "smddp_torchrun": {"smdistributed": {"dataparallel": {"enabled": True}}, "torch_distributed": {"enabled": True}},
+        "smp_v2": {"smdistributed": {"modelparallel": {"enabled": True, "parameters": {"tensor_parallel_degree": 2}}},
+                   "torch_distributed": {"enabled": True}},
+        "pytorchddp": {"pytorchddp": {"enabled": True}},
+        "pytorchxla": {"pytorchxla": {"enabled": True}},
+        "none": {},
+    }
+    for name, distribution in with_ppn.items():
+        for enabled in (False, True):
+            for instance_type in ("ml.p4d.24xlarge", "ml.trn1.32xlarge", "ml.c5.xlarge"):
+                versions = {"framework_version": "1.11.0", "py_version": "py38"} \
+                    if instance_type.startswith("ml.trn") else {}
+                mpi = {"enabled": enabled, "processes_per_host": 4}
+                add(f"p36-{name}-mpi{int(enabled)}-{instance_type}",
+                    _base(instance_type=instance_type, **versions, distribution={**copy.deepcopy(distribution),
+                                                                                 "mpi": mpi}))
+    # environment values as YAML gives them, and the profiler by region and instance type
+    for name, value in (("bool", True), ("int", 4), ("float", 0.5), ("text", "4")):
+        add(f"e36-environment-{name}", _base(environment={"VALUE": value}))
+    for region in ("us-east-1", "ap-southeast-3", "eu-central-2"):
+        for disabled in (False, True):
+            add(f"r36-profiler-{region}-disabled{int(disabled)}", _base(region=region, disable_profiler=disabled))
+    for instance_type, versions in (("ml.trn1.32xlarge", {"framework_version": "1.11.0", "py_version": "py38"}),
+                                    ("ml.c5.xlarge", {})):
+        add(f"r36-profiler-{instance_type}", _base(instance_type=instance_type, **versions,
+                                                   distribution={"torch_distributed": {"enabled": True}}
+                                                   if instance_type.startswith("ml.trn") else {}))
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Running the SDK offline.
 
@@ -285,12 +382,24 @@ def _quiet_sdk():
 
 
 class RecordingClient:
-    """A SageMaker client that records create_training_job and answers nothing else."""
+    """A SageMaker client that records create_training_job and answers nothing else. It validates the request against
+    botocore's model first, as the real client does before it sends anything (a request boto3 refuses is the SDK's
+    refusal too)."""
 
     def __init__(self):
+        import botocore.session
+
         self.requests = []
+        model = botocore.session.get_session().get_service_model("sagemaker")
+        self._shape = model.operation_model("CreateTrainingJob").input_shape
 
     def create_training_job(self, **request):
+        from botocore.exceptions import ParamValidationError
+        from botocore.validate import ParamValidator
+
+        report = ParamValidator().validate(request, self._shape)
+        if report.has_errors():
+            raise ParamValidationError(report=report.generate_report())
         self.requests.append(request)
         return {"TrainingJobArn": f"arn:aws:sagemaker:us-east-1:123456789012:training-job/{request['TrainingJobName']}"}
 
@@ -384,7 +493,42 @@ LAUNCH_HYPERPARAMETERS = {
 
 
 def launch_grid() -> list[dict]:
-    return homogeneous_launch_grid() + hetero_launch_grid(PYTORCH_HETERO)
+    return homogeneous_launch_grid() + hetero_launch_grid(PYTORCH_HETERO) + processes_per_host_grid()
+
+
+#: Issue 36: the SDK's processes-per-host setting (sagemaker_mpi_num_of_processes_per_host, sent with the mpi
+#: section) beside every launcher the toolkit gives it to, on GPU, Trainium and CPU types. (PyTorch/XLA's runner
+#: counts GPUs itself, xla_spawn --num_gpus, and trainops runs PyTorch/XLA on this machine only.)
+PPN_LAUNCHERS = {
+    "torch_distributed": {"sagemaker_torch_distributed_enabled": True},
+    "smddp": {"sagemaker_distributed_dataparallel_enabled": True,
+              "sagemaker_distributed_dataparallel_custom_mpi_options": ""},
+    "smddp_torchrun": {"sagemaker_distributed_dataparallel_enabled": True, "sagemaker_torch_distributed_enabled": True,
+                       "sagemaker_mpi_enabled": False, "sagemaker_mpi_custom_mpi_options": ""},
+    "pytorchddp": {"sagemaker_pytorch_ddp_enabled": True},
+    "smp_v2": {"sagemaker_torch_distributed_enabled": True, "mp_parameters": {"tensor_parallel_degree": 2},
+               "sagemaker_distributed_dataparallel_enabled": False, "sagemaker_mpi_enabled": False,
+               "sagemaker_mpi_custom_mpi_options": ""},
+    "mpi": {"sagemaker_mpi_enabled": True, "sagemaker_mpi_custom_mpi_options": ""},
+    "none": {},
+}
+
+
+def processes_per_host_grid() -> list[dict]:
+    cases = []
+    for name, framework in PPN_LAUNCHERS.items():
+        for instance_type in ("ml.p4d.24xlarge", "ml.trn1.32xlarge", "ml.c5.xlarge"):
+            gpus, cores = LAUNCH_TYPES.get(instance_type, (8, 0))
+            if name.startswith(("smddp", "pytorchddp", "smp")) and gpus == 0:
+                continue
+            for hosts, current in ((["algo-1"], "algo-1"), (["algo-1", "algo-2"], "algo-1"),
+                                   (["algo-1", "algo-2"], "algo-2")):
+                hyperparameters = {"epochs": 3, "lr": 0.1, **framework,
+                                   "sagemaker_mpi_num_of_processes_per_host": 4 if gpus else 16 if cores else 2}
+                cases.append({"id": f"ppn-{name}-{instance_type}-{len(hosts)}-{current}", "hosts": hosts,
+                              "current_host": current, "instance_type": instance_type, "gpus": gpus,
+                              "neuron_cores": cores, "hyperparameters": hyperparameters, "channels": ["train"]})
+    return cases
 
 
 #: Heterogeneous clusters: a GPU group and a CPU (data-loading) group, either listed first; the distribution names the

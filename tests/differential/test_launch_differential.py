@@ -55,6 +55,15 @@ def test_every_contract_launches_what_the_toolkit_launches_or_is_adjudicated():
     ("hetero-torch_distributed-cpus-first-algo-3", lambda ours: ours["torchrun"]["nnodes"] == "2"
      and ours["torchrun"]["master_addr"] == "algo-2" and ours["torchrun"]["node_rank"] == "1"),
     ("hetero-smddp-cpus-first-algo-3", lambda ours: ours["mode"] == "mpi_worker"),
+    # issue 36: the SDK's processes-per-host setting for every launcher the toolkit gives it to: torchrun's
+    # --nproc_per_node (16 of a trn1's 32 NeuronCores, 4 of a p4d's 8 GPUs), SMDDP's and pytorchddp's mpirun
+    ("ppn-torch_distributed-ml.trn1.32xlarge-2-algo-2", lambda ours: ours["torchrun"]["nproc_per_node"] == "16"),
+    ("ppn-torch_distributed-ml.p4d.24xlarge-2-algo-1", lambda ours: ours["torchrun"]["nproc_per_node"] == "4"),
+    ("ppn-smddp_torchrun-ml.p4d.24xlarge-2-algo-2", lambda ours: ours["torchrun"]["nproc_per_node"] == "4"),
+    ("ppn-smp_v2-ml.p4d.24xlarge-1-algo-1", lambda ours: ours["torchrun"]["nproc_per_node"] == "4"),
+    ("ppn-smddp-ml.p4d.24xlarge-2-algo-1", lambda ours: ours["mpirun"] == {"host": "algo-1:4,algo-2:4", "np": "8"}),
+    ("ppn-pytorchddp-ml.p4d.24xlarge-2-algo-1", lambda ours: ours["mpirun"]["np"] == "8"),
+    ("ppn-torch_distributed-ml.c5.xlarge-1-algo-1", lambda ours: ours["torchrun"]["nproc_per_node"] == "2"),
 ])
 def test_issue_14_launch_items(case_id, checks):
     case = next(case for case in GOLDEN["cases"] if case["id"] == case_id)

@@ -94,3 +94,36 @@ def test_validate_gives_the_verdict_render_gives_on_every_case():
         if not backend_only:
             differing.append((case["id"], validated, rendered.error[:200]))
     assert not differing, differing
+
+
+def test_the_deliberate_differences_table_is_the_render_adjudications_and_each_is_pinned_by_a_case():
+    """docs/spec.md's table of deliberate differences (trainops.spec.sdk_differences) is the render side's
+    adjudications, one for one, and every one of them settles at least one case the SDK answered."""
+    from differential.adjudications import ALWAYS, RENDER_RULES
+    from trainops.spec.sdk_differences import DIFFERENCES, names
+
+    assert sorted(names()) == sorted([*ALWAYS, *(rule.name for rule in RENDER_RULES)])
+    assert all(row.source.startswith("https://") for row in DIFFERENCES)
+    settled = {judge_render(case, GOLDEN["job_name"]).adjudication for case in GOLDEN["cases"]}
+    assert {rule.name for rule in RENDER_RULES} <= settled
+
+
+@pytest.mark.parametrize("case_id", [
+    # issue 36: one image for every instance group, the GPU one whenever a GPU group exists (either order, named
+    # or not); instance_count with instance_groups refused as the SDK refuses it; the profiler as the SDK sends it
+    "h36-cpu-gpu-no-distribution", "h36-cpu-gpu2-gpu-no-distribution", "h36-cpu-gpu-mpi-named",
+    "h36-cpu-gpu-smddp-named", "h36-gpu-cpu-torch_distributed-named", "h36-cpu-gpu-smp_v1-named",
+    "h36-instance-count-1", "h36-instance-count-2", "h36-instance-type-too", "h36-cpu-trn-torch_distributed-named",
+    "r36-profiler-us-east-1-disabled0", "r36-profiler-ap-southeast-3-disabled0", "r36-profiler-ml.trn1.32xlarge",
+    "r36-profiler-us-east-1-disabled1",
+    # processes per host: sent with smdistributed beside torchrun or mpirun, and with a plain mpi section
+    "p36-smddp-mpi0-ml.p4d.24xlarge", "p36-smddp_torchrun-mpi0-ml.p4d.24xlarge", "p36-smp_v2-mpi0-ml.p4d.24xlarge",
+    "p36-none-mpi1-ml.p4d.24xlarge",
+    # spot and warm pools within their limits; an S3 channel may stream beside a file system
+    "s36-spot1-keepNone-ckpt-s3-local-wait7200", "s36-spot0-keep1800-ckpt-s3-local-waitNone",
+    "f36-fsx-File-s3-fastfile",
+])
+def test_cases_of_issue_36_agree_exactly(case_id):
+    case = next(case for case in GOLDEN["cases"] if case["id"] == case_id)
+    verdict = judge_render(case, GOLDEN["job_name"])
+    assert verdict.kind == "agree", verdict.detail

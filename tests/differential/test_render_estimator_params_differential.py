@@ -33,13 +33,11 @@ ADJUDICATED = {
 
 
 def comparable(request: dict, spec: dict) -> dict:
-    """The fields both sides render. DebugHookConfig and the SDK's default ProfilerConfig are left out as in the
-    main grid ("debugger-profiler"); ProfilerConfig is compared when the spec disables the profiler. The code
-    location is compared exactly when the spec sets code_location; otherwise it is the uploader's choice."""
+    """The fields both sides render. DebugHookConfig is left out as in the main grid ("debugger-hook"); ProfilerConfig
+    is compared, on or off. The code location is compared exactly when the spec sets code_location; otherwise it is
+    the uploader's choice."""
     shown = copy.deepcopy(request)
     for key in NOT_RENDERED:
-        if key == "ProfilerConfig" and spec.get("disable_profiler"):
-            continue
         shown.pop(key, None)
     hyperparameters = shown.get("HyperParameters") or {}
     submit = json.loads(hyperparameters.get("sagemaker_submit_directory", "null"))

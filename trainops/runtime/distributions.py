@@ -36,9 +36,10 @@ class DistributionType:
 TYPES: dict[str, DistributionType] = {
     "none": DistributionType(data_parallel=True),
     "torch_distributed": DistributionType({"processes_per_host": None}, launch="torchrun", data_parallel=True),
-    "pytorchddp": DistributionType({"custom_mpi_options": ""}, launch="mpirun", data_parallel=True, smddp=True),
-    "smddp": DistributionType({"launcher": "mpirun", "custom_mpi_options": ""}, launch="choice",
-                              launchers=("mpirun", "torchrun"), data_parallel=True, smddp=True),
+    "pytorchddp": DistributionType({"processes_per_host": None, "custom_mpi_options": ""}, launch="mpirun",
+                                   data_parallel=True, smddp=True),
+    "smddp": DistributionType({"launcher": "mpirun", "processes_per_host": None, "custom_mpi_options": ""},
+                              launch="choice", launchers=("mpirun", "torchrun"), data_parallel=True, smddp=True),
     "smp": DistributionType({"launcher": "torchrun", "parameters": {}, "processes_per_host": None,
                              "custom_mpi_options": ""}, launch="choice", launchers=("torchrun", "mpirun")),
     "mpi": DistributionType({"processes_per_host": None, "custom_mpi_options": ""}, launch="mpirun",

@@ -148,6 +148,9 @@ def normalize_distribution(value: Any, source: str = DISTRIBUTION_KEY) -> dict[s
 def _toolkit_distribution(hps: Mapping[str, Any]) -> dict[str, Any]:
     # The SDK's encoding of `distribution` (reference.md table); the checks go from the most specific library to the
     # plain launchers, as the SDK only ever sets one strategy (plus torch_distributed / mpi for the smdistributed ones).
+    # The processes-per-host key is read for every launcher AWS's toolkit gives it to (sagemaker_training.runner:
+    # torchrun's --nproc_per_node, the smddp / pytorchddp mpirun's host list, MPI's); PyTorch/XLA's launcher counts
+    # GPUs itself.
     torchrun = _truthy(hps.get("sagemaker_torch_distributed_enabled", False))
     mpi = _truthy(hps.get("sagemaker_mpi_enabled", False))
     processes = hps.get("sagemaker_mpi_num_of_processes_per_host")
@@ -162,15 +165,15 @@ def _toolkit_distribution(hps: Mapping[str, Any]) -> dict[str, Any]:
         return {"type": "smp", "launcher": "torchrun" if torchrun or not mpi else "mpirun",
                 "parameters": dict(parameters), "processes_per_host": processes, "custom_mpi_options": mpi_options}
     if _truthy(hps.get("sagemaker_distributed_dataparallel_enabled", False)):
-        return {"type": "smddp", "launcher": "torchrun" if torchrun else "mpirun",
+        return {"type": "smddp", "launcher": "torchrun" if torchrun else "mpirun", "processes_per_host": processes,
                 "custom_mpi_options": data_parallel_options}
     if _truthy(hps.get("sagemaker_pytorch_ddp_enabled", False)):
-        return {"type": "pytorchddp", "custom_mpi_options": data_parallel_options}
+        return {"type": "pytorchddp", "processes_per_host": processes, "custom_mpi_options": data_parallel_options}
     # The toolkit checks MPI before torch_distributed: both enabled launch mpirun.
     if mpi:
         return {"type": "mpi", "processes_per_host": processes, "custom_mpi_options": mpi_options}
     if torchrun:
-        return {"type": "torch_distributed"}
+        return {"type": "torch_distributed", "processes_per_host": processes}
     if _truthy(hps.get("sagemaker_parameter_server_enabled", False)):
         return {"type": "parameter_server"}
     if _truthy(hps.get("sagemaker_pytorch_xla_multi_worker_enabled", False)):

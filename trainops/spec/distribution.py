@@ -104,7 +104,9 @@ class TorchDistributed(_Distribution):
 
     type: Literal["torch_distributed"] = "torch_distributed"
     processes_per_host: ProcessesPerHost | None = Field(
-        default=None, description="Ranks per host; default: GPUs, else NeuronCores, else 1 (trainops launcher only)."
+        default=None, description="Ranks per host; default: GPUs, else NeuronCores, else 1. The toolkit launcher "
+        "sends it as the SDK's sagemaker_mpi_num_of_processes_per_host, which AWS's toolkit gives torchrun as "
+        "--nproc_per_node (the SDK's own form cannot send it with torch_distributed alone)."
     )
     neuron_parallel_compile: bool = Field(
         default=False, description="Trainium: run once under neuron_parallel_compile to fill the compile cache."
@@ -141,6 +143,9 @@ class SMDDP(_MpiOptions, _Distribution):
     launcher_kind: Literal["mpirun", "torchrun"] = Field(
         default="mpirun", alias="launcher", description="mpirun (AllReduce) or torchrun (AllGather)."
     )
+    processes_per_host: ProcessesPerHost | None = Field(
+        default=None, description="Ranks per host (default: the GPU count); the SDK's form: mpi: {processes_per_host: "
+        "N} beside smdistributed.")
 
     def _sdk_body(self) -> dict[str, Any]:
         body: dict[str, Any] = {"smdistributed": {"dataparallel": {"enabled": True}}}
@@ -148,6 +153,8 @@ class SMDDP(_MpiOptions, _Distribution):
             body["smdistributed"]["dataparallel"]["custom_mpi_options"] = self.custom_mpi_options
         if self.launcher_kind == "torchrun":
             body["torch_distributed"] = {"enabled": True}
+        if self.processes_per_host is not None:
+            body["mpi"] = {"processes_per_host": self.processes_per_host}  # sent, disabled: the toolkit reads it
         return body
 
     @property
@@ -181,6 +188,8 @@ class SMP(_MpiOptions, _Distribution):
                                                                    "parameters": dict(self.parameters)}}}
         if self.version == 2:
             body["torch_distributed"] = {"enabled": True}
+            if self.processes_per_host is not None:
+                body["mpi"] = {"processes_per_host": self.processes_per_host}  # sent, disabled: torchrun reads it
         else:
             mpi: dict[str, Any] = {"enabled": True}
             if self.processes_per_host is not None:
@@ -330,7 +339,10 @@ class SdkDistribution(CoreModel):
             else:
                 launcher: Literal["torchrun", "mpirun"] = "torchrun" if self._enabled("torch_distributed") else "mpirun"
                 assert smd is not None and smd.dataparallel is not None  # data_parallel says it is enabled
-                return SMDDP(launcher=launcher, custom_mpi_options=smd.dataparallel.custom_mpi_options, **groups)
+                # The SDK sends the mpi section's processes_per_host beside smdistributed, and the toolkit's SMDDP
+                # mpirun and torchrun both start that many ranks per host.
+                return SMDDP(launcher=launcher, custom_mpi_options=smd.dataparallel.custom_mpi_options,
+                             processes_per_host=self.mpi.processes_per_host if self.mpi else None, **groups)
         simple = [
             name
             for name in ("pytorchddp", "torch_distributed", "mpi", "parameter_server", "pytorchxla",
@@ -340,6 +352,15 @@ class SdkDistribution(CoreModel):
         if simple[:2] == ["torch_distributed", "mpi"] and len(simple) == 2:
             # The SDK's PyTorch estimator sends torch_distributed alone when both are enabled (mpi is dropped).
             simple = ["torch_distributed"]
+        if simple[:1] in (["torch_distributed"], ["pytorchddp"]) and self.mpi and self.mpi.processes_per_host \
+                and not problems:
+            # The SDK's PyTorch estimator sends only the launcher's own keys here (sagemaker/pytorch/estimator.py):
+            # the toolkit would start one rank per GPU whatever this says.
+            typed = "{type: torch_distributed, processes_per_host: N}" if simple[0] == "torch_distributed" else \
+                "smdistributed.dataparallel with mpi: {processes_per_host: N}"
+            problems.append(Problem("mpi.processes_per_host", f"is not sent with {simple[0]} alone (the SDK drops the "
+                                                              f"mpi section, so the toolkit would start one rank per "
+                                                              f"GPU): use {typed}, or remove it"))
         if len(simple) > 1 and not problems:
             together = " and ".join(simple)
             problems.append(Problem(simple[1], f"{together} are enabled together: enable only one strategy"))
@@ -370,7 +391,10 @@ class SdkDistribution(CoreModel):
                 "mpi", "smdistributed.modelparallel runs under torch_distributed (SMP v2) or mpi (SMP v1), not both: "
                        "remove one")], parameters)
         if self._enabled("torch_distributed"):
-            return _at_sdk_path(lambda: SMP(launcher="torchrun", parameters=parameters, **groups))
+            # A disabled mpi section's processes_per_host is sent (and read by the toolkit's torchrun).
+            processes = self.mpi.processes_per_host if self.mpi else None
+            return _at_sdk_path(lambda: SMP(launcher="torchrun", parameters=parameters,
+                                            processes_per_host=processes, **groups))
         if self._enabled("mpi"):
             assert self.mpi is not None  # enabled, so given
             mpi = self.mpi

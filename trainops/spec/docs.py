@@ -312,6 +312,7 @@ def _fidelity_section() -> list[str]:
         "Quote a value to be sure it stays text (`framework_version: \"2.10\"`).",
         "",
         *_left_out_section(),
+        *_differences_section(),
         "## Regenerating the goldens and the image tables",
         "",
         "The differential tests (`tests/differential/`, part of `make test`) compare trainops with the SageMaker "
@@ -321,6 +322,22 @@ def _fidelity_section() -> list[str]:
         "tests/differential/generate.py`. The image tables (`trainops/spec/image_tables.json`) are regenerated from "
         "the SDK's own JSON plus the documented additions by `~/.cache/trainops-oracle/bin/python "
         "tests/differential/regenerate_tables.py`; never edit their SDK-derived parts by hand.",
+        "",
+    ]
+
+
+def _differences_section() -> list[str]:
+    from trainops.spec.sdk_differences import DIFFERENCES
+
+    return [
+        "## Deliberate differences from the SDK",
+        "",
+        "Where the request (or the verdict) differs from the SDK's on purpose; each row is an adjudication of "
+        "`tests/differential/ADJUDICATIONS.md` of the same name, pinned by the differential cases it settles.",
+        "",
+        "| difference | the SDK | trainops | source |",
+        "| --- | --- | --- | --- |",
+        *[f"| `{row.name}` | {_cell(row.sdk)} | {_cell(row.trainops)} | {_cell(row.source)} |" for row in DIFFERENCES],
         "",
     ]
 
@@ -339,13 +356,14 @@ def _left_out_section() -> list[str]:
         "",
         *[f"- `{name}`: {reason}" for name, reason in sorted(LEFT_OUT.items())],
         "",
-        "The SDK's framework estimators also add `DebugHookConfig` and `ProfilerConfig` (SageMaker Debugger's hook and "
-        "the system profiler, writing to the output path) to every request. trainops sends neither unless asked "
-        "(`disable_profiler: true` sends `ProfilerConfig {DisableProfiler: true}`, as the SDK does): both features "
-        "stay off, which costs nothing and writes nothing. Everything else `trainops render --launcher toolkit` sends "
-        "is what the SDK v2 sends for the same estimator arguments, or a refusal where the SDK would fail; the "
-        "deliberate differences are listed, with the AWS documentation that decides each, in "
-        "`tests/differential/ADJUDICATIONS.md`.",
+        "The SDK's framework estimators also add `DebugHookConfig` (SageMaker Debugger's hook, writing tensors to the "
+        "output path for the smdebug library) to every request; trainops does not, so the hook stays off, which "
+        "costs nothing and writes nothing. `ProfilerConfig` is sent as the SDK sends it: system monitoring on, under "
+        "the output path, except with `disable_profiler: true`, in the regions without the profiler and on Trainium "
+        "(`{DisableProfiler: true}`). Everything else `trainops render --launcher toolkit` sends is what the SDK v2 "
+        "sends for the same estimator arguments, or a refusal where the SDK would fail; the deliberate differences are "
+        "in the table below, each with the AWS documentation that decides it and the differential case that pins it "
+        "(`tests/differential/ADJUDICATIONS.md`).",
         "",
         "The local backend runs what it can of these options: `disable_output_compression` leaves the model files "
         "under `<output_path>/<job>/output/model/` and the output data's under `.../output/data/`, as SageMaker's "

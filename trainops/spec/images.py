@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from functools import lru_cache
 from importlib import resources
 from typing import Any
@@ -120,6 +121,17 @@ def _processor(instance_type: str) -> str:
     if family[:1] in ("p", "g"):
         return "gpu"
     return "cpu"
+
+
+def image_instance_type(instance_types: Sequence[str]) -> str | None:
+    """The instance type a heterogeneous cluster's image is picked for: every instance group runs the one image (AWS's
+    heterogeneous-cluster guide), so a GPU image whenever a group has GPUs, as the SDK's estimator decides
+    (``_get_instance_type``), else a Trainium (Neuron) image for a Trainium group, else the first group's."""
+    for processor in ("gpu", "neuron"):
+        for instance_type in instance_types:
+            if _processor(instance_type) == processor:
+                return instance_type
+    return instance_types[0] if instance_types else None
 
 
 def _resolve_version(requested: str, table: dict[str, Any]) -> str | None:

@@ -226,8 +226,9 @@ class JobSpec(CoreModel):
         default=None, description="Pass the role's session tags on to the job's own sessions "
         "(SessionChainingConfig).")
     disable_profiler: bool = Field(
-        default=False, description="Send ProfilerConfig {DisableProfiler: true}, as the SDK does; trainops "
-        "never turns SageMaker Debugger's profiler on.")
+        default=False, description="Turn SageMaker's profiler (system monitoring) off: ProfilerConfig "
+        "{DisableProfiler: true}. Default, as the SDK: on, writing under output_path, except in the regions without "
+        "it and on Trainium.")
     container_log_level: int = Field(
         default=20, ge=0, le=50, description="Log level of the image's training toolkit "
         "(sagemaker_container_log_level; 20 is logging.INFO); launcher toolkit: the trainops runtime records it "
@@ -492,6 +493,15 @@ class JobSpec(CoreModel):
         if self.instance_groups:
             return sum(group.instance_count for group in self.instance_groups)
         return self.instance_count
+
+    def image_instance_type(self) -> str | None:
+        """The instance type the training image is picked for (one image for every instance group:
+        `trainops.spec.images.image_instance_type`)."""
+        from trainops.spec.images import image_instance_type
+
+        if self.instance_groups:
+            return image_instance_type([group.instance_type for group in self.instance_groups])
+        return self.instance_type
 
     def training_instance_type(self) -> str | None:
         """The instance type the distribution runs on (its instance group's, for heterogeneous clusters)."""

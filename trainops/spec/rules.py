@@ -99,6 +99,15 @@ def instance_type_is_known(spec: JobSpec) -> Iterator[Problem]:
             yield Problem("instance_groups", "instance_group_name values must be unique")
 
 
+@rule("instance_groups", "instance_count")
+def instance_count_is_not_the_groups(spec: JobSpec) -> Iterator[Problem]:
+    """With instance_groups, instance_count is refused as the SDK refuses it (``_Job._prepare_resource_config``):
+    each group gives its own hosts, and the count would be dropped from the request."""
+    if spec.instance_groups and "instance_count" in spec.model_fields_set:
+        yield Problem("instance_count", "cannot be set with instance_groups (each group's instance_count gives its "
+                                        "hosts, and the SDK refuses both): remove instance_count")
+
+
 @rule("distribution", "instance_groups", "framework")
 def instance_groups_named_by_distribution_exist(spec: JobSpec) -> Iterator[Problem]:
     """The SDK's heterogeneous-cluster rules: the distribution names one of the job's instance groups."""
@@ -151,7 +160,14 @@ def trainium_runs_torch_distributed(spec: JobSpec) -> Iterator[Problem]:
             yield Problem("distribution.neuron_parallel_compile", "applies to Trainium (ml.trn*) instances only")
         return
     others = sorted(set(spec.dist.sdk_form()) - {"torch_distributed", "instance_groups"})
-    if not isinstance(spec.dist, (TorchDistributed, NoDistribution)):
+    if spec.instance_groups and spec.dist.instance_groups and not isinstance(spec.dist, NoDistribution):
+        # The SDK refuses a strategy on a named Trainium instance group (its Trainium check counts the group's name
+        # as a second strategy); AWS's heterogeneous-cluster guide runs strategies on GPU groups only.
+        yield Problem("distribution.instance_groups", f"names the Trainium group {spec.dist.instance_groups[0]!r}: a "
+                                                      "strategy runs on GPU instance groups only (the SDK refuses it "
+                                                      "on Trainium); train on Trainium with instance_type / "
+                                                      "instance_count")
+    elif not isinstance(spec.dist, (TorchDistributed, NoDistribution)):
         yield Problem("distribution", f"{spec.dist.type} is not supported on Trainium ({instance_type}): use "
                                       "torch_distributed (torchrun over NeuronCores)")
     elif others:
@@ -345,9 +361,11 @@ def file_systems_need_a_vpc(spec: JobSpec) -> Iterator[Problem]:
         yield Problem(missing, "subnets and security_group_ids go together (VpcConfig needs both)")
 
 
-@rule("use_spot_instances", "max_wait", "max_run", "keep_alive_period_in_seconds")
+@rule("use_spot_instances", "max_wait", "max_run", "keep_alive_period_in_seconds", "instance_groups")
 def spot_and_warm_pool_limits(spec: JobSpec) -> Iterator[Problem]:
-    """Spot training needs max_wait >= max_run; max_wait is for spot only; warm pools don't work with spot."""
+    """Spot training needs max_wait >= max_run; max_wait is for spot only (the API: "the maximum length of time that a
+    managed Spot training job has to complete"); warm pools work neither with spot instances nor with heterogeneous
+    clusters (AWS, "SageMaker AI Managed Warm Pools", Considerations). The SDK passes all three on."""
     if spec.use_spot_instances:
         if spec.max_wait is None:
             yield Problem("max_wait", "spot training needs max_wait (seconds to wait for capacity plus run time), "
@@ -356,7 +374,10 @@ def spot_and_warm_pool_limits(spec: JobSpec) -> Iterator[Problem]:
             yield Problem("max_wait", f"{spec.max_wait} is less than max_run ({spec.max_run}): it must be >= max_run")
         if spec.keep_alive_period_in_seconds:
             yield Problem("keep_alive_period_in_seconds", "warm pools are not available for managed spot training")
-    elif spec.max_wait is not None:
+    if spec.keep_alive_period_in_seconds and spec.instance_groups:
+        yield Problem("keep_alive_period_in_seconds", "warm pools are not available for heterogeneous clusters "
+                                                      "(instance_groups): remove it, or use one instance type")
+    if not spec.use_spot_instances and spec.max_wait is not None:
         yield Problem("max_wait", "applies to spot training only: set use_spot_instances: true or remove max_wait")
 
 
@@ -417,7 +438,7 @@ def training_image_exists(spec: JobSpec) -> Iterator[Problem]:
     spec's region, when it names one): the check ``render`` makes, so that ``validate`` gives the same verdict.
     Jobs with an image_uri, without a framework_version, or on this machine (local types) need no AWS image. It
     runs after the other rules and reports only where they did not."""
-    instance_type = spec.training_instance_type()
+    instance_type = spec.image_instance_type()
     if spec.image_uri or not spec.framework_version or not instance_type or _is_local(instance_type):
         return
     from trainops.errors import SpecError

@@ -35,8 +35,9 @@ LEFT_OUT: dict[str, str] = {
     "debugger_hook_config": "the Debugger hook saves tensors for the smdebug library in the script; trainops sends "
     "no `DebugHookConfig` (the SDK adds one to every framework job): a script that does not use smdebug loses "
     "nothing, and nothing is written.",
-    "profiler_config": "trainops never turns the Debugger profiler on; `disable_profiler: true` sends the SDK's "
-    "`ProfilerConfig {DisableProfiler: true}` where a policy asks for it explicitly.",
+    "profiler_config": "the profiler's own settings (sampling interval, framework profiling): trainops sends the "
+    "SDK's default `ProfilerConfig` (system monitoring, written under the output path) and `disable_profiler: true` "
+    "turns it off.",
     "git_config": "the SDK clones the repository on the submitting machine and uploads the checkout; clone it "
     "yourself (a pinned commit in CI) and give `source_dir`, so what runs is what was reviewed.",
     "compiler_config": "SageMaker Training Compiler: AWS no longer releases it (its last images are PyTorch 1.13 "

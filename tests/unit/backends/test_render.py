@@ -233,8 +233,11 @@ def test_optional_settings():
 def test_defaults_leave_optional_keys_out():
     request = render(spec(), job_name="job-1", launcher="toolkit")
     assert set(request) == {"TrainingJobName", "RoleArn", "AlgorithmSpecification", "HyperParameters",
-                            "OutputDataConfig", "ResourceConfig", "StoppingCondition"}
+                            "OutputDataConfig", "ResourceConfig", "StoppingCondition", "ProfilerConfig"}
     assert request["StoppingCondition"] == {"MaxRuntimeInSeconds": 86400}
+    # SageMaker's system monitoring, on by default as the SDK sends it
+    assert request["ProfilerConfig"] == {"S3OutputPath": request["OutputDataConfig"]["S3OutputPath"],
+                                         "DisableProfiler": False}
 
 
 def test_warm_pool_and_checkpoint_path():
@@ -322,7 +325,7 @@ def test_everything_missing_is_reported_at_once():
 
 def test_missing_output_path_and_local_groups():
     groups = [{"instance_group_name": "g", "instance_type": "local", "instance_count": 1}]
-    problems = _problems(spec(output_path=..., instance_type=..., instance_groups=groups))
+    problems = _problems(spec(output_path=..., instance_type=..., instance_count=..., instance_groups=groups))
     assert set(problems) == {"output_path", "instance_groups.0.instance_type"}
 
 
@@ -508,6 +511,20 @@ def test_one_instance_group_is_named_as_the_sdk_names_it():
                     distribution={"torch_distributed": {"enabled": True}})
     assert "sagemaker_distribution_instance_groups" not in decoded(render(torchrun, job_name="job-1",
                                                                            launcher="toolkit"))
+
+
+def test_issue_36_typed_ranks_per_host_reach_the_toolkit_and_instance_groups_share_one_image():
+    # The SDK's form cannot send torch_distributed's ranks per host; the typed form's go under the key AWS's toolkit
+    # gives torchrun as --nproc_per_node.
+    typed = decoded(render(spec(distribution={"type": "torch_distributed", "processes_per_host": 4}),
+                           job_name="job-1", launcher="toolkit"))
+    assert typed["sagemaker_torch_distributed_enabled"] is True and typed["sagemaker_mpi_num_of_processes_per_host"] == 4
+    assert "sagemaker_mpi_num_of_processes_per_host" not in decoded(
+        render(spec(distribution={"torch_distributed": {"enabled": True}}), job_name="job-1", launcher="toolkit"))
+    groups = [{"instance_group_name": "cpus", "instance_type": "ml.c5.18xlarge", "instance_count": 1},
+              {"instance_group_name": "gpus", "instance_type": "ml.p4d.24xlarge", "instance_count": 2}]
+    request = render(spec(instance_type=..., instance_count=..., instance_groups=groups), job_name="job-1")
+    assert "-gpu-" in request["AlgorithmSpecification"]["TrainingImage"]  # a GPU group exists: the GPU image
 
 
 def test_issue_36_a_missing_dependency_is_refused_by_the_dry_runs_naming_it(tmp_path):

@@ -51,9 +51,11 @@ def test_the_options_reach_the_trainops_launchers_request():
 
 def test_nothing_is_added_when_no_option_is_set():
     request = render(_spec(), job_name="job-1")
-    for key in ("InfraCheckConfig", "RemoteDebugConfig", "SessionChainingConfig", "ProfilerConfig",
-                "TensorBoardOutputConfig"):
+    for key in ("InfraCheckConfig", "RemoteDebugConfig", "SessionChainingConfig", "TensorBoardOutputConfig"):
         assert key not in request
+    # The profiler is the SDK's default: system monitoring on, under the output path.
+    assert request["ProfilerConfig"] == {"S3OutputPath": request["OutputDataConfig"]["S3OutputPath"],
+                                         "DisableProfiler": False}
     assert "CompressionType" not in request["OutputDataConfig"]
     assert "TrainingPlanArn" not in request["ResourceConfig"]
     assert "sagemaker_container_log_level" not in request["HyperParameters"]  # trainops launcher, default level

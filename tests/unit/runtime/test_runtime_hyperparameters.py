@@ -98,8 +98,8 @@ def test_trainops_distribution_may_be_encoded_twice_and_wins_over_toolkit_keys()
 
 def test_normalized_distribution_fills_every_field():
     result = normalize_distribution({"type": "smddp"})
-    assert result == {"type": "smddp", "launcher": "mpirun", "custom_mpi_options": "", "instance_groups": None,
-                      "neuron_parallel_compile": False}
+    assert result == {"type": "smddp", "launcher": "mpirun", "processes_per_host": None, "custom_mpi_options": "",
+                      "instance_groups": None, "neuron_parallel_compile": False}
 
 
 def test_launcher_kind_is_read_as_launcher():

@@ -231,7 +231,7 @@ TYPED = st.one_of(
               neuron_parallel_compile=st.booleans()),
     st.builds(PyTorchDDP, instance_groups=_GROUPS),
     st.builds(SMDDP, instance_groups=_GROUPS, custom_mpi_options=_OPTIONS,
-              launcher=st.sampled_from(["mpirun", "torchrun"])),
+              launcher=st.sampled_from(["mpirun", "torchrun"]), processes_per_host=_PER_HOST),
     st.builds(SMP, instance_groups=_GROUPS, parameters=_V2_PARAMETERS, processes_per_host=_PER_HOST),
     st.builds(SMP, launcher=st.just("mpirun"), instance_groups=_GROUPS, parameters=_V1_PARAMETERS,
               processes_per_host=_PER_HOST, custom_mpi_options=_OPTIONS),
@@ -242,11 +242,12 @@ TYPED = st.one_of(
 )
 
 def _sdk_representable(variant):
-    """The variant as the SDK's dict can carry it (SMP v2 processes/options and torchrun extras dropped)."""
+    """The variant as the SDK's dict can carry it (SMP v2's mpi options and torchrun extras dropped; SMP v2's and
+    SMDDP's ranks per host travel in a disabled mpi section, as the SDK sends them)."""
     if isinstance(variant, TorchDistributed):
         return variant.model_copy(update={"processes_per_host": None, "neuron_parallel_compile": False})
     if isinstance(variant, SMP) and variant.version == 2:
-        return variant.model_copy(update={"processes_per_host": None, "custom_mpi_options": ""})
+        return variant.model_copy(update={"custom_mpi_options": ""})
     return variant
 
 
@@ -283,3 +284,22 @@ def test_pytorchddp_takes_custom_mpi_options_like_the_sdk():
     parsed = parse_distribution({"pytorchddp": {"enabled": True, "custom_mpi_options": "--NCCL_DEBUG INFO"}})
     assert parsed.type == "pytorchddp" and parsed.custom_mpi_options == "--NCCL_DEBUG INFO"
     assert parsed.to_sdk_dict() == {"pytorchddp": {"enabled": True, "custom_mpi_options": "--NCCL_DEBUG INFO"}}
+
+
+def test_issue_36_ranks_per_host_travel_where_the_sdk_sends_them_and_are_refused_where_it_drops_them():
+    from trainops.errors import SpecError
+    from trainops.spec import parse_job_spec
+
+    ppn = {"mpi": {"processes_per_host": 4}}
+    smddp = parse_distribution({"smdistributed": {"dataparallel": {"enabled": True}}, **ppn})
+    assert isinstance(smddp, SMDDP) and smddp.processes_per_host == 4
+    smp = parse_distribution({"smdistributed": {"modelparallel": {"enabled": True, "parameters": {}}},
+                              "torch_distributed": {"enabled": True}, **ppn})
+    assert isinstance(smp, SMP) and smp.version == 2 and smp.processes_per_host == 4
+    assert smp.to_canonical()["processes_per_host"] == 4
+    for alone in ({"torch_distributed": {"enabled": True}}, {"pytorchddp": {"enabled": True}}):
+        with pytest.raises(SpecError) as caught:
+            parse_job_spec({"entry_point": "train.py", "instance_type": "ml.p4d.24xlarge", "distribution": {
+                **alone, "mpi": {"enabled": False, "processes_per_host": 4}}})
+        assert [problem.path for problem in caught.value.problems] == ["distribution.mpi.processes_per_host"]
+        assert "is not sent with" in caught.value.problems[0].message

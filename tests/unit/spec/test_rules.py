@@ -101,6 +101,34 @@ def test_issue_27_multi_worker_mirrored_strategy_needs_tensorflow_2_9():
     assert found(tensorflow, framework_version="2.9.1", distribution=mwms) == {}
 
 
+def test_issue_36_instance_groups_take_no_instance_count_no_warm_pool_and_no_strategy_on_trainium():
+    base = {"entry_point": "train.py", "instance_groups": GROUPS, "framework_version": "2.3.0"}
+    # the SDK refuses instance_count beside instance_groups (the count was dropped from the request before)
+    rejected("instance_count", "cannot be set with instance_groups", base, instance_count=2)
+    rejected("instance_count", "cannot be set with instance_groups", base, instance_count=1)
+    # AWS: warm pools work neither with heterogeneous clusters nor with spot
+    rejected("keep_alive_period_in_seconds", "not available for heterogeneous clusters", base,
+             keep_alive_period_in_seconds=600)
+    # the SDK refuses a strategy on a named Trainium group
+    trainium = {**base, "framework_version": "2.1.2",
+                "instance_groups": [GROUPS[0], {"instance_group_name": "trns", "instance_type": "ml.trn1.32xlarge",
+                                                "instance_count": 2}]}
+    rejected("distribution.instance_groups", "names the Trainium group 'trns'", trainium,
+             distribution={**TORCHRUN, "instance_groups": ["trns"]})
+    assert found(trainium) == {}  # no strategy: every host runs the script
+
+
+def test_issue_36_one_image_for_every_group_from_their_processors():
+    from trainops.spec.images import image_instance_type
+
+    assert image_instance_type(["ml.c5.18xlarge", "ml.p4d.24xlarge"]) == "ml.p4d.24xlarge"  # as the SDK: GPU first
+    assert image_instance_type(["ml.c5.18xlarge", "ml.g5.12xlarge", "ml.p4d.24xlarge"]) == "ml.g5.12xlarge"
+    assert image_instance_type(["ml.c5.18xlarge", "ml.trn1.32xlarge"]) == "ml.trn1.32xlarge"  # Neuron over CPU
+    assert image_instance_type(["ml.c5.18xlarge", "ml.m5.xlarge"]) == "ml.c5.18xlarge"
+    spec = parse_job_spec({"entry_point": "train.py", "instance_groups": GROUPS, "framework_version": "2.3.0"})
+    assert spec.image_instance_type() == "ml.p4d.24xlarge" and spec.training_instance_type() == "ml.c5.xlarge"
+
+
 def test_one_group_needs_no_name():
     assert found({"entry_point": "train.py", "instance_groups": GROUPS[1:], "framework_version": "2.3.0"},
                  distribution=SMDDP) == {}

@@ -90,6 +90,11 @@ def toolkit_distribution_hyperparameters(distribution: Distribution, instance_ty
     elif torchrun:
         values = _framework_distribution_values(sdk, instance_type) if "smdistributed" in sdk else {}
         values["sagemaker_torch_distributed_enabled"] = True
+        processes = getattr(distribution, "processes_per_host", None)
+        if processes and "sagemaker_mpi_num_of_processes_per_host" not in values:
+            # The typed form's ranks per host, which the SDK's form cannot send with torch_distributed alone: under
+            # the key AWS's toolkit reads for every launcher (sagemaker_training.runner), torchrun's --nproc_per_node.
+            values["sagemaker_mpi_num_of_processes_per_host"] = processes
     else:
         return _framework_distribution_values(sdk, instance_type)
     if instance_type is not None:
@@ -188,7 +193,7 @@ def training_image(spec: JobSpec, region: str) -> str:
         return spec.image_uri
     from trainops.spec.images import resolve_training_image
 
-    instance_type = spec.training_instance_type()
+    instance_type = spec.image_instance_type()
     if not spec.framework_version or not instance_type:
         raise SpecError(Problem("framework_version" if instance_type else "instance_type",
                                 "is required to pick the AWS Deep Learning Container (or give image_uri)"))
@@ -318,7 +323,7 @@ def _assemble(spec: JobSpec, job_name: str, launcher: str, region: str | None, i
     # passes a role, so a role here means the local backend's request.
     from trainops.backends.request.render_options import apply_estimator_options
 
-    apply_estimator_options(spec, request, launcher, local=role is not None)
+    apply_estimator_options(spec, request, launcher, local=role is not None, region=region)
     return request
 
 

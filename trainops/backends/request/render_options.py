@@ -13,7 +13,9 @@ does (`sagemaker.job._Job._load_config`, `EstimatorBase._get_train_args`):
     enable_infra_check                    InfraCheckConfig.EnableInfraCheck
     enable_remote_debug                   RemoteDebugConfig.EnableRemoteDebug
     enable_session_tag_chaining           SessionChainingConfig.EnableSessionTagChaining
-    disable_profiler                      ProfilerConfig.DisableProfiler = true
+    disable_profiler                      ProfilerConfig: {S3OutputPath, DisableProfiler: false} by default, as
+                                          the SDK sends it; {DisableProfiler: true} when disabled, in the regions
+                                          without the profiler and on Trainium
     container_log_level                   hyperparameter sagemaker_container_log_level
     model_uri / model_channel_name        one more channel, after the data channels (the SDK's model channel)
     code_location                         where the code channels / sagemaker_submit_directory point
@@ -39,6 +41,11 @@ MODEL_CONTENT_TYPE = "application/x-sagemaker-model"
 DEFAULT_LOG_LEVEL = 20
 #: The channels the launchers add for the code (render.CODE_CHANNEL, RUNTIME_CHANNEL, TOOLKIT_CODE_CHANNEL).
 CODE_CHANNELS = ("trainops_code", "trainops_runtime", "code")
+#: Regions where SageMaker Debugger's profiler does not run, where the SDK turns it off (its
+#: PROFILER_UNSUPPORTED_REGIONS, sagemaker 2.257.7 fw_utils.py).
+PROFILER_UNSUPPORTED_REGIONS = frozenset({"us-iso-east-1", "us-isob-east-1", "ap-southeast-3", "ap-southeast-4",
+                                          "eu-south-2", "me-central-1", "ap-south-2", "eu-central-2",
+                                          "us-gov-east-1"})
 
 
 def option_problems(spec: JobSpec, launcher: str, *, local: bool) -> list[Problem]:
@@ -62,7 +69,8 @@ def option_problems(spec: JobSpec, launcher: str, *, local: bool) -> list[Proble
     return problems
 
 
-def apply_estimator_options(spec: JobSpec, request: dict[str, Any], launcher: str, *, local: bool) -> None:
+def apply_estimator_options(spec: JobSpec, request: dict[str, Any], launcher: str, *, local: bool,
+                            region: str | None = None) -> None:
     """Add the options `spec` sets to `request` (built by `render._assemble`) in place."""
     problems = option_problems(spec, launcher, local=local)
     if problems:
@@ -97,8 +105,7 @@ def apply_estimator_options(spec: JobSpec, request: dict[str, Any], launcher: st
         request["RemoteDebugConfig"] = {"EnableRemoteDebug": spec.enable_remote_debug}
     if spec.enable_session_tag_chaining is not None:
         request["SessionChainingConfig"] = {"EnableSessionTagChaining": spec.enable_session_tag_chaining}
-    if spec.disable_profiler:
-        request["ProfilerConfig"] = {"DisableProfiler": True}
+    request["ProfilerConfig"] = profiler_config(spec, request["OutputDataConfig"]["S3OutputPath"], region)
     hyperparameters = request.setdefault("HyperParameters", {})
     if launcher == "toolkit" or spec.container_log_level != DEFAULT_LOG_LEVEL:
         hyperparameters["sagemaker_container_log_level"] = json.dumps(spec.container_log_level)
@@ -106,6 +113,16 @@ def apply_estimator_options(spec: JobSpec, request: dict[str, Any], launcher: st
         _add_model_channel(spec, request)
     if spec.code_location and not local:
         _move_code(spec, request)
+
+
+def profiler_config(spec: JobSpec, output_path: str, region: str | None) -> dict[str, Any]:
+    """ProfilerConfig as the SDK's estimator sends it (`_prepare_profiler_for_training`): SageMaker's system
+    monitoring on, writing under the output path, unless `disable_profiler`, the region has no profiler or the
+    instance type is Trainium's (the SDK's `_instance_type_supports_profiler`: it turns the profiler off there)."""
+    family = (spec.instance_type or "").split(".")[1] if (spec.instance_type or "").count(".") >= 2 else ""
+    if spec.disable_profiler or (region or "").lower() in PROFILER_UNSUPPORTED_REGIONS or family.startswith("trn"):
+        return {"DisableProfiler": True}
+    return {"S3OutputPath": output_path, "DisableProfiler": False}
 
 
 def _add_model_channel(spec: JobSpec, request: dict[str, Any]) -> None:
