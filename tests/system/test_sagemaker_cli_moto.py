@@ -136,3 +136,26 @@ def test_an_fsx_job_is_created_as_rendered_and_a_subnet_in_another_zone_is_refus
                          "-o", "preflight=false")
     assert unchecked.returncode == 0, unchecked.stdout + unchecked.stderr
     assert "preflight:" not in unchecked.stdout and "created SageMaker training job cli-fsx-3" in unchecked.stdout
+
+
+def test_a_pipeline_file_switches_the_preflight_off_with_backend_options(fsx_project):
+    """The pipeline file's backend_options reach the SageMaker backend: the subnet in another zone is refused with
+    the preflight on (the default) and submitted with preflight: false."""
+    spec, other_zone = fsx_project
+    spec.write_text(spec.read_text().replace("subnets: [subnet-", f"subnets: [{other_zone}, subnet-", 1))
+    pipeline = spec.parent / "pipeline.yaml"
+
+    def write(name: str, options: str) -> None:
+        pipeline.write_text(f"name: {name}\nbackend: sagemaker\nworkdir: work\n{options}"
+                            f"steps:\n  train:\n    spec: {spec.name}\n    job_name: {name}\n")
+
+    write("cli-pipe-1", "")
+    refused = trainops("run", str(pipeline))
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert f"subnet {other_zone} is in us-east-1b" in refused.stderr
+    write("cli-pipe-2", "backend_options: {preflight: false}\n")
+    done = trainops("run", str(pipeline))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "preflight:" not in done.stdout
+    stored = boto3.client("sagemaker").describe_training_job(TrainingJobName="cli-pipe-2")
+    assert stored["VpcConfig"]["Subnets"][0] == other_zone
