@@ -106,7 +106,7 @@ def test_a_two_node_ddp_job_sees_the_contract_on_every_rank_and_a_second_run_rea
         assert record["model_dir"] == str(base / "model") and record["output_data_dir"] == str(base / "output/data")
         assert record["hp_epochs"] == "2" and record["argv"] == ["--epochs", "2"]
         assert json.loads(record["hyperparameters"]["epochs"]) == 2
-        assert Path(record["checkpoint_dir"]).resolve() == shared / "checkpoints" / "probe"
+        assert Path(record["checkpoint_dir"]).resolve() == shared / "checkpoints" / "ddp-1"  # the job's own
     for host in ("algo-1", "algo-2"):  # every line of the job's log came through, each prefixed with its host
         assert f"[{host} rank {int(host[-1]) - 1}] CONTRACT " in done.stdout
     archive = shared / "output" / "ddp-1" / "output" / "model.tar.gz"
@@ -152,7 +152,7 @@ def test_a_lost_node_is_an_infrastructure_failure_and_the_retry_resumes_from_the
     run = start_trainops(slurm, "run", str(spec), *options(slurm), "--job-name", "lost-1",
                          "--retries", "infrastructure=1,backoff_seconds=0")
     try:
-        state = slurm.shared_dir / "checkpoints" / "lockstep" / "state.json"
+        state = slurm.shared_dir / "checkpoints" / "lost-1" / "state.json"  # lost-1-2 resumes from lost-1's
         wait_until(lambda: state.exists() and json.loads(state.read_text())["step"] >= 2, "two steps checkpointed")
         frozen = slurm.lose_node("n2")  # slurmd killed; the node's job processes frozen, as a dead host's
         wait_until(lambda: [job for job in slurm_jobs(slurm, "lost-1") if job["job_state"] == "NODE_FAIL"],

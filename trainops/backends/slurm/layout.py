@@ -173,7 +173,7 @@ def lay_out(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_d
     _copy(uploads.runtime_files(), job_dir / "runtime")
     shutil.copyfile(node.__file__, job_dir / "runtime" / NODE_FILE)
     channels = container.fetch_channels(request, job_dir, channel_overrides(spec, options), s3_factory)
-    checkpoint_dir = checkpoint_directory(spec, options, shared_dir)
+    checkpoint_dir = checkpoint_directory(spec, options, shared_dir, name)
     hosts = [host for host, _, _ in container.host_groups(request)]
     for directory in ("slurm", "logs"):
         (job_dir / directory).mkdir(mode=0o700, exist_ok=True)
@@ -209,14 +209,15 @@ def host_environment(request: dict[str, Any], layout: Any, options: SlurmOptions
     return container.container_environment(request, layout, inherited={}, isolated=False, extra=extra)
 
 
-def checkpoint_directory(spec: Any, options: SlurmOptions, shared_dir: str) -> Path:
-    """``<shared_dir>/checkpoints/<key>``: the option's key, else the spec's checkpoint_s3_uri, else its name (a
-    hash of it without one), so the attempts of a run resume from the same checkpoints."""
+def checkpoint_directory(spec: Any, options: SlurmOptions, shared_dir: str, name: str) -> Path:
+    """``<shared_dir>/checkpoints/<key>``: the option's key (the train step gives its job's name, so its attempts
+    <name>-N resume; ``--resume-from JOB`` gives another's), else the spec's checkpoint_s3_uri (shared, as on
+    SageMaker), else the job's own name: a new job starts afresh."""
     key = options.checkpoint_key
     field = "checkpoint_key"
     if not key and spec.checkpoint_s3_uri:
         key, field = spec.checkpoint_s3_uri.split("://", 1)[-1].strip("/").replace("/", "__"), "checkpoint_s3_uri"
-    key = key or spec.name or f"job-{spec.spec_hash()[:12]}"
+    key = key or name
     return paths.own_directory(paths.checkpoints_root(shared_dir) / paths.short_key(key), field)
 
 

@@ -119,8 +119,8 @@ class SlurmOptions(BackendOptions):
         channel_overrides: channel name -> a directory every node sees, for an FSx or S3 channel.
         fsx_mount: where the FSx for Lustre file system is mounted on the nodes (HyperPod: ``/fsx``): an FSx
             channel's ``/<mountname>/path`` is read at ``<fsx_mount>/path``.
-        checkpoint_key: the checkpoint directory's key under ``shared_dir/checkpoints`` (default: the spec's
-            checkpoint_s3_uri, else its name), so the attempts of one run resume from the same checkpoints.
+        checkpoint_key: the checkpoint directory's key under ``shared_dir/checkpoints`` (the train step gives its job's
+            name, so the attempts <name>-N resume; default: the spec's checkpoint_s3_uri, else the job's name).
         hyperpod: a SageMaker HyperPod cluster: ``srun --auto-resume=1`` (its plugin replaces a faulty node and runs
             the step again from the last checkpoint).
         sbatch_options: more sbatch options (``--name=value`` without the dashes, e.g. ``{"gres": "gpu:8"}``;
