@@ -493,7 +493,18 @@ LAUNCH_HYPERPARAMETERS = {
 
 
 def launch_grid() -> list[dict]:
-    return homogeneous_launch_grid() + hetero_launch_grid(PYTORCH_HETERO) + processes_per_host_grid()
+    return (homogeneous_launch_grid() + hetero_launch_grid(PYTORCH_HETERO) + processes_per_host_grid()
+            + sdk_hetero_torchrun_grid())
+
+
+def sdk_hetero_torchrun_grid() -> list[dict]:
+    """torch_distributed on instance groups as the SDK sends it: without sagemaker_distribution_instance_groups (its
+    PyTorch estimator sends torch_distributed's own keys only), so the toolkit runs torchrun in each host's group."""
+    cases = hetero_launch_grid({"torch_distributed": {"sagemaker_torch_distributed_enabled": True}})
+    for case in cases:
+        case["hyperparameters"].pop("sagemaker_distribution_instance_groups", None)
+        case["id"] = case["id"].replace("hetero-", "sdk-hetero-", 1)
+    return cases
 
 
 #: Issue 36: the SDK's processes-per-host setting (sagemaker_mpi_num_of_processes_per_host, sent with the mpi

@@ -64,6 +64,12 @@ def test_every_contract_launches_what_the_toolkit_launches_or_is_adjudicated():
     ("ppn-smddp-ml.p4d.24xlarge-2-algo-1", lambda ours: ours["mpirun"] == {"host": "algo-1:4,algo-2:4", "np": "8"}),
     ("ppn-pytorchddp-ml.p4d.24xlarge-2-algo-1", lambda ours: ours["mpirun"]["np"] == "8"),
     ("ppn-torch_distributed-ml.c5.xlarge-1-algo-1", lambda ours: ours["torchrun"]["nproc_per_node"] == "2"),
+    # torch_distributed on instance groups as the SDK sends it (no group named in the hyperparameters): the toolkit
+    # runs torchrun within each host's own group, the data-loading host on its own
+    ("sdk-hetero-torch_distributed-cpus-first-algo-1", lambda ours: ours["mode"] == "torchrun"
+     and ours["torchrun"]["nnodes"] == "1"),
+    ("sdk-hetero-torch_distributed-cpus-first-algo-3", lambda ours: ours["torchrun"]["master_addr"] == "algo-2"
+     and ours["torchrun"]["nnodes"] == "2"),
 ])
 def test_issue_14_launch_items(case_id, checks):
     case = next(case for case in GOLDEN["cases"] if case["id"] == case_id)
