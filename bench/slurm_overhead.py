@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from support.slurm_cluster import missing, start_cluster  # noqa: E402
+from support.slurm_cluster import missing, start_cluster, wait_until  # noqa: E402
 
 SCRIPT = '''import json, os, time
 marker = os.path.join(os.environ["BENCH_MARKERS"], os.environ.get("SM_CURRENT_HOST") or os.environ["SLURMD_NODENAME"])
@@ -54,17 +54,6 @@ srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1 --export=ALL {python} {s
 
 #: CPU seconds of each submit command, in the order run (plain, trainops, plain, ...): what it costs on an idle machine.
 CPU: list[float] = []
-
-
-def wait_for(predicate, what: str, timeout: float = 120.0, pause: float = 0.005):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise SystemExit(f"timed out waiting for {what}")
-        time.sleep(pause)
 
 
 def markers(directory: Path) -> list[dict]:
@@ -95,7 +84,7 @@ def measure(cluster, start: list[str], stop, directory: Path,
     ranks' pids gone, seconds the submit command took, seconds to the batch script's start: its log file appears),
     once both nodes are idle."""
     env = cluster.env
-    wait_for(lambda: idle(cluster), "both nodes to be idle", pause=0.1)
+    wait_until(lambda: idle(cluster), "both nodes to be idle", pause=0.1)
     batch_started: list[float] = []
 
     def watch_batch() -> None:
@@ -114,12 +103,12 @@ def measure(cluster, start: list[str], stop, directory: Path,
     CPU.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
     if done.returncode != 0:
         raise SystemExit(f"{' '.join(start)} failed:\n{done.stdout}{done.stderr}")
-    ranks = wait_for(lambda: len(found := markers(directory)) == 2 and found, "both ranks to run")
+    ranks = wait_until(lambda: len(found := markers(directory)) == 2 and found, "both ranks to run", pause=0.005)
     running = max(rank["time"] for rank in ranks) - (time.time() - (time.perf_counter() - began))
     pids = [rank["pid"] for rank in ranks]
     began = time.perf_counter()
     stop(done.stdout)
-    wait_for(lambda: not any(alive(pid) for pid in pids), "every rank to end")
+    wait_until(lambda: not any(alive(pid) for pid in pids), "every rank to end", pause=0.005)
     watcher.join()
     return running, time.perf_counter() - began, returned, batch_started[0] if batch_started else float("nan")
 

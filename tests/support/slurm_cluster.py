@@ -44,6 +44,19 @@ def missing() -> str | None:
     return None
 
 
+def wait_until(predicate, what: str, timeout: float = 120.0, pause: float = 0.2):
+    """``predicate()``'s first true value, looked at every ``pause`` seconds; AssertionError naming ``what`` after
+    ``timeout`` (a condition waited on, never a time slept)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(pause)
+
+
 def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))

@@ -8,6 +8,7 @@ faults hold them for as long as the fault is meant to last (a controller down 30
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.slurm_cluster import missing, start_cluster
+from support.slurm_cluster import missing, start_cluster, wait_until
 
 pytestmark = [pytest.mark.system, pytest.mark.skipif(missing() is not None, reason=str(missing()))]
 
@@ -56,11 +57,6 @@ def trainops(slurm, *args: str, timeout: float = 300, env: dict | None = None) -
     return subprocess.run([*TRAINOPS, *args], capture_output=True, text=True, timeout=timeout, env=env or slurm.env)
 
 
-def start_trainops(slurm, *args: str) -> subprocess.Popen:
-    return subprocess.Popen([*TRAINOPS, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            env=slurm.env)
-
-
 def status(slurm, name: str) -> dict:
     done = trainops(slurm, "status", name, *options(slurm)[:4], "--json")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -72,15 +68,17 @@ def slurm_jobs(slurm, name: str | None = None) -> list[dict]:
     return [job for job in jobs if name is None or job["name"] == name]
 
 
-def wait_until(predicate, what: str, timeout: float = 120.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
+@contextlib.contextmanager
+def running(slurm, *args: str):
+    """`trainops ARGS` running in the background while the block injects a fault; killed if the block fails."""
+    process = subprocess.Popen([*TRAINOPS, *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                               env=slurm.env)
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
 
 
 def test_a_two_node_ddp_job_sees_the_contract_on_every_rank_and_a_second_run_reattaches(slurm, tmp_path):
@@ -149,9 +147,8 @@ def test_stop_ends_every_process_of_the_job(slurm, tmp_path):
 def test_a_lost_node_is_an_infrastructure_failure_and_the_retry_resumes_from_the_checkpoint(slurm, tmp_path):
     spec = write_spec(tmp_path, "lockstep.py", name="lockstep",
                       extra="environment: {STEPS: '12', SECONDS_PER_STEP: '0.5'}\n")
-    run = start_trainops(slurm, "run", str(spec), *options(slurm), "--job-name", "lost-1",
-                         "--retries", "infrastructure=1,backoff_seconds=0")
-    try:
+    with running(slurm, "run", str(spec), *options(slurm), "--job-name", "lost-1",
+                 "--retries", "infrastructure=1,backoff_seconds=0") as run:
         state = slurm.shared_dir / "checkpoints" / "lost-1" / "state.json"  # lost-1-2 resumes from lost-1's
         wait_until(lambda: state.exists() and json.loads(state.read_text())["step"] >= 2, "two steps checkpointed")
         frozen = slurm.lose_node("n2")  # slurmd killed; the node's job processes frozen, as a dead host's
@@ -160,9 +157,6 @@ def test_a_lost_node_is_an_infrastructure_failure_and_the_retry_resumes_from_the
         slurm.release_lost(frozen)
         slurm.start_node("n2")  # the node comes back (ReturnToService=2): the retry gets two nodes
         output, _ = run.communicate(timeout=240)
-    finally:
-        if run.poll() is None:
-            run.kill()
     assert run.returncode == 0, output
     assert "attempt:    lost-1 Failed (infrastructure" in output and "NODE_FAIL" in output, output
     assert "attempt:    lost-1-2 Completed" in output, output
@@ -178,8 +172,7 @@ def test_a_controller_down_for_30_s_fails_no_look_and_forgotten_jobs_stay_readab
     detached = trainops(slurm, "run", str(quick), *options(slurm), "--job-name", "quick-1", "--no-wait")
     assert detached.returncode == 0, detached.stdout + detached.stderr
     wait_until(lambda: (slurm.shared_dir / "jobs" / "quick-1" / "ended.json").exists(), "the detached job to end")
-    run = start_trainops(slurm, "run", str(spec), *options(slurm), "--job-name", "outage-1")
-    try:
+    with running(slurm, "run", str(spec), *options(slurm), "--job-name", "outage-1") as run:
         log = slurm.shared_dir / "jobs" / "outage-1" / "logs" / "algo-1.log"
         wait_until(lambda: log.exists() and "tick 2" in log.read_text(), "the job to run")
         slurm.stop_controller()
@@ -189,9 +182,6 @@ def test_a_controller_down_for_30_s_fails_no_look_and_forgotten_jobs_stay_readab
             time.sleep(1)
         slurm.start_controller()
         output, _ = run.communicate(timeout=240)
-    finally:
-        if run.poll() is None:
-            run.kill()
     assert run.returncode == 0, output
     assert "could not look at Slurm job outage-1" in output and "status:     Completed" in output, output
     assert len(slurm_jobs(slurm, "outage-1")) == 1  # nothing was submitted again
