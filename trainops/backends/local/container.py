@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from trainops.backends.local.layout import HostLayout
+from trainops.backends.request.hosts import host_groups  # noqa: F401 - callers name it here
 from trainops.errors import Problem, SpecError
 
 CONTAINER_BASE = "/opt/ml"
@@ -44,20 +45,6 @@ logger = logging.getLogger(__name__)
 
 
 # --- the config files, as SageMaker writes them -----------------------------------------------------------------------
-
-def host_groups(request: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    """(host, instance group, instance type) for every host of the request, algo-1..N in group order."""
-    resources = request["ResourceConfig"]
-    groups = resources.get("InstanceGroups") or [{"InstanceGroupName": "homogeneousCluster",
-                                                   "InstanceType": resources.get("InstanceType") or "local",
-                                                   "InstanceCount": resources.get("InstanceCount") or 1}]
-    hosts, index = [], 1
-    for group in groups:
-        for _ in range(int(group["InstanceCount"])):
-            hosts.append((f"algo-{index}", group["InstanceGroupName"], group["InstanceType"]))
-            index += 1
-    return hosts
-
 
 def resource_config(request: Mapping[str, Any], host: str) -> dict[str, Any]:
     """resourceconfig.json of `host`: SageMaker's keys, hosts sorted as strings, every instance group listed."""

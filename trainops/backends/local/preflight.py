@@ -139,7 +139,7 @@ def check_local_run(request: Mapping[str, Any], *, overrides: Mapping[str, str] 
                     processes_per_host: int | None = None,
                     client_factory: Callable[[str], Any] | None = None) -> None:
     """Raise `SpecError` (every problem, each naming its field) for what this machine cannot give the run."""
-    from trainops.backends.local.container import host_groups
+    from trainops.backends.request.hosts import host_groups
 
     overrides = dict(overrides or {})
     problems = check_s3(request, overrides, client_factory)
