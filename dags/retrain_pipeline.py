@@ -3,9 +3,11 @@
 Runs every Monday at 03:00 UTC, and also whenever the training data asset is updated (a producer DAG declares it as
 an outlet, or someone posts an asset event through the API), whichever comes first.
 
-The first run is a deliberate act: the DAG is created paused (``is_paused_upon_creation=True``), and on Airflow 3.3
-unpausing it starts nothing until the next Monday 03:00 UTC (``CronTriggerTimetable`` with ``catchup=False`` never
-runs a missed interval). For a retrain now, trigger a run by hand; an asset event starts one at once too.
+Unpausing starts nothing: a training run is paid, so it starts at the next Monday 03:00 UTC or on new data, never
+because someone unpaused the DAG. The DAG is created paused (``is_paused_upon_creation=True``), ``catchup=False``
+runs no week it was paused, and its timetable (`trainops.operators.timetables.TickOnlyCronTimetable`) skips the tick
+Airflow would otherwise run at once on unpause (with ``catchup=False`` Airflow 2.11 and 3.x still run the latest
+passed tick). For a retrain now, trigger a run by hand; an asset event starts one at once too.
 
 Every step is described by a pipeline file, by default the digits example (``examples/digits/pipeline.yaml``, found
 beside this DAGs folder in a checkout: ``<dags>/../examples``; elsewhere the Airflow Variable ``trainops_pipeline_dirs``
@@ -34,7 +36,6 @@ from pathlib import Path
 
 from trainops.operators.compat import (
     DAG,
-    CronTriggerTimetable,
     Param,
     asset,
     asset_or_time_schedule,
@@ -44,6 +45,7 @@ from trainops.operators.compat import (
 from trainops.operators.evaluate import EvaluateModelOperator, QualityGateOperator
 from trainops.operators.register import RegisterModelOperator
 from trainops.operators.stage import StageDataOperator
+from trainops.operators.timetables import TickOnlyCronTimetable
 from trainops.operators.training import DistributedTrainingOperator
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -69,10 +71,12 @@ PARAMS = {
 with DAG(
     dag_id="retrain_pipeline",
     description="Weekly or on new data: stage, train (distributed), evaluate, gate, register",
-    schedule=asset_or_time_schedule(CronTriggerTimetable("0 3 * * 1", timezone="UTC"), TRAINING_DATA),
+    # A run starts at Monday's tick or on new data, never because the DAG was unpaused: TickOnlyCronTimetable skips
+    # the tick Airflow would otherwise run at once on unpause (the latest one passed, even with catchup=False).
+    schedule=asset_or_time_schedule(TickOnlyCronTimetable("0 3 * * 1", timezone="UTC"), TRAINING_DATA),
     start_date=datetime(2026, 1, 5, tzinfo=timezone.utc),  # a Monday; Airflow 2.11 needs one for a schedule
-    catchup=False,
-    is_paused_upon_creation=True,  # the first run (at once, on unpause) is someone's decision, not a deployment's
+    catchup=False,  # and no run for each week the DAG was paused
+    is_paused_upon_creation=True,  # running it at all is someone's decision, not a deployment's
     max_active_runs=1,  # two runs of one pipeline would train and register over each other
     tags=["trainops", "retraining"],
     params=PARAMS,

@@ -10,9 +10,14 @@ backend; the run's task states are read back from the database.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import sqlite3
 import subprocess
+import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support import airflow2_venv
@@ -38,10 +43,16 @@ def airflow2(tmp_path_factory):
            "AIRFLOW__CORE__LOAD_EXAMPLES": "False", "AIRFLOW__CORE__UNIT_TEST_MODE": "False",
            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": f"sqlite:///{home / 'airflow.db'}",
            "TRAINOPS_HOME": str(home / "trainops-home")}
+    env["PATH"] = os.pathsep.join([str(python.parent), env.get("PATH", "")])  # the executor runs `airflow tasks run`
 
-    def run(*arguments: str, timeout: float = 300) -> subprocess.CompletedProcess:
-        return subprocess.run([str(python), *arguments], env=env, cwd=str(root), capture_output=True, text=True,
-                              timeout=timeout)
+    def run(*arguments: str, timeout: float = 300, start: bool = False, **more: str) -> Any:
+        """A command of the venv; ``start``: a process of its own group, returned at once (a component)."""
+        if start:
+            with open(root / f"{arguments[-1]}.log", "ab") as log:
+                return subprocess.Popen([str(python), *arguments], env={**env, **more}, cwd=str(root), stdout=log,
+                                        stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.run([str(python), *arguments], env={**env, **more}, cwd=str(root), capture_output=True,
+                              text=True, timeout=timeout)
 
     done = run("-m", "airflow", "db", "migrate")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
@@ -72,6 +83,79 @@ def test_both_dag_files_parse_on_airflow_2_11(airflow2):
     assert parsed["errors"] == {}
     assert parsed["dags"] == ["retrain_pipeline", "sagemaker_smddp_p4d", "sagemaker_smp_v2_p5",
                               "sagemaker_torchrun_trn1_fsx"]
+
+
+EVERY_MINUTE = '''
+"""The retraining DAG's timetable, ticking every minute (Airflow 2.11): one task that does nothing."""
+from datetime import datetime, timezone
+from airflow import DAG
+from airflow.operators.empty import EmptyOperator
+from trainops.operators.timetables import TickOnlyCronTimetable
+
+with DAG(dag_id="tick_every_minute", schedule=TickOnlyCronTimetable("* * * * *", timezone="UTC"),
+         start_date=datetime(2026, 1, 1, tzinfo=timezone.utc), catchup=False, is_paused_upon_creation=True):
+    EmptyOperator(task_id="nothing")
+'''
+
+
+def test_unpausing_on_2_11_starts_no_run_but_the_tick_does(airflow2, tmp_path):
+    """Airflow 2.11's scheduler (SQLite, its own DAG processing): unpausing ``retrain_pipeline`` days after its last
+    Monday creates no run, and its next run is the coming Monday; a DAG on the same timetable ticking every minute,
+    unpaused well after a tick, gets no run for that tick and one at the next."""
+    run, home, _ = airflow2
+    dags = tmp_path / "dags"
+    dags.mkdir()
+    (dags / "retrain_pipeline.py").symlink_to(REPO / "dags" / "retrain_pipeline.py")
+    (dags / "tick_every_minute.py").write_text(EVERY_MINUTE)
+    database = home / "airflow.db"
+
+    def rows(sql: str, *parameters: Any) -> list:
+        connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=30)
+        try:
+            return connection.execute(sql, parameters).fetchall()
+        except sqlite3.OperationalError:
+            return []
+        finally:
+            connection.close()
+
+    def scheduled(dag_id: str) -> list:
+        return rows("SELECT run_type, data_interval_end FROM dag_run WHERE dag_id = ? AND run_type != 'manual'",
+                    dag_id)
+
+    def wait_for(condition: Any, what: str, seconds: float) -> Any:
+        deadline = time.monotonic() + seconds
+        while not (value := condition()):
+            assert time.monotonic() < deadline, f"timed out waiting for {what}: " + (
+                home.parent / "scheduler.log").read_text(errors="replace")[-3000:]
+            time.sleep(0.5)
+        return value
+
+    scheduler = run("-m", "airflow", "scheduler", start=True, AIRFLOW__CORE__DAGS_FOLDER=str(dags),
+                    AIRFLOW__SCHEDULER__DAG_DIR_LIST_INTERVAL="5", AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL="5")
+    try:
+        for dag_id in ("retrain_pipeline", "tick_every_minute"):
+            wait_for(lambda dag_id=dag_id: rows("SELECT next_dagrun FROM dag WHERE dag_id = ? AND next_dagrun IS "
+                                                "NOT NULL", dag_id), dag_id, 300)
+        wait_for(lambda: 10 <= datetime.now(timezone.utc).second <= 40, "a quiet second", 90)
+        unpaused = datetime.now(timezone.utc)
+        for dag_id in ("retrain_pipeline", "tick_every_minute"):
+            done = run("-m", "airflow", "dags", "unpause", dag_id, AIRFLOW__CORE__DAGS_FOLDER=str(dags))
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        ticked = wait_for(lambda: scheduled("tick_every_minute"), "the next tick's run", 180)
+        next_tick = unpaused.replace(second=0, microsecond=0) + timedelta(minutes=1)
+        assert [(kind, datetime.fromisoformat(end).replace(tzinfo=timezone.utc)) for kind, end in ticked] == [
+            ("scheduled", next_tick)], (unpaused, ticked)
+        assert scheduled("retrain_pipeline") == []
+        [(upcoming,)] = rows("SELECT next_dagrun_create_after FROM dag WHERE dag_id = 'retrain_pipeline'")
+        upcoming = datetime.fromisoformat(upcoming).replace(tzinfo=timezone.utc)
+        assert upcoming > unpaused and (upcoming.weekday(), upcoming.hour) == (0, 3)
+    finally:
+        os.killpg(scheduler.pid, signal.SIGTERM)
+        try:
+            scheduler.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(scheduler.pid, signal.SIGKILL)
+            scheduler.wait(timeout=30)
 
 
 def test_retrain_pipeline_passes_airflow_dags_test_on_2_11(airflow2):

@@ -26,7 +26,9 @@ def load_dags(dag_file) -> dict:
 
 
 def test_retrain_pipeline_has_the_promised_tasks_order_and_schedule():
-    from airflow.sdk import Asset, AssetOrTimeSchedule, CronTriggerTimetable
+    from airflow.sdk import Asset, AssetOrTimeSchedule
+
+    from trainops.operators.timetables import TickOnlyCronTimetable
 
     dag = load_dags(DAGS / "retrain_pipeline.py")["retrain_pipeline"]
     order = ["prepare", "stage", "train", "evaluate", "gate", "register"]
@@ -35,8 +37,9 @@ def test_retrain_pipeline_has_the_promised_tasks_order_and_schedule():
         assert downstream in dag.get_task(upstream).downstream_task_ids, (upstream, downstream)
     schedule = dag.timetable
     assert isinstance(schedule, AssetOrTimeSchedule)
-    assert isinstance(schedule.timetable, CronTriggerTimetable)
-    assert schedule.timetable.expression == "0 3 * * 1"  # weekly, Monday 03:00 UTC
+    assert isinstance(schedule.timetable, TickOnlyCronTimetable)  # at the tick only: never on unpause
+    assert schedule.timetable._expression == "0 3 * * 1"  # weekly, Monday 03:00 UTC
+    assert dag.catchup is False
     assert isinstance(schedule.asset_condition, Asset) and schedule.asset_condition.name == "digits_training_data"
     assert dag.params["backend"] == "local"  # offline by default
     assert dag.get_task("train").deferrable is True

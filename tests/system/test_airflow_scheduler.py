@@ -227,7 +227,7 @@ def airflow(tmp_path_factory):
         "AIRFLOW__API__SECRET_KEY": secrets.token_hex(16),
         # The REST API as a UI user acts through it (clear, mark failed): the simple auth manager's admin token.
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
-        # Only the run this test triggers: unpausing must not add the weekly run of the last Monday.
+        # Only the run this test triggers (no scheduled run; test_airflow_scheduler_unpause.py has those).
         "AIRFLOW__SCHEDULER__USE_JOB_SCHEDULE": "False",
         "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
         "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "10",
