@@ -174,7 +174,9 @@ def lay_out(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_d
     shutil.copyfile(node.__file__, job_dir / "runtime" / NODE_FILE)
     channels = container.fetch_channels(request, job_dir, channel_overrides(spec, options), s3_factory)
     checkpoint_dir = checkpoint_directory(spec, options, shared_dir, name)
-    hosts = [host for host, _, _ in container.host_groups(request)]
+    from trainops.backends.request.hosts import host_groups
+
+    hosts = [host for host, _, _ in host_groups(request)]
     for directory in ("slurm", "logs"):
         (job_dir / directory).mkdir(mode=0o700, exist_ok=True)
     for host in hosts:
