@@ -92,6 +92,9 @@ class LaunchConfig:
     healthcheck: bool = False  # run trainops.runtime.healthcheck before the ranks start (opt-in)
     log_prefix: str | None = None
     inherited_pythonpath: str = ""
+    #: Whether the environment (the spec's, or this machine's) sets the ranks' thread count, or asks to leave it to
+    #: the libraries (``TRAINOPS_LOCAL_THREADS=0``): then a local launch leaves it alone (`plan.local_thread_share`).
+    threads_given: bool = False
     python: str = sys.executable
     #: The hosts of the instance groups that run the distribution (heterogeneous clusters), sorted; None: every host.
     distribution_hosts: tuple[str, ...] | None = None
@@ -258,6 +261,7 @@ def launch_config(contract: Contract, environ: Mapping[str, str] | None = None,
         healthcheck=healthcheck_requested(environ, hyperparameters, contract.hosts, contract.instance_type),
         log_prefix=environ.get("TRAINOPS_LOG_PREFIX"),
         inherited_pythonpath=environ.get("PYTHONPATH", ""),
+        threads_given="OMP_NUM_THREADS" in environ or environ.get("TRAINOPS_LOCAL_THREADS") == "0",
         python=python or sys.executable,
         distribution_hosts=distribution_hosts(contract, distribution),
     )

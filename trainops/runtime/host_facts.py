@@ -110,6 +110,23 @@ def runtime_search_path() -> str | None:
     return root if root in on_path else None
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on: its affinity (a cpuset, ``taskset``), within the cgroup's quota
+    (``cpu.max``: a container given 2 CPUs of 64 gets 2), else every CPU of the machine."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        count = os.cpu_count() or 1
+    try:
+        with open("/sys/fs/cgroup/cpu.max", encoding="ascii") as handle:
+            quota, period = handle.read().split()[:2]
+        if quota != "max" and int(period) > 0:
+            count = min(count, max(1, -(-int(quota) // int(period))))
+    except (OSError, ValueError):
+        pass
+    return max(1, count)
+
+
 def detect_host_facts(environ: Mapping[str, str] | None = None) -> HostFacts:
     """Probe this host once: accelerator counts (``SM_NUM_GPUS`` / ``SM_NUM_NEURONS`` override), CPUs, whether
     ``smddprun`` is installed, whether we run as root, and where the ranks find trainops."""
@@ -120,7 +137,7 @@ def detect_host_facts(environ: Mapping[str, str] | None = None) -> HostFacts:
     neuron_cores = _int_or_none(environ.get("SM_NUM_NEURONS"))
     if neuron_cores is None:
         neuron_cores = count_neuron_cores()
-    cpus = _int_or_none(environ.get("SM_NUM_CPUS")) or os.cpu_count() or 1
+    cpus = _int_or_none(environ.get("SM_NUM_CPUS")) or usable_cpus()
     return HostFacts(
         gpus=gpus,
         neuron_cores=neuron_cores,
