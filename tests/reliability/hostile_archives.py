@@ -102,12 +102,16 @@ def _corrupt(block_and_data: bytes) -> bytes:
     return bytes(broken)
 
 
-def bomb(path: Path, megabytes: int) -> Path:
-    """A gzip of one member of ``megabytes`` MiB of zeros (about 1,000 times smaller than what it expands to)."""
+def bomb(path: Path, megabytes: int, *, cut_short: bool = False) -> Path:
+    """A gzip of one member of ``megabytes`` MiB of zeros (about 1,000 times smaller than what it expands to). With
+    ``cut_short`` the stream ends a few KB after the member's header: a reader that went on into the data would find
+    it truncated, so a refusal as a bomb proves the header alone decided."""
     with gzip.open(path, "wb", compresslevel=9) as stream:
         stream.write(header("zeros.bin", megabytes << 20))
         chunk = b"\0" * (1 << 20)
         for _ in range(megabytes):
             stream.write(chunk)
         stream.write(end())
+    if cut_short:
+        path.write_bytes(path.read_bytes()[:4096])
     return path

@@ -49,6 +49,22 @@ CLASSES = [
      ["tests/reliability/test_reliability_fresh_start.py",
       "tests/unit/commands/test_clean_errors.py::test_a_command_whose_optional_package_is_missing_says_what_to_"
       "install"]),
+    ("39.6", "This machine's cores: each rank of a 2-host local job, with no thread setting, one set in the spec, "
+             "one in the machine's environment, and TRAINOPS_LOCAL_THREADS=0 (the speed-up itself: "
+             "bench/reliability_threads.py, figures in bench/README.md)",
+     "OMP_NUM_THREADS and torch.get_num_threads() = the usable CPUs / ranks on this machine (at least 1); a given "
+     "setting left as it is",
+     ["tests/reliability/test_reliability_thread_share.py"]),
+    ("39.7", "Tests that raced their own processes with a fixed delay, now waiting on a condition: a stop requested "
+             "1 s in (the script has started), an orphan reaped after 1.5 s (it has been handed over), a parameter "
+             "server checked 1 s in (the launcher's first look at the master), on_kill 1 s in (the script printed), "
+             "a job sleeping 4 s while a trigger restarts (it goes on once the trigger follows it); no timed "
+             "assertion in the new tests",
+     "pass, beside a CPU hog too (the lead's -m system runs x3 record the suite)",
+     ["tests/unit/runtime/test_runtime_execute.py::test_request_stop_from_another_thread",
+      "tests/unit/runtime/test_runtime_processes.py", "tests/unit/runtime/test_parameter_server.py",
+      "tests/unit/operators/test_operators_training.py::test_on_kill_stops_a_running_local_job",
+      "tests/unit/operators/test_operators_triggers.py"]),
     ("39.2", "Reading what a job can write: a 512 MiB sparse failure file; a FIFO as the controller lock, the status "
              "record, a host log, the failure file, metrics.json; model archives with a GNU sparse member, a negative "
              "size, hostile modification times, a corrupt header after good members, a truncated gzip, a bomb; "

@@ -11,7 +11,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 from local_breaks import TRAINOPS, cli
@@ -77,10 +76,8 @@ def test_a_console_that_falls_behind_leaves_out_the_oldest_lines_and_shows_each_
         console.put(f"[algo-1 rank 0] early {number}")  # rank 0 ends early...
     for number in range(1000):
         console.put(f"[algo-2 rank 1] flood {number}")  # ...then rank 1 floods past the queue
-    started = time.monotonic()
     release.set()
     console.close()
-    assert time.monotonic() - started < 10
     assert console.left_out > 0 and console.lost == 0
     note = next(index for index, line in enumerate(printed) if "the console could not keep up" in line)
     assert f"{console.left_out} line(s) were not shown" in printed[note]

@@ -308,7 +308,10 @@ def test_on_kill_stops_a_running_local_job(tmp_path, task_state):
     while getattr(op, "_held", None) is None and time.monotonic() < deadline:
         time.sleep(0.05)
     assert op._held is not None, "the local job never started"
-    time.sleep(1.0)  # let the launcher start the script
+    logs = tmp_path / "work" / "jobs"
+    while not any("started" in log.read_text(errors="replace") for log in logs.glob("*/logs/algo-1.log")) \
+            and time.monotonic() < deadline:  # until the launcher has started the script
+        time.sleep(0.05)
     op.on_kill()
     worker.join(timeout=90)
     assert not worker.is_alive(), "on_kill did not stop the local job"

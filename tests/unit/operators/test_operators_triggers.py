@@ -356,10 +356,12 @@ def test_a_trigger_rebuilt_by_another_triggerer_does_not_repeat_the_logs(tmp_pat
 
     source = tmp_path / "code"
     source.mkdir()
+    go_on = tmp_path / "go-on"  # made once the restarted trigger follows the job: no race with a fixed delay
     (source / "train.py").write_text(
         "import os, pathlib, time\n"
         "print('before the restart', flush=True)\n"
-        "time.sleep(4)\n"
+        f"while not os.path.exists({str(go_on)!r}):\n"
+        "    time.sleep(0.05)\n"
         "print('after the restart', flush=True)\n"
         "pathlib.Path(os.environ['SM_MODEL_DIR'], 'model.txt').write_text('trained')\n")
     spec = load_spec({"name": "resumed", "entry_point": "train.py", "source_dir": str(source),
@@ -374,7 +376,12 @@ def test_a_trigger_rebuilt_by_another_triggerer_does_not_repeat_the_logs(tmp_pat
     assert status.read("resumed-job", str(work))["status"] == "InProgress"
     seen: list[str] = []
 
-    RecordedTrigger = recorded_trigger(seen.append)
+    def note(line: str) -> None:
+        seen.append(line)
+        if "earlier log lines of resumed-job are in the log already" in line:
+            go_on.touch()  # the trigger has taken its place in the log: the job may go on
+
+    RecordedTrigger = recorded_trigger(note)
 
     trigger = RecordedTrigger(submitted.to_dict(), poll_seconds=0.3, started_at=time.time() - 3600)
     assert local_first_event(trigger)["status"] == "success"

@@ -86,10 +86,15 @@ def test_a_worker_host_keeps_its_server_until_the_master_is_done(contract_dir, t
     seen = {}
 
     def close_master_later():
-        time.sleep(1.0)
-        # the worker has ended long ago; its host still serves the master
-        seen["alive"] = pid_file.exists() and is_alive(int(pid_file.read_text()))
-        master.close()
+        # The launcher's first look at the master comes once the worker has ended: from then on its host still
+        # serves the master (what it waits on, not a delay).
+        master.settimeout(60)
+        try:
+            connection, _ = master.accept()
+            connection.close()
+        finally:
+            seen["alive"] = pid_file.exists() and is_alive(int(pid_file.read_text()))
+            master.close()
 
     closer = threading.Thread(target=close_master_later)
     closer.start()

@@ -6,6 +6,7 @@ import dataclasses
 import os
 import sys
 import threading
+import time
 
 from trainops.runtime.config import launch_config
 from trainops.runtime.contract import read_contract
@@ -50,15 +51,24 @@ def test_a_command_that_cannot_start(contract_dir):
     assert failure["reason"] == "error"
 
 
-def test_request_stop_from_another_thread(contract_dir):
-    base = contract_dir(script="import time\nprint('started', flush=True)\ntime.sleep(60)\n")
+def test_request_stop_from_another_thread(contract_dir, tmp_path):
+    started = tmp_path / "started"
+    base = contract_dir(script=f"import pathlib, time\npathlib.Path({str(started)!r}).touch()\ntime.sleep(60)\n")
     launch = Launch(plan_for(base), stop_grace_seconds=5)
-    timer = threading.Timer(1.0, launch.request_stop)
-    timer.start()
+    running = threading.Event()
+
+    def stop_once_the_script_runs() -> None:  # a condition, not a delay: the script has started
+        while not started.exists() and not running.is_set():
+            time.sleep(0.05)
+        launch.request_stop()
+
+    stopper = threading.Thread(target=stop_once_the_script_runs, daemon=True)
+    stopper.start()
     try:
         outcome = launch.run()
     finally:
-        timer.cancel()
+        running.set()
+        stopper.join(timeout=10)
     assert outcome.exit_code == 1
     assert outcome.failure.reason == "stopped"
     assert read_failure(launch.plan.failure_path)["summary"] == "the job was stopped by SIGTERM on host algo-1"

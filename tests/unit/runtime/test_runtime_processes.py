@@ -85,8 +85,10 @@ middle = subprocess.Popen([sys.executable, "-c",
     "print(p.pid, flush=True)"], stdout=subprocess.PIPE)
 orphan = int(middle.stdout.readline())
 middle.wait()
-time.sleep(1.5)
-reaped = reap_orphans({kept.pid})
+reaped, deadline = [], time.monotonic() + 60
+while orphan not in reaped and time.monotonic() < deadline:  # until the orphan has ended and been handed to us
+    reaped += reap_orphans({kept.pid})
+    time.sleep(0.05)
 print(reaped == [orphan], kept.wait() == 0)
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
