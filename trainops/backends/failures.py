@@ -132,7 +132,7 @@ RULES: tuple[Rule, ...] = (
     Rule(STOPPED, "secondary_status", r"^CANCELLED$", "the Slurm job was cancelled (scancel)"),
     Rule(TIMEOUT, "failure_text", _I + r"(MaxRuntimeExceeded|MaxWaitTimeExceeded|ran longer than (its|the) "
          r"(limit|max_run|MaxRuntimeInSeconds))", "a time limit of the job"),
-    # Before the script: what the job needs of this machine (the local backend says so, `local.job.BEFORE_SCRIPT`).
+    # Before the script: what the job needs of this machine (the local backend says so: `job_result.BEFORE_SCRIPT`).
     Rule(SETUP, "failure_text", r"\Abefore the training script started: ", "the job failed before its training "
          "script started (a package it needs, a channel it cannot read, a limit of the machine): fix what it names"),
     # Before any training time: the machines.

@@ -464,22 +464,24 @@ def isolate(argv: list[str], layout: HostLayout, job_dir: Path, hosts: list[str]
         return [*launcher, *(_to_host(part, layout.base_dir) for part in argv)]
     keep = namespace / f"opt-{layout.name}"
     keep.mkdir(exist_ok=True)
+    from trainops.backends.local.safe_fs import write_atomically
+
     hosts_file = namespace / "hosts"
-    if not hosts_file.exists():
+    if not os.path.isfile(hosts_file) or os.path.islink(hosts_file):  # an earlier run's host could have left one
         try:
             original = Path("/etc/hosts").read_text(encoding="utf-8")
         except OSError:
             original = "127.0.0.1 localhost\n"
         names = "".join(f"127.0.0.1\t{host}\n" for host in hosts)
-        hosts_file.write_text(original.rstrip("\n") + "\n# emulated SageMaker hosts (trainops)\n" + names,
-                              encoding="utf-8")
+        write_atomically(hosts_file, (original.rstrip("\n") + "\n# emulated SageMaker hosts (trainops)\n"
+                                      + names).encode("utf-8"), 0o644)
     shell = host_tool("sh")
     if not shell:
         raise SpecError(Problem("isolation", f"sh is not on this machine (looked in {SAFE_PATH}): install a shell, "
                                              "or set TRAINOPS_LOCAL_NAMESPACE=0"), source="local host")
     mounts = namespace / f"mounts-{layout.name}"
-    mounts.write_text("".join(f"{'ro' if readonly else 'rw'}\t{source}\t{target}\n"
-                              for source, target, readonly in layout.mounts), encoding="utf-8")
+    write_atomically(mounts, "".join(f"{'ro' if readonly else 'rw'}\t{source}\t{target}\n"
+                                     for source, target, readonly in layout.mounts).encode("utf-8"), 0o644)
     return [*launcher, shell, "-c", _NAMESPACE_SCRIPT, "trainops-container", str(layout.base_dir), str(hosts_file),
             str(keep), SAFE_PATH, str(mounts), sys.executable, os.path.abspath(host_init.__file__), *argv]
 

@@ -90,7 +90,9 @@ def _start_supervisor(request: dict, job_dir: Path, timeout: float) -> tuple[lis
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parents[3])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    with open(log_path, "ab") as log:
+    from trainops.backends.local.safe_fs import open_state_file
+
+    with open(open_state_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") as log:  # never via a link
         process = subprocess.Popen([sys.executable, "-m", "trainops.backends.local.supervisor"],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=log, env=env,
                                    start_new_session=True)
