@@ -52,7 +52,7 @@ def test_corrupt_records_are_refused_with_the_field_named(tmp_path: Path, record
     with pytest.raises(SpecError) as caught:
         status.read("bad", tmp_path)
     assert any(problem.path == field for problem in caught.value.problems), caught.value
-    assert "remove the job directory" in str(caught.value)
+    assert f"remove {job_dir} to forget it" in str(caught.value)  # nothing holds its lock: say how to forget it
 
 
 def test_liveness_is_the_lock_not_the_pid(tmp_path: Path):
