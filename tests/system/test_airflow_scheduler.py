@@ -160,6 +160,19 @@ def trigger_logs(home: Path, attempt: int, run_id: str = RUN_ID, task_id: str = 
     return sorted(folder.glob(f"attempt={attempt}.log.trigger.*"))
 
 
+def log_events(home: Path, run_id: str, task_id: str) -> list[str]:
+    """The messages of every structured line Airflow wrote for a task of a run, its triggerers' parts included."""
+    events = []
+    for line in task_log(home, run_id, task_id).splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get("event"), str):
+            events.append(record["event"])
+    return events
+
+
 def train_log(home: Path) -> str:
     return task_log(home, RUN_ID, "train")
 
@@ -285,16 +298,19 @@ def test_retrain_pipeline_under_the_real_scheduler_survives_a_triggerer_restart(
             lines = [line for line in train_log(home).splitlines() if "[algo-" in line]
             if lines and task_states(database).get("train") == "deferred":  # still deferred after the read
                 logs_while_deferred = lines
-        if states.get("train") == "deferred" and job_status_at_kill is None:
+        if states.get("train") == "deferred" and logs_while_deferred and job_status_at_kill is None:
+            # the first triggerer has written some of the job's lines into the task log: now it dies
             jobs = list((home / "trainops" / "jobs").iterdir())
             assert len(jobs) == 1, jobs
             job_status_at_kill = json.loads((jobs[0] / "status.json").read_text())["status"]
             components.kill("triggerer")  # mid-job, as a crash would
             logs_before_restart = set(trigger_logs(home, 1))
             components.start("triggerer", "triggerer")
-        if (job_status_at_kill and not cleared_while and states.get("train") == "deferred"
-                and set(trigger_logs(home, 1)) - logs_before_restart):
-            # the new triggerer took the trigger over (a log file of its own): now the UI's Clear of the task
+        taken_over = set(trigger_logs(home, 1)) - logs_before_restart
+        if (job_status_at_kill and not cleared_while and states.get("train") == "deferred" and taken_over
+                and "[algo-" in "".join(path.read_text(errors="replace") for path in taken_over)):
+            # the new triggerer took the trigger over (a log file of its own) and wrote more of the job's lines:
+            # now the UI's Clear of the task
             jobs = list((home / "trainops" / "jobs").iterdir())
             cleared_while = json.loads((jobs[0] / "status.json").read_text())["status"]
             clear_task(env, DAG_ID, RUN_ID, "train")
@@ -321,6 +337,18 @@ def test_retrain_pipeline_under_the_real_scheduler_survives_a_triggerer_restart(
     assert len(list((home / "trainops" / "jobs").iterdir())) == 1
     # the job's hosts' lines reached the task log while the task was deferred (not only after the job ended)
     assert any("[algo-1" in line for line in logs_while_deferred), train_log(home)[-3000:]
+    # ... and every line of the job is in the train task's log exactly once, across the first try's two triggerers
+    # and the second try that re-attached after the clear: none repeated, none lost, the tail included
+    from collections import Counter
+
+    from trainops.backends.api import JobHandle, get_backend
+
+    [job] = list((home / "trainops" / "jobs").iterdir())
+    handle = JobHandle("local", job.name, workdir=str(home / "trainops"))
+    written, _ = get_backend("local", workdir=str(home / "trainops")).log_lines(handle, None, limit=1_000_000)
+    logged = Counter(event for event in log_events(home, RUN_ID, "train") if event.startswith("[algo-"))
+    assert written and logged == Counter(written), (Counter(written) - logged, logged - Counter(written))
+    assert not query(database, "SELECT key FROM variable WHERE key LIKE 'trainops_log_mark%'")  # forgotten at the end
 
     # A conf naming another pipeline file: the prepare task refuses it; its prepare script never runs.
     marker = home / "taken-over"

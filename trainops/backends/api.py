@@ -496,6 +496,12 @@ class Backend(abc.ABC):
         result: JobResult = getattr(self, method)(handle)
         return result
 
+    def next_look_seconds(self, handle: JobHandle, result: JobResult, interval: float) -> float:
+        """How long a poller (the Airflow trigger) waits before its next look at a job that ``result`` says is still
+        running, given its own ``interval``: sooner where a look is cheap or the job is about to end, so a deferred
+        task ends within seconds of its job (default: the interval)."""
+        return interval
+
     def stop_job(self, handle: JobHandle, kind: str = "training", reason: str = "Stopped by the user") -> str:
         """Ask the job of ``kind`` to stop (only that one: the handle's); a one-line account. Stopping one that
         ended already is not an error."""

@@ -56,7 +56,8 @@ else:
 
 __all__ = ["AIRFLOW_2", "AIRFLOW_VERSION", "AirflowException", "AirflowFailException", "AirflowRescheduleException",
            "AirflowSkipException", "BaseOperator", "BaseOperatorLink", "SkipMixin", "TaskDeferred", "asset",
-           "asset_or_time_schedule", "default_deferrable", "get_variable", "retry_arguments"]
+           "asset_or_time_schedule", "default_deferrable", "delete_variable", "get_variable", "retry_arguments",
+           "set_variable"]
 
 
 def dag_names() -> dict[str, Any]:
@@ -132,3 +133,27 @@ def get_variable(key: str, default: Any = None) -> Any:
         return Variable.get(key, default=default)
     except Exception:  # noqa: BLE001 - no Variable backend reachable (a unit test): the default
         return default
+
+
+def set_variable(key: str, value: str) -> None:
+    """Set an Airflow Variable (raises when no Variable store is reachable), on either side."""
+    if AIRFLOW_2:
+        from airflow.models import Variable as Variable2
+
+        Variable2.set(key, value)
+        return
+    from airflow.sdk import Variable
+
+    Variable.set(key, value)
+
+
+def delete_variable(key: str) -> None:
+    """Delete an Airflow Variable (nothing when it is not set), on either side."""
+    if AIRFLOW_2:
+        from airflow.models import Variable as Variable2
+
+        Variable2.delete(key)
+        return
+    from airflow.sdk import Variable
+
+    Variable.delete(key)

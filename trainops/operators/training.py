@@ -33,6 +33,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from trainops.operators import log_marks
 from trainops.operators.common import (
     check_backend,
     lazy_aws_client_factory,
@@ -55,8 +56,10 @@ DEFERRAL_MARGIN_SECONDS = 600
 #: executor "success" arrives after the task was queued again (apache/airflow#71172: seen here with a 2 s pause,
 #: LocalExecutor, 3.3.2: the poke's workload took 5 s to finish), so a poke must outlast the workload's teardown.
 MIN_RESCHEDULE_SECONDS = 30.0
-#: Log lines written per look at the job in the worker and per reschedule poke (the trigger has its own bound).
+#: Log lines written per look at the job in the worker and per reschedule poke (the trigger has its own bound), and
+#: after the job ended.
 LOG_LINES_PER_POLL = 500
+LOG_LINES_AFTER_END = 5000
 #: Attempts per failure class within one try of a train task (`trainops.backends.failures.RetryBudgets`).
 DEFAULT_BUDGETS = {"infrastructure": 2, "user": 0}
 XCOM_KEYS = ("backend", "job_name", "status", "secondary_status", "failure_reason", "model_artifact",
@@ -242,7 +245,10 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
         result = backend.describe(handle)
         if result.status.outcome != "waiting" or not self.wait_for_completion:
-            # A re-attached job that already ended: its result at once, the same XCom as after a wait.
+            if result.status.outcome != "waiting" and not handle.created:
+                # A re-attached job that ended since the earlier try's last look: the lines after the last one that
+                # try's log has (its tail included), then its result at once, the same XCom as after a wait.
+                self._write_logs(backend, handle, log_marks.load(handle), limit=LOG_LINES_AFTER_END, resume=True)
             return self._finish(backend, spec, base, result)
         guards = guards_for(spec, spent)
         if self.wait_mode == "defer":
@@ -344,8 +350,11 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
         return job_command("logs", handle, "--follow")
 
-    def _write_logs(self, backend: Any, handle: Any, cursor: Any, limit: int = LOG_LINES_PER_POLL) -> Any:
-        if not self.stream_logs:
+    def _write_logs(self, backend: Any, handle: Any, cursor: Any, limit: int = LOG_LINES_PER_POLL,
+                    resume: bool = False) -> Any:
+        """Write the job's lines after ``cursor`` into the task log and record where it stands (`log_marks`);
+        ``resume``: ``cursor`` is an earlier writer's mark (None: it had none, so nothing is known to be missing)."""
+        if not self.stream_logs or (resume and cursor is None):
             return cursor
         try:
             lines, cursor = backend.log_lines(handle, cursor, limit=limit)
@@ -354,6 +363,8 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
             return cursor
         for line in lines:
             self.log.info("%s", line)
+        if lines:
+            log_marks.save(handle, cursor, self.log)
         return cursor
 
     def _wait_in_worker(self, backend: Any, spec: Any, base: str, handle: Any, guards: Any = None
@@ -367,7 +378,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
         watch = backend.watch(handle, guards, log=task_logger(self)) if guards is not None else None
         started = time.monotonic()
-        cursor, last = None, None
+        cursor, last = log_marks.load(handle), None  # after the lines an earlier try's log has
         looks = self._looks(handle.job_name)
         while True:
             try:
@@ -380,7 +391,8 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
                 self.log.info("training job %s: %s / %s", handle.job_name, result.status.value,
                               result.secondary_status)
             ended = result.status.outcome != "waiting"
-            cursor = self._write_logs(backend, handle, cursor, limit=5000 if ended else LOG_LINES_PER_POLL)
+            cursor = self._write_logs(backend, handle, cursor,
+                                      limit=LOG_LINES_AFTER_END if ended else LOG_LINES_PER_POLL)
             if ended:
                 result = settle(result, watch.tripped) if watch is not None else result
                 return self._finish(backend, spec, base, result, raise_failure=True)
@@ -429,6 +441,8 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
         data = result.to_dict()
         held = getattr(self, "_held", None)
+        if held is not None and result.status.outcome != "waiting":
+            log_marks.forget(held[1])  # the task has the job's outcome: no later writer continues its log
         region = (held[1].region if held else getattr(backend, "region", None)) if backend.remote else None
         if raise_failure and result.status.outcome == "failure":
             message = (f"training job {result.job_name} ended {result.status.value}: "
@@ -455,6 +469,10 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
             raise AirflowException("the training trigger ended without an event: the job's outcome is unknown")
         self._ti = task_instance_of(context)
         self._in_process = False
+        if event.get("handle"):  # the trigger wrote the job's log to its end: no later writer continues it
+            from trainops.backends.api import JobHandle
+
+            log_marks.forget(JobHandle.from_dict(event["handle"]))
         backend_name = event.get("backend") or "sagemaker"
         remote = backend_name != "local"
         if event.get("job_name") and remote:

@@ -9,7 +9,11 @@ kind is a row of `KINDS` (as the Amazon provider's ``SageMakerTrigger(job_name, 
 small tables).
 
 While it waits, the trigger streams the job's new log lines (`Backend.log_lines`: local files or CloudWatch) into
-the task's log, at most ``log_lines_per_poll`` a poll, so the cost of a poll stays bounded whatever the job prints.
+the task's log, at most ``log_lines_per_poll`` a poll, so the cost of a poll stays bounded whatever the job prints,
+and records where the task log stands (`trainops.operators.log_marks`), so a trigger moved to another triggerer
+and a later try that re-attaches continue from the last line written: no line twice, none lost. Between two looks
+it waits ``poll_seconds``, or less where the backend says so (`Backend.next_look_seconds`: a local job's look is a
+file read, a SageMaker job uploading its model is about to end), so the task ends within seconds of its job.
 The bound (`trainops.backends.states.wait_bound_seconds`) counts from ``started_at``, which survives a triggerer
 restart, so a trigger moved to another triggerer gets no fresh allowance. ``on_kill`` (Airflow 3.3+: the task was
 marked failed or success, its run stopped, or it was cleared) stops the job through the seam
@@ -251,11 +255,7 @@ class JobTrigger(BaseTrigger):
         self._warming = asyncio.ensure_future(asyncio.to_thread(self._warm_kill_lookup))
         backend, handle = await asyncio.to_thread(self._open)
         watch = await asyncio.to_thread(self._watch, backend, handle)
-        cursor: dict[str, Any] | None = None
-        if self.stream_logs and time.time() - self.started_at > max(RESUMED_AFTER_SECONDS, 3 * self.poll_seconds):
-            # A triggerer restart rebuilt this trigger: the lines so far are in the task log already (the earlier
-            # triggerer's part of it), so this one starts where the logs end instead of writing them again.
-            cursor = await self._skip_to_end(backend, handle)
+        cursor = await self._starting_cursor(backend, handle) if self.stream_logs else None
         last: tuple[Any, Any] | None = None
         # A describe that fails (a timeout, a 5xx, throttling past the clients' own retries, a refused connection)
         # is not the job's failure: the trigger looks again, and gives up only past both bounds of the policy.
@@ -297,7 +297,9 @@ class JobTrigger(BaseTrigger):
                                    f"(bound {bound:.0f} s = max_run + max_wait + grace); last status "
                                    f"{result.status.value} / {result.secondary_status}. The job was not stopped: "
                                    f"check it and stop it with {hint}."}
-            await asyncio.sleep(max(0.0, min(self.poll_seconds, bound - elapsed)))
+            # Sooner where the backend says a look is cheap or the job is ending: the task ends within seconds of it.
+            pause = await asyncio.to_thread(backend.next_look_seconds, handle, result, self.poll_seconds)
+            await asyncio.sleep(max(0.0, min(pause, bound - elapsed)))
 
     def _warm_kill_lookup(self) -> None:
         """Read the task's state once now, so that a kill's look-up (`on_kill`) is answered at once: Airflow 3's
@@ -337,6 +339,22 @@ class JobTrigger(BaseTrigger):
                 "message": f"gave up waiting for {KINDS[self.kind]} {self.job_name}: {tripped.message}. The job was "
                            f"not stopped: check it and stop it with {hint}."}
 
+    async def _starting_cursor(self, backend: Any, handle: Any) -> dict[str, Any] | None:
+        """Where this trigger starts in the job's log: after the last line the task log has (`log_marks`: written by
+        this trigger's earlier triggerer, or by the try this one re-attached after); without a mark, at the log's
+        end for a trigger resumed long after its wait began (the lines so far are in the earlier triggerer's part
+        of the task log), else at the job's first line."""
+        from trainops.operators import log_marks
+
+        mark = await asyncio.to_thread(log_marks.load, handle)
+        if mark is not None:
+            self.log.info("continuing the log of %s after the last line the task log has (this trigger moved to "
+                          "another triggerer, or this try re-attached to the job)", self.job_name)
+            return mark
+        if time.time() - self.started_at > max(RESUMED_AFTER_SECONDS, 3 * self.poll_seconds):
+            return await self._skip_to_end(backend, handle)
+        return None
+
     async def _skip_to_end(self, backend: Any, handle: Any) -> dict[str, Any] | None:
         cursor, skipped = None, 0
         try:
@@ -353,7 +371,10 @@ class JobTrigger(BaseTrigger):
 
     async def _stream(self, backend: Any, handle: Any, cursor: dict[str, Any] | None,
                       drain: int | None) -> dict[str, Any] | None:
-        """Write the job's new log lines into the task log (at most a poll's share, or ``drain`` after the end)."""
+        """Write the job's new log lines into the task log (at most a poll's share, or ``drain`` after the end),
+        recording where the task log stands after each batch (`trainops.operators.log_marks`)."""
+        from trainops.operators import log_marks
+
         budget = drain or self.log_lines_per_poll
         try:
             while budget > 0:
@@ -361,6 +382,8 @@ class JobTrigger(BaseTrigger):
                                                         limit=min(budget, self.log_lines_per_poll))
                 for line in lines:
                     self.log.info("%s", line)
+                if lines:  # where the task log stands now: a moved trigger or a later try continues from here
+                    await asyncio.to_thread(log_marks.save, handle, cursor, self.log)
                 budget -= len(lines)
                 if not drain or not lines:
                     break

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 DETAILS = ("output_artifact", "job_dir", "checkpoint_dir", "hosts", "processes_left")
 REPORT_SUFFIXES = (".html", ".htm", ".md")
 PLOT_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg")
+#: The longest a poller waits between two looks at a local job: a look reads a file on this machine.
+LOOK_SECONDS = 2.0
 
 
 class LocalBackend(Backend):
@@ -169,6 +171,11 @@ class LocalBackend(Backend):
         if guards is None:
             return None
         return self._watch(handle, guards, stop, log).start()
+
+    def next_look_seconds(self, handle: JobHandle, result: JobResult, interval: float) -> float:
+        """At most `LOOK_SECONDS`: a look reads the job's status record on this machine, so a deferred task ends
+        within seconds of its job whatever its check_interval."""
+        return min(interval, LOOK_SECONDS)
 
     def watch(self, handle: JobHandle, guards: Any, *, log: Log | None = None) -> Any:
         """The job's guards for a poller (the Airflow trigger): `LocalGuard.look` once a poll; a guard that trips

@@ -37,6 +37,10 @@ METRICS_NAME = "model-metrics.json"
 #: How old a `describe` answer may be for the job's watch to use it instead of describing again: a poller looks
 #: right after it describes, and each answer is used once, so a look never judges the previous poll's answer.
 RECENT_SECONDS = 5.0
+#: Secondary statuses after which a training job ends within a minute or so (its model uploads, or it stops), and
+#: the pause between two looks then: a deferred task ends within seconds of its job, not a check_interval later.
+ENDING = frozenset({"Uploading", "Stopping", "MaxRuntimeExceeded", "MaxWaitTimeExceeded", "Interrupted"})
+ENDING_LOOK_SECONDS = 5.0
 
 
 def _print(line: str) -> None:
@@ -202,6 +206,13 @@ class SageMakerBackend(Backend):
         except training.TrainingJobFailed as error:
             summary = error.summary
         return self._result(summary, handle)
+
+    def next_look_seconds(self, handle: JobHandle, result: JobResult, interval: float) -> float:
+        """The caller's interval (each look is an API call), but `ENDING_LOOK_SECONDS` once the job is ending
+        (Stopping, or a secondary status of `ENDING`)."""
+        if result.status.value == "Stopping" or result.secondary_status in ENDING:
+            return min(interval, ENDING_LOOK_SECONDS)
+        return interval
 
     def watch(self, handle: JobHandle, guards: Any, *, log: Log | None = None) -> Any:
         """The job's guards for a poller (the Airflow trigger): `training.TrainingJobWatch`, the guarded wait's own
