@@ -19,7 +19,8 @@ The default backend is ``local`` (simulated hosts on the worker), so the DAG run
 Parameters (trigger with config; any other key fails the run's ``prepare`` task, naming the keys it takes):
 ``pipeline_file`` (only inside `PIPELINE_DIRS` or the directories of the Variable ``trainops_pipeline_dirs``: whoever
 may trigger the DAG must not make the worker run another prepare script),
-``backend`` (``local`` | ``sagemaker``), ``hyperparameters`` (merged over the training spec's, e.g. ``{"epochs": 2}``
+``backend`` (``local`` | ``sagemaker``; on another than the file's, the file's ``backend_options`` stay out),
+``hyperparameters`` (merged over the training spec's, e.g. ``{"epochs": 2}``
 for a quick run) and ``overrides`` (training spec fields; only those in `CONF_OVERRIDABLE`, none by default: the IAM
 role, the image and the output path are the DAG author's). The work directory is the deployment's, never the
 conf's: the Variable ``trainops_workdir``, else ``$AIRFLOW_HOME/trainops``.
@@ -105,6 +106,7 @@ with DAG(
         s3_prefix=steps["stage_s3_prefix"],
         workers=steps["stage_workers"],
         backend=steps["backend"],
+        backend_options=steps["backend_options"],
         region_name=steps["region"],
         inlets=[TRAINING_DATA],
     )
@@ -114,6 +116,7 @@ with DAG(
         spec=steps["train_spec"],
         job_name=steps["train_job_name"],
         backend=steps["backend"],
+        backend_options=steps["backend_options"],
         workdir=steps["workdir"],
         channel_overrides=steps["train_channels"],
         processes_per_host=steps["train_processes_per_host"],
@@ -136,10 +139,10 @@ with DAG(
         champion_group=steps["register_group"],
         registry_dir=steps["register_registry_dir"],
         backend=steps["backend"],
-        # SageMaker: the training job's role and image, from the one resolution of the pipeline file
-        # (trainops.steps.plan); unused locally.
-        role=steps["evaluate_role"],
-        image_uri=steps["evaluate_image_uri"],
+        backend_options=steps["backend_options"],
+        # What the backend's evaluation takes from the training spec (SageMaker: the training job's role and image),
+        # from the one resolution of the pipeline file (trainops.steps.plan); none locally.
+        evaluation_settings=steps["evaluate_settings"],
         region_name=steps["region"],
         on_gate_failure="continue",  # the gate task decides, so the metrics reach XCom whatever the verdict
         multiple_outputs=True,
@@ -162,7 +165,8 @@ with DAG(
         job_name=train.output["job_name"],
         description=steps["register_description"],
         backend=steps["backend"],
-        image_uri=steps["register_image_uri"],
+        backend_options=steps["backend_options"],
+        registration_settings=steps["register_settings"],
         region_name=steps["region"],
     )
 

@@ -70,9 +70,10 @@ class AirflowHome:
                               capture_output=True, text=True, timeout=timeout)
 
     def dag_test(self, dag_file: Path, dag_id: str, conf: dict | None = None,
-                 timeout: float = 600) -> tuple[dict | None, subprocess.CompletedProcess]:
+                 timeout: float = 600, env: dict[str, str] | None = None
+                 ) -> tuple[dict | None, subprocess.CompletedProcess]:
         """``dag.test()`` of one DAG in a subprocess against this home: (the outcome, see `dag_test`, or None when
-        the subprocess failed; the completed process, for its output).
+        the subprocess failed; the completed process, for its output). ``env``: more environment variables.
 
         ``dag.test()`` stores the DAG through its bundle, so a DAG file outside the repository's dags/ runs with its
         own directory as the DAGs folder."""
@@ -80,8 +81,9 @@ class AirflowHome:
 
         result_file = Path(tempfile.mkstemp(prefix="dag-test-", suffix=".json", dir=self.path)[1])
         folder = Path(dag_file).resolve().parent
+        more = {"AIRFLOW__CORE__DAGS_FOLDER": str(folder)} if folder != DAGS_FOLDER else {}
         done = self.run(__file__, str(dag_file), dag_id, json.dumps(conf or {}), str(result_file), timeout=timeout,
-                        env={"AIRFLOW__CORE__DAGS_FOLDER": str(folder)} if folder != DAGS_FOLDER else None)
+                        env={**more, **(env or {})} or None)
         text = result_file.read_text(encoding="utf-8") if result_file.exists() else ""
         return (json.loads(text) if done.returncode == 0 and text else None), done
 

@@ -122,10 +122,10 @@ def test_a_deferred_training_task_resumes_with_the_jobs_result(airflow_home, dag
     # echoes reattached, so the XCom says it either way
     assert result["reattached"] is False
     assert result["job_name"].startswith("digits-")
-    assert "deferring: the triggerer waits for training job" in done.stdout + done.stderr
+    assert "deferring: the triggerer waits for sagemaker training job" in done.stdout + done.stderr
     assert "preflight: the account's service quotas not checked: no permission for servicequotas:ListServiceQuotas" \
         in done.stdout + done.stderr
-    link = outcome["xcom"]["train"]["_link_SageMakerTrainingJobLink"]
+    link = outcome["xcom"]["train"]["_link_TrainingJobLink"]
     assert link == ("https://console.aws.amazon.com/sagemaker/home?region=us-east-1#/jobs/" + result["job_name"])
 
 

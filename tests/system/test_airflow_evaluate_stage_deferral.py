@@ -163,9 +163,9 @@ def test_a_sagemaker_evaluation_defers_on_its_processing_job_and_resumes_with_it
     assert (trigger.kind, trigger.handle["backend"]) == ("evaluation", "sagemaker")
     described = clients("sagemaker").describe_processing_job(ProcessingJobName=name)
     assert described["ProcessingJobStatus"] == "InProgress"
-    from trainops.operators.links import ProcessingJobLink
+    from trainops.operators.links import EvaluationJobLink
 
-    assert ProcessingJobLink().get_link(operator, ti_key=None).endswith(f"#/processing-jobs/{name}")
+    assert EvaluationJobLink().get_link(operator, ti_key=None).endswith(f"#/processing-jobs/{name}")
 
     async def run_and_complete() -> list:
         async def complete_later() -> None:
@@ -185,7 +185,7 @@ def test_a_sagemaker_evaluation_defers_on_its_processing_job_and_resumes_with_it
     assert (result["backend"], result["job_name"], result["metrics"], result["passed"]) == (
         "sagemaker", name, {"accuracy": 0.93}, True)
     assert result["metrics_path"] == f"s3://{bucket}/digits/evaluation/metrics.json"
-    # the worker path: the same job (its name derives from the model, output and script) re-attached, same XCom
+    # the worker path: the same job (named from the task instance) re-attached, same XCom
     in_worker = sagemaker_evaluate(bucket, code, deferrable=False).execute({"ti": task_instance()})
     assert in_worker == result
     jobs = clients("sagemaker").list_processing_jobs(NameContains=name)["ProcessingJobSummaries"]
@@ -199,8 +199,8 @@ def test_killing_a_sagemaker_evaluate_task_stops_its_processing_job_and_no_other
     with pytest.raises(TaskDeferred) as other_deferral:
         other.execute({"ti": task_instance("manual__other")})
     operator = sagemaker_evaluate(bucket, code, deferrable=True)
-    with pytest.raises(TaskDeferred) as caught:
-        operator.execute({"ti": task_instance()})
+    with pytest.raises(TaskDeferred) as caught:  # a run of its own: the job is named from the task instance
+        operator.execute({"ti": task_instance("manual__killed")})
     operator.on_kill()
     mine, theirs = caught.value.trigger.job_name, other_deferral.value.trigger.job_name
     assert mine != theirs

@@ -82,8 +82,8 @@ def test_registering_a_model_package(moto_aws):
     described = clients("sagemaker").describe_model_package(ModelPackageName=entry["location"])
     assert described["ModelPackageGroupName"] == group
     # the task's extra link opens the package it registered, in the region of its ARN
-    from trainops.operators.links import ModelPackageLink
+    from trainops.operators.links import ModelVersionLink
 
-    link = ModelPackageLink().get_link(op, ti_key=None)
+    link = ModelVersionLink().get_link(op, ti_key=None)
     region = entry["location"].split(":")[3]
     assert link.startswith(f"https://console.aws.amazon.com/sagemaker/home?region={region}#/model-packages/arn%3Aaws")

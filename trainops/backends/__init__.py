@@ -94,11 +94,11 @@ def resolve(name: str | None, source: str | None = None) -> tuple[str, dict[str,
     return entry.backend, dict(entry.options)
 
 
-def check_backend_name(name: str, source: str | None = None) -> str:
+def check_backend_name(name: str | None, source: str | None = None) -> str:
     """Refuse a name no backend is registered or named under (entry points and the named backends' file are read
-    only for a name not built in)."""
+    only for a name not built in); None is `DEFAULT_BACKEND`."""
     resolve(name, source)
-    return name
+    return DEFAULT_BACKEND if name is None else name
 
 
 def backend_class(name: str | None, source: str | None = None) -> type[Backend]:

@@ -280,22 +280,25 @@ class Unsupported(SpecError):
 class Backend(abc.ABC):
     """What a backend does; `LocalBackend` and `SageMakerBackend` subclass it, and front ends use nothing else.
 
-    Class attributes a backend declares:
+    What differs between backends, each declares (a front end reads these, never a backend's name):
 
-    - ``name``: its registry name; ``remote``: whether jobs run away from this machine (then local paths mean nothing
-      to them, a job has a console page, and its logs are the service's): front ends ask it instead of comparing
-      backend names.
-    - ``Options``: its `BackendOptions` type; `submit` parses what a front end passes into it (unknown: an error).
-    - ``CONTEXT``: the settings that bind it (`get_backend`'s keywords it reads).
-    - ``capabilities``: which of the optional operations (`OPTIONAL_CAPABILITIES`) it has; the others raise
-      `Unsupported` with the backend's name, never a silent no-op.
+    - ``name``: its registry name.
+    - ``Options``: its `BackendOptions` type (its jobs' options); ``CONTEXT``: the settings that reach it (its
+      constructor's keywords). Together they are the one mapping of settings a front end hands it
+      (`split_settings`; `trainops.backends.get_backend`'s ``options``); anything else is refused, named.
+    - ``capabilities``: which of the optional operations (`CAPABILITIES`) it has; the others raise `Unsupported` with
+      the backend's name, never a silent no-op. ``run_here``: its jobs can run in the caller's process (a front end
+      that waits may run them there; elsewhere they are started and followed).
+    - ``NEEDS``: the context it cannot reach a job without and where a front end finds it (a region from the AWS
+      configuration); ``WAIT_GRACE_SECONDS``: what a wait allows beyond the job's own limits.
+    - `links`: the pages where a person follows its jobs (none by default); `location`: where a job lives, as its
+      handle carries it; `render_request`: what it would create, as a person reviews it.
 
     `submit` is a template method: the backend's dry run (every input problem, nothing created), then the one
     re-attach policy (`place_job`), then the backend's create step.
     """
 
     name: ClassVar[str] = ""
-    remote: ClassVar[bool] = False
     Options: ClassVar[type[BackendOptions]] = BackendOptions
     CONTEXT: ClassVar[frozenset[str]] = frozenset()
     capabilities: ClassVar[frozenset[str]] = frozenset()
@@ -352,6 +355,11 @@ class Backend(abc.ABC):
         names = set(cls.Options.names())
         return {key: value for key, value in values.items() if key in names}
 
+    def channel_sources(self) -> dict[str, str]:
+        """Channel -> where this backend's jobs read it instead of the spec's own source (the local paths its
+        options give), for lineage; empty: the spec's."""
+        return {}
+
     def links(self, kind: str, name: str, location: Mapping[str, str] | None = None) -> dict[str, str]:
         """Pages where a person follows a job of ``kind`` (a key of `JOB_KINDS`, or ``"model"``: a registered
         version, by its location) called ``name``: link -> URL (``job``, ``logs``). Empty: this backend's jobs
@@ -375,7 +383,7 @@ class Backend(abc.ABC):
                detached: bool = False, options: BackendOptions | Mapping[str, Any] | None = None,
                **option_values: Any) -> JobHandle:
         """Create the training job, or re-attach to the job of that name (`place_job`); return its handle without
-        waiting (``detached``: the job must not depend on this process; a remote job never does).
+        waiting (``detached``: the job must not depend on this process).
 
         Options go in ``options`` (this backend's `Options` type or a mapping) or as keywords; either way an option
         this backend does not know is a `SpecError` naming it."""

@@ -46,10 +46,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     compile_command.set_defaults(handler=compile_handler)
 
     run_local = commands.add_parser(
-        "run-local", help="run the pipeline with kfp.local on this machine (local backend, offline)",
+        "run-local", help="run the pipeline with kfp.local on this machine (the default backend, offline)",
         description="Run the KFP pipeline of PIPELINE with kfp.local (SubprocessRunner without a virtual "
-                    "environment: nothing is installed, no network), on the local backend, and print each task's "
-                    "state and the metrics. KFP's outputs go under <workdir>/kfp.",
+                    "environment: nothing is installed, no network), its jobs on the default backend (the local one) "
+                    "whatever the file says, or on the one --backend names, and print each task's state and the "
+                    "metrics. KFP's outputs go under <workdir>/kfp.",
         epilog="Exit codes: 0 the pipeline succeeded; 1 a task failed (a model that misses its gate fails the run "
                "when the file says on_gate_failure: fail); 2 invalid input.")
     run_local.add_argument("pipeline", metavar="PIPELINE", help="pipeline file (YAML or JSON)")
@@ -59,6 +60,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                            help='quality gate for this run instead of the file\'s, e.g. "accuracy >= 0.97"')
     run_local.add_argument("--run-key", default="", metavar="KEY",
                            help="part of the training job's name: a new key trains anew even with the same inputs")
+    from trainops.commands.backend_args import add_backend_arguments
+
+    add_backend_arguments(run_local)
     run_local.set_defaults(handler=run_local_handler)
 
 
@@ -103,7 +107,9 @@ def compile_handler(args: argparse.Namespace) -> int:
 
 
 def run_local_handler(args: argparse.Namespace) -> int:
+    from trainops.commands.backend_args import backend_options
     from trainops.components.local_run import run_local
 
-    outcome = run_local(args.pipeline, workdir=args.workdir, gate=args.gate, run_key=args.run_key)
+    outcome = run_local(args.pipeline, workdir=args.workdir, gate=args.gate, run_key=args.run_key,
+                        backend=args.backend, backend_options=backend_options(args))
     return 0 if outcome.succeeded else 1

@@ -43,8 +43,9 @@ def stage_summary(report: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_stage(*, source: str, destination: str, backend: str, workdir: str, pipeline_dir: str, s3_prefix: str,
-              workers: int, region: str) -> tuple[str, str]:
+              workers: int, region: str, backend_options: str = "") -> tuple[str, str]:
     """Stage the data with the typed step; return (destination, summary JSON)."""
+    from trainops.components.paths import backend_options as parse_options
     from trainops.steps.stage import stage
 
     where = places(pipeline_dir, workdir)
@@ -54,7 +55,8 @@ def run_stage(*, source: str, destination: str, backend: str, workdir: str, pipe
     if region:
         options["region"] = region  # the backend's: FSx on SageMaker, s3:// sources locally
     target = where.path(destination, "destination")
-    report = stage(where.path(source, "source"), target, backend=backend, **options)
+    report = stage(where.path(source, "source"), target, backend=backend or None,
+                   backend_options=parse_options(backend_options), **options)
     summary = stage_summary(report)
     print(f"[stage] {target}: " + ", ".join(f"{key} {value}" for key, value in summary.items()), flush=True)
     return target, json.dumps(summary, sort_keys=True, default=str)

@@ -32,7 +32,7 @@ def parse_gate(text: str) -> Any:
 
 
 def _backend_options(backend: str, spec_json: str, spec_dir: str, where: Places, artifact: str, job_name: str,
-                     region: str) -> tuple[str, dict[str, Any]]:
+                     region: str, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
     """The output directory and the backend's own arguments of the evaluate step, as every front end derives them
     (`trainops.steps.plan.step_settings`: on SageMaker the training job's role and image evaluate its model)."""
     from trainops.backends.api import get_backend
@@ -41,7 +41,7 @@ def _backend_options(backend: str, spec_json: str, spec_dir: str, where: Places,
     def spec():  # read only by a backend whose settings come from it (SageMaker)
         return load_component_spec(spec_json, spec_dir, where)
 
-    chosen = get_backend(backend, workdir=str(where.workdir))
+    chosen = get_backend(backend or None, options=options, source="backend_options", workdir=str(where.workdir))
     settings, _ = step_settings(chosen, spec, region or None)
     # On SageMaker beside the model (``.../<job>/evaluation``), locally keyed by the job.
     output_dir = chosen.evaluation_output(str(where.workdir), job_name, artifact)
@@ -50,12 +50,14 @@ def _backend_options(backend: str, spec_json: str, spec_dir: str, where: Places,
 
 def run_evaluate(*, model: Any, spec_json: str, spec_dir: str, backend: str, workdir: str, pipeline_dir: str,
                  evaluate_json: str, gate: str, champion_group: str, registry_dir: str, region: str,
-                 metrics: Any, report: Any) -> bool:
+                 metrics: Any, report: Any, backend_options: str = "") -> bool:
     """Evaluate the model with the typed step; fill in the Metrics and HTML artifacts; return whether the model
     passed its gate."""
+    from trainops.components.paths import backend_options as parse_options
     from trainops.steps.evaluate import evaluate
 
     where = places(pipeline_dir, workdir)
+    settings = parse_options(backend_options)
     config = parse_json(evaluate_json, "evaluate_json", dict) or {}
     unknown = sorted(set(config) - EVALUATE_KEYS)
     if unknown or "entry_point" not in config:
@@ -63,7 +65,8 @@ def run_evaluate(*, model: Any, spec_json: str, spec_dir: str, backend: str, wor
                         or [Problem("entry_point", "is required")], source="evaluate_json")
     artifact = model_location(model)
     job_name = str((model.metadata or {}).get("job_name") or "model")
-    output_dir, options = _backend_options(backend, spec_json, spec_dir, where, artifact, job_name, region)
+    output_dir, options = _backend_options(backend, spec_json, spec_dir, where, artifact, job_name, region,
+                                           settings)
     if champion_group:
         registry = where.path(registry_dir, "registry_dir") if registry_dir else str(where.workdir / "registry")
         options.update(champion_group=champion_group, registry_dir=registry)
@@ -78,7 +81,8 @@ def run_evaluate(*, model: Any, spec_json: str, spec_dir: str, backend: str, wor
         channels=channels,
         output_dir=output_dir,
         gate=parse_gate(gate),
-        backend=backend,
+        backend=backend or None,
+        backend_options=settings,
         hyperparameters=config.get("hyperparameters") or {},
         timeout=config.get("timeout"),
         **options,

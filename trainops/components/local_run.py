@@ -2,8 +2,10 @@
 
 ``kfp.local.SubprocessRunner(use_venv=False)`` runs each component as a subprocess of the current Python, and the
 components are built with nothing to install (`LOCAL_SETTINGS`): no virtual environment, no pip, no network. The
-backend is always ``local``. KFP's outputs go under ``<workdir>/kfp`` (the pipeline file's workdir, ``--workdir``, or
-``$TRAINOPS_HOME``), never into the current directory.
+jobs run on the registry's default backend (the local one, offline) whatever the file says, unless ``--backend``
+names another (an installed or named backend is reached as from any front end). KFP's outputs go under
+``<workdir>/kfp`` (the pipeline file's workdir, ``--workdir``, or ``$TRAINOPS_HOME``), never into the current
+directory.
 
 kfp.local reports the state of tasks only as log lines ("Task 'train-model' finished with status SUCCESS"), so a
 filter on the root logger records them while the pipeline runs; each task's outputs are read back from its
@@ -152,9 +154,12 @@ def describe(task: TaskState) -> str:
 
 
 def run_local(path: str, *, workdir: str | None = None, gate: str | None = None, run_key: str = "",
-              log: Callable[[str], None] = print) -> LocalRunOutcome:
+              log: Callable[[str], None] = print, backend: str | None = None,
+              backend_options: dict[str, Any] | None = None) -> LocalRunOutcome:
     """Run the pipeline of a pipeline file with kfp.local (subprocesses, nothing installed); print each task's state
-    and the metrics; return the outcome."""
+    and the metrics; return the outcome. ``backend``: where the jobs run (default: the registry's default, never
+    the file's: a run on this machine stays offline unless asked); ``backend_options``: its settings, laid over the
+    file's when it is the file's backend."""
     import kfp.local
     from kfp.local import config as local_config
 
@@ -162,9 +167,12 @@ def run_local(path: str, *, workdir: str | None = None, gate: str | None = None,
     from trainops.steps.plan import resolve_plan
 
     source = read_pipeline_source(path, workdir_override=workdir)
-    plan = resolve_plan(source.resolved, "local", pipeline_dir=source.directory)  # a local run: the local backend
-    if plan.backend != source.pipeline.backend:
-        log(f"[kfp] {path} says backend {source.pipeline.backend}: a local run uses the {plan.backend} backend")
+    from trainops.backends import default_backend
+
+    plan = resolve_plan(source.resolved, backend or default_backend(), pipeline_dir=source.directory,
+                        backend_options=backend_options)
+    if source.pipeline.backend and plan.backend != source.pipeline.backend:
+        log(f"[kfp] {path} says backend {source.pipeline.backend}: this run uses the {plan.backend} backend")
     state_dir = Path(source.resolved.workdir or ".")  # absolute: the file's workdir, --workdir or $TRAINOPS_HOME
     pipeline_root = state_dir / "kfp"
     pipeline_root.mkdir(parents=True, exist_ok=True)
@@ -173,7 +181,7 @@ def run_local(path: str, *, workdir: str | None = None, gate: str | None = None,
     try:
         pipeline = build_pipeline(source, LOCAL_SETTINGS, pipeline_dir=str(source.directory))
         arguments = {"backend": plan.backend, "workdir": str(state_dir), "pipeline_dir": str(source.directory),
-                     "run_key": run_key}
+                     "run_key": run_key, "backend_options": json.dumps(plan.backend_options, sort_keys=True)}
         if gate is not None:
             arguments["gate"] = gate
         before = {entry.name for entry in pipeline_root.iterdir()}

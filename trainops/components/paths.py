@@ -106,3 +106,8 @@ def parse_json(text: str, field: str, expected: type | tuple[type, ...] = (dict,
         raise SpecError(Problem(field, f"must be JSON holding {wanted}, not {type(value).__name__}"),
                         source="component input")
     return value
+
+
+def backend_options(text: str) -> dict[str, Any]:
+    """The ``backend_options`` input of a component: the backend's one mapping of settings, as JSON (empty: none)."""
+    return parse_json(text, "backend_options", dict) or {}

@@ -10,8 +10,9 @@ pipeline whose tasks are the trainops components:
 that misses its gate fails the run as it fails `trainops run`). Values are kept as the file writes them
 (``${workdir}/raw``, ``train.yaml``'s relative ``source_dir``) and resolved by each component where it runs, so the
 compiled YAML is the same on every machine. Run-level choices are pipeline parameters: ``spec_json`` (the job spec),
-``backend``, ``workdir``, ``pipeline_dir``, ``gate``, ``run_key`` (part of the training job's name: give each
-scheduled run its own, e.g. the schedule time) and ``region``. Caching is off for every task: the data behind a path
+``backend`` and ``backend_options`` (its one mapping of settings, JSON: the file's ``backend_options``), ``workdir``,
+``pipeline_dir``, ``gate``, ``run_key`` (part of the training job's name: give each scheduled run its own, e.g. the
+schedule time) and ``region``. Caching is off for every task: the data behind a path
 can change between runs, and training re-attaches on its own.
 
 No ``from __future__ import annotations`` in this module: KFP reads the pipeline function's annotations as types.
@@ -142,6 +143,7 @@ def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = 
     defaults = {
         "spec_json": source.spec_json,
         "backend": source.plan.backend,
+        "backend_options": json.dumps(source.plan.backend_options, sort_keys=True),
         "workdir": file.workdir or "",
         "pipeline_dir": pipeline_dir if pipeline_dir is not None else str(source.directory),
         "gate": gate_parameter(steps.evaluate.gate) if steps.evaluate else "",
@@ -168,7 +170,8 @@ def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = 
                                               "gate, register")
     def retrain_pipeline(spec_json: str = defaults["spec_json"], backend: str = defaults["backend"],
                          workdir: str = defaults["workdir"], pipeline_dir: str = defaults["pipeline_dir"],
-                         gate: str = defaults["gate"], run_key: str = "", region: str = defaults["region"]):
+                         gate: str = defaults["gate"], run_key: str = "", region: str = defaults["region"],
+                         backend_options: str = defaults["backend_options"]):
         where = {"workdir": workdir, "pipeline_dir": pipeline_dir}
         previous = None
         if steps.prepare:
@@ -177,11 +180,13 @@ def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = 
         if steps.stage:
             stage = configured(ops.stage(source=steps.stage.source, destination=steps.stage.destination,
                                          backend=backend, s3_prefix=steps.stage.s3_prefix or "",
-                                         workers=steps.stage.workers or 0, region=region, **where))
+                                         workers=steps.stage.workers or 0, region=region,
+                                         backend_options=backend_options, **where))
             if previous is not None:
                 stage.after(previous)
             previous = stage
-        spec_inputs = {"spec_json": spec_json, "spec_dir": source.spec_dir, "backend": backend, "region": region}
+        spec_inputs = {"spec_json": spec_json, "spec_dir": source.spec_dir, "backend": backend, "region": region,
+                       "backend_options": backend_options}
         train = configured(ops.train(channels_json=json.dumps(steps.train.channels, sort_keys=True),
                                      job_name=steps.train.job_name or "", name_base=file.name, run_key=run_key,
                                      processes_per_host=steps.train.processes_per_host or 0,
@@ -216,9 +221,10 @@ def task_settings(source: PipelineSource) -> tuple[dict[str, int], dict[str, tup
     """(retries, (cpu, memory) requests) by task kind, from the pipeline file and its job spec.
 
     The train task's pod retries are its infrastructure budget (the file's ``steps.train.retries``); the gate-failed
-    task, whose failure is the verdict, has none; on the local
-    backend its pod runs every emulated host, so it asks for a CPU per rank and 2 GiB per host; on SageMaker it
-    only submits and waits. The other components ask for little (one CPU, 1 GiB)."""
+    task, whose failure is the verdict, has none; on a backend that runs jobs in the caller's process (capability
+    ``run_here``: the local backend's emulated hosts) its pod runs every host, so it asks for a CPU per rank and
+    2 GiB per host; elsewhere (SageMaker) it only submits and waits. The other components ask for little (one CPU,
+    1 GiB)."""
     steps = source.pipeline.steps
     budget = int((steps.train.retries or {}).get("infrastructure", DEFAULT_POD_RETRIES))
     # The gate-failed task fails on purpose: trying it again (a minute, then two, apart) only delays the verdict.
@@ -226,7 +232,7 @@ def task_settings(source: PipelineSource) -> tuple[dict[str, int], dict[str, tup
     small = ("1", "1Gi")
     from trainops.backends import backend_class
 
-    if not backend_class(source.plan.backend).remote:  # the pod itself runs the emulated hosts
+    if "run_here" in backend_class(source.plan.backend).capabilities:  # the pod itself runs the job's hosts
         hosts = int(source.spec_document.get("instance_count") or 1)
         ranks = hosts * int(steps.train.processes_per_host or 1)
         resources = {"train": (str(ranks), f"{2 * hosts}Gi"), "other": small}

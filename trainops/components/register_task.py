@@ -17,23 +17,27 @@ from trainops.steps.gate import GateFailed
 
 def run_register(*, model: Any, metrics: Any, spec_json: str, spec_dir: str, backend: str, workdir: str,
                  pipeline_dir: str, group: str, approval: str, registry_dir: str, description: str,
-                 region: str) -> tuple[int, str, str]:
+                 region: str, backend_options: str = "") -> tuple[int, str, str]:
     """Register the model with the metrics the evaluation logged; return (version, approval status, location)."""
     from trainops.steps.register import register
 
     where = places(pipeline_dir, workdir)
     spec = load_component_spec(spec_json, spec_dir, where)
     from trainops.backends.api import get_backend
+    from trainops.components.paths import backend_options as parse_options
     from trainops.steps.plan import step_settings
 
-    _, settings = step_settings(get_backend(backend, workdir=str(where.workdir)), spec, spec.region or region or None)
+    given = parse_options(backend_options)
+    chosen = get_backend(backend or None, options=given, source="backend_options", workdir=str(where.workdir))
+    _, settings = step_settings(chosen, spec, spec.region or region or None)
     options: dict[str, Any] = {
         "registry_dir": where.path(registry_dir, "registry_dir") if registry_dir else str(where.workdir / "registry"),
         **settings,
     }
     logged = dict(metrics.metadata or {}) if metrics is not None else {}
     entry = register(model_artifact=model_location(model), metrics=logged, group=group, spec=spec.to_json_dict(),
-                     approval=approval, backend=backend, job_name=(model.metadata or {}).get("job_name"),
+                     approval=approval, backend=backend or None, backend_options=given,
+                     job_name=(model.metadata or {}).get("job_name"),
                      description="; ".join(filter(None, [description, (model.metadata or {}).get("cost_note")])),
                      **options)
     print(f"[register] {group} version {entry['version']} ({entry['approval_status']}): {entry['location']}",

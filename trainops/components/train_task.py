@@ -7,8 +7,8 @@ called with ``if_exists="reattach"``: a retried or re-run component whose job ex
 duplicate; a job of that name that failed is retried under a suffixed name (`trainops.steps.train`).
 
 Cancellation stops the job. When the pod is deleted or the run cancelled, the component gets SIGTERM; the handler
-installed here stops what the step started: the local job (its hosts stop in order) or the SageMaker training job
-(``StopTrainingJob``), then the component exits non-zero.
+installed here stops what the step started through the seam (``backend.stop(handle)``: a local job's hosts stop in
+order, a SageMaker training job gets ``StopTrainingJob``), then the component exits non-zero.
 """
 
 from __future__ import annotations
@@ -80,12 +80,13 @@ class StopOnSigterm:
     wait. A SIGTERM before the step placed its job stops the job of that name and its suffixed copies.
     """
 
-    def __init__(self, backend: str, job_name: str, *, workdir: str | None = None,
-                 client_factory: Callable[[str], Any] | None = None):
+    def __init__(self, backend: str | None, job_name: str, *, workdir: str | None = None,
+                 client_factory: Callable[[str], Any] | None = None, options: dict[str, Any] | None = None):
         self.backend = backend
         self.job_name = job_name
         self.workdir = workdir
         self.client_factory = client_factory
+        self.options = options
         self.held: list[tuple[Any, Any]] = []  # (backend, JobHandle)
         self.received = False
         self._previous: Any = None
@@ -113,7 +114,8 @@ class StopOnSigterm:
             if all(backend.runs_here(handle) for backend, handle in self.held):
                 return  # the step sees the flag, stops every host and returns Stopped
             raise TaskCancelled("cancelled by SIGTERM; " + ", ".join(outcomes))
-        backend = get_backend(self.backend, workdir=self.workdir, client_factory=self.client_factory)
+        backend = get_backend(self.backend, options=self.options, workdir=self.workdir,
+                              client_factory=self.client_factory)
         stopped = backend.stop_copies(self.job_name, STOP_REASON)
         raise TaskCancelled("cancelled by SIGTERM; " + (", ".join(f"{name}: {state}" for name, state in stopped)
                                                         or f"no training job named {self.job_name} was running"))
@@ -122,35 +124,40 @@ class StopOnSigterm:
 def run_train(*, spec_json: str, spec_dir: str, backend: str, workdir: str, pipeline_dir: str, channels_json: str,
               job_name: str, name_base: str, run_key: str, processes_per_host: int, region: str, model: Any,
               retries_json: str = "", training: Any = None, client_factory: Callable[[str], Any] | None = None,
-              poll_seconds: float | None = None) -> tuple[str, str, bool, str]:
+              poll_seconds: float | None = None, backend_options: str = "") -> tuple[str, str, bool, str]:
     """Run the train step for the component and fill in its Model artifact; return (job_name, status, reattached,
-    model_artifact). ``client_factory`` and ``poll_seconds`` exist for tests (a component takes only JSON values)."""
-    from trainops.backends import check_backend_name
+    model_artifact). ``backend_options``: the backend's one mapping of settings (JSON). ``client_factory`` and
+    ``poll_seconds`` exist for tests (a component takes only JSON values)."""
+    from trainops.backends import backend_class, check_backend_name
+    from trainops.components.paths import backend_options as parse_options
     from trainops.steps.train import train
 
-    check_backend_name(backend)
+    check_backend_name(backend or None)
     where = places(pipeline_dir, workdir)
     spec = load_component_spec(spec_json, spec_dir, where, restore_secrets=True)
     channels = local_channels(channels_json, where)  # the pipeline file's channels: local paths, staged data
     name = train_job_name(spec, channels, base=name_base or "trainops", run_key=run_key, job_name=job_name)
-    # Each backend gets what concerns it (it refuses an option it does not take): local the work directory, ranks,
-    # channels and checkpoint key (a re-run resumes its own checkpoints); SageMaker the region and clients.
-    from trainops.backends.api import get_backend
-
+    # The backend's settings go to it whole, with the pipeline file's ranks and channels (a backend that does not
+    # take them refuses them, naming them); the checkpoint key (a re-run resumes its own checkpoints) only where the
+    # backend's options type keeps checkpoints by key. The context (work directory, region, clients) is the pod's.
+    settings = parse_options(backend_options)
+    settings.update({key: value for key, value in (("processes_per_host", processes_per_host or None),
+                                                   ("channel_overrides", channels or None)) if value is not None})
     options: dict[str, Any] = dict(workdir=str(where.workdir), region=spec.region or region or None,
-                                   client_factory=client_factory)
-    if not get_backend(backend, workdir=str(where.workdir)).remote:
-        options.update(processes_per_host=processes_per_host or None, channel_overrides=channels, checkpoint_key=name)
+                                   client_factory=client_factory, **backend_class(backend or None).takes(
+                                       {"checkpoint_key": name}))
     if poll_seconds is not None:
         options["poll_seconds"] = poll_seconds
-    print(f"[trainops] training job {name} ({backend}); re-attaches when it exists", flush=True)
+    print(f"[trainops] training job {name} ({backend or backend_class(None).name}); re-attaches when it exists",
+          flush=True)
     retries = json.loads(retries_json) if retries_json else None  # the pipeline file's budgets (checked there)
     from trainops.backends.looks import JobOutOfSight
 
-    with StopOnSigterm(backend, name, workdir=str(where.workdir), client_factory=client_factory) as guard:
+    with StopOnSigterm(backend or None, name, workdir=str(where.workdir), client_factory=client_factory,
+                       options=settings) as guard:
         try:
-            result = train(spec, backend=backend, job_name=name, if_exists="reattach", on_handle=guard.hold,
-                           retries=retries, **options)
+            result = train(spec, backend=backend or None, backend_options=settings, job_name=name,
+                           if_exists="reattach", on_handle=guard.hold, retries=retries, **options)
         except JobOutOfSight as error:  # its looks kept failing: the job may run on, and a re-run follows it
             raise error.reattach_with(f"Re-run the pipeline run (or let KFP retry this task): the train task names "
                                       f"the job {name} again and re-attaches to it.") from error

@@ -101,21 +101,24 @@ class translated_errors:
 
 
 def check_backend(backend: Any) -> str:
-    """The backend, or an ``AirflowFailException`` naming the field when no backend is registered under that name
-    (the built-in ones or an installed package's: `trainops.backends.registered`)."""
-    from trainops.backends import registered
+    """The backend (None: the registry's default), or an ``AirflowFailException`` naming the field when no backend is
+    registered or named under that name (the built-in ones, an installed package's, the platform's named ones:
+    `trainops.backends.choices`)."""
+    from trainops.backends import choices, default_backend
 
-    names = registered()
+    if backend is None:
+        return default_backend()
+    names = choices()
     if not isinstance(backend, str) or backend not in names:
         raise AirflowFailException(f"invalid input: 1 problem\n  - backend: {backend!r} is not one of "
                                    f"{', '.join(names)}")
     return str(backend)
 
 
-def with_shorthands(backend_options: Any, **shorthands: Any) -> dict[str, Any]:
-    """An operator's one mapping of backend settings (``backend_options``, templated: a mapping, or its JSON text),
-    with the settings its own arguments stand for (``region_name`` -> ``region``...; None: not given) laid in; a
-    setting given both ways is refused, naming it."""
+def with_shorthands(backend_options: Any, field: str = "backend_options", **shorthands: Any) -> dict[str, Any]:
+    """An operator's one mapping of settings (``backend_options``, templated: a mapping, or its JSON text; ``field``
+    names it in messages), with the settings its own arguments stand for (``launcher``, ``preflight``...; None: not
+    given) laid in; a setting given both ways is refused, naming it."""
     import json
 
     from trainops.errors import Problem, SpecError
@@ -127,14 +130,25 @@ def with_shorthands(backend_options: Any, **shorthands: Any) -> dict[str, Any]:
         except ValueError:
             options = None
     if options is not None and not isinstance(options, dict):
-        raise SpecError(Problem("backend_options", "must be a mapping of setting -> value (or its JSON text)"))
+        raise SpecError(Problem(field, "must be a mapping of setting -> value (or its JSON text)"))
     options = dict(options or {})
     both = sorted(key for key, value in shorthands.items() if value is not None and options.get(key) is not None)
     if both:
-        raise SpecError([Problem(key, "is given twice (an argument and backend_options): give it once")
+        raise SpecError([Problem(key, f"is given twice (an argument and {field}): give it once")
                          for key in both])
     options.update({key: value for key, value in shorthands.items() if value is not None})
     return options
+
+
+def command_hint(command: str, handle: Any, backend: str | None = None, *more: str) -> str:
+    """The command line that reaches a job from a shell (``trainops logs NAME --backend B -o workdir=...``): the
+    task's backend as it names it (a named one keeps its settings), and where the handle says the job lives (an
+    Airflow worker's work directory is not the command line's default)."""
+    import shlex
+
+    where = "".join(f" -o {shlex.quote(f'{key}={value}')}" for key, value in handle.location.items())
+    extra = "".join(f" {part}" for part in more)
+    return f"trainops {command} {handle.job_name}{extra} --backend {backend or handle.backend}{where}"
 
 
 def with_retry_defaults(kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -204,7 +218,7 @@ def aws_client_factory(aws_conn_id: str | None, region_name: str | None) -> tupl
 
     from trainops.aws.clients import SessionClients, client_config
 
-    hook = AwsBaseHook(aws_conn_id=aws_conn_id, region_name=region_name, client_type="sagemaker")
+    hook = AwsBaseHook(aws_conn_id=aws_conn_id, region_name=region_name)  # the clients are built per service below
     wrapper = hook.conn_config
     session = hook.get_session(region_name=region_name)
     config = client_config()

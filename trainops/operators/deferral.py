@@ -44,12 +44,13 @@ class StartedJobMixin:
         self.check_interval = check_interval
 
     def _starts_jobs(self, backend: Any) -> bool:
-        """Whether to start the job and follow it: when deferring, or when it runs away from this machine (then the
-        worker holds its handle for ``on_kill``), and the backend can start one without waiting. A job of this
-        machine that the worker waits for runs in the task's process instead (its lines stream into the task log,
-        and it ends with the task). When deferral was asked and cannot be had, the task log says why."""
+        """Whether to start the job and follow it: when deferring, or when the backend does not run jobs in the
+        caller's process (then the worker holds its handle for ``on_kill``), and the backend can start one without
+        waiting. A job of a backend that runs jobs in the caller's process (capability ``run_here``), which the worker
+        waits for, runs in the task's process instead (its lines stream into the task log, and it ends with the
+        task). When deferral was asked and cannot be had, the task log says why."""
         if self.capability in backend.capabilities:
-            return bool(self.deferrable or backend.remote)
+            return bool(self.deferrable or "run_here" not in backend.capabilities)
         if self.deferrable:
             self.log.info("deferrable: the %s backend runs this %s in the worker (it has no job to hand the "
                           "triggerer: %s)", backend.name, self.job_kind, self._why_not_deferred(backend))
@@ -72,6 +73,7 @@ class StartedJobMixin:
             from trainops.operators.triggers import KINDS, JobTrigger
 
             trigger = JobTrigger(handle.to_dict(), kind=self.job_kind, aws_conn_id=self.aws_conn_id,
+                                 backend_choice=self._choice().to_dict(),
                                  poll_seconds=self.check_interval, max_run=max_run, grace_seconds=grace,
                                  reattached=not handle.created, stream_logs=False)
             self.log.info("deferring: the triggerer waits for %s %s (%s; at most %.0f s)", KINDS[self.job_kind],
@@ -125,14 +127,13 @@ class StartedJobMixin:
     def _finish(self, backend: Any, handle: Any) -> Any:
         raise NotImplementedError
 
-    def _backend_of(self, handle: Any) -> Any:
-        """The handle's backend, bound to where the job lives and to the task's connection."""
-        from trainops.backends.api import get_backend
-        from trainops.operators.common import lazy_aws_client_factory
+    def _choice(self) -> Any:
+        """How the task reaches its backend (`trainops.operators.backend_choice.BackendChoice`)."""
+        raise NotImplementedError
 
-        return get_backend(handle.backend, workdir=handle.workdir, region=handle.region,
-                           client_factory=lazy_aws_client_factory(self.aws_conn_id, handle.region),
-                           **self._backend_context())
+    def _backend_of(self, handle: Any) -> Any:
+        """The handle's backend, bound to where the job lives, to the task's settings and its connections."""
+        return self._choice().open(handle=handle, **self._backend_context())
 
     def _backend_context(self) -> dict[str, Any]:
         return {}

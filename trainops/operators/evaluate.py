@@ -10,11 +10,11 @@ gates, champion gates included). What a failed gate does is configurable, becaus
 The retraining DAG evaluates with ``continue`` and decides in a separate ``gate`` task, so the metrics are in XCom
 whatever the verdict, and the verdict is its own box in the grid.
 
-Waiting (`trainops.operators.deferral`): on SageMaker the task starts the processing job and records it (``on_kill``
-stops that job), then defers on it through the one trigger (``deferrable=True``, default ``[operators]
-default_deferrable``) or looks at it from the worker; the gates are checked when it completed, the champion looked up
-then. A local evaluation is a detached process of this machine with a status record, deferred the same way.
-Both paths push the same XCom value.
+Waiting (`trainops.operators.deferral`): a backend that can start an evaluation without waiting for it
+(capability ``start_evaluation``) has the task start the job, named from the task instance (a retry re-attaches),
+and record it (``on_kill`` stops that job), then defer on it through the one trigger (``deferrable=True``, default
+``[operators] default_deferrable``) or look at it from the worker; the gates are checked when it completed, the
+champion looked up then. Both paths push the same XCom value. Nothing here names a backend.
 """
 
 from __future__ import annotations
@@ -24,15 +24,15 @@ from typing import Any
 
 from trainops.operators.common import (
     check_backend,
-    lazy_aws_client_factory,
     translated_errors,
     with_retry_defaults,
+    with_shorthands,
 )
 from trainops.operators.compat import BaseOperator, SkipMixin
 from trainops.operators.deferral import StartedJobMixin
 from trainops.operators.kills import task_instance_of
 from trainops.operators.lineage import LineageMixin, remember_lineage
-from trainops.operators.links import ProcessingJobLink, remember_link
+from trainops.operators.links import EvaluationJobLink, remember_links
 
 ON_GATE_FAILURE = ("fail", "skip_downstream", "continue")
 
@@ -81,15 +81,20 @@ class EvaluateModelOperator(StartedJobMixin, LineageMixin, BaseOperator, SkipMix
         gate: ``"accuracy >= 0.95"``, a mapping, a list of them, or None; ``... > champion`` compares with the
             latest Approved version of ``champion_group``.
         on_gate_failure: ``fail`` (default), ``skip_downstream`` or ``continue`` (see the module docstring).
-        backend: ``local`` (default) or ``sagemaker`` (a processing job, named from the task instance so a retry
-            re-attaches).
+        backend: a registered or named backend (default: the registry's default); ``backend_options``: its one
+            mapping of settings (templated); ``backend_conn_id``: an Airflow connection holding them (see
+            `trainops.operators.backend_choice`).
         hyperparameters, environment: passed to the script.
         timeout: seconds the evaluation may take (templated: the retraining DAG passes the pipeline file's).
         champion_group, registry_dir: where champion gates look up the champion.
-        role, image_uri, instance_type, code_uri, aws_conn_id, region_name: SageMaker only.
+        evaluation_settings: the evaluation's settings on its backend (templated; `Backend.EVALUATION_SETTINGS`:
+            another refuses them, naming them), e.g. what `trainops.steps.plan` derives from the training spec.
+        role, image_uri, instance_type, code_uri: shorthands for ``evaluation_settings`` of those names.
+        aws_conn_id: the Airflow AWS connection (AWS clients, and a region where the backend needs one).
+        region_name, workdir: the deployment's context, handed to any backend (the region; where a deferred
+            evaluation's job record lives on the local backend, default ``$TRAINOPS_HOME``).
         deferrable: wait for the evaluation job in the triggerer (default ``[operators] default_deferrable``).
         check_interval: seconds between two looks at the job (triggerer or worker).
-        workdir: local backend: where a deferred evaluation's job record lives (default ``$TRAINOPS_HOME``).
 
     Returns (XCom): ``EvaluationResult.to_dict()``: backend, passed, metrics, gate, gates, message, files...
     """
@@ -97,10 +102,12 @@ class EvaluateModelOperator(StartedJobMixin, LineageMixin, BaseOperator, SkipMix
     template_fields: Sequence[str] = (
         "entry_point", "source_dir", "model_artifact", "channels", "output_dir", "gate", "on_gate_failure", "backend",
         "hyperparameters", "environment", "timeout", "champion_group", "registry_dir", "role", "image_uri",
-        "code_uri", "aws_conn_id", "region_name", "workdir",
+        "code_uri", "aws_conn_id", "region_name", "workdir", "backend_options", "backend_conn_id",
+        "evaluation_settings",
     )
-    template_fields_renderers = {"channels": "json", "hyperparameters": "json", "gate": "json"}
-    operator_extra_links = (ProcessingJobLink(),)
+    template_fields_renderers = {"channels": "json", "hyperparameters": "json", "gate": "json",
+                                 "backend_options": "json"}
+    operator_extra_links = (EvaluationJobLink(),)
     ui_color = "#f7ecd5"
 
     def __init__(
@@ -113,7 +120,9 @@ class EvaluateModelOperator(StartedJobMixin, LineageMixin, BaseOperator, SkipMix
         source_dir: str | None = None,
         gate: Any = None,
         on_gate_failure: str = "fail",
-        backend: str = "local",
+        backend: str | None = None,
+        backend_options: dict[str, Any] | None = None,
+        backend_conn_id: str | None = None,
         hyperparameters: dict[str, Any] | None = None,
         environment: dict[str, str] | None = None,
         timeout: float | None = None,
@@ -128,11 +137,13 @@ class EvaluateModelOperator(StartedJobMixin, LineageMixin, BaseOperator, SkipMix
         deferrable: bool | None = None,
         check_interval: float = 30.0,
         workdir: str | None = None,
+        evaluation_settings: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**with_retry_defaults(kwargs))
         self._waiting_settings(deferrable, check_interval)
         self.workdir = workdir
+        self.evaluation_settings = evaluation_settings
         self.entry_point = entry_point
         self.model_artifact = model_artifact
         self.channels = channels
@@ -141,6 +152,8 @@ class EvaluateModelOperator(StartedJobMixin, LineageMixin, BaseOperator, SkipMix
         self.gate = gate
         self.on_gate_failure = on_gate_failure
         self.backend = backend
+        self.backend_options = backend_options
+        self.backend_conn_id = backend_conn_id
         self.hyperparameters = hyperparameters
         self.environment = environment
         self.timeout = timeout
@@ -159,47 +172,43 @@ class EvaluateModelOperator(StartedJobMixin, LineageMixin, BaseOperator, SkipMix
     GRACE_SECONDS = 1800.0
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from trainops.backends.api import get_backend
+        from trainops.operators.common import task_job_name
         from trainops.steps.evaluate import check_gate_inputs, evaluate
 
         self._held = None  # (backend, JobHandle) of the job this try started: on_kill
         self._ti = task_instance_of(context)  # on_kill: ended, or superseded by a newer try
         self._context = context
         with translated_errors():
-            backend = check_backend(self.backend)
+            check_backend(self.backend)
             # Settings the DAG author gave go to the backend, which refuses one it does not take (a role given to a
-            # local evaluation is a mistake, not a default). The connection's clients are context: a local
-            # evaluation never reads them. A retry re-attaches to the evaluation job by its derived name.
-            settings: dict[str, Any] = dict(role=self.role, image_uri=self.image_uri,
-                                            instance_type=self.instance_type, code_uri=self.code_uri)
-            context_settings: dict[str, Any] = dict(region=self.region_name,
-                                    client_factory=lazy_aws_client_factory(self.aws_conn_id, self.region_name))
+            # local evaluation is a mistake, not a default). The connection's clients are context: a backend that
+            # never calls AWS never reads them.
+            settings = with_shorthands(self.evaluation_settings, "evaluation_settings", role=self.role,
+                                       image_uri=self.image_uri, instance_type=self.instance_type,
+                                       code_uri=self.code_uri)
             inputs: dict[str, Any] = dict(
                 entry_point=self.entry_point, source_dir=self.source_dir, model_artifact=self.model_artifact,
                 channels=dict(self.channels or {}), output_dir=self.output_dir, hyperparameters=self.hyperparameters,
                 environment=self.environment, timeout=self._timeout())
-            chosen = get_backend(backend, source="evaluation", registry_dir=self.registry_dir, workdir=self.workdir,
-                                 **context_settings)
+            chosen = self._choice().open(**self._backend_context())
             if self._starts_jobs(chosen):
                 check_gate_inputs(self.gate, self.champion_group)  # before the job: a bad gate fails at once
-                handle = chosen.start_evaluation(**inputs, **settings, **self._start_settings(chosen, context))
-                remember_evaluation_job(self, {"backend": handle.backend, "job_name": handle.job_name},
-                                        handle.region)
+                # Named from the task instance, so a retry or a cleared task re-attaches to the job.
+                handle = chosen.start_evaluation(**inputs, **settings, job_name=task_job_name(context, "evaluate"))
+                remember_links(self, chosen, "evaluation", handle.job_name, handle.location)
                 return self._follow(chosen, handle, max_run=inputs["timeout"] or 3600.0, grace=self.GRACE_SECONDS)
             result = evaluate(
-                gate=self.gate, backend=backend, champion_group=self.champion_group, registry_dir=self.registry_dir,
-                sink=lambda line, from_stderr: self.log.info("%s", line), **inputs, **settings, **context_settings,
+                gate=self.gate, backend=chosen, champion_group=self.champion_group, registry_dir=self.registry_dir,
+                sink=lambda line, from_stderr: self.log.info("%s", line), **inputs, **settings,
             ).to_dict()
-        return self._report(result)
+        return self._report(result, chosen)
 
-    def _start_settings(self, backend: Any, context: Any) -> dict[str, Any]:
-        """What starting the job takes beyond the step's settings: a local evaluation job's name (the task
-        instance's, so a retry re-attaches); a SageMaker one derives its own from the model, output and script."""
-        if backend.remote:
-            return {}
-        from trainops.operators.common import task_job_name
+    def _choice(self) -> Any:
+        from trainops.operators.backend_choice import BackendChoice
 
-        return {"job_name": task_job_name(context, "evaluate")}
+        return BackendChoice(self.backend, with_shorthands(self.backend_options), aws_conn_id=self.aws_conn_id,
+                             backend_conn_id=self.backend_conn_id,
+                             context={"workdir": self.workdir, "region": self.region_name})
 
     def _backend_context(self) -> dict[str, Any]:
         return {"registry_dir": self.registry_dir}
@@ -210,11 +219,12 @@ class EvaluateModelOperator(StartedJobMixin, LineageMixin, BaseOperator, SkipMix
 
         evaluation = backend.evaluation_result(handle)
         result = judge(evaluation, gate=self.gate, champion_group=self.champion_group, backend=backend).to_dict()
-        return self._report(result)
+        remember_links(self, backend, "evaluation", handle.job_name, handle.location)
+        return self._report(result, backend)
 
-    def _report(self, result: dict[str, Any]) -> dict[str, Any]:
+    def _report(self, result: dict[str, Any], backend: Any = None) -> dict[str, Any]:
         remember_lineage(self, [self.model_artifact, *dict(self.channels or {}).values()], [self.output_dir])
-        remember_evaluation_job(self, result)
+        remember_links(self, backend, "evaluation", result.get("job_name"))
         metrics = ", ".join(f"{name}={value:.4g}" for name, value in result["metrics"].items())
         self.log.info("metrics: %s", metrics)
         apply_gate(self, getattr(self, "_context", None) or {}, result, self.on_gate_failure, result=result)
@@ -234,16 +244,6 @@ class EvaluateModelOperator(StartedJobMixin, LineageMixin, BaseOperator, SkipMix
             raise AirflowFailException(f"invalid input: 1 problem\n  - timeout: {self.timeout!r} is not a positive "
                                        "number of seconds")
         return value
-
-
-def remember_evaluation_job(operator: Any, result: dict[str, Any], region: str | None = None) -> None:
-    """The processing job behind the *SageMaker processing job* link (a local evaluation has none: no console)."""
-    import os
-
-    region = (region or operator.region_name or os.environ.get("AWS_REGION")
-              or os.environ.get("AWS_DEFAULT_REGION"))
-    if result.get("backend") != "local":
-        remember_link(operator, "processing_job", result.get("job_name"), region)
 
 
 class QualityGateOperator(BaseOperator, SkipMixin):

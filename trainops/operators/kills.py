@@ -73,10 +73,11 @@ def task_state(ti: Any) -> str | None:
 
 def job_command(verb: str, handle: Any, *flags: str) -> str:
     """The command that does ``verb`` (``logs``, ``stop``) to a training job from this machine, with where it lives
-    (an Airflow worker's work directory is ``$AIRFLOW_HOME/trainops``, not the command line's default)."""
-    places = {"workdir": "--workdir", "region": "--region"}  # where the job lives, as the command line takes it
-    where = "".join(f" {places[key]} {value}" for key, value in handle.location.items() if key in places)
-    return f"trainops {verb} {handle.job_name}{''.join(' ' + flag for flag in flags)} --backend {handle.backend}{where}"
+    (`trainops.operators.common.command_hint`: an Airflow worker's work directory is ``$AIRFLOW_HOME/trainops``, not
+    the command line's default)."""
+    from trainops.operators.common import command_hint
+
+    return command_hint(verb, handle, None, *flags)
 
 
 def stop_hint(handle: Any, kind: str) -> str:

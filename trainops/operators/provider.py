@@ -16,8 +16,9 @@ def get_provider_info() -> dict:
         # Must equal the distribution's (canonical) name, or ProvidersManager refuses the provider.
         "package-name": "trainops",
         "name": "trainops",
-        "description": "Typed distributed deep-learning training (local backend or Amazon SageMaker) as Airflow "
-                       "operators: stage data, train with re-attach on retry, evaluate against a gate, register.\n",
+        "description": "Typed distributed deep-learning training on any trainops backend (local, Amazon SageMaker, "
+                       "or an installed one) as Airflow operators: stage data, train with re-attach on retry, "
+                       "evaluate against a gate, register.\n",
         "integrations": [
             {
                 "integration-name": INTEGRATION,
@@ -40,5 +41,5 @@ def get_provider_info() -> dict:
             {"integration-name": INTEGRATION, "python-modules": ["trainops.operators.triggers"]},
         ],
         "extra-links": [f"trainops.operators.links.{name}" for name in (
-            "SageMakerTrainingJobLink", "TrainingLogsLink", "ProcessingJobLink", "ModelPackageLink")],
+            "TrainingJobLink", "TrainingLogsLink", "EvaluationJobLink", "ModelVersionLink")],
     }

@@ -1,8 +1,9 @@
 """`RegisterModelOperator`: record the trained, evaluated model as a new version of a model group.
 
-`trainops.steps.register.register` on the local registry (a directory, default ``$TRAINOPS_HOME/registry``) or the
-SageMaker Model Registry (a model package). Approval is SageMaker's vocabulary (Approved, Rejected,
-PendingManualApproval); the latest Approved version is the group's champion, which champion gates compare with.
+`trainops.steps.register.register` on the task's backend's registry: the local one (a directory, default
+``$TRAINOPS_HOME/registry``), the SageMaker Model Registry (a model package), or another backend's. Approval is
+SageMaker's vocabulary (Approved, Rejected, PendingManualApproval); the latest Approved version is the group's
+champion, which champion gates compare with.
 """
 
 from __future__ import annotations
@@ -10,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from trainops.operators.common import check_backend, lazy_aws_client_factory, translated_errors, with_retry_defaults
+from trainops.operators.common import check_backend, translated_errors, with_retry_defaults, with_shorthands
 from trainops.operators.compat import BaseOperator
 from trainops.operators.lineage import LineageMixin, remember_lineage
-from trainops.operators.links import ModelPackageLink, remember_link
+from trainops.operators.links import ModelVersionLink, remember_links
 
 
 class RegisterModelOperator(LineageMixin, BaseOperator):
@@ -25,11 +26,17 @@ class RegisterModelOperator(LineageMixin, BaseOperator):
         group: the model group.
         approval: ``Approved`` (default), ``Rejected`` or ``PendingManualApproval``.
         spec: the job spec that produced the model (stored locally; its hash on SageMaker).
-        backend: ``local`` (default) or ``sagemaker``.
+        backend: a registered or named backend (default: the registry's default); ``backend_options``: its one
+            mapping of settings (templated); ``backend_conn_id``: an Airflow connection holding them (see
+            `trainops.operators.backend_choice`).
         registry_dir: local registry directory.
         job_name: the training job that produced the model.
-        description, image_uri, metrics_uri, aws_conn_id, region_name: as for the register step (the last four are
-            SageMaker only).
+        description: as for the register step.
+        registration_settings: the registration's settings on its backend (templated;
+            `Backend.REGISTRATION_SETTINGS`: another refuses them, naming them); image_uri, metrics_uri: shorthands
+            for those of that name.
+        aws_conn_id, region_name: the Airflow AWS connection and the region (the deployment's context, handed to
+            any backend).
 
     Returns (XCom): ``{backend, group, version, approval_status, model_artifact, metrics, champion, created,
     job_name, location}``.
@@ -37,9 +44,10 @@ class RegisterModelOperator(LineageMixin, BaseOperator):
 
     template_fields: Sequence[str] = ("model_artifact", "metrics", "group", "approval", "spec", "backend",
                                       "registry_dir", "job_name", "description", "image_uri", "metrics_uri",
-                                      "aws_conn_id", "region_name")
-    template_fields_renderers = {"metrics": "json", "spec": "json"}
-    operator_extra_links = (ModelPackageLink(),)
+                                      "aws_conn_id", "region_name", "backend_options", "backend_conn_id",
+                                      "registration_settings")
+    template_fields_renderers = {"metrics": "json", "spec": "json", "backend_options": "json"}
+    operator_extra_links = (ModelVersionLink(),)
     ui_color = "#e8dcf2"
 
     def __init__(
@@ -50,7 +58,9 @@ class RegisterModelOperator(LineageMixin, BaseOperator):
         group: str,
         approval: str = "Approved",
         spec: Any = None,
-        backend: str = "local",
+        backend: str | None = None,
+        backend_options: dict[str, Any] | None = None,
+        backend_conn_id: str | None = None,
         registry_dir: str | None = None,
         job_name: str | None = None,
         description: str = "",
@@ -58,15 +68,19 @@ class RegisterModelOperator(LineageMixin, BaseOperator):
         metrics_uri: str | None = None,
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
+        registration_settings: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**with_retry_defaults(kwargs))
+        self.registration_settings = registration_settings
         self.model_artifact = model_artifact
         self.metrics = metrics
         self.group = group
         self.approval = approval
         self.spec = spec
         self.backend = backend
+        self.backend_options = backend_options
+        self.backend_conn_id = backend_conn_id
         self.registry_dir = registry_dir
         self.job_name = job_name
         self.description = description
@@ -76,21 +90,22 @@ class RegisterModelOperator(LineageMixin, BaseOperator):
         self.region_name = region_name
 
     def execute(self, context: Any) -> dict[str, Any]:
+        from trainops.operators.backend_choice import BackendChoice
         from trainops.steps.register import register
 
         with translated_errors():
-            backend = check_backend(self.backend)
-            # SageMaker's clients come from the connection; the local registry never reads it.
-            options: dict[str, Any] = {"client_factory": lazy_aws_client_factory(self.aws_conn_id, self.region_name),
-                                       "region": self.region_name}
+            check_backend(self.backend)
+            # The AWS connection's clients reach a backend that calls AWS; one that does not never reads it.
+            choice = BackendChoice(self.backend, with_shorthands(self.backend_options), aws_conn_id=self.aws_conn_id,
+                                   backend_conn_id=self.backend_conn_id, context={"region": self.region_name})
+            chosen = choice.open(registry_dir=self.registry_dir)
             entry = register(model_artifact=self.model_artifact, metrics=self.metrics or {}, group=self.group,
-                             spec=self.spec, approval=self.approval, backend=backend, registry_dir=self.registry_dir,
-                             job_name=self.job_name, description=self.description or "", image_uri=self.image_uri,
-                             metrics_uri=self.metrics_uri, **options)
+                             spec=self.spec, approval=self.approval, backend=chosen, job_name=self.job_name,
+                             description=self.description or "",
+                             **with_shorthands(self.registration_settings, "registration_settings",
+                                               image_uri=self.image_uri, metrics_uri=self.metrics_uri))
         remember_lineage(self, [self.model_artifact], [entry.get("location")])
-        location = str(entry.get("location") or "")
-        if location.startswith("arn:"):  # a SageMaker model package: its console page (the region is in the ARN)
-            remember_link(self, "model_package", location, location.split(":")[3] or self.region_name)
+        remember_links(self, chosen, "model", str(entry.get("location") or ""))
         self.log.info("registered %s version %s (%s)%s", entry["group"], entry["version"], entry["approval_status"],
                       ", now the champion" if entry.get("champion") else "")
         return entry

@@ -1,17 +1,17 @@
 """`StageDataOperator`: put training data where the job reads it, through the stage step.
 
-``backend="local"`` copies a local directory, ``file://`` URI or ``s3://`` prefix into a local directory (standing
-for the FSx mount); ``backend="sagemaker"`` makes an S3 prefix visible on an FSx for Lustre file system
+What staging is, the backend says: the default one copies a local directory, ``file://`` URI or ``s3://`` prefix into
+a local directory (standing for the FSx mount); SageMaker makes an S3 prefix visible on an FSx for Lustre file system
 (``destination="fsx://fs-.../path"``: a data repository association and an import task). Both are
 `trainops.steps.stage.stage`, the call the pipeline runner and the KFP component make too. With ``strict`` (default)
 any refused or failed file fails the task, naming it.
 
-Waiting (`trainops.operators.deferral`): on SageMaker the task checks the file system, links the prefix (a new
-association is waited for here: minutes at most) and starts the FSx import task, records it (``on_kill`` cancels that
-task), then defers on it through the one trigger (``deferrable=True``, default ``[operators] default_deferrable``) or
-looks at it from the worker. A local stage is a copy made by this worker's own processes: there is no job to hand the
-triggerer, so with ``deferrable=True`` it still runs in the worker, and the task log says so; killing the task ends
-the copy with it. Both paths push the same XCom value (the stage report).
+Waiting (`trainops.operators.deferral`): a backend that can start a stage without waiting for it (capability
+``start_stage``: SageMaker's FSx import task) has the task start it and record it (``on_kill`` cancels that task),
+then defer on it through the one trigger (``deferrable=True``, default ``[operators] default_deferrable``) or look at
+it from the worker. A backend that cannot (the local copy, made by this worker's own processes) runs it in the
+worker, and with ``deferrable=True`` the task log says so; killing the task ends the copy with it. Both paths push the
+same XCom value (the stage report). Nothing here names a backend.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from trainops.operators.common import (
     task_logger,
     translated_errors,
     with_retry_defaults,
+    with_shorthands,
 )
 from trainops.operators.compat import BaseOperator
 from trainops.operators.deferral import StartedJobMixin
@@ -38,11 +39,14 @@ class StageDataOperator(StartedJobMixin, LineageMixin, BaseOperator):
     Args:
         source: local path, ``file://`` URI or ``s3://bucket/prefix``.
         destination: local directory (local backend), or ``fsx://fs-0123456789abcdef0/path`` (SageMaker backend).
-        backend: ``local`` (default) or ``sagemaker``.
+        backend: a registered or named backend (default: the registry's default); ``backend_options``: its one
+            mapping of settings (templated); ``backend_conn_id``: an Airflow connection holding them (see
+            `trainops.operators.backend_choice`).
         workers: parallel copies (local backend).
         s3_prefix: FSx staging: the S3 prefix to link, when the source is not already it.
         strict: fail the task when any file was refused (hostile names) or failed.
-        aws_conn_id, region_name: the Airflow AWS connection and region (S3 sources, FSx).
+        aws_conn_id, region_name: the Airflow AWS connection (S3 sources, FSx) and the region (the deployment's
+            context, handed to any backend).
         options: further options of the stage step (``delete``, ``paths``, ``report_uri``, ``poll_seconds``,
             ``timeout_seconds``); an unknown one fails the task, named.
         deferrable: wait for the FSx import task in the triggerer (default ``[operators] default_deferrable``;
@@ -51,7 +55,7 @@ class StageDataOperator(StartedJobMixin, LineageMixin, BaseOperator):
     """
 
     template_fields: Sequence[str] = ("source", "destination", "backend", "workers", "s3_prefix", "aws_conn_id",
-                                      "region_name", "options")
+                                      "region_name", "options", "backend_options", "backend_conn_id")
     ui_color = "#e3f0d8"
 
     def __init__(
@@ -59,7 +63,9 @@ class StageDataOperator(StartedJobMixin, LineageMixin, BaseOperator):
         *,
         source: str,
         destination: str,
-        backend: str = "local",
+        backend: str | None = None,
+        backend_options: dict[str, Any] | None = None,
+        backend_conn_id: str | None = None,
         workers: int | None = None,
         s3_prefix: str | None = None,
         strict: bool = True,
@@ -75,6 +81,8 @@ class StageDataOperator(StartedJobMixin, LineageMixin, BaseOperator):
         self.source = source
         self.destination = destination
         self.backend = backend
+        self.backend_options = backend_options
+        self.backend_conn_id = backend_conn_id
         self.workers = workers
         self.s3_prefix = s3_prefix
         self.strict = strict
@@ -90,31 +98,39 @@ class StageDataOperator(StartedJobMixin, LineageMixin, BaseOperator):
     DEFAULT_TIMEOUT_SECONDS = 6 * 3600.0
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from trainops.backends.api import get_backend
         from trainops.steps.stage import CONTEXT_OPTIONS, stage, stage_options
 
         self._held = None  # (backend, JobHandle) of the import this try started: on_kill
         self._ti = task_instance_of(context)  # on_kill: ended, or superseded by a newer try
         with translated_errors():
-            backend = check_backend(self.backend)
+            check_backend(self.backend)
             options: dict[str, Any] = dict(self.options or {})
             options["strict"] = self.strict
             if self.workers is not None:
                 options["workers"] = self.workers
             if self.s3_prefix:
                 options["s3_prefix"] = self.s3_prefix
-            # FSx and s3:// sources use clients from the connection; a local copy never reads it.
-            factory = lazy_aws_client_factory(self.aws_conn_id, self.region_name)
-            chosen = get_backend(backend, client_factory=factory, region=self.region_name)
+            # FSx and s3:// sources use clients from the connection; a backend that never calls AWS never reads it.
+            chosen = self._choice().open()
             # Options the step takes as context (a profile...) or refuses (unknown: its message names them) go to it.
             plain = set(options) <= stage_options(chosen) and not set(options) & CONTEXT_OPTIONS
             if plain and self._starts_jobs(chosen):
                 handle = chosen.start_stage(self.source, self.destination, **options)
                 timeout = float(options.get("timeout_seconds") or self.DEFAULT_TIMEOUT_SECONDS)
                 return self._follow(chosen, handle, max_run=timeout, grace=self.GRACE_SECONDS)
-            options["client_factory"] = factory
-            report = stage(self.source, self.destination, backend=backend, **options)
+            if not plain:  # the step opens the backend with that context, or refuses what it does not take
+                name, settings = self._choice().settings()
+                options.setdefault("client_factory", lazy_aws_client_factory(self.aws_conn_id, self.region_name))
+                report = stage(self.source, self.destination, backend=name, backend_options=settings, **options)
+            else:
+                report = stage(self.source, self.destination, backend=chosen, **options)
         return self._report(report)
+
+    def _choice(self) -> Any:
+        from trainops.operators.backend_choice import BackendChoice
+
+        return BackendChoice(self.backend, with_shorthands(self.backend_options), aws_conn_id=self.aws_conn_id,
+                             backend_conn_id=self.backend_conn_id, context={"region": self.region_name})
 
     def _why_not_deferred(self, backend: Any) -> str:
         return "a local stage is a copy made by this worker's processes; it ends with the task"
@@ -132,3 +148,4 @@ class StageDataOperator(StartedJobMixin, LineageMixin, BaseOperator):
                                                             "refused_count", "failed_count", "directory_path")
                         if key in report))
         return report
+

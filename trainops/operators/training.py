@@ -14,8 +14,9 @@ How it waits (``wait_mode``, or ``deferrable`` for short):
 - ``reschedule``: for deployments without a triggerer (MWAA Serverless caps a task at 60 minutes): each poke
   submits or re-attaches (the same job: the name is the task instance's), looks once and gives its slot back until
   ``check_interval`` later; the log names the command that follows the job's logs.
-- ``worker``: a local job runs in the task's process (its hosts' logs stream live); a remote one is polled from the
-  worker, its logs streaming as in the trigger.
+- ``worker``: a job of a backend that runs jobs in the caller's process (capability ``run_here``: the local
+  backend) runs in the task's process, its hosts' logs streaming live; any other is polled from the worker, its logs
+  streaming as in the trigger.
 
 Every wait applies the job's guards (`trainops.backends.guards.JobGuards`: what is left of ``max_cost_usd`` after
 the earlier attempts, the stall watchdog, the wait bound from the job's own start), whichever mode waits: the train
@@ -23,7 +24,9 @@ step's wait in the worker, the backend's watch (`Backend.watch`) at each look of
 in the trigger, which gets them as JSON. A guard that trips stops the job, and the task's failure carries its class
 (``budget``, ``infrastructure`` for a stall, ``timeout``). ``on_kill`` stops what the try started, through the seam
 (``backend.stop(handle)``), unless a newer try takes over and re-attaches (`trainops.operators.kills`). Nothing here
-imports a concrete backend.
+imports or names a backend: the task's backend and its one mapping of settings reach it through
+`trainops.operators.backend_choice.BackendChoice`, and what differs between backends is what each declares (its
+capabilities, what it needs to be reached, its wait grace, its links).
 """
 
 from __future__ import annotations
@@ -36,16 +39,17 @@ from typing import Any
 from trainops.operators import log_marks
 from trainops.operators.common import (
     check_backend,
-    lazy_aws_client_factory,
+    command_hint,
     task_job_name,
     task_logger,
     translated_errors,
     with_retry_defaults,
+    with_shorthands,
 )
 from trainops.operators.compat import BaseOperator
 from trainops.operators.kills import task_instance_of
 from trainops.operators.lineage import LineageMixin, remember_lineage, training_datasets
-from trainops.operators.links import SageMakerTrainingJobLink, TrainingLogsLink, remember_console_job
+from trainops.operators.links import TrainingJobLink, TrainingLogsLink, remember_links
 
 IF_JOB_EXISTS = ("reattach", "fail", "new")
 WAIT_MODES = ("defer", "reschedule", "worker")
@@ -75,11 +79,16 @@ def xcom_result(result: dict[str, Any], **extra: Any) -> dict[str, Any]:
 
 
 class DistributedTrainingOperator(LineageMixin, BaseOperator):
-    """Train a job spec on the local backend or on Amazon SageMaker, re-attaching instead of duplicating on retry.
+    """Train a job spec on any backend, re-attaching instead of duplicating on retry.
 
     Args:
         spec: the job spec: a mapping (templated, key by key), a YAML/JSON file path, or a ``JobSpec``.
-        backend: ``local`` (default: simulated hosts on the worker) or ``sagemaker``.
+        backend: a registered backend or a named one (default: the registry's default, the local backend's
+            simulated hosts on the worker).
+        backend_options: the backend's one mapping of settings (templated; a mapping or its JSON text): how it is
+            reached and its jobs' options, checked by the backend, which refuses one it does not take.
+        backend_conn_id: an Airflow connection whose extra is ``{"backend": NAME, "options": {...}}``: the backend
+            when ``backend`` is not given, and settings under ``backend_options``.
         job_name: the base of the job's name (default: the spec's name, else the task id). The name is
             ``<base>-<hash of dag id, task id, run id, map index>``, within 63 characters.
         if_job_exists: ``reattach`` (default: follow the job of that name; a failed one is retried under a suffixed
@@ -89,11 +98,12 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         wait_mode: ``defer``, ``reschedule`` (no triggerer: short pokes, the slot given back between them) or
             ``worker``; overrides ``deferrable`` when given.
         check_interval: seconds between two looks at the job.
-        aws_conn_id, region_name: SageMaker: the Airflow AWS connection and the region (default: the spec's, else
-            the connection's).
-        launcher, preflight: SageMaker: ``trainops`` or ``toolkit`` launcher; check FSx/VPC settings first.
-        workdir, processes_per_host, channel_overrides: local backend: state directory (default
-            ``$TRAINOPS_HOME``), ranks per simulated host, channel -> local path.
+        aws_conn_id: the Airflow AWS connection: AWS clients for a backend that calls AWS, and the region of a
+            backend that needs one (`Backend.NEEDS`) when neither the spec nor the settings give it.
+        launcher, preflight, processes_per_host, channel_overrides: shorthands for the settings of those names in
+            ``backend_options`` (a backend refuses one it does not take).
+        workdir, region_name: the deployment's context, handed to any backend (read by those that use them: the
+            local state directory, default ``$TRAINOPS_HOME``; the region when the spec names none).
         stream_logs: put the hosts' logs into the task log (SageMaker: from CloudWatch), while deferred too.
         retry_budgets: attempts per failure class within one try of the task (`trainops.backends.failures`;
             default ``{"infrastructure": 2, "user": 0}``): an infrastructure failure starts ``<name>-2`` from the
@@ -106,17 +116,19 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
     template_fields: Sequence[str] = (
         "spec", "job_name", "backend", "aws_conn_id", "region_name", "workdir", "channel_overrides",
-        "processes_per_host", "if_job_exists", "retry_budgets",
+        "processes_per_host", "if_job_exists", "retry_budgets", "backend_options", "backend_conn_id",
     )
-    template_fields_renderers = {"spec": "json", "channel_overrides": "json"}
-    operator_extra_links = (SageMakerTrainingJobLink(), TrainingLogsLink())
+    template_fields_renderers = {"spec": "json", "channel_overrides": "json", "backend_options": "json"}
+    operator_extra_links = (TrainingJobLink(), TrainingLogsLink())
     ui_color = "#d5e8f7"
 
     def __init__(
         self,
         *,
         spec: Any,
-        backend: str = "local",
+        backend: str | None = None,
+        backend_options: dict[str, Any] | None = None,
+        backend_conn_id: str | None = None,
         job_name: str | None = None,
         if_job_exists: str = "reattach",
         wait_for_completion: bool = True,
@@ -126,7 +138,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         aws_conn_id: str | None = "aws_default",
         region_name: str | None = None,
         launcher: str | None = None,
-        preflight: bool = True,
+        preflight: bool | None = None,
         workdir: str | None = None,
         processes_per_host: int | None = None,
         channel_overrides: dict[str, str] | None = None,
@@ -149,6 +161,8 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         self.retry_budgets = retry_budgets
         self.spec = spec
         self.backend = backend
+        self.backend_options = backend_options
+        self.backend_conn_id = backend_conn_id
         self.job_name = job_name
         self.if_job_exists = if_job_exists
         self.wait_for_completion = wait_for_completion
@@ -175,8 +189,8 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
             spec = self._spec()  # every problem of the spec at once, with its field
             base = task_job_name(context, self.job_name or spec.name)
             backend = self._backend_for(spec)
-            if not backend.remote and self.wait_mode == "worker":
-                return self._train_in_worker(spec, base)
+            if "run_here" in backend.capabilities and self.wait_mode == "worker":
+                return self._train_in_worker(backend, spec, base)
             return self._placed(backend, spec, base)
 
     def _looks(self, job_name: str) -> Any:
@@ -203,44 +217,38 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         # A spec from XCom (the prepare task's) carries secrets masked: the worker's environment holds them.
         return load_spec(restore_masked(self.spec, os.environ))
 
-    def _open(self, region: str | None, name: str | None = None) -> Any:
-        """The task's backend (or ``name``'s), with the connection's clients built on first use."""
-        from trainops.backends.api import get_backend
+    def _choice(self) -> Any:
+        """The task's backend, its one mapping of settings (the shorthand arguments laid in) and its connections."""
+        from trainops.operators.backend_choice import BackendChoice
 
-        return get_backend(name or self.backend, workdir=self.workdir, region=region,
-                           client_factory=lazy_aws_client_factory(self.aws_conn_id, region))
+        options = with_shorthands(self.backend_options, launcher=self.launcher, preflight=self.preflight,
+                                  processes_per_host=self.processes_per_host,
+                                  channel_overrides=self.channel_overrides or None)
+        return BackendChoice(self.backend, options, aws_conn_id=self.aws_conn_id,
+                             backend_conn_id=self.backend_conn_id,
+                             context={"workdir": self.workdir, "region": self.region_name})
+
+    def _open(self, region: str | None, handle: Any = None) -> Any:
+        """The task's backend (for a job found again: bound to where its handle says it lives)."""
+        return self._choice().open(region=region, handle=handle)
 
     def _backend_for(self, spec: Any) -> Any:
-        """The task's backend in the spec's region, else the operator's, else (remote) the connection's."""
-        from trainops.operators import common
-
-        region = spec.region or self.region_name
-        backend = self._open(region)
-        if backend.remote and not region:
-            region = common.aws_client_factory(self.aws_conn_id, None)[1]
-            backend = self._open(region)
-        return backend
-
-    def _submit_options(self, backend: Any) -> dict[str, Any]:
-        """The options of this backend only: a remote job gets the launcher and preflight, a local one its ranks,
-        channel paths and checkpoint key (every try of this task resumes its own checkpoints)."""
-        if backend.remote:
-            return {"launcher": self.launcher, "preflight": self.preflight}
-        return {"detached": True, "processes_per_host": self.processes_per_host,
-                "channel_overrides": self.channel_overrides, "launcher": self.launcher}
+        """The task's backend, in the spec's region when it names one (else the settings', else, for a backend that
+        needs one, the AWS connection's)."""
+        return self._open(spec.region)
 
     def _submit_and_wait(self, backend: Any, spec: Any, base: str) -> dict[str, Any]:
         from trainops.steps.forecast import check_budget
 
-        options = self._submit_options(backend)
-        if not backend.remote:
-            options["checkpoint_key"] = base
+        # The settings were bound when the backend was opened; what the task adds is its own: the job must not depend
+        # on this worker, and every try of this task resumes its own checkpoints (where the options type keeps
+        # checkpoints by key).
+        options = {"detached": True, **backend.takes({"checkpoint_key": base})}
         check_budget(spec)  # budget: refuse refuses before anything is created, as the train step does
         spent = self._spent(backend, spec, base)
         handle = backend.submit(spec, base, if_exists=self.if_job_exists, log=task_logger(self), **options)
         self._held = (backend, handle)
-        if backend.remote:
-            remember_console_job(self, handle.job_name, handle.region)
+        remember_links(self, backend, "training", handle.job_name, handle.location)
         from trainops.steps.attempts import guards_for
 
         result = backend.describe(handle)
@@ -279,18 +287,18 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
                                         {"failure_class": "budget", "failure_evidence": {"evidence": why}})
         return spent or 0.0
 
-    def _train_in_worker(self, spec: Any, base: str) -> dict[str, Any]:
-        """A local job in this task's process (its hosts' logs stream live), through the train step's attempts."""
+    def _train_in_worker(self, backend: Any, spec: Any, base: str) -> dict[str, Any]:
+        """A job of a backend that runs jobs in the caller's process, in this task's (its hosts' logs stream live),
+        through the train step's attempts: the task's own backend and settings."""
         from trainops.steps.train import train
 
         log = task_logger(self) if self.stream_logs else (lambda line: None)
         self._in_process = True
-        result = self._run_step(train, spec, backend="local", job_name=base, if_exists=self.if_job_exists, log=log,
-                                workdir=self.workdir, processes_per_host=self.processes_per_host,
-                                channel_overrides=self.channel_overrides, on_handle=self._hold,
-                                retries=self._budgets(), checkpoint_key=base)
-        self._remember_lineage(spec, result.get("model_artifact"))
-        return xcom_result(result, metrics={}, cost=self._cost(base, "local", result, spec))
+        result = self._run_step(train, spec, backend=backend, job_name=base, if_exists=self.if_job_exists, log=log,
+                                on_handle=self._hold, retries=self._budgets(),
+                                **backend.takes({"checkpoint_key": base}))
+        self._remember_lineage(spec, result.get("model_artifact"), backend)
+        return xcom_result(result, metrics={}, cost=self._cost(base, backend, result, spec))
 
     def _hold(self, backend: Any, handle: Any) -> None:
         self._held = (backend, handle)
@@ -322,33 +330,28 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         from trainops.operators.triggers import GUARDED_BACKSTOP_SECONDS, JobTrigger
 
         reattached = not handle.created
-        remote = backend_class(handle.backend).remote  # a job here ends with its supervisor: a shorter grace
-        grace = 3600.0 if remote else 600.0
+        grace = backend_class(handle.backend).WAIT_GRACE_SECONDS  # what the backend spends outside the job's limits
         if guards is not None:  # the job's own bound (the guards', from its start) must come first
             grace = max(grace, float(guards.grace_seconds))
         trigger = JobTrigger(handle.to_dict(), kind="training", aws_conn_id=self.aws_conn_id,
+                             backend_choice=self._choice().to_dict(),
                              poll_seconds=self.check_interval, max_run=spec.max_run, max_wait=spec.max_wait,
                              grace_seconds=grace, reattached=reattached, base_name=base,
                              stream_logs=self.stream_logs, guards=guards.to_dict() if guards is not None else None)
         bound = self._bound(spec, grace=trigger.grace_seconds)
         if guards is not None:
             bound += GUARDED_BACKSTOP_SECONDS
-        self.log.info("deferring: the triggerer waits for %s %s (%s; at most %.0f s) and streams its logs here; by "
-                      "hand: %s", "training job" if remote else f"{handle.backend} training job",
-                      handle.job_name,
+        self.log.info("deferring: the triggerer waits for %s training job %s (%s; at most %.0f s) and streams its "
+                      "logs here; by hand: %s", handle.backend, handle.job_name,
                       "re-attached" if reattached else "submitted", bound, self._logs_hint(handle))
         self.defer(trigger=trigger, method_name="execute_complete",
                    kwargs={"reattached": reattached, "budget_used": getattr(self, "_budget_used", {})},
                    timeout=timedelta(seconds=bound + DEFERRAL_MARGIN_SECONDS))
         raise AssertionError("unreachable: defer() raises TaskDeferred")
 
-    @staticmethod
-    def _logs_hint(handle: Any) -> str:
-        """The command that follows the job's logs from this machine (the work directory named: an Airflow worker's
-        is ``$AIRFLOW_HOME/trainops``, not the command line's default)."""
-        from trainops.operators.kills import job_command
-
-        return job_command("logs", handle, "--follow")
+    def _logs_hint(self, handle: Any) -> str:
+        """The command that follows the job's logs from this machine (`command_hint`)."""
+        return command_hint("logs", handle, self.backend, "--follow")
 
     def _write_logs(self, backend: Any, handle: Any, cursor: Any, limit: int = LOG_LINES_PER_POLL,
                     resume: bool = False) -> Any:
@@ -443,14 +446,14 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         held = getattr(self, "_held", None)
         if held is not None and result.status.outcome != "waiting":
             log_marks.forget(held[1])  # the task has the job's outcome: no later writer continues its log
-        region = (held[1].region if held else getattr(backend, "region", None)) if backend.remote else None
+        region = held[1].region if held else backend.location().get("region")
         if raise_failure and result.status.outcome == "failure":
             message = (f"training job {result.job_name} ended {result.status.value}: "
                        f"{result.failure_reason or 'no reason given'}")
             self.log.error("%s", message)
             raise failure_exception(message, data)
-        self._remember_lineage(spec, result.model_artifact)
-        cost = self._cost(base, backend.name, data, spec) if result.status.outcome != "waiting" else None
+        self._remember_lineage(spec, result.model_artifact, backend)
+        cost = self._cost(base, backend, data, spec) if result.status.outcome != "waiting" else None
         return xcom_result(data, region=region, metrics=data.get("metrics") or {}, cost=cost)
 
     # --- after deferral -----------------------------------------------------------------------------------------
@@ -473,10 +476,11 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
             from trainops.backends.api import JobHandle
 
             log_marks.forget(JobHandle.from_dict(event["handle"]))
-        backend_name = event.get("backend") or "sagemaker"
-        remote = backend_name != "local"
-        if event.get("job_name") and remote:
-            remember_console_job(self, event["job_name"], event.get("region"))
+        backend = self._event_backend(event)
+        backend_name = event.get("backend") or (backend.name if backend is not None else None)
+        if event.get("job_name"):
+            remember_links(self, backend, "training", event["job_name"], (event.get("handle") or {}).get("location")
+                           or ({"region": event["region"]} if event.get("region") else {}))
         if event.get("status") != "success":
             return self._next_attempt_or_fail(context, event, budget_used)
         self.log.info("%s", event.get("message"))
@@ -487,11 +491,24 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         base = str(event.get("base_name") or (task_job_name(context, self.job_name or spec.name)
                                               if spec is not None and context else event.get("job_name")))
         if spec is not None:
-            self._remember_lineage(spec, event.get("model_artifact"))
-            cost = self._cost(base, backend_name, {**event, "status": event.get("job_status")}, spec,
-                              region=event.get("region"))
+            self._remember_lineage(spec, event.get("model_artifact"), backend)
+            cost = self._cost(base, backend, {**event, "status": event.get("job_status")}, spec)
         return xcom_result({**event, "status": event.get("job_status")}, backend=backend_name, reattached=reattached,
                            cost=cost)
+
+    def _event_backend(self, event: dict[str, Any]) -> Any:
+        """The backend of the job an event reports, bound to where its handle says the job lives (None when it
+        cannot be opened here: links and cost are then left out, never the outcome)."""
+        from trainops.backends.api import JobHandle
+
+        try:
+            data = event.get("handle") or {"backend": event.get("backend"), "job_name": event.get("job_name"),
+                                           "region": event.get("region")}
+            handle = JobHandle.from_dict(data) if data.get("backend") and data.get("job_name") else None
+            return self._open(event.get("region"), handle)
+        except Exception as error:  # noqa: BLE001 - the job's outcome is known; its backend is only for reports
+            self.log.warning("could not open the job's backend for its links and cost: %s", error)
+            return None
 
     def _spec_or_none(self) -> Any:
         try:
@@ -500,25 +517,22 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
             self.log.warning("no lineage or cost for this task: %s", error)
             return None
 
-    def _remember_lineage(self, spec: Any, model_artifact: str | None) -> None:
+    def _remember_lineage(self, spec: Any, model_artifact: str | None, backend: Any = None) -> None:
         try:
-            from trainops.backends import backend_class
-
-            remote = backend_class(self.backend).remote
-            # Channel overrides are paths on this machine: they are the inputs only of a job that runs here.
-            datasets = training_datasets(spec, None if remote else self.channel_overrides, model_artifact)
+            # Where the backend's job reads each channel when its settings say (local paths), else the spec's.
+            sources = backend.channel_sources() if backend is not None else None
+            datasets = training_datasets(spec, sources or None, model_artifact)
             remember_lineage(self, datasets["inputs"], datasets["outputs"])
         except Exception as error:  # noqa: BLE001 - lineage must never fail a finished job
             self.log.warning("no lineage for this task: %s", error)
 
-    def _cost(self, base: str, backend_name: str, record: dict[str, Any], spec: Any,
-              region: str | None = None) -> dict[str, Any] | None:
+    def _cost(self, base: str, backend: Any, record: dict[str, Any], spec: Any) -> dict[str, Any] | None:
         """What the training of this task cost over every attempt of its job name (the XCom's ``cost``, shaped as
         the train step's: `trainops.steps.attempts.run_cost`)."""
         from trainops.steps.attempts import attempts_report, cost_notes
 
         try:
-            chosen = self._open(region or spec.region or self.region_name, backend_name)
+            chosen = backend if backend is not None else self._backend_for(spec)
             record = {**record, "instance_type": spec.instance_type, "instance_count": spec.instance_count}
             # The step result's shape: the sums, each attempt's, spent, the forecast and the budget with what is left.
             return attempts_report(chosen, base, record, cost_notes(spec))["cost"]

@@ -75,10 +75,7 @@ def event_for(result: Any, kind: str = "training") -> dict[str, Any]:
     """The trigger event of a terminal `JobResult`: small JSON, never the service's response."""
     from trainops.backends.states import JobStatus, explain_secondary_status
 
-    what = KINDS.get(kind, kind)
-    from trainops.backends import backend_class
-
-    label = what if backend_class(result.backend).remote else f"{result.backend} {what}"
+    label = f"{result.backend} {KINDS.get(kind, kind)}"
     data = result.to_dict()
     if result.succeeded:
         status, message = "success", f"{label} {result.job_name} completed"
@@ -123,25 +120,26 @@ def shared_client_factory(aws_conn_id: str | None, region: str | None) -> Any:
         return _FACTORIES[key]
 
 
-def backend_for(handle: Any, aws_conn_id: str | None) -> Any:
-    """The backend of a handle, bound to its place (the local state directory; the region and the Airflow
-    connection's clients, shared by every trigger of this process and built on first use: a local job never reads
-    the connection)."""
-    from trainops.backends.api import get_backend
+def backend_for(handle: Any, aws_conn_id: str | None, choice: dict[str, Any] | None = None) -> Any:
+    """The backend of a handle, bound to where the job lives (its ``location``) and to the task's settings and
+    connections (`trainops.operators.backend_choice.BackendChoice`, JSON in the trigger's arguments); the AWS
+    connection's clients are shared by every trigger of this process and built on first use (a backend that never
+    calls AWS never reads the connection). Blocking: call it in a thread."""
+    from trainops.operators.backend_choice import BackendChoice
 
-    return get_backend(handle.backend, workdir=handle.workdir, region=handle.region,
-                       client_factory=shared_client_factory(aws_conn_id, handle.region))
+    chosen = BackendChoice.from_dict(choice, aws_conn_id)
+    return chosen.open(handle=handle, client_factory=shared_client_factory(aws_conn_id, handle.region))
 
 
-def with_connection_region(handle: Any, backend: Any, aws_conn_id: str | None) -> Any:
-    """A remote job's handle with the region the connection resolves when it names none (blocking: a thread)."""
-    if handle.region or not backend.remote:
-        return handle
+def with_location(handle: Any, backend: Any) -> Any:
+    """The handle with what the backend found of where the job lives that the handle did not say (a region the AWS
+    connection resolved), so the event reports it."""
     from trainops.backends.api import JobHandle
-    from trainops.operators.common import aws_client_factory
 
-    region = aws_client_factory(aws_conn_id, None)[1]
-    return JobHandle.from_dict({**handle.to_dict(), "region": region}) if region else handle
+    located = {**backend.location(), **handle.location}
+    if located == dict(handle.location):
+        return handle
+    return JobHandle(handle.backend, handle.job_name, created=handle.created, location=located)
 
 
 class JobTrigger(BaseTrigger):
@@ -150,7 +148,9 @@ class JobTrigger(BaseTrigger):
     Args:
         handle: the job's `JobHandle` as ``to_dict()``.
         kind: a key of `KINDS`.
-        aws_conn_id: the Airflow AWS connection the task used (SageMaker: credentials, role, endpoint).
+        aws_conn_id: the Airflow AWS connection the task used (AWS credentials, role, endpoint, region).
+        backend_choice: how the task reaches its backend (`BackendChoice.to_dict`: its name as the task gives it,
+            its settings, its connections); None: the handle's backend with the AWS connection only.
         poll_seconds: pause between two looks at the job.
         max_run, max_wait: the spec's limits; the job's own (``details``: ``max_run_seconds``,
             ``max_wait_seconds``) win when the backend reports them, as a re-attached job may have other limits.
@@ -181,6 +181,7 @@ class JobTrigger(BaseTrigger):
         stream_logs: bool = True,
         log_lines_per_poll: int = LOG_LINES_PER_POLL,
         guards: dict[str, Any] | None = None,
+        backend_choice: dict[str, Any] | None = None,
     ):
         super().__init__()
         if kind not in KINDS:
@@ -198,6 +199,7 @@ class JobTrigger(BaseTrigger):
         self.stream_logs = stream_logs
         self.log_lines_per_poll = log_lines_per_poll
         self.guards = dict(guards) if guards else None
+        self.backend_choice = dict(backend_choice) if backend_choice else None
 
     @property
     def job_name(self) -> str:
@@ -215,17 +217,17 @@ class JobTrigger(BaseTrigger):
             "grace_seconds": self.grace_seconds, "started_at": self.started_at, "reattached": self.reattached,
             "base_name": self.base_name, "stream_logs": self.stream_logs,
             "log_lines_per_poll": self.log_lines_per_poll, "guards": self.guards,
+            "backend_choice": self.backend_choice,
         }
 
     def _open(self) -> tuple[Any, Any]:
         from trainops.backends.api import JobHandle
 
         handle = JobHandle.from_dict(self.handle)
-        backend = backend_for(handle, self.aws_conn_id)
-        resolved = with_connection_region(handle, backend, self.aws_conn_id)
+        backend = backend_for(handle, self.aws_conn_id, self.backend_choice)
+        resolved = with_location(handle, backend)
         if resolved is not handle:
-            self.handle = resolved.to_dict()  # the event reports the region the job is in
-            backend = backend_for(resolved, self.aws_conn_id)
+            self.handle = resolved.to_dict()  # the event reports where the job is (a region the connection gave)
         return backend, resolved
 
     def _bound(self, result: Any) -> float:
@@ -289,8 +291,7 @@ class JobTrigger(BaseTrigger):
             looks.succeeded()
             elapsed = time.time() - self.started_at
             if elapsed >= bound:
-                hint = (f"`trainops stop {self.job_name} --workdir {handle.workdir}`" if handle.workdir
-                        else f"`trainops stop {self.job_name}`") if not backend.remote else "the console"
+                hint = self._stop_hint(handle)
                 return {"status": "timeout", "job_status": result.status.value,
                         "secondary_status": result.secondary_status,
                         "message": f"gave up waiting for {KINDS[self.kind]} {self.job_name} after {elapsed:.0f} s "
@@ -332,8 +333,7 @@ class JobTrigger(BaseTrigger):
 
     def _left_running(self, result: Any, backend: Any, handle: Any, tripped: Any) -> dict[str, Any]:
         """The timeout event of a wait bound that only ends the wait (``stop_at_wait_bound: false``)."""
-        hint = (f"`trainops stop {self.job_name} --workdir {handle.workdir}`" if handle.workdir
-                else f"`trainops stop {self.job_name}`") if not backend.remote else "the console"
+        hint = self._stop_hint(handle)
         return {"status": "timeout", "job_status": result.status.value, "secondary_status": result.secondary_status,
                 "guard": tripped.to_dict(),
                 "message": f"gave up waiting for {KINDS[self.kind]} {self.job_name}: {tripped.message}. The job was "
@@ -354,6 +354,12 @@ class JobTrigger(BaseTrigger):
         if time.time() - self.started_at > max(RESUMED_AFTER_SECONDS, 3 * self.poll_seconds):
             return await self._skip_to_end(backend, handle)
         return None
+
+    def _stop_hint(self, handle: Any) -> str:
+        """How to stop the job by hand: the command line, on the task's backend, where the job lives."""
+        from trainops.operators.common import command_hint
+
+        return f"`{command_hint('stop', handle, (self.backend_choice or {}).get('backend'))}`"
 
     async def _skip_to_end(self, backend: Any, handle: Any) -> dict[str, Any] | None:
         cursor, skipped = None, 0

@@ -16,9 +16,12 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainops.errors import Problem, SpecError
+
+if TYPE_CHECKING:
+    from trainops.backends.api import Backend
 from trainops.steps.gate import (
     GateFailed,
     GateResult,
@@ -143,7 +146,7 @@ def evaluate(
     channels: Mapping[str, str | os.PathLike[str]],
     output_dir: str | os.PathLike[str],
     gate: Any = None,
-    backend: str | None = None,
+    backend: str | Backend | None = None,
     backend_options: Mapping[str, Any] | None = None,
     hyperparameters: Mapping[str, Any] | None = None,
     environment: Mapping[str, str] | None = None,
@@ -152,13 +155,9 @@ def evaluate(
     champion_group: str | None = None,
     registry_dir: str | os.PathLike[str] | None = None,
     sink: Callable[[str, bool], None] | None = None,
-    role: str | None = None,
-    image_uri: str | None = None,
-    instance_type: str | None = None,
-    job_name: str | None = None,
-    code_uri: str | None = None,
     client_factory: Callable[[str], Any] | None = None,
     region: str | None = None,
+    **settings: Any,
 ) -> EvaluationResult:
     """Evaluate a model and check its gates.
 
@@ -171,8 +170,8 @@ def evaluate(
             SageMaker: exactly one channel, an S3 prefix.
         output_dir: where ``metrics.json`` and the script's other files go (an S3 prefix on SageMaker).
         gate: None, a gate (``"accuracy >= 0.95"``, a mapping) or a list of gates; see `trainops.steps.gate`.
-        backend: a backend (None: the default) or a named one; ``backend_options``: the one mapping of its settings
-            (`trainops.backends.get_backend`).
+        backend: a backend (None: the default) or a named one, or a backend already opened; ``backend_options``:
+            the one mapping of its settings (`trainops.backends.get_backend`).
         hyperparameters: passed to the script as ``--key value``.
         environment: extra environment variables for the script.
         timeout: seconds the script may run (local: then its process group is stopped; SageMaker: the job's
@@ -182,25 +181,27 @@ def evaluate(
         champion_group: the registry group to look the champion up in, when ``champion`` is not given.
         registry_dir: the local registry (default ``$TRAINOPS_HOME/registry``).
         sink: receives each output line of a local run (default: printed).
-        role, image_uri, instance_type, job_name, code_uri, client_factory, region: SageMaker only: the processing
-            job's role, image (normally the training job's), instance type and name, where the code is uploaded
-            (default ``<output_dir>/code``); see `trainops.backends.sagemaker.backend.SageMakerBackend.evaluate`.
+        client_factory, region: the backend's context (AWS clients; the region).
+        settings: the backend's evaluation settings (`Backend.EVALUATION_SETTINGS`; SageMaker: the processing job's
+            ``role``, ``image_uri`` (normally the training job's), ``instance_type``, ``job_name`` and ``code_uri``,
+            where the code is uploaded, default ``<output_dir>/code``); a setting the backend does not take is a
+            `SpecError` naming it (None values: not given).
 
     Raises:
         SpecError: bad input (exit code 2), naming the field.
         JobFailed: the script failed, timed out, or wrote no usable metrics (exit code 1).
     """
-    from trainops.backends.api import get_backend
+    from trainops.backends.api import Backend, get_backend
 
-    chosen = get_backend(backend, options=backend_options, source="evaluation", registry_dir=registry_dir,
-                         client_factory=client_factory, region=region)
+    chosen = backend if isinstance(backend, Backend) else get_backend(
+        backend, options=backend_options, source="evaluation", registry_dir=registry_dir,
+        client_factory=client_factory, region=region)
     gates = parse_gates(gate)
     # Resolve the champion before the (possibly long) evaluation, so a missing group fails fast.
     champion_metrics, champion_version = _champion_metrics(needs_champion(gates), champion, champion_group, chosen)
     result = chosen.evaluate(entry_point=entry_point, source_dir=source_dir, model_artifact=model_artifact,
                              channels=channels, output_dir=output_dir, hyperparameters=hyperparameters,
-                             environment=environment, timeout=timeout, sink=sink, role=role, image_uri=image_uri,
-                             instance_type=instance_type, job_name=job_name, code_uri=code_uri)
+                             environment=environment, timeout=timeout, sink=sink, **settings)
     return _gated(result, gates, champion_metrics, champion_version)
 
 

@@ -156,28 +156,32 @@ class PipelinePlan:
             "evaluate_gate": evaluate.gate if evaluate else None,
             "evaluate_on_gate_failure": evaluate.on_gate_failure if evaluate else None,
             "evaluate_timeout": evaluate.timeout if evaluate else None,
-            "evaluate_role": evaluate.settings.get("role") if evaluate else None,
-            "evaluate_image_uri": evaluate.settings.get("image_uri") if evaluate else None,
+            "evaluate_settings": _without_region(evaluate.settings) if evaluate else {},
             "register_group": register.group if register else None,
             "register_approval": register.approval if register else None,
             "register_registry_dir": register.registry_dir if register else None,
             "register_description": register.description if register else "",
-            "register_image_uri": register.settings.get("image_uri") if register else None,
+            "register_settings": _without_region(register.settings) if register else {},
         }
 
 
-#: What the evaluate and register steps take of a backend's `pipeline_settings`.
-EVALUATE_SETTINGS = ("role", "image_uri", "region")
-REGISTER_SETTINGS = ("image_uri", "region")
-
-
 def step_settings(backend: Any, spec: Any, region: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(evaluate settings, register settings) a backend derives from the training spec: on SageMaker the training
-    job's role and image and the region; nothing locally. The runner, the DAG and the KFP components all call this,
-    so their defaults are one. ``spec``: the JobSpec, or a function returning it (read only when needed)."""
+    """(evaluate settings, register settings) a backend derives from the training spec (`Backend.pipeline_settings`:
+    on SageMaker the training job's role and image and the region; nothing locally), each step's the ones the
+    backend declares it takes (``EVALUATION_SETTINGS``, ``REGISTRATION_SETTINGS``), with the region. The runner,
+    the DAG and the KFP components all call this, so their defaults are one. ``spec``: the JobSpec, or a function
+    returning it (read only when needed)."""
     settings = backend.pipeline_settings(spec, region)
-    return ({key: settings[key] for key in EVALUATE_SETTINGS if key in settings},
-            {key: settings[key] for key in REGISTER_SETTINGS if key in settings})
+
+    def taken(names: frozenset[str]) -> dict[str, Any]:
+        return {key: value for key, value in settings.items() if key in names or key == "region"}
+
+    return taken(backend.EVALUATION_SETTINGS), taken(backend.REGISTRATION_SETTINGS)
+
+
+def _without_region(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A step's settings as an operator takes them (the region is the plan's own key)."""
+    return {key: value for key, value in settings.items() if key != "region"}
 
 
 def options_of(pipeline: Any, backend: str, given: Mapping[str, Any] | None = None) -> dict[str, Any]:

@@ -68,15 +68,16 @@ def _masked(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _backend(backend: str | None, approval: str, options: Mapping[str, Any] | None = None,
+def _backend(backend: str | Backend | None, approval: str, options: Mapping[str, Any] | None = None,
              **context: Any) -> Backend:
-    """The backend, after checking it and the approval status together (one error lists both problems)."""
-    from trainops.backends.api import get_backend
+    """The backend (one already opened, or opened now), after checking it and the approval status together (one
+    error lists both problems)."""
+    from trainops.backends.api import Backend, get_backend
 
     problems = []
     chosen = None
     try:
-        chosen = get_backend(backend, options=options, **context)
+        chosen = backend if isinstance(backend, Backend) else get_backend(backend, options=options, **context)
     except SpecError as error:
         problems.extend(error.problems)
     if approval not in APPROVAL_STATUSES:
@@ -94,15 +95,14 @@ def register(
     group: str,
     spec: Any = None,
     approval: str = "Approved",
-    backend: str | None = None,
+    backend: str | Backend | None = None,
     backend_options: Mapping[str, Any] | None = None,
     registry_dir: str | os.PathLike[str] | None = None,
     job_name: str | None = None,
     description: str = "",
-    image_uri: str | None = None,
-    metrics_uri: str | None = None,
     client_factory: Callable[[str], Any] | None = None,
     region: str | None = None,
+    **settings: Any,
 ) -> dict[str, Any]:
     """Register a model version (once per training job: a job already registered in the group returns its
     version, with ``already_registered`` true); return ``{"backend", "group", "version", "approval_status",
@@ -122,14 +122,15 @@ def register(
             (`trainops.backends.get_backend`).
         registry_dir: the local registry (default ``$TRAINOPS_HOME/registry``).
         job_name: the training job that produced the model.
-        image_uri: SageMaker only: the inference image of the model package.
-        metrics_uri: SageMaker only: where the metrics JSON is written (default: ``model-metrics.json`` beside the
-            artifact).
+        settings: the backend's registration settings (`Backend.REGISTRATION_SETTINGS`; SageMaker: ``image_uri``,
+            the inference image of the model package, and ``metrics_uri``, where the metrics JSON is written,
+            default ``model-metrics.json`` beside the artifact); one the backend does not take is a `SpecError`
+            naming it (None values: not given).
     """
     chosen = _backend(backend, approval, backend_options, registry_dir=registry_dir, client_factory=client_factory,
                       region=region)
     version = chosen.register(model_artifact=model_artifact, metrics=metrics, group=group, approval=approval,
                               spec_data=spec_as_json(spec), description=description, job_name=job_name,
-                              image_uri=image_uri, metrics_uri=metrics_uri)
+                              **settings)
     registered: dict[str, Any] = version.to_dict()
     return registered

@@ -19,14 +19,17 @@ so hostile or broken input can never pass a pipeline silently. Unknown options r
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainops.errors import Problem, SpecError
+
+if TYPE_CHECKING:
+    from trainops.backends.api import Backend
 
 #: Backend settings (`get_backend`'s context) the stage step accepts besides each backend's own staging options.
 CONTEXT_OPTIONS = frozenset({"client_factory", "region", "profile"})
 
-def stage(source: str, destination: str, *, backend: str | None = None,
+def stage(source: str, destination: str, *, backend: str | Backend | None = None,
           backend_options: Mapping[str, Any] | None = None, **options: Any) -> dict[str, Any]:
     """Stage ``source`` into ``destination`` with ``backend`` and return the report (the seam's
     `trainops.backends.api.StageReport`) as a JSON-able dict.
@@ -42,7 +45,7 @@ def stage(source: str, destination: str, *, backend: str | None = None,
     Raises `SpecError` for bad input (unknown backend or option, malformed source or destination) and `JobFailed`
     when staging fails, or (``strict``, the default) when any file was refused or failed.
     """
-    from trainops.backends.api import get_backend
+    from trainops.backends.api import Backend, get_backend
 
     context = {key: options.pop(key) for key in CONTEXT_OPTIONS if key in options}
     profile = context.pop("profile", None)
@@ -50,7 +53,7 @@ def stage(source: str, destination: str, *, backend: str | None = None,
         from trainops.aws.clients import default_client_factory
 
         context["client_factory"] = default_client_factory(context.get("region"), profile)
-    chosen = get_backend(backend, options=backend_options, **context)
+    chosen = backend if isinstance(backend, Backend) else get_backend(backend, options=backend_options, **context)
     allowed = stage_options(chosen)
     unknown = sorted(set(options) - allowed)
     if unknown:

@@ -15,6 +15,7 @@ isolate_airflow_home()
 import pytest  # noqa: E402
 from airflow.sdk.exceptions import AirflowException, AirflowFailException  # noqa: E402
 
+from trainops.backends.sagemaker.console import training_job_console_url  # noqa: E402
 from trainops.errors import JobFailed, Problem, SpecError  # noqa: E402
 from trainops.operators.common import airflow_error, check_backend, task_job_name, translated_errors  # noqa: E402
 from trainops.operators.lineage import (  # noqa: E402
@@ -24,7 +25,6 @@ from trainops.operators.lineage import (  # noqa: E402
     remember_lineage,
     training_datasets,
 )
-from trainops.operators.links import training_job_console_url  # noqa: E402
 from trainops.operators.provider import get_provider_info  # noqa: E402
 from trainops.spec.names import valid_job_name  # noqa: E402
 from trainops.steps.train import load_spec  # noqa: E402
@@ -159,25 +159,32 @@ def test_operators_retry_twice_a_minute_apart_unless_the_task_or_the_dag_says_ot
     assert (from_dag.retries, from_dag.retry_delay.total_seconds()) == (5, 60)
 
 
-def test_the_training_logs_and_processing_job_links_point_at_the_job():
+def test_the_links_are_the_ones_the_tasks_backend_declares():
+    from trainops.backends import get_backend
     from trainops.operators.links import (
-        ProcessingJobLink,
-        SageMakerTrainingJobLink,
+        EvaluationJobLink,
+        ModelVersionLink,
+        TrainingJobLink,
         TrainingLogsLink,
-        remember_console_job,
-        remember_link,
+        remember_links,
     )
 
     class Task:
         pass
 
     task = Task()
+    sagemaker = get_backend("sagemaker", region="us-east-1", client_factory=lambda service: None)
     assert TrainingLogsLink().get_link(task, ti_key=None) == ""  # nothing known yet: no link
-    remember_console_job(task, "digits-1", "eu-west-1")
-    remember_link(task, "processing_job", "evaluate-1", "eu-west-1")
-    remember_link(task, "processing_job", "ignored", None)  # no region: no console page, the first one stays
+    remember_links(task, sagemaker, "training", "digits-1", {"region": "eu-west-1"})
+    remember_links(task, sagemaker, "evaluation", "evaluate-1", {})  # the backend's own region
+    remember_links(task, sagemaker, "model", "arn:aws:sagemaker:ap-south-1:1:model-package/digits/3")
     logs = TrainingLogsLink().get_link(task, ti_key=None)
     assert logs.startswith("https://console.aws.amazon.com/cloudwatch/home?region=eu-west-1#logsV2:log-groups/")
     assert "$252Faws$252Fsagemaker$252FTrainingJobs" in logs and "digits-1" in logs
-    assert SageMakerTrainingJobLink().get_link(task, ti_key=None).endswith("#/jobs/digits-1")
-    assert ProcessingJobLink().get_link(task, ti_key=None).endswith("#/processing-jobs/evaluate-1")
+    assert TrainingJobLink().get_link(task, ti_key=None).endswith("region=eu-west-1#/jobs/digits-1")
+    assert EvaluationJobLink().get_link(task, ti_key=None).endswith("region=us-east-1#/processing-jobs/evaluate-1")
+    assert "region=ap-south-1#/model-packages/" in ModelVersionLink().get_link(task, ti_key=None)
+    # A backend whose jobs have no page declares none: its links stay empty.
+    local = Task()
+    remember_links(local, get_backend("local"), "training", "digits-1", {"workdir": "/w"})
+    assert TrainingJobLink().get_link(local, ti_key=None) == ""

@@ -135,14 +135,15 @@ def test_a_bad_evaluation_timeout_fails_without_retry_naming_the_field(evaluatio
         operator.execute({"ti": FakeTI()})
 
 
-def test_the_processing_job_link_names_a_sagemaker_evaluations_job_and_a_local_one_has_none():
-    from trainops.operators.evaluate import remember_evaluation_job
-    from trainops.operators.links import ProcessingJobLink
+def test_the_evaluation_link_is_the_one_its_backend_declares_and_a_local_one_has_none():
+    from trainops.backends import get_backend
+    from trainops.operators.links import EvaluationJobLink, remember_links
 
     op = EvaluateModelOperator(task_id="evaluate", entry_point="e.py", model_artifact="s3://b/m.tar.gz",
                                channels={"test": "s3://b/t/"}, output_dir="s3://b/e/", region_name="eu-west-1")
-    remember_evaluation_job(op, {"backend": "local", "job_name": None})
-    assert ProcessingJobLink().get_link(op, ti_key=None) == ""
-    remember_evaluation_job(op, {"backend": "sagemaker", "job_name": "evaluate-0123456789"})
-    assert ProcessingJobLink().get_link(op, ti_key=None) == (
+    remember_links(op, get_backend("local"), "evaluation", "evaluate-1")
+    assert EvaluationJobLink().get_link(op, ti_key=None) == ""
+    sagemaker = get_backend("sagemaker", region="eu-west-1", client_factory=lambda service: None)
+    remember_links(op, sagemaker, "evaluation", "evaluate-0123456789")
+    assert EvaluationJobLink().get_link(op, ti_key=None) == (
         "https://console.aws.amazon.com/sagemaker/home?region=eu-west-1#/processing-jobs/evaluate-0123456789")

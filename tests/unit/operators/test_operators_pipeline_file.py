@@ -38,8 +38,9 @@ def test_hyperparameters_and_backend_overrides(tmp_path, monkeypatch):
     assert steps["backend"] == "sagemaker" and steps["region"] == "eu-west-1"
     assert steps["train_spec"]["hyperparameters"] == {"epochs": 2, "batch_size": 32, "learning_rate": 0.002}
     # Evaluate and register run in the training image (the spec names none: the DLC for it), beside the model in S3.
-    assert steps["evaluate_image_uri"] == steps["register_image_uri"]
-    assert steps["evaluate_image_uri"].startswith("763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-training")
+    assert steps["evaluate_settings"]["image_uri"] == steps["register_settings"]["image_uri"]
+    assert steps["evaluate_settings"]["image_uri"].startswith(
+        "763104351884.dkr.ecr.eu-west-1.amazonaws.com/pytorch-training")
     assert steps["evaluate_output_dir"] == ""
 
 

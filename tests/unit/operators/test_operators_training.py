@@ -21,7 +21,7 @@ from support.stubbed_aws import StubbedAWS  # noqa: E402
 
 from trainops.backends.request.render import render  # noqa: E402
 from trainops.operators import training as training_module  # noqa: E402
-from trainops.operators.links import SageMakerTrainingJobLink  # noqa: E402
+from trainops.operators.links import TrainingJobLink  # noqa: E402
 from trainops.operators.training import DistributedTrainingOperator  # noqa: E402
 from trainops.operators.triggers import JobTrigger  # noqa: E402
 from trainops.spec.names import deterministic_job_name  # noqa: E402
@@ -117,7 +117,7 @@ def test_template_fields_cover_the_spec_name_backend_connection_and_region():
     for field in ("spec", "job_name", "backend", "aws_conn_id", "region_name"):
         assert field in op.template_fields
         assert hasattr(op, field)
-    assert any(isinstance(link, SageMakerTrainingJobLink) for link in op.operator_extra_links)
+    assert any(isinstance(link, TrainingJobLink) for link in op.operator_extra_links)
 
 
 def test_init_only_assigns_so_a_bad_spec_fails_in_execute_not_at_parse_time():
@@ -238,7 +238,7 @@ def test_execute_complete_returns_small_json_on_success_and_sets_the_console_lin
                       "reattached": False, "region": "us-east-1"}
     assert cost["attempts"] == 1
     assert cost["total"] == pytest.approx(120 * 2 * hourly_price("ml.p4d.24xlarge", "us-east-1") / 3600, rel=1e-4)
-    link = SageMakerTrainingJobLink().get_link(op, ti_key=None)
+    link = TrainingJobLink().get_link(op, ti_key=None)
     assert link == f"https://console.aws.amazon.com/sagemaker/home?region=us-east-1#/jobs/{NAME}"
 
 

@@ -93,6 +93,7 @@ def test_serialize_round_trips():
     assert kwargs == {"handle": handle(), "kind": "training", "aws_conn_id": "aws_training",
                       "poll_seconds": 0, "max_run": 7200, "max_wait": 9000, "grace_seconds": 600,
                       "started_at": 1234.5, "reattached": False, "base_name": None, "stream_logs": False,
+                      "backend_choice": None,
                       "log_lines_per_poll": 500, "guards": None}
 
 
@@ -264,7 +265,7 @@ def test_the_trigger_gives_up_after_max_run_plus_grace_counted_from_its_first_st
                          started_at=time.time() - 60, stream_logs=False)
     event = local_first_event(trigger)
     assert (event["status"], event["job_status"]) == ("timeout", "InProgress")
-    assert f"trainops stop slow-job --workdir {tmp_path}" in event["message"]
+    assert f"trainops stop slow-job --backend local -o workdir={tmp_path}" in event["message"]
 
 
 def test_the_trigger_streams_a_running_local_jobs_log_lines_as_they_come(tmp_path):

@@ -99,7 +99,7 @@ def test_the_three_front_ends_take_the_same_defaults(tmp_path, backend):
                                                 places(str(source.directory), str(workdir)), model, "digits-1", "")
 
     shared = runner.to_dict()
-    for key in ("backend", "workdir", "region", "evaluate_role", "evaluate_image_uri", "register_image_uri",
+    for key in ("backend", "workdir", "region", "evaluate_settings", "register_settings", "backend_options",
                 "evaluate_gate", "evaluate_timeout", "evaluate_channels", "evaluate_source_dir", "register_group",
                 "register_approval", "register_registry_dir", "train_channels", "stage_source", "stage_destination"):
         assert dag[key] == shared[key], key

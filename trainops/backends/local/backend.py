@@ -42,7 +42,6 @@ class LocalBackend(Backend):
     """
 
     name = "local"
-    remote = False  # jobs run on this machine: local channel paths, logs and processes are here
     Options = LocalOptions
     CONTEXT = frozenset({"workdir", "registry_dir", "client_factory", "region"})
     capabilities = frozenset({"evaluate", "register", "stage", "run_here", "browse_registry", "start_evaluation"})
@@ -111,6 +110,12 @@ class LocalBackend(Backend):
 
     def location(self) -> dict[str, str]:
         return {"workdir": self.workdir} if self.workdir else {}
+
+    def channel_sources(self) -> dict[str, str]:
+        """The local directories given for the spec's channels (``channel_overrides``)."""
+        chosen = self.options()
+        assert isinstance(chosen, LocalOptions)
+        return dict(chosen.channel_overrides or {})
 
     def where(self) -> str:
         """The directory of this backend's job records."""

@@ -79,7 +79,6 @@ class SageMakerBackend(Backend):
     """
 
     name = "sagemaker"
-    remote = True  # jobs run in SageMaker: channels are S3 / FSx, logs are CloudWatch's, a job has a console page
     Options = SageMakerOptions
     capabilities = frozenset({"evaluate", "register", "stage", "metrics", "start_evaluation", "start_stage"})
     EVALUATION_SETTINGS = frozenset({"role", "image_uri", "instance_type", "job_name", "code_uri", "poll_seconds",
@@ -162,6 +161,12 @@ class SageMakerBackend(Backend):
 
     def location(self) -> dict[str, str]:
         return {"region": self.region} if self.region else {}
+
+    def links(self, kind: str, name: str, location: Mapping[str, str] | None = None) -> dict[str, str]:
+        """The AWS console pages of the job (`trainops.backends.sagemaker.console`)."""
+        from trainops.backends.sagemaker.console import links
+
+        return links(kind, name, (location or {}).get("region") or self.region)
 
     def _upload_code(self, spec: Any, request: dict[str, Any], name: str, launcher: str) -> None:
         from trainops.backends.sagemaker import uploads

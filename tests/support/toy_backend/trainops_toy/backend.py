@@ -1,0 +1,169 @@
+"""`ToyBackend`: each training job is a process of this machine (`trainops_toy.runner`) under ``<root>/jobs/<name>``,
+with a state file, a log and a model directory, so its status, logs and stop are real. It declares what a front end
+needs and nothing more: its options type, its context (``root``), what it cannot do (no evaluation, registry or
+staging). trainops finds it through the ``trainops.backends`` entry point and is not edited for it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from trainops.backends.api import Backend, JobHandle, JobResult
+from trainops.backends.options import BackendOptions
+from trainops.backends.states import JobStatus
+from trainops.errors import Problem, SpecError
+
+#: A marker file under the root: the next create call starts its job, then loses its answer (once), as a worker that
+#: dies right after the call would: the test of a retry that re-attaches.
+LOSE_NEXT_ANSWER = "lose-next-create-answer"
+
+
+@dataclass(frozen=True)
+class ToyOptions(BackendOptions):
+    """Options of a toy job: ``colour`` (handed to the job as TOY_COLOUR), ``priority`` (a whole number, kept)."""
+
+    backend: ClassVar[str] = "toy"
+
+    colour: str | None = None
+    priority: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.priority is not None and (isinstance(self.priority, bool) or not isinstance(self.priority, int)):
+            raise SpecError(Problem("priority", f"{self.priority!r} is not a whole number"))
+
+
+class ToyBackend(Backend):
+    """Jobs as processes of this machine, under ``root`` (default ``$TRAINOPS_HOME/toy``)."""
+
+    name = "toy"
+    Options = ToyOptions
+    CONTEXT = frozenset({"root"})
+    WAIT_GRACE_SECONDS = 60.0
+
+    def __init__(self, root: str | None = None):
+        from trainops.home import trainops_home
+
+        self.root = Path(root) if root else trainops_home() / "toy"
+
+    # --- where jobs live ---------------------------------------------------------------------------------------
+    def location(self) -> dict[str, str]:
+        return {"root": str(self.root)}
+
+    def where(self) -> str:
+        return str(self.root / "jobs")
+
+    def _job(self, handle_or_name: JobHandle | str) -> Path:
+        if isinstance(handle_or_name, JobHandle):
+            root = Path(handle_or_name.location.get("root") or self.root)
+            return root / "jobs" / handle_or_name.job_name
+        return self.root / "jobs" / handle_or_name
+
+    def _record(self, handle: JobHandle | str) -> dict[str, Any]:
+        path = self._job(handle) / "status.json"
+        if not path.exists():
+            raise SpecError(Problem("job_name", f"no toy job {path.parent.name!r} in {path.parent.parent}"))
+        record: dict[str, Any] = json.loads(path.read_text())
+        return record
+
+    # --- training jobs -------------------------------------------------------------------------------------------
+    def dry_run(self, spec: Any, name: str, options: BackendOptions) -> dict[str, Any]:
+        assert isinstance(options, ToyOptions)
+        source = Path(spec.source_dir or ".")
+        if not (source / spec.entry_point).is_file():
+            raise SpecError(Problem("entry_point", f"{spec.entry_point} is not a file in {source}"), "toy job")
+        return {"job_name": name, "entry_point": spec.entry_point, "source_dir": str(source.resolve()),
+                "environment": dict(spec.environment or {}), "colour": options.colour, "priority": options.priority}
+
+    def _create(self, spec: Any, name: str, options: BackendOptions, *, detached: bool, log: Any) -> JobHandle:
+        job = self._job(name)
+        job.mkdir(parents=True)
+        (job / "job.json").write_text(json.dumps(self.dry_run(spec, name, options)))
+        (job / "status.json").write_text(json.dumps({"status": "InProgress", "created": time.time()}))
+        subprocess.Popen([sys.executable, "-m", "trainops_toy.runner", str(job)], start_new_session=True,
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        log(f"[toy] started job {name} in {job}")
+        marker = self.root / LOSE_NEXT_ANSWER
+        if marker.exists():
+            marker.unlink()
+            raise RuntimeError(f"toy: the answer to creating {name} was lost (the job runs)")
+        return self.handle(name, created=True)
+
+    def _reattach(self, spec: Any, placement: Any, options: BackendOptions, log: Any) -> JobHandle:
+        """Follow the job of that name; each re-attach is noted in the job's ``attached.log`` (tests wait on it)."""
+        with open(self._job(placement.job_name) / "attached.log", "a") as noted:
+            noted.write(f"{time.time()}\n")
+        return super()._reattach(spec, placement, options, log)
+
+    def status_of(self, name: str) -> JobStatus | None:
+        path = self._job(name) / "status.json"
+        return JobStatus.parse(json.loads(path.read_text())["status"]) if path.exists() else None
+
+    def describe(self, handle: JobHandle) -> JobResult:
+        record = self._record(handle)
+        job = self._job(handle)
+        if (job / "attached.log").exists():  # each look after a re-attach is noted (tests wait on the trigger's)
+            with open(job / "looks-after-attach.log", "a") as noted:
+                noted.write(f"{time.time()}\n")
+        settings = json.loads((self._job(handle) / "job.json").read_text())
+        started, ended = record.get("started"), record.get("ended")
+        return JobResult("toy", handle.job_name, JobStatus.parse(record.get("status")),
+                         secondary_status=record.get("status"), failure_reason=record.get("failure_reason"),
+                         model_artifact=record.get("model_artifact"),
+                         duration_seconds=(ended - started) if started and ended else None,
+                         reattached=not handle.created,
+                         details={"colour": settings.get("colour"), "priority": settings.get("priority"),
+                                  "runner_pid": record.get("runner_pid"), "exit_code": record.get("exit_code")})
+
+    def wait(self, handle: JobHandle, *, log: Any = None, guards: Any = None) -> JobResult:
+        while True:
+            result = self.describe(handle)
+            if result.status.terminal:
+                return result
+            time.sleep(0.2)
+
+    def stop(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
+        record = self._record(handle)
+        if JobStatus.parse(record.get("status")).terminal or not record.get("runner_pid"):
+            return f"{handle.job_name}: {record.get('status')}"
+        try:
+            os.killpg(int(record["runner_pid"]), signal.SIGTERM)
+        except ProcessLookupError:
+            return f"{handle.job_name}: already ended"
+        return f"{handle.job_name}: stopping ({reason})"
+
+    def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
+        cursor: dict[str, Any] | None = None
+        while True:
+            lines, cursor = self.log_lines(handle, cursor)
+            yield from lines
+            if not follow or (not lines and self.describe(handle).status.terminal):
+                return
+            if not lines:
+                time.sleep(0.2)
+
+    def log_lines(self, handle: JobHandle, cursor: Mapping[str, Any] | None = None, *, limit: int = 1000
+                  ) -> tuple[list[str], dict[str, Any]]:
+        path = self._job(handle) / "output.log"
+        offset = int((cursor or {}).get("offset", 0))
+        if not path.exists():
+            return [], {"offset": offset}
+        with open(path, "rb") as file:
+            file.seek(offset)
+            data = file.read()
+        complete = data[: data.rfind(b"\n") + 1]
+        lines = complete.decode(errors="replace").splitlines()[:limit]
+        used = sum(len(line.encode()) + 1 for line in lines)
+        return [f"[toy] {line}" for line in lines], {"offset": offset + used}
+
+    def render_request(self, spec: Any, job_name: str, *,
+                       options: BackendOptions | Mapping[str, Any] | None = None) -> dict[str, Any]:
+        return self.dry_run(spec, job_name, self.options(options))

@@ -1,0 +1,234 @@
+"""A third backend, installed as a package, runs through every front end with no edit to trainops (issue 38, item 1).
+
+``tests/support/toy_backend`` is a package as a third party would publish one: its own options type, its own context
+(``root``), one entry point in the ``trainops.backends`` group. It is installed with ``pip install --target`` into a
+directory that only this module's processes see (PYTHONPATH): trainops finds it through the entry point alone. Its
+jobs are honest: each is a process of this machine with a state file and a log, so status, logs and stop are real.
+
+The same toy then runs through the command line (run, status, logs, stop with ``-o`` options and a named backend),
+an Airflow DAG under ``dag.test()`` (the train task defers, its first try loses the answer to the create call, the
+retry re-attaches to the job that runs and defers on it), and ``kfp.local`` (``trainops kfp run-local``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from support.airflow_home import airflow_home  # noqa: F401 - the session fixture
+
+pytestmark = [pytest.mark.system, pytest.mark.timeout(600)]
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "tests" / "support" / "toy_backend"
+#: The job's script: prints its colour, waits (jobs named long-*) or for a release file (release-*), then writes a
+#: model.
+TRAIN = """\
+import os, pathlib, sys, time
+print("colour", os.environ["TOY_COLOUR"], "job", os.environ["TOY_JOB_NAME"], flush=True)
+job = pathlib.Path(os.environ["TOY_JOB_DIR"])
+if os.environ["TOY_JOB_NAME"].startswith("long"):
+    (job / "started").write_text("started")
+    time.sleep(3600)
+if os.environ.get("TOY_WAIT_FOR_RELEASE"):
+    while not (job / "release").exists():
+        time.sleep(0.1)
+pathlib.Path(os.environ["TOY_MODEL_DIR"], "model.txt").write_text("trained")
+"""
+
+
+@pytest.fixture(scope="module")
+def toy_path(tmp_path_factory) -> Path:
+    """The toy package installed the way pip installs a distribution (its dist-info holds the entry point), into a
+    directory of its own."""
+    target = tmp_path_factory.mktemp("toy-site")
+    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                           "--no-index", "--target", str(target), str(PACKAGE)],
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PIP_NO_CACHE_DIR": "1"})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert list(target.glob("trainops_toy_backend-*.dist-info/entry_points.txt"))
+    return target
+
+
+@pytest.fixture
+def toy_env(toy_path, tmp_path) -> dict[str, str]:
+    """The environment of a process that sees the toy package (and no file of named backends)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(toy_path), os.environ.get("PYTHONPATH")])),
+            "TRAINOPS_HOME": str(tmp_path / "home"), "TRAINOPS_BACKENDS": os.devnull}
+
+
+@pytest.fixture
+def spec(tmp_path) -> Path:
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "train.py").write_text(TRAIN)
+    path = tmp_path / "spec.yaml"
+    path.write_text(f"name: toy\nentry_point: train.py\nsource_dir: {tmp_path / 'code'}\ninstance_type: ml.m5.large\n")
+    return path
+
+
+def trainops(*arguments: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "trainops.cli", *arguments], capture_output=True, text=True,
+                          timeout=240, env=env, cwd=str(ROOT))
+
+
+def wait_for(predicate, what: str, limit: float = 120.0) -> None:
+    """Poll until ``predicate()`` holds; fail naming ``what`` if it never does (a bound, not a timing check)."""
+    deadline = time.monotonic() + limit
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"never happened: {what}")
+        time.sleep(0.1)
+
+
+def alive(pid: int) -> bool:
+    """Whether the process runs (a zombie nobody reaped has ended)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+def record(root: Path, name: str) -> dict:
+    path = root / "jobs" / name / "status.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def test_the_cli_runs_shows_follows_and_stops_toy_jobs_with_its_options(toy_env, spec, tmp_path):
+    root = tmp_path / "toy-root"
+    listed = trainops("backends", "--json", env=toy_env)
+    assert listed.returncode == 0, listed.stderr
+    toy = {row["name"]: row for row in json.loads(listed.stdout)}["toy"]
+    assert toy["source"].startswith("package") and toy["settings"] == {"colour": "str", "priority": "int",
+                                                                      "root": "str"}
+
+    ran = trainops("run", str(spec), "--backend", "toy", "--job-name", "toy-1", "-o", f"root={root}",
+                   "-o", "colour=blue", "-o", "priority=3", env=toy_env)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "toy-1 (toy)" in ran.stdout and "Completed" in ran.stdout
+    assert (root / "jobs" / "toy-1" / "model" / "model.txt").read_text() == "trained"
+    shown = trainops("status", "toy-1", "--backend", "toy", "-o", f"root={root}", "--json", env=toy_env)
+    assert shown.returncode == 0, shown.stderr
+    status = json.loads(shown.stdout)
+    assert (status["status"], status["colour"], status["priority"]) == ("Completed", "blue", 3)
+    logs = trainops("logs", "toy-1", "--backend", "toy", "-o", f"root={root}", env=toy_env)
+    assert logs.returncode == 0 and "[toy] colour blue job toy-1" in logs.stdout, logs.stderr
+    again = trainops("run", str(spec), "--backend", "toy", "--job-name", "toy-1", "-o", f"root={root}", env=toy_env)
+    assert again.returncode == 0 and (root / "jobs" / "toy-1" / "attached.log").is_file()  # followed, not re-run
+    assert sorted(path.name for path in (root / "jobs").iterdir()) == ["toy-1"]
+
+    # What the toy does not take, or text that is not its type, is refused naming the setting and the backend.
+    refused = trainops("run", str(spec), "--backend", "toy", "--job-name", "toy-2", "-o", f"root={root}",
+                       "-o", "priority=high", "-o", "preflight=false", env=toy_env)
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "priority: 'high' is not a whole number (a setting of the toy backend)" in refused.stderr
+    assert "preflight: is not a setting of the toy backend (its settings: colour, priority, root)" in refused.stderr
+    missing = trainops("status", "toy-9", "--backend", "toy", "-o", f"root={root}", env=toy_env)
+    assert missing.returncode == 2 and f"no job 'toy-9' on the toy backend (looked in {root / 'jobs'})" in \
+        missing.stderr
+
+
+def test_a_named_toy_backend_runs_a_job_detached_and_stop_ends_its_processes(toy_env, spec, tmp_path):
+    root = tmp_path / "team-root"
+    named = tmp_path / "backends.yaml"
+    named.write_text(f"team-toy:\n  backend: toy\n  options: {{root: {root}, colour: red}}\n")
+    env = {**toy_env, "TRAINOPS_BACKENDS": str(named)}
+    started = trainops("run", str(spec), "--backend", "team-toy", "--job-name", "long-1", "--no-wait", env=env)
+    assert started.returncode == 0, started.stdout + started.stderr
+    wait_for(lambda: (root / "jobs" / "long-1" / "started").exists(), "the job's script started")
+    shown = trainops("status", "long-1", "--backend", "team-toy", "--json", env=env)
+    assert json.loads(shown.stdout)["status"] == "InProgress" and json.loads(shown.stdout)["colour"] == "red"
+    pids = [record(root, "long-1")["runner_pid"], record(root, "long-1")["child_pid"]]
+    assert all(alive(pid) for pid in pids)
+    stopped = trainops("stop", "long-1", "--backend", "team-toy", env=env)
+    assert stopped.returncode == 0 and "long-1: stopping" in stopped.stdout, stopped.stderr
+    wait_for(lambda: record(root, "long-1").get("status") == "Stopped", "the job recorded Stopped")
+    wait_for(lambda: not any(alive(pid) for pid in pids), "every process of the job ended")
+    final = json.loads(trainops("status", "long-1", "--backend", "team-toy", "--json", env=env).stdout)
+    assert final["status"] == "Stopped" and final["failure_reason"] == "stopped by SIGTERM"
+
+
+DAG_FILE = """\
+import datetime
+
+from airflow.sdk import DAG
+
+from trainops.operators.training import DistributedTrainingOperator
+
+SPEC = {{"name": "toy", "entry_point": "train.py", "source_dir": {code!r}, "instance_type": "ml.m5.large",
+        "environment": {{"TOY_WAIT_FOR_RELEASE": "1"}}}}
+
+with DAG(dag_id="toy_training", schedule=None) as toy_training:
+    DistributedTrainingOperator(task_id="train", spec=SPEC, backend="toy",
+                                backend_options={{"root": {root!r}, "colour": "green", "priority": "7"}},
+                                deferrable=True, check_interval=0.2, retries=1,
+                                retry_delay=datetime.timedelta(seconds=0))
+"""
+
+
+def test_a_dag_defers_on_a_toy_job_and_its_retry_reattaches(airflow_home, toy_env, tmp_path):  # noqa: F811
+    root = tmp_path / "dag-root"
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "train.py").write_text(TRAIN)
+    root.mkdir()
+    (root / "lose-next-create-answer").write_text("the first try's create call loses its answer")
+    dag_file = tmp_path / "toy_dags.py"
+    dag_file.write_text(DAG_FILE.format(code=str(tmp_path / "code"), root=str(root)))
+    outcome: list = []
+    env = {key: toy_env[key] for key in ("PYTHONPATH", "TRAINOPS_BACKENDS")}
+    runner = threading.Thread(target=lambda: outcome.append(airflow_home.dag_test(
+        dag_file, "toy_training", timeout=480, env=env)))
+    runner.start()
+    try:
+        # The retry found the job the first try created (it runs, held by its release file), re-attached, looked
+        # once and deferred: the trigger's look is the second one after the re-attach.
+        def looked_twice() -> bool:
+            looks = list((root / "jobs").glob("*/looks-after-attach.log")) if (root / "jobs").exists() else []
+            return bool(looks) and len(looks[0].read_text().splitlines()) >= 2
+
+        wait_for(lambda: not runner.is_alive() or looked_twice(), "the trigger looked at the re-attached job",
+                 limit=420)
+    finally:
+        for job in (root / "jobs").iterdir() if (root / "jobs").exists() else []:
+            (job / "release").write_text("go")  # the job may complete now (and never outlives the test)
+        runner.join(timeout=480)
+    assert outcome, "dag.test() did not return"
+    result, done = outcome[0]
+    output = done.stdout + done.stderr
+    assert result is not None, output[-6000:]
+    assert result["tasks"] == {"train": "success"} and result["tries"] == {"train": 2}, output[-6000:]
+    xcom = result["xcom"]["train"]["return_value"]
+    assert (xcom["backend"], xcom["status"], xcom["reattached"]) == ("toy", "Completed", True)
+    jobs = sorted(path.name for path in (root / "jobs").iterdir())
+    assert jobs == [xcom["job_name"]]  # one job: the retry followed it, never created another
+    assert record(root, jobs[0])["status"] == "Completed"
+    assert json.loads((root / "jobs" / jobs[0] / "job.json").read_text())["priority"] == 7  # coerced from "7"
+    assert "the answer to creating" in output  # the first try failed after the job was created
+    assert "deferring: the triggerer waits for toy training job" in output
+    assert not (root / "lose-next-create-answer").exists()
+
+
+def test_kfp_local_runs_a_pipeline_on_the_toy_backend(toy_env, tmp_path):
+    root, work = tmp_path / "kfp-root", tmp_path / "work"
+    (tmp_path / "train.py").write_text(TRAIN)
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(f"name: toy-retrain\nbackend: toy\nworkdir: {work}\n"
+                        f"backend_options: {{root: {root}, colour: purple}}\n"
+                        "steps:\n  train:\n    job_name: toy-kfp-1\n"
+                        "    spec: {entry_point: train.py, source_dir: ., instance_type: ml.m5.large}\n")
+    done = subprocess.run([sys.executable, "-m", "trainops.cli", "kfp", "run-local", str(pipeline), "--backend",
+                           "toy", "-o", "priority=5"], capture_output=True, text=True, timeout=420,
+                          cwd=str(ROOT), env=toy_env)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    assert "[kfp] pipeline toy-retrain: SUCCEEDED" in done.stdout
+    assert record(root, "toy-kfp-1")["status"] == "Completed"
+    settings = json.loads((root / "jobs" / "toy-kfp-1" / "job.json").read_text())
+    assert (settings["colour"], settings["priority"]) == ("purple", 5)  # the file's options and the run's
+    assert (root / "jobs" / "toy-kfp-1" / "model" / "model.txt").read_text() == "trained"
