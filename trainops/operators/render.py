@@ -27,7 +27,8 @@ class RenderTrainingJobOperator(BaseOperator):
         for_task_id: the training task whose job name to show (default: this task's id).
         backend: the training task's backend (a registered or named one; default: the registry's default).
         backend_options: the training task's backend settings (templated), one mapping.
-        launcher, region_name: shorthands for ``backend_options`` ``launcher`` and ``region``.
+        launcher: shorthand for ``backend_options`` ``launcher``; region_name: the region when the spec has none (the
+            deployment's context, handed to any backend).
 
     Returns (XCom): the backend's summary (`Backend.render_summary`; local and SageMaker: ``{job_name, region,
     training_image, instance_type, instance_count, instance_groups, distribution, launcher, channels,
@@ -71,8 +72,9 @@ class RenderTrainingJobOperator(BaseOperator):
             target = self.for_task_id or task_id
             # The same parts as trainops.operators.common.task_job_name, for the training task's id.
             name = deterministic_job_name(self.job_name or spec.name or target, dag_id, target, run_id, map_index)
-            options = with_shorthands(self.backend_options, launcher=self.launcher, region=self.region_name)
-            backend = get_backend(self.backend, options=options, source="backend_options")
+            # The region is the deployment's context (any backend is handed it); the launcher a job option.
+            options = with_shorthands(self.backend_options, launcher=self.launcher)
+            backend = get_backend(self.backend, options=options, source="backend_options", region=self.region_name)
             rendered = backend.render_request(spec, name)
             summary = backend.render_summary(rendered, spec)
         shown = rendered if isinstance(rendered, str) else json.dumps(rendered, indent=2)

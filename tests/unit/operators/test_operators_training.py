@@ -277,7 +277,7 @@ def test_on_kill_leaves_the_job_running_when_the_state_cannot_be_read_and_says_h
     task_state["now"] = ConnectionError("execution API unreachable")
     op.on_kill()
     assert aws.stopped == []
-    assert f"trainops stop {NAME} --backend sagemaker --region us-east-1" in capsys.readouterr().out
+    assert f"trainops stop {NAME} --backend sagemaker -o region=us-east-1" in capsys.readouterr().out
 
 
 def test_on_kill_before_any_job_does_nothing(aws):

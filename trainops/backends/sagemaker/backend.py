@@ -160,7 +160,15 @@ class SageMakerBackend(Backend):
                          created=submitted.created)
 
     def location(self) -> dict[str, str]:
-        return {"region": self.region} if self.region else {}
+        """The region this backend's jobs are in: its own, else that of the clients it was given (an Airflow
+        connection's), so a handle found again and the trigger's event say it."""
+        region = self.region
+        if region is None and self._factory is not None:
+            try:
+                region = _factory_region(self._factory)
+            except Exception:  # noqa: BLE001 - clients that cannot be built say nothing of a region
+                region = None
+        return {"region": region} if region else {}
 
     def links(self, kind: str, name: str, location: Mapping[str, str] | None = None) -> dict[str, str]:
         """The AWS console pages of the job (`trainops.backends.sagemaker.console`)."""
