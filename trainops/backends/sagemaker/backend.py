@@ -165,7 +165,7 @@ class SageMakerBackend(Backend):
         region = self.region
         if region is None and self._factory is not None:
             try:
-                region = _factory_region(self._factory)
+                region = given_clients_region(None, None, self._factory)
             except Exception:  # noqa: BLE001 - clients that cannot be built say nothing of a region
                 region = None
         return {"region": region} if region else {}
