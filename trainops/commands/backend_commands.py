@@ -37,7 +37,9 @@ def backends_command(args: argparse.Namespace) -> int:
                  "default": name == default_backend()}
         try:
             cls = backend_class(name)
-            entry["settings"] = {key: _type_name(hint) for key, hint in sorted(cls.settings().items())}
+            # What text can give (-o): a setting that takes a Python object (a callback) is for code, not listed.
+            entry["settings"] = {key: kind for key, hint in sorted(cls.settings().items())
+                                 if (kind := _type_name(hint)) != "callable"}
             entry["capabilities"] = sorted(cls.capabilities)
         except SpecError as error:  # a package whose backend cannot be imported: listed, with why
             entry["error"] = str(error.problems[0].message if error.problems else error)
