@@ -12,14 +12,15 @@ passed tick). For a retrain now, trigger a run by hand; an asset event starts on
 Every step is described by a pipeline file, by default the digits example (``examples/digits/pipeline.yaml``, found
 beside this DAGs folder in a checkout: ``<dags>/../examples``; elsewhere the Airflow Variable ``trainops_pipeline_dirs``
 names where pipeline files are), the same file ``make run`` runs: the DAG and the command line retrain the same way.
-The default backend is ``local`` (simulated hosts on the worker), so the DAG runs offline:
+The digits pipeline's backend is ``local`` (simulated hosts on the worker), so the DAG runs offline:
 
     airflow dags test retrain_pipeline
 
 Parameters (trigger with config; any other key fails the run's ``prepare`` task, naming the keys it takes):
 ``pipeline_file`` (only inside `PIPELINE_DIRS` or the directories of the Variable ``trainops_pipeline_dirs``: whoever
 may trigger the DAG must not make the worker run another prepare script),
-``backend`` (``local`` | ``sagemaker``; on another than the file's, the file's ``backend_options`` stay out),
+``backend`` (a registered backend or a named one; default: the pipeline file's; on another than the file's, the
+file's ``backend_options`` stay out),
 ``hyperparameters`` (merged over the training spec's, e.g. ``{"epochs": 2}``
 for a quick run) and ``overrides`` (training spec fields; only those in `CONF_OVERRIDABLE`, none by default: the IAM
 role, the image and the output path are the DAG author's). The work directory is the deployment's, never the
@@ -64,7 +65,8 @@ TRAINING_DATA = asset("digits_training_data", "x-trainops://digits/training-data
 #: What a run's conf may set (any other key is refused, naming these).
 PARAMS = {
     "pipeline_file": Param(str(DIGITS_PIPELINE), type="string", description="the pipeline YAML"),
-    "backend": Param("local", enum=["local", "sagemaker"], description="where to train and evaluate"),
+    "backend": Param(None, type=["null", "string"], description="where to train and evaluate: a registered or a "
+                     "named backend (default: the pipeline file's)"),
     "hyperparameters": Param({}, type="object", description="merged over the training spec's"),
     "overrides": Param({}, type="object", description="training spec fields the DAG allows (CONF_OVERRIDABLE)"),
 }

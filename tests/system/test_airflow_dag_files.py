@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from support.airflow_home import REPO, airflow_environment, isolate_airflow_home
@@ -41,7 +42,11 @@ def test_retrain_pipeline_has_the_promised_tasks_order_and_schedule():
     assert schedule.timetable._expression == "0 3 * * 1"  # weekly, Monday 03:00 UTC
     assert dag.catchup is False
     assert isinstance(schedule.asset_condition, Asset) and schedule.asset_condition.name == "digits_training_data"
-    assert dag.params["backend"] == "local"  # offline by default
+    assert dag.params["backend"] is None  # the pipeline file's backend: the default file's is local, offline
+    import yaml
+
+    default = yaml.safe_load(Path(dag.params["pipeline_file"]).read_text())
+    assert default["backend"] == "local"
     assert dag.get_task("train").deferrable is True
     # a retry re-attaches, so every step may retry; the gate is a verdict, not a flaky step
     for task_id in ("prepare", "stage", "train", "evaluate", "register"):

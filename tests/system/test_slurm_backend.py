@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+from support.airflow_home import airflow_home  # noqa: F401 - the session fixture
 from support.slurm_cluster import missing, start_cluster, wait_until
 
 pytestmark = [pytest.mark.system, pytest.mark.skipif(missing() is not None, reason=str(missing()))]
@@ -232,3 +233,62 @@ def test_a_pipeline_file_on_the_slurm_backend_runs_every_step(slurm, tmp_path):
     assert (work / "fsx" / "tiny" / "train" / "data.txt").is_file()  # staged into the shared directory
     assert (work / "registry" / "tiny" / "v1" / "model.tar.gz").is_file()
     assert "gate passed: accuracy = 0.99 >= 0.95" in done.stdout and "tiny version 1 (Approved)" in done.stdout
+
+
+def rest_pipeline(slurm, directory: Path) -> Path:
+    """The tiny pipeline, reaching the cluster through slurmrestd (the file's backend_options), in ``directory``."""
+    directory.mkdir()
+    for path in (SCRIPTS / "pipeline").iterdir():
+        (directory / path.name).write_text(path.read_text())
+    settings = {"shared_dir": str(slurm.shared_dir), "python": sys.executable, "transport": "rest",
+                "rest_url": slurm.rest_url}
+    text = (directory / "pipeline.yaml").read_text().replace("backend: slurm\n",
+                                                           f"backend: slurm\nbackend_options: {json.dumps(settings)}\n")
+    (directory / "pipeline.yaml").write_text(text)
+    return directory / "pipeline.yaml"
+
+
+def test_the_retraining_dag_runs_on_slurm_from_an_airflow_worker_off_the_cluster(slurm, tmp_path,
+                                                                                airflow_home):  # noqa: F811
+    """dags/retrain_pipeline.py under dag.test(), its conf naming a pipeline file whose backend is slurm, reached
+    through slurmrestd with a JWT (no slurm.conf on the worker): stage, a deferred 2-node training job, evaluation
+    and registration."""
+    from support.airflow_home import REPO, AirflowHome
+
+    pipeline = rest_pipeline(slurm, tmp_path / "pipelines")
+    work = slurm.shared_dir / "airflow-work"
+    env = {key: value for key, value in airflow_home.env.items() if key != "SLURM_CONF"}
+    env.update({"SLURM_JWT": slurm.token(), "AIRFLOW_VAR_TRAINOPS_PIPELINE_DIRS": str(pipeline.parent),
+                "AIRFLOW_VAR_TRAINOPS_WORKDIR": str(work)})
+    home = AirflowHome(airflow_home.path, env)
+    outcome, done = home.dag_test(REPO / "dags" / "retrain_pipeline.py", "retrain_pipeline",
+                                  {"pipeline_file": str(pipeline)})
+    assert outcome is not None, f"dag.test() failed:\n{done.stdout[-6000:]}\n{done.stderr[-6000:]}"
+    assert outcome["tasks"] == {task: "success" for task in ("prepare", "stage", "train", "evaluate", "gate",
+                                                              "register")}, outcome["tasks"]
+    train = outcome["xcom"]["train"]["return_value"]
+    assert (train["backend"], train["status"]) == ("slurm", "Completed"), train
+    [job] = slurm_jobs(slurm, train["job_name"])  # one Slurm job, submitted through slurmrestd
+    assert job["job_state"] == "COMPLETED" and job["comment"].startswith("trainops:")
+    record = json.loads((slurm.shared_dir / "jobs" / train["job_name"] / "slurm-job.json").read_text())
+    assert record["transport"] == "rest"
+    assert outcome["xcom"]["evaluate"]["return_value"]["passed"] is True
+    assert outcome["xcom"]["register"]["return_value"]["version"] == 1
+
+
+def test_the_kfp_pipeline_runs_on_slurm(slurm, tmp_path):
+    """`trainops kfp run-local` of the same pipeline file: the KFP components (subprocesses) stage, train on the
+    cluster through slurmrestd, evaluate and register."""
+    pipeline = rest_pipeline(slurm, tmp_path / "pipelines")
+    env = {key: value for key, value in slurm.env.items() if key != "SLURM_CONF"}
+    env.update({"SLURM_JWT": slurm.token(), "TRAINOPS_HOME": str(tmp_path / "home")})
+    done = trainops(slurm, "kfp", "run-local", str(pipeline), "--workdir", str(slurm.shared_dir / "kfp-work"),
+                    "--backend", "slurm", timeout=420, env=env)
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-6000:]
+    trained = [line for line in done.stdout.splitlines() if "train" in line and "SUCCEEDED" in line]
+    assert trained, done.stdout
+    jobs = [job for job in slurm_jobs(slurm) if job["name"].startswith("tiny-")
+            and (slurm.shared_dir / "jobs" / job["name"]).is_dir()
+            and json.loads((slurm.shared_dir / "jobs" / job["name"] / "slurm-job.json").read_text())["transport"]
+            == "rest"]
+    assert jobs and all(job["job_state"] == "COMPLETED" for job in jobs)

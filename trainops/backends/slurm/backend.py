@@ -55,7 +55,8 @@ class SlurmBackend(Backend):
     remote = True  # the job runs on the cluster, not in this process: it outlives whoever submitted it
     Options = SlurmOptions
     CONTEXT = frozenset({*CLUSTER_SETTINGS, "poll_seconds", "client_factory", "registry_dir"})
-    capabilities = frozenset({"evaluate", "register", "browse_registry", "stage", "start_evaluation"})
+    # An evaluation runs where trainops runs: no job to start and follow (no start_evaluation), the task runs it.
+    capabilities = frozenset({"evaluate", "register", "browse_registry", "stage"})
 
     def __init__(self, shared_dir: str | None = None, transport: str | None = None, rest_url: str | None = None,
                  rest_user: str | None = None, rest_token_file: str | None = None,
@@ -303,21 +304,6 @@ class SlurmBackend(Backend):
     def _evaluate(self, **arguments: Any) -> Any:
         """Run the evaluation script on this machine, the model read from the shared directory."""
         return self._here().evaluate(**arguments)
-
-    def start_evaluation(self, **arguments: Any) -> JobHandle:
-        """A detached evaluation on this machine (a local evaluation job in the shared directory: its handle is the
-        local backend's, which the trigger follows)."""
-        self.require("start_evaluation")
-        return self._here().start_evaluation(**arguments)
-
-    def describe_evaluation(self, handle: JobHandle) -> JobResult:
-        return self._here().describe_evaluation(handle)
-
-    def stop_evaluation(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
-        return self._here().stop_evaluation(handle, reason)
-
-    def evaluation_result(self, handle: JobHandle) -> Any:
-        return self._here().evaluation_result(handle)
 
     def evaluation_output(self, workdir: Any, key: str, model_artifact: str | None = None) -> str:
         return self._here().evaluation_output(workdir, key, model_artifact)
