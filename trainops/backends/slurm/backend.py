@@ -52,7 +52,6 @@ class SlurmBackend(Backend):
     """
 
     name = "slurm"
-    remote = True  # the job runs on the cluster, not in this process: it outlives whoever submitted it
     Options = SlurmOptions
     CONTEXT = frozenset({*CLUSTER_SETTINGS, "poll_seconds", "client_factory", "registry_dir"})
     # An evaluation runs where trainops runs: no job to start and follow (no start_evaluation), the task runs it.
