@@ -14,7 +14,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -59,7 +59,8 @@ class SlurmBackend(Backend):
 
     def __init__(self, shared_dir: str | None = None, transport: str | None = None, rest_url: str | None = None,
                  rest_user: str | None = None, rest_token_file: str | None = None,
-                 poll_seconds: float | None = None, client_factory: Any = None, registry_dir: str | None = None):
+                 poll_seconds: float | None = None, client_factory: Callable[[str], Any] | None = None,
+                 registry_dir: str | None = None):
         self.cluster = SlurmCluster(shared_dir=shared_dir, transport=transport, rest_url=rest_url,
                                      rest_user=rest_user, rest_token_file=rest_token_file)
         self.poll_seconds = float(poll_seconds) if poll_seconds else DEFAULT_POLL_SECONDS
