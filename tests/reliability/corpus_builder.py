@@ -389,6 +389,10 @@ spec("rule-instance-group-names-repeat", {"instance_type": None, "instance_group
                                           "distribution": {"torch_distributed": {"enabled": True},
                                                            "instance_groups": ["gpu"]}},
      fields=["instance_groups"], rule="instance_type_is_known")
+spec("rule-instance-count-with-groups", {"instance_type": None, "instance_groups": GPU_GROUPS,
+                                         "distribution": {"torch_distributed": {"enabled": True},
+                                                          "instance_groups": ["gpu"]}},
+     fields=["instance_count"], rule="instance_count_is_not_the_groups")
 spec("rule-groups-unnamed-by-distribution", {"instance_type": None, "instance_groups": GPU_GROUPS},
      fields=["distribution.instance_groups"], rule="instance_groups_named_by_distribution_exist")
 spec("rule-groups-named-but-none-defined", {"distribution": {"torch_distributed": {"enabled": True},

@@ -112,7 +112,9 @@ def test_rerun_resumes_from_the_checkpoint_directory(tmp_path):
     first = run_cli("run", str(spec), "--workdir", str(tmp_path / "work"), "--job-name", "ckpt-1")
     assert first.returncode == 1 and "step 3" in first.stdout
     spec.write_text(spec.read_text().replace("CRASH_AT: '3'", "CRASH_AT: '0'"))
-    second = run_cli("run", str(spec), "--workdir", str(tmp_path / "work"), "--job-name", "ckpt-2")
+    # a new name starts fresh unless asked (issue 39): --resume-from names the job whose checkpoints it continues
+    second = run_cli("run", str(spec), "--workdir", str(tmp_path / "work"), "--job-name", "ckpt-2",
+                     "--resume-from", "ckpt-1")
     assert second.returncode == 0, second.stdout + second.stderr
     assert "resumed at step 3" in second.stdout and "step 4" in second.stdout and "step 1\n" not in second.stdout
     assert "resuming: checkpoint directory" in second.stdout

@@ -438,7 +438,8 @@ def distributions(draw):
 NAMES = st.from_regex(r"[a-z][a-z0-9_]{0,15}", fullmatch=True).filter(
     lambda name: not looks_secret(name) and not name.startswith(("sagemaker_", "trainops_", "mp_parameters")))
 VALUES = st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.floats(allow_nan=False, allow_infinity=False) \
-    | st.text(max_size=20) | st.lists(st.integers(), max_size=3)
+    | st.text(st.characters(blacklist_characters="\x00"), max_size=20) | st.lists(st.integers(), max_size=3)
+# (no NUL in a value: a hyperparameter becomes a command-line argument, which cannot hold one, so the spec refuses it)
 CHANNELS = st.from_regex(r"[a-z][a-z0-9._-]{0,10}", fullmatch=True).filter(
     lambda name: not name.startswith("trainops_"))
 S3 = st.from_regex(r"s3://[a-z0-9]{3,10}/[a-z0-9/]{0,12}", fullmatch=True)
