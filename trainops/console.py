@@ -10,6 +10,7 @@ callback).
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 _MARK = "_trainops_console"
@@ -22,8 +23,24 @@ class _CurrentStdout(logging.Handler):
         try:
             sys.stdout.write(self.format(record) + "\n")
             sys.stdout.flush()
+        except BrokenPipeError:
+            reader_gone()
         except Exception:  # noqa: BLE001 - logging must never break the command
             self.handleError(record)
+
+
+def reader_gone() -> None:
+    """Standard output's reader left (``trainops run ... | head``): what is left to print goes nowhere, quietly.
+
+    The command goes on (a job is not stopped because its reader left) and standard output becomes /dev/null, so
+    neither later lines nor the interpreter's flush at exit raise again (the way Python's documentation handles
+    SIGPIPE's absence)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # no real descriptor behind sys.stdout (a test's capture): nothing to point away
+        pass
 
 
 def attach_console(level: int = logging.INFO) -> None:
