@@ -46,12 +46,12 @@ def _local_price(instance_type: str | None, region: str | None) -> float | None:
 
 def attempt_cost(result: Mapping[str, Any], *, instance_type: str | None = None, instance_count: int = 1,
                  region: str | None = None) -> dict[str, Any]:
-    """What one attempt cost: SageMaker's own estimate where the backend made one (billable seconds x instances x
-    price, spot saving included), else the attempt's wall seconds x instance count x the catalog's on-demand price:
-    what the same run would have cost on SageMaker (the `basis` says which)."""
+    """What one attempt cost: the backend's own estimate where it made one (SageMaker: billable seconds x instances
+    x price, spot saving included), else the attempt's billable or wall seconds x instance count x the catalog's
+    on-demand price: what the same run would have cost on SageMaker (the `basis` says which)."""
     estimate = result.get("cost")
     if isinstance(estimate, Mapping) and "estimated_cost" in estimate:
-        return {"basis": "sagemaker-billable", "seconds": result.get("billable_seconds"),
+        return {"basis": estimate.get("basis") or "backend-estimate", "seconds": result.get("billable_seconds"),
                 "cost": estimate.get("estimated_cost"), "on_demand_cost": estimate.get("on_demand_cost"),
                 "spot_saving": estimate.get("spot_saving"),
                 "unknown_prices": list(estimate.get("unknown_prices") or [])}

@@ -67,8 +67,11 @@ def test_known_attempts_are_listed_and_priced_but_not_run_again_nor_charged_to_t
 
 def test_costs_use_sagemakers_estimate_when_present_and_unknown_prices_poison_the_total():
     sagemaker = attempt_cost({"billable_seconds": 1200, "cost": {"estimated_cost": 4.0, "on_demand_cost": 10.0,
-                                                                 "spot_saving": 0.6, "unknown_prices": []}})
+                                                                 "spot_saving": 0.6, "unknown_prices": [],
+                                                                 "basis": "sagemaker-billable"}})
     assert sagemaker["basis"] == "sagemaker-billable" and sagemaker["cost"] == 4.0
+    # the basis is the backend's word: the step names no backend
+    assert attempt_cost({"cost": {"estimated_cost": 1.0}})["basis"] == "backend-estimate"
     unknown = attempt_cost({"duration_seconds": 10}, instance_type="local")
     assert unknown["cost"] is None and unknown["unknown_prices"] == ["local"]
     total = total_cost([sagemaker, unknown])

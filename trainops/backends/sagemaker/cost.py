@@ -36,8 +36,8 @@ class CostEstimate:
     unknown_prices: list[str]
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-able dict."""
-        return asdict(self)
+        """A JSON-able dict; ``basis`` names what the figure rests on (SageMaker's billable seconds)."""
+        return {**asdict(self), "basis": "sagemaker-billable"}
 
 
 def catalog_price(instance_type: str, region: str) -> float | None:
