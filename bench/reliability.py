@@ -20,6 +20,7 @@ import io
 import json
 import os
 import platform
+import re
 import statistics
 import subprocess
 import sys
@@ -590,6 +591,19 @@ SECTIONS = {"bad-input": bad_input, "fuzz": fuzz, "hostile-data": hostile_data, 
             "hostile-files": lambda: __import__("hostile_files_bench").measure()}
 
 
+def summary_rows(text: str) -> list[str]:
+    """The rows of the summary table (the one headed ``| item |``) of a rendered RELIABILITY.md: a section's detail
+    tables further down are rows too, and must not be laid into the summary by `--update`."""
+    lines = text.split("\n")
+    start = next(index for index, line in enumerate(lines) if line.startswith("| item |")) + 2  # past the rule
+    rows = []
+    for line in lines[start:]:
+        if not line.startswith("| "):
+            break
+        rows.append(line)
+    return rows
+
+
 def update_rows(text: str, rows: list[str]) -> str:
     """RELIABILITY.md ``text`` with ``rows`` in its summary table: a row whose item and case are already there
     replaces that line, a new one goes after the table's last row (`--update`: re-measure some sections only)."""
@@ -599,8 +613,9 @@ def update_rows(text: str, rows: list[str]) -> str:
         first_table_end += 1
 
     def key(line: str) -> tuple[str, str]:
+        # A case may carry a count ("Bad input: 344 invalid or hostile files"): a new count is the same row.
         cells = line.split(" | ")
-        return cells[0], cells[1] if len(cells) > 1 else ""
+        return cells[0], re.sub(r"\d+", "#", cells[1]) if len(cells) > 1 else ""
 
     for row in rows:
         found = next((index for index in range(first_table_end + 1) if lines[index].startswith("| ")
@@ -635,9 +650,7 @@ def main() -> int:
         print(f"[reliability] {name}: {measured[name]['section_seconds']} s", file=sys.stderr, flush=True)
     context["load_end"] = os.getloadavg()[0]
     if args.only and args.update:
-        rows = render(measured, context).split("\n")
-        table = [line for line in rows if line.startswith("| ") and not line.startswith("| item |")
-                 and not line.startswith("| --- ")]
+        table = summary_rows(render(measured, context))
         path = REPOSITORY / "RELIABILITY.md"
         text = update_rows(path.read_text(encoding="utf-8"), table)
         note = (f" Sections {', '.join(chosen)} re-measured {context['started']} (load average "
