@@ -5,7 +5,10 @@ dag-processor, triggerer; test_airflow_scheduler.py's ``airflow`` fixture and he
 1. **Clear while running** (the UI's *Clear* through the REST API) of the train task deferred on an InProgress job:
    Airflow cancels the first try's trigger "by user action" and calls its ``on_kill``; the task instance is already
    running again, so the trigger leaves the job to the next try, which re-attaches to it. StopTrainingJob is never
-   called; when the job completes the run succeeds with one job, ``reattached`` in its XCom.
+   called; when the job completes the run succeeds with one job, ``reattached`` in its XCom. Its CloudWatch log,
+   written by the test three lines at a time, reaches the task log once and whole although the triggerer is killed
+   (SIGKILL) and replaced between two batches, the task is cleared between two more, and the last batch is written
+   just before the job completes (the tail between two looks).
 2. **Mark failed** of a deferred train task: the trigger's ``on_kill`` finds the task failed and stops its job
    (StopTrainingJob for that job only).
 
@@ -46,7 +49,7 @@ DAG_FILE = textwrap.dedent('''
 
     with DAG(dag_id="sagemaker_train", schedule=None) as dag:
         DistributedTrainingOperator(task_id="train", spec=json.loads(SPEC_JSON), backend="sagemaker",
-                                    deferrable=True, check_interval=2, stream_logs=False, retries=0)
+                                    deferrable=True, check_interval=2, retries=0)
 ''')
 
 
@@ -105,6 +108,29 @@ def run_state(database: Path, run_id: str) -> str | None:
     return rows[0][0] if rows else None
 
 
+def host_lines(logs, job: str):
+    """Write the job's CloudWatch log (one host) three lines at a time, as the job prints them; yield each batch."""
+    from trainops.backends.sagemaker.logs import LOG_GROUP
+
+    try:
+        logs.create_log_group(logGroupName=LOG_GROUP)
+    except logs.exceptions.ResourceAlreadyExistsException:
+        pass
+    stream = f"{job}/algo-1-1767225600"
+    logs.create_log_stream(logGroupName=LOG_GROUP, logStreamName=stream)
+    for first in (1, 4, 7, 10):
+        batch = [f"line {n} of the job" for n in range(first, first + 3)]
+        now = int(time.time() * 1000)
+        logs.put_log_events(logGroupName=LOG_GROUP, logStreamName=stream,
+                            logEvents=[{"timestamp": now + i, "message": text} for i, text in enumerate(batch)])
+        yield batch
+
+
+def task_log(home: Path, run_id: str, attempt: int) -> str:
+    path = home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}" / "task_id=train" / f"attempt={attempt}.log"
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
 def trigger_log(home: Path, run_id: str, attempt: int) -> str:
     folder = home / "logs" / f"dag_id={DAG_ID}" / f"run_id={run_id}" / "task_id=train"
     return "\n".join(path.read_text(errors="replace") for path in sorted(folder.glob(f"attempt={attempt}.log.trigger*")))
@@ -154,6 +180,16 @@ def test_clearing_a_deferred_sagemaker_task_never_stops_its_job_and_marking_it_f
     job = wait_for(lambda: job_of(cleared), "the job", components)
     # the triggerer runs the first try's trigger (it has looked at the job) before the user clears the task
     wait_for(lambda: "InProgress / Training" in trigger_log(home, cleared, 1), "the first trigger's look", components)
+    logs = boto3.client("logs", endpoint_url=moto_jobs["endpoint"], region_name=REGION, aws_access_key_id="testing",
+                        aws_secret_access_key="testing")
+    batches = iter(host_lines(logs, job))
+    first = next(batches)
+    wait_for(lambda: all(line in trigger_log(home, cleared, 1) for line in first), "the first batch", components)
+    components.kill("triggerer")  # a crash between two batches
+    second = next(batches)
+    components.start("triggerer", "triggerer")
+    wait_for(lambda: all(line in trigger_log(home, cleared, 1) for line in second), "the second batch",
+             components)
     clear_task(env, DAG_ID, cleared, "train")
     wait_for(lambda: try_number(database, DAG_ID, cleared, "train") >= 2
              and state_of(database, cleared) == "deferred", "the cleared task deferred again", components)
@@ -162,6 +198,9 @@ def test_clearing_a_deferred_sagemaker_task_never_stops_its_job_and_marking_it_f
              components)
     assert moto_jobs["stopped"] == [], "clearing the task stopped its job"
     assert moto_jobs["jobs"]()[job].training_job_status == "InProgress"
+    third = next(batches)
+    wait_for(lambda: all(line in trigger_log(home, cleared, 2) for line in third), "the third batch", components)
+    next(batches)  # the job's last lines, then it completes before any look sees it running again
     moto_jobs["complete"](job)
     wait_for(lambda: run_state(database, cleared) in ("success", "failed"), "the cleared run's end", components)
     assert run_state(database, cleared) == "success", components.tail()
@@ -171,6 +210,12 @@ def test_clearing_a_deferred_sagemaker_task_never_stops_its_job_and_marking_it_f
     assert (result["job_name"], result["status"], result["reattached"]) == (job, "Completed", True)
     assert [name for name in moto_jobs["jobs"]() if name not in seen] == [job], "the second try created a job"
     assert moto_jobs["stopped"] == []
+    # every line of the job once in the task log, across both triggerers of the first try and the second try
+    logged = [line for attempt in (1, 2) for line in
+              (trigger_log(home, cleared, attempt) + task_log(home, cleared, attempt)).splitlines()
+              if "] line " in line]
+    messages = sorted(json.loads(line)["event"] for line in logged)
+    assert messages == sorted(f"[algo-1] line {n} of the job" for n in range(1, 13)), messages
     seen.add(job)
 
     # 2. Mark failed while deferred: the user ended the task, its job is stopped.

@@ -13,9 +13,9 @@ import json
 from typing import Any
 
 from trainops.components.paths import Places, parse_json, places
-from trainops.components.report import write_report
 from trainops.components.train_task import load_component_spec, model_location
 from trainops.errors import Problem, SpecError
+from trainops.steps.report import write_report
 
 EVALUATE_KEYS = frozenset({"entry_point", "source_dir", "channels", "hyperparameters", "timeout"})
 

@@ -14,7 +14,9 @@ Waiting (`trainops.operators.deferral`): a backend that can start an evaluation 
 (capability ``start_evaluation``) has the task start the job, named from the task instance (a retry re-attaches),
 and record it (``on_kill`` stops that job), then defer on it through the one trigger (``deferrable=True``, default
 ``[operators] default_deferrable``) or look at it from the worker; the gates are checked when it completed, the
-champion looked up then. Both paths push the same XCom value. Nothing here names a backend.
+champion looked up then. Both paths push the same XCom value, and the report page (the verdict, the metrics, the
+loss curve) as the XCom behind the task's *Evaluation report* link (`trainops.operators.reports`). Nothing here
+names a backend.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from trainops.operators.compat import BaseOperator, SkipMixin
 from trainops.operators.deferral import StartedJobMixin
 from trainops.operators.kills import task_instance_of
 from trainops.operators.lineage import LineageMixin, remember_lineage
-from trainops.operators.links import EvaluationJobLink, remember_links
+from trainops.operators.links import EvaluationJobLink, EvaluationReportLink, remember_links
 
 ON_GATE_FAILURE = ("fail", "skip_downstream", "continue")
 
@@ -107,7 +109,7 @@ class EvaluateModelOperator(StartedJobMixin, LineageMixin, BaseOperator, SkipMix
     )
     template_fields_renderers = {"channels": "json", "hyperparameters": "json", "gate": "json",
                                  "backend_options": "json"}
-    operator_extra_links = (EvaluationJobLink(),)
+    operator_extra_links = (EvaluationJobLink(), EvaluationReportLink())
     ui_color = "#f7ecd5"
 
     def __init__(
@@ -227,8 +229,25 @@ class EvaluateModelOperator(StartedJobMixin, LineageMixin, BaseOperator, SkipMix
         remember_links(self, backend, "evaluation", result.get("job_name"))
         metrics = ", ".join(f"{name}={value:.4g}" for name, value in result["metrics"].items())
         self.log.info("metrics: %s", metrics)
+        self._keep_report(result)
         apply_gate(self, getattr(self, "_context", None) or {}, result, self.on_gate_failure, result=result)
         return result
+
+    def _keep_report(self, result: dict[str, Any]) -> None:
+        """The report page as an XCom of this task instance: the *Evaluation report* link shows it
+        (`trainops.operators.reports`); the evaluation's own files stay where it wrote them."""
+        from trainops.operators.links import REPORT_ATTRIBUTE
+        from trainops.operators.reports import REPORT_KEY, report_page
+
+        ti = task_instance_of(getattr(self, "_context", None))
+        if ti is None:
+            return
+        try:
+            ti.xcom_push(key=REPORT_KEY, value=report_page(result, f"Evaluation of {self.task_id}"))
+        except Exception as error:  # noqa: BLE001 - the report is a view; the metrics and the gate decide
+            self.log.warning("the evaluation report could not be kept for the UI: %s", error)
+            return
+        setattr(self, REPORT_ATTRIBUTE, True)
 
     def _timeout(self) -> float | None:
         """The timeout in seconds; a templated value (an XCom, Jinja) may arrive as text or be empty."""

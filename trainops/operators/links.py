@@ -68,3 +68,26 @@ class ModelVersionLink(_JobLink):
 
     name = "Model version"
     key = "model_job"
+
+
+#: Attribute of an evaluate operator set once its report page is an XCom (`trainops.operators.reports`).
+REPORT_ATTRIBUTE = "_trainops_report"
+
+
+class EvaluationReportLink(BaseOperatorLink):
+    """"Evaluation report": the page of the gate's verdict, the metrics and the loss curve, served by trainops'
+    plugin on the API server (Airflow 3; empty on 2.11, and before the evaluation ended)."""
+
+    name = "Evaluation report"
+
+    def get_link(self, operator: Any, *, ti_key: Any = None) -> str:
+        from trainops.operators.compat import AIRFLOW_2
+
+        if AIRFLOW_2 or ti_key is None or not getattr(operator, REPORT_ATTRIBUTE, False):
+            return ""
+        from airflow.configuration import conf
+
+        from trainops.operators.reports import report_path
+
+        base = (conf.get("api", "base_url", fallback="") or "").rstrip("/")
+        return base + report_path(ti_key.dag_id, ti_key.run_id, ti_key.task_id, getattr(ti_key, "map_index", -1))

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import re
 
-from trainops.components.report import MAX_EMBEDDED_BYTES, render_report, write_report
+from trainops.steps.report import MAX_EMBEDDED_BYTES, render_report, write_report
 
 PNG = base64.b64decode("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJ"
                        "RU5ErkJggg==")

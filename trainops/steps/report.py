@@ -1,4 +1,5 @@
-"""The evaluation report the KFP UI shows: one self-contained HTML page.
+"""The evaluation report: one self-contained HTML page, shown by the KFP UI (the evaluate component's HTML artifact)
+and by Airflow's (the evaluate task's *Evaluation report* link, `trainops.operators.reports`).
 
 The page carries the gate's verdict, every metric, the evaluation's plots (the loss curve...) embedded as base64
 ``data:`` images, and the evaluation script's own report (``report.md`` as text, an HTML report in a sandboxed
