@@ -185,6 +185,10 @@ def test_clearing_a_deferred_sagemaker_task_never_stops_its_job_and_marking_it_f
     batches = iter(host_lines(logs, job))
     first = next(batches)
     wait_for(lambda: all(line in trigger_log(home, cleared, 1) for line in first), "the first batch", components)
+    # the trigger has recorded where the task log stands (just after writing the batch: a crash in between would
+    # repeat that batch, which is the one window the marks leave)
+    wait_for(lambda: query(database, "SELECT val FROM variable WHERE key LIKE 'trainops_log_mark%'"),
+             "the first batch's mark", components)
     components.kill("triggerer")  # a crash between two batches
     second = next(batches)
     components.start("triggerer", "triggerer")

@@ -67,6 +67,9 @@ GUARDED_BACKSTOP_SECONDS = 3600.0
 #: How a task whose wait lost sight of its job re-attaches (`trainops.backends.looks.JobOutOfSight`).
 REATTACH = ("Airflow's next try of this task re-attaches to it (the job is named after the task instance, not the "
             "try): let the task retry, or clear it once the service answers again.")
+#: The soonest a trigger fires after its task deferred (`JobTrigger._hold_early_event`; the reschedule mode's
+#: `MIN_RESCHEDULE_SECONDS` guards against the same scheduler race).
+EVENT_FLOOR_SECONDS = 30.0
 #: What the trigger's on_kill may take: below Airflow's own bound on it (``[triggerer] on_kill_timeout``, 30 s).
 ON_KILL_SECONDS = 25.0
 
@@ -277,6 +280,7 @@ class JobTrigger(BaseTrigger):
             if self.stream_logs:
                 cursor = await self._stream(backend, handle, cursor, LOG_LINES_AFTER_END if ended else None)
             if ended:
+                await self._hold_early_event()
                 return self._ended(result, watch)
             bound = self._bound(result)
             if watch is not None:  # the job's own bound is the watch's; this one, from the trigger's start, a backstop
@@ -301,6 +305,21 @@ class JobTrigger(BaseTrigger):
             # Sooner where the backend says a look is cheap or the job is ending: the task ends within seconds of it.
             pause = await asyncio.to_thread(backend.next_look_seconds, handle, result, self.poll_seconds)
             await asyncio.sleep(max(0.0, min(pause, bound - elapsed)))
+
+    async def _hold_early_event(self) -> None:
+        """In a triggerer, never fire sooner than `EVENT_FLOOR_SECONDS` after the task deferred (``started_at``):
+        Airflow 3.3.2's scheduler fails a task whose deferring try's executor event ("success") arrives after the
+        trigger's event has queued the task again (apache/airflow#71172, seen here: a job completed 4 s after its
+        task deferred, the deferring workload ended 5 s after deferring, and the task was marked failed). Only a
+        job that ends within that time of the deferral waits for it."""
+        if getattr(self, "task_instance", None) is None:
+            return  # no scheduler behind it (a trigger run by hand or by a test)
+        hold = self.started_at + EVENT_FLOOR_SECONDS - time.time()
+        if hold > 0:
+            self.log.info("%s %s ended %.0f s after the task deferred: the event waits %.0f s more, so Airflow has "
+                          "seen the deferring try end (apache/airflow#71172)", KINDS[self.kind], self.job_name,
+                          EVENT_FLOOR_SECONDS - hold, hold)
+            await asyncio.sleep(hold)
 
     def _warm_kill_lookup(self) -> None:
         """Read the task's state once now, so that a kill's look-up (`on_kill`) is answered at once: Airflow 3's
