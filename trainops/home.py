@@ -3,7 +3,7 @@ directory given explicitly (``--workdir``, a pipeline file's ``workdir``).
 
 One small module below everything else, because the spec layer (a pipeline file's ``${workdir}``), the steps and the
 local backend all need the same answer; how the local backend secures the directory is
-`trainops.backends.local.paths`.
+`trainops.backends.hostfs.paths`.
 """
 
 from __future__ import annotations

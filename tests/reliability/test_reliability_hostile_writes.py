@@ -3,7 +3,7 @@
 Another user of this machine (a real account, made with useradd: `support.other_user`) who can write where root's
 job writes its archives plants links under every name trainops uses there, or makes a directory trainops expects
 into a link, or makes the registry directory first and plants a champion in it. Every write goes through
-`trainops.backends.local.safe_fs` (relative to an open directory, no link followed, unguessable temporaries created
+`trainops.backends.hostfs.safe_fs` (relative to an open directory, no link followed, unguessable temporaries created
 exclusively, renamed within the directory), and a registry of another user is refused like a state root.
 """
 
@@ -20,7 +20,7 @@ import pytest
 from local_breaks import cli
 from support import other_user
 
-from trainops.backends.local import safe_fs
+from trainops.backends.hostfs import safe_fs
 
 NAME = "victim-job"
 SECRET = "root's private bytes\n"

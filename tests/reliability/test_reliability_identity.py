@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from trainops.backends.hostfs.locks import try_lock
 from trainops.backends.local import identity, status
-from trainops.backends.local.locks import try_lock
 from trainops.errors import SpecError
 
 

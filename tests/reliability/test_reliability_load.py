@@ -3,7 +3,7 @@ each with its own rendezvous port, job directory and checkpoint directory; and t
 
 Found on the way: the 8 jobs of a sweep shared one checkpoint directory (keyed by the spec's name), so each
 resumed from the others' checkpoints; and two processes running the same job name at once would have shared one
-job directory. Both are locked now (trainops.backends.local.locks).
+job directory. Both are locked now (trainops.backends.hostfs.locks).
 """
 
 from __future__ import annotations

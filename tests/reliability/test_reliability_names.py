@@ -22,7 +22,7 @@ def test_hostile_job_names_are_refused_and_nothing_is_written_outside_the_home(t
 
 
 def test_a_safe_name_is_one_component_and_stays_under_its_root(tmp_path):
-    from trainops.backends.local import paths
+    from trainops.backends.hostfs import paths
     from trainops.errors import SpecError
 
     assert paths.job_dir("digits-1a2b", tmp_path) == tmp_path.resolve() / "jobs" / "digits-1a2b"

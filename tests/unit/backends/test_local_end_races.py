@@ -6,9 +6,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from trainops.backends.hostfs.locks import try_lock
 from trainops.backends.local import identity, logs, status
 from trainops.backends.local.job import LocalJob
-from trainops.backends.local.locks import try_lock
 
 
 def test_a_follower_takes_a_job_that_recorded_and_ended_between_its_checks_for_one_that_ran(tmp_path, monkeypatch):

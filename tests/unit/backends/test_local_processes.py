@@ -9,9 +9,9 @@ import subprocess
 import sys
 import time
 
+from trainops.backends.hostfs.locks import try_lock
 from trainops.backends.local import status
 from trainops.backends.local.identity import own_identity
-from trainops.backends.local.locks import try_lock
 from trainops.backends.local.ports import _locks_dir, reserve_port
 from trainops.backends.local.processes import MARKER, job_processes
 

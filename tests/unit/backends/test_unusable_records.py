@@ -24,7 +24,7 @@ def holding(path: Path):
 
 @pytest.fixture
 def local_job(tmp_path):
-    from trainops.backends.local import paths
+    from trainops.backends.hostfs import paths
 
     job_dir = paths.job_dir("digits-1", str(tmp_path))
     job_dir.mkdir(parents=True, exist_ok=True, mode=0o700)

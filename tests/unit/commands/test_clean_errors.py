@@ -65,7 +65,7 @@ def test_models_commands_refuse_a_registry_that_is_a_file(tmp_path):
 
 
 def test_a_state_directory_that_is_a_file_or_in_proc_is_refused(tmp_path):
-    from trainops.backends.local import paths
+    from trainops.backends.hostfs import paths
     from trainops.errors import SpecError
 
     (tmp_path / "f").write_text("x")

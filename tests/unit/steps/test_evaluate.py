@@ -219,7 +219,7 @@ def test_the_standalone_extraction_opens_files_as_safe_fs_does():
     """model_extract cannot import safe_fs (its text runs where trainops is not installed), so it has its own copy
     of the open flags: they must stay the same."""
     from trainops.backends import model_extract
-    from trainops.backends.local import safe_fs
+    from trainops.backends.hostfs import safe_fs
 
     assert model_extract._NEW_FILE_FLAGS == safe_fs.NEW_FILE_FLAGS
     assert model_extract._DIRECTORY_FLAGS == safe_fs.DIRECTORY_FLAGS

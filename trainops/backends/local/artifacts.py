@@ -2,7 +2,7 @@
 directory) and `output.tar.gz` (its output/data), where `output_path` is the request's OutputDataConfig.S3OutputPath
 (a local path, a file:// URI, or s3://, uploaded through boto3). Written under a temporary name and renamed, so a
 reader never sees half an archive under the final name, even when the disk fills up or is read-only. The output path
-may be a directory other users can write: everything below it goes through `trainops.backends.local.safe_fs`'s
+may be a directory other users can write: everything below it goes through `trainops.backends.hostfs.safe_fs`'s
 writer (no link followed, unguessable temporaries created exclusively, renamed within the open directory)."""
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from trainops.backends.hostfs.paths import safe_component
+from trainops.backends.hostfs.safe_fs import new_temporary, open_destination, write_file_at
 from trainops.backends.local.layout import HostLayout
-from trainops.backends.local.paths import safe_component
-from trainops.backends.local.safe_fs import new_temporary, open_destination, write_file_at
 from trainops.spec.inputs import local_path
 
 Factory = Callable[[str], Any]

@@ -71,9 +71,9 @@ class LocalBackend(Backend):
         directory, an s3:// source that is not a tarball) and what this machine cannot give it
         (`trainops.backends.local.preflight`); nothing is written."""
         assert isinstance(options, LocalOptions)
+        from trainops.backends.hostfs.paths import job_dir
         from trainops.backends.local.job import check_local_spec
         from trainops.backends.local.job_input import from_spec
-        from trainops.backends.local.paths import job_dir
         from trainops.backends.local.preflight import check_local_run
 
         check_local_spec(spec)
@@ -119,7 +119,7 @@ class LocalBackend(Backend):
 
     def where(self) -> str:
         """The directory of this backend's job records."""
-        from trainops.backends.local.paths import jobs_root
+        from trainops.backends.hostfs.paths import jobs_root
 
         return str(jobs_root(self.workdir))
 
@@ -188,7 +188,8 @@ class LocalBackend(Backend):
         return self._watch(handle, guards, None, log)
 
     def _watch(self, handle: JobHandle, guards: Any, stop: Any, log: Log | None) -> Any:
-        from trainops.backends.local import paths, status
+        from trainops.backends.hostfs import paths
+        from trainops.backends.local import status
         from trainops.backends.local.control import request_stop
         from trainops.backends.local.guarding import LocalGuard
 
@@ -294,7 +295,7 @@ class LocalBackend(Backend):
     def evaluation_output(self, workdir: Any, key: str, model_artifact: str | None = None) -> str:
         """``<workdir>/evaluations/<key>`` (the key: the training job's name, or the DAG run's id), wherever the
         model is."""
-        from trainops.backends.local.paths import child, trainops_home
+        from trainops.backends.hostfs.paths import child, trainops_home
 
         return str(child(Path(workdir or trainops_home()) / "evaluations", key, "job_name"))
 

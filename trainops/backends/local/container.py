@@ -79,7 +79,7 @@ def input_data_config(request: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _write_json(path: Path, value: Any) -> None:
-    from trainops.backends.local.safe_fs import write_atomically
+    from trainops.backends.hostfs.safe_fs import write_atomically
 
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(path, json.dumps(value).encode("utf-8"), 0o644)  # an earlier run's host may have left a link
@@ -464,7 +464,7 @@ def isolate(argv: list[str], layout: HostLayout, job_dir: Path, hosts: list[str]
         return [*launcher, *(_to_host(part, layout.base_dir) for part in argv)]
     keep = namespace / f"opt-{layout.name}"
     keep.mkdir(exist_ok=True)
-    from trainops.backends.local.safe_fs import write_atomically
+    from trainops.backends.hostfs.safe_fs import write_atomically
 
     hosts_file = namespace / "hosts"
     if not os.path.isfile(hosts_file) or os.path.islink(hosts_file):  # an earlier run's host could have left one

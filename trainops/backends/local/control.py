@@ -15,8 +15,9 @@ import signal
 import time
 from pathlib import Path
 
-from trainops.backends.local import identity, paths, status
-from trainops.backends.local.safe_fs import read_text, write_atomically
+from trainops.backends.hostfs import paths
+from trainops.backends.hostfs.safe_fs import read_text, write_atomically
+from trainops.backends.local import identity, status
 
 STOP_REQUEST = "stop-request"
 

@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from trainops.backends.local import paths, status
+from trainops.backends.hostfs import paths
+from trainops.backends.local import status
 from trainops.errors import JobFailed, Problem, SpecError
 
 START_TIMEOUT_SECONDS = 120.0
@@ -90,7 +91,7 @@ def _start_supervisor(request: dict, job_dir: Path, timeout: float) -> tuple[lis
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parents[3])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    from trainops.backends.local.safe_fs import open_state_file
+    from trainops.backends.hostfs.safe_fs import open_state_file
 
     with open(open_state_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") as log:  # never via a link
         process = subprocess.Popen([sys.executable, "-m", "trainops.backends.local.supervisor"],
@@ -123,7 +124,7 @@ def _read_handshake(descriptor: int, timeout: float) -> list[str]:
 
 
 def _tail(path: Path, limit: int = 800) -> str:
-    from trainops.backends.local.safe_fs import read_tail_bytes
+    from trainops.backends.hostfs.safe_fs import read_tail_bytes
 
     try:  # the log's last part only, and only a regular file (`trainops.runtime.untrusted`)
         text = read_tail_bytes(path, 4 * limit).decode("utf-8", "replace").strip()

@@ -28,9 +28,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from trainops.backends.local.artifacts import _upload, output_directory
-from trainops.backends.local.layout import HostLayout
-from trainops.backends.local.safe_fs import (
+from trainops.backends.hostfs.safe_fs import (
     DirectoryCache,
     copy_tree_at,
     open_destination,
@@ -39,6 +37,8 @@ from trainops.backends.local.safe_fs import (
     open_regular,
     write_file_at,
 )
+from trainops.backends.local.artifacts import _upload, output_directory
+from trainops.backends.local.layout import HostLayout
 from trainops.spec.inputs import local_path
 
 CONTAINER_BASE = "/opt/ml"

@@ -108,7 +108,7 @@ def contract_environment(channels: Mapping[str, str | os.PathLike[str]],
 
 def read_metrics(path: str | os.PathLike[str]) -> dict[str, float]:
     """Read and check ``metrics.json`` (see `validate_metrics`). Raises `JobFailed` when it is missing or wrong."""
-    from trainops.backends.local.safe_fs import read_bounded
+    from trainops.backends.hostfs.safe_fs import read_bounded
 
     metrics_path = Path(path)
     try:  # the script wrote it: a regular file of at most METRICS_LIMIT_BYTES, never read through a link or a FIFO

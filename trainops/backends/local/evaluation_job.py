@@ -37,14 +37,14 @@ class Stop(BaseException):
 
 
 def jobs_root(workdir: str | os.PathLike[str] | None, create: bool = False) -> Path:
-    from trainops.backends.local.paths import checked_directory, secure_root
+    from trainops.backends.hostfs.paths import checked_directory, secure_root
 
     root = secure_root(workdir, create=create)
     return checked_directory(root / ROOT_NAME, "workdir", create=create)
 
 
 def job_path(name: str, workdir: str | os.PathLike[str] | None, create: bool = False) -> Path:
-    from trainops.backends.local.paths import child
+    from trainops.backends.hostfs.paths import child
 
     return child(jobs_root(workdir, create=create), name, "job_name")
 
@@ -54,7 +54,7 @@ RECORD_LIMIT_BYTES = 16 * 1024 * 1024  # status.json (with the result's file lis
 
 
 def _write(path: Path, value: dict[str, Any]) -> None:
-    from trainops.backends.local.safe_fs import write_atomically
+    from trainops.backends.hostfs.safe_fs import write_atomically
 
     write_atomically(path, json.dumps(value).encode("utf-8"))
 
@@ -73,8 +73,8 @@ def _runner(directory: Path, record: dict[str, Any]) -> int | None:
 def _read_json(path: Path) -> dict[str, Any]:
     """A record of the job's directory, read as what a job may have replaced (bounded, a regular file only); a
     `JobFailed` saying what to do when it is not a JSON object."""
+    from trainops.backends.hostfs.safe_fs import read_bounded
     from trainops.backends.local.identity import forget_hint
-    from trainops.backends.local.safe_fs import read_bounded
 
     try:
         record = json.loads(read_bounded(path, RECORD_LIMIT_BYTES, whole=True).decode("utf-8"))
@@ -108,7 +108,7 @@ def read(name: str, workdir: str | os.PathLike[str] | None) -> dict[str, Any] | 
 def start(name: str, workdir: str | os.PathLike[str] | None, arguments: dict[str, Any]) -> bool:
     """Start the evaluation ``name`` with `run_evaluation`'s ``arguments`` (JSON values), detached; False when a job
     of that name runs or completed (re-attached to instead)."""
-    from trainops.backends.local.locks import try_lock
+    from trainops.backends.hostfs.locks import try_lock
 
     directory = job_path(name, workdir, create=True)
     directory.mkdir(mode=0o700, exist_ok=True)
@@ -122,7 +122,7 @@ def start(name: str, workdir: str | os.PathLike[str] | None, arguments: dict[str
         _write(directory / "request.json", arguments)
         _write(directory / "status.json", {"job_name": name, "status": "InProgress", "written": time.time(),
                                             "timeout": arguments.get("timeout")})
-        from trainops.backends.local.safe_fs import open_state_file
+        from trainops.backends.hostfs.safe_fs import open_state_file
 
         with open(open_state_file(directory / "output.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") as output:
             subprocess.Popen([sys.executable, "-m", "trainops.backends.local.evaluation_job", str(directory)],
@@ -161,7 +161,7 @@ def run(directory: Path) -> int:
     def stopped(signum: int, frame: Any) -> None:
         raise Stop()
 
-    from trainops.backends.local.locks import try_lock
+    from trainops.backends.hostfs.locks import try_lock
 
     signal.signal(signal.SIGTERM, stopped)
     held = try_lock(directory / RUN_LOCK, f"evaluation runner {os.getpid()}")  # released when this process ends

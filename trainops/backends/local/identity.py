@@ -102,7 +102,7 @@ def lock_held(job_dir: Path, lock: str = CONTROLLER_LOCK) -> bool:
     or the job directory's ``lock``.
 
     Probed with a shared, non-blocking lock taken and dropped at once: it never blocks, and a controller taking
-    the lock at that very instant retries (`trainops.backends.local.locks.try_lock`'s `patience`)."""
+    the lock at that very instant retries (`trainops.backends.hostfs.locks.try_lock`'s `patience`)."""
     path = job_dir / lock
     try:  # never blocks: a FIFO there is not a lock (`open_regular`)
         descriptor = open_regular(path)

@@ -25,7 +25,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trainops.backends.local import container, estimator_options, paths, status
+from trainops.backends.hostfs import paths
+from trainops.backends.hostfs.locks import HeldLock, holder, try_lock
+from trainops.backends.local import container, estimator_options, status
 from trainops.backends.local.artifacts import output_location_problem, pack_outputs
 from trainops.backends.local.control import clear_stop_request, request_stop, stop_requested
 from trainops.backends.local.host_console import HostConsole
@@ -40,7 +42,6 @@ from trainops.backends.local.job_result import (  # noqa: F401 - FAILURE_REASON_
     with_output_tail,
 )
 from trainops.backends.local.layout import HostLayout
-from trainops.backends.local.locks import HeldLock, holder, try_lock
 from trainops.backends.local.ports import reserve_port
 from trainops.backends.local.processes import MARKER
 from trainops.backends.local.pump import LogPump

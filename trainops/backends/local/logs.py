@@ -6,8 +6,9 @@ import os
 import time
 from collections.abc import Iterator
 
-from trainops.backends.local import paths, status
-from trainops.backends.local.safe_fs import open_regular
+from trainops.backends.hostfs import paths
+from trainops.backends.hostfs.safe_fs import open_regular
+from trainops.backends.local import status
 
 
 def _shown(host: str, line: str) -> str:

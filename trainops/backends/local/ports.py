@@ -27,7 +27,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from trainops.backends.local.locks import HeldLock
+from trainops.backends.hostfs.locks import HeldLock
 from trainops.errors import JobFailed
 
 EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"

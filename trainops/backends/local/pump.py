@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
-from trainops.backends.local.safe_fs import open_state_file
+from trainops.backends.hostfs.safe_fs import open_state_file
 from trainops.backends.local.secrets import mask
 
 READ_BYTES = 64 * 1024

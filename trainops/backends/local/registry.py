@@ -46,7 +46,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from trainops.backends.local.safe_fs import (
+from trainops.backends.hostfs.safe_fs import (
     UnsafeFile,
     copy_file_at,
     copy_tree_at,
@@ -69,7 +69,7 @@ _VERSION_DIR = re.compile(r"^v([1-9][0-9]*)$")
 def default_registry_dir() -> Path:
     """``registry`` in the local state root (``$TRAINOPS_HOME``, else the user's state directory), read when
     called so that a changed environment takes effect."""
-    from trainops.backends.local.paths import trainops_home
+    from trainops.backends.hostfs.paths import trainops_home
 
     return trainops_home() / "registry"
 
@@ -242,7 +242,7 @@ class LocalRegistry:
         nobody else, in directories nobody else can rename it in, else `SpecError` naming ``registry_dir`` (or
         TRAINOPS_HOME for the default one). Otherwise a user who made it first could serve a planted champion, or
         have a registration write into their directory. ``create``: made mode 0700 when missing."""
-        from trainops.backends.local.paths import checked_directory
+        from trainops.backends.hostfs.paths import checked_directory
 
         return checked_directory(self.root, self.field, ancestors=True, create=create)
 
@@ -270,7 +270,7 @@ class LocalRegistry:
     def _group_directory(self, group: str) -> Path:
         """The group's directory, made (mode 0700) in a checked registry when missing; a link, a file or another
         user's directory there is refused."""
-        from trainops.backends.local.paths import own_directory
+        from trainops.backends.hostfs.paths import own_directory
 
         self.checked_root(create=True)
         return own_directory(self.group_dir(group), self.field)
@@ -420,7 +420,7 @@ class LocalRegistry:
     def _register_copy(self, group: str, source: Path, checked_metrics: dict[str, float], approval: str,
                        spec_data: Any, description: str, job_name: str | None) -> tuple[ModelVersion, bool]:
         """The copy into ``.staging`` and its publication as the next version (see `register_once`)."""
-        from trainops.backends.local.paths import own_directory
+        from trainops.backends.hostfs.paths import own_directory
 
         staging_root = own_directory(self._group_directory(group) / STAGING_DIR, self.field)
         staged = Path(tempfile.mkdtemp(dir=staging_root))  # an unguessable name, created exclusively (mode 0700)

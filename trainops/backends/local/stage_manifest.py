@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 
-from trainops.backends.local.safe_fs import UnsafeFile, read_bounded
+from trainops.backends.hostfs.safe_fs import UnsafeFile, read_bounded
 from trainops.backends.local.stage_names import MANIFEST_NAME, temporary_name
 
 MANIFEST_VERSION = 4

@@ -31,7 +31,7 @@ MANIFEST_NAME = RESERVED_PREFIX + ".json"
 #: Present while a stage writes: a stage that finds it was killed, and removes the temporary files left behind.
 JOURNAL_NAME = RESERVED_PREFIX + "-journal.json"
 #: Temporary files are ``.trainops-stage-<number>-<random>.tmp`` in the directory of their final name: a name nobody
-#: can guess, created exclusively and never through a link (`trainops.backends.local.safe_fs`'s rule for directories
+#: can guess, created exclusively and never through a link (`trainops.backends.hostfs.safe_fs`'s rule for directories
 #: trainops does not own), and recognisable as staging's own when a killed stage left one.
 TEMPORARY_SUFFIX = ".tmp"
 #: The longest file name (one segment) Linux file systems take, in bytes.

@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
-from trainops.backends.local.safe_fs import NEW_FILE_FLAGS, DirectoryCache, UnsafePath
+from trainops.backends.hostfs.safe_fs import NEW_FILE_FLAGS, DirectoryCache, UnsafePath
 from trainops.backends.local.stage_manifest import StageManifest
 from trainops.backends.local.stage_names import JOURNAL_NAME, is_temporary_name, printable_name, refusal_reason
 from trainops.backends.local.stage_names import temporary_name as _temporary_name

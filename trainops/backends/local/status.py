@@ -12,7 +12,8 @@ import json
 import os
 from pathlib import Path
 
-from trainops.backends.local import identity, paths, safe_fs
+from trainops.backends.hostfs import paths, safe_fs
+from trainops.backends.local import identity
 from trainops.backends.looks import TRANSIENT_ERRNOS, LookFailed
 from trainops.errors import JobFailed, Problem, SpecError
 

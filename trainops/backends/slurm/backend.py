@@ -151,12 +151,12 @@ class SlurmBackend(Backend):
 
     def _create(self, spec: Any, name: str, options: BackendOptions, *, detached: bool, log: Log) -> JobHandle:
         assert isinstance(options, SlurmOptions)
-        from trainops.backends.local.locks import try_lock
+        from trainops.backends.hostfs.locks import try_lock
         from trainops.backends.slurm import layout, records
         from trainops.backends.slurm.script import rest_job
 
         job_dir = self._job_dir(name, create=True)
-        from trainops.backends.local.paths import own_directory
+        from trainops.backends.hostfs.paths import own_directory
 
         own_directory(job_dir, "job_name")
         lock = try_lock(job_dir / ".submit.lock", f"{name} (submitting, pid {os.getpid()})", patience=120.0)

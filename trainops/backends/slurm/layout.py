@@ -4,7 +4,7 @@ The job spec is rendered into the CreateTrainingJob request every backend render
 directory's paths where SageMaker has S3), and the request becomes what the local backend's executor makes of it:
 one contract directory per host (`trainops.backends.local.container.fill_container`: resourceconfig.json, the
 channels, model/, output/, checkpoints/), each host's environment and the entrypoint's argv. Everything a node reads
-is under ``<shared_dir>/jobs/<name>/`` (the user's alone: `trainops.backends.local.paths`):
+is under ``<shared_dir>/jobs/<name>/`` (the user's alone: `trainops.backends.hostfs.paths`):
 
     request.json          the request, secrets masked (what `trainops render` shows)
     job.sbatch            the batch script
@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainops.backends.local import container, paths
+from trainops.backends.hostfs import paths
+from trainops.backends.local import container
 from trainops.backends.slurm.options import SlurmOptions
 from trainops.backends.slurm.script import NODE_FILE, BatchJob
 from trainops.errors import Problem, SpecError

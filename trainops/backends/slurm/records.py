@@ -19,7 +19,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trainops.backends.local import safe_fs
+from trainops.backends.hostfs import safe_fs
 from trainops.errors import Problem, SpecError
 
 JOB = "slurm-job.json"

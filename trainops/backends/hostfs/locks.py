@@ -1,5 +1,5 @@
-"""Advisory locks that keep concurrent local jobs apart: one controller per job directory, one running job per
-checkpoint directory.
+"""Advisory locks that keep concurrent jobs apart: one controller per local job directory, one running job per
+checkpoint directory, one submitter per Slurm job name.
 
 An exclusive `flock` on a small file, held for as long as the job runs and released by the kernel when the holder
 exits, however it exits: a crashed controller never leaves a stale lock. The file holds the holder's job name, so the
@@ -40,7 +40,7 @@ def try_lock(path: Path, owner: str, patience: float = 0.0) -> HeldLock | None:
 
     `patience` is for locks that readers probe (`trainops.backends.local.identity.lock_held` holds a shared lock
     for a few microseconds): a controller starting at that instant retries instead of calling itself a duplicate."""
-    from trainops.backends.local.safe_fs import PlantedLink, open_state_file
+    from trainops.backends.hostfs.safe_fs import PlantedLink, open_state_file
     from trainops.errors import Problem, SpecError
 
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -73,7 +73,7 @@ def try_lock(path: Path, owner: str, patience: float = 0.0) -> HeldLock | None:
 
 def holder(path: Path) -> str:
     """The owner recorded by whoever holds (or last held) the lock at `path`."""
-    from trainops.backends.local.safe_fs import read_text
+    from trainops.backends.hostfs.safe_fs import read_text
 
     try:
         return read_text(path, 4096).strip() or "another job"

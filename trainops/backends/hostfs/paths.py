@@ -1,5 +1,6 @@
-"""Where the local backend keeps its state: `$TRAINOPS_HOME` (default: the user's state directory, from
-platformdirs: `~/.local/state/trainops` on Linux) or an explicit work directory.
+"""Where a job's files live: the local backend's state root, `$TRAINOPS_HOME` (default: the user's state directory,
+from platformdirs: `~/.local/state/trainops` on Linux) or an explicit work directory, and the slurm backend's shared
+directory, checked the same way.
 
 The state root is the user's alone, checked before anything is written in it: created mode 0700, and refused (exit
 2, saying what to do) when it, `jobs/` or `checkpoints/` is owned by someone else or writable by group or others, or

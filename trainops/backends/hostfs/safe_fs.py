@@ -132,7 +132,7 @@ class DirectoryCache:
         self.open_ones.clear()
 
 
-# --- single files of the local state (status records, lock files, logs) -----------------------------------------
+# --- single files of a state root (status records, lock files, logs) ---------------------------------------------
 class PlantedLink(OSError):
     """A symbolic link (or a non-file) where trainops keeps one of its own files."""
 

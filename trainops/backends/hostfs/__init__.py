@@ -1,0 +1,6 @@
+"""What the backends whose jobs live in directories share: the local backend (this machine's state root) and the
+slurm backend (a directory every node sees) lay out, write, lock and read a job's files the same way.
+
+Neutral, like `trainops.backends.request`: no concrete backend is imported here, and both import it. It holds the
+state root's checks and link-safe file helpers (`paths`, `safe_fs`, `locks`).
+"""
