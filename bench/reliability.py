@@ -181,7 +181,7 @@ def hostile_data() -> dict:
     import boto3
     import hostile_data as data
 
-    from trainops.backends.local.staging import stage_tree
+    from trainops.backends.hostfs.staging import stage_tree
 
     rows = []
     with tempfile.TemporaryDirectory(prefix="reliability-") as scratch, moto_environment():

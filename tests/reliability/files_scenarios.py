@@ -336,7 +336,7 @@ def staging_races(scratch: Path, files: int = 2000, rounds: int = 3, swap_in: st
     ones. Counts what was read from outside the source and what was written outside the destination."""
     import time
 
-    from trainops.backends.local.staging import stage_tree
+    from trainops.backends.hostfs.staging import stage_tree
 
     source = scratch / "source"
     outside_source = scratch / "outside-source"
@@ -414,7 +414,7 @@ def deep_tree(scratch: Path, depth: int = 1200) -> dict:
     """Stage a source ``depth`` directories deep (one file every 100 levels); removes both trees afterwards."""
     import time
 
-    from trainops.backends.local.staging import stage_tree
+    from trainops.backends.hostfs.staging import stage_tree
 
     level = "level-0123456789"
     descriptor = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY)

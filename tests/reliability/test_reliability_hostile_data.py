@@ -27,7 +27,7 @@ from hostile_data import (
     snapshot,
 )
 
-from trainops.backends.local.staging import stage_tree
+from trainops.backends.hostfs.staging import stage_tree
 
 pytestmark = pytest.mark.system
 

@@ -1,4 +1,4 @@
-"""A stand-in for `trainops.backends.local.stage_sources.copy_descriptor` that fails on purpose, for the staging
+"""A stand-in for `trainops.backends.hostfs.stage_sources.copy_descriptor` that fails on purpose, for the staging
 tests of crashes, deaths and interruptions: on its ``at``-th call it writes half a file, then does what the test
 asks (raise, kill itself, signal its process group, sleep); every other call copies normally. Tests that run
 staging in a subprocess import it there too."""
@@ -10,7 +10,7 @@ import signal
 import time
 from collections.abc import Callable
 
-from trainops.backends.local import stage_sources
+from trainops.backends.hostfs import stage_sources
 
 
 def raising(message: str) -> Callable[[], None]:

@@ -6,7 +6,7 @@ import json
 import os
 from pathlib import Path
 
-from trainops.backends.local.stage_names import MANIFEST_NAME
+from trainops.backends.hostfs.stage_names import MANIFEST_NAME
 
 
 def make_tree(root: Path, count: int = 6) -> dict[str, bytes]:

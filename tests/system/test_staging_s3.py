@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from trainops.backends.local.stage_names import MANIFEST_NAME
-from trainops.backends.local.staging import stage_tree
+from trainops.backends.hostfs.stage_names import MANIFEST_NAME
+from trainops.backends.hostfs.staging import stage_tree
 from trainops.errors import JobFailed
 from trainops.steps.stage import stage
 

@@ -3,7 +3,7 @@
 Used alike by the pipeline runner, the Airflow operator and the KFP component, so all three stage the same way:
 
 - ``backend="local"``: copy a local directory, ``file://`` URI or ``s3://`` prefix into a local directory that stands
-  for the FSx mount (`trainops.backends.local.staging.stage_tree`). Options: ``workers``, ``progress``, ``delete``,
+  for the FSx mount (`trainops.backends.hostfs.staging.stage_tree`). Options: ``workers``, ``progress``, ``delete``,
   ``client_factory``.
 - ``backend="sagemaker"``: make an S3 prefix visible on an FSx for Lustre file system
   (`trainops.backends.sagemaker.fsx.stage`: a data repository association and an import task). The destination is

@@ -17,16 +17,16 @@ import pytest
 from support.failing_copy import failing_copy, raising
 from support.staging_files import listing, make_tree, recorded_files, staged_files
 
-from trainops.backends.local import stage_sources
-from trainops.backends.local.stage_manifest import MANIFEST_VERSION
-from trainops.backends.local.stage_names import (
+from trainops.backends.hostfs import stage_sources
+from trainops.backends.hostfs.stage_manifest import MANIFEST_VERSION
+from trainops.backends.hostfs.stage_names import (
     JOURNAL_NAME,
     MANIFEST_NAME,
     is_temporary_name,
     printable_name,
     refusal_reason,
 )
-from trainops.backends.local.staging import stage_tree
+from trainops.backends.hostfs.staging import stage_tree
 from trainops.backends.sagemaker.fsx_paths import parse_fsx_destination
 from trainops.errors import JobFailed, SpecError
 from trainops.steps.stage import stage
@@ -214,7 +214,7 @@ def test_a_killed_stage_leaves_only_temporary_files_which_the_next_run_removes(t
         import sys
         sys.path.insert(0, {str(REPOSITORY / "tests")!r})
         from support.failing_copy import failing_copy, install, killed
-        from trainops.backends.local.staging import stage_tree
+        from trainops.backends.hostfs.staging import stage_tree
         install(failing_copy(3, killed))
         stage_tree({str(source)!r}, {str(destination)!r}, workers=1)
     """)

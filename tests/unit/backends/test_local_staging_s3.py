@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from support.staging_files import listing, recorded_files, staged_files
 
-from trainops.backends.local import stage_s3
-from trainops.backends.local.stage_names import JOURNAL_NAME, MANIFEST_NAME, is_temporary_name
-from trainops.backends.local.staging import stage_tree
+from trainops.backends.hostfs import stage_s3
+from trainops.backends.hostfs.stage_names import JOURNAL_NAME, MANIFEST_NAME, is_temporary_name
+from trainops.backends.hostfs.staging import stage_tree
 from trainops.errors import SpecError
 
 
@@ -123,7 +123,7 @@ def test_an_interrupted_s3_stage_leaves_whole_files_only_and_a_rerun_completes(a
                                                                               monkeypatch):
     """Ctrl-C while downloads are in flight: the transfer manager is stopped, every temporary file is removed, the
     files already renamed are whole and in the manifest, and the next stage downloads only the rest."""
-    from trainops.backends.local import staging
+    from trainops.backends.hostfs import staging
 
     objects = {f"p/part-{index % 3}/object-{index:03d}.bin": os.urandom(2048) for index in range(120)}
     client, bucket = s3_bucket(objects)

@@ -20,8 +20,8 @@ from trainops.backends.options import BackendOptions, LocalOptions
 from trainops.backends.states import JobStatus, wait_bound_seconds
 
 if TYPE_CHECKING:
+    from trainops.backends.hostfs.stage_report import StageReport
     from trainops.backends.local.registry import LocalRegistry
-    from trainops.backends.local.stage_report import StageReport
 
 #: Keys of a local status record that a `JobResult` carries as details.
 DETAILS = ("output_artifact", "job_dir", "checkpoint_dir", "hosts", "processes_left")
@@ -424,7 +424,7 @@ class LocalBackend(Backend):
               progress: Any = None, delete: bool = False, s3_prefix: str | None = None) -> StageReport:
         """Copy a local tree, ``file://`` or ``s3://`` prefix into a local directory (the stand-in for FSx); with
         ``strict`` a refused or failed file raises `JobFailed` once the rest is copied."""
-        from trainops.backends.local.staging import stage_tree
+        from trainops.backends.hostfs.staging import stage_tree
         from trainops.errors import Problem, SpecError
 
         if s3_prefix is not None:

@@ -187,8 +187,8 @@ def _download(uri: str, destination: Path, s3_factory: Callable[[str], Any] | No
 
 
 def _stage_prefix(uri: str, destination: Path, factory: Callable[[str], Any]) -> Path:
-    from trainops.backends.local.stage_names import printable_name
-    from trainops.backends.local.staging import stage_tree
+    from trainops.backends.hostfs.stage_names import printable_name
+    from trainops.backends.hostfs.staging import stage_tree
     from trainops.errors import JobFailed
 
     if destination.exists():
@@ -203,7 +203,7 @@ def _stage_prefix(uri: str, destination: Path, factory: Callable[[str], Any]) ->
         listed = "; ".join(f"{printable_name(item.name)}: {item.reason}" for item in items[:shown])
         more = f"; and {len(items) - shown} more" if len(items) > shown else ""
         raise SpecError(Problem("", f"staging {uri} refused or failed {len(items)} object(s): {listed}{more}"))
-    from trainops.backends.local.stage_names import RESERVED_PREFIX
+    from trainops.backends.hostfs.stage_names import RESERVED_PREFIX
 
     for path in destination.iterdir():  # staging's manifest: SageMaker's channel holds the objects alone
         if path.name.startswith(RESERVED_PREFIX) and path.is_file() and not path.is_symlink():

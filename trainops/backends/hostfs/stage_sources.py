@@ -22,7 +22,7 @@ from typing import Any, NamedTuple
 from urllib.parse import unquote, urlsplit
 
 from trainops.backends.hostfs.safe_fs import DirectoryCache, UnsafePath, open_path
-from trainops.backends.local.stage_names import NAME_MAX, RESERVED_PREFIX, entry_refusal_reason
+from trainops.backends.hostfs.stage_names import NAME_MAX, RESERVED_PREFIX, entry_refusal_reason
 from trainops.errors import Problem, SpecError
 
 

@@ -12,7 +12,7 @@ import json
 import os
 
 from trainops.backends.hostfs.safe_fs import UnsafeFile, read_bounded
-from trainops.backends.local.stage_names import MANIFEST_NAME, temporary_name
+from trainops.backends.hostfs.stage_names import MANIFEST_NAME, temporary_name
 
 MANIFEST_VERSION = 4
 #: The largest manifest read back (about 100 bytes a file: a million files fit); a larger one is not trusted.

@@ -6,8 +6,8 @@ import time
 from typing import Any, TextIO
 
 from trainops.backends import api
-from trainops.backends.local.stage_names import printable_name
-from trainops.backends.local.stage_sources import Refusal
+from trainops.backends.hostfs.stage_names import printable_name
+from trainops.backends.hostfs.stage_sources import Refusal
 from trainops.errors import JobFailed
 
 #: The most entries of each list (refused, failed, stale, deleted) that `StageReport.to_dict` carries; XCom values

@@ -34,12 +34,12 @@ from pathlib import Path
 from typing import Any, NamedTuple, TextIO
 
 from trainops.backends.hostfs.safe_fs import NEW_FILE_FLAGS, DirectoryCache, UnsafePath
-from trainops.backends.local.stage_manifest import StageManifest
-from trainops.backends.local.stage_names import JOURNAL_NAME, is_temporary_name, printable_name, refusal_reason
-from trainops.backends.local.stage_names import temporary_name as _temporary_name
-from trainops.backends.local.stage_report import Progress, StageReport
-from trainops.backends.local.stage_s3 import S3Source
-from trainops.backends.local.stage_sources import LocalSource, Refusal, SourceFile, local_path_of
+from trainops.backends.hostfs.stage_manifest import StageManifest
+from trainops.backends.hostfs.stage_names import JOURNAL_NAME, is_temporary_name, printable_name, refusal_reason
+from trainops.backends.hostfs.stage_names import temporary_name as _temporary_name
+from trainops.backends.hostfs.stage_report import Progress, StageReport
+from trainops.backends.hostfs.stage_s3 import S3Source
+from trainops.backends.hostfs.stage_sources import LocalSource, Refusal, SourceFile, local_path_of
 from trainops.errors import JobFailed, Problem, SpecError
 
 MAXIMUM_WORKERS = 256

@@ -17,8 +17,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from trainops.backends.local.stage_names import refusal_reason
-from trainops.backends.local.stage_sources import Refusal, SourceFile
+from trainops.backends.hostfs.stage_names import refusal_reason
+from trainops.backends.hostfs.stage_sources import Refusal, SourceFile
 from trainops.errors import JobFailed, Problem, SpecError
 
 
