@@ -564,7 +564,7 @@ def render(measured: dict, context: dict) -> str:
         "- `trainops/backends/local/job.py`, `locks.py`: 8 jobs of one spec submitted at once shared one checkpoint "
         "directory (7 of 8 started from another job's checkpoint), and two controllers could run one job "
         "directory; now each is locked.",
-        "- `trainops/backends/local/inputs.py`: an s3:// channel whose staging refused objects showed a list of "
+        "- `trainops/backends/hostfs/inputs.py`: an s3:// channel whose staging refused objects showed a list of "
         "reprs, and only the failed ones when there were failed and refused ones.",
         "",
         "## What these figures do not cover",

@@ -92,8 +92,8 @@ def test_the_container_entrypoint_and_arguments_start_the_host(tmp_path):
 def test_an_s3_output_path_gets_the_model_files_and_the_tensorboard_files_under_their_prefixes(
         tmp_path, aws_clients, caplog):
     """Against a moto server: what the uncompressed model and TensorBoard sync upload for s3:// locations."""
+    from trainops.backends.hostfs.layout import HostLayout
     from trainops.backends.local.estimator_options import sync_tensorboard, write_outputs_uncompressed
-    from trainops.backends.local.layout import HostLayout
 
     s3 = aws_clients("s3")
     s3.create_bucket(Bucket="local-options-out")

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from trainops.backends.hostfs.layout import HostLayout
 from trainops.backends.local import container, host_init
-from trainops.backends.local.layout import HostLayout
 from trainops.backends.local.processes import host_pid, pid_namespace_of
 from trainops.runtime.processes import process_start_ticks
 

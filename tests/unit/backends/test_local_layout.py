@@ -7,17 +7,17 @@ import json
 
 import pytest
 
-from trainops.backends.local.container import (
+from trainops.backends.hostfs.channels import fetch_channels
+from trainops.backends.hostfs.contract_dir import (
     container_argv,
     container_environment,
-    fetch_channels,
     fill_container,
-    host_groups,
     input_data_config,
-    request_secrets,
 )
-from trainops.backends.local.layout import HostLayout
+from trainops.backends.hostfs.layout import HostLayout
+from trainops.backends.local.container import request_secrets
 from trainops.backends.local.request_exec import check_request
+from trainops.backends.request.hosts import host_groups
 from trainops.backends.request.render import render_local
 from trainops.errors import SpecError
 from trainops.spec import parse_job_spec

@@ -4,5 +4,7 @@ slurm backend (a directory every node sees) lay out, write, lock and read a job'
 Neutral, like `trainops.backends.request`: no concrete backend is imported here, and both import it. It holds the
 state root's checks and link-safe file helpers (`paths`, `safe_fs`, `locks`) and staging: a local tree, ``file://``
 or ``s3://`` prefix copied into a directory, every hostile name refused (`staging` and its `stage_*` modules; an S3
-channel of a job is downloaded through it too).
+channel of a job is downloaded through it too), and the request's contract directory per host: its config files and
+channels (`contract_dir`, `channels`, `layout`), where its code comes from (`inputs`) and how its model is packed
+(`artifacts`).
 """

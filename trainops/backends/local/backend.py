@@ -283,7 +283,7 @@ class LocalBackend(Backend):
 
     def check_spec(self, spec: Any, region: str | None = None) -> None:
         """Raise `SpecError` for what a local run of the spec would refuse (its code directory)."""
-        from trainops.backends.local.inputs import resolve_code_dir
+        from trainops.backends.hostfs.inputs import resolve_code_dir
 
         resolve_code_dir(spec)
 

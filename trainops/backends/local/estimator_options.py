@@ -11,7 +11,7 @@ Honoured, as SageMaker does them:
   while the job runs; locally the files are there once it ends;
 - `dependencies` travel in the code (the trainops launcher's code channel, the toolkit's sourcedir.tar.gz), the model
   channel of `model_uri` is an ordinary channel, and ContainerEntrypoint/ContainerArguments start each host
-  (`trainops.backends.local.container.container_argv`).
+  (`trainops.backends.hostfs.contract_dir.container_argv`).
 
 Recorded in the request, not emulated (said in the job's log): SageMaker's infra check and remote debugging need
 SageMaker's instances; a training plan, UltraServer placement, a private registry's access mode and session-tag
@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from trainops.backends.hostfs.artifacts import _upload, output_directory
+from trainops.backends.hostfs.layout import HostLayout
 from trainops.backends.hostfs.safe_fs import (
     DirectoryCache,
     copy_tree_at,
@@ -37,8 +39,6 @@ from trainops.backends.hostfs.safe_fs import (
     open_regular,
     write_file_at,
 )
-from trainops.backends.local.artifacts import _upload, output_directory
-from trainops.backends.local.layout import HostLayout
 from trainops.spec.inputs import local_path
 
 CONTAINER_BASE = "/opt/ml"

@@ -25,10 +25,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trainops.backends.hostfs import paths
+from trainops.backends.hostfs import contract_dir, paths
+from trainops.backends.hostfs.artifacts import output_location_problem, pack_outputs
+from trainops.backends.hostfs.channels import fetch_channels
+from trainops.backends.hostfs.layout import HostLayout
 from trainops.backends.hostfs.locks import HeldLock, holder, try_lock
 from trainops.backends.local import container, estimator_options, status
-from trainops.backends.local.artifacts import output_location_problem, pack_outputs
 from trainops.backends.local.control import clear_stop_request, request_stop, stop_requested
 from trainops.backends.local.host_console import HostConsole
 from trainops.backends.local.host_init import CONTROLLER_PIPE, HELD_LOCKS, stopped_in
@@ -41,11 +43,11 @@ from trainops.backends.local.job_result import (  # noqa: F401 - FAILURE_REASON_
     LocalJobResult,
     with_output_tail,
 )
-from trainops.backends.local.layout import HostLayout
 from trainops.backends.local.ports import reserve_port
 from trainops.backends.local.processes import MARKER
 from trainops.backends.local.pump import LogPump
 from trainops.backends.local.secrets import MASK_VARIABLES, mask
+from trainops.backends.request.hosts import host_groups
 from trainops.errors import JobFailed, Problem, SpecError, install_hint
 from trainops.runtime.host_facts import MPIRUN_SETTING
 from trainops.runtime.processes import process_limit_note
@@ -186,15 +188,15 @@ class LocalJob:
         unwritable = output_location_problem(output_path, self.job_name, self.job_dir)
         if unwritable:
             return self._refused(started, unwritable)
-        channels = container.fetch_channels(request, self.job_dir, self.channel_overrides, self.s3_factory)
+        channels = fetch_channels(request, self.job_dir, self.channel_overrides, self.s3_factory)
         for line in estimator_options.unemulated_lines(request):
             logger.info("%s", line)
         checkpoint_dir = self._checkpoint_dir()
         self._isolated = container.namespaces_available()
-        layouts = [container.fill_container(request, host, self.job_dir / "hosts" / host, channels, checkpoint_dir,
+        layouts = [contract_dir.fill_container(request, host, self.job_dir / "hosts" / host, channels, checkpoint_dir,
                                             mount=self._isolated)
-                   for host, _, _ in container.host_groups(request)]
-        if container.uses_toolkit(request) and not self._isolated:
+                   for host, _, _ in host_groups(request)]
+        if contract_dir.uses_toolkit(request) and not self._isolated:
             return self._refused(started, "the toolkit launcher needs a private mount namespace for each emulated "
                                           "container (/opt/ml and the algo-N host names), and `unshare --mount` is "
                                           "not allowed here: run as root or enable user namespaces, or use the "
@@ -351,7 +353,7 @@ class LocalJob:
         return paths.own_directory(directory, field)  # a link or a file there is refused, never resumed from
 
     def _environment(self, layout: HostLayout, addresses: dict[str, str], port: int) -> dict[str, str]:
-        """The container's environment (`container.container_environment`) plus what only the local executor sets:
+        """The container's environment (`contract_dir.container_environment`) plus what only the local executor sets:
         loopback addresses and a reserved port (jobs run side by side on one machine), the shared checkpoint
         directory, the job's process marker, and TRAINOPS_LOCAL (the runtime's stand-ins for AWS's libraries)."""
         inherited_masks = os.environ.get(MASK_VARIABLES, "")
@@ -372,7 +374,7 @@ class LocalJob:
         }
         if self.processes_per_host:
             extra["TRAINOPS_PROCESSES_PER_HOST"] = str(self.processes_per_host)
-        return container.container_environment(self.request, layout, inherited=os.environ, isolated=self._isolated,
+        return contract_dir.container_environment(self.request, layout, inherited=os.environ, isolated=self._isolated,
                                                extra=extra, python=self.image_python)
 
     def _start(self, layouts: list[HostLayout], port: int) -> None:
@@ -385,7 +387,7 @@ class LocalJob:
         for layout in layouts:
             if self._check_stop_request() or self._stop_reason:
                 break  # stopped while starting: no further host is started (_watch records the job Stopped)
-            argv = container.isolate(container.container_argv(self.request, self.image_python), layout, self.job_dir,
+            argv = container.isolate(contract_dir.container_argv(self.request, self.image_python), layout, self.job_dir,
                                      hosts)
             environment = self._environment(layout, addresses, port)
             # Whichever thread starts it, the host ends when this process does: the pipe's write end is ours alone

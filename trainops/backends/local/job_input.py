@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainops.backends.hostfs.artifacts import default_output_path
+from trainops.backends.hostfs.inputs import resolve_code_dir
 from trainops.backends.local import container, estimator_options
-from trainops.backends.local.artifacts import default_output_path
-from trainops.backends.local.inputs import resolve_code_dir
 from trainops.backends.local.secrets import job_secrets, public_spec
 from trainops.spec.job import JobSpec
 

@@ -15,11 +15,11 @@ The job's controller checks the channels again when it fetches them (they may ch
 from __future__ import annotations
 
 import importlib.util
-import os
 import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from trainops.backends.hostfs.channels import channel_problem
 from trainops.errors import Problem, SpecError
 
 #: Tasks (processes and threads) a local job needs at the least: the controller and its threads, then per host its
@@ -28,16 +28,6 @@ from trainops.errors import Problem, SpecError
 CONTROLLER_TASKS, HOST_TASKS, RANK_TASKS = 6, 5, 3
 #: Channels trainops adds to the request itself (its code and runtime), named so no spec channel can be.
 RESERVED_CHANNEL = "trainops_"
-
-
-def channel_problem(path: str) -> str | None:
-    """Why this user cannot read the local channel data at ``path``, or None."""
-    if not os.path.exists(path):
-        return f"{path} does not exist: stage the data first (trainops stage)"
-    wanted = os.R_OK | (os.X_OK if os.path.isdir(path) else 0)
-    if not os.access(path, wanted):
-        return f"{path} cannot be read by this user (uid {os.getuid()}): give it read access, or stage it elsewhere"
-    return None
 
 
 def _s3_uris(request: Mapping[str, Any], overrides: Mapping[str, str]) -> dict[str, str]:

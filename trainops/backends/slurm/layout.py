@@ -2,7 +2,7 @@
 
 The job spec is rendered into the CreateTrainingJob request every backend renders (`render_local`, with the shared
 directory's paths where SageMaker has S3), and the request becomes what the local backend's executor makes of it:
-one contract directory per host (`trainops.backends.local.container.fill_container`: resourceconfig.json, the
+one contract directory per host (`trainops.backends.hostfs.contract_dir.fill_container`: resourceconfig.json, the
 channels, model/, output/, checkpoints/), each host's environment and the entrypoint's argv. Everything a node reads
 is under ``<shared_dir>/jobs/<name>/`` (the user's alone: `trainops.backends.hostfs.paths`):
 
@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainops.backends.hostfs import paths
-from trainops.backends.local import container
+from trainops.backends.hostfs import channels as host_channels
+from trainops.backends.hostfs import contract_dir, paths
 from trainops.backends.slurm.options import SlurmOptions
 from trainops.backends.slurm.script import NODE_FILE, BatchJob
 from trainops.errors import Problem, SpecError
@@ -131,7 +131,7 @@ def render(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_di
     if spec.source_dir is not None and is_s3_source(spec.source_dir):
         code = spec.source_dir  # downloaded as the code channel when the job is laid out
     else:
-        from trainops.backends.local.inputs import resolve_code_dir
+        from trainops.backends.hostfs.inputs import resolve_code_dir
 
         resolve_code_dir(spec)  # the entry point is there
         code = str(job_dir / "code")
@@ -148,7 +148,7 @@ def render(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_di
 
 def output_directory(request: dict[str, Any], name: str, job_dir: Path) -> Path:
     """Where the job's archives go: ``<output_path>/<name>/output`` (never outside the output root)."""
-    from trainops.backends.local.artifacts import local_output_root
+    from trainops.backends.hostfs.artifacts import local_output_root
 
     return paths.child(local_output_root(request["OutputDataConfig"]["S3OutputPath"], job_dir), name) / "output"
 
@@ -166,14 +166,14 @@ def lay_out(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_d
     for stale in ("ended.json", "stop.json"):
         (job_dir / stale).unlink(missing_ok=True)
     if not (spec.source_dir is not None and spec.source_dir.startswith("s3://")):
-        from trainops.backends.local.inputs import resolve_code_dir
+        from trainops.backends.hostfs.inputs import resolve_code_dir
 
         code_dir = resolve_code_dir(spec)
         assert code_dir is not None
         _copy(uploads.code_files(code_dir, spec.dependencies), job_dir / "code")
     _copy(uploads.runtime_files(), job_dir / "runtime")
     shutil.copyfile(node.__file__, job_dir / "runtime" / NODE_FILE)
-    channels = container.fetch_channels(request, job_dir, channel_overrides(spec, options), s3_factory)
+    channels = host_channels.fetch_channels(request, job_dir, channel_overrides(spec, options), s3_factory)
     checkpoint_dir = checkpoint_directory(spec, options, shared_dir, name)
     from trainops.backends.request.hosts import host_groups
 
@@ -181,11 +181,11 @@ def lay_out(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_d
     for directory in ("slurm", "logs"):
         (job_dir / directory).mkdir(mode=0o700, exist_ok=True)
     for host in hosts:
-        layout = container.fill_container(request, host, job_dir / "hosts" / host, channels, checkpoint_dir)
+        layout = contract_dir.fill_container(request, host, job_dir / "hosts" / host, channels, checkpoint_dir)
         _write_private(job_dir / "slurm" / f"{host}.env.json", host_environment(request, layout, options))
     output_dir = output_directory(request, name, job_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    argv = container.container_argv(request, options.python or "python3")
+    argv = contract_dir.container_argv(request, options.python or "python3")
     _write_private(job_dir / "slurm" / "job.json", {"job_name": name, "hosts": hosts, "argv": argv,
                                                     "output_dir": str(output_dir),
                                                     "hyperpod": bool(options.hyperpod)})
@@ -209,7 +209,7 @@ def host_environment(request: dict[str, Any], layout: Any, options: SlurmOptions
              MASK_VARIABLES: (request.get("Environment") or {}).get(MASK_VARIABLES, "")}
     if options.processes_per_host:
         extra["TRAINOPS_PROCESSES_PER_HOST"] = str(options.processes_per_host)
-    return container.container_environment(request, layout, inherited={}, isolated=False, extra=extra)
+    return contract_dir.container_environment(request, layout, inherited={}, isolated=False, extra=extra)
 
 
 def checkpoint_directory(spec: Any, options: SlurmOptions, shared_dir: str, name: str) -> Path:

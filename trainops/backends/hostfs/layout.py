@@ -1,7 +1,7 @@
-"""One emulated host's base directory (its /opt/ml): where the local backend finds what the container left.
+"""One host's base directory (its /opt/ml): where a backend finds what the container left.
 
-The directory is filled from the job's CreateTrainingJob request by `trainops.backends.local.container`; this is only
-the handle on it that the job, the archives and the failure report read.
+The directory is filled from the job's CreateTrainingJob request by `trainops.backends.hostfs.contract_dir`; this is
+only the handle on it that the job, the archives and the failure report read.
 """
 
 from __future__ import annotations

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from trainops.backends.hostfs.layout import HostLayout
 from trainops.backends.hostfs.paths import safe_component
 from trainops.backends.hostfs.safe_fs import new_temporary, open_destination, write_file_at
-from trainops.backends.local.layout import HostLayout
 from trainops.spec.inputs import local_path
 
 Factory = Callable[[str], Any]

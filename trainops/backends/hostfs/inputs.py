@@ -1,4 +1,4 @@
-"""Where a local job's code comes from on this machine (its channels: `trainops.backends.local.container`)."""
+"""Where a job's code comes from on this machine (its channels: `trainops.backends.hostfs.channels`)."""
 
 from __future__ import annotations
 
