@@ -11,11 +11,6 @@ import pytest
 from import_graph import cycles, edges, modules  # beside this file (pytest puts its folder on sys.path)
 
 CONCRETE = ("trainops.backends.local", "trainops.backends.sagemaker", "trainops.backends.slurm")
-#: What the slurm backend reuses of the local one, as its issue asked (one request, one executor of it): the
-#: request's contract directory per host, the checked state root and its files, locks and host logs. A move of
-#: these to a neutral package takes them off (the list only shrinks); any other import of one backend by another
-#: fails.
-SLURM_REUSES_LOCAL = frozenset({"trainops.backends.local.logs"})
 #: Modules that still import a concrete backend from outside trainops/backends/ (the list only shrinks).
 NOT_MOVED_YET: frozenset[str] = frozenset()
 #: Imports of one backend by the other still to move to a neutral module (the list only shrinks).
@@ -47,16 +42,21 @@ def test_the_seam_and_the_registry_import_no_backend(graph):
         assert [target for target in graph[seam] if _concrete(target)] == [], seam
 
 
-def test_one_backend_imports_nothing_of_the_other(graph):
+def test_no_concrete_backend_imports_another(graph):
     found = {f"{module} -> {target}" for mine in CONCRETE for other in CONCRETE if mine != other
              for module, targets in graph.items() if module.startswith(mine + ".")
              for target in targets if target == other or target.startswith(other + ".")}
-    reused = {line for line in found if line.startswith("trainops.backends.slurm.")
-              and line.split(" -> ")[1] in SLURM_REUSES_LOCAL}
-    assert sorted(found - CROSS_LEFT - reused) == [], "\n".join(sorted(found))
+    assert sorted(found - CROSS_LEFT) == [], "\n".join(sorted(found))
     assert found >= CROSS_LEFT, f"gone: {sorted(CROSS_LEFT - found)}: take them off the list"
-    used = {line.split(" -> ")[1] for line in reused}
-    assert used == SLURM_REUSES_LOCAL, f"no longer reused: {sorted(SLURM_REUSES_LOCAL - used)}: take them off"
+
+
+def test_what_the_backends_share_imports_no_backend(graph):
+    """The neutral packages both backends import (what their jobs' directories hold, the request) import none."""
+    for package in ("trainops.backends.hostfs", "trainops.backends.request"):
+        found = sorted(f"{module} -> {target}" for module, targets in graph.items()
+                       if module == package or module.startswith(package + ".") for target in targets
+                       if _concrete(target))
+        assert found == [], "\n".join(found)
 
 
 def test_backends_import_no_step_and_no_front_end(graph):
@@ -94,7 +94,7 @@ def test_function_local_imports_are_counted(graph):
 
 
 @pytest.mark.parametrize(("backend", "other"), [("local", "sagemaker"), ("sagemaker", "local"), ("local", "slurm"),
-                                              ("sagemaker", "slurm"), ("slurm", "sagemaker")])
+                                              ("sagemaker", "slurm"), ("slurm", "sagemaker"), ("slurm", "local")])
 def test_loading_a_backend_loads_nothing_of_the_other(backend, other):
     code = (f"import sys; from trainops.backends import backend_class; backend_class({backend!r}); "
             f"print(sorted(m for m in sys.modules if m.startswith('trainops.backends.{other}')))")

@@ -237,7 +237,7 @@ class LocalBackend(Backend):
     def log_lines(self, handle: JobHandle, cursor: Any = None, *,
                   limit: int = 1000) -> tuple[list[str], dict[str, Any]]:
         """Complete lines written after ``cursor`` (host -> byte offset), at most ``limit``, and the new cursor."""
-        from trainops.backends.local.logs import read_new_lines
+        from trainops.backends.hostfs.host_logs import read_new_lines
 
         return read_new_lines(handle.job_name, handle.workdir, cursor, limit)
 

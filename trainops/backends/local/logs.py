@@ -1,4 +1,5 @@
-"""`trainops logs` for local jobs: every host's log, each line prefixed with its host (and rank, from the runtime)."""
+"""`trainops logs` for local jobs: every host's log, each line prefixed with its host (and rank, from the runtime);
+the lines since a cursor, for a poller, are `trainops.backends.hostfs.host_logs.read_new_lines`'s."""
 
 from __future__ import annotations
 
@@ -7,16 +8,9 @@ import time
 from collections.abc import Iterator
 
 from trainops.backends.hostfs import paths
+from trainops.backends.hostfs.host_logs import shown
 from trainops.backends.hostfs.safe_fs import open_regular
 from trainops.backends.local import status
-
-
-def _shown(host: str, line: str) -> str:
-    """A log line as shown: prefixed with its host, its control characters escaped (`pump.printable`)."""
-    from trainops.backends.local.pump import printable
-
-    line = printable(line.rstrip("\r"))
-    return line if line.startswith("[algo-") else f"[{host}] {line}"
 
 
 def iter_local_logs(job_name: str, workdir: str | os.PathLike | None = None, *, follow: bool = False,
@@ -46,7 +40,7 @@ def iter_local_logs(job_name: str, workdir: str | os.PathLike | None = None, *, 
                     handles[path.stem] = open(descriptor, encoding="utf-8", errors="replace")  # noqa: SIM115
             for host, handle in sorted(handles.items()):
                 for line in handle:  # type: ignore[attr-defined]
-                    yield _shown(host, line.rstrip("\n"))
+                    yield shown(host, line.rstrip("\n"))
             if ended:
                 break
             time.sleep(poll_seconds)
@@ -62,29 +56,3 @@ def print_local_logs(job_name: str, workdir: str | os.PathLike | None = None, *,
     for line in iter_local_logs(job_name, workdir, follow=follow, poll_seconds=poll_seconds):
         print(line, flush=True)
     return 0
-
-
-def read_new_lines(job_name: str, workdir: str | os.PathLike | None, cursor: dict[str, int] | None,
-                   limit: int) -> tuple[list[str], dict[str, int]]:
-    """At most ``limit`` complete log lines written after ``cursor`` (host -> byte offset; None: from the start),
-    each prefixed with its host, and the cursor after them (JSON). A poller (the Airflow trigger) calls it again and
-    again; a line still being written is left for the next call."""
-    logs_dir = paths.job_dir(job_name, workdir) / "logs"
-    cursor = dict(cursor or {})
-    lines: list[str] = []
-    for path in sorted(logs_dir.glob("algo-*.log")) if logs_dir.is_dir() else []:
-        if len(lines) >= limit:
-            break
-        try:
-            descriptor = open_regular(path)
-        except OSError:
-            continue  # not a log file trainops wrote (a FIFO, a link): nothing of it is read
-        with open(descriptor, "rb") as handle:
-            handle.seek(cursor.get(path.stem, 0))
-            while len(lines) < limit:
-                raw = handle.readline()
-                if not raw.endswith(b"\n"):
-                    break
-                cursor[path.stem] = handle.tell()
-                lines.append(_shown(path.stem, raw.decode("utf-8", "replace").rstrip("\n")))
-    return lines, cursor

@@ -24,6 +24,7 @@ from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 
+from trainops.backends.hostfs.host_logs import printable
 from trainops.backends.hostfs.safe_fs import open_state_file
 from trainops.backends.local.secrets import mask
 
@@ -35,19 +36,6 @@ PROGRESS_SECONDS = 1.0
 #: (a full disk loses the rank's stderr tail, not the controller's view of it).
 RECENT_LINES = 12
 EMPTY = re.compile(r"^\s*(\[algo-\d+( rank \d+)?\]\s*)?$")
-# What a terminal obeys rather than shows: C0 controls but tab, DEL, C1 (U+0080-U+009F: \x9b is a CSI on its own),
-# and the Unicode line separators and direction overrides that reorder what is shown.
-CONTROLS = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-
-
-def printable(text: str) -> str:
-    """``text`` for a terminal: every control character written as its escape (``\\x1b``, ``\\u202e``), so a
-    rank can neither retitle the window, set the clipboard (OSC 52), move the cursor nor forge trainops' own lines
-    on the console or in ``trainops logs``; the log file keeps the bytes as written."""
-    return CONTROLS.sub(lambda found: f"\\x{ord(found.group()):02x}" if ord(found.group()) < 0x100
-                        else f"\\u{ord(found.group()):04x}", text)
-
-
 class LogPump:
     """Drain one host's output (`run` is a thread's target); the counters are read once it has ended."""
 

@@ -262,7 +262,7 @@ class SlurmBackend(Backend):
     def log_lines(self, handle: JobHandle, cursor: Mapping[str, Any] | None = None, *,
                   limit: int = 1000) -> tuple[list[str], dict[str, Any]]:
         """Complete lines written after ``cursor`` (host -> byte offset) in the hosts' logs on the shared directory."""
-        from trainops.backends.local.logs import read_new_lines
+        from trainops.backends.hostfs.host_logs import read_new_lines
 
         backend = self._of(handle)
         lines, after = read_new_lines(handle.job_name, backend._shared_dir(), dict(cursor or {}), limit)
