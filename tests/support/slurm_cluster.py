@@ -146,7 +146,8 @@ class SlurmCluster:
 
     def node_processes(self, node: str) -> list[int]:
         """The processes of node ``node``: its slurmd and slurmstepd, and the jobs' tasks running there."""
-        return [pid for pid, environ in _environments() if environ.get(f"{MARK}_NODE") == node
+        return [pid for pid, environ in _environments()
+                if (environ.get(MARK) == self.name and environ.get(f"{MARK}_NODE") == node)
                 or (environ.get("SLURM_CLUSTER_NAME") == self.name and environ.get("SLURMD_NODENAME") == node)]
 
     def job_processes(self) -> list[int]:
