@@ -187,3 +187,41 @@ def test_a_registry_another_user_made_first_is_refused_for_reading_and_registeri
     with pytest.raises(SpecError):
         LocalRegistry(registry if which == "--registry" else None).champion("digits")
     assert sorted(path.name for path in (registry / "digits").iterdir()) == ["v1"]  # nothing registered there
+
+
+# --- a pipeline's work directory ----------------------------------------------------------------------------------------
+def _pipeline(tmp_path: Path) -> Path:
+    (tmp_path / "train.py").write_text("print('training')\n")
+    (tmp_path / "prepare.py").write_text(f"open({str(tmp_path / 'prepared')!r}, 'w').write('ran')\n")
+    path = tmp_path / "pipeline.yaml"
+    path.write_text("name: shared-work\nsteps:\n  prepare: {script: prepare.py}\n  train:\n"
+                    "    spec: {entry_point: train.py, source_dir: ., instance_type: local}\n")
+    return path
+
+
+def _run_pipeline(tmp_path: Path, workdir: Path):
+    return cli("run", str(_pipeline(tmp_path)), "--workdir", str(workdir),
+               env={"TRAINOPS_HOME": str(tmp_path / "home")})
+
+
+@needs_another_user
+def test_a_pipeline_record_directory_another_user_made_is_refused_before_any_step(tmp_path, shared, private):
+    other_user.as_rival("mkdir", "-m", "0777", str(shared / "pipelines"))
+    other_user.as_rival("ln", "-s", str(private), str(shared / "pipelines" / "shared-work"))
+    result = _run_pipeline(tmp_path, shared)
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "  - workdir: " in result.stderr, result.stderr
+    assert not (tmp_path / "prepared").exists()  # no step ran
+    _untouched(private)
+
+
+def test_a_link_planted_at_the_pipeline_record_is_replaced_never_written_through(tmp_path, private):
+    record = tmp_path / "work" / "pipelines" / "shared-work"
+    record.mkdir(parents=True)
+    (record / "last-run.json").symlink_to(private / "secret")
+    result = _run_pipeline(tmp_path, tmp_path / "work")
+    assert result.returncode == 0, (result.stdout, result.stderr)
+    _untouched(private)
+    assert not (record / "last-run.json").is_symlink()
+    assert json.loads((record / "last-run.json").read_text())["status"] == "Succeeded"
+    assert [path.name for path in record.iterdir() if path.name.startswith(".")] == []  # no temporary left

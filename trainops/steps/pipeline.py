@@ -92,6 +92,11 @@ class PipelineRunner:
         steps = self.pipeline.steps
         try:
             self.plan  # noqa: B018 - resolved before the first step, so bad input never half-runs a pipeline
+        except SpecError as error:
+            self._fail(error)
+            raise
+        os.close(self._open_state())  # where the run's record goes is checked before any step runs
+        try:
             if steps.prepare:
                 self._step("prepare", self._prepare)
             if steps.stage:
@@ -110,11 +115,14 @@ class PipelineRunner:
             self.run_record.status = "Succeeded"
             return self._finish()
         except (JobFailed, SpecError) as error:
-            if self.run_record.status not in ("GateFailed",):
-                self.run_record.status = "Failed"
-            self.run_record.message = str(error)
-            self._finish()
+            self._fail(error)
             raise
+
+    def _fail(self, error: Exception) -> None:
+        if self.run_record.status not in ("GateFailed",):
+            self.run_record.status = "Failed"
+        self.run_record.message = str(error)
+        self._finish()
 
     # --- bookkeeping ------------------------------------------------------------------------------------------
     def _step(self, name: str, action: Callable[[], dict[str, Any]]) -> dict[str, Any]:
@@ -138,12 +146,30 @@ class PipelineRunner:
 
     def _finish(self) -> PipelineRun:
         self.run_record.ended = time.time()
-        state = self.workdir / "pipelines" / self.pipeline.name
-        state.mkdir(parents=True, exist_ok=True)
-        temporary = state / f".last-run.{os.getpid()}.tmp"
-        temporary.write_text(json.dumps(self.run_record.to_dict(), indent=2, default=str), encoding="utf-8")
-        os.replace(temporary, state / "last-run.json")
+        # The work directory may be shared (a team's volume, a PVC): written as any directory trainops does not own,
+        # below an open handle, through an unguessable temporary, never through a link planted under either name.
+        from trainops.backends.hostfs.safe_fs import write_file_at
+
+        data = json.dumps(self.run_record.to_dict(), indent=2, default=str).encode("utf-8")
+        state = self._open_state()
+        try:
+            write_file_at(state, "last-run.json", data, 0o644)
+        finally:
+            os.close(state)
         return self.run_record
+
+    def _open_state(self) -> int:
+        """``<workdir>/pipelines/<name>`` held open (created when missing); `SpecError` on ``workdir`` when trainops
+        could not write its record there safely (a link, a directory of another user)."""
+        from trainops.backends.hostfs.safe_fs import open_destination
+        from trainops.errors import Problem
+
+        try:
+            return open_destination(self.workdir, ["pipelines", self.pipeline.name])
+        except OSError as error:
+            raise SpecError(Problem("workdir", f"the pipeline's record cannot be written under "
+                                               f"{self.workdir / 'pipelines' / self.pipeline.name}: {error}; give "
+                                               "the pipeline a work directory of your own")) from None
 
     # --- steps ------------------------------------------------------------------------------------------------
     def _prepare(self) -> dict[str, Any]:
