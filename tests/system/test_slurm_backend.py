@@ -126,6 +126,29 @@ def test_a_two_node_ddp_job_sees_the_contract_on_every_rank_and_a_second_run_rea
     assert record["cost"]["total"] > 0
 
 
+def test_an_mpi_job_runs_mpirun_across_the_nodes_with_the_contract_on_every_rank(slurm, tmp_path):
+    """distribution mpi on 2 nodes: the runtime on host algo-1 runs mpirun, which reaches node n2 through the job's
+    agent (srun inside the job); every rank sees the SageMaker contract and Open MPI's rank, then the job ends."""
+    spec = write_spec(tmp_path, "contract_probe.py", name="mpiprobe",
+                      distribution="{type: mpi, processes_per_host: 1}")
+    done = trainops(slurm, "run", str(spec), *options(slurm), "--job-name", "mpi-1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "trainops: mpirun on host algo-1: mpirun --host algo-1:1,algo-2:1 -np 2" in done.stdout, done.stdout
+    seen = {int(record["rank"]): record for record in
+            (json.loads(line.split("CONTRACT ", 1)[1]) for line in done.stdout.splitlines() if "CONTRACT " in line)}
+    assert sorted(seen) == [0, 1], done.stdout
+    for rank, record in seen.items():
+        host = f"algo-{rank + 1}"
+        assert (record["ompi_rank"], record["pmix_rank"], record["ompi_size"]) == (str(rank), str(rank), "2")
+        assert record["ompi_local_rank"] == "0" and record["world_size"] == 2 and record["sum"] == 3.0
+        assert record["node"] == f"n{rank + 1}"  # the rank runs on its host's node, not beside mpirun
+        assert record["current_host"] == record["sm_current_host"] == host
+        assert record["hosts"] == record["sm_hosts"] == ["algo-1", "algo-2"]
+        assert record["model_dir"] == str(slurm.shared_dir / "jobs" / "mpi-1" / "hosts" / host / "model")
+    assert status(slurm, "mpi-1")["status"] == "Completed"
+    wait_until(lambda: not slurm.job_processes(), "every process of the job (mpirun, its daemons) to end", 60)
+
+
 def test_stop_ends_every_process_of_the_job(slurm, tmp_path):
     spec = write_spec(tmp_path, "ticker.py", name="ticker", extra="environment: {TICK: '0.2'}\n")
     done = trainops(slurm, "run", str(spec), *options(slurm), "--job-name", "stop-1", "--no-wait")

@@ -98,6 +98,11 @@ class LaunchConfig:
     python: str = sys.executable
     #: The hosts of the instance groups that run the distribution (heterogeneous clusters), sorted; None: every host.
     distribution_hosts: tuple[str, ...] | None = None
+    #: mpirun through an agent (``TRAINOPS_MPI_AGENT``, set by the slurm backend): the program that starts Open MPI's
+    #: daemon on another host (``AGENT HOST COMMAND...``, as ``ssh`` does on SageMaker), and the directory every host
+    #: sees where the hosts of the launch meet (``TRAINOPS_MPI_MEETING_DIR``, `mpi_coordination.MeetingDirectory`).
+    mpi_agent: str = ""
+    mpi_meeting_dir: str = ""
 
     @property
     def training_hosts(self) -> tuple[str, ...]:
@@ -264,4 +269,17 @@ def launch_config(contract: Contract, environ: Mapping[str, str] | None = None,
         threads_given="OMP_NUM_THREADS" in environ or environ.get("TRAINOPS_LOCAL_THREADS") == "0",
         python=python or sys.executable,
         distribution_hosts=distribution_hosts(contract, distribution),
+        **_mpi_agent(environ),
     )
+
+
+def _mpi_agent(environ: Mapping[str, str]) -> dict[str, str]:
+    """``TRAINOPS_MPI_AGENT`` and ``TRAINOPS_MPI_MEETING_DIR``: both or neither, both absolute paths."""
+    agent, meeting = environ.get("TRAINOPS_MPI_AGENT", ""), environ.get("TRAINOPS_MPI_MEETING_DIR", "")
+    if not agent and not meeting:
+        return {}
+    for name, value in (("TRAINOPS_MPI_AGENT", agent), ("TRAINOPS_MPI_MEETING_DIR", meeting)):
+        if not os.path.isabs(value):
+            raise ContractError(f"environment variable {name}={value!r}: mpirun through an agent needs both "
+                                "TRAINOPS_MPI_AGENT and TRAINOPS_MPI_MEETING_DIR, each an absolute path")
+    return {"mpi_agent": agent, "mpi_meeting_dir": meeting}

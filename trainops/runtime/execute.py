@@ -407,10 +407,11 @@ class Launch:
     # --- mpirun: master and workers -----------------------------------------------------------------------------
 
     def _run_mpi_master(self) -> Outcome:
-        coordinator = None
+        coordinator: coordination.MasterCoordinator | coordination.MeetingDirectory | None = None
         try:
-            if self.plan.local:
-                coordinator = coordination.MasterCoordinator(self.plan.coordination)
+            if self.plan.local or self.plan.meeting_dir:
+                coordinator = (coordination.MeetingDirectory(self.plan.meeting_dir) if self.plan.meeting_dir
+                               else coordination.MasterCoordinator(self.plan.coordination))
                 workers = coordinator.wait_for(self.plan.wait_for_hosts, self.should_stop, self.wait_seconds)
                 host_env_dir = self.plan.env["TRAINOPS_HOST_ENV_DIR"]
                 coordination.write_host_environment(host_env_dir, self.plan.current_host, self.plan.env)
@@ -432,13 +433,18 @@ class Launch:
 
     def _run_mpi_worker(self) -> Outcome:
         try:
-            if self.plan.local:
-                connection = coordination.register_with_master(
-                    self.plan.coordination, self.plan.current_host, self.plan.record_dir, self.plan.env,
-                    self.should_stop, self.wait_seconds)
+            if self.plan.local or self.plan.meeting_dir:
+                if self.plan.meeting_dir:
+                    meeting = coordination.MeetingDirectory(self.plan.meeting_dir)
+                    meeting.register(self.plan.current_host, self.plan.record_dir, self.plan.env)
+                else:
+                    connection = coordination.register_with_master(
+                        self.plan.coordination, self.plan.current_host, self.plan.record_dir, self.plan.env,
+                        self.should_stop, self.wait_seconds)
                 _log(f"host {self.plan.current_host} registered with the master host {self.plan.master_host}; "
                      "its ranks run under the master's mpirun")
-                result = coordination.wait_for_outcome(connection, self.should_stop)
+                result = (meeting.wait_for_outcome(self.should_stop) if self.plan.meeting_dir
+                          else coordination.wait_for_outcome(connection, self.should_stop))
                 self.sweep()
                 return self._worker_outcome(result)
             _log(f"host {self.plan.current_host} waits for mpirun from {self.plan.master_host}")

@@ -10,6 +10,10 @@ host's launcher registers with the master over a Linux abstract socket named aft
 writes each host's environment to ``TRAINOPS_HOST_ENV_DIR/<host>.json`` (each rank applies its own host's), runs
 mpirun, and sends every worker the outcome, which each writes to its own ``output/failure`` or ``output/success``.
 
+Through an agent (a Slurm job's nodes: `MeetingDirectory`), the hosts are other machines that all see one directory:
+each other host writes the same registration there as a file, the master waits for every host's, and the outcome is
+a file too.
+
 Standard library only.
 """
 
@@ -79,7 +83,7 @@ class Registration:
     host: str
     record_dir: str
     env: dict[str, str]
-    connection: socket.socket = field(repr=False)
+    connection: socket.socket | None = field(default=None, repr=False)
 
 
 class MasterCoordinator:
@@ -129,6 +133,8 @@ class MasterCoordinator:
     def finish(self, result: dict[str, Any]) -> None:
         """Tell every registered worker how the job ended, then close everything."""
         for registration in self.workers.values():
+            if registration.connection is None:
+                continue
             try:
                 _send_line(registration.connection, result)
             except OSError:
@@ -178,6 +184,92 @@ def write_host_environment(directory: str, host: str, env: dict[str, str]) -> st
         json.dump(env, handle)
     os.replace(temporary, path)
     return path
+
+
+# --- through an agent: hosts that share a directory ----------------------------------------------------------
+
+
+def _write_json_atomically(path: str, value: Any) -> None:
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "w",
+              encoding="utf-8") as handle:
+        json.dump(value, handle)
+    os.replace(temporary, path)
+
+
+def _read_json(path: str) -> dict[str, Any] | None:
+    """The object in ``path``; None while it is not there (or not whole yet: written by rename, so never)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            value = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+class MeetingDirectory:
+    """Where the hosts of one mpirun launch meet when they are machines that share a file system: ``registered/
+    <host>.json`` (a worker's registration: host, record directory, plan environment), ``hosts/<host>.json`` (what
+    each host's ranks apply, `TRAINOPS_HOST_ENV_DIR`, written by the master) and ``outcome.json``. The directory is
+    the launch's own (the slurm backend names it after the job and its step), so nothing in it is stale."""
+
+    OUTCOME = "outcome.json"
+
+    def __init__(self, path: str, poll_seconds: float = 0.2, outcome_poll_seconds: float = 1.0):
+        self.path = path
+        # Registrations come within seconds of each other; the outcome may be hours away, and every worker host
+        # looks for it on the shared file system (on a cluster's Lustre, each look is a metadata request).
+        self.poll_seconds, self.outcome_poll_seconds = poll_seconds, outcome_poll_seconds
+        self.workers: dict[str, Registration] = {}
+        os.makedirs(os.path.join(path, "registered"), mode=0o700, exist_ok=True)
+
+    def _registration(self, host: str) -> str:
+        if "/" in host or host in ("", ".", ".."):
+            raise ContractError(f"host name {host!r} cannot name a file")
+        return os.path.join(self.path, "registered", f"{host}.json")
+
+    def register(self, host: str, record_dir: str, env: dict[str, str]) -> None:
+        """A worker host's registration (the master reads it when every host has written its own)."""
+        _write_json_atomically(self._registration(host), {"host": host, "record_dir": record_dir, "env": env})
+
+    def wait_for(self, hosts: tuple[str, ...], should_stop: Callable[[], bool],
+                 timeout: float = DEFAULT_WAIT_SECONDS) -> dict[str, Registration]:
+        """The master's wait until every host in ``hosts`` has registered (as `MasterCoordinator.wait_for`)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for host in hosts:
+                found = None if host in self.workers else _read_json(self._registration(host))
+                if found is not None:
+                    self.workers[host] = Registration(
+                        host=host, record_dir=str(found.get("record_dir", "")),
+                        env={str(k): str(v) for k, v in (found.get("env") or {}).items()})
+            missing = sorted(set(hosts) - set(self.workers))
+            if not missing:
+                return dict(self.workers)
+            if should_stop():
+                raise InterruptedError("stopped")
+            if time.monotonic() > deadline:
+                raise CoordinationError(f"hosts {', '.join(missing)} did not register in {self.path} within "
+                                        f"{timeout:.0f} s")
+            time.sleep(self.poll_seconds)
+
+    def finish(self, result: dict[str, Any]) -> None:
+        """Tell every host how the job ended."""
+        _write_json_atomically(os.path.join(self.path, self.OUTCOME), result)
+
+    def wait_for_outcome(self, should_stop: Callable[[], bool],
+                         timeout: float = 10 * 24 * 3600.0) -> dict[str, Any] | None:
+        """A worker's wait for the master's outcome; None after ``timeout`` (the batch system ends a job whose
+        master host is gone long before)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = _read_json(os.path.join(self.path, self.OUTCOME))
+            if found is not None:
+                return found
+            if should_stop():
+                raise InterruptedError("stopped")
+            time.sleep(self.outcome_poll_seconds)
+        return None
 
 
 # --- SageMaker: ssh between hosts, as the toolkit does ---------------------------------------------------------

@@ -9,6 +9,12 @@ A local simulation has one machine and no ssh: the master host's launcher runs e
 host's environment, which the other hosts' launchers hand over when they register with the master
 (:mod:`trainops.runtime.mpi_coordination`; docs/contracts.md, section 3).
 
+Through an agent (``TRAINOPS_MPI_AGENT``: a Slurm job's nodes, which have no ssh between them either): mpirun on the
+first host reaches each host, ``algo-N`` included, through the agent (Open MPI's ``plm_rsh_agent``; the slurm
+backend's starts the daemon with ``srun`` on the host's node, with mpirun's environment), so every rank runs on its
+own host. The hosts meet in a directory they all see (``TRAINOPS_MPI_MEETING_DIR``) the way local hosts meet on a
+socket: each hands over its environment, which its ranks apply, and gets the outcome.
+
 Custom MPI options are split like a shell would (``shlex``) and passed as arguments; shell metacharacters are an
 error, as in the job spec.
 """
@@ -37,6 +43,10 @@ SHELL_METACHARACTERS = frozenset(";&|`$<>(){}!\n\r\\*?")
 
 #: The remote-shell agent a local simulation names (it is never started: every rank runs on localhost).
 LOCAL_RSH_AGENT = "/bin/false"
+
+#: A batch system's allocation Open MPI would read (its ``ras`` components) and launch through instead of the
+#: agent: mpirun through an agent runs inside a Slurm job, on the contract's hosts only.
+ALLOCATIONS_LEFT_ALONE = "^slurm,gridengine,tm,lsf,alps"
 
 #: SMDDP's server port on the master host in multi-host jobs (the toolkit's value).
 SMDDP_SERVER_PORT = 7592
@@ -118,11 +128,14 @@ def mpirun_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
         env.update(smddp_environment(config))
     env.update(known)
     notes: list[str] = []
+    meeting = config.mpi_meeting_dir if config.mpi_agent and not config.local else ""
+    if meeting:
+        env["TRAINOPS_HOST_ENV_DIR"] = os.path.join(meeting, "hosts")
     if not config.is_master:
         if config.local:
             env["TRAINOPS_COORDINATION"] = coordination_name(config)
         return base_plan(config, "mpi_worker", [], env, processes, wait_for_hosts=(config.master_host,),
-                          coordination=coordination_name(config) if config.local else "")
+                          coordination=coordination_name(config) if config.local else "", meeting_dir=meeting)
     if facts.is_root:
         # Open MPI 4 refuses root without both the flag and these two variables.
         env["OMPI_ALLOW_RUN_AS_ROOT"] = "1"
@@ -142,6 +155,14 @@ def mpirun_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
         # where that PATH has none), and started by its absolute path it must not prefix the ranks' PATH with its
         # own directory (--noprefix): the ranks see the PATH the job asked for, as under the image's mpirun.
         argv += ["--noprefix", *_mca("plm_rsh_agent", LOCAL_RSH_AGENT)]
+    elif meeting:
+        # Every host, the first one included, is reached through the agent, which gives Open MPI's daemon mpirun's
+        # environment (no -x: each rank then applies its own host's); the daemons stay in the foreground of the
+        # agent's command (--leave-session-attached), so the batch system tracks and stops them with the job.
+        argv += ["--host", ",".join(f"{host}:{processes}" for host in hosts), "-np", str(total),
+                 "--allow-run-as-root", "--leave-session-attached"]
+        argv += _mca("plm", "rsh") + _mca("plm_rsh_agent", config.mpi_agent) + _mca("plm_rsh_no_tree_spawn", "1")
+        argv += _mca("ras", ALLOCATIONS_LEFT_ALONE)
     else:
         interface = config.network_interface
         # The toolkit's host list: plain names for one process per host (MPI) or one host (SMDDP), host:slots else.
@@ -158,7 +179,7 @@ def mpirun_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
     argv += _mca("pml", "ob1") + _mca("btl", "^openib") + _mca("orte_abort_on_non_zero_status", "1")
     # Containers forbid the cross-memory-attach single copy (ptrace); the toolkit turns it off for SMDDP too.
     argv += _mca("btl_vader_single_copy_mechanism", "none")
-    if not config.local:
+    if not config.local and not meeting:
         # Remote ranks get only what -x forwards (local ones inherit mpirun's whole environment).
         argv += ["-x", f"NCCL_SOCKET_IFNAME={config.network_interface}", "-x", "LD_LIBRARY_PATH", "-x", "PATH"]
         for name in sorted(env):
@@ -175,4 +196,5 @@ def mpirun_plan(config: LaunchConfig, facts: HostFacts) -> LaunchPlan:
     if smddp and not config.local and instance is not None and not instance.smddp_supported:
         notes.append(f"SMDDP does not support {config.instance_type} (AWS documentation)")
     return base_plan(config, "mpirun", argv, env, processes, wait_for_hosts=tuple(hosts[1:]),
-                      coordination=coordination_name(config) if config.local else "", notes=notes)
+                      coordination=coordination_name(config) if config.local else "", meeting_dir=meeting,
+                      notes=notes)

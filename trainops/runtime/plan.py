@@ -77,6 +77,7 @@ class LaunchPlan:
     success_path: str
     wait_for_hosts: tuple[str, ...] = ()  # mpirun master: the worker hosts that must be ready first
     coordination: str = ""  # local mpirun: the rendezvous name master and workers meet on
+    meeting_dir: str = ""  # mpirun through an agent: the directory every host sees, where the hosts meet
     notes: list[str] = field(default_factory=list)  # human-readable remarks (e.g. smddprun not installed)
     healthcheck: bool = False  # run the GPU health check on this host before starting the ranks
     # TensorFlow parameter servers: the command of this host's parameter-server process (started before the worker,

@@ -8,8 +8,8 @@ each line of stdout and stderr with the host and rank). See :mod:`trainops.runti
 
 Under mpirun it also works out which host the rank belongs to (``OMPI_COMM_WORLD_RANK`` // processes per host), sets
 ``SM_CURRENT_HOST``, ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE`` and ``LOCAL_WORLD_SIZE``, and in a local simulation
-applies that host's environment (docs/contracts.md, section 3). In local runs it installs the stand-ins for AWS's
-SMDDP and SMP libraries (:mod:`trainops.runtime.shims`).
+applies that host's environment (docs/contracts.md, section 3). In local and Slurm runs it installs the stand-ins for
+AWS's SMDDP and SMP libraries (:mod:`trainops.runtime.shims`).
 
 Standard library only; imports are kept few because every rank pays for them.
 """
@@ -157,9 +157,9 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as error:
             print(f"trainops: cannot keep the rank record in {record_dir}: {error}", file=sys.stderr)
             record_dir = None
-    if os.environ.get("TRAINOPS_LOCAL") == "1":
-        # Local runs serve stand-ins for SMDDP / torch.sagemaker when those libraries are absent (opt out:
-        # TRAINOPS_SHIMS=0); never on SageMaker, where TRAINOPS_LOCAL is not set.
+    if os.environ.get("TRAINOPS_LOCAL") == "1" or os.environ.get("TRAINOPS_SHIMS"):
+        # Local and Slurm runs serve stand-ins for SMDDP / torch.sagemaker when those libraries are absent (opt out:
+        # TRAINOPS_SHIMS=0); never on SageMaker, where neither variable is set.
         from trainops.runtime import shims
 
         shims.install()

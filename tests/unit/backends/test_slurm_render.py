@@ -69,7 +69,8 @@ def test_max_run_becomes_the_time_limit(seconds, text):
 def test_the_dry_run_refuses_what_slurm_cannot_run_every_problem_at_once(tmp_path):
     (tmp_path / "train.py").write_text("")
     spec = parse_job_spec({"entry_point": "train.py", "source_dir": str(tmp_path), "instance_type": "ml.p4d.24xlarge",
-                           "instance_count": 2, "distribution": {"type": "mpi"}, "launcher": "toolkit",
+                           "instance_count": 2, "launcher": "toolkit",
+                           "distribution": {"type": "smp", "launcher": "mpirun", "parameters": {"partitions": 2}},
                            "output_path": "s3://bucket/out", "use_spot_instances": True, "max_wait": 90000,
                            "inputs": {"train": {"file_system_id": "fs-0123456789abcdef0",
                                                 "directory_path": "/abcdef/data"}},
@@ -78,7 +79,7 @@ def test_the_dry_run_refuses_what_slurm_cannot_run_every_problem_at_once(tmp_pat
         backend(tmp_path).dry_run(spec, "bad-1", backend(tmp_path).options())
     fields = {problem.path for problem in raised.value.problems}
     assert fields == {"distribution", "launcher", "use_spot_instances", "output_path", "inputs.train"}, raised.value
-    assert "fsx_mount" in str(raised.value) and "mpirun" in str(raised.value)
+    assert "fsx_mount" in str(raised.value) and "SMP v1" in str(raised.value) and "SMP v2" in str(raised.value)
 
 
 def test_an_fsx_channel_is_read_under_the_fsx_mount(tmp_path):
@@ -147,3 +148,40 @@ def test_a_pipelines_other_steps_run_here_over_the_shared_directory(tmp_path):
     assert version.version == 1 and version.location.startswith(str(shared / "registry"))
     assert chosen.champion("digits").version == 1
     assert chosen.evaluation_output(str(shared), "digits-1").startswith(str(shared / "evaluations"))
+
+
+@pytest.mark.parametrize("distribution", [{"type": "mpi", "processes_per_host": 2}, {"type": "pytorchddp"},
+                                          {"type": "smddp", "launcher": "mpirun"}])
+def test_mpirun_launch_plans_are_run_by_the_same_batch_script(tmp_path, distribution):
+    """mpi, pytorchddp and SMDDP through mpirun: one task per node as for torchrun; mpirun on host algo-1 reaches the
+    other nodes through the job's agent (the node script's, srun inside the job)."""
+    (tmp_path / "train.py").write_text("")
+    spec = parse_job_spec({"entry_point": "train.py", "source_dir": str(tmp_path), "instance_type": "ml.p4d.24xlarge",
+                           "instance_count": 2, "distribution": distribution})
+    script = backend(tmp_path).render_request(spec, "mpi-1")
+    assert "#SBATCH --nodes=2" in script and "#SBATCH --ntasks-per-node=1" in script
+    assert 'srun --nodes=2 --ntasks=2 --ntasks-per-node=1 --kill-on-bad-exit=1' in script
+
+
+def test_the_mpi_agent_starts_the_daemon_on_its_hosts_node_inside_the_job(tmp_path):
+    """mpirun's plm_rsh_agent: host algo-2 is node 2 of the step; the daemon's command as one shell line (as ssh
+    would hand it on); that host's prepared environment over mpirun's, mpirun's PATH kept."""
+    from trainops.backends.slurm import node
+
+    (tmp_path / "slurm").mkdir()
+    (tmp_path / "slurm" / "job.json").write_text(json.dumps({"hosts": ["algo-1", "algo-2"]}))
+    (tmp_path / "slurm" / "algo-2.env.json").write_text(json.dumps({"SM_CURRENT_HOST": "algo-2", "PATH": "/x"}))
+    environ = {"SLURM_JOB_ID": "12", "SLURM_STEP_NODELIST": "gpu-[3-4]", "PATH": "/env/bin:/usr/bin",
+               "SM_CURRENT_HOST": "algo-1"}
+    argv, environment = node.agent_command(str(tmp_path), "algo-2", ["orted", "-mca", "ess", "env"], environ)
+    assert argv[:6] == ["srun", "--overlap", "--whole", "--jobid=12", "--nodes=1", "--ntasks=1"]
+    assert "--nodelist=gpu-4" in argv and argv[-3:] == ["/bin/sh", "-c", "orted -mca ess env"]
+    assert environment["SM_CURRENT_HOST"] == "algo-2" and environment["PATH"] == "/env/bin:/usr/bin"
+    assert environment["TRAINOPS_SLURM_NODE"] == "gpu-4"
+    with pytest.raises(SystemExit, match="algo-9"):
+        node.agent_command(str(tmp_path), "algo-9", ["orted"], environ)
+    with pytest.raises(SystemExit, match="no Slurm node for host algo-2"):
+        node.agent_command(str(tmp_path), "algo-2", ["orted"], {"SLURM_STEP_NODELIST": "gpu-3"})
+    settings = node.mpi_settings(str(tmp_path), {"SLURM_JOB_ID": "12", "SLURM_STEP_ID": "0"})
+    assert settings == {"TRAINOPS_MPI_AGENT": str(tmp_path / "slurm" / "mpi-agent"),
+                        "TRAINOPS_MPI_MEETING_DIR": str(tmp_path / "slurm" / "mpi" / "12.0")}

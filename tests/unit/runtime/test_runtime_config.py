@@ -47,6 +47,8 @@ def test_sagemaker_defaults(contract_dir):
     ({"TRAINOPS_HOST_ADDRESSES": "{"}, "not JSON"),
     ({"TRAINOPS_HOST_ADDRESSES": '{"algo-9": "127.0.0.1"}'}, "no address for algo-1"),
     ({"TRAINOPS_PROCESSES_PER_HOST": "0"}, "TRAINOPS_PROCESSES_PER_HOST"),
+    ({"TRAINOPS_MPI_AGENT": "/job/slurm/mpi-agent"}, "TRAINOPS_MPI_MEETING_DIR"),
+    ({"TRAINOPS_MPI_AGENT": "mpi-agent", "TRAINOPS_MPI_MEETING_DIR": "/job/mpi"}, "absolute path"),
 ])
 def test_bad_local_variables_are_named(contract_dir, environ, message):
     with pytest.raises(ContractError, match=message):

@@ -111,3 +111,42 @@ def test_daemon_pids_read_proc(tmp_path):
         (tmp_path / str(pid) / "comm").write_text(name + "\n")
     (tmp_path / "self").mkdir()
     assert sorted(coordination.daemon_pids(str(tmp_path))) == [10, 12]
+
+
+def test_hosts_that_share_a_directory_meet_in_it(tmp_path):
+    """Through an agent (a Slurm job's nodes): registrations and the outcome are files in the launch's directory."""
+    meeting = str(tmp_path / "mpi" / "12.0")
+    master = coordination.MeetingDirectory(meeting, poll_seconds=0.01)
+    outcomes: dict[str, object] = {}
+
+    def worker(host: str) -> None:
+        mine = coordination.MeetingDirectory(meeting, outcome_poll_seconds=0.01)
+        mine.register(host, f"/records/{host}", {"SM_CURRENT_HOST": host})
+        outcomes[host] = mine.wait_for_outcome(never, timeout=20)
+
+    threads = [threading.Thread(target=worker, args=(host,)) for host in ("algo-2", "algo-3")]
+    for thread in threads:
+        thread.start()
+    registered = master.wait_for(("algo-2", "algo-3"), never, timeout=20)
+    assert {host: (r.record_dir, r.env) for host, r in registered.items()} == {
+        "algo-2": ("/records/algo-2", {"SM_CURRENT_HOST": "algo-2"}),
+        "algo-3": ("/records/algo-3", {"SM_CURRENT_HOST": "algo-3"})}
+    master.finish({"exit_code": 1, "failure": "rank 2 on host algo-3 exited with code 1\n"})
+    for thread in threads:
+        thread.join(20)
+    assert outcomes == {host: {"exit_code": 1, "failure": "rank 2 on host algo-3 exited with code 1\n"}
+                        for host in ("algo-2", "algo-3")}
+
+
+def test_a_meeting_names_the_hosts_that_never_came_and_stops_when_asked(tmp_path):
+    meeting = coordination.MeetingDirectory(str(tmp_path / "mpi"), poll_seconds=0.01, outcome_poll_seconds=0.01)
+    meeting.register("algo-2", "/records/algo-2", {})
+    with pytest.raises(coordination.CoordinationError, match="algo-3 did not register"):
+        meeting.wait_for(("algo-2", "algo-3"), never, timeout=0.05)
+    with pytest.raises(InterruptedError):
+        meeting.wait_for(("algo-4",), lambda: True, timeout=20)
+    with pytest.raises(InterruptedError):
+        meeting.wait_for_outcome(lambda: True, timeout=20)
+    assert meeting.wait_for_outcome(never, timeout=0.05) is None  # the master never said: the worker reports it
+    with pytest.raises(coordination.ContractError):
+        meeting.register("../algo-2", "/records", {})

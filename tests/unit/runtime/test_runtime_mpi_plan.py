@@ -132,3 +132,33 @@ def test_a_local_host_runs_the_mpirun_trainops_found_and_says_clearly_when_there
     assert detect_host_facts({"SM_NUM_GPUS": "0"}).mpirun == "mpirun"  # SageMaker: the image's, by name
     with pytest.raises(ContractError, match="mpirun is not installed on this machine.*never on the job's PATH"):
         build_plan(config, HostFacts(mpirun=""))
+
+
+def test_through_an_agent_every_host_is_reached_by_it_and_meets_in_a_shared_directory(make_config):
+    """A Slurm job's nodes (the slurm backend sets the agent): mpirun reaches algo-1 and algo-2 through the agent,
+    reads no batch system's allocation, forwards nothing with -x (each host's daemon has its own environment)."""
+    agent = {"mpi_agent": "/fsx/jobs/j/slurm/mpi-agent", "mpi_meeting_dir": "/fsx/jobs/j/slurm/mpi/12.0"}
+    config = make_config("ml.p4d.24xlarge", hosts=2, distribution={"type": "mpi", "processes_per_host": 2}, **agent)
+    plan = build_plan(config, HostFacts(gpus=8, is_root=True))
+    argv = plan.argv
+    assert argv[:6] == ["mpirun", "--host", "algo-1:2,algo-2:2", "-np", "4", "--allow-run-as-root"]
+    assert "--leave-session-attached" in argv and forwarded(argv) == []
+    options = mca(argv)
+    assert options["plm"] == "rsh" and options["plm_rsh_agent"] == "/fsx/jobs/j/slurm/mpi-agent"
+    assert options["ras"].startswith("^slurm") and options["plm_rsh_no_tree_spawn"] == "1"
+    assert "btl_tcp_if_include" not in options  # the nodes' interfaces are the cluster's, not SageMaker's eth0
+    assert plan.meeting_dir == "/fsx/jobs/j/slurm/mpi/12.0" and plan.wait_for_hosts == ("algo-2",)
+    assert plan.env["TRAINOPS_HOST_ENV_DIR"] == "/fsx/jobs/j/slurm/mpi/12.0/hosts"
+    assert plan.env["MASTER_ADDR"] == "algo-1" and not plan.coordination
+    worker = build_plan(make_config("ml.p4d.24xlarge", hosts=2, current=1,
+                                    distribution={"type": "mpi", "processes_per_host": 2}, **agent), HostFacts(gpus=8))
+    assert (worker.mode, worker.argv, worker.meeting_dir) == ("mpi_worker", [], "/fsx/jobs/j/slurm/mpi/12.0")
+    assert worker.wait_for_hosts == ("algo-1",)
+
+
+def test_smddp_through_an_agent_keeps_its_variables(make_config):
+    agent = {"mpi_agent": "/fsx/j/slurm/mpi-agent", "mpi_meeting_dir": "/fsx/j/slurm/mpi/1.0"}
+    plan = build_plan(make_config("ml.p4d.24xlarge", hosts=2, distribution={"type": "smddp"}, **agent),
+                      HostFacts(gpus=8, smddprun="/opt/conda/bin/smddprun"))
+    assert plan.env["SMDATAPARALLEL_SERVER_ADDR"] == "algo-1" and mca(plan.argv)["plm_rsh_agent"].endswith("agent")
+    assert plan.argv[plan.argv.index("/usr/bin/python3") - 1] == "smddprun" and forwarded(plan.argv) == []

@@ -35,8 +35,10 @@ def python(code: str, tmp_path, **environ: str) -> subprocess.CompletedProcess:
     ({"TRAINOPS_LOCAL": "1", "TRAINOPS_SHIMS": "false"}, False),
     ({"TRAINOPS_LOCAL": "1", "TRAINOPS_SHIMS": "1"}, True),
     ({"TRAINOPS_LOCAL": "0"}, False),
+    ({"TRAINOPS_SHIMS": "1"}, True),                        # a Slurm run: the slurm backend asks for them
+    ({"TRAINOPS_SHIMS": "0"}, False),
 ])
-def test_served_only_in_local_runs_that_did_not_opt_out(environ, expected):
+def test_served_only_in_local_and_slurm_runs_that_did_not_opt_out(environ, expected):
     assert shims.enabled(environ) is expected
 
 

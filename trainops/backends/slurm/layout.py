@@ -12,6 +12,7 @@ is under ``<shared_dir>/jobs/<name>/`` (the user's alone: `trainops.backends.hos
     hosts/algo-N/         host N's contract directory (its checkpoints link to <shared_dir>/checkpoints/<key>)
     slurm/job.json        the hosts, the entrypoint, where the model's archive goes (read by the node script)
     slurm/algo-N.env.json host N's environment (mode 0600: it may hold the spec's secrets)
+    slurm/mpi-agent       how mpirun reaches another host's node (srun within the job); slurm/mpi/ where hosts meet
     logs/algo-N.log       what host N printed, every rank's line prefixed; logs/batch-<id>.log the batch script's
 
 With ``lay_out=False`` (the dry run) the same request and script are made and nothing is written.
@@ -32,9 +33,6 @@ from trainops.backends.slurm.options import SlurmOptions
 from trainops.backends.slurm.script import NODE_FILE, BatchJob
 from trainops.errors import Problem, SpecError
 
-#: What the dry run refuses on Slurm, with what to do instead.
-MPIRUN = ("pytorchddp", "mpi")
-
 
 @dataclass(frozen=True)
 class Prepared:
@@ -52,11 +50,11 @@ def check_spec(spec: Any, options: SlurmOptions, shared_dir: str | None) -> None
     """What the slurm backend cannot run, refused before anything is written (each with what to do)."""
     problems: list[Problem] = []
     kind = spec.dist.type
-    launcher = getattr(spec.dist, "launcher", None)
-    if kind in MPIRUN or (kind in ("smddp", "smp") and launcher == "mpirun"):
-        problems.append(Problem("distribution", f"{kind} launches its ranks with mpirun, which the slurm backend "
-                                                "does not run (mpirun would reach the other nodes over ssh as "
-                                                "algo-N): use torch_distributed, or launcher: torchrun"))
+    if kind == "smp" and getattr(spec.dist, "launcher", None) == "mpirun":
+        problems.append(Problem("distribution", "SMP v1 (smp with launcher: mpirun) is in SageMaker's training "
+                                                "images only; on a Slurm cluster (HyperPod included) AWS documents "
+                                                "SMP v2 from its conda binary: use launcher: torchrun with SMP v2's "
+                                                "parameters"))
     if kind in ("parameter_server", "multi_worker_mirrored_strategy"):
         problems.append(Problem("distribution", f"{kind} (TensorFlow) is not run by the slurm backend: use a "
                                                 "PyTorch distribution (torch_distributed)"))
@@ -183,6 +181,7 @@ def lay_out(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_d
     for host in hosts:
         layout = contract_dir.fill_container(request, host, job_dir / "hosts" / host, channels, checkpoint_dir)
         _write_private(job_dir / "slurm" / f"{host}.env.json", host_environment(request, layout, options))
+    _write_agent(job_dir, options.python or "python3")
     output_dir = output_directory(request, name, job_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     argv = contract_dir.container_argv(request, options.python or "python3")
@@ -209,7 +208,25 @@ def host_environment(request: dict[str, Any], layout: Any, options: SlurmOptions
              MASK_VARIABLES: (request.get("Environment") or {}).get(MASK_VARIABLES, "")}
     if options.processes_per_host:
         extra["TRAINOPS_PROCESSES_PER_HOST"] = str(options.processes_per_host)
+    if "TRAINOPS_SHIMS" not in (request.get("Environment") or {}):
+        # The stand-ins for SMDDP and SMP v2, as on the local backend, where the library is not installed (AWS's
+        # conda binaries win where they are); the spec's environment may say TRAINOPS_SHIMS=0.
+        extra["TRAINOPS_SHIMS"] = "1"
     return contract_dir.container_environment(request, layout, inherited={}, isolated=False, extra=extra)
+
+
+def _write_agent(job_dir: Path, python: str) -> None:
+    """``slurm/mpi-agent``: what mpirun reaches another host through (one word, as Open MPI's plm_rsh_agent takes
+    it): the node script's ``agent``, which starts Open MPI's daemon on that host's node with srun."""
+    from shlex import quote
+
+    script = (f"#!/bin/sh\n# mpirun's remote agent for job {job_dir.name} (trainops_slurm_node.py agent)\n"
+              f"exec {quote(python)} -I -S {quote(str(job_dir / 'runtime' / NODE_FILE))} agent "
+              f"{quote(str(job_dir))} \"$@\"\n")
+    path = job_dir / "slurm" / "mpi-agent"
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o700)
+    with open(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(script)
 
 
 def checkpoint_directory(spec: Any, options: SlurmOptions, shared_dir: str, name: str) -> Path:

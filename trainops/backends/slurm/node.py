@@ -8,6 +8,10 @@ beside it (whose failure and record modules it imports from there): the nodes ne
   environment is what trainops prepared for that host (``slurm/algo-<i+1>.env.json``) over the node's own, the
   hosts' addresses come from the allocation (host 1 is the batch host, ``SLURM_LAUNCH_NODE_IPADDR``), and the output
   goes to ``logs/algo-<i+1>.log``; then it becomes the runtime (exec), so Slurm's signals reach it directly.
+- ``agent JOB_DIR HOST COMMAND...``: mpirun's remote agent (Open MPI's ``plm_rsh_agent``, through the job's
+  ``slurm/mpi-agent``): runs Open MPI's daemon on the node of host ``HOST`` as a step of this job that shares its
+  resources (``srun --overlap --whole``), with mpirun's environment and that host's prepared one over it, as ssh
+  runs it on SageMaker. The step is the job's: ``scancel`` and the time limit end it with the rest.
 - ``finish JOB_DIR CODE``: on the batch host once the step ended with ``CODE``: host 1's model directory packed
   into ``model.tar.gz`` (and ``output/data`` into ``output.tar.gz``) where the job's output goes, or the root cause
   read from the runtime's records and failure files, with the Slurm node its host ran on (on HyperPod, a node whose
@@ -26,6 +30,7 @@ import tarfile
 import time
 
 PLAN = os.path.join("slurm", "job.json")
+AGENT = os.path.join("slurm", "mpi-agent")
 ENDED = "ended.json"
 FAILURE_LIMIT = 1024  # SageMaker's FailureReason shows the first 1,024 characters of the failure file
 _RANGE = re.compile(r"\[([^\[\]]*)\]")
@@ -104,6 +109,14 @@ def node_environment(overlay: dict[str, str], inherited: dict[str, str], hosts: 
     return environment
 
 
+def mpi_settings(job_dir: str, environ: dict[str, str]) -> dict[str, str]:
+    """Where an mpirun launch of this step finds its agent and its hosts meet: a directory of the step's own
+    (``slurm/mpi/<job id>.<step id>``), so nothing an earlier step left there is read."""
+    step = f"{environ.get('SLURM_JOB_ID', 'job')}.{environ.get('SLURM_STEP_ID', 'step')}"
+    return {"TRAINOPS_MPI_AGENT": os.path.join(job_dir, AGENT),
+            "TRAINOPS_MPI_MEETING_DIR": os.path.join(job_dir, "slurm", "mpi", step)}
+
+
 def run(job_dir: str) -> None:
     plan = _load(os.path.join(job_dir, PLAN))
     hosts = list(plan["hosts"])
@@ -114,6 +127,7 @@ def run(job_dir: str) -> None:
     base = os.path.join(job_dir, "hosts", host)
     overlay = _load(os.path.join(job_dir, "slurm", f"{host}.env.json"))
     environment = node_environment(overlay, dict(os.environ), hosts)
+    environment.update(mpi_settings(job_dir, dict(os.environ)))
     argv = [str(part) for part in plan["argv"]]
     log = os.open(os.path.join(job_dir, "logs", f"{host}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     sys.stdout.flush()
@@ -122,6 +136,34 @@ def run(job_dir: str) -> None:
     os.dup2(log, 2)
     os.close(log)
     os.chdir(base)
+    os.execvpe(argv[0], argv, environment)
+
+
+def agent_command(job_dir: str, host: str, command: list[str], environ: dict[str, str]) -> tuple[list[str], dict]:
+    """(argv, environment) that start ``command`` (Open MPI's daemon, as mpirun words it for a remote shell) on the
+    node of ``host``: node i of the job for host algo-<i+1>, as the ranks' own step placed them."""
+    hosts = list(_load(os.path.join(job_dir, PLAN))["hosts"])
+    if host not in hosts:
+        raise SystemExit(f"trainops: mpirun asked for host {host!r}, which is not one of the job's hosts ({hosts})")
+    nodes = expand_hostlist(environ.get("SLURM_STEP_NODELIST") or environ.get("SLURM_JOB_NODELIST") or "")
+    index = hosts.index(host)
+    if index >= len(nodes) or not environ.get("SLURM_JOB_ID"):
+        raise SystemExit(f"trainops: no Slurm node for host {host} (the agent runs inside the job's step, whose "
+                         f"nodes are {nodes})")
+    node = nodes[index]
+    overlay = _load(os.path.join(job_dir, "slurm", f"{host}.env.json"))
+    overlay.pop("PATH", None)  # mpirun's PATH already leads with the job's
+    environment = {**environ, **overlay, "TRAINOPS_SLURM_NODE": node}
+    # The daemon's command line is written for a remote shell (ssh joins its words and a shell parses them).
+    argv = ["srun", "--overlap", "--whole", f"--jobid={environ['SLURM_JOB_ID']}", "--nodes=1", "--ntasks=1",
+            f"--nodelist={node}", "--kill-on-bad-exit=1", "--cpu-bind=none", "--quiet", "--export=ALL",
+            "/bin/sh", "-c", " ".join(command)]
+    return argv, environment
+
+
+def agent(job_dir: str, host: str, command: list[str]) -> None:
+    argv, environment = agent_command(job_dir, host, command, dict(os.environ))
+    sys.stdout.flush()
     os.execvpe(argv[0], argv, environment)
 
 
@@ -226,7 +268,11 @@ def main(argv: list[str]) -> int:
         return 1  # not reached: run() became the runtime
     if command == "finish" and len(argv) == 4:
         return finish(argv[2], int(argv[3]) if argv[3].lstrip("-").isdigit() else 1)
-    print("usage: trainops_slurm_node.py free-port | run JOB_DIR | finish JOB_DIR CODE", file=sys.stderr)
+    if command == "agent" and len(argv) >= 5:
+        agent(argv[2], argv[3], argv[4:])
+        return 1  # not reached: agent() became srun
+    print("usage: trainops_slurm_node.py free-port | run JOB_DIR | agent JOB_DIR HOST COMMAND... | finish JOB_DIR "
+          "CODE", file=sys.stderr)
     return 2
 
 

@@ -1,11 +1,13 @@
-"""Stand-ins for AWS's distributed-training libraries, served in local runs so scripts written for them run unchanged.
+"""Stand-ins for AWS's distributed-training libraries, served in local and Slurm runs so scripts written for them run
+unchanged.
 
 A training script written for SageMaker imports ``smdistributed.dataparallel.torch.torch_smddp`` and calls
 ``init_process_group(backend="smddp")`` (SMDDP), or ``import torch.sagemaker as tsm; tsm.init();
 model = tsm.transform(model)`` and reads ``tsm.state`` (SMP v2). Neither library exists outside AWS's images. In a
-local run (``TRAINOPS_LOCAL=1``, set by the local backend and never on SageMaker) the rank wrapper calls
-:func:`install`, which appends an import finder to ``sys.meta_path``. Being last, it is only asked after every other
-finder failed: an installed library always wins, and the stand-in serves only what is missing.
+local run (``TRAINOPS_LOCAL=1``, set by the local backend and never on SageMaker) or a Slurm one (``TRAINOPS_SHIMS=1``,
+set by the slurm backend) the rank wrapper calls :func:`install`, which appends an import finder to ``sys.meta_path``.
+Being last, it is only asked after every other finder failed: an installed library always wins, and the stand-in
+serves only what is missing.
 
 - :mod:`trainops.runtime.shims.smddp` registers a ``smddp`` process-group backend that is gloo on CPU and NCCL on GPUs;
 - :mod:`trainops.runtime.shims.tsm` is ``torch.sagemaker``: ``init()`` is :func:`trainops.runtime.init`,
@@ -39,6 +41,7 @@ MODULES: dict[str, str | None] = {
 }
 
 _OFF_VALUES = ("0", "false", "no", "off")
+_ON_VALUES = ("1", "true", "yes", "on")
 
 
 class _ShimLoader(importlib.abc.Loader):
@@ -77,12 +80,14 @@ class ShimFinder(importlib.abc.MetaPathFinder):
 
 
 def enabled(environ: Mapping[str, str] | None = None) -> bool:
-    """Whether stand-ins may be served: a local run (``TRAINOPS_LOCAL=1``) that did not opt out (``TRAINOPS_SHIMS=0``).
-    Never on SageMaker, where the local backend's variables are not set."""
+    """Whether stand-ins may be served: a local run (``TRAINOPS_LOCAL=1``) that did not opt out (``TRAINOPS_SHIMS=0``),
+    or a run that asks for them (``TRAINOPS_SHIMS=1``: the slurm backend's, unless the spec's environment opts out).
+    Never on SageMaker, where neither is set."""
     environ = os.environ if environ is None else environ
-    if environ.get("TRAINOPS_LOCAL") != "1":
+    setting = environ.get("TRAINOPS_SHIMS", "").strip().lower()
+    if setting in _OFF_VALUES:
         return False
-    return environ.get("TRAINOPS_SHIMS", "1").strip().lower() not in _OFF_VALUES
+    return environ.get("TRAINOPS_LOCAL") == "1" or setting in _ON_VALUES
 
 
 def installed() -> bool:

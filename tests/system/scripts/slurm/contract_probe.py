@@ -1,4 +1,4 @@
-"""A 2-node DDP rank (gloo): all-reduces rank+1 and reports the SageMaker contract it sees, as one JSON line."""
+"""A 2-node DDP or MPI rank (gloo): all-reduces rank+1 and reports the SageMaker contract it sees, as one JSON line."""
 
 import json
 import os
@@ -24,6 +24,9 @@ record = {
     "train_files": sorted(os.listdir(os.environ["SM_CHANNEL_TRAIN"])), "model_dir": os.environ["SM_MODEL_DIR"],
     "output_data_dir": os.environ["SM_OUTPUT_DATA_DIR"], "hp_epochs": os.environ.get("SM_HP_EPOCHS"),
     "hyperparameters": hyperparameters, "argv": sys.argv[1:], "checkpoint_dir": ctx.checkpoint_dir,
+    # Under mpirun: Open MPI's and PMIx's view of the rank (absent under torchrun).
+    "ompi_rank": os.environ.get("OMPI_COMM_WORLD_RANK"), "ompi_size": os.environ.get("OMPI_COMM_WORLD_SIZE"),
+    "ompi_local_rank": os.environ.get("OMPI_COMM_WORLD_LOCAL_RANK"), "pmix_rank": os.environ.get("PMIX_RANK"),
 }
 print("CONTRACT " + json.dumps(record), flush=True)
 if ctx.rank == 0:
