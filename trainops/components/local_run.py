@@ -28,9 +28,13 @@ from typing import Any
 from trainops.components.pipeline import read_pipeline_source
 from trainops.components.settings import LOCAL_SETTINGS
 
+logger = logging.getLogger(__name__)
+
 #: The tasks of `retrain_pipeline`, in the order they run (task directory names are the component names).
 TASK_ORDER = ("prepare-data", "stage-data", "train-model", "evaluate-model", "register-model", "gate-failed")
 EXECUTOR_OUTPUT = "executor_output.json"
+#: A task's outputs are a few parameters and artifact references: anything larger is not what kfp.local wrote.
+MAX_EXECUTOR_OUTPUT_BYTES = 16 * 1024 * 1024
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _FINISHED = re.compile(r"^Task '?(?P<task>[\w.-]+)'? finished with status (?P<status>[A-Z]+)")
 _PIPELINE = re.compile(r"^Pipeline '?(?P<pipeline>[\w.-]+)'? finished with status (?P<status>[A-Z]+)")
@@ -96,10 +100,18 @@ class LocalRunOutcome:
 
 def read_task(name: str, state: str, task_dir: Path | None) -> TaskState:
     """A task's state, with its outputs when its directory holds an executor output."""
+    from trainops.runtime.untrusted import read_bounded
+
     output = task_dir / EXECUTOR_OUTPUT if task_dir is not None else None
-    if output is None or not output.is_file():
+    if output is None or not output.exists():
         return TaskState(name, state)
-    data = json.loads(output.read_text(encoding="utf-8"))
+    try:  # what the task's process wrote: read bounded, a regular file only, and checked before it is used
+        data = json.loads(read_bounded(output, MAX_EXECUTOR_OUTPUT_BYTES, whole=True))
+        if not isinstance(data, dict):
+            raise ValueError(f"holds a JSON {type(data).__name__}, not an object")
+    except (OSError, ValueError) as error:
+        logger.warning("[kfp] %s: its outputs are not read: %s %s", name, output, error)
+        return TaskState(name, state)
     artifacts = {key: entry.get("artifacts") or [] for key, entry in (data.get("artifacts") or {}).items()}
     return TaskState(name, state, parameters=dict(data.get("parameterValues") or {}), artifacts=artifacts)
 

@@ -4,14 +4,19 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+
+import pytest
 
 from trainops.components.local_run import (
+    MAX_EXECUTOR_OUTPUT_BYTES,
     KfpLogRecorder,
     LocalRunOutcome,
     TaskState,
     collect_tasks,
     describe,
     expected_tasks,
+    read_task,
 )
 from trainops.components.pipeline import read_pipeline_source
 
@@ -68,3 +73,27 @@ def test_the_expected_tasks_follow_the_pipeline_file(tmp_path):
     (tmp_path / "p.yaml").write_text("name: p\nsteps:\n  train: {spec: train.yaml}\n"
                                      "  evaluate: {entry_point: e.py, on_gate_failure: skip_register}\n")
     assert expected_tasks(read_pipeline_source(tmp_path / "p.yaml")) == ["train-model", "evaluate-model"]
+
+
+@pytest.mark.parametrize("kind", ["fifo", "huge", "not-json", "a-list", "link"])
+def test_an_executor_output_that_is_not_what_kfp_wrote_is_reported_never_read_whole_or_blocking(kind, tmp_path,
+                                                                                                  caplog):
+    task = tmp_path / "train-model"
+    task.mkdir()
+    output = task / "executor_output.json"
+    if kind == "fifo":
+        os.mkfifo(output)  # opening it for reading would block for ever
+    elif kind == "huge":
+        with open(output, "wb") as handle:  # sparse: no disk used
+            handle.truncate(MAX_EXECUTOR_OUTPUT_BYTES + 1)
+    elif kind == "not-json":
+        output.write_text('{"parameterValues": ')
+    elif kind == "a-list":
+        output.write_text("[1, 2]")
+    else:
+        (tmp_path / "elsewhere.json").write_text(json.dumps({"parameterValues": {"job_name": "theirs"}}))
+        output.symlink_to(tmp_path / "elsewhere.json")
+    with caplog.at_level(logging.WARNING, logger="trainops"):
+        state = read_task("train-model", "SUCCEEDED", task)
+    assert (state.state, state.parameters, state.artifacts) == ("SUCCEEDED", {}, {})
+    assert f"train-model: its outputs are not read: {output}" in caplog.text
