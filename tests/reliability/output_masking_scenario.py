@@ -112,7 +112,10 @@ def kfp_compile(root: Path) -> dict:
     """`trainops kfp compile`: occurrences of the secrets in the YAML and the command's output."""
     pipeline = write_pipeline(root / "compile")
     started = time.perf_counter()
-    completed = subprocess.run([*TRAINOPS, "kfp", "compile", str(pipeline), "-o", "compiled.yaml"],
+    # as for a cluster: the local backend's steps share a volume, each masked value comes from a Secret
+    cluster = ["--work-pvc", "masking-work", *[f"--secret-env={name}=masking-secrets:{name.lower()}"
+                                                for name in sorted(SECRETS)]]
+    completed = subprocess.run([*TRAINOPS, "kfp", "compile", str(pipeline), "-o", "compiled.yaml", *cluster],
                                capture_output=True, text=True, timeout=300, cwd=str(pipeline.parent))
     seconds = time.perf_counter() - started
     compiled = (pipeline.parent / "compiled.yaml").read_text() if completed.returncode == 0 else ""

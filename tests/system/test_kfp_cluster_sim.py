@@ -1,6 +1,13 @@
 """The compiled KFP pipeline run as a cluster would run it, without a cluster: the image stood in for by a fresh
 virtual environment with exactly what the Dockerfile installs, each component started by its own compiled command
-line the way the KFP launcher starts it, outputs chained through the whole digits pipeline, then a SIGTERM.
+line the way the KFP launcher starts it, outputs chained through the whole digits pipeline, then a SIGTERM; and the
+same pipeline compiled as lightweight components onto that image, loaded from its YAML and run by ``kfp.local``'s
+Docker-free SubprocessRunner (which refuses containerized components, hence the lightweight compile).
+
+Both are compiled with ``--work-pvc`` as ``trainops kfp compile`` requires for the local backend: the claim's
+mount path (the ``workdir`` parameter's default, ``/var/lib/trainops``) is mapped to one directory of this machine
+that every task of a run shares, as every pod shares the claim: the launcher maps the mounts each executor's
+Kubernetes config names; kfp.local, which has no volumes, gets the mapped directory as ``workdir``.
 
 What stands for what:
 
@@ -18,8 +25,9 @@ What stands for what:
 - the container runtime: a small parent that is a child subreaper (as containerd's shim is), so any process a
   component leaves behind is found after it exits.
 
-Not proven here (docs/kubeflow.md says so too): the image build itself (no Docker daemon), the real KFP launcher and
-driver, Kubernetes' SIGTERM -> grace -> SIGKILL on pod deletion, and artifact stores.
+Not proven here (docs/kubeflow.md says so too): the image build itself (no Docker daemon), pulling it, the real KFP
+launcher and driver, a real claim shared by pods on different nodes, Secrets reaching a pod, Kubernetes' SIGTERM ->
+grace -> SIGKILL on pod deletion, and artifact stores.
 """
 
 from __future__ import annotations
@@ -41,6 +49,8 @@ import yaml
 pytestmark = [pytest.mark.system, pytest.mark.timeout(1500)]
 
 REPO = Path(__file__).resolve().parents[2]
+#: The PersistentVolumeClaim the pipeline is compiled with (`--work-pvc`): the work directory the steps share.
+CLAIM = "sim-work"
 DOCKERFILE = REPO / "Dockerfile"
 CACHE = Path(os.environ.get("TRAINOPS_TEST_CACHE") or Path.home() / ".cache" / "trainops-tests")
 
@@ -81,6 +91,30 @@ while left and time.time() < deadline:
 for pid, _ in left:
     os.kill(pid, signal.SIGKILL)
 print(json.dumps({"exit": code, "left": [line for _, line in left]}), flush=True)
+'''
+
+
+#: kfp.local running a compiled YAML file, loaded through kfp's own parser, in the image's Python; prints what ran.
+KFP_LOCAL = r'''
+import json, logging, sys
+from pathlib import Path
+
+import kfp.local
+from kfp import components
+from trainops.components.local_run import TASK_ORDER, KfpLogRecorder, collect_tasks
+
+compiled, pipeline_root, arguments = sys.argv[1], Path(sys.argv[2]), json.loads(sys.argv[3])
+pipeline = components.load_component_from_file(compiled)
+kfp.local.init(runner=kfp.local.SubprocessRunner(use_venv=False), pipeline_root=str(pipeline_root),
+               raise_on_error=False)
+recorder = KfpLogRecorder()
+logging.getLogger().addFilter(recorder)
+pipeline(**arguments)
+[run] = [entry for entry in pipeline_root.iterdir() if entry.is_dir()]
+tasks = collect_tasks(run, list(TASK_ORDER), recorder.tasks)
+print("KFP-LOCAL " + json.dumps({"pipeline": recorder.pipeline_status, "tasks": {
+    name: {"state": task.state, "parameters": task.parameters, "artifacts": task.artifacts}
+    for name, task in tasks.items()}}), flush=True)
 '''
 
 
@@ -147,17 +181,20 @@ def cluster(tmp_path_factory):
     (root / "home").mkdir()
     compiled = root / "digits.yaml"
     done = subprocess.run([sys.executable, "-m", "trainops.cli", "kfp", "compile", "examples/digits/pipeline.yaml",
-                           "-o", str(compiled)], cwd=str(REPO), capture_output=True, text=True, timeout=300)
+                           "-o", str(compiled), "--work-pvc", CLAIM], cwd=str(REPO), capture_output=True, text=True,
+                          timeout=300)
     assert done.returncode == 0, done.stdout + done.stderr
+    document, platform = yaml.safe_load_all(compiled.read_text())
+    volumes = root / "volumes"  # each claim's contents: the mount path of every pod mounting it is mapped here
     env = {
         "PATH": f"{venv / 'bin'}:/usr/bin:/bin",
         "HOME": str(root / "home"),
-        "TRAINOPS_HOME": str(root / "var-lib-trainops"),
+        "TRAINOPS_HOME": str(volumes / CLAIM),  # the image's TRAINOPS_HOME is the claim's default mount path
         "PYTHONUNBUFFERED": "1",
         "LANG": "C.UTF-8",
     }
-    return {"root": root, "venv": venv, "image": image, "yaml": yaml.safe_load(compiled.read_text()),
-            "env": env, "wheel": wheel}
+    return {"root": root, "venv": venv, "image": image, "yaml": document, "env": env, "wheel": wheel,
+            "kubernetes": platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"], "volumes": volumes}
 
 
 # --- the launcher -------------------------------------------------------------------------------------------------
@@ -230,11 +267,26 @@ class Launcher:
         assert match, f"a condition this launcher does not read: {condition}"
         return inputs["parameters"][match.group(1)] is (match.group(2) == "true")
 
+    def mounts(self, component: dict) -> dict[str, Path]:
+        """The executor's claims as its Kubernetes config says (kfp-kubernetes' ``pvcMount``): mount path -> the
+        local directory standing for the claim (the same one for every pod that mounts it)."""
+        config = self.cluster["kubernetes"].get(component["executorLabel"], {})
+        return {mount["mountPath"]: self.cluster["volumes"] / mount["constant"] for mount in config.get("pvcMount", [])}
+
+    def mapped(self, value: object, mounts: dict[str, Path]) -> object:
+        """A parameter value with a mounted path's prefix replaced by its claim's directory (a pod sees the claim
+        at its mount path; this machine has it at a temporary directory)."""
+        for mount_path, directory in mounts.items():
+            if isinstance(value, str) and (value == mount_path or value.startswith(mount_path.rstrip("/") + "/")):
+                return str(directory) + value[len(mount_path):]
+        return value
+
     def executor_input(self, name: str, component: dict, inputs: dict) -> dict:
         task_dir = self.store / name
         declared = component.get("inputDefinitions", {}).get("parameters", {})
-        parameters = {key: PARAMETER_TYPES.get(declared.get(key, {}).get("parameterType"), lambda v: v)(value)
-                      for key, value in inputs["parameters"].items()}
+        mounts = self.mounts(component)
+        parameters = {key: PARAMETER_TYPES.get(declared.get(key, {}).get("parameterType"), lambda v: v)(
+                          self.mapped(value, mounts)) for key, value in inputs["parameters"].items()}
         outputs = component.get("outputDefinitions", {})
         return {
             "inputs": {"parameterValues": parameters,
@@ -321,9 +373,15 @@ def test_every_component_runs_from_its_compiled_command_line_and_chains_its_outp
     assert launcher.states == {"prepare-data": "SUCCEEDED", "stage-data": "SUCCEEDED", "train-model": "SUCCEEDED",
                                "evaluate-model": "SUCCEEDED", "condition-2": "SUCCEEDED",
                                "register-model": "SUCCEEDED", "condition-1": "SKIPPED"}
+    # every executor mounts the claim, at the workdir parameter's default: the steps shared their files through it
+    mounts = {name: [(mount["constant"], mount["mountPath"]) for mount in config["pvcMount"]]
+              for name, config in cluster["kubernetes"].items()}
+    assert set(mounts) == set(launcher.document["deploymentSpec"]["executors"])
+    assert set(map(tuple, mounts.values())) == {((CLAIM, launcher.root_parameters["workdir"]),)}
     model = launcher.outputs["train-model"]["artifacts"]["model"]
-    work = cluster["image"] / "runs" / "digits"  # the file's workdir (../../runs/digits) inside the image's WORKDIR
+    work = cluster["volumes"] / CLAIM
     assert Path(model["uri"]).name == "model.tar.gz" and Path(model["uri"]).is_relative_to(work)
+    assert (work / "fsx" / "digits" / "train").is_dir() and (work / "raw").is_dir()  # prepare -> stage -> train
     assert model["metadata"]["backend"] == "local" and model["metadata"]["reattached"] is False
     assert launcher.outputs["evaluate-model"]["parameterValues"]["Output"] is True
     metrics = launcher.outputs["evaluate-model"]["artifacts"]["metrics"]["metadata"]
@@ -370,5 +428,58 @@ def test_sigterm_to_the_train_components_first_process_stops_the_job(pipeline_ru
     assert report["exit"] != 0, rest[-3000:]
     assert report["left"] == [], f"processes left after the component exited: {report['left']}"
     assert stopped_after < 30, rest[-3000:]
-    status = json.loads((cluster["image"] / "runs" / "digits" / "jobs" / job / "status.json").read_text())
+    status = json.loads((cluster["volumes"] / CLAIM / "jobs" / job / "status.json").read_text())
     assert status["status"] == "Stopped", status
+
+
+# --- the compiled YAML in kfp.local ---------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def kfp_local_run(cluster):
+    """The digits pipeline compiled for the cluster as lightweight components (kfp.local's SubprocessRunner runs
+    no other kind) onto the image, run from the YAML by kfp.local in the image's Python. kfp.local has no volumes:
+    the claim's mount path, the ``workdir`` parameter's default, is mapped to a directory of this machine."""
+    root = cluster["root"]
+    compiled = root / "digits-lightweight.yaml"
+    from trainops import __version__
+
+    done = subprocess.run([sys.executable, "-m", "trainops.cli", "kfp", "compile", "examples/digits/pipeline.yaml",
+                           "-o", str(compiled), "--work-pvc", CLAIM, "--image", f"trainops-sim:{__version__}",
+                           "--package", f"trainops[kfp,torch]=={__version__}"], cwd=str(REPO), capture_output=True,
+                          text=True, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    document, platform = yaml.safe_load_all(compiled.read_text())
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    [mount_path] = {mount["mountPath"] for config in executors.values() for mount in config["pvcMount"]}
+    defaults = {name: spec.get("defaultValue") for name, spec in
+                document["root"]["inputDefinitions"]["parameters"].items()}
+    assert defaults["workdir"] == mount_path
+    volume = cluster["volumes"] / "kfp-local"
+    arguments = {"workdir": str(volume), "spec_json": with_epochs(defaults, 4)}
+    # the components' start-up pip install finds the requirement in the image, offline (as on an image holding it)
+    env = {**cluster["env"], "TRAINOPS_HOME": str(volume), "PIP_NO_INDEX": "1"}
+    started = time.monotonic()
+    done = subprocess.run([str(cluster["venv"] / "bin" / "python"), "-c", KFP_LOCAL, str(compiled),
+                           str(root / "kfp-local-root"), json.dumps(arguments)], cwd=str(cluster["image"]), env=env,
+                          capture_output=True, text=True, timeout=1200)
+    seconds = time.monotonic() - started
+    lines = [line for line in done.stdout.splitlines() if line.startswith("KFP-LOCAL ")]
+    assert done.returncode == 0 and lines, done.stdout[-6000:] + done.stderr[-3000:]
+    return json.loads(lines[-1][len("KFP-LOCAL "):]), volume, done.stdout + done.stderr, seconds
+
+
+def test_kfp_local_runs_the_compiled_yaml_with_the_claims_mount_path_mapped(kfp_local_run):
+    outcome, volume, log, seconds = kfp_local_run
+    print(f"kfp.local: the compiled digits pipeline took {seconds:.0f} s")
+    states = {name: task["state"] for name, task in outcome["tasks"].items()}
+    assert outcome["pipeline"] == "SUCCESS" and states == {
+        "prepare-data": "SUCCEEDED", "stage-data": "SUCCEEDED", "train-model": "SUCCEEDED",
+        "evaluate-model": "SUCCEEDED", "register-model": "SUCCEEDED", "gate-failed": "SKIPPED"}, log[-6000:]
+    assert "epoch 4/4" in log  # the run's spec_json argument reached the job's hosts
+    # the steps handed their files over through the mapped claim: prepare -> stage -> train -> evaluate -> register
+    train = outcome["tasks"]["train-model"]
+    [model] = train["artifacts"]["model"]
+    assert Path(model["uri"]).is_relative_to(volume) and Path(model["uri"]).is_file()
+    assert (volume / "raw").is_dir() and (volume / "fsx" / "digits" / "train").is_dir()
+    assert (volume / "jobs" / train["parameters"]["job_name"] / "status.json").is_file()
+    registered = outcome["tasks"]["register-model"]["parameters"]
+    assert registered["version"] == 1 and str(registered["location"]).startswith(str(volume))

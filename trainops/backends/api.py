@@ -289,6 +289,8 @@ class Backend(abc.ABC):
     - ``capabilities``: which of the optional operations (`CAPABILITIES`) it has; the others raise `Unsupported` with
       the backend's name, never a silent no-op. ``run_here``: its jobs can run in the caller's process (a front end
       that waits may run them there; elsewhere they are started and followed).
+    - ``EXTRAS``: the extras of trainops (pyproject) that the place submitting and following its jobs needs
+      installed (a KFP component's image, a worker): boto3 for an AWS service, torch to run jobs in the caller.
     - ``NEEDS``: the context it cannot reach a job without and where a front end finds it (a region from the AWS
       configuration); ``WAIT_GRACE_SECONDS``: what a wait allows beyond the job's own limits.
     - `links`: the pages where a person follows its jobs (none by default); `location`: where a job lives, as its
@@ -302,6 +304,7 @@ class Backend(abc.ABC):
     Options: ClassVar[type[BackendOptions]] = BackendOptions
     CONTEXT: ClassVar[frozenset[str]] = frozenset()
     capabilities: ClassVar[frozenset[str]] = frozenset()
+    EXTRAS: ClassVar[tuple[str, ...]] = ()
     #: Context this backend cannot reach a job without, and where a front end finds it when the user gave none:
     #: key -> source. ``"aws"``: the AWS configuration (an Airflow task's AWS connection; boto3's own chain
     #: elsewhere). A front end looks only at this, never at the backend's name.

@@ -1,4 +1,4 @@
-"""`trainops kfp compile` and `trainops kfp run-local`: a pipeline file as a Kubeflow pipeline.
+"""`trainops kfp compile`, `trainops kfp build` and `trainops kfp run-local`: a pipeline file as a Kubeflow pipeline.
 
 kfp is imported inside the command functions only: `trainops --help` and every other command stay free of it.
 """
@@ -6,6 +6,10 @@ kfp is imported inside the command functions only: `trainops --help` and every o
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trainops.components.cluster import ClusterSettings
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -24,9 +28,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "from the repository's Dockerfile. Values keep the file's relative paths and ${workdir}; the "
                     "components resolve them against the pipeline_dir parameter, relative to the image's WORKDIR, "
                     "which holds the build context's pipeline files: run it from the build context (the "
-                    "repository root for examples/). A pipeline whose files would not be in the image is refused.",
-        epilog="Exit codes: 0 compiled; 2 invalid input (the pipeline file, its job spec, or a path the image "
-               "would not hold).")
+                    "repository root for examples/). A pipeline whose files would not be in the image is refused, "
+                    "and so is one that would not run on a cluster as compiled (see the cluster options).",
+        epilog="Exit codes: 0 compiled; 2 invalid input (the pipeline file, its job spec, a path the image "
+               "would not hold, lightweight components that could not run it, a cluster option missing or "
+               "naming nothing).")
     compile_command.add_argument("pipeline", metavar="PIPELINE", help="pipeline file (YAML or JSON)")
     compile_command.add_argument("-o", "--output", required=True, metavar="OUT.yaml", help="where to write the YAML")
     compile_command.add_argument("--image", default=None,
@@ -35,7 +41,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                       "tag); its Python runs the installed components, nothing is installed")
     compile_command.add_argument("--package", action="append", default=None, metavar="REQUIREMENT",
                                  help="make lightweight components that pip-install REQUIREMENT when they start "
-                                      "(repeatable; image default python:3.11-slim); without it nothing is "
+                                      "(repeatable; needs --image holding the pipeline's files, and a trainops "
+                                      "requirement with the extras the components need); without it nothing is "
                                       "installed at run time")
     compile_command.add_argument("--pip-index-url", action="append", default=None, metavar="URL",
                                  help="package index for --package (repeatable)")
@@ -43,7 +50,43 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                  help="the pipeline file's directory in the image: relative to its WORKDIR "
                                       "(/opt/trainops) or absolute under it (default: the file's directory relative "
                                       "to the current directory, the image's build context); checked here")
+    cluster = compile_command.add_argument_group(
+        "the cluster", "what the compiled pipeline needs from the Kubernetes cluster that runs it (kfp-kubernetes)")
+    cluster.add_argument("--work-pvc", default=None, metavar="NAME",
+                         help="PersistentVolumeClaim mounted in every task as the work directory the steps share "
+                              "(required when the backend runs its jobs in the train pod, or when steps "
+                              "name ${workdir}); the workdir parameter then defaults to its mount path")
+    cluster.add_argument("--work-mount", default=None, metavar="PATH",
+                         help="where --work-pvc is mounted (default /var/lib/trainops, the image's TRAINOPS_HOME)")
+    cluster.add_argument("--secret-env", action="append", default=None, metavar="NAME=SECRET[:KEY]",
+                         help="a masked environment value of the job spec (HF_TOKEN...) from a key of a Kubernetes "
+                              "Secret, in the train pod (repeatable; every masked value needs one)")
+    cluster.add_argument("--image-pull-policy", default=None, choices=("Always", "IfNotPresent", "Never"),
+                         help="the components' image pull policy (default: the cluster's)")
+    cluster.add_argument("--image-pull-secret", action="append", default=None, metavar="SECRET",
+                         help="Secret with the registry's credentials (repeatable)")
+    cluster.add_argument("--service-account", default=None, metavar="NAME",
+                         help="refused: a compiled KFP v2 pipeline has no field for it; set service_account= when "
+                              "creating the run (docs/kubeflow.md)")
     compile_command.set_defaults(handler=compile_handler)
+
+    build = commands.add_parser(
+        "build", help="build (and push) the component image from the repository's Dockerfile",
+        description="Build the image `trainops kfp compile --image` names, with docker (or podman) from the build "
+                    "context (default: the current directory, the repository root): "
+                    "docker build -t TAG --build-arg PIPELINE_DIR=<the pipeline's directory> [--build-arg EXTRAS=...] "
+                    "CONTEXT, then docker push TAG with --push. --dry-run prints the commands only.",
+        epilog="Exit codes: 0 built (or printed); 1 the build or the push failed; 2 invalid input (no Dockerfile in "
+               "the context, a pipeline outside it, no docker or podman to run).")
+    build.add_argument("pipeline", metavar="PIPELINE", help="pipeline file whose directory the image holds")
+    build.add_argument("--tag", default=None, help="image tag (default: trainops:<version>)")
+    build.add_argument("--context", default=".", help="the build context, where the Dockerfile is (default: .)")
+    build.add_argument("--extras", default=None, metavar="EXTRAS",
+                       help="trainops extras installed in the image (default: the Dockerfile's: "
+                            "aws,kfp,torch,examples)")
+    build.add_argument("--push", action="store_true", help="push the tag after building it")
+    build.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
+    build.set_defaults(handler=build_handler)
 
     run_local = commands.add_parser(
         "run-local", help="run the pipeline with kfp.local on this machine (the default backend, offline)",
@@ -93,16 +136,37 @@ def check_output(output: str) -> None:
         raise SpecError(Problem("--output", f"{output} {why}"))
 
 
+def cluster_settings(args: argparse.Namespace) -> ClusterSettings:
+    """The cluster options as `ClusterSettings`; ``--service-account`` refused, saying where it goes instead."""
+    from trainops.components.cluster import DEFAULT_WORK_MOUNT, SERVICE_ACCOUNT_WHERE, ClusterSettings, SecretEnv
+    from trainops.errors import Problem, SpecError
+
+    if args.service_account is not None:
+        raise SpecError(Problem("--service-account", SERVICE_ACCOUNT_WHERE))
+    if args.work_mount and not args.work_pvc:
+        raise SpecError(Problem("--work-mount", "mounts nothing without --work-pvc: name the claim to mount there"))
+
+    return ClusterSettings(work_pvc=args.work_pvc, work_mount=args.work_mount or DEFAULT_WORK_MOUNT,
+                           secret_env=tuple(SecretEnv.parse(text) for text in args.secret_env or ()),
+                           image_pull_policy=args.image_pull_policy,
+                           image_pull_secrets=tuple(args.image_pull_secret or ()))
+
+
 def compile_handler(args: argparse.Namespace) -> int:
     from trainops.components.pipeline import compile_pipeline
     from trainops.components.settings import settings_for
 
     check_output(args.output)
     settings = settings_for(args.image, args.package, args.pip_index_url)
-    output = compile_pipeline(args.pipeline, args.output, settings=settings, pipeline_dir=args.pipeline_dir)
+    cluster = cluster_settings(args)
+    output = compile_pipeline(args.pipeline, args.output, settings=settings, pipeline_dir=args.pipeline_dir,
+                              cluster=cluster)
     print(f"compiled {args.pipeline} -> {output} (image {settings.base_image}"
           + (f", installs {' '.join(settings.packages_to_install)} at start-up" if settings.packages_to_install
-             else ", containerized: nothing installed at run time") + ")")
+             else ", containerized: nothing installed at run time")
+          + (f"; work directory: claim {cluster.work_pvc} at {cluster.work_mount}" if cluster.work_pvc else "")
+          + "".join(f"; {entry.name} from secret {entry.secret}:{entry.key}" for entry in cluster.secret_env)
+          + ")")
     return 0
 
 
@@ -113,3 +177,57 @@ def run_local_handler(args: argparse.Namespace) -> int:
     outcome = run_local(args.pipeline, workdir=args.workdir, gate=args.gate, run_key=args.run_key,
                         backend=args.backend, backend_options=backend_options(args))
     return 0 if outcome.succeeded else 1
+
+
+def build_commands(pipeline: str, *, tag: str | None = None, context: str = ".", extras: str | None = None,
+                   push: bool = False, engine: str = "docker") -> list[list[str]]:
+    """The commands that build (and push) the component image for a pipeline file: its directory, relative to the
+    build context, is the Dockerfile's PIPELINE_DIR (what the image copies below its WORKDIR, where `trainops kfp
+    compile` expects it). `SpecError` (exit 2) for a context without a Dockerfile or a pipeline outside it."""
+    from pathlib import Path
+
+    from trainops.components.settings import DEFAULT_IMAGE
+    from trainops.errors import Problem, SpecError
+
+    root = Path(context).resolve()
+    if not (root / "Dockerfile").is_file():
+        raise SpecError(Problem("--context", f"{root} holds no Dockerfile: run from the repository root, or give "
+                                             "--context the directory that holds trainops' Dockerfile"))
+    directory = Path(pipeline).resolve().parent
+    if root != directory and root not in directory.parents:
+        raise SpecError(Problem("pipeline", f"{directory} is outside the build context {root}: the image copies "
+                                            "only what lies below the context"))
+    if not Path(pipeline).is_file():
+        raise SpecError(Problem("pipeline", f"{pipeline} does not exist"))
+    tag = tag or DEFAULT_IMAGE
+    build = [engine, "build", "-t", tag, "--build-arg", f"PIPELINE_DIR={directory.relative_to(root).as_posix()}"]
+    if extras:
+        build += ["--build-arg", f"EXTRAS={extras}"]
+    commands = [build + [str(root)]]
+    if push:
+        commands.append([engine, "push", tag])
+    return commands
+
+
+def build_handler(args: argparse.Namespace) -> int:
+    import shlex
+    import shutil
+    import subprocess
+
+    from trainops.errors import Problem, SpecError
+
+    engine = shutil.which("docker") or shutil.which("podman")
+    commands = build_commands(args.pipeline, tag=args.tag, context=args.context, extras=args.extras,
+                              push=args.push, engine=engine.rsplit("/", 1)[-1] if engine else "docker")
+    if args.dry_run:
+        for command in commands:
+            print(shlex.join(command))
+        return 0
+    if engine is None:
+        raise SpecError(Problem("docker", "neither docker nor podman is on PATH: install one, or run on a machine "
+                                          "that has it: " + " && ".join(shlex.join(command) for command in commands)))
+    for command in commands:
+        print(f"$ {shlex.join(command)}", flush=True)
+        if subprocess.run([engine, *command[1:]], check=False).returncode != 0:
+            return 1
+    return 0

@@ -118,6 +118,38 @@ def default_pipeline_dir(path: str | os.PathLike) -> str:
         return str(directory)
 
 
+def workdir_fields(source: PipelineSource) -> tuple[str, ...]:
+    """The pipeline file's step fields whose value names ``${workdir}`` (``steps.stage.source``...): paths that one
+    step leaves for another in the work directory, which the tasks of a cluster share only through a volume."""
+    found: list[str] = []
+
+    def walk(value: Any, where: str) -> None:
+        if isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, f"{where}.{key}")
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, f"{where}[{index}]")
+        elif isinstance(value, str) and "${workdir}" in value:
+            found.append(where)
+
+    walk(source.pipeline.steps.model_dump(mode="json", exclude_none=True), "steps")
+    return tuple(found)
+
+
+def cluster_configured(cluster: Any, configure_task: Callable[[Any], Any] | None) -> Callable[..., Any]:
+    """A task configuration applying ``cluster`` (`ClusterSettings.configure`), then the caller's own."""
+
+    def configure(task: Any, kind: str) -> Any:
+        cluster.configure(task, kind)
+        if configure_task is not None:
+            configure_task(task)
+        return task
+
+    configure.takes_kind = True  # type: ignore[attr-defined]
+    return configure
+
+
 def gate_parameter(gate: Any) -> str:
     """The pipeline file's gate as the ``gate`` parameter: a gate string as it is, anything else as JSON."""
     if gate is None:
@@ -126,11 +158,14 @@ def gate_parameter(gate: Any) -> str:
 
 
 def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = None, *,
-                   pipeline_dir: str | None = None, configure_task: Callable[[Any], Any] | None = None):
+                   pipeline_dir: str | None = None, configure_task: Callable[[Any], Any] | None = None,
+                   workdir: str | None = None):
     """The KFP pipeline (a ``@dsl.pipeline`` function) for a pipeline file, with components built for ``settings``.
 
     ``configure_task`` is called with every task as it is created: the place for cluster settings the pipeline file
-    does not describe (``task.set_retry(2)``, resources, ``kfp.kubernetes.mount_pvc`` for a shared work directory).
+    does not describe (``task.set_retry(2)``, resources, ``kfp.kubernetes.mount_pvc`` for a shared work directory);
+    it gets the task's kind as a second argument when it takes two (`cluster_configured`). ``workdir``: the
+    ``workdir`` parameter's default instead of the file's (the shared volume's mount path).
     """
     from kfp import dsl
 
@@ -144,7 +179,7 @@ def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = 
         "spec_json": source.spec_json,
         "backend": source.plan.backend,
         "backend_options": json.dumps(source.plan.backend_options, sort_keys=True),
-        "workdir": file.workdir or "",
+        "workdir": workdir if workdir is not None else (file.workdir or ""),
         "pipeline_dir": pipeline_dir if pipeline_dir is not None else str(source.directory),
         "gate": gate_parameter(steps.evaluate.gate) if steps.evaluate else "",
         "region": file.region or "",
@@ -163,7 +198,10 @@ def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = 
         cpu, memory = resources.get(kind, resources["other"])
         task.set_cpu_request(cpu).set_memory_request(memory)
         if configure_task is not None:
-            configure_task(task)
+            if getattr(configure_task, "takes_kind", False):
+                configure_task(task, "spec" if kind == "train" else "other")  # type: ignore[call-arg]
+            else:
+                configure_task(task)
         return task
 
     @dsl.pipeline(name=file.name, description=f"trainops retraining pipeline {file.name}: stage, train, evaluate, "
@@ -347,20 +385,34 @@ def check_image_paths(source: PipelineSource, pipeline_dir: str, context: Path, 
 
 def compile_pipeline(path: str | os.PathLike, output: str | os.PathLike, *,
                      settings: ComponentSettings | None = None, pipeline_dir: str | None = None,
-                     configure_task: Callable[[Any], Any] | None = None, context: str | os.PathLike | None = None
-                     ) -> str:
+                     configure_task: Callable[[Any], Any] | None = None, context: str | os.PathLike | None = None,
+                     cluster: Any = None) -> str:
     """Compile the pipeline of a pipeline file to KFP IR YAML at ``output``; return the output path.
 
     ``context`` is the image's build context (default: the current directory); a pipeline whose files the
-    components would not find in the image is refused before anything is written (`check_image_paths`).
+    components would not find in the image is refused before anything is written (`check_image_paths`), and so are
+    lightweight components that could not run it (`check_lightweight`). ``cluster``
+    (`trainops.components.cluster.ClusterSettings`, what ``trainops kfp compile`` always gives): the work
+    directory's volume, the Secrets of masked values, the image pull policy, written into every task; a pipeline
+    that would not run on a cluster as compiled is refused (`check_cluster`).
     """
     from kfp import compiler
+
+    from trainops.components.settings import check_lightweight
 
     source = read_pipeline_source(path)
     check_placeholders(source.pipeline.model_dump(mode="json"), str(path))
     pipeline_dir = pipeline_dir or default_pipeline_dir(path)
     check_image_paths(source, pipeline_dir, Path(context or Path.cwd()).resolve(), str(path))
-    pipeline = build_pipeline(source, settings, pipeline_dir=pipeline_dir, configure_task=configure_task)
+    if settings is not None:
+        check_lightweight(settings, source.plan.backend, str(path))
+    if cluster is not None:
+        from trainops.components.cluster import check_cluster
+
+        check_cluster(cluster, source.plan.backend, source.secrets, str(path), workdir_fields(source))
+        configure_task = cluster_configured(cluster, configure_task)
+    pipeline = build_pipeline(source, settings, pipeline_dir=pipeline_dir, configure_task=configure_task,
+                              workdir=cluster.workdir if cluster is not None else None)
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     compiler.Compiler().compile(pipeline, str(output))
     return str(output)

@@ -86,3 +86,47 @@ def settings_for(image: str | None = None, packages: list[str] | None = None,
 #: For kfp.local's SubprocessRunner(use_venv=False): the current interpreter already has everything; the image name
 #: only silences kfp's warning about non-Python images and is never pulled.
 LOCAL_SETTINGS = ComponentSettings(base_image=LIGHTWEIGHT_BASE_IMAGE, containerized=False)
+
+
+def check_lightweight(settings: ComponentSettings, backend: str, where: str) -> None:
+    """Refuse lightweight components (``--package``) that could not run the pipeline, as the containerized compile
+    refuses a pipeline whose files the image would not hold (`SpecError` naming the option, exit code 2):
+
+    - on `LIGHTWEIGHT_BASE_IMAGE` (no ``--image``): it holds none of the pipeline's files (its prepare script, job
+      spec, training and evaluation code, read under ``pipeline_dir``) and nothing the pipeline's scripts import;
+    - without a trainops requirement among the packages, or one lacking an extra the components need: ``kfp``
+      (every component) and the backend's (`Backend.EXTRAS`: ``torch`` where the train pod runs the job's hosts,
+      ``aws`` for SageMaker).
+    """
+    import re
+
+    from trainops.backends import backend_class
+    from trainops.errors import Problem, SpecError
+
+    if settings.containerized:
+        return
+    problems = []
+    if settings.base_image == LIGHTWEIGHT_BASE_IMAGE:
+        problems.append(Problem("--image", f"{LIGHTWEIGHT_BASE_IMAGE} holds none of the pipeline's files (the "
+                                           "prepare script, the job spec, the training and evaluation code the "
+                                           "components read under pipeline_dir) and none of what its scripts "
+                                           "import: give --image an image that holds the pipeline's directory at "
+                                           f"its WORKDIR {IMAGE_WORKDIR} (the one `trainops kfp build` builds from "
+                                           "the Dockerfile), or compile without --package (containerized)"))
+    needed = {"kfp", *backend_class(backend).EXTRAS}
+    extras: set[str] | None = None
+    for requirement in settings.packages_to_install:
+        match = re.match(r"\s*([A-Za-z0-9._-]+)\s*(?:\[([^\]]*)\])?", requirement)
+        if match and re.sub(r"[-_.]+", "-", match.group(1)).lower() == "trainops":
+            extras = (extras or set()) | {part.strip() for part in (match.group(2) or "").split(",") if part.strip()}
+    if extras is None:
+        problems.append(Problem("--package", "installs no trainops, whose functions the components run: add a "
+                                             f"requirement such as 'trainops[{','.join(sorted(needed))}] @ "
+                                             "https://.../trainops-<version>-py3-none-any.whl'"))
+    elif needed - extras:
+        problems.append(Problem("--package", f"the trainops requirement lacks the extras "
+                                             f"{', '.join(sorted(needed - extras))} (the components need "
+                                             f"{', '.join(sorted(needed))} with the {backend} backend): install "
+                                             f"trainops[{','.join(sorted(needed | extras))}]"))
+    if problems:
+        raise SpecError(problems, where)

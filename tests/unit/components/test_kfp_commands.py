@@ -24,8 +24,9 @@ def test_compile_with_an_image_of_our_own_installs_nothing(tmp_path, capsys, mon
     monkeypatch.chdir(ROOT)
     output = tmp_path / "out.yaml"
     assert main(["kfp", "compile", "examples/digits/pipeline.yaml", "-o", str(output), "--image",
-                 "registry.example.com/trainops:0.1.0", "--pipeline-dir", "/opt/trainops/examples/digits"]) == 0
-    document = yaml.safe_load(output.read_text())
+                 "registry.example.com/trainops:0.1.0", "--pipeline-dir", "/opt/trainops/examples/digits",
+                 "--work-pvc", "trainops-work"]) == 0
+    document = next(yaml.safe_load_all(output.read_text()))  # then the platform (Kubernetes) document
     executors = document["deploymentSpec"]["executors"].values()
     assert {executor["container"]["image"] for executor in executors} == {"registry.example.com/trainops:0.1.0"}
     assert "pip install" not in output.read_text()

@@ -25,7 +25,8 @@ SPEC = "name: tiny\nentry_point: train.py\nsource_dir: code\ninstance_type: ml.m
 
 
 def compiled(path: Path) -> dict:
-    return yaml.safe_load(path.read_text())
+    """The pipeline spec of a compiled file (its first YAML document; a second holds the Kubernetes settings)."""
+    return next(yaml.safe_load_all(path.read_text()))
 
 
 def root_tasks(document: dict) -> dict:
@@ -56,8 +57,9 @@ def write_pipeline(tmp_path: Path, steps: str, extra: str = "") -> Path:
 def test_the_digits_pipeline_compiles_to_the_golden_yaml_every_time(tmp_path, monkeypatch):
     monkeypatch.chdir(ROOT)  # the compiled pipeline_dir is the file's directory relative to here: examples/digits
     outputs = [tmp_path / "first.yaml", tmp_path / "second.yaml"]
-    for output in outputs:
-        assert main(["kfp", "compile", "examples/digits/pipeline.yaml", "-o", str(output)]) == 0
+    for output in outputs:  # as on a cluster: the local backend's steps share a volume
+        assert main(["kfp", "compile", "examples/digits/pipeline.yaml", "-o", str(output),
+                     "--work-pvc", "trainops-work"]) == 0
     text = outputs[0].read_text()
     assert outputs[1].read_text() == text
     if os.environ.get("TRAINOPS_UPDATE_GOLDEN"):
@@ -85,7 +87,13 @@ def test_the_golden_pipeline_has_the_steps_the_gate_branches_and_portable_defaul
     assert all(task.get("cachingOptions") == {} for task in tasks.values() if "cachingOptions" in task)
     parameters = {name: spec.get("defaultValue") for name, spec in
                   document["root"]["inputDefinitions"]["parameters"].items()}
-    assert parameters["pipeline_dir"] == "examples/digits" and parameters["workdir"] == "../../runs/digits"
+    # the local backend's steps share the claim (--work-pvc trainops-work) mounted at the image's TRAINOPS_HOME
+    assert parameters["pipeline_dir"] == "examples/digits" and parameters["workdir"] == "/var/lib/trainops"
+    [platform] = list(yaml.safe_load_all(GOLDEN.read_text()))[1:]
+    executors = platform["platforms"]["kubernetes"]["deploymentSpec"]["executors"]
+    assert set(executors) == set(document["deploymentSpec"]["executors"])
+    assert all([(mount["constant"], mount["mountPath"]) for mount in executor["pvcMount"]] ==
+               [("trainops-work", "/var/lib/trainops")] for executor in executors.values())
     assert parameters["backend"] == "local" and parameters["gate"] == "accuracy >= 0.95"
     assert json.loads(decode_parameter(parameters["spec_json"]))["source_dir"] == "."  # as written, resolved there
     assert "/work/" not in GOLDEN.read_text() and str(ROOT) not in GOLDEN.read_text()

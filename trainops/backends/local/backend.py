@@ -45,6 +45,7 @@ class LocalBackend(Backend):
     Options = LocalOptions
     CONTEXT = frozenset({"workdir", "registry_dir", "client_factory", "region"})
     capabilities = frozenset({"evaluate", "register", "stage", "run_here", "browse_registry", "start_evaluation"})
+    EXTRAS = ("torch",)
     WAIT_GRACE_SECONDS = 600.0  # a job of this machine ends with its supervisor: nothing to provision or upload
 
     def __init__(self, workdir: str | os.PathLike[str] | None = None,

@@ -81,6 +81,7 @@ class SageMakerBackend(Backend):
     name = "sagemaker"
     Options = SageMakerOptions
     capabilities = frozenset({"evaluate", "register", "stage", "metrics", "start_evaluation", "start_stage"})
+    EXTRAS = ("aws",)
     EVALUATION_SETTINGS = frozenset({"role", "image_uri", "instance_type", "job_name", "code_uri", "poll_seconds",
                                      "sleep"})
     REGISTRATION_SETTINGS = frozenset({"image_uri", "metrics_uri"})
