@@ -95,7 +95,7 @@ class ClusterSettings:
     def configure(self, task: Any, kind: str) -> Any:
         """Write these settings into a task's platform config (``kind``: ``spec`` for a task that reads the job
         spec, whose masked values it needs; ``other``)."""
-        from kfp import kubernetes
+        import kfp.kubernetes as kubernetes  # kfp-kubernetes: missing, the command line names the extra (kfp)
 
         if self.work_pvc:
             kubernetes.mount_pvc(task, pvc_name=self.work_pvc, mount_path=self.work_mount)

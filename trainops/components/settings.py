@@ -88,12 +88,23 @@ def settings_for(image: str | None = None, packages: list[str] | None = None,
 LOCAL_SETTINGS = ComponentSettings(base_image=LIGHTWEIGHT_BASE_IMAGE, containerized=False)
 
 
+def plain_python_image(image: str) -> bool:
+    """True for the official Python images (``python:3.11-slim``, ``docker.io/library/python@sha256:...``): KFP's
+    lightweight default, which hold Python and pip and nothing of a pipeline."""
+    name = image.split("@", 1)[0]
+    if ":" in name.rsplit("/", 1)[-1]:
+        name = name.rsplit(":", 1)[0]
+    return name in ("python", "library/python", "docker.io/python", "docker.io/library/python")
+
+
 def check_lightweight(settings: ComponentSettings, backend: str, where: str) -> None:
     """Refuse lightweight components (``--package``) that could not run the pipeline, as the containerized compile
     refuses a pipeline whose files the image would not hold (`SpecError` naming the option, exit code 2):
 
-    - on `LIGHTWEIGHT_BASE_IMAGE` (no ``--image``): it holds none of the pipeline's files (its prepare script, job
-      spec, training and evaluation code, read under ``pipeline_dir``) and nothing the pipeline's scripts import;
+    - on `LIGHTWEIGHT_BASE_IMAGE` (no ``--image``) or any official Python image (`plain_python_image`): it holds
+      none of the pipeline's files (its prepare script, job spec, training and evaluation code, read under
+      ``pipeline_dir``) and nothing the pipeline's scripts import. Another image is checked as the containerized
+      compile checks its own (`trainops.components.pipeline.check_image_paths`, which runs for both kinds);
     - without a trainops requirement among the packages, or one lacking an extra the components need: ``kfp``
       (every component) and the backend's (`Backend.EXTRAS`: ``torch`` where the train pod runs the job's hosts,
       ``aws`` for SageMaker).
@@ -106,8 +117,8 @@ def check_lightweight(settings: ComponentSettings, backend: str, where: str) -> 
     if settings.containerized:
         return
     problems = []
-    if settings.base_image == LIGHTWEIGHT_BASE_IMAGE:
-        problems.append(Problem("--image", f"{LIGHTWEIGHT_BASE_IMAGE} holds none of the pipeline's files (the "
+    if plain_python_image(settings.base_image):
+        problems.append(Problem("--image", f"{settings.base_image} holds none of the pipeline's files (the "
                                            "prepare script, the job spec, the training and evaluation code the "
                                            "components read under pipeline_dir) and none of what its scripts "
                                            "import: give --image an image that holds the pipeline's directory at "

@@ -123,6 +123,18 @@ def test_what_would_not_run_on_a_cluster_is_refused_naming_the_flag(pipeline, tm
     assert not output.exists()
 
 
+def test_without_kfp_kubernetes_the_compile_names_the_extra_that_installs_it(pipeline, tmp_path, capsys,
+                                                                              monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "kfp.kubernetes", None)  # as if kfp were installed without kfp-kubernetes
+    output = tmp_path / "out.yaml"
+    assert main(["kfp", "compile", str(pipeline), "-o", str(output), *CLUSTER]) == 2
+    error = capsys.readouterr().err
+    assert "needs 'kfp.kubernetes', which is not installed" in error and "pip install 'trainops[kfp]'" in error, error
+    assert not output.exists()
+
+
 def test_an_unknown_pull_policy_is_refused_by_the_parser(pipeline, tmp_path, capsys):
     with pytest.raises(SystemExit) as exited:
         main(["kfp", "compile", str(pipeline), "-o", str(tmp_path / "o.yaml"), "--work-pvc", "w",
@@ -158,6 +170,8 @@ def test_steps_that_share_workdir_paths_need_the_claim_whatever_the_backend(tmp_
 
 @pytest.mark.parametrize(("flags", "named", "says"), [
     (["--package", "trainops[kfp,torch]==0.1.0"], "--image", "python:3.11-slim holds none of the pipeline's files"),
+    (["--image", "docker.io/library/python:3.12", "--package", "trainops[kfp,torch]==0.1.0"], "--image",
+     "docker.io/library/python:3.12 holds none of the pipeline's files"),
     (["--image", "registry.example.com/trainops:0.1.0", "--package", "numpy"], "--package",
      "installs no trainops, whose functions the components run"),
     (["--image", "registry.example.com/trainops:0.1.0", "--package", "trainops[aws]==0.1.0"], "--package",
