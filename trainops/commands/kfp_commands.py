@@ -77,7 +77,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "docker build -t TAG --build-arg PIPELINE_DIR=<the pipeline's directory> [--build-arg EXTRAS=...] "
                     "CONTEXT, then docker push TAG with --push. --dry-run prints the commands only.",
         epilog="Exit codes: 0 built (or printed); 1 the build or the push failed; 2 invalid input (no Dockerfile in "
-               "the context, a pipeline outside it, no docker or podman to run).")
+               "the context, a pipeline outside it, --push of a tag naming no registry, no docker or podman to run).")
     build.add_argument("pipeline", metavar="PIPELINE", help="pipeline file whose directory the image holds")
     build.add_argument("--tag", default=None, help="image tag (default: trainops:<version>)")
     build.add_argument("--context", default=".", help="the build context, where the Dockerfile is (default: .)")
@@ -200,6 +200,10 @@ def build_commands(pipeline: str, *, tag: str | None = None, context: str = ".",
     if not Path(pipeline).is_file():
         raise SpecError(Problem("pipeline", f"{pipeline} does not exist"))
     tag = tag or DEFAULT_IMAGE
+    if push and "/" not in tag.split("@", 1)[0]:
+        raise SpecError(Problem("--tag", f"{tag} names no registry, so --push would try Docker Hub's official "
+                                         "library: tag the image where your cluster pulls from, e.g. --tag "
+                                         f"registry.example.com/{tag}"))
     build = [engine, "build", "-t", tag, "--build-arg", f"PIPELINE_DIR={directory.relative_to(root).as_posix()}"]
     if extras:
         build += ["--build-arg", f"EXTRAS={extras}"]

@@ -222,14 +222,20 @@ def test_build_refuses_a_context_without_the_dockerfile_or_a_pipeline_outside_it
     assert f"{tmp_path} is outside the build context {ROOT}" in capsys.readouterr().err
 
 
+def test_build_refuses_to_push_a_tag_that_names_no_registry(capsys, monkeypatch):
+    monkeypatch.chdir(ROOT)
+    assert main(["kfp", "build", "examples/digits/pipeline.yaml", "--push", "--dry-run"]) == 2
+    assert "--tag: trainops:0.1.0 names no registry" in capsys.readouterr().err
+
+
 def test_build_without_docker_or_podman_says_what_to_run_where(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("PATH", str(tmp_path))  # neither engine to be found
-    assert main(["kfp", "build", "examples/digits/pipeline.yaml", "--push"]) == 2
+    assert main(["kfp", "build", "examples/digits/pipeline.yaml", "--tag", "reg.example.com/t:1", "--push"]) == 2
     error = capsys.readouterr().err
     assert "docker: neither docker nor podman is on PATH" in error
-    assert f"docker build -t trainops:0.1.0 --build-arg PIPELINE_DIR=examples/digits {ROOT} && docker push " \
-           "trainops:0.1.0" in error
+    assert f"docker build -t reg.example.com/t:1 --build-arg PIPELINE_DIR=examples/digits {ROOT} && docker push " \
+           "reg.example.com/t:1" in error
 
 
 @pytest.mark.skipif(shutil.which("docker") is None, reason="the docker command line is not installed")
@@ -237,8 +243,8 @@ def test_a_build_the_engine_fails_exits_1_with_the_engines_message(capfd, monkey
     """The real docker command line against a daemon that is not there (what a machine without one shows)."""
     monkeypatch.chdir(ROOT)
     monkeypatch.setenv("DOCKER_HOST", f"unix://{tmp_path}/no-daemon.sock")
-    assert main(["kfp", "build", "examples/digits/pipeline.yaml", "--tag", "trainops:test", "--push"]) == 1
+    assert main(["kfp", "build", "examples/digits/pipeline.yaml", "--tag", "reg.example.com/t:1", "--push"]) == 1
     captured = capfd.readouterr()
-    assert "$ docker build -t trainops:test" in captured.out
+    assert "$ docker build -t reg.example.com/t:1" in captured.out
     assert "docker push" not in captured.out  # the push never follows a failed build
     assert "no-daemon.sock" in captured.err, captured.err
