@@ -8,6 +8,13 @@ once that pid is gone. Both commands are timed from the moment they are started,
 trainops side pays its CLI's start, the spec's validation, laying out the contract directories and the record, the
 node script and the runtime's launcher; the plain side pays sbatch and srun only.
 
+Slurm schedules a batch job only once ``batch_sched_delay`` (3 s by default, counted in whole seconds) has passed
+since its previous scheduling pass, and a job's end is such a pass: a job submitted within 3 s of the previous one's
+end waits for the rest of that window, whoever submits it. Each side therefore submits once both nodes have been
+idle for ``SETTLE`` seconds, so neither inherits a window the other side's stop opened (before, the side after a
+quick ``scancel`` waited about 1 s longer than the side after ``trainops stop``). What Slurm itself took (its
+``submit_batch_job`` RPC to ``Allocate``, from slurmctld's log, in milliseconds) is shown for both sides.
+
 Run:  .venv/bin/python bench/slurm_overhead.py [--rounds 5]
 Needs root and Slurm (make slurm). Prints one row per round and the medians; the bounds of issue 38: start <= 1 s
 more than plain sbatch, stop <= 10 s.
@@ -16,9 +23,11 @@ more than plain sbatch, stop <= 10 s.
 from __future__ import annotations
 
 import argparse
+import datetime
 import glob
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -52,6 +61,11 @@ srun --nodes=2 --ntasks-per-node=1 --kill-on-bad-exit=1 --export=ALL {python} {s
 '''
 
 
+#: Seconds both nodes stay idle before a side submits: past slurmctld's batch_sched_delay (3 s, whole seconds).
+SETTLE = 4.0
+SUBMITTED = re.compile(r"^\[(\S+)\] _slurm_rpc_submit_batch_job: JobId=(\d+) ")
+ALLOCATED = re.compile(r"^\[(\S+)\] (?:sched: Allocate|sched/backfill: _start_job: Started) JobId=(\d+) ")
+
 #: CPU seconds of each submit command, in the order run (plain, trainops, plain, ...): what it costs on an idle machine.
 CPU: list[float] = []
 
@@ -78,13 +92,37 @@ def idle(cluster) -> bool:
     return done.returncode == 0 and sorted(done.stdout.split()) == ["idle", "idle", "n1", "n2"]
 
 
+def settled(cluster, since: list[float]) -> bool:
+    """Both nodes idle for SETTLE seconds (``since`` keeps when they were first seen idle)."""
+    if not idle(cluster):
+        since.clear()
+        return False
+    if not since:
+        since.append(time.monotonic())
+    return time.monotonic() - since[0] >= SETTLE
+
+
+def slurm_wait(cluster, job_id: str) -> float:
+    """Seconds from slurmctld's receipt of the job to its allocation (its log's millisecond timestamps)."""
+    seen: dict[str, datetime.datetime] = {}
+    for line in (cluster.root / "log" / "slurmctld.log").read_text(errors="replace").splitlines():
+        for key, pattern in (("submitted", SUBMITTED), ("allocated", ALLOCATED)):
+            match = pattern.match(line)
+            if match and match.group(2) == job_id:
+                seen[key] = datetime.datetime.fromisoformat(match.group(1))
+    if len(seen) < 2:
+        return float("nan")
+    return (seen["allocated"] - seen["submitted"]).total_seconds()
+
+
 def measure(cluster, start: list[str], stop, directory: Path,
-            batch_log: str) -> tuple[float, float, float, float]:
+            batch_log: str) -> tuple[float, float, float, float, float]:
     """(seconds from starting the submit command to both ranks' markers, seconds from starting the stop to both
-    ranks' pids gone, seconds the submit command took, seconds to the batch script's start: its log file appears),
-    once both nodes are idle."""
+    ranks' pids gone, seconds the submit command took, seconds to the batch script's start: its log file appears,
+    Slurm's own seconds from receiving the job to allocating it), once both nodes have been idle SETTLE seconds."""
     env = cluster.env
-    wait_until(lambda: idle(cluster), "both nodes to be idle", pause=0.1)
+    since: list[float] = []
+    wait_until(lambda: settled(cluster, since), "both nodes to be idle", pause=0.1)
     batch_started: list[float] = []
 
     def watch_batch() -> None:
@@ -106,11 +144,14 @@ def measure(cluster, start: list[str], stop, directory: Path,
     ranks = wait_until(lambda: len(found := markers(directory)) == 2 and found, "both ranks to run", pause=0.005)
     running = max(rank["time"] for rank in ranks) - (time.time() - (time.perf_counter() - began))
     pids = [rank["pid"] for rank in ranks]
+    found = re.search(r"Slurm job (\d+)", done.stdout) or re.match(r"(\d+)", done.stdout.strip())
+    scheduling = slurm_wait(cluster, found.group(1)) if found else float("nan")
     began = time.perf_counter()
     stop(done.stdout)
     wait_until(lambda: not any(alive(pid) for pid in pids), "every rank to end", pause=0.005)
     watcher.join()
-    return running, time.perf_counter() - began, returned, batch_started[0] if batch_started else float("nan")
+    return (running, time.perf_counter() - began, returned, batch_started[0] if batch_started else float("nan"),
+            scheduling)
 
 
 def main() -> None:
@@ -158,8 +199,9 @@ def main() -> None:
                            trainops_markers, str(cluster.shared_dir / "jobs" / name / "logs" / "batch-*.log"))
             rows.append((plain, ours))
             print(f"round {round_number}: plain sbatch {plain[0]:.2f} s to run (returned {plain[2]:.2f}, batch "
-                  f"{plain[3]:.2f}), scancel {plain[1]:.2f} s to end | trainops {ours[0]:.2f} s to run (returned "
-                  f"{ours[2]:.2f}, batch {ours[3]:.2f}), stop {ours[1]:.2f} s to end; load "
+                  f"{plain[3]:.2f}, Slurm {plain[4]:.2f}), scancel {plain[1]:.2f} s to end | trainops {ours[0]:.2f} s to "
+                  f"run (returned {ours[2]:.2f}, batch {ours[3]:.2f}, Slurm {ours[4]:.2f}), stop {ours[1]:.2f} s to "
+                  "end; load "
                   f"{os.getloadavg()[0]:.1f}", flush=True)
         report(rows)
     finally:
@@ -167,7 +209,7 @@ def main() -> None:
         subprocess.run(["rm", "-rf", str(work)], check=False)
 
 
-Row = tuple[float, float, float, float]
+Row = tuple[float, float, float, float, float]
 
 
 def report(rows: list[tuple[Row, Row]]) -> None:
@@ -175,13 +217,13 @@ def report(rows: list[tuple[Row, Row]]) -> None:
         return statistics.median(row[side][index] for row in rows)
 
     print("\n| command | submit -> all ranks running | the submit command | submit -> batch script starts | "
-          "batch script -> all ranks running | stop -> all ranks gone |")
-    print("| --- | --- | --- | --- | --- | --- |")
+          "of which Slurm: job received -> allocated | batch script -> all ranks running | stop -> all ranks gone |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for side, label in ((0, "plain `sbatch` / `scancel`"),
                         (1, "`trainops run --backend slurm --no-wait` / `trainops stop`")):
         in_job = statistics.median(row[side][0] - row[side][3] for row in rows)
-        print(f"| {label} | {median(0, side):.2f} | {median(2, side):.2f} | {median(3, side):.2f} | {in_job:.2f} | "
-              f"{median(1, side):.2f} |")
+        print(f"| {label} | {median(0, side):.2f} | {median(2, side):.2f} | {median(3, side):.2f} | "
+              f"{median(4, side):.2f} | {in_job:.2f} | {median(1, side):.2f} |")
     print("(medians, seconds)")
     extra = [row[1][0] - row[0][0] for row in rows]
     print(f"\nstart: trainops - plain per round {', '.join(f'{value:+.2f}' for value in extra)} s; median "
