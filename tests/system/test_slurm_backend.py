@@ -36,7 +36,7 @@ def slurm(tmp_path_factory):
 
 
 def write_spec(tmp_path: Path, script: str, *, name: str, hosts: int = 2, distribution: str = "{type: none}",
-               extra: str = "") -> Path:
+               extra: str = "", max_run: int = 600) -> Path:
     source = tmp_path / "src"
     source.mkdir(exist_ok=True)
     (source / script).write_text((SCRIPTS / script).read_text())
@@ -45,7 +45,7 @@ def write_spec(tmp_path: Path, script: str, *, name: str, hosts: int = 2, distri
     (data / "part-0.txt").write_text("0\n")
     spec = tmp_path / f"{name}.yaml"
     spec.write_text(f"name: {name}\nentry_point: {script}\nsource_dir: {source}\ninstance_type: ml.g5.12xlarge\n"
-                    f"instance_count: {hosts}\ndistribution: {distribution}\nhealth_check: false\nmax_run: 600\n"
+                    f"instance_count: {hosts}\ndistribution: {distribution}\nhealth_check: false\nmax_run: {max_run}\n"
                     f"inputs: {{train: {data}}}\n" + extra)
     return spec
 
@@ -218,6 +218,38 @@ def test_a_controller_down_for_30_s_fails_no_look_and_forgotten_jobs_stay_readab
     for name in ("outage-1", "quick-1"):  # outage-1 ended under a wait; nobody looked at quick-1 before
         record = status(slurm, name)
         assert record["status"] == "Completed" and record["model_artifact"].endswith("model.tar.gz"), record
+
+
+def test_jobs_slurm_ended_unwatched_keep_their_end_after_slurm_forgets_them(slurm, tmp_path):
+    """Nobody waits on these two: one is cancelled with scancel outside trainops, the other reaches its time limit
+    (max_run 60 s: Slurm's shortest, a minute). Each writes how Slurm ended it from its batch shell's trap; once
+    Slurm has forgotten both (its state cleared), `trainops status` reads Stopped, cancelled and timeout."""
+    ticker = write_spec(tmp_path, "ticker.py", name="unwatched", hosts=1, max_run=60)
+    for name in ("cancelled-1", "timeout-1"):  # one node each: both run at once
+        done = trainops(slurm, "run", str(ticker), *options(slurm), "--job-name", name, "--no-wait")
+        assert done.returncode == 0, done.stdout + done.stderr
+    jobs = slurm.shared_dir / "jobs"
+    for name in ("cancelled-1", "timeout-1"):
+        log = jobs / name / "logs" / "algo-1.log"
+        wait_until(lambda log=log: log.exists() and "tick 2" in log.read_text(), f"{name} to run")
+    [cancelled] = slurm_jobs(slurm, "cancelled-1")
+    slurm.command("scancel", str(cancelled["job_id"]))
+    ended = {name: jobs / name / "ended.json" for name in ("cancelled-1", "timeout-1")}
+    wait_until(lambda: all(path.exists() for path in ended.values()), "both jobs to record their end", 150)
+    wait_until(lambda: {job["name"]: job["job_state"] for job in slurm_jobs(slurm) if job["name"] in ended}
+               == {"cancelled-1": "CANCELLED", "timeout-1": "TIMEOUT"}, "Slurm to end both jobs", 60)
+    slurm.stop_controller()
+    slurm.start_controller(clear=True)  # as MinJobAge after their end, without slurmdbd: Slurm forgot them
+    slurm.wait_ready()
+    assert not slurm_jobs(slurm, "cancelled-1") and not slurm_jobs(slurm, "timeout-1")
+    record = status(slurm, "cancelled-1")
+    assert (record["status"], record["secondary_status"], record["failure_class"]) == ("Stopped", "CANCELLED",
+                                                                                        "stopped"), record
+    assert "cancelled outside trainops" in record["failure_reason"]
+    record = status(slurm, "timeout-1")
+    assert (record["status"], record["secondary_status"], record["failure_class"]) == ("Stopped", "TIMEOUT",
+                                                                                        "timeout"), record
+    assert "time limit" in record["failure_reason"]
 
 
 def test_the_rest_transport_runs_and_follows_a_job_from_off_the_cluster(slurm, tmp_path):

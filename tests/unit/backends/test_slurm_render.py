@@ -42,8 +42,12 @@ def test_the_batch_script_asks_one_task_per_node_and_starts_the_runtime_on_each(
     [srun] = [line for line in lines if line.startswith("srun ")]
     assert srun.startswith("srun --nodes=4 --ntasks=4 --ntasks-per-node=1 --kill-on-bad-exit=1 --export=ALL "
                            "--auto-resume=1 ")
-    assert srun.endswith('"$PYTHON" -I -S "$NODE" run "$JOB_DIR"')
+    assert srun.endswith('"$PYTHON" -I -S "$NODE" run "$JOB_DIR" &')  # waited for: the trap runs at once
+    assert lines[lines.index(srun) + 1].startswith("wait $!")
     assert lines[-1] == 'exec "$PYTHON" -I -S "$NODE" finish "$JOB_DIR" "$?"'
+    # Slurm's SIGTERM (scancel, the time limit, a lost node): the job records how it ended before it goes.
+    assert 'trap \'"$PYTHON" -I -S "$NODE" ended-by-slurm "$JOB_DIR"; exit 143\' TERM' in lines
+    assert lines.index('trap \'"$PYTHON" -I -S "$NODE" ended-by-slurm "$JOB_DIR"; exit 143\' TERM') < lines.index(srun)
     assert not any(line.startswith("#SBATCH --export") for line in lines)  # Slurm's default: the submitter's
     assert not (tmp_path / "shared").exists()  # a dry run writes nothing
 

@@ -115,6 +115,41 @@ def test_a_job_nobody_saw_end_is_read_from_its_own_records(job_dir, written, exp
         assert record["model_artifact"] == "/fsx/out/model.tar.gz"
 
 
+@pytest.mark.parametrize(("state", "line", "expected"), [
+    ("TIMEOUT", "*** JOB 7 ON n1 CANCELLED AT 2026-12-05T06:03:54 DUE TO TIME LIMIT ***", ("Stopped", "timeout")),
+    ("CANCELLED", "*** JOB 7 ON n1 CANCELLED AT 2026-12-05T06:01:36 ***", ("Stopped", "stopped")),
+    ("NODE_FAIL", "*** JOB 7 ON n1 CANCELLED AT 2026-12-05T06:01:36 DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR "
+                  "DETAILS ***", ("Failed", "infrastructure")),
+])
+def test_how_slurm_ended_a_job_nobody_watched_is_read_from_the_jobs_own_record(job_dir, state, line, expected):
+    """The batch shell's trap wrote the state slurmstepd's line gave (node script ``ended-by-slurm``): once Slurm
+    has forgotten the job, its status is that end, never UNKNOWN."""
+    records.write(job_dir, records.ENDED, {"slurm_job_id": "7", "ended": 1060.0, "slurm_state": state,
+                                           "slurm_line": line, "nodes": "n[1-2]"})
+    record = status.read(job_dir, "bert-1", Jobs([]))
+    assert (record["status"], record["secondary_status"]) == (expected[0], state)
+    assert classify_result(record).failure_class == expected[1]
+    if state == "CANCELLED":
+        assert "cancelled outside trainops" in record["failure_reason"]
+    if state == "NODE_FAIL":
+        assert "NODE FAILURE" in record["failure_reason"] and "n[1-2]" in record["failure_reason"]
+    assert records.read(job_dir, records.JOB)["final"]["secondary_status"] == state
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("srun: Job step aborted\nslurmstepd-n1: error: *** STEP 30.0 ON n1 CANCELLED AT 2026-12-05T06:01:36 ***\n"
+     "slurmstepd-n1: error: *** JOB 30 ON n1 CANCELLED AT 2026-12-05T06:01:36 ***\n", "CANCELLED"),
+    ("slurmstepd-n1: error: *** JOB 32 ON n1 CANCELLED AT 2026-12-05T06:03:54 DUE TO TIME LIMIT ***\n"
+     "slurmstepd-n1: error: *** STEP 32.0 ON n1 CANCELLED AT 2026-12-05T06:03:54 DUE TO TIME LIMIT ***\n", "TIMEOUT"),
+    ("*** JOB 9 ON gpu-1 CANCELLED AT 2026-12-05T06:01:36 DUE TO PREEMPTION ***", "PREEMPTED"),
+    ("*** JOB 9 ON gpu-1 CANCELLED AT 2026-12-05T06:01:36 DUE TO JOB REQUEUE ***", None),
+    ("rank 0: CANCELLED AT nothing", None),
+])
+def test_the_node_script_reads_how_slurm_ended_the_job_from_slurmstepds_line(text, expected):
+    found = node.slurm_ending(text)
+    assert (found[0] if found else None) == expected
+
+
 def test_a_look_that_cannot_reach_slurm_decides_nothing(job_dir):
     with pytest.raises(SlurmUnreachable):
         status.read(job_dir, "bert-1", Jobs(down=True))
@@ -197,6 +232,16 @@ def test_the_node_script_runs_alone_and_finishes_a_job(tmp_path):
     (job_dir / "logs" / "batch-12.log").write_text("srun: error: n2: task 1: Exited with exit code 2\n")
     subprocess.run([sys.executable, "-I", "-S", str(copied), "finish", str(job_dir), "2"], env=clean, timeout=60)
     assert "srun: error: n2: task 1" in json.loads((job_dir / "ended.json").read_text())["failure_reason"]
+    # Slurm ended the job (the batch shell's trap): the state slurmstepd's line gives, unless the job's end is there.
+    (job_dir / "logs" / "batch-12.log").write_text("slurmstepd-n1: error: *** JOB 12 ON n1 CANCELLED AT "
+                                                   "2026-12-05T06:03:54 DUE TO TIME LIMIT ***\n")
+    (job_dir / "ended.json").unlink()
+    signalled = subprocess.run([sys.executable, "-I", "-S", str(copied), "ended-by-slurm", str(job_dir)],
+                               capture_output=True, text=True, env=clean, timeout=60)
+    assert signalled.returncode == 0, signalled.stderr
+    ended = json.loads((job_dir / "ended.json").read_text())
+    assert ended["slurm_state"] == "TIMEOUT" and "DUE TO TIME LIMIT" in ended["slurm_line"]
+    subprocess.run([sys.executable, "-I", "-S", str(copied), "finish", str(job_dir), "2"], env=clean, timeout=60)
     # On HyperPod, a host whose GPU health check failed is named as its Slurm node, with HyperPod's replace request.
     plan = json.loads((job_dir / "slurm" / "job.json").read_text())
     (job_dir / "slurm" / "job.json").write_text(json.dumps({**plan, "hyperpod": True}))

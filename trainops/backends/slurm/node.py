@@ -12,6 +12,11 @@ beside it (whose failure and record modules it imports from there): the nodes ne
   ``slurm/mpi-agent``): runs Open MPI's daemon on the node of host ``HOST`` as a step of this job that shares its
   resources (``srun --overlap --whole``), with mpirun's environment and that host's prepared one over it, as ssh
   runs it on SageMaker. The step is the job's: ``scancel`` and the time limit end it with the rest.
+- ``ended-by-slurm JOB_DIR``: the batch shell's trap when Slurm ends the job itself (``scancel``, the time limit, a
+  lost node, preemption: SIGTERM to every process of the job, SIGKILL ``KillWait`` later): how, read from
+  slurmstepd's line in the batch log (``*** JOB N ON node CANCELLED AT time [DUE TO TIME LIMIT|PREEMPTION|NODE
+  FAILURE] ***``; Slurm's own look says only COMPLETING until the job is gone), written to ``ended.json``, so the end
+  of a job nobody watched stays readable once Slurm has forgotten it.
 - ``finish JOB_DIR CODE``: on the batch host once the step ended with ``CODE``: host 1's model directory packed
   into ``model.tar.gz`` (and ``output/data`` into ``output.tar.gz``) where the job's output goes, or the root cause
   read from the runtime's records and failure files, with the Slurm node its host ran on (on HyperPod, a node whose
@@ -33,6 +38,10 @@ PLAN = os.path.join("slurm", "job.json")
 AGENT = os.path.join("slurm", "mpi-agent")
 ENDED = "ended.json"
 FAILURE_LIMIT = 1024  # SageMaker's FailureReason shows the first 1,024 characters of the failure file
+#: slurmstepd's line in a job's output when Slurm ends it, and the Slurm state each of its endings means.
+_SLURM_ENDED = re.compile(r"\*\*\* (JOB|STEP) [0-9.]+ ON (\S+) CANCELLED AT (\S+)"
+                          r"(?: DUE TO ([A-Z ]+?))?(?:,[^*]*)? \*\*\*")
+_DUE_TO = {"": "CANCELLED", "TIME LIMIT": "TIMEOUT", "PREEMPTION": "PREEMPTED", "NODE FAILURE": "NODE_FAIL"}
 _RANGE = re.compile(r"\[([^\[\]]*)\]")
 
 
@@ -180,10 +189,17 @@ def _pack(source: str, archive: str) -> None:
             os.unlink(temporary)
 
 
+def _runtime_on_path() -> None:
+    """The runtime's files are beside this one (the job's runtime directory): importable from here."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    if here not in sys.path:
+        sys.path.insert(0, here)
+
+
 def _root_cause(job_dir: str, hosts: list[str], code: int) -> tuple[str, str]:
     """(host, reason): the runtime's own rule over every host's rank records picks the host whose failure came
     first; its failure file is the reason (else how the step ended)."""
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # the runtime's files, beside this one
+    _runtime_on_path()
     from trainops.runtime.failure import root_cause
     from trainops.runtime.records import read_records
 
@@ -246,16 +262,59 @@ def finish(job_dir: str, code: int) -> int:
         elif node:
             reason = f"{reason}\n(host {host} ran on Slurm node {node})"
         ended.update(status="Failed", failed_host=host, failed_node=node, failure_reason=reason[:FAILURE_LIMIT])
+    _write_ended(job_dir, ended)
+    print(f"trainops: job {plan.get('job_name')} {ended['status'].lower()}"
+          + (f": {ended.get('failure_reason', '').splitlines()[0]}" if ended["status"] != "Completed" else ""),
+          flush=True)
+    return code
+
+
+def slurm_ending(text: str) -> tuple[str, str] | None:
+    """(Slurm state, slurmstepd's line) of the last ending slurmstepd wrote in ``text``, the job's line before a
+    step's; None when there is none (or it is a requeue, which is no end)."""
+    found = list(_SLURM_ENDED.finditer(text))
+    found.sort(key=lambda match: match.group(1) == "JOB")
+    if not found:
+        return None
+    match = found[-1]
+    state = _DUE_TO.get(match.group(4) or "")
+    return (state, match.group(0)) if state else None
+
+
+def ended_by_slurm(job_dir: str, wait_seconds: float = 2.0) -> int:
+    """Write how Slurm ended the job (`slurm_ending` of the batch log) to ``ended.json``, unless the job's own end
+    is there; slurmstepd writes its line as it signals, so a line not there yet is looked for ``wait_seconds``."""
+    _runtime_on_path()
+    from trainops.runtime.untrusted import read_tail_bytes
+
+    path = os.path.join(job_dir, ENDED)
+    if os.path.exists(path):
+        return 0
+    job_id = os.environ.get("SLURM_JOB_ID", "")
+    log = os.path.join(job_dir, "logs", f"batch-{job_id}.log")
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        try:
+            ending = slurm_ending(read_tail_bytes(log, 16 * 1024).decode("utf-8", "replace"))
+        except OSError:
+            ending = None
+        if ending is not None or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    state, line = ending or ("FAILED", "the batch script was sent SIGTERM, and Slurm said nothing of ending the job")
+    _write_ended(job_dir, {"slurm_job_id": job_id, "ended": time.time(), "slurm_state": state, "slurm_line": line,
+                           "nodes": os.environ.get("SLURM_JOB_NODELIST", "")})
+    print(f"trainops: Slurm ended job {job_id}: {state} ({line})", flush=True)
+    return 0
+
+
+def _write_ended(job_dir: str, ended: dict) -> None:
     path = os.path.join(job_dir, ENDED)
     temporary = f"{path}.{os.getpid()}.tmp"
     with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "w",
               encoding="utf-8") as handle:
         json.dump(ended, handle)
     os.replace(temporary, path)
-    print(f"trainops: job {plan.get('job_name')} {ended['status'].lower()}"
-          + (f": {ended.get('failure_reason', '').splitlines()[0]}" if ended["status"] != "Completed" else ""),
-          flush=True)
-    return code
 
 
 def main(argv: list[str]) -> int:
@@ -268,11 +327,13 @@ def main(argv: list[str]) -> int:
         return 1  # not reached: run() became the runtime
     if command == "finish" and len(argv) == 4:
         return finish(argv[2], int(argv[3]) if argv[3].lstrip("-").isdigit() else 1)
+    if command == "ended-by-slurm" and len(argv) == 3:
+        return ended_by_slurm(argv[2])
     if command == "agent" and len(argv) >= 5:
         agent(argv[2], argv[3], argv[4:])
         return 1  # not reached: agent() became srun
     print("usage: trainops_slurm_node.py free-port | run JOB_DIR | agent JOB_DIR HOST COMMAND... | finish JOB_DIR "
-          "CODE", file=sys.stderr)
+          "CODE | ended-by-slurm JOB_DIR", file=sys.stderr)
     return 2
 
 

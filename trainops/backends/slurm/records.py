@@ -5,8 +5,10 @@ not, so trainops keeps its own, in the job's directory (``<shared_dir>/jobs/<nam
 
 - ``slurm-job.json``, written by trainops where it submits (before ``sbatch``, then with the Slurm job id) and again
   when a look sees the job end (``final``: the state Slurm gave it, and why);
-- ``ended.json``, written by the job itself (`trainops.backends.slurm.node` ``finish``, on the batch host) when its
-  step ends: completed with the model's archive, or failed with the runtime's failure file as the reason;
+- ``ended.json``, written by the job itself (`trainops.backends.slurm.node`, on the batch host): ``finish`` when its
+  step ends, completed with the model's archive, or failed with the runtime's failure file as the reason;
+  ``ended-by-slurm`` when Slurm ends it (the batch shell's trap on SIGTERM: ``slurm_state`` CANCELLED, TIMEOUT,
+  NODE_FAIL or PREEMPTED);
 - ``stop.json``, written by `SlurmBackend.stop` before ``scancel``: who asked and why.
 
 Each is one small JSON file, replaced atomically; each is read as what a job can write (the job runs as the user

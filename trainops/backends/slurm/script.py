@@ -10,7 +10,9 @@ allocation's first node (node 0, host algo-1, the rendezvous host):
    ``algo-<i+1>`` of the job's contract directories and starts the trainops runtime there; the first rank that
    fails ends the step (``--kill-on-bad-exit``);
 3. the node script's ``finish``: the model's archive when the step completed, else the root cause from the
-   runtime's failure files, written to the job's ``ended.json`` (`trainops.backends.slurm.records`).
+   runtime's failure files, written to the job's ``ended.json`` (`trainops.backends.slurm.records`); when Slurm
+   ends the job itself (scancel, the time limit, a lost node), the shell's trap on SIGTERM runs the node script's
+   ``ended-by-slurm``, which writes there how.
 """
 
 from __future__ import annotations
@@ -103,8 +105,12 @@ def batch_script(job: BatchJob) -> str:
         f"PYTHON={quote(job.python)}",
         f"NODE={quote(job.node_script)}",
         f"JOB_DIR={quote(job.job_dir)}",
+        "# Slurm ends a job it stops (scancel, the time limit, a lost node) with SIGTERM to each of its processes,",
+        "# this shell's too: the job then records how it ended, readable once Slurm has forgotten it.",
+        'trap \'"$PYTHON" -I -S "$NODE" ended-by-slurm "$JOB_DIR"; exit 143\' TERM',
         'export TRAINOPS_MASTER_PORT="$("$PYTHON" -I -S "$NODE" free-port)"',
-        " ".join(job.srun()) + ' "$PYTHON" -I -S "$NODE" run "$JOB_DIR"',
+        " ".join(job.srun()) + ' "$PYTHON" -I -S "$NODE" run "$JOB_DIR" &',
+        "wait $!  # (a trapped signal ends the wait at once; a foreground srun would delay the trap until it exits)",
         'exec "$PYTHON" -I -S "$NODE" finish "$JOB_DIR" "$?"',
     ]
     return "\n".join(lines) + "\n"

@@ -3,7 +3,8 @@ it and the seam's results carry it.
 
 Slurm's state decides while Slurm remembers the job (`trainops.backends.states.slurm_status`); the records decide
 once it has forgotten it (no slurmdbd: ``MinJobAge`` after the end): the end Slurm gave it, recorded by the first
-look that saw it (``final`` in ``slurm-job.json``), else the job's own ``ended.json``, else trainops' stop request.
+look that saw it (``final`` in ``slurm-job.json``), else the job's own ``ended.json`` (how its step ended, or how
+Slurm ended it: scancel, the time limit, a lost node), else trainops' stop request.
 A look that cannot reach Slurm raises `SlurmUnreachable` (nothing is recorded then): the job is not failed by it.
 """
 
@@ -72,8 +73,16 @@ def _from_slurm(job: SlurmJob, record: dict[str, Any], stop: dict[str, Any] | No
     return view
 
 
-def _forgotten(record: dict[str, Any], stop: dict[str, Any] | None, ended: dict[str, Any] | None) -> dict[str, Any]:
-    """A job Slurm no longer knows that no look saw end: the job's own end record, else the stop request."""
+def _forgotten(name: str, record: dict[str, Any], stop: dict[str, Any] | None,
+               ended: dict[str, Any] | None) -> dict[str, Any]:
+    """A job Slurm no longer knows that no look saw end: the job's own end record (the state Slurm ended it in, when
+    Slurm ended it: the batch shell's trap wrote it), else the stop request."""
+    if ended and ended.get("slurm_state"):
+        when = ended.get("ended")
+        job = SlurmJob(job_id=int(record.get("slurm_job_id") or 0), name=name, user=str(record.get("user") or ""),
+                       state=str(ended["slurm_state"]), reason=str(ended.get("slurm_line") or ""),
+                       nodes=str(ended.get("nodes") or ""), ended=float(when) if when else None)
+        return _from_slurm(job, record, stop, None)
     if ended:
         return {"status": ended.get("status", "Failed"), "secondary_status": ended.get("status"),
                 "failure_reason": ended.get("failure_reason"), "model_artifact": ended.get("model_artifact"),
@@ -123,7 +132,7 @@ def read(job_dir: Path, name: str, transport: Transport) -> dict[str, Any] | Non
                      "reached Slurm (no job carries its comment)"} if lost
                     else {"status": "InProgress", "secondary_status": "Submitting"})
         else:
-            view = _forgotten(record, stop, ended)
+            view = _forgotten(name, record, stop, ended)
         if JobStatus.parse(view["status"]).terminal:
             view["started"] = view.get("started") or record.get("started")
             records.update(job_dir, records.JOB, final=view)
