@@ -40,7 +40,7 @@ def test_the_batch_script_asks_one_task_per_node_and_starts_the_runtime_on_each(
                      "--partition=train", "--account=ml", "--exclusive", "--gres=gpu:8"):
         assert f"#SBATCH {expected}" in lines, expected
     [srun] = [line for line in lines if line.startswith("srun ")]
-    assert srun.startswith("srun --nodes=4 --ntasks=4 --ntasks-per-node=1 --kill-on-bad-exit=1 --export=ALL "
+    assert srun.startswith("srun --nodes=4 --ntasks=4 --ntasks-per-node=1 --kill-on-bad-exit=1 --export=ALL --mpi=none "
                            "--auto-resume=1 ")
     assert srun.endswith('"$PYTHON" -I -S "$NODE" run "$JOB_DIR" &')  # waited for: the trap runs at once
     assert lines[lines.index(srun) + 1].startswith("wait $!")
@@ -180,6 +180,7 @@ def test_the_mpi_agent_starts_the_daemon_on_its_hosts_node_inside_the_job(tmp_pa
     argv, environment = node.agent_command(str(tmp_path), "algo-2", ["orted", "-mca", "ess", "env"], environ)
     assert argv[:6] == ["srun", "--overlap", "--whole", "--jobid=12", "--nodes=1", "--ntasks=1"]
     assert "--nodelist=gpu-4" in argv and argv[-3:] == ["/bin/sh", "-c", "orted -mca ess env"]
+    assert "--mpi=none" in argv and "--cpu-bind=none" in argv  # Open MPI's daemon serves the ranks, unbound
     assert environment["SM_CURRENT_HOST"] == "algo-2" and environment["PATH"] == "/env/bin:/usr/bin"
     assert environment["TRAINOPS_SLURM_NODE"] == "gpu-4"
     with pytest.raises(SystemExit, match="algo-9"):

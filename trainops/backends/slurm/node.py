@@ -163,9 +163,11 @@ def agent_command(job_dir: str, host: str, command: list[str], environ: dict[str
     overlay = _load(os.path.join(job_dir, "slurm", f"{host}.env.json"))
     overlay.pop("PATH", None)  # mpirun's PATH already leads with the job's
     environment = {**environ, **overlay, "TRAINOPS_SLURM_NODE": node}
-    # The daemon's command line is written for a remote shell (ssh joins its words and a shell parses them).
+    # The daemon's command line is written for a remote shell (ssh joins its words and a shell parses them). No
+    # Slurm MPI plugin for it (a cluster's MpiDefault=pmix would serve the daemon a PMIx server of its own): Open
+    # MPI's daemon is what serves the ranks their PMIx.
     argv = ["srun", "--overlap", "--whole", f"--jobid={environ['SLURM_JOB_ID']}", "--nodes=1", "--ntasks=1",
-            f"--nodelist={node}", "--kill-on-bad-exit=1", "--cpu-bind=none", "--quiet", "--export=ALL",
+            f"--nodelist={node}", "--kill-on-bad-exit=1", "--cpu-bind=none", "--mpi=none", "--quiet", "--export=ALL",
             "/bin/sh", "-c", " ".join(command)]
     return argv, environment
 

@@ -75,9 +75,10 @@ class BatchJob:
 
     def srun(self) -> list[str]:
         """The step that starts the runtime on every node (``--auto-resume=1`` on HyperPod: its plugin replaces a
-        faulty node and runs the step again)."""
+        faulty node and runs the step again). ``--mpi=none``: the runtime is no MPI process (a cluster's
+        ``MpiDefault=pmix`` would hand it PMIx variables that an mpirun it starts would inherit)."""
         argv = ["srun", f"--nodes={self.nodes}", f"--ntasks={self.nodes}", "--ntasks-per-node=1",
-                "--kill-on-bad-exit=1", "--export=ALL"]
+                "--kill-on-bad-exit=1", "--export=ALL", "--mpi=none"]
         if self.hyperpod:
             argv.append("--auto-resume=1")
         return argv
