@@ -188,6 +188,8 @@ def test_a_lost_node_is_an_infrastructure_failure_and_the_retry_resumes_from_the
     assert resumed and all(int(line.rsplit(" ", 1)[1]) >= 2 for line in resumed), output
     record = status(slurm, "lost-1")
     assert [item["failure_class"] for item in record["attempts"]] == ["infrastructure", None]
+    # The batch host outlived n2: its shell recorded how Slurm ended the job, for when Slurm has forgotten it.
+    assert json.loads((slurm.shared_dir / "jobs" / "lost-1" / "ended.json").read_text())["slurm_state"] == "NODE_FAIL"
 
 
 def test_a_controller_down_for_30_s_fails_no_look_and_forgotten_jobs_stay_readable(slurm, tmp_path):
