@@ -283,3 +283,24 @@ def test_console_script_exit_codes(tmp_path):
                          text=True, timeout=60, env={**os.environ, "TRAINOPS_DEBUG": ""})
     assert good.returncode == 0 and bad.returncode == 2
     assert "Traceback" not in bad.stderr and "entry_point" in bad.stderr
+
+
+@pytest.mark.parametrize(("missing", "extra", "code"), [("boto3", "aws", 2), ("botocore.session", "aws", 2),
+                                                         ("not_an_extra", None, 1)])
+def test_a_missing_optional_package_names_the_extra_that_installs_it(capsys, monkeypatch, missing, extra, code):
+    import argparse
+
+    import trainops.cli
+
+    def command(_args):
+        raise ModuleNotFoundError(f"No module named {missing!r}", name=missing)
+
+    parser = argparse.ArgumentParser()
+    parser.set_defaults(handler=command)
+    monkeypatch.setattr(trainops.cli, "build_parser", lambda: parser)
+    status, out, err = run(capsys)
+    assert status == code and out == ""
+    if extra:
+        assert f"this command needs {missing!r}" in err and f"pip install 'trainops[{extra}]'" in err
+    else:
+        assert "internal error: ModuleNotFoundError" in err
