@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainops.runtime.contract import ContractError
+from trainops.runtime.records import write_json_atomically
 
 #: How long the master waits for the other hosts, and a worker for the master: the toolkit's hour on SageMaker;
 #: five minutes in a local simulation, where every launcher starts within seconds of the others.
@@ -179,22 +180,11 @@ def write_host_environment(directory: str, host: str, env: dict[str, str]) -> st
         raise ContractError(f"host name {host!r} cannot name a file")
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, f"{host}.json")
-    temporary = f"{path}.tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(env, handle)
-    os.replace(temporary, path)
+    write_json_atomically(path, env)
     return path
 
 
 # --- through an agent: hosts that share a directory ----------------------------------------------------------
-
-
-def _write_json_atomically(path: str, value: Any) -> None:
-    temporary = f"{path}.{os.getpid()}.tmp"
-    with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "w",
-              encoding="utf-8") as handle:
-        json.dump(value, handle)
-    os.replace(temporary, path)
 
 
 def _read_json(path: str) -> dict[str, Any] | None:
@@ -230,7 +220,7 @@ class MeetingDirectory:
 
     def register(self, host: str, record_dir: str, env: dict[str, str]) -> None:
         """A worker host's registration (the master reads it when every host has written its own)."""
-        _write_json_atomically(self._registration(host), {"host": host, "record_dir": record_dir, "env": env})
+        write_json_atomically(self._registration(host), {"host": host, "record_dir": record_dir, "env": env})
 
     def wait_for(self, hosts: tuple[str, ...], should_stop: Callable[[], bool],
                  timeout: float = DEFAULT_WAIT_SECONDS) -> dict[str, Registration]:
@@ -255,7 +245,7 @@ class MeetingDirectory:
 
     def finish(self, result: dict[str, Any]) -> None:
         """Tell every host how the job ended."""
-        _write_json_atomically(os.path.join(self.path, self.OUTCOME), result)
+        write_json_atomically(os.path.join(self.path, self.OUTCOME), result)
 
     def wait_for_outcome(self, should_stop: Callable[[], bool],
                          timeout: float = 10 * 24 * 3600.0) -> dict[str, Any] | None:

@@ -41,6 +41,16 @@ def tail_path(record_dir: str, rank: int) -> str:
     return os.path.join(record_dir, f"{RECORD_PREFIX}{rank}.stderr")
 
 
+def write_json_atomically(path: str, value: Any) -> None:
+    """Write ``value`` as JSON to ``path`` (mode 0600, never through a link) under a temporary name, then rename it:
+    a reader, on this host or another that shares the directory, sees the whole file or none."""
+    temporary = f"{path}.{os.getpid()}.tmp"
+    with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "w",
+              encoding="utf-8") as handle:
+        json.dump(value, handle)
+    os.replace(temporary, path)
+
+
 def write_record(record_dir: str, record: dict[str, Any]) -> None:
     """Write a rank's record atomically (a temporary name, then rename): readers never see half a record."""
     os.makedirs(record_dir, exist_ok=True)

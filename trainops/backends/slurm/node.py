@@ -311,12 +311,10 @@ def ended_by_slurm(job_dir: str, wait_seconds: float = 2.0) -> int:
 
 
 def _write_ended(job_dir: str, ended: dict) -> None:
-    path = os.path.join(job_dir, ENDED)
-    temporary = f"{path}.{os.getpid()}.tmp"
-    with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "w",
-              encoding="utf-8") as handle:
-        json.dump(ended, handle)
-    os.replace(temporary, path)
+    _runtime_on_path()
+    from trainops.runtime.records import write_json_atomically
+
+    write_json_atomically(os.path.join(job_dir, ENDED), ended)
 
 
 def main(argv: list[str]) -> int:
