@@ -190,3 +190,24 @@ def test_the_mpi_agent_starts_the_daemon_on_its_hosts_node_inside_the_job(tmp_pa
     settings = node.mpi_settings(str(tmp_path), {"SLURM_JOB_ID": "12", "SLURM_STEP_ID": "0"})
     assert settings == {"TRAINOPS_MPI_AGENT": str(tmp_path / "slurm" / "mpi-agent"),
                         "TRAINOPS_MPI_MEETING_DIR": str(tmp_path / "slurm" / "mpi" / "12.0")}
+
+
+def test_the_laid_out_mpi_agent_is_one_executable_word_that_runs_the_node_scripts_agent(tmp_path):
+    """The agent file as lay_out writes it (mode 0700, for Open MPI's plm_rsh_agent) reaches the node script's
+    ``agent``: outside a Slurm step that refuses, naming the host it has no node for."""
+    import os
+    import shutil
+
+    from trainops.backends.slurm import layout, node
+    from trainops.backends.slurm.script import NODE_FILE
+
+    for directory in ("slurm", "runtime"):
+        (tmp_path / directory).mkdir()
+    shutil.copyfile(node.__file__, tmp_path / "runtime" / NODE_FILE)
+    (tmp_path / "slurm" / "job.json").write_text(json.dumps({"hosts": ["algo-1", "algo-2"]}))
+    layout._write_agent(tmp_path, sys.executable)
+    agent = tmp_path / "slurm" / "mpi-agent"
+    assert agent.stat().st_mode & 0o777 == 0o700
+    ran = subprocess.run([str(agent), "algo-2", "orted"], capture_output=True, text=True, timeout=60,
+                         env={"PATH": os.environ["PATH"]})
+    assert ran.returncode != 0 and "no Slurm node for host algo-2" in ran.stderr

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from trainops.backends.hostfs import channels as host_channels
-from trainops.backends.hostfs import contract_dir, paths
+from trainops.backends.hostfs import contract_dir, paths, safe_fs
 from trainops.backends.slurm.options import SlurmOptions
 from trainops.backends.slurm.script import NODE_FILE, BatchJob
 from trainops.errors import Problem, SpecError
@@ -223,10 +223,7 @@ def _write_agent(job_dir: Path, python: str) -> None:
     script = (f"#!/bin/sh\n# mpirun's remote agent for job {job_dir.name} (trainops_slurm_node.py agent)\n"
               f"exec {quote(python)} -I -S {quote(str(job_dir / 'runtime' / NODE_FILE))} agent "
               f"{quote(str(job_dir))} \"$@\"\n")
-    path = job_dir / "slurm" / "mpi-agent"
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o700)
-    with open(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(script)
+    safe_fs.write_atomically(job_dir / "slurm" / "mpi-agent", script.encode("utf-8"), 0o700)
 
 
 def checkpoint_directory(spec: Any, options: SlurmOptions, shared_dir: str, name: str) -> Path:
