@@ -65,8 +65,6 @@ def _model_size_limit() -> dict[str, str]:
     return {LIMIT_VARIABLE: value} if value else {}
 
 
-
-
 class SageMakerBackend(Backend):
     """The SageMaker backend bound to a region and a client factory.
 
