@@ -39,6 +39,17 @@ class BackendChoice:
         #: which finds the job where its handle says.
         self.context = {key: value for key, value in (context or {}).items() if value not in (None, "")}
 
+    @classmethod
+    def of_task(cls, task: Any, **shorthands: Any) -> BackendChoice:
+        """The choice of an operator from the arguments every trainops operator takes (``backend``,
+        ``backend_options`` with the operator's ``shorthands`` laid in, ``aws_conn_id``, ``backend_conn_id``; its
+        ``workdir``, where it has one, and ``region_name`` as the deployment's context)."""
+        from trainops.operators.common import with_shorthands
+
+        return cls(task.backend, with_shorthands(task.backend_options, **shorthands), aws_conn_id=task.aws_conn_id,
+                   backend_conn_id=task.backend_conn_id,
+                   context={"workdir": getattr(task, "workdir", None), "region": task.region_name})
+
     def to_dict(self) -> dict[str, Any]:
         return {"backend": self.backend, "options": dict(self.options), "aws_conn_id": self.aws_conn_id,
                 "backend_conn_id": self.backend_conn_id}

@@ -208,9 +208,7 @@ class EvaluateModelOperator(StartedJobMixin, LineageMixin, BaseOperator, SkipMix
     def _choice(self) -> Any:
         from trainops.operators.backend_choice import BackendChoice
 
-        return BackendChoice(self.backend, with_shorthands(self.backend_options), aws_conn_id=self.aws_conn_id,
-                             backend_conn_id=self.backend_conn_id,
-                             context={"workdir": self.workdir, "region": self.region_name})
+        return BackendChoice.of_task(self)
 
     def _backend_context(self) -> dict[str, Any]:
         return {"registry_dir": self.registry_dir}

@@ -96,9 +96,7 @@ class RegisterModelOperator(LineageMixin, BaseOperator):
         with translated_errors():
             check_backend(self.backend)
             # The AWS connection's clients reach a backend that calls AWS; one that does not never reads it.
-            choice = BackendChoice(self.backend, with_shorthands(self.backend_options), aws_conn_id=self.aws_conn_id,
-                                   backend_conn_id=self.backend_conn_id, context={"region": self.region_name})
-            chosen = choice.open(registry_dir=self.registry_dir)
+            chosen = BackendChoice.of_task(self).open(registry_dir=self.registry_dir)
             entry = register(model_artifact=self.model_artifact, metrics=self.metrics or {}, group=self.group,
                              spec=self.spec, approval=self.approval, backend=chosen, job_name=self.job_name,
                              description=self.description or "",

@@ -25,7 +25,6 @@ from trainops.operators.common import (
     task_logger,
     translated_errors,
     with_retry_defaults,
-    with_shorthands,
 )
 from trainops.operators.compat import BaseOperator
 from trainops.operators.deferral import StartedJobMixin
@@ -129,8 +128,7 @@ class StageDataOperator(StartedJobMixin, LineageMixin, BaseOperator):
     def _choice(self) -> Any:
         from trainops.operators.backend_choice import BackendChoice
 
-        return BackendChoice(self.backend, with_shorthands(self.backend_options), aws_conn_id=self.aws_conn_id,
-                             backend_conn_id=self.backend_conn_id, context={"region": self.region_name})
+        return BackendChoice.of_task(self)
 
     def _why_not_deferred(self, backend: Any) -> str:
         return "a local stage is a copy made by this worker's processes; it ends with the task"
@@ -148,4 +146,3 @@ class StageDataOperator(StartedJobMixin, LineageMixin, BaseOperator):
                                                             "refused_count", "failed_count", "directory_path")
                         if key in report))
         return report
-

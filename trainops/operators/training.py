@@ -44,7 +44,6 @@ from trainops.operators.common import (
     task_logger,
     translated_errors,
     with_retry_defaults,
-    with_shorthands,
 )
 from trainops.operators.compat import BaseOperator
 from trainops.operators.kills import task_instance_of
@@ -221,12 +220,9 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         """The task's backend, its one mapping of settings (the shorthand arguments laid in) and its connections."""
         from trainops.operators.backend_choice import BackendChoice
 
-        options = with_shorthands(self.backend_options, launcher=self.launcher, preflight=self.preflight,
-                                  processes_per_host=self.processes_per_host,
-                                  channel_overrides=self.channel_overrides or None)
-        return BackendChoice(self.backend, options, aws_conn_id=self.aws_conn_id,
-                             backend_conn_id=self.backend_conn_id,
-                             context={"workdir": self.workdir, "region": self.region_name})
+        return BackendChoice.of_task(self, launcher=self.launcher, preflight=self.preflight,
+                                     processes_per_host=self.processes_per_host,
+                                     channel_overrides=self.channel_overrides or None)
 
     def _open(self, region: str | None, handle: Any = None) -> Any:
         """The task's backend (for a job found again: bound to where its handle says it lives)."""
