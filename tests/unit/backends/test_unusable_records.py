@@ -6,6 +6,7 @@ records (whose job Slurm may still run)."""
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 from pathlib import Path
@@ -15,11 +16,15 @@ import pytest
 from trainops.errors import JobFailed, SpecError
 
 
+@contextlib.contextmanager
 def holding(path: Path):
-    """This process holds the lock at ``path``, as a running controller or runner does."""
+    """This process holds the lock at ``path`` for the block, as a running controller or runner does."""
     descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    fcntl.flock(descriptor, fcntl.LOCK_EX)
-    return descriptor
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)
 
 
 @pytest.fixture
@@ -36,12 +41,8 @@ def test_an_unreadable_status_record_of_a_running_local_job_is_not_deleted_advic
     from trainops.backends.local import status
     from trainops.backends.local.identity import CONTROLLER_LOCK
 
-    descriptor = holding(local_job / CONTROLLER_LOCK)
-    try:
-        with pytest.raises(SpecError) as running:
-            status.read_record(local_job, "digits-1")
-    finally:
-        os.close(descriptor)
+    with holding(local_job / CONTROLLER_LOCK), pytest.raises(SpecError) as running:
+        status.read_record(local_job, "digits-1")
     message = str(running.value)
     assert "may still be running" in message and f"leave {local_job} as it is" in message
     assert "remove it to forget the job" in message and "until that process has ended" in message
@@ -55,12 +56,8 @@ def test_a_corrupt_record_of_a_running_local_job_says_it_may_run(local_job):
     from trainops.backends.local.identity import CONTROLLER_LOCK
 
     (local_job / "status.json").write_text('{"status": "Dancing", "job_name": "digits-1"}')
-    descriptor = holding(local_job / CONTROLLER_LOCK)
-    try:
-        with pytest.raises(SpecError) as running:
-            status.read_record(local_job, "digits-1")
-    finally:
-        os.close(descriptor)
+    with holding(local_job / CONTROLLER_LOCK), pytest.raises(SpecError) as running:
+        status.read_record(local_job, "digits-1")
     assert "is corrupt" in str(running.value) and "may still be running" in str(running.value)
 
 
@@ -70,12 +67,8 @@ def test_an_unreadable_evaluation_record_whose_runner_holds_its_lock_says_it_may
     directory = evaluation_job.job_path("evaluate-1", str(tmp_path))
     directory.mkdir(parents=True, mode=0o700)
     (directory / "status.json").write_text("[]")
-    descriptor = holding(directory / evaluation_job.RUN_LOCK)
-    try:
-        with pytest.raises(JobFailed) as running:
-            evaluation_job.read("evaluate-1", str(tmp_path))
-    finally:
-        os.close(descriptor)
+    with holding(directory / evaluation_job.RUN_LOCK), pytest.raises(JobFailed) as running:
+        evaluation_job.read("evaluate-1", str(tmp_path))
     assert "this evaluation job may still be running" in str(running.value)
     with pytest.raises(JobFailed) as idle:
         evaluation_job.read("evaluate-1", str(tmp_path))
