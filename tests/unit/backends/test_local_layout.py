@@ -152,3 +152,17 @@ def test_a_request_missing_keys_is_refused_by_name(request_, field):
     with pytest.raises(SpecError) as caught:
         check_request(request_)
     assert field in [problem.path for problem in caught.value.problems]
+
+
+@pytest.mark.parametrize("form", ["{path}", "file://{path}", "file://localhost{path}"])
+def test_a_local_channel_is_the_same_path_to_the_check_and_to_the_job(tmp_path, form):
+    from trainops.backends.local.preflight import _local_channels
+
+    data = tmp_path / "data"
+    for directory in (data, tmp_path / "code", tmp_path / "runtime"):  # the runtime and code channels too
+        directory.mkdir()
+    (data / "part-0").write_text("x")
+    request = request_of(spec_of(inputs={"train": "s3://bucket/train/"}), tmp_path)
+    overrides = {"train": form.format(path=data)}
+    assert _local_channels(request, overrides) == {"inputs.train": str(data)}
+    assert fetch_channels(request, tmp_path / "job", overrides, None)["train"] == data

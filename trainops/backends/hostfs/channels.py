@@ -28,12 +28,15 @@ def channel_problem(path: str) -> str | None:
     return None
 
 
-def _local_source(uri: str) -> Path | None:
-    if uri.startswith("file://"):
-        return Path(uri[len("file://"):])
-    if "://" not in uri:
-        return Path(uri).expanduser()
-    return None
+def local_source(uri: str) -> Path | None:
+    """Where a channel's data is on this machine when ``uri`` is a plain path or a ``file://`` URI (the spec's
+    `local_path` reading, ``file://localhost/`` included); None for a remote one (``s3://``). What the job's
+    controller fetches and what `trainops.backends.local.preflight` checks beforehand, alike."""
+    from trainops.spec.inputs import local_path
+
+    if "://" in uri and not uri.startswith("file://"):
+        return None
+    return Path(local_path(uri)).expanduser()
 
 
 def _single_object(client: Any, uri: str) -> tuple[str, str] | None:
@@ -73,7 +76,7 @@ def fetch_channels(request: Mapping[str, Any], job_dir: Path, overrides: Mapping
                                                           "give an S3 prefix"))
                 continue
             uri = s3["S3Uri"]
-        local = _local_source(uri)
+        local = local_source(uri)
         if local is not None:
             path = local.resolve()
             problem = channel_problem(str(path))  # missing, or this user cannot read it

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from trainops.backends.hostfs.channels import channel_problem
+from trainops.backends.hostfs.channels import channel_problem, local_source
 from trainops.errors import Problem, SpecError
 
 #: Tasks (processes and threads) a local job needs at the least: the controller and its threads, then per host its
@@ -30,14 +30,17 @@ CONTROLLER_TASKS, HOST_TASKS, RANK_TASKS = 6, 5, 3
 RESERVED_CHANNEL = "trainops_"
 
 
+def _channel_uris(request: Mapping[str, Any], overrides: Mapping[str, str]) -> dict[str, str]:
+    """channel -> where the run reads it: its override, else its S3Uri (a file system channel: none)."""
+    return {channel["ChannelName"]: overrides.get(channel["ChannelName"])
+            or (channel["DataSource"].get("S3DataSource") or {}).get("S3Uri") or ""
+            for channel in request.get("InputDataConfig") or []}
+
+
 def _s3_uris(request: Mapping[str, Any], overrides: Mapping[str, str]) -> dict[str, str]:
     """field -> s3:// URI of what the local run reads or writes through boto3."""
-    uris: dict[str, str] = {}
-    for channel in request.get("InputDataConfig") or []:
-        name = channel["ChannelName"]
-        uri = overrides.get(name) or (channel["DataSource"].get("S3DataSource") or {}).get("S3Uri") or ""
-        if uri.startswith("s3://"):
-            uris[f"inputs.{name}"] = uri
+    uris = {f"inputs.{name}": uri for name, uri in _channel_uris(request, overrides).items()
+            if uri.startswith("s3://")}
     output = (request.get("OutputDataConfig") or {}).get("S3OutputPath") or ""
     if output.startswith("s3://"):
         uris["output_path"] = output
@@ -45,16 +48,14 @@ def _s3_uris(request: Mapping[str, Any], overrides: Mapping[str, str]) -> dict[s
 
 
 def _local_channels(request: Mapping[str, Any], overrides: Mapping[str, str]) -> dict[str, str]:
-    from trainops.spec.inputs import local_path
-
+    """field -> the local path of each channel the run reads in place (`channels.local_source`, as the job does)."""
     found: dict[str, str] = {}
-    for channel in request.get("InputDataConfig") or []:
-        name = channel["ChannelName"]
+    for name, uri in _channel_uris(request, overrides).items():
         if name.startswith(RESERVED_CHANNEL) and name not in overrides:
             continue  # trainops' own code and runtime, laid out when the job starts
-        uri = overrides.get(name) or (channel["DataSource"].get("S3DataSource") or {}).get("S3Uri") or ""
-        if uri and not uri.startswith("s3://") and "://" not in uri.replace("file://", "", 1):
-            found[f"inputs.{name}"] = str(local_path(uri))
+        path = local_source(uri) if uri else None
+        if path is not None:
+            found[f"inputs.{name}"] = str(path)
     return found
 
 
