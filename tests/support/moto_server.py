@@ -74,3 +74,19 @@ def set_file_system(file_system_id: str, *, lifecycle: str | None = None, mount_
         model.trainops_lifecycle = lifecycle
     if mount_name is not None:
         model.trainops_mount_name = mount_name
+
+
+def recording_stop_training_job(stopped: list[str]) -> Any:
+    """A StopTrainingJob handler for moto's SageMaker responses (moto has none): the job reads Stopped and its name
+    is appended to ``stopped``; tests set it on ``SageMakerResponse.stop_training_job``."""
+    from moto.core.responses import EmptyResult
+    from moto.sagemaker.models import sagemaker_backends
+
+    def stop_training_job(self: Any) -> Any:
+        name = self._get_param("TrainingJobName")
+        job = sagemaker_backends[ACCOUNT_ID][REGION].training_jobs[name]
+        job.training_job_status, job.secondary_status = "Stopped", "Stopped"
+        stopped.append(name)
+        return EmptyResult()
+
+    return stop_training_job

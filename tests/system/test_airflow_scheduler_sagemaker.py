@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 from support.airflow_home import REPO
-from support.moto_server import ACCOUNT_ID, REGION
+from support.moto_server import ACCOUNT_ID, REGION, recording_stop_training_job
 from test_airflow_scheduler import (  # noqa: F401 - airflow: the fixture
     airflow,
     airflow_cli,
@@ -57,7 +57,6 @@ DAG_FILE = textwrap.dedent('''
 def moto_jobs(moto_endpoint):
     """Training jobs on the in-process moto server start InProgress; StopTrainingJob is recorded (the job reads
     Stopped); ``complete(name)`` ends one Completed."""
-    from moto.core.responses import EmptyResult
     from moto.sagemaker.models import FakeTrainingJob, sagemaker_backends
     from moto.sagemaker.responses import SageMakerResponse
 
@@ -68,13 +67,6 @@ def moto_jobs(moto_endpoint):
         original_init(self, *args, **kwargs)
         self.training_job_status, self.secondary_status = "InProgress", "Training"
 
-    def stop_training_job(self):
-        name = self._get_param("TrainingJobName")
-        job = sagemaker_backends[ACCOUNT_ID][REGION].training_jobs[name]
-        job.training_job_status, job.secondary_status = "Stopped", "Stopped"
-        stopped.append(name)
-        return EmptyResult()
-
     def jobs() -> dict:
         return sagemaker_backends[ACCOUNT_ID][REGION].training_jobs
 
@@ -83,7 +75,7 @@ def moto_jobs(moto_endpoint):
 
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(FakeTrainingJob, "__init__", running)
-        patch.setattr(SageMakerResponse, "stop_training_job", stop_training_job, raising=False)
+        patch.setattr(SageMakerResponse, "stop_training_job", recording_stop_training_job(stopped), raising=False)
         yield {"endpoint": moto_endpoint, "stopped": stopped, "jobs": jobs, "complete": complete}
 
 

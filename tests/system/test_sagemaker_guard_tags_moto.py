@@ -15,7 +15,7 @@ import uuid
 import pytest
 from support.airflow_home import isolate_airflow_home
 from support.moto_quotas import set_training_job_status
-from support.moto_server import ACCOUNT_ID, REGION
+from support.moto_server import ACCOUNT_ID, REGION, recording_stop_training_job
 from support.sagemaker_shapes import training_request
 
 isolate_airflow_home()
@@ -31,20 +31,10 @@ pytestmark = pytest.mark.system
 @pytest.fixture
 def stoppable(monkeypatch):
     """StopTrainingJob on the moto server: the job ends Stopped (moto has no such call)."""
-    from moto.core.responses import EmptyResult
-    from moto.sagemaker.models import sagemaker_backends
     from moto.sagemaker.responses import SageMakerResponse
 
     stopped: list[str] = []
-
-    def stop_training_job(self):
-        name = self._get_param("TrainingJobName")
-        job = sagemaker_backends[ACCOUNT_ID][REGION].training_jobs[name]
-        job.training_job_status, job.secondary_status = "Stopped", "Stopped"
-        stopped.append(name)
-        return EmptyResult()
-
-    monkeypatch.setattr(SageMakerResponse, "stop_training_job", stop_training_job, raising=False)
+    monkeypatch.setattr(SageMakerResponse, "stop_training_job", recording_stop_training_job(stopped), raising=False)
     return stopped
 
 
