@@ -86,3 +86,18 @@ def test_an_unreadable_slurm_record_says_to_check_the_queue_first(tmp_path):
     message = str(caught.value)
     assert message.index("squeue --name digits-1") < message.index(f"remove {job_dir}")
     assert "once Slurm no longer runs it" in message
+
+
+def test_a_usable_record_is_read_without_probing_the_jobs_lock(local_job, monkeypatch):
+    # Every status read checks its record (a poller looks every few seconds): the lock is probed only for the advice
+    # of a record refused.
+    from trainops.backends.local import identity, status
+
+    probes = []
+    monkeypatch.setattr(identity, "lock_held", lambda *args: probes.append(args) or False)
+    (local_job / "status.json").write_text('{"status": "InProgress", "job_name": "digits-1"}')
+    assert status.read_record(local_job, "digits-1")["status"] == "InProgress" and probes == []
+    (local_job / "status.json").write_text('{"status": "Dancing", "job_name": "digits-1"}')
+    with pytest.raises(SpecError) as refused:
+        status.read_record(local_job, "digits-1")
+    assert len(probes) == 1 and "nothing runs job 'digits-1'" in str(refused.value)

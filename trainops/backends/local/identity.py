@@ -70,30 +70,34 @@ def check_record(record: Any, job_name: str, path: Path) -> dict:
 
     A corrupt record is refused instead of guessed at: a list, a text pid, a pid of 0 or -1 could otherwise reach
     `kill` or make a dead job look alive."""
-    fix = f"the status record {path} is corrupt; {forget_hint(path.parent, f'job {job_name!r}')}"
+    def fix() -> str:
+        # Only for a record refused: it probes the job's lock, and every status read (a poller's look) checks one.
+        return f"the status record {path} is corrupt; {forget_hint(path.parent, f'job {job_name!r}')}"
+
     if not isinstance(record, dict):
-        raise SpecError(Problem("status", f"expected a JSON object, found {type(record).__name__}: {fix}"))
-    problems = []
+        raise SpecError(Problem("status", f"expected a JSON object, found {type(record).__name__}: {fix()}"))
+    problems: list[tuple[str, str]] = []
     if record.get("status") not in STATUSES:
-        problems.append(Problem("status", f"{record.get('status')!r} is not one of {', '.join(STATUSES)}: {fix}"))
+        problems.append(("status", f"{record.get('status')!r} is not one of {', '.join(STATUSES)}"))
     if "controller_pid" in record and record["controller_pid"] is not None \
             and not _positive_int(record["controller_pid"]):
-        problems.append(Problem("controller_pid", f"{record['controller_pid']!r} is not a positive integer: {fix}"))
+        problems.append(("controller_pid", f"{record['controller_pid']!r} is not a positive integer"))
     controller = record.get("controller")
     if controller is not None:
         if not isinstance(controller, dict):
-            problems.append(Problem("controller", f"expected an object, found {type(controller).__name__}: {fix}"))
+            problems.append(("controller", f"expected an object, found {type(controller).__name__}"))
         else:
             if not _positive_int(controller.get("pid")):
-                problems.append(Problem("controller.pid", f"{controller.get('pid')!r} is not a positive integer: "
-                                                          f"{fix}"))
+                problems.append(("controller.pid", f"{controller.get('pid')!r} is not a positive integer"))
             ticks = controller.get("start_ticks")
             if ticks is not None and not (_positive_int(ticks) or ticks == 0):
-                problems.append(Problem("controller.start_ticks", f"{ticks!r} is not a non-negative integer: {fix}"))
+                problems.append(("controller.start_ticks", f"{ticks!r} is not a non-negative integer"))
     if record.get("job_id") is not None and not isinstance(record.get("job_id"), str):
-        problems.append(Problem("job_id", f"{record.get('job_id')!r} is not a string: {fix}"))
+        problems.append(("job_id", f"{record.get('job_id')!r} is not a string"))
     if problems:
-        raise SpecError(problems, source=f"status record of local job {job_name!r}")
+        said = fix()
+        raise SpecError([Problem(field, f"{message}: {said}") for field, message in problems],
+                        source=f"status record of local job {job_name!r}")
     return record
 
 
