@@ -55,7 +55,7 @@ def forget_hint(job_dir: Path, what: str, lock: str = CONTROLLER_LOCK) -> str:
     held lock means a process of the job still runs (its record is rewritten when it ends); a free one means none
     does, and removing the directory only forgets the job."""
     path = job_dir / lock
-    if lock_held(job_dir) if lock == CONTROLLER_LOCK else lock_held(job_dir, lock):
+    if lock_held(job_dir, lock):
         return (f"{what} may still be running (a process holds {path}; `fuser -v {path}` names it): leave {job_dir} "
                 "as it is until that process has ended, then remove it to forget the job")
     return f"no process holds {path}, so nothing runs {what}: remove {job_dir} to forget it"
