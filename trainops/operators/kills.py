@@ -71,20 +71,16 @@ def task_state(ti: Any) -> str | None:
     return _state_name(run[key]) if key in run else "removed"
 
 
-def job_command(verb: str, handle: Any, *flags: str) -> str:
-    """The command that does ``verb`` (``logs``, ``stop``) to a training job from this machine, with where it lives
-    (`trainops.operators.common.command_hint`: an Airflow worker's work directory is ``$AIRFLOW_HOME/trainops``, not
-    the command line's default)."""
+def stop_hint(handle: Any, kind: str, backend: str | None = None) -> str:
+    """How a user stops a job left running: for a training job, the command from this machine (`trainops.operators.
+    common.command_hint`: on ``backend``, the task's as it names it, else the handle's, and where the job lives: an
+    Airflow worker's work directory is ``$AIRFLOW_HOME/trainops``, not the command line's default); ``trainops stop``
+    stops training jobs only, so for another kind the backend's own tools."""
+    if kind != "training":
+        return f"the {handle.backend} backend's own tools"
     from trainops.operators.common import command_hint
 
-    return command_hint(verb, handle, None, *flags)
-
-
-def stop_hint(handle: Any, kind: str) -> str:
-    """How a user stops a job the kill left running: the command for a training job, the backend's tools else."""
-    if kind == "training":
-        return f"`{job_command('stop', handle)}`"
-    return f"the {handle.backend} backend's own tools"
+    return f"`{command_hint('stop', handle, backend)}`"
 
 
 def describe(ti: Any) -> str:

@@ -590,6 +590,6 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
         backend, handle = held
         if getattr(self, "_in_process", False) or ended_by_user(
-                getattr(self, "_ti", None), self.log, f"training job {handle.job_name}", stop_hint(handle, "training"),
-                timeout=WORKER_LOOKUP_SECONDS):
+                getattr(self, "_ti", None), self.log, f"training job {handle.job_name}",
+                stop_hint(handle, "training", self.backend), timeout=WORKER_LOOKUP_SECONDS):
             self.log.info("task killed: %s", backend.stop(handle, "the Airflow task was killed"))

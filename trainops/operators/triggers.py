@@ -375,10 +375,10 @@ class JobTrigger(BaseTrigger):
         return None
 
     def _stop_hint(self, handle: Any) -> str:
-        """How to stop the job by hand: the command line, on the task's backend, where the job lives."""
-        from trainops.operators.common import command_hint
+        """How to stop the job by hand (`trainops.operators.kills.stop_hint`), on the task's backend."""
+        from trainops.operators.kills import stop_hint
 
-        return f"`{command_hint('stop', handle, (self.backend_choice or {}).get('backend'))}`"
+        return stop_hint(handle, self.kind, (self.backend_choice or {}).get("backend"))
 
     async def _skip_to_end(self, backend: Any, handle: Any) -> dict[str, Any] | None:
         cursor, skipped = None, 0
@@ -425,12 +425,12 @@ class JobTrigger(BaseTrigger):
         the trigger again at each of its syncs (about a second apart) until the trigger is gone, on_kill included,
         so only a thread outlives that; this await only bounds how long the trigger waits for it
         (`ON_KILL_SECONDS`, below Airflow's own ``[triggerer] on_kill_timeout``)."""
-        from trainops.operators.kills import ended_by_user, stop_hint
+        from trainops.operators.kills import ended_by_user
 
         def stop() -> None:
             backend, handle = self._open()
             what = f"{KINDS[self.kind]} {self.job_name}"
-            if ended_by_user(getattr(self, "task_instance", None), self.log, what, stop_hint(handle, self.kind)):
+            if ended_by_user(getattr(self, "task_instance", None), self.log, what, self._stop_hint(handle)):
                 outcome = backend.stop_job(handle, self.kind, "the Airflow task was killed")
                 self.log.info("stop requested because the task was ended: %s", outcome)
 

@@ -268,6 +268,18 @@ def test_the_trigger_gives_up_after_max_run_plus_grace_counted_from_its_first_st
     assert f"trainops stop slow-job --backend local -o workdir={tmp_path}" in event["message"]
 
 
+def test_the_stop_hint_names_trainops_stop_for_training_jobs_only(tmp_path):
+    """`trainops stop` stops training jobs: a timed-out evaluation's hint points at its backend's tools instead, and
+    a training job's names the task's backend as the task named it."""
+    from trainops.backends.api import JobHandle
+
+    handle = JobHandle.from_dict(local_handle("slow-eval", tmp_path))
+    evaluation = JobTrigger(handle.to_dict(), kind="evaluation", stream_logs=False)
+    assert evaluation._stop_hint(handle) == "the local backend's own tools"
+    training = JobTrigger(handle.to_dict(), stream_logs=False, backend_choice={"backend": "team-local"})
+    assert training._stop_hint(handle) == f"`trainops stop slow-eval --backend team-local -o workdir={tmp_path}`"
+
+
 def test_the_trigger_streams_a_running_local_jobs_log_lines_as_they_come(tmp_path):
     """A real detached local job prints a line a second; the trigger writes each line into its log while the job
     runs (seen before the job ends), each line once, bounded per poll, and the last lines after the end."""
