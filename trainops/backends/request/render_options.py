@@ -119,7 +119,9 @@ def profiler_config(spec: JobSpec, output_path: str, region: str | None) -> dict
     """ProfilerConfig as the SDK's estimator sends it (`_prepare_profiler_for_training`): SageMaker's system
     monitoring on, writing under the output path, unless `disable_profiler`, the region has no profiler or the
     instance type is Trainium's (the SDK's `_instance_type_supports_profiler`: it turns the profiler off there)."""
-    family = (spec.instance_type or "").split(".")[1] if (spec.instance_type or "").count(".") >= 2 else ""
+    from trainops.runtime.catalog import family_of
+
+    family = family_of(spec.instance_type or "")
     if spec.disable_profiler or (region or "").lower() in PROFILER_UNSUPPORTED_REGIONS or family.startswith("trn"):
         return {"DisableProfiler": True}
     return {"S3OutputPath": output_path, "DisableProfiler": False}
