@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the kfp commands to the command line."""
+    from trainops.components.cluster import DEFAULT_WORK_MOUNT, PULL_POLICIES  # stdlib and trainops.errors only
+
     kfp = subparsers.add_parser(
         "kfp", help="compile a pipeline file for Kubeflow Pipelines, or run it locally with kfp.local",
         description="A pipeline file (prepare, stage, train, evaluate with its gate, register) as a Kubeflow "
@@ -57,11 +59,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               "(required when the backend runs its jobs in the train pod, or when steps "
                               "name ${workdir}); the workdir parameter then defaults to its mount path")
     cluster.add_argument("--work-mount", default=None, metavar="PATH",
-                         help="where --work-pvc is mounted (default /var/lib/trainops, the image's TRAINOPS_HOME)")
+                         help=f"where --work-pvc is mounted (default {DEFAULT_WORK_MOUNT}, the image's TRAINOPS_HOME)")
     cluster.add_argument("--secret-env", action="append", default=None, metavar="NAME=SECRET[:KEY]",
                          help="a masked environment value of the job spec (HF_TOKEN...) from a key of a Kubernetes "
                               "Secret, in the train pod (repeatable; every masked value needs one)")
-    cluster.add_argument("--image-pull-policy", default=None, choices=("Always", "IfNotPresent", "Never"),
+    cluster.add_argument("--image-pull-policy", default=None, choices=PULL_POLICIES,
                          help="the components' image pull policy (default: the cluster's)")
     cluster.add_argument("--image-pull-secret", action="append", default=None, metavar="SECRET",
                          help="Secret with the registry's credentials (repeatable)")
