@@ -137,19 +137,6 @@ def workdir_fields(source: PipelineSource) -> tuple[str, ...]:
     return tuple(found)
 
 
-def cluster_configured(cluster: Any, configure_task: Callable[[Any], Any] | None) -> Callable[..., Any]:
-    """A task configuration applying ``cluster`` (`ClusterSettings.configure`), then the caller's own."""
-
-    def configure(task: Any, kind: str) -> Any:
-        cluster.configure(task, kind)
-        if configure_task is not None:
-            configure_task(task)
-        return task
-
-    configure.takes_kind = True  # type: ignore[attr-defined]
-    return configure
-
-
 def gate_parameter(gate: Any) -> str:
     """The pipeline file's gate as the ``gate`` parameter: a gate string as it is, anything else as JSON."""
     if gate is None:
@@ -159,13 +146,13 @@ def gate_parameter(gate: Any) -> str:
 
 def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = None, *,
                    pipeline_dir: str | None = None, configure_task: Callable[[Any], Any] | None = None,
-                   workdir: str | None = None):
+                   cluster: Any = None):
     """The KFP pipeline (a ``@dsl.pipeline`` function) for a pipeline file, with components built for ``settings``.
 
-    ``configure_task`` is called with every task as it is created: the place for cluster settings the pipeline file
-    does not describe (``task.set_retry(2)``, resources, ``kfp.kubernetes.mount_pvc`` for a shared work directory);
-    it gets the task's kind as a second argument when it takes two (`cluster_configured`). ``workdir``: the
-    ``workdir`` parameter's default instead of the file's (the shared volume's mount path).
+    ``cluster`` (`trainops.components.cluster.ClusterSettings`) is written into every task as it is created
+    (`ClusterSettings.configure`: the train task's kind ``spec``, the others' ``other``), and its volume's mount path
+    is the ``workdir`` parameter's default instead of the file's. ``configure_task`` is then called with every task:
+    the place for cluster settings neither describes (``task.set_retry(2)``, resources, node selectors...).
     """
     from kfp import dsl
 
@@ -179,7 +166,7 @@ def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = 
         "spec_json": source.spec_json,
         "backend": source.plan.backend,
         "backend_options": json.dumps(source.plan.backend_options, sort_keys=True),
-        "workdir": workdir if workdir is not None else (file.workdir or ""),
+        "workdir": (cluster.workdir if cluster is not None else None) or file.workdir or "",
         "pipeline_dir": pipeline_dir if pipeline_dir is not None else str(source.directory),
         "gate": gate_parameter(steps.evaluate.gate) if steps.evaluate else "",
         "region": file.region or "",
@@ -197,11 +184,10 @@ def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = 
             task.set_retry(num_retries=count, backoff_duration="60s")
         cpu, memory = resources.get(kind, resources["other"])
         task.set_cpu_request(cpu).set_memory_request(memory)
+        if cluster is not None:
+            cluster.configure(task, "spec" if kind == "train" else "other")
         if configure_task is not None:
-            if getattr(configure_task, "takes_kind", False):
-                configure_task(task, "spec" if kind == "train" else "other")  # type: ignore[call-arg]
-            else:
-                configure_task(task)
+            configure_task(task)
         return task
 
     @dsl.pipeline(name=file.name, description=f"trainops retraining pipeline {file.name}: stage, train, evaluate, "
@@ -410,9 +396,8 @@ def compile_pipeline(path: str | os.PathLike, output: str | os.PathLike, *,
         from trainops.components.cluster import check_cluster
 
         check_cluster(cluster, source.plan.backend, source.secrets, str(path), workdir_fields(source))
-        configure_task = cluster_configured(cluster, configure_task)
     pipeline = build_pipeline(source, settings, pipeline_dir=pipeline_dir, configure_task=configure_task,
-                              workdir=cluster.workdir if cluster is not None else None)
+                              cluster=cluster)
     Path(output).parent.mkdir(parents=True, exist_ok=True)
     compiler.Compiler().compile(pipeline, str(output))
     return str(output)
