@@ -77,10 +77,8 @@ class S3Source:
                     elif name.endswith("/"):
                         refused.append(Refusal(name, "a key ending in '/' holds data; it cannot be a file name"))
                     else:
-                        modified = record.get("LastModified")
-                        nanoseconds = (int(modified.timestamp()) * 10**9 + modified.microsecond * 1000
-                                       if modified is not None else 0)
-                        files.append(SourceFile(name, size, str(record.get("ETag", "")), key, modified=nanoseconds))
+                        files.append(SourceFile(name, size, str(record.get("ETag", "")), key,
+                                                modified=_nanoseconds(record.get("LastModified"), 0)))
         except ClientError as error:
             if error_code(error) == "NoSuchBucket":
                 raise SpecError(Problem("source", f"S3 bucket {self.bucket!r} does not exist ({self.uri}); check the "
@@ -122,12 +120,9 @@ class S3Source:
                     continue
                 destination.fail(item, f"changed while staged, then could not be looked up again: {error}")
                 continue
-            modified = head.get("LastModified")
-            nanoseconds = (int(modified.timestamp()) * 10**9 + modified.microsecond * 1000
-                           if modified is not None else item.modified)
             destination.report.changed.append(item.name)
             again.append(SourceFile(item.name, int(head.get("ContentLength", 0)), str(head.get("ETag", "")),
-                                    item.location, modified=nanoseconds))
+                                    item.location, modified=_nanoseconds(head.get("LastModified"), item.modified)))
         return again
 
     def _copy_round(self, items: list[SourceFile], destination: Any, retry: bool) -> list[SourceFile]:
@@ -197,6 +192,14 @@ class S3Source:
                 handle.close()
                 destination.discard(created)
         return moved
+
+
+def _nanoseconds(modified: Any, default: int) -> int:
+    """An object's LastModified (a datetime, from ListObjectsV2 or HeadObject) as the nanoseconds a staged file's
+    mtime is set to; ``default`` when S3 gave none."""
+    if modified is None:
+        return default
+    return int(modified.timestamp()) * 10**9 + modified.microsecond * 1000
 
 
 #: How many times an object that keeps changing under a stage is looked up and downloaded again before it fails.
