@@ -210,19 +210,23 @@ class _Moved(OSError):
     """The object downloaded is not the one listed (another size): it changed under the stage."""
 
 
-def _moved(error: BaseException) -> bool:
-    """Whether a download failed because the object changed (If-Match failed, another size) or vanished (404)."""
+def _changed(error: BaseException) -> bool:
+    """Whether a download failed because the object is not the one listed: a failed If-Match (a ClientError, or
+    s3transfer's own error once it has seen one) or another size."""
     from trainops.aws.clients import error_code
 
-    return (isinstance(error, _Moved) or error_code(error) in ("PreconditionFailed", "NoSuchKey", "404")
+    return (isinstance(error, _Moved) or error_code(error) == "PreconditionFailed"
             or "did not match expected ETag" in str(error))
 
 
-def _download_error(error: BaseException) -> str:
+def _moved(error: BaseException) -> bool:
+    """Whether a download failed because the object changed (`_changed`) or vanished (404)."""
     from trainops.aws.clients import error_code
 
-    # A failed If-Match: a ClientError, or s3transfer's own error once it has seen one.
-    if error_code(error) == "PreconditionFailed" or "did not match expected ETag" in str(error) \
-            or isinstance(error, _Moved):
+    return _changed(error) or error_code(error) in ("NoSuchKey", "404")
+
+
+def _download_error(error: BaseException) -> str:
+    if _changed(error):
         return f"the object kept changing while it was staged ({CHANGE_ROUNDS} tries); stage again once it is written"
     return f"download failed: {error}"
