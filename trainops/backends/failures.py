@@ -113,6 +113,9 @@ class Verdict:
 
 
 _I = "(?i)"
+#: How the failure reason of a job that failed before its training script started begins (the local backend writes it
+#: so: `trainops.backends.local.job_result`); the rule of class `setup` matches it. No regex metacharacters in it.
+BEFORE_SCRIPT = "before the training script started: "
 
 #: The rules, in the order they are tried. Sources: see `FailureEvidence.sources`. Texts are real ones: SageMaker's
 #: FailureReason prefixes (ClientError, AlgorithmError, CapacityError, InternalServerError), NCCL / libfabric / CUDA
@@ -132,8 +135,8 @@ RULES: tuple[Rule, ...] = (
     Rule(STOPPED, "secondary_status", r"^CANCELLED$", "the Slurm job was cancelled (scancel)"),
     Rule(TIMEOUT, "failure_text", _I + r"(MaxRuntimeExceeded|MaxWaitTimeExceeded|ran longer than (its|the) "
          r"(limit|max_run|MaxRuntimeInSeconds))", "a time limit of the job"),
-    # Before the script: what the job needs of this machine (the local backend says so: `job_result.BEFORE_SCRIPT`).
-    Rule(SETUP, "failure_text", r"\Abefore the training script started: ", "the job failed before its training "
+    # Before the script: what the job needs of this machine (the local backend says so: `BEFORE_SCRIPT`).
+    Rule(SETUP, "failure_text", r"\A" + BEFORE_SCRIPT, "the job failed before its training "
          "script started (a package it needs, a channel it cannot read, a limit of the machine): fix what it names"),
     # Before any training time: the machines.
     Rule(INFRASTRUCTURE, "healthcheck", r".+", "the GPU health check failed on a host"),

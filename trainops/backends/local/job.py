@@ -25,6 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from trainops.backends.failures import BEFORE_SCRIPT
 from trainops.backends.hostfs import contract_dir, paths
 from trainops.backends.hostfs.artifacts import output_location_problem, pack_outputs
 from trainops.backends.hostfs.channels import fetch_channels
@@ -37,7 +38,6 @@ from trainops.backends.local.host_init import CONTROLLER_PIPE, HELD_LOCKS, stopp
 from trainops.backends.local.identity import CONTROLLER_LOCK, own_identity
 from trainops.backends.local.job_input import JobInput
 from trainops.backends.local.job_result import (  # noqa: F401 - FAILURE_REASON_LIMIT, OUTPUT_TAIL_HEADING re-exported
-    BEFORE_SCRIPT,
     FAILURE_REASON_LIMIT,
     OUTPUT_TAIL_HEADING,
     LocalJobResult,

@@ -1,17 +1,12 @@
 """How a local job ended (`LocalJobResult`, small and JSON-able: an XCom value, a KFP output) and how its failure reason
-is worded: the prefix of a failure before the training script started, and the host's last lines added when its
-failure file has none of its own."""
+is worded: the host's last lines added when its failure file has none of its own (a failure before the training
+script started begins with `trainops.backends.failures.BEFORE_SCRIPT`, which the classifier's `setup` rule matches)."""
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
 FAILURE_REASON_LIMIT = 1024  # SageMaker's FailureReason shows the first 1,024 characters of the failure file
-
-
-#: How the failure reason of a job that failed before its training script started begins (the failure classifier's
-#: `setup` class: a missing package, a channel it cannot read, a limit of this machine; not the script's fault).
-BEFORE_SCRIPT = "before the training script started: "
 
 #: The line before what trainops saw a failed host print last, when its failure file has no stderr tail of its own.
 OUTPUT_TAIL_HEADING = "--- last lines of the host's output, as trainops saw them ---"
