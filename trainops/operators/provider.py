@@ -41,5 +41,5 @@ def get_provider_info() -> dict:
             {"integration-name": INTEGRATION, "python-modules": ["trainops.operators.triggers"]},
         ],
         "extra-links": [f"trainops.operators.links.{name}" for name in (
-            "TrainingJobLink", "TrainingLogsLink", "EvaluationJobLink", "ModelVersionLink")],
+            "TrainingJobLink", "TrainingLogsLink", "EvaluationJobLink", "EvaluationReportLink", "ModelVersionLink")],
     }
