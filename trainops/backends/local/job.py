@@ -337,7 +337,7 @@ class LocalJob:
         Never shared by two jobs running at once (a sweep of one spec would resume from each other's checkpoints):
         while one job holds the directory, another gets one of its own, `<key>@<job name>`."""
         checkpoint_uri = (self.request.get("CheckpointConfig") or {}).get("S3Uri")
-        key = self.checkpoint_key or self.source.checkpoint_key or self.job_name
+        key = self.checkpoint_key or self.job_name
         field = "checkpoint_key"
         if checkpoint_uri:
             key, field = checkpoint_uri.split("://", 1)[-1].strip("/").replace("/", "__"), "checkpoint_s3_uri"

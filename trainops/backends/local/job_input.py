@@ -29,13 +29,12 @@ class JobInput:
     """A local job's input. ``render(job_name, job_dir)`` gives the request and lays out the files it names (the
     code channel with its dependencies, the toolkit's tarball, the runtime channel); ``render(..., lay_out=False)``
     gives the same request and writes nothing (the dry run); ``public(request)`` what the status record shows of it
-    (secrets masked); ``secrets`` the values never written as they are; ``checkpoint_key`` the checkpoint
-    directory's default key (None: the job's name)."""
+    (secrets masked); ``secrets`` the values never written as they are. Its checkpoints are keyed by the caller's
+    ``checkpoint_key`` or the job's name (`LocalJob._checkpoint_dir`), never by what it was made from."""
 
     render: Callable[..., dict[str, Any]]
     public: Callable[[dict[str, Any]], dict[str, Any]]
     secrets: list[str]
-    checkpoint_key: str | None = None
 
 
 def from_spec(spec: JobSpec, launcher: str | None = None) -> JobInput:
