@@ -82,14 +82,16 @@ def _installed(package: str) -> bool:
         return False
 
 
-def _default_s3_client() -> Any:
+def _s3_client(client_factory: Callable[[str], Any] | None) -> Any:
+    """An S3 client for the check: a look, not a transfer, so the advisory settings (a few seconds at most, one
+    retry: `trainops.aws.clients.ADVISORY_SETTINGS`), the given factory's advisory client where it has one."""
+    from trainops.aws.clients import ADVISORY_SETTINGS, advisory_client, client_config
+
+    if client_factory is not None:
+        return advisory_client(client_factory, "s3")
     import boto3
 
-    from trainops.aws.clients import client_config
-
-    # A check, not a transfer: a few seconds at most, one retry, whatever the environment's retry settings.
-    config = client_config(connect_timeout=5, read_timeout=10, retries={"max_attempts": 2, "mode": "standard"})
-    return boto3.client("s3", config=config)
+    return boto3.client("s3", config=client_config(**ADVISORY_SETTINGS))
 
 
 def check_s3(request: Mapping[str, Any], overrides: Mapping[str, str],
@@ -103,7 +105,7 @@ def check_s3(request: Mapping[str, Any], overrides: Mapping[str, str],
                                "'trainops[aws]' (or map the channel to local data: --channel NAME=PATH)")
                 for field, uri in uris.items()]
     try:
-        client = client_factory("s3") if client_factory is not None else _default_s3_client()
+        client = _s3_client(client_factory)
     except Exception as error:  # noqa: BLE001 - no region, a broken profile: said once per field
         return [Problem(field, f"{uri}: no S3 client ({error})") for field, uri in uris.items()]
     return [problem for field, uri in uris.items() if (problem := _reachable(field, uri, client)) is not None]
