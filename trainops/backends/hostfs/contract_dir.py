@@ -107,10 +107,7 @@ def fill_container(request: Mapping[str, Any], host: str, base: Path, channels: 
 
 def _mount_point(directory: Path) -> None:
     # An empty directory of its own (an earlier run's link or data removed), for the data to be mounted on.
-    if directory.is_symlink() or directory.is_file():
-        directory.unlink()
-    elif directory.is_dir():
-        shutil.rmtree(directory)
+    _clear(directory)
     directory.mkdir(parents=True)
 
 
@@ -133,12 +130,17 @@ def _shard(link: Path, source: Path, index: int, count: int) -> None:
 
 def replace_with_link(link: Path, target: Path) -> None:
     """``link`` made a symbolic link to ``target``, whatever was there (an earlier run's link, file or directory)."""
-    if link.is_symlink() or link.is_file():
-        link.unlink()
-    elif link.is_dir():
-        shutil.rmtree(link)
+    _clear(link)
     link.parent.mkdir(parents=True, exist_ok=True)
     link.symlink_to(target, target_is_directory=target.is_dir())
+
+
+def _clear(path: Path) -> None:
+    """Nothing left at ``path``: an earlier run's link or file unlinked (never followed), its directory removed."""
+    if path.is_symlink() or path.is_file():
+        path.unlink()
+    elif path.is_dir():
+        shutil.rmtree(path)
 
 
 # --- the process: command and environment ---------------------------------------------------------------------------
