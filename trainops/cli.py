@@ -15,7 +15,7 @@ import os
 import sys
 
 from trainops import __version__
-from trainops.errors import TrainopsError, install_hint
+from trainops.errors import TrainopsError, missing_package
 
 COMMAND_MODULES = [
     "trainops.commands.spec_commands",
@@ -63,10 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as error:  # noqa: BLE001 - the last line of defence: a message, not a traceback
         # A command whose optional package is missing says which extra installs it (`make run`'s venv has only torch
         # and the example's packages: a SageMaker command there says what to install, not "internal error").
-        hint = install_hint(error)
-        if hint is not None:
-            print(f"trainops: this command needs {getattr(error, 'name', '')!r}, which is not installed in "
-                  f"{sys.prefix}: {hint}", file=sys.stderr)
+        missing = missing_package(error)
+        if missing is not None:
+            print(f"trainops: this command {missing}", file=sys.stderr)
             return 2
         if os.environ.get("TRAINOPS_DEBUG"):
             import traceback

@@ -65,3 +65,12 @@ def install_hint(error: BaseException) -> str | None:
     name = (getattr(error, "name", None) or "").partition(".")[0]
     extra = OPTIONAL_PACKAGES.get(name) if isinstance(error, ModuleNotFoundError) else None
     return f"pip install 'trainops[{extra}]'" if extra else None
+
+
+def missing_package(error: BaseException) -> str | None:
+    """``needs 'boto3', which is not installed in <prefix>: pip install 'trainops[aws]'`` when ``error`` is a missing
+    optional package of trainops (`install_hint`), else None: what a command or a job that needs it says."""
+    import sys
+
+    hint = install_hint(error)
+    return f"needs {getattr(error, 'name', '')!r}, which is not installed in {sys.prefix}: {hint}" if hint else None

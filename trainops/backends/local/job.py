@@ -48,7 +48,7 @@ from trainops.backends.local.processes import MARKER
 from trainops.backends.local.pump import LogPump
 from trainops.backends.local.secrets import MASK_VARIABLES, mask
 from trainops.backends.request.hosts import host_groups
-from trainops.errors import JobFailed, Problem, SpecError, install_hint
+from trainops.errors import JobFailed, Problem, SpecError, install_hint, missing_package
 from trainops.runtime.host_facts import MPIRUN_SETTING
 from trainops.runtime.processes import process_limit_note
 from trainops.spec.job import JobSpec
@@ -174,8 +174,7 @@ class LocalJob:
             if limit:
                 raise JobFailed(f"local job {self.job_name} could not start its processes: {limit}") from error
             if hint:
-                raise JobFailed(f"local job {self.job_name} needs {getattr(error, 'name', '')!r}, which is not "
-                                f"installed in {sys.prefix}: {hint}") from error
+                raise JobFailed(f"local job {self.job_name} {missing_package(error)}") from error
             raise
         finally:
             for lock in (claim, self._checkpoint_lock):
