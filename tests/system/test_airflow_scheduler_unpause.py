@@ -5,14 +5,20 @@ home), with the scheduler creating scheduled runs as a deployment's does (``use_
 - ``retrain_pipeline`` (weekly, Mondays 03:00 UTC, or on an asset event) is unpaused days after its last Monday:
   no run is created (Airflow's own cron timetables with ``catchup=False`` create that Monday's at once); its next
   run is the coming Monday. An asset event on its training data then starts a run at once.
-- A DAG on the same timetable ticking every minute is unpaused well after a tick (the clock's second >= 10): no run
-  for that missed tick, and a run at the next tick, which proves the tick still starts runs with the real scheduler.
+- A DAG on the same timetable ticking every minute is unpaused well after a tick (the clock's second >= 10), once the
+  DAG processor has stored the coming tick as its next run: no run for that missed tick, and a run at a later tick,
+  which proves the tick still starts runs with the real scheduler.
+
+The next run is computed when the DAG processor parses the file, so a tick stays due for its grace plus up to one parse
+interval (docs/airflow.md says so); the test unpauses after that, as its claim is about the timetable, not the parse.
+A tick whose run the scheduler creates later than its grace (6 s here, under load) is skipped by design, so the run
+that proves the tick may be the one after next.
 """
 
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pytest
 from test_airflow_scheduler import airflow, airflow_cli, processes_of, query, rest  # noqa: F401 - the fixture
@@ -42,6 +48,13 @@ def runs(database, dag_id: str) -> list[tuple[str, str, datetime]]:
             query(database, "SELECT run_id, run_type, run_after FROM dag_run WHERE dag_id = ?", dag_id)]
 
 
+def next_run_ahead(database) -> bool:
+    """Whether the clock is in a quiet second (10-40) and ``tick_every_minute``'s stored next run is still ahead."""
+    now = datetime.now(timezone.utc)
+    [(after,)] = query(database, "SELECT next_dagrun_create_after FROM dag WHERE dag_id = 'tick_every_minute'")
+    return 10 <= now.second <= 40 and when(after) > now
+
+
 def wait_for(condition, what: str, components, seconds: float = 300):
     deadline = time.monotonic() + seconds
     while not (value := condition()):
@@ -61,16 +74,18 @@ def test_unpausing_starts_no_run_but_the_tick_and_new_data_do(airflow):  # noqa:
     for dag_id in ("retrain_pipeline", "tick_every_minute"):
         wait_for(lambda dag_id=dag_id: query(database, "SELECT next_dagrun FROM dag WHERE dag_id = ? AND "
                                                        "next_dagrun IS NOT NULL", dag_id), dag_id, components, 240)
-    # Unpause well after a minute's tick, so that tick is missed (and the next one at least 20 s away).
-    wait_for(lambda: 10 <= datetime.now(timezone.utc).second <= 40, "a quiet second", components, 90)
+    # Unpause well after a minute's tick, so that tick is missed (and the next one at least 20 s away), at a moment
+    # when the stored next run is already the coming tick (a parse before the tick stored the missed one).
+    wait_for(lambda: next_run_ahead(database), "a quiet second with the coming tick stored", components, 180)
     unpaused = datetime.now(timezone.utc)
     for dag_id in ("retrain_pipeline", "tick_every_minute"):
         done = airflow_cli(env, "dags", "unpause", dag_id)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
 
-    ticked = wait_for(lambda: runs(database, "tick_every_minute"), "the next tick's run", components, 180)
-    next_tick = unpaused.replace(second=0, microsecond=0) + timedelta(minutes=1)
-    assert [(kind, after) for _, kind, after in ticked] == [("scheduled", next_tick)], (unpaused, ticked)
+    ticked = wait_for(lambda: runs(database, "tick_every_minute"), "a later tick's run", components, 240)
+    assert [kind for _, kind, _ in ticked] == ["scheduled"], (unpaused, ticked)
+    [(_, _, after)] = ticked
+    assert after > unpaused and (after.second, after.microsecond) == (0, 0), (unpaused, ticked)
     # The scheduler has created runs since both were unpaused: none of the weekly DAG's (its last Monday is days old).
     assert runs(database, "retrain_pipeline") == []
     [(upcoming,)] = query(database, "SELECT next_dagrun_create_after FROM dag WHERE dag_id = 'retrain_pipeline'")

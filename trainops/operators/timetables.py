@@ -7,7 +7,9 @@ train on paid instances that is a run nobody asked for. This timetable keeps eve
 ``CronTriggerTimetable`` (cron, time zone, data interval, serialization) except that choice: with ``catchup=False``
 a tick older than a small grace (`grace_for`: a tenth of the time between ticks, at most `MAX_GRACE`) is skipped
 and the next one is scheduled instead. The grace keeps the tick that has just passed: the DAG processor recomputes
-the next run at every parse, and one parse may land between a tick and the scheduler creating its run.
+the next run at every parse, and one parse may land between a tick and the scheduler creating its run. The choice
+is made at a parse, so a tick stays due until the first parse after its grace: a DAG unpaused within one parse
+interval of that still gets the tick's run (the scheduler creates runs from the stored next run).
 
 With ``catchup=True`` nothing changes. Runs an asset event starts (``AssetOrTimeSchedule``) and runs triggered by
 hand are not the timetable's and start as always.
