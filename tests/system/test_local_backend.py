@@ -75,9 +75,21 @@ def test_two_hosts_two_processes_all_reduce_channels_and_model_archive(tmp_path)
 
 def test_failing_rank_stops_the_job_and_names_the_root_cause(tmp_path):
     spec = write_job(tmp_path, "fail_rank.py", extra="environment: {FAIL_RANK: '3', SLEEP: '120'}\n")
-    started = time.monotonic()
-    result = run_cli("run", str(spec), "--workdir", str(tmp_path / "work"), "--job-name", "fail-1")
-    elapsed = time.monotonic() - started
+    # The bound counts from the failing rank's start (it fails a second later), not from the command's: starting four
+    # ranks that import torch on a loaded machine is not what the bound is about.
+    with open(tmp_path / "stderr", "w+") as stderr:
+        process = subprocess.Popen([*TRAINOPS, "run", str(spec), "--workdir", str(tmp_path / "work"), "--job-name",
+                                    "fail-1"], stdout=subprocess.PIPE, stderr=stderr, text=True)
+        lines = []
+        for line in process.stdout:  # type: ignore[union-attr]
+            lines.append(line)
+            if "started rank 3 " in line:
+                break
+        failing_rank_started = time.monotonic()
+        stdout = "".join(lines) + process.communicate(timeout=120)[0]
+        elapsed = time.monotonic() - failing_rank_started
+        stderr.seek(0)
+        result = subprocess.CompletedProcess(process.args, process.returncode, stdout, stderr.read())
     assert result.returncode == 1, result.stdout + result.stderr
     assert elapsed < 30  # the bound the issue states for a failed rank (not a performance assertion: a contract)
     assert "rank 3" in result.stderr and "algo-2" in result.stderr and "exit" in result.stderr
