@@ -119,9 +119,10 @@ def backend_class(name: str | None, source: str | None = None) -> type[Backend]:
     return found
 
 
-def get_backend(name: str | None = None, *, options: Mapping[str, Any] | None = None, source: str | None = None,
-                **context: Any) -> Backend:
-    """The backend called ``name`` (None: `DEFAULT_BACKEND`; a named backend: its backend), bound to its settings.
+def get_backend(name: str | Backend | None = None, *, options: Mapping[str, Any] | None = None,
+                source: str | None = None, **context: Any) -> Backend:
+    """The backend called ``name`` (None: `DEFAULT_BACKEND`; a named backend: its backend), bound to its settings;
+    or ``name`` itself when it is a backend already opened (`opened_backend`), which refuses settings it cannot take.
 
     ``options`` is the one mapping of settings a user gave (a command's ``-o``, a pipeline file's or an operator's
     ``backend_options``, a KFP input), laid over a named backend's: the backend's `Backend.split_settings` takes
@@ -133,15 +134,46 @@ def get_backend(name: str | None = None, *, options: Mapping[str, Any] | None = 
     other key, or an unknown name, is a `SpecError` naming the field and the valid values (``source``: what the
     error says was wrong, e.g. ``"evaluation"``).
     """
+    from trainops.backends.api import Backend
+
+    if isinstance(name, Backend):
+        return opened_backend(name, options, source, **context)
     real, settings = resolve(name, source)
     cls = backend_class(real, source)
-    unknown = sorted(set(context) - COMMON_CONTEXT - cls.CONTEXT)
-    if unknown:
-        known = ", ".join(sorted(COMMON_CONTEXT | cls.CONTEXT))
-        raise SpecError([Problem(key, f"is not a backend setting; use one of {known}") for key in unknown], source)
+    _check_context(cls, context, source)
     reach, job_options = cls.split_settings({**settings, **dict(options or {})}, source)
     given = {key: value for key, value in context.items() if key in cls.CONTEXT}
     backend = cls(**{**given, **{key: value for key, value in reach.items() if value is not None}})
     backend.bound_options = cls.Options.parse(job_options, source)
     backend.named_as = name if name is not None and name != real else None
     return backend
+
+
+def opened_backend(backend: Backend, options: Mapping[str, Any] | None = None, source: str | None = None,
+                   **context: Any) -> Backend:
+    """``backend``, already opened by the caller (an operator's connection, a command's flags), as `get_backend`
+    takes it: its settings were bound when it was opened, so settings given beside it cannot reach it. Rather than
+    drop them, a `SpecError` names them: non-empty ``options`` (``backend_options``), and each context value the
+    backend reads (its ``CONTEXT``; None is not given, a common key it does not read is left out as for a name)."""
+    cls = type(backend)
+    _check_context(cls, context, source)
+    problems = []
+    if options:
+        problems.append(Problem("backend_options", f"{', '.join(sorted(options))} cannot reach the {cls.name} "
+                                                   "backend given already opened (it keeps the settings it was "
+                                                   "opened with): give the backend's name with backend_options, or "
+                                                   "open it with them (get_backend(name, options=...))"))
+    problems.extend(Problem(key, f"cannot reach the {cls.name} backend given already opened: give the backend's "
+                                 f"name with {key}, or open it with {key}")
+                    for key, value in sorted(context.items()) if value is not None and key in cls.CONTEXT)
+    if problems:
+        raise SpecError(problems, source)
+    return backend
+
+
+def _check_context(cls: type[Backend], context: Mapping[str, Any], source: str | None) -> None:
+    """Refuse a context key that is neither common (`COMMON_CONTEXT`) nor the backend's own, naming the valid ones."""
+    unknown = sorted(set(context) - COMMON_CONTEXT - cls.CONTEXT)
+    if unknown:
+        known = ", ".join(sorted(COMMON_CONTEXT | cls.CONTEXT))
+        raise SpecError([Problem(key, f"is not a backend setting; use one of {known}") for key in unknown], source)

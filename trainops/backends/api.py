@@ -648,9 +648,10 @@ class Backend(abc.ABC):
         raise NotImplementedError  # pragma: no cover
 
 
-def get_backend(name: str | None = None, *, options: Mapping[str, Any] | None = None, source: str | None = None,
-                **context: Any) -> Backend:
-    """The backend called ``name``, bound to its settings: `trainops.backends.get_backend` (the registry)."""
+def get_backend(name: str | Backend | None = None, *, options: Mapping[str, Any] | None = None,
+                source: str | None = None, **context: Any) -> Backend:
+    """The backend called ``name``, bound to its settings, or ``name`` itself when it is a backend already opened
+    (settings given beside it refused, naming them): `trainops.backends.get_backend` (the registry)."""
     from trainops.backends import get_backend as from_registry
 
     return from_registry(name, options=options, source=source, **context)

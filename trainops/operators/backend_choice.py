@@ -38,6 +38,8 @@ class BackendChoice:
         #: The deployment's context the task gives (workdir, region): lenient, and not carried to the trigger,
         #: which finds the job where its handle says.
         self.context = {key: value for key, value in (context or {}).items() if value not in (None, "")}
+        #: The connection's (backend, options), read on first use: once per choice, so once per task execution.
+        self._connection: tuple[str | None, dict[str, Any]] | None = None
 
     @classmethod
     def of_task(cls, task: Any, **shorthands: Any) -> BackendChoice:
@@ -61,10 +63,13 @@ class BackendChoice:
                    backend_conn_id=data.get("backend_conn_id"))
 
     def settings(self) -> tuple[str | None, dict[str, Any]]:
-        """(the backend's name, its settings): the connection's under the task's own."""
+        """(the backend's name, its settings): the connection's under the task's own. The connection is read
+        once per choice (a secrets backend may be a network call), and its settings copied out each time."""
         if not self.backend_conn_id:
             return self.backend, dict(self.options)
-        name, options = connection_settings(self.backend_conn_id)
+        if self._connection is None:
+            self._connection = connection_settings(self.backend_conn_id)
+        name, options = self._connection
         return self.backend or name, {**options, **self.options}
 
     def name(self) -> str:

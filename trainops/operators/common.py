@@ -100,19 +100,19 @@ class translated_errors:
         return False
 
 
-def check_backend(backend: Any) -> str:
-    """The backend (None: the registry's default), or an ``AirflowFailException`` naming the field when no backend is
-    registered or named under that name (the built-in ones, an installed package's, the platform's named ones:
-    `trainops.backends.choices`)."""
-    from trainops.backends import choices, default_backend
+def check_backend(backend: Any) -> None:
+    """Refuse, with an ``AirflowFailException`` naming the field, a task's ``backend`` that no backend is registered
+    or named under (the built-in ones, an installed package's, the platform's named ones:
+    `trainops.backends.choices`); None passes (the connection's backend, else the registry's default, is chosen
+    when the backend is opened, `BackendChoice.settings`)."""
+    from trainops.backends import choices
 
     if backend is None:
-        return default_backend()
+        return
     names = choices()
     if not isinstance(backend, str) or backend not in names:
         raise AirflowFailException(f"invalid input: 1 problem\n  - backend: {backend!r} is not one of "
                                    f"{', '.join(names)}")
-    return str(backend)
 
 
 def with_shorthands(backend_options: Any, field: str = "backend_options", **shorthands: Any) -> dict[str, Any]:

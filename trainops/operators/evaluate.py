@@ -200,7 +200,7 @@ class EvaluateModelOperator(StartedJobMixin, LineageMixin, BaseOperator, SkipMix
                 remember_links(self, chosen, "evaluation", handle.job_name, handle.location)
                 return self._follow(chosen, handle, max_run=inputs["timeout"] or 3600.0, grace=self.GRACE_SECONDS)
             result = evaluate(
-                gate=self.gate, backend=chosen, champion_group=self.champion_group, registry_dir=self.registry_dir,
+                gate=self.gate, backend=chosen, champion_group=self.champion_group,  # opened with the registry
                 sink=lambda line, from_stderr: self.log.info("%s", line), **inputs, **settings,
             ).to_dict()
         return self._report(result, chosen)

@@ -110,7 +110,8 @@ class StageDataOperator(StartedJobMixin, LineageMixin, BaseOperator):
             if self.s3_prefix:
                 options["s3_prefix"] = self.s3_prefix
             # FSx and s3:// sources use clients from the connection; a backend that never calls AWS never reads it.
-            chosen = self._choice().open()
+            choice = self._choice()  # one choice per execute: the connection (backend_conn_id) is read once
+            chosen = choice.open()
             # Options the step takes as context (a profile...) or refuses (unknown: its message names them) go to it.
             plain = set(options) <= stage_options(chosen) and not set(options) & CONTEXT_OPTIONS
             if plain and self._starts_jobs(chosen):
@@ -118,7 +119,7 @@ class StageDataOperator(StartedJobMixin, LineageMixin, BaseOperator):
                 timeout = float(options.get("timeout_seconds") or self.DEFAULT_TIMEOUT_SECONDS)
                 return self._follow(chosen, handle, max_run=timeout, grace=self.GRACE_SECONDS)
             if not plain:  # the step opens the backend with that context, or refuses what it does not take
-                name, settings = self._choice().settings()
+                name, settings = choice.settings()
                 options.setdefault("client_factory", lazy_aws_client_factory(self.aws_conn_id, self.region_name))
                 report = stage(self.source, self.destination, backend=name, backend_options=settings, **options)
             else:

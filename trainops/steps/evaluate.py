@@ -171,7 +171,8 @@ def evaluate(
         output_dir: where ``metrics.json`` and the script's other files go (an S3 prefix on SageMaker).
         gate: None, a gate (``"accuracy >= 0.95"``, a mapping) or a list of gates; see `trainops.steps.gate`.
         backend: a backend (None: the default) or a named one, or a backend already opened; ``backend_options``:
-            the one mapping of its settings (`trainops.backends.get_backend`).
+            the one mapping of its settings (`trainops.backends.get_backend`; refused beside an opened backend,
+            as are ``registry_dir``, ``client_factory`` and ``region`` where it reads them: it keeps its own).
         hyperparameters: passed to the script as ``--key value``.
         environment: extra environment variables for the script.
         timeout: seconds the script may run (local: then its process group is stopped; SageMaker: the job's
@@ -191,11 +192,10 @@ def evaluate(
         SpecError: bad input (exit code 2), naming the field.
         JobFailed: the script failed, timed out, or wrote no usable metrics (exit code 1).
     """
-    from trainops.backends.api import Backend, get_backend
+    from trainops.backends.api import get_backend
 
-    chosen = backend if isinstance(backend, Backend) else get_backend(
-        backend, options=backend_options, source="evaluation", registry_dir=registry_dir,
-        client_factory=client_factory, region=region)
+    chosen = get_backend(backend, options=backend_options, source="evaluation", registry_dir=registry_dir,
+                         client_factory=client_factory, region=region)
     gates = parse_gates(gate)
     # Resolve the champion before the (possibly long) evaluation, so a missing group fails fast.
     champion_metrics, champion_version = _champion_metrics(needs_champion(gates), champion, champion_group, chosen)

@@ -72,12 +72,12 @@ def _backend(backend: str | Backend | None, approval: str, options: Mapping[str,
              **context: Any) -> Backend:
     """The backend (one already opened, or opened now), after checking it and the approval status together (one
     error lists both problems)."""
-    from trainops.backends.api import Backend, get_backend
+    from trainops.backends.api import get_backend
 
     problems = []
     chosen = None
     try:
-        chosen = backend if isinstance(backend, Backend) else get_backend(backend, options=options, **context)
+        chosen = get_backend(backend, options=options, **context)
     except SpecError as error:
         problems.extend(error.problems)
     if approval not in APPROVAL_STATUSES:
@@ -118,8 +118,8 @@ def register(
         spec: the job spec that produced the model (`JobSpec`, mapping or spec file); stored locally; on SageMaker
             its hash is stored in the package's metadata.
         approval: Approved (default), Rejected or PendingManualApproval; see `approval_for_gate`.
-        backend, backend_options: the backend (None: the default) and the one mapping of its settings
-            (`trainops.backends.get_backend`).
+        backend, backend_options: the backend (None: the default; or one already opened, which refuses settings
+            given beside it, naming them) and the one mapping of its settings (`trainops.backends.get_backend`).
         registry_dir: the local registry (default ``$TRAINOPS_HOME/registry``).
         job_name: the training job that produced the model.
         settings: the backend's registration settings (`Backend.REGISTRATION_SETTINGS`; SageMaker: ``image_uri``,

@@ -40,12 +40,13 @@ def stage(source: str, destination: str, *, backend: str | Backend | None = None
     channel's ``FileSystemDataSource.DirectoryPath`` should be).
 
     ``backend`` (None: the default) and ``backend_options`` (the one mapping of its settings) choose the backend
-    as every step does (`trainops.backends.get_backend`); ``options`` are its staging options.
+    as every step does (`trainops.backends.get_backend`: a backend already opened refuses settings given beside it,
+    naming them); ``options`` are its staging options.
 
     Raises `SpecError` for bad input (unknown backend or option, malformed source or destination) and `JobFailed`
     when staging fails, or (``strict``, the default) when any file was refused or failed.
     """
-    from trainops.backends.api import Backend, get_backend
+    from trainops.backends.api import get_backend
 
     context = {key: options.pop(key) for key in CONTEXT_OPTIONS if key in options}
     profile = context.pop("profile", None)
@@ -53,7 +54,7 @@ def stage(source: str, destination: str, *, backend: str | Backend | None = None
         from trainops.aws.clients import default_client_factory
 
         context["client_factory"] = default_client_factory(context.get("region"), profile)
-    chosen = backend if isinstance(backend, Backend) else get_backend(backend, options=backend_options, **context)
+    chosen = get_backend(backend, options=backend_options, **context)  # an opened one refuses options beside it
     allowed = stage_options(chosen)
     unknown = sorted(set(options) - allowed)
     if unknown:

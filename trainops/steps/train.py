@@ -62,9 +62,10 @@ def train(
     ``result``) when it failed or was stopped.
 
     ``backend``: a backend's name (None: the registry's default; a named backend: its backend and settings) or a
-    backend already opened (`trainops.backends.get_backend`). ``backend_options``: the one mapping of the backend's
-    settings a front end was given (``-o``, a pipeline file's or an operator's ``backend_options``), which the
-    backend splits into how it is reached and its jobs' options and checks (`Backend.split_settings`).
+    backend already opened (`trainops.backends.get_backend`: settings given beside an opened one are refused, naming
+    them, never dropped). ``backend_options``: the one mapping of the backend's settings a front end was given
+    (``-o``, a pipeline file's or an operator's ``backend_options``), which the backend splits into how it is
+    reached and its jobs' options and checks (`Backend.split_settings`).
     ``options``: the deployment's context a front end knows (workdir; region, client_factory, poll_seconds), then
     job options `Backend.submit` takes (an option the backend does not take is refused, naming it).
 
@@ -78,18 +79,12 @@ def train(
     from the shared checkpoint location. The result always carries ``failure_class``, ``attempts`` and ``cost`` (the
     sum over attempts).
     """
-    from trainops.backends.api import Backend, get_backend
+    from trainops.backends.api import get_backend
     from trainops.spec.names import check_job_name
 
     check_choice(if_exists, IF_EXISTS, "if_exists")
     context = {key: options.pop(key) for key in CONTEXT_OPTIONS if key in options}
-    if isinstance(backend, Backend):
-        chosen = backend
-        if backend_options:
-            _, job_options = chosen.split_settings(backend_options, "backend options")
-            options = {**job_options, **options}
-    else:
-        chosen = get_backend(backend, options=backend_options, source="backend options", **context)
+    chosen = get_backend(backend, options=backend_options, source="backend options", **context)
     spec = load_spec(spec, options.pop("base_dir", None))
     job_name = check_job_name(job_name) if job_name else default_job_name(spec)
     if "checkpoint_key" not in options and getattr(chosen.options(), "checkpoint_key", None) is None:
