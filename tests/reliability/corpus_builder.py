@@ -60,11 +60,28 @@ import sys
 pathlib.Path(sys.argv[1]).write_text("the prepare step ran")
 '''
 
-#: Code the base pipeline names (so that only each case's own mistake is wrong); never run either.
-NEVER_RUN = '"""Named by the corpus pipelines so that their code exists; a corpus pipeline never runs."""\n' \
-            'raise SystemExit("corpus pipelines never run")\n'
+#: Code the base pipeline and the spec cases name (so that only each case's own mistake is wrong); never run either.
+NEVER_RUN = '"""Named by the corpus specs and pipelines so that their code exists; nothing in the corpus runs."""\n' \
+            'raise SystemExit("corpus files never run")\n'
+
+#: The code the spec cases name, written beside them: `trainops validate` checks the files a spec names as `render`
+#: and `run` do, so each case holds only its own mistake. BASE_SPEC's entry point in its source_dir, the same entry
+#: point beside the spec (cases without source_dir), the shell entry point of the torch_distributed rule's case and
+#: the dependency directory of the dependencies rule's case.
+CASE_CODE = ("src/train.py", "train.py", "src/train.sh", "libs/common/__init__.py")
 
 CASES: list[dict[str, Any]] = []
+
+
+def write_case_code(folder: Path, names: tuple[str, ...] = CASE_CODE) -> list[Path]:
+    """Write each of ``names`` (paths relative to ``folder``, where the specs are) as code that must never run."""
+    written = []
+    for name in names:
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(NEVER_RUN, encoding="utf-8")
+        written.append(path)
+    return written
 
 
 def spec(name: str, changes: dict[str, Any] | None = None, *, remove: tuple[str, ...] = (), fields=(), text=(),
@@ -721,8 +738,9 @@ def build(corpus: Path = CORPUS) -> list[dict[str, Any]]:
     """Write every case (and the pipelines' helper script) under `corpus`; returns the manifest entries."""
     for folder in ("specs", "pipelines"):
         (corpus / folder).mkdir(parents=True, exist_ok=True)
-        for stale in (corpus / folder).iterdir():
-            stale.unlink()
+        for stale in (corpus / folder).rglob("*"):
+            if not stale.is_dir():
+                stale.unlink()
     entries = []
     for case in CASES:
         path = corpus / case["file"]
@@ -735,8 +753,10 @@ def build(corpus: Path = CORPUS) -> list[dict[str, Any]]:
     (corpus / "pipelines" / "must_not_run.py").write_text(MUST_NOT_RUN, encoding="utf-8")
     for helper in ("train.py", "evaluate.py"):
         (corpus / "pipelines" / helper).write_text(NEVER_RUN, encoding="utf-8")
+    write_case_code(corpus / "specs")
     (corpus / "valid").mkdir(exist_ok=True)
     (corpus / "valid" / "base-spec.yaml").write_text(_dump(BASE_SPEC, "yaml"), encoding="utf-8")
+    write_case_code(corpus / "valid", ("src/train.py",))
     (corpus / "pipelines" / "valid-base-pipeline.yaml").write_text(_dump(BASE_PIPELINE, "yaml"), encoding="utf-8")
     (corpus / "manifest.json").write_text(json.dumps({"cases": entries}, indent=1, ensure_ascii=True) + "\n",
                                           encoding="utf-8")

@@ -24,7 +24,8 @@ from trainops.spec.loader import MAX_FILE_BYTES
 CORPUS = Path(__file__).parent / "corpus"
 CASES = json.loads((CORPUS / "manifest.json").read_text(encoding="utf-8"))["cases"]
 HELPERS = {"pipelines/must_not_run.py", "pipelines/train.py", "pipelines/evaluate.py",
-           "pipelines/valid-base-pipeline.yaml", "valid/base-spec.yaml", "manifest.json"}
+           "pipelines/valid-base-pipeline.yaml", "valid/base-spec.yaml", "valid/src/train.py", "manifest.json",
+           *(f"specs/{name}" for name in corpus_builder.CASE_CODE)}
 # The contract is 1 s and 200 MB per file; in-process on a shared 2-core machine the test allows 5x the time (the
 # bench measures the real figure in a quiet subprocess) and checks the memory bound as stated.
 TIME_BOUND_SECONDS = 5.0

@@ -20,7 +20,7 @@ from unittest import mock
 
 import pytest
 import yaml
-from corpus_builder import BASE_PIPELINE, BASE_SPEC
+from corpus_builder import BASE_PIPELINE, BASE_SPEC, write_case_code
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -44,13 +44,26 @@ VALUES = st.recursive(SCALARS, lambda inner: st.lists(inner, max_size=4)
 FUZZ = settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+#: Read together by validate's check of the code on disk (the entry point is looked up in source_dir), like a rule.
+CODE_CHECK_READS = {"source_dir", "entry_point"}
+
+
 def coupled(field: str) -> set[str]:
-    """The fields whose problems a change to `field` may cause: itself and those a rule reads together with it."""
+    """The fields whose problems a change to `field` may cause: itself and those a rule (or the check of the code on
+    disk) reads together with it."""
     related = {field}
-    for rule in rules.RULES:
-        if field in rule.reads:  # type: ignore[attr-defined]
-            related |= set(rule.reads)  # type: ignore[attr-defined]
+    for reads in [*(rule.reads for rule in rules.RULES), CODE_CHECK_READS]:  # type: ignore[attr-defined]
+        if field in reads:
+            related |= set(reads)
     return related
+
+
+def write_spec(directory: str, name: str, content: bytes) -> Path:
+    """The spec file, with the code BASE_SPEC names beside it (validate checks it exists, as run does)."""
+    write_case_code(Path(directory), ("src/train.py", "train.py"))
+    path = Path(directory) / name
+    path.write_bytes(content)
+    return path
 
 
 def dump(data, fmt: str) -> bytes:
@@ -88,9 +101,7 @@ def test_one_hostile_change_to_a_valid_spec_is_accepted_or_refused_at_that_field
     except (ValueError, yaml.YAMLError):
         return  # the value cannot be written as a document at all (a lone surrogate in JSON's eyes)
     with tempfile.TemporaryDirectory() as directory:
-        path = Path(directory) / f"spec.{fmt}"
-        path.write_bytes(content)
-        code, err = run_cli(["validate", str(path)])
+        code, err = run_cli(["validate", str(write_spec(directory, f"spec.{fmt}", content))])
     assert code in (0, 2)
     if code == 2:
         named = {name.split(".")[0].split("[")[0] for name in problem_fields(err)}
@@ -109,9 +120,7 @@ def test_bytes_spliced_into_a_valid_spec_never_crash_the_reader(position, noise,
     index = int(position * len(content))
     spliced = content[:index] + noise + content[index + cut:]
     with tempfile.TemporaryDirectory() as directory:
-        path = Path(directory) / "spec.yaml"
-        path.write_bytes(spliced)
-        code, err = run_cli(["validate", str(path)])
+        code, err = run_cli(["validate", str(write_spec(directory, "spec.yaml", spliced))])
     assert code in (0, 2)
     if code == 2:
         assert err.startswith("trainops: invalid ") and problem_lines_exist(err)

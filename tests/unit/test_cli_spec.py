@@ -35,6 +35,8 @@ def run(capsys, *argv):
 
 
 def write(tmp_path, data, name="spec.yaml"):
+    """The spec file, with the entry point VALID names beside it (validate, render and run check the code exists)."""
+    (tmp_path / "train.py").write_text("print('training')\n")
     path = tmp_path / name
     path.write_text(yaml.safe_dump(data) if not isinstance(data, str) else data)
     return str(path)
@@ -120,6 +122,90 @@ def test_a_directory_or_a_missing_file(tmp_path, capsys):
     assert code == 2 and "is not a file" in err
     code, _, err = run(capsys, "validate", str(tmp_path / "missing.yaml"))
     assert code == 2 and "does not exist" in err
+
+
+# --- validate: the files the spec names, as run checks them (issue 36) ----------------------------------------------
+
+#: (field, change to a local spec whose code is in src/, words of the problem)
+MISSING_CODE = [("entry_point", {"entry_point": "missing.py"}, "missing.py is not a file in"),
+                ("source_dir", {"source_dir": "no_such_dir"}, "no_such_dir is not a directory"),
+                ("dependencies.0", {"dependencies": ["libs/missing"]}, "is not a directory: each dependency is")]
+
+
+def local_spec(tmp_path, **changes):
+    """A spec the local backend runs, with its code in ``tmp_path/src``."""
+    (tmp_path / "src").mkdir(exist_ok=True)
+    (tmp_path / "src" / "train.py").write_text("print('training')\n")
+    return write(tmp_path, {"entry_point": "train.py", "source_dir": "src", "instance_type": "local", **changes})
+
+
+@pytest.mark.parametrize(("field", "change", "words"), MISSING_CODE, ids=[case[0] for case in MISSING_CODE])
+def test_validate_refuses_a_missing_file_with_the_problem_run_refuses_it_with(tmp_path, capsys, field, change, words):
+    path = local_spec(tmp_path, **change)
+    code, out, err = run(capsys, "validate", path)
+    assert code == 2 and out == ""
+    assert err.startswith(f"trainops: invalid {path}: 1 problem\n")
+    (line,) = [line for line in err.splitlines() if line.startswith("  - ")]
+    assert line.startswith(f"  - {field}: ") and words in line
+    # The same check: `trainops run` refuses the job with this very line, and creates nothing.
+    code, _, err = run(capsys, "run", path, "--workdir", str(tmp_path / "state"), "--no-wait")
+    assert code == 2 and line in err.splitlines()
+    assert not (tmp_path / "state").exists()
+
+
+def test_validate_reports_every_missing_file_at_once(tmp_path, capsys):
+    path = local_spec(tmp_path, entry_point="missing.py", dependencies=["libs/a", "libs/b"])
+    code, _, err = run(capsys, "validate", "-q", path)
+    assert code == 2 and err.startswith(f"trainops: invalid {path}: 3 problems\n")
+    assert [line.split(":")[0] for line in err.splitlines()[1:]] == ["  - entry_point", "  - dependencies.0",
+                                                                      "  - dependencies.1"]
+
+
+def test_validate_finds_the_code_beside_the_spec_file_not_the_working_directory(tmp_path, capsys, monkeypatch):
+    project, elsewhere = tmp_path / "project", tmp_path / "elsewhere"
+    project.mkdir(), elsewhere.mkdir()
+    (project / "libs" / "common").mkdir(parents=True)
+    good = local_spec(project, dependencies=["libs/common"])
+    bad = elsewhere / "spec.yaml"
+    bad.write_text(Path(good).read_text())
+    monkeypatch.chdir(elsewhere)
+    assert run(capsys, "validate", "-q", good) == (0, "", "")
+    monkeypatch.chdir(project)  # the code is here, but not beside the spec: refused
+    code, _, err = run(capsys, "validate", "-q", str(bad))
+    assert code == 2
+    assert f"  - source_dir: {elsewhere / 'src'} is not a directory" in err
+    assert f"  - dependencies.0: '{elsewhere / 'libs' / 'common'}' is not a directory" in err
+
+
+def test_validate_without_source_dir_looks_for_the_entry_point_beside_the_spec(tmp_path, capsys):
+    path = tmp_path / "spec.yaml"
+    path.write_text("entry_point: train.py\ninstance_type: local\n")
+    code, _, err = run(capsys, "validate", "-q", str(path))
+    assert code == 2 and f"  - entry_point: train.py is not a file in {tmp_path}" in err
+    (tmp_path / "train.py").write_text("")
+    assert run(capsys, "validate", "-q", str(path)) == (0, "", "")
+
+
+def test_validate_looks_for_nothing_local_with_an_uploaded_source_tarball(tmp_path, capsys):
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({**VALID, "source_dir": "s3://bucket/code/sourcedir.tar.gz"}))
+    code, out, _ = run(capsys, "validate", str(path))
+    assert code == 0 and "valid" in out
+    assert not (tmp_path / "train.py").exists()
+
+
+JOB_SPEC_EXAMPLES = sorted(path for path in (ROOT / "examples").rglob("*.yaml")
+                           if "steps" not in yaml.safe_load(path.read_text()))  # pipeline files have steps
+
+
+@pytest.mark.parametrize("path", JOB_SPEC_EXAMPLES, ids=lambda path: str(path.relative_to(ROOT / "examples")))
+def test_every_shipped_job_spec_validates_with_its_code(path, capsys, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)  # found beside the spec, wherever validate runs
+    assert run(capsys, "validate", "-q", str(path)) == (0, "", "")
+
+
+def test_the_shipped_job_specs_are_all_found():
+    assert len(JOB_SPEC_EXAMPLES) >= 15 and set(EXAMPLES) <= set(JOB_SPEC_EXAMPLES)
 
 
 # --- render -----------------------------------------------------------------------------------------------------------

@@ -8,12 +8,17 @@ import os
 import sys
 from typing import Any
 
+from trainops.errors import Problem, SpecError
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the spec commands to the command line."""
     validate = subparsers.add_parser(
-        "validate", help="check a job spec (YAML or JSON)",
-        description="Check a job spec file. Exit 0 when valid; exit 2 with every problem on stderr when not.")
+        "validate", help="check a job spec (YAML or JSON) and the code it names",
+        description="Check a job spec file and the files it names on this machine (source_dir, the entry_point in "
+                    "it, each of dependencies; relative paths are against the spec file's directory) with the checks "
+                    "run makes before it creates anything. Exit 0 when valid; exit 2 with every problem on stderr "
+                    "when not.")
     validate.add_argument("file", help="job spec file (YAML or JSON)")
     validate.add_argument("--quiet", "-q", action="store_true", help="print nothing when valid")
     validate.set_defaults(handler=validate_command)
@@ -48,6 +53,9 @@ def validate_command(args: argparse.Namespace) -> int:
     from trainops.spec import load_job_spec
 
     spec = load_job_spec(args.file)
+    problems = code_problems(spec)
+    if problems:
+        raise SpecError(problems, args.file)
     if not args.quiet:
         if spec.instance_groups:
             groups = ", ".join(f"{group.instance_count} x {group.instance_type}" for group in spec.instance_groups)
@@ -64,6 +72,24 @@ def validate_command(args: argparse.Namespace) -> int:
     if not args.quiet:
         print_forecast(spec, default_region())
     return 0
+
+
+def code_problems(spec: Any) -> list[Problem]:
+    """What a run refuses in the files the spec names on this machine, by the very checks it makes: the code
+    directory and its entry point (`resolve_code_dir`, which the local and slurm backends lay the code out with),
+    then each of ``dependencies`` (`dependency_problems`, which the local run and the SageMaker dry run report). A spec
+    that passes `validate` in CI is then not refused for a missing file when the job is paid for. An ``s3://``
+    source_dir is an uploaded tarball: nothing local to look at. ``load_job_spec`` has made the paths absolute
+    against the spec file's directory already."""
+    from trainops.backends.hostfs.inputs import resolve_code_dir
+    from trainops.backends.request.code import dependency_problems
+
+    problems: list[Problem] = []
+    try:
+        resolve_code_dir(spec)
+    except SpecError as error:
+        problems += error.problems
+    return problems + dependency_problems(spec.dependencies or ())
 
 
 def print_forecast(spec: Any, region: str | None) -> None:

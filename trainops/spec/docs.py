@@ -386,8 +386,10 @@ def spec_reference_markdown() -> str:
         "",
         "A job spec is a YAML or JSON file describing one distributed-training job. Field names follow the SageMaker "
         "Python SDK v2 estimator (`PyTorch(...)`), so an estimator moves over with its argument names. Unknown keys "
-        "are errors (with a suggestion for a misspelt one). `trainops validate FILE` checks a spec, `trainops render "
-        "FILE` shows the SageMaker request it becomes, `trainops schema` prints its JSON Schema.",
+        "are errors (with a suggestion for a misspelt one). `trainops validate FILE` checks a spec and the files it "
+        "names on this machine (`source_dir`, the `entry_point` in it, each of `dependencies`; relative paths are "
+        "against the spec file's directory) with the checks `trainops run` makes before it creates anything, "
+        "`trainops render FILE` shows the SageMaker request it becomes, `trainops schema` prints its JSON Schema.",
         "",
         "```yaml",
         "name: smddp-p4d",

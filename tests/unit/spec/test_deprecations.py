@@ -34,6 +34,7 @@ def test_an_image_older_than_two_years_is_named_with_its_release():
 
 def test_validate_prints_one_warning_line_and_exits_0(tmp_path, capsys):
     path = tmp_path / "spec.yaml"
+    (tmp_path / "train.py").write_text("")  # validate checks the entry point beside the spec, as run does
     path.write_text("entry_point: train.py\ninstance_type: ml.p4d.24xlarge\nframework_version: '1.13.1'\n"
                     "distribution: {smdistributed: {modelparallel: {enabled: true, parameters: {partitions: 2}}}, "
                     "mpi: {enabled: true, processes_per_host: 8}}\n")
@@ -46,6 +47,7 @@ def test_validate_prints_one_warning_line_and_exits_0(tmp_path, capsys):
 
 def test_a_current_spec_gets_no_warning(tmp_path, capsys):
     path = tmp_path / "spec.yaml"
+    (tmp_path / "train.py").write_text("")
     path.write_text("entry_point: train.py\ninstance_type: local\n")
     assert main(["validate", str(path)]) == 0
     assert capsys.readouterr().err == ""

@@ -1,2 +1,2 @@
-"""Named by the corpus pipelines so that their code exists; a corpus pipeline never runs."""
-raise SystemExit("corpus pipelines never run")
+"""Named by the corpus specs and pipelines so that their code exists; nothing in the corpus runs."""
+raise SystemExit("corpus files never run")
