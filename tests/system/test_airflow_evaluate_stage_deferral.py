@@ -2,7 +2,8 @@
 
 - Airflow itself: ``dag.test()`` runs a DAG whose local stage (asked to defer: a local copy runs in the worker, the
   log says so) feeds a local evaluation that defers on a real detached evaluation job; Airflow serializes the
-  trigger, runs it and resumes the task, whose XCom is the worker path's.
+  trigger, runs it and resumes the task, whose XCom is the worker path's. A second stage takes its backend and
+  settings from a connection (Airflow's environment variable, as a secrets backend would hand it), read once.
 - SageMaker on a moto server on 127.0.0.1: the evaluate task creates a real (moto) processing job and defers on it;
   the trigger looks at it through DescribeProcessingJob until it completes; ``execute_complete`` reads the metrics
   back from S3; ``on_kill`` stops that processing job (StopProcessingJob) and no other. moto creates processing jobs
@@ -36,7 +37,7 @@ pytestmark = pytest.mark.system
 DAG_FILE = textwrap.dedent('''
     """Deferred evaluate after a stage, on the local backend."""
     import json, os, pathlib
-    from airflow.sdk import DAG
+    from airflow.sdk import DAG, BaseHook
     from trainops.operators.evaluate import EvaluateModelOperator
     from trainops.operators.stage import StageDataOperator
 
@@ -55,6 +56,18 @@ DAG_FILE = textwrap.dedent('''
     for name in ("a", "b", "c", "d"):
         (ROOT / "raw" / name).write_text(name)
 
+    # Every read of a connection, one line each: the stage from a connection reads it once.
+    if not getattr(BaseHook.get_connection, "counted", False):
+        lookup = BaseHook.get_connection
+
+        def counted(conn_id):
+            with open(ROOT / "connection-reads", "a") as reads:
+                reads.write(conn_id + "\\n")
+            return lookup(conn_id)
+
+        counted.counted = True
+        BaseHook.get_connection = counted
+
     with DAG(dag_id="deferred_evaluate", schedule=None) as dag:
         stage = StageDataOperator(task_id="stage", source=str(ROOT / "raw"), destination=str(ROOT / "staged"),
                                   deferrable=True, retries=0)
@@ -63,6 +76,10 @@ DAG_FILE = textwrap.dedent('''
                                          output_dir=str(ROOT / "evaluation"), gate="accuracy >= 0.8",
                                          deferrable=True, check_interval=0.5, retries=0)
         stage >> evaluate
+        # The backend and its settings from a connection; a context option (region) has the step open the backend.
+        StageDataOperator(task_id="stage_from_connection", source=str(ROOT / "raw"),
+                          destination=str(ROOT / "staged-from-connection"), backend_conn_id="team_stage",
+                          options={"region": "eu-west-1"}, retries=0)
 ''')
 
 
@@ -74,17 +91,22 @@ def test_a_local_stage_then_a_deferred_local_evaluation_under_dag_test(airflow_h
     root.mkdir()
     # AirflowHome.dag_test, with the DAG's own root in the environment of the dag.test() subprocess
     done = airflow_home.run(str(airflow_home_script()), str(dag_file), "deferred_evaluate", "{}",
-                            str(tmp_path / "outcome.json"), env={"TRAINOPS_TEST_ROOT": str(root),
-                                                                   "AIRFLOW__CORE__DAGS_FOLDER": str(dag_file.parent)})
+                            str(tmp_path / "outcome.json"), env={
+                                "TRAINOPS_TEST_ROOT": str(root), "AIRFLOW__CORE__DAGS_FOLDER": str(dag_file.parent),
+                                "AIRFLOW_CONN_TEAM_STAGE": json.dumps({"conn_type": "generic", "extra": {
+                                    "backend": "local", "options": {"workdir": str(root / "work")}}})})
     assert done.returncode == 0, done.stdout[-5000:] + done.stderr[-5000:]
     outcome = json.loads((tmp_path / "outcome.json").read_text())
     output = done.stdout + done.stderr
-    assert outcome["tasks"] == {"stage": "success", "evaluate": "success"}, output[-5000:]
+    assert outcome["tasks"] == {"stage": "success", "evaluate": "success", "stage_from_connection": "success"}, (
+        output[-5000:])
     assert "the local backend runs this stage in the worker" in output
     assert "deferring: the triggerer waits for evaluation job" in output
     result = outcome["xcom"]["evaluate"]["return_value"]
     assert (result["backend"], result["passed"], result["metrics"]) == ("local", True, {"accuracy": 0.9})
     assert outcome["xcom"]["stage"]["return_value"]["files_copied"] == 4
+    assert outcome["xcom"]["stage_from_connection"]["return_value"]["files_copied"] == 4
+    assert (root / "connection-reads").read_text().splitlines() == ["team_stage"]  # read once, by its task
     # the worker path's XCom, key for key
     in_worker = EvaluateModelOperator(
         task_id="evaluate", entry_point="evaluate.py", source_dir=str(root / "code"),

@@ -148,3 +148,14 @@ def test_a_connection_names_the_backend_and_its_settings_and_the_tasks_own_lay_o
     monkeypatch.setenv("AIRFLOW_CONN_TEAM_BROKEN", '{"conn_type": "generic", "extra": {"options": ["colour"]}}')
     with pytest.raises(AirflowFailException, match="backend_conn_id: connection 'team_broken': its extra must be"):
         operator(None, backend_conn_id="team_broken").execute(context())
+
+
+@pytest.mark.parametrize("backend", ["memory", "here"])
+def test_a_tasks_backend_connection_is_read_once_per_execute(monkeypatch, backend):
+    """One read per execute, whether the job is submitted and polled or runs in the task's process."""
+    from support.connection_reads import connection_reads
+
+    reads = connection_reads(monkeypatch, "team_once", {"backend": backend, "options": {"colour": "red"}})
+    result = operator(None, backend_conn_id="team_once").execute(context())
+    assert (result["backend"], result["status"]) == (backend, "Completed")
+    assert reads == ["team_once"]

@@ -83,23 +83,12 @@ def test_register_refuses_bad_input_naming_every_field(tmp_path):
 
 @pytest.mark.parametrize("options", [None, {"region": "eu-west-1"}])
 def test_stage_reads_its_backend_connection_once_per_execute(tmp_path, monkeypatch, options):
-    """``backend_conn_id``: the connection (here through Airflow's environment variable, as a secrets backend would
-    hand it) is read once per execute, whether the task stages on the opened backend or hands the step the name and
-    settings with context options (``region``) for it to open the backend with."""
-    import json
+    """``backend_conn_id``: the connection is read once per execute, whether the task stages on the opened backend or
+    hands the step the name and settings with context options (``region``) for it to open the backend with."""
+    from support.connection_reads import connection_reads
 
-    from airflow.sdk import BaseHook
-
-    monkeypatch.setenv("AIRFLOW_CONN_TEAM_STAGE", json.dumps(
-        {"conn_type": "generic", "extra": {"backend": "local", "options": {"workdir": str(tmp_path / "work")}}}))
-    lookup = BaseHook.get_connection
-    reads: list[str] = []
-
-    def counted(conn_id: str) -> object:
-        reads.append(conn_id)
-        return lookup(conn_id)
-
-    monkeypatch.setattr(BaseHook, "get_connection", counted)
+    reads = connection_reads(monkeypatch, "team_stage",
+                             {"backend": "local", "options": {"workdir": str(tmp_path / "work")}})
     source = tmp_path / "raw"
     source.mkdir()
     (source / "a.txt").write_text("a")
