@@ -159,3 +159,37 @@ def test_a_pipeline_file_switches_the_preflight_off_with_backend_options(fsx_pro
     assert "preflight:" not in done.stdout
     stored = boto3.client("sagemaker").describe_training_job(TrainingJobName="cli-pipe-2")
     assert stored["VpcConfig"]["Subnets"][0] == other_zone
+
+
+def bucket_keys() -> list[str]:
+    listed = boto3.client("s3").list_objects_v2(Bucket=BUCKET).get("Contents", [])
+    return sorted(item["Key"] for item in listed)
+
+
+def job_names() -> list[str]:
+    return [job["TrainingJobName"] for job in boto3.client("sagemaker").list_training_jobs()["TrainingJobSummaries"]]
+
+
+@pytest.mark.parametrize(("field", "change", "words"), [
+    ("entry_point", ("entry_point: train.py", "entry_point: trian.py"), "trian.py is not a file in"),
+    ("source_dir", ("source_dir: src", "source_dir: sources"), "sources is not a directory"),
+])
+def test_a_missing_entry_point_or_source_dir_is_refused_before_anything_is_read_uploaded_or_created(
+        project, field, change, words):
+    """As the SDK refuses a script that is not a file in source_dir before any request: render and run (preflight on)
+    exit 2 naming the field and what to do, with no CreateTrainingJob, nothing in the bucket and no preflight read."""
+    project.write_text(project.read_text().replace(*change))
+    name = f"cli-missing-{field.replace('_', '-')}"
+    before = bucket_keys()
+    shown = trainops("render", str(project), "--backend", "sagemaker", "--job-name", name)
+    assert shown.returncode == 2 and shown.stdout == "", shown.stdout + shown.stderr
+    assert f"  - {field}: " in shown.stderr and words in shown.stderr and "Traceback" not in shown.stderr
+    for wait in ((), ("--no-wait",)):
+        refused = trainops("run", str(project), "--backend", "sagemaker", "--job-name", name, *wait)
+        assert refused.returncode == 2, refused.stdout + refused.stderr
+        assert f"  - {field}: " in refused.stderr and words in refused.stderr, refused.stderr
+        assert "source_dir" in refused.stderr.split(words, 1)[1]  # the next step names where it is looked for
+        assert "Traceback" not in refused.stderr and "internal error" not in refused.stderr
+        assert "preflight:" not in refused.stdout  # refused before the preflight read anything
+    assert name not in job_names()
+    assert bucket_keys() == before

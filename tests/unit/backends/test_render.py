@@ -533,6 +533,7 @@ def test_issue_36_a_missing_dependency_is_refused_by_the_dry_runs_naming_it(tmp_
     from trainops.backends.sagemaker.backend import SageMakerBackend
 
     (tmp_path / "libs").mkdir()
+    (tmp_path / "train.py").write_text("print('training')\n")  # the entry point is there: only the dependency is not
     job = spec(dependencies=[str(tmp_path / "libs"), str(tmp_path / "missing")], source_dir=str(tmp_path))
     for backend in (SageMakerBackend(region="us-east-1"), LocalBackend(workdir=str(tmp_path / "state"))):
         with pytest.raises(SpecError) as caught:
@@ -542,3 +543,42 @@ def test_issue_36_a_missing_dependency_is_refused_by_the_dry_runs_naming_it(tmp_
     with pytest.raises(SpecError) as caught:
         SageMakerBackend(region="us-east-1").render_request(job, "job-1")
     assert caught.value.problems[0].path == "dependencies.1"
+
+
+def test_issue_36_the_sagemaker_dry_run_refuses_a_missing_entry_point_or_source_dir_as_validate_does(tmp_path):
+    """The SDK refuses a script that is not a file in source_dir before any request; the SageMaker backend's dry run
+    and render refuse it with validate's own check (`request.code.code_problems`), beside every other problem."""
+    from trainops.backends.request.code import code_problems
+    from trainops.backends.sagemaker.backend import SageMakerBackend
+
+    (tmp_path / "src").mkdir()
+    backend = SageMakerBackend(region="us-east-1")
+    missing_script = spec(source_dir=str(tmp_path / "src"))
+    missing_directory = spec(source_dir=str(tmp_path / "nowhere"))
+    for job, field, words in ((missing_script, "entry_point", f"train.py is not a file in {tmp_path / 'src'}"),
+                              (missing_directory, "source_dir", f"{tmp_path / 'nowhere'} is not a directory")):
+        assert [(problem.path, problem.message) for problem in code_problems(job)][0][0] == field
+        for call, arguments in ((backend.dry_run, (job, "job-1", backend.options())),
+                                (backend.render_request, (job, "job-1"))):
+            with pytest.raises(SpecError) as caught:
+                call(*arguments)
+            assert [problem.path for problem in caught.value.problems] == [field]
+            assert words in caught.value.problems[0].message
+    with pytest.raises(SpecError) as caught:  # every problem at once: render's own and the code's
+        backend.dry_run(spec(source_dir=str(tmp_path / "src"), role=None), "job-1", backend.options())
+    assert [problem.path for problem in caught.value.problems] == ["role", "entry_point"]
+    (tmp_path / "src" / "train.py").write_text("print('training')\n")
+    assert backend.dry_run(missing_script, "job-1", backend.options())["HyperParameters"]
+
+
+def test_issue_36_an_s3_source_tarball_is_not_looked_for_and_a_bad_one_is_named_once(tmp_path, monkeypatch):
+    from trainops.backends.sagemaker.backend import SageMakerBackend
+
+    monkeypatch.chdir(tmp_path)  # no train.py here: an s3:// tarball's entry point is not looked for on this machine
+    backend = SageMakerBackend(region="us-east-1")
+    request = backend.dry_run(spec(source_dir="s3://bucket/code/sourcedir.tar.gz"), "job-1", backend.options())
+    assert "s3://bucket/code/sourcedir.tar.gz" in json.dumps(request["InputDataConfig"])  # the code, as given
+    with pytest.raises(SpecError) as caught:
+        backend.dry_run(spec(source_dir="s3://bucket/code/"), "job-1", backend.options())
+    assert [problem.path for problem in caught.value.problems] == ["source_dir"]
+    assert "as the SDK requires" in caught.value.problems[0].message  # render's words, not repeated by the code check

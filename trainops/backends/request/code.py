@@ -14,6 +14,7 @@ import logging
 import os
 import tarfile
 from pathlib import Path
+from typing import Any
 
 from trainops.errors import Problem, SpecError
 
@@ -77,6 +78,22 @@ def dependency_problems(dependencies: list[str] | tuple[str, ...]) -> list[Probl
                                              "copied next to the code (relative paths are against the spec's "
                                              "directory)")
             for index, path in enumerate(dependencies) if not Path(path).is_dir()]
+
+
+def code_problems(spec: Any) -> list[Problem]:
+    """What is missing of the code ``spec`` names on this machine, every problem at once: the code directory and the
+    entry point in it (`trainops.backends.hostfs.inputs.resolve_code_dir`, the check the local and slurm backends
+    lay the code out with), then each of ``dependencies`` (`dependency_problems`). The SageMaker backend refuses
+    these before anything is uploaded or created, as the SDK does (it requires the entry point to be a file in
+    source_dir before any request). An ``s3://`` source_dir is an uploaded tarball: nothing local is looked at."""
+    from trainops.backends.hostfs.inputs import resolve_code_dir
+
+    problems: list[Problem] = []
+    try:
+        resolve_code_dir(spec)
+    except SpecError as error:
+        problems += error.problems
+    return problems + dependency_problems(getattr(spec, "dependencies", None) or ())
 
 
 def code_files(source_dir: str | os.PathLike[str], dependencies: list[str] | tuple[str, ...] = ()
