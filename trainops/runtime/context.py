@@ -30,6 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from trainops.runtime.contract import FRAMEWORK_CHANNEL_PREFIX, read_config
 from trainops.runtime.distributions import names_where
 from trainops.runtime.hyperparameters import (
     distribution_from_hyperparameters,
@@ -108,14 +109,6 @@ def _base_dir(environ: Mapping[str, str]) -> str:
     return "/opt/ml" if os.path.isdir("/opt/ml") else os.path.abspath(".")
 
 
-def _read_json(path: str) -> Any:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return None
-
-
 def _channels(environ: Mapping[str, str], base_dir: str) -> dict[str, str]:
     if "SM_CHANNELS" in environ:
         names = json.loads(environ["SM_CHANNELS"] or "[]")
@@ -129,7 +122,7 @@ def _channels(environ: Mapping[str, str], base_dir: str) -> dict[str, str]:
     except OSError:
         return {}
     return {name: os.path.join(data_dir, name) for name in entries
-            if os.path.isdir(os.path.join(data_dir, name)) and not name.startswith("trainops_")}
+            if os.path.isdir(os.path.join(data_dir, name)) and not name.startswith(FRAMEWORK_CHANNEL_PREFIX)}
 
 
 def job_context(environ: Mapping[str, str] | None = None) -> RuntimeContext:
@@ -142,15 +135,15 @@ def job_context(environ: Mapping[str, str] | None = None) -> RuntimeContext:
     if "SM_HPS" in environ:
         hyperparameters = json.loads(environ["SM_HPS"] or "{}")
     else:
-        raw_hyperparameters = _read_json(os.path.join(base_dir, "input", "config", "hyperparameters.json")) or {}
+        raw_hyperparameters = read_config(os.path.join(base_dir, "input", "config", "hyperparameters.json")) or {}
         hyperparameters = user_hyperparameters(raw_hyperparameters)
     if environ.get("TRAINOPS_DISTRIBUTION"):
         distribution = normalize_distribution(environ["TRAINOPS_DISTRIBUTION"], "TRAINOPS_DISTRIBUTION")
     else:
         if raw_hyperparameters is None:
-            raw_hyperparameters = _read_json(os.path.join(base_dir, "input", "config", "hyperparameters.json")) or {}
+            raw_hyperparameters = read_config(os.path.join(base_dir, "input", "config", "hyperparameters.json")) or {}
         distribution = distribution_from_hyperparameters(raw_hyperparameters)
-    resource = _read_json(os.path.join(base_dir, "input", "config", "resourceconfig.json")) or {}
+    resource = read_config(os.path.join(base_dir, "input", "config", "resourceconfig.json")) or {}
     hosts = json.loads(environ["SM_HOSTS"]) if environ.get("SM_HOSTS") else sorted(resource.get("hosts") or [])
     current = environ.get("SM_CURRENT_HOST") or resource.get("current_host") or "algo-1"
     coordinates = _parallel_coordinates(distribution, rank, world)

@@ -7,15 +7,18 @@ Every problem is a :class:`ContractError` that names the file and says what to d
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from trainops.runtime.errors import TrainopsError
+from trainops.runtime.untrusted import read_json, unreadable
 
 DEFAULT_BASE_DIR = "/opt/ml"
+#: The most one file of ``input/config`` may hold: SageMaker's own limits keep each far smaller (hyperparameters:
+#: 100 of 2,500 characters at most).
+CONFIG_LIMIT_BYTES = 1024 * 1024
 
 #: Channels whose names start with this carry trainops itself (code, runtime), not the user's data.
 FRAMEWORK_CHANNEL_PREFIX = "trainops_"
@@ -93,16 +96,18 @@ def base_directory(environ: Mapping[str, str] | None = None) -> str:
     return os.path.abspath(environ.get("SAGEMAKER_BASE_DIR") or DEFAULT_BASE_DIR)
 
 
-def _read_json(path: str, required: bool, what_to_do: str) -> Any:
+def read_config(path: str, required: bool = False, what_to_do: str = "") -> Any:
+    """The JSON value of one file of ``input/config``; None when it is missing and not ``required``. Read as hostile
+    (`read_json`: at most CONFIG_LIMIT_BYTES, a regular file only, never blocking on a FIFO): an earlier run's rank
+    could have left anything in a reused contract directory. Anything unreadable is a `ContractError` naming it."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
+        return read_json(path, CONFIG_LIMIT_BYTES, expect=object)
     except FileNotFoundError:
         if required:
             raise ContractError(f"missing {path}: {what_to_do}") from None
         return None
-    except (OSError, ValueError, UnicodeDecodeError) as error:
-        raise ContractError(f"cannot read {path}: {error}; it must hold a JSON object") from None
+    except (OSError, ValueError) as error:
+        raise ContractError(f"cannot read {unreadable(error)}; it must hold a JSON object") from None
 
 
 def _expect_object(value: Any, path: str) -> dict[str, Any]:
@@ -194,7 +199,7 @@ def read_contract(base_dir: str | None = None, environ: Mapping[str, str] | None
     base_dir = os.path.abspath(base_dir) if base_dir else base_directory(environ)
     config_dir = os.path.join(base_dir, "input", "config")
     resource_path = os.path.join(config_dir, "resourceconfig.json")
-    resource = _expect_object(_read_json(
+    resource = _expect_object(read_config(
         resource_path, True,
         "every training host needs it (SageMaker writes it; locally the local backend does). Point "
         "SAGEMAKER_BASE_DIR (or --base-dir) at the contract directory that holds input/config/resourceconfig.json"),
@@ -206,9 +211,9 @@ def read_contract(base_dir: str | None = None, environ: Mapping[str, str] | None
     if not isinstance(current, str) or current not in hosts_value:
         raise ContractError(f"{resource_path}: 'current_host' ({current!r}) must be one of 'hosts' {hosts_value}")
     hyper_path = os.path.join(config_dir, "hyperparameters.json")
-    hyperparameters = _expect_object(_read_json(hyper_path, False, ""), hyper_path)
+    hyperparameters = _expect_object(read_config(hyper_path, False, ""), hyper_path)
     data_path = os.path.join(config_dir, "inputdataconfig.json")
-    input_data_config = _expect_object(_read_json(data_path, False, ""), data_path)
+    input_data_config = _expect_object(read_config(data_path, False, ""), data_path)
     group = resource.get("current_group_name")
     return Contract(
         base_dir=base_dir,

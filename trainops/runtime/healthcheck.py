@@ -32,7 +32,11 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from trainops.runtime.untrusted import read_json, unreadable
+
 DEFAULT_THRESHOLD = 0.5
+#: The most a host's health check report may hold (a few checks per device).
+REPORT_LIMIT_BYTES = 1024 * 1024
 MATMUL_SIZE = 8192
 COPY_BYTES = 2**30
 ALLREDUCE_BYTES = 256 * 2**20
@@ -165,7 +169,7 @@ def allreduce_busbw(gpus: int, nbytes: int = ALLREDUCE_BYTES, iterations: int = 
         result_path = os.path.join(scratch, "allreduce.json")
         multiprocessing.spawn(_allreduce_worker, args=(gpus, port, nbytes, iterations, result_path), nprocs=gpus,
                               join=True)
-        with open(result_path, encoding="utf-8") as handle:
+        with open(result_path, encoding="utf-8") as handle:  # only this process's workers write in its private scratch
             return json.load(handle)
 
 
@@ -274,13 +278,16 @@ def preflight(plan: Any, environ: Mapping[str, str] | None = None) -> int:
     if code == 0:
         return 0
     summary = f"health check on host {plan.current_host} could not run (exit code {code})"
+    # The report is in the job's output directory, which an earlier run's ranks could write: read as hostile.
+    path = os.path.join(output_dir, f"healthcheck-{plan.current_host}.json")
     try:
-        with open(os.path.join(output_dir, f"healthcheck-{plan.current_host}.json"), encoding="utf-8") as handle:
-            failures = json.load(handle).get("failures") or []
-        if failures:
-            summary = failures[0] + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else "")
-    except (OSError, ValueError):
-        pass
+        failures = read_json(path, REPORT_LIMIT_BYTES).get("failures") or []
+        if isinstance(failures, list) and failures:
+            summary = str(failures[0]) + (f" (and {len(failures) - 1} more)" if len(failures) > 1 else "")
+    except FileNotFoundError:
+        pass  # the check died before it wrote one: the exit code says what there is to say
+    except (OSError, ValueError) as error:
+        summary += f"; its report is unreadable: {unreadable(error)}"
     try:
         os.remove(plan.failure_path)  # a failure file left by an earlier run of this host (as the launch does)
     except OSError:

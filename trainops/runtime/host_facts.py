@@ -77,7 +77,7 @@ def count_neuron_cores(sys_root: str = "/sys/class/neuron_device", run_neuron_ls
     total = 0
     for device in sorted(glob.glob(os.path.join(sys_root, "neuron*"))):
         try:
-            with open(os.path.join(device, "core_count"), encoding="ascii") as handle:
+            with open(os.path.join(device, "core_count"), encoding="ascii") as handle:  # the driver's, in sysfs
                 total += int(handle.read().strip())
         except (OSError, ValueError):
             continue
@@ -118,7 +118,7 @@ def usable_cpus() -> int:
     except (AttributeError, OSError):
         count = os.cpu_count() or 1
     try:
-        with open("/sys/fs/cgroup/cpu.max", encoding="ascii") as handle:
+        with open("/sys/fs/cgroup/cpu.max", encoding="ascii") as handle:  # the kernel's (cgroupfs), no job's
             quota, period = handle.read().split()[:2]
         if quota != "max" and int(period) > 0:
             count = min(count, max(1, -(-int(quota) // int(period))))

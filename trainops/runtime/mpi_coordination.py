@@ -30,7 +30,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainops.runtime.contract import ContractError
-from trainops.runtime.records import write_json_atomically
+from trainops.runtime.records import ENVIRONMENT_LIMIT_BYTES, write_json_atomically
+from trainops.runtime.untrusted import read_json, unreadable
 
 #: How long the master waits for the other hosts, and a worker for the master: the toolkit's hour on SageMaker;
 #: five minutes in a local simulation, where every launcher starts within seconds of the others.
@@ -54,7 +55,8 @@ def _send_line(connection: socket.socket, message: dict[str, Any]) -> None:
 
 
 def _read_line(connection: socket.socket, should_stop: Callable[[], bool], deadline: float) -> dict[str, Any] | None:
-    """One JSON line from the connection; None when the peer closed it first. Polls ``should_stop``."""
+    """One JSON line from the connection; None when the peer closed it first, or sent no JSON line within
+    ENVIRONMENT_LIMIT_BYTES (any local user can connect to an abstract socket). Polls ``should_stop``."""
     buffer = b""
     connection.settimeout(0.2)
     while b"\n" not in buffer:
@@ -68,13 +70,14 @@ def _read_line(connection: socket.socket, should_stop: Callable[[], bool], deadl
             continue
         except OSError:
             return None
-        if not chunk:
+        if not chunk or len(buffer) + len(chunk) > ENVIRONMENT_LIMIT_BYTES:
             return None
         buffer += chunk
     try:
-        return json.loads(buffer.split(b"\n", 1)[0])
-    except ValueError:
+        message = json.loads(buffer.split(b"\n", 1)[0])
+    except (ValueError, RecursionError):
         return None
+    return message if isinstance(message, dict) else None
 
 
 @dataclass
@@ -87,9 +90,51 @@ class Registration:
     connection: socket.socket | None = field(default=None, repr=False)
 
 
-class MasterCoordinator:
+def _registered(host: str, message: dict[str, Any], connection: socket.socket | None = None) -> Registration:
+    """What ``host`` registered (``message``), its environment an object of strings."""
+    env = message.get("env") or {}
+    if not isinstance(env, dict):
+        raise CoordinationError(f"host {host} registered an environment that is not an object: {env!r:.80}")
+    return Registration(host=host, record_dir=str(message.get("record_dir", "")),
+                        env={str(k): str(v) for k, v in env.items()}, connection=connection)
+
+
+class _Meeting:
+    """The master's wait for the other hosts, whichever way they register (`MasterCoordinator`, `MeetingDirectory`):
+    each says how it takes what has arrived (``_receive``, waiting at most a moment) and where (``where``)."""
+
+    where = ""
+    workers: dict[str, Registration]
+
+    def _receive(self, missing: list[str], should_stop: Callable[[], bool]) -> None:
+        raise NotImplementedError
+
+    def _pause(self) -> None:
+        """Between two looks that found a host missing (nothing when ``_receive`` itself waits)."""
+
+    def wait_for(self, hosts: tuple[str, ...], should_stop: Callable[[], bool],
+                 timeout: float = DEFAULT_WAIT_SECONDS) -> dict[str, Registration]:
+        """Take registrations until every host in ``hosts`` has registered. Raises :class:`CoordinationError` after
+        ``timeout`` seconds and ``InterruptedError`` when ``should_stop()`` turns true."""
+        deadline = time.monotonic() + timeout
+        while missing := sorted(set(hosts) - set(self.workers)):
+            self._receive(missing, should_stop)
+            if not (missing := sorted(set(hosts) - set(self.workers))):
+                break
+            if should_stop():
+                raise InterruptedError("stopped")
+            if time.monotonic() > deadline:
+                raise CoordinationError(f"hosts {', '.join(missing)} did not register {self.where} within "
+                                        f"{timeout:.0f} s")
+            self._pause()
+        return dict(self.workers)
+
+
+class MasterCoordinator(_Meeting):
     """The master host's side of a local mpirun job: accepts the other hosts' registrations, later tells them how the
     job ended."""
+
+    where = "with the master"
 
     def __init__(self, name: str):
         self.name = name
@@ -104,32 +149,22 @@ class MasterCoordinator:
         self.server.settimeout(0.2)
         self.workers: dict[str, Registration] = {}
 
-    def wait_for(self, hosts: tuple[str, ...], should_stop: Callable[[], bool],
-                 timeout: float = DEFAULT_WAIT_SECONDS) -> dict[str, Registration]:
-        """Accept registrations until every host in ``hosts`` has registered. Raises :class:`CoordinationError` after
-        ``timeout`` seconds and ``InterruptedError`` when ``should_stop()`` turns true."""
-        deadline = time.monotonic() + timeout
-        while set(hosts) - set(self.workers):
-            if should_stop():
-                raise InterruptedError("stopped")
-            if time.monotonic() > deadline:
-                missing = ", ".join(sorted(set(hosts) - set(self.workers)))
-                raise CoordinationError(f"hosts {missing} did not register with the master within {timeout:.0f} s")
-            try:
-                connection, _ = self.server.accept()
-            except TimeoutError:
-                continue
-            try:
-                message = _read_line(connection, should_stop, time.monotonic() + 30)
-            except TimeoutError:
-                message = None
-            if not message or message.get("host") not in hosts:
-                connection.close()
-                continue
-            self.workers[message["host"]] = Registration(
-                host=message["host"], record_dir=str(message.get("record_dir", "")),
-                env={str(k): str(v) for k, v in (message.get("env") or {}).items()}, connection=connection)
-        return dict(self.workers)
+    def _receive(self, missing: list[str], should_stop: Callable[[], bool]) -> None:
+        """Accept one registration, waiting at most the socket's timeout (0.2 s) for it."""
+        try:
+            connection, _ = self.server.accept()
+        except TimeoutError:
+            return
+        try:
+            message = _read_line(connection, should_stop, time.monotonic() + 30)
+        except TimeoutError:
+            message = None
+        try:
+            if not message or message.get("host") not in missing:
+                raise CoordinationError("not a registration this launch waits for")
+            self.workers[message["host"]] = _registered(message["host"], message, connection)
+        except CoordinationError:  # anything else on the socket is left unanswered; the host may try again
+            connection.close()
 
     def finish(self, result: dict[str, Any]) -> None:
         """Tell every registered worker how the job ended, then close everything."""
@@ -188,16 +223,20 @@ def write_host_environment(directory: str, host: str, env: dict[str, str]) -> st
 
 
 def _read_json(path: str) -> dict[str, Any] | None:
-    """The object in ``path``; None while it is not there (or not whole yet: written by rename, so never)."""
+    """The object in ``path``; None while it is not there (it is written by rename: never half of it). Every host
+    of the job, and whoever else can write the shared directory, could have put anything there, so it is read as
+    hostile (`read_json`: bounded, a regular file only, never blocking on a FIFO); anything but a JSON object is a
+    `CoordinationError` naming the file, at once, not a wait that lasts until the timeout."""
     try:
-        with open(path, encoding="utf-8") as handle:
-            value = json.load(handle)
-    except (OSError, ValueError):
+        return read_json(path, ENVIRONMENT_LIMIT_BYTES)
+    except FileNotFoundError:
         return None
-    return value if isinstance(value, dict) else None
+    except (OSError, ValueError) as error:
+        raise CoordinationError(f"cannot read {unreadable(error)}; the hosts of this launch write it, so remove it "
+                                "and start the job again") from None
 
 
-class MeetingDirectory:
+class MeetingDirectory(_Meeting):
     """Where the hosts of one mpirun launch meet when they are machines that share a file system: ``registered/
     <host>.json`` (a worker's registration: host, record directory, plan environment), ``hosts/<host>.json`` (what
     each host's ranks apply, `TRAINOPS_HOST_ENV_DIR`, written by the master) and ``outcome.json``. The directory is
@@ -207,6 +246,7 @@ class MeetingDirectory:
 
     def __init__(self, path: str, poll_seconds: float = 0.2, outcome_poll_seconds: float = 1.0):
         self.path = path
+        self.where = f"in {path}"
         # Registrations come within seconds of each other; the outcome may be hours away, and every worker host
         # looks for it on the shared file system (on a cluster's Lustre, each look is a metadata request).
         self.poll_seconds, self.outcome_poll_seconds = poll_seconds, outcome_poll_seconds
@@ -222,26 +262,14 @@ class MeetingDirectory:
         """A worker host's registration (the master reads it when every host has written its own)."""
         write_json_atomically(self._registration(host), {"host": host, "record_dir": record_dir, "env": env})
 
-    def wait_for(self, hosts: tuple[str, ...], should_stop: Callable[[], bool],
-                 timeout: float = DEFAULT_WAIT_SECONDS) -> dict[str, Registration]:
-        """The master's wait until every host in ``hosts`` has registered (as `MasterCoordinator.wait_for`)."""
-        deadline = time.monotonic() + timeout
-        while True:
-            for host in hosts:
-                found = None if host in self.workers else _read_json(self._registration(host))
-                if found is not None:
-                    self.workers[host] = Registration(
-                        host=host, record_dir=str(found.get("record_dir", "")),
-                        env={str(k): str(v) for k, v in (found.get("env") or {}).items()})
-            missing = sorted(set(hosts) - set(self.workers))
-            if not missing:
-                return dict(self.workers)
-            if should_stop():
-                raise InterruptedError("stopped")
-            if time.monotonic() > deadline:
-                raise CoordinationError(f"hosts {', '.join(missing)} did not register in {self.path} within "
-                                        f"{timeout:.0f} s")
-            time.sleep(self.poll_seconds)
+    def _receive(self, missing: list[str], should_stop: Callable[[], bool]) -> None:
+        for host in missing:
+            found = _read_json(self._registration(host))
+            if found is not None:
+                self.workers[host] = _registered(host, found)
+
+    def _pause(self) -> None:
+        time.sleep(self.poll_seconds)
 
     def finish(self, result: dict[str, Any]) -> None:
         """Tell every host how the job ended."""

@@ -26,6 +26,22 @@ import time
 from collections.abc import Mapping
 
 from trainops.runtime import records
+from trainops.runtime.untrusted import read_tail_bytes
+
+#: The tail file is in the host's record directory, which every rank of the host can write: it is never opened
+#: through a link, nor blocking on a FIFO left there (no reader: ENXIO, and the tail is given up, not the output).
+TAIL_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def _write_tail(path: str, data: bytes, how: int) -> None:
+    descriptor = os.open(path, TAIL_FLAGS | how, 0o666)  # as open(path, 'ab') made it
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(descriptor, view):]
+    finally:
+        os.close(descriptor)
+
 
 #: How long a partial line is held back waiting for its end, so lines of different ranks do not interleave.
 PARTIAL_LINE_SECONDS = 0.2
@@ -119,18 +135,14 @@ class _Stream:
         if not self.tail_file:
             return
         try:
-            with open(self.tail_file, "ab") as handle:
-                handle.write(chunk)
+            _write_tail(self.tail_file, chunk, os.O_APPEND)
             self.tail_size += len(chunk)
             if self.tail_size > records.TAIL_LIMIT_BYTES:
-                with open(self.tail_file, "rb") as handle:
-                    handle.seek(-records.TAIL_KEEP_BYTES, os.SEEK_END)
-                    kept = handle.read()
-                with open(self.tail_file, "wb") as handle:
-                    handle.write(kept)
+                kept = read_tail_bytes(self.tail_file, records.TAIL_KEEP_BYTES)
+                _write_tail(self.tail_file, kept, os.O_TRUNC)
                 self.tail_size = len(kept)
         except OSError:
-            self.tail_file = None  # a full disk must not stop the rank's output
+            self.tail_file = None  # a full disk (or a FIFO, a link left there) must not stop the rank's output
 
     def take(self, chunk: bytes) -> None:
         data = self.pending + chunk

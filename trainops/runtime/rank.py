@@ -27,6 +27,7 @@ import traceback
 
 from trainops.runtime import processes, records
 from trainops.runtime.output_relay import OutputRelay, mask
+from trainops.runtime.untrusted import read_json, unreadable
 
 USAGE = "usage: python -m trainops.runtime.rank SCRIPT [ARGS...]"
 
@@ -61,11 +62,14 @@ def _apply_mpi_identity(identity: dict[str, object], script: str) -> str:
     host = str(identity["host"])
     host_env_dir = os.environ.get("TRAINOPS_HOST_ENV_DIR")
     if host_env_dir and host:
+        # The master's launcher writes every host's before mpirun starts a rank, so a missing one is an error too;
+        # any rank of the job could have replaced it (a FIFO, a huge file): read as hostile, and refused by name.
         try:
-            with open(os.path.join(host_env_dir, f"{host}.json"), encoding="utf-8") as handle:
-                os.environ.update({str(k): str(v) for k, v in json.load(handle).items()})
-        except (OSError, ValueError):
-            pass
+            environment = read_json(os.path.join(host_env_dir, f"{host}.json"), records.ENVIRONMENT_LIMIT_BYTES)
+        except (OSError, ValueError) as error:
+            raise SystemExit(f"trainops: rank {identity['rank']} cannot take host {host}'s environment: "
+                             f"{unreadable(error)}") from None
+        os.environ.update({str(k): str(v) for k, v in environment.items()})
         own = os.path.join(os.environ.get("SM_MODULE_DIR", ""), os.environ.get("SM_USER_ENTRY_POINT", ""))
         if os.environ.get("SM_MODULE_DIR") and os.path.isfile(own):
             script = own

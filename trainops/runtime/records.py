@@ -29,6 +29,10 @@ TAIL_KEEP_BYTES = 64 * 1024
 #: The most a rank record (or the launcher's observations) may hold: a larger one is skipped as unreadable (a rank
 #: can write anything in its host's record directory; `trainops.runtime.untrusted` reads what a job may have left).
 RECORD_LIMIT_BYTES = 1024 * 1024
+#: The most a file holding an environment may hold (an mpirun host's registration, its ranks' environment, the
+#: outcome): the kernel holds an environment to ARG_MAX (2 MiB on Linux) with the arguments, so twice that is more
+#: than any true one.
+ENVIRONMENT_LIMIT_BYTES = 4 * 1024 * 1024
 
 
 def record_path(record_dir: str, rank: int) -> str:

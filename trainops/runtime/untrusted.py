@@ -10,15 +10,20 @@ a file is opened
 - and used only when ``fstat`` says it is a regular file,
 
 then read for at most the number of bytes the caller can use: the first part (`read_bounded`), the last part
-(`read_tail_bytes`), or the whole only when it fits (``whole=True``, else `UnsafeFile` with EFBIG). Standard library
-only: the runtime reads its ranks' records with it, in every container and every emulated host.
+(`read_tail_bytes`), or the whole only when it fits (``whole=True``, else `UnsafeFile` with EFBIG). A JSON file
+(`read_json`) is read whole within its limit and must hold the type asked for, else `CorruptFile` naming it: never a
+raw ``JSONDecodeError``, ``UnicodeDecodeError`` or ``RecursionError``. `unreadable` words any of these errors as
+"<file>: <why>" for a message. Standard library only: the runtime reads its ranks' records with it, in every
+container and every emulated host.
 """
 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import stat
+from typing import Any
 
 READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 
@@ -27,6 +32,11 @@ class UnsafeFile(OSError):
     """Not a regular file where one was expected (a link, FIFO, device, socket, directory), or larger than allowed.
 
     ``errno`` says which: ELOOP for a link, EFBIG for a file too large to take whole, EINVAL otherwise."""
+
+
+class CorruptFile(ValueError):
+    """A file read whole (`read_json`) that does not hold what it should: not UTF-8 JSON, nested deeper than the
+    parser goes, or not of the type expected. The message names the file."""
 
 
 def _kind(mode: int) -> str:
@@ -98,3 +108,32 @@ def read_tail_bytes(path: str | os.PathLike[str], limit: int, *, dir_fd: int | N
 def read_text(path: str | os.PathLike[str], limit: int, *, dir_fd: int | None = None) -> str:
     """`read_bounded` decoded as UTF-8 (undecodable bytes replaced)."""
     return read_bounded(path, limit, dir_fd=dir_fd).decode("utf-8", errors="replace")
+
+
+def read_json(path: str | os.PathLike[str], limit: int, *, dir_fd: int | None = None,
+              expect: type = dict) -> Any:
+    """The JSON value of the regular file at ``path``, read whole within ``limit`` bytes (`read_bounded`), which must
+    be an ``expect`` (a ``dict`` unless said). Raises `FileNotFoundError` when it is missing, `UnsafeFile` when it is
+    a link, a FIFO, a device or too large, `CorruptFile` when it holds anything else: each names the file."""
+    raw = read_bounded(path, limit, dir_fd=dir_fd, whole=True)
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (ValueError, RecursionError) as error:  # JSONDecodeError and UnicodeDecodeError are ValueErrors
+        why = "nested too deep" if isinstance(error, RecursionError) else str(error)
+        raise CorruptFile(f"{os.fspath(path)}: not valid JSON ({why})") from None
+    if not isinstance(value, expect):
+        raise CorruptFile(f"{os.fspath(path)}: expected a JSON {_JSON_NAMES.get(expect, expect.__name__)}, "
+                          f"found {_JSON_NAMES.get(type(value), type(value).__name__)}")
+    return value
+
+
+_JSON_NAMES = {dict: "object", list: "array", str: "string", int: "number", float: "number", bool: "boolean",
+               type(None): "null"}
+
+
+def unreadable(error: BaseException) -> str:
+    """An error of `read_json` / `read_bounded` as "<file>: <why>" (an OSError's own words otherwise end in the
+    file's repr after its errno)."""
+    if isinstance(error, OSError) and error.filename is not None:
+        return f"{os.fspath(error.filename)}: {error.strerror or error}"
+    return str(error)

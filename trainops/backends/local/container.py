@@ -159,7 +159,7 @@ def isolate(argv: list[str], layout: HostLayout, job_dir: Path, hosts: list[str]
     hosts_file = namespace / "hosts"
     if not os.path.isfile(hosts_file) or os.path.islink(hosts_file):  # an earlier run's host could have left one
         try:
-            original = Path("/etc/hosts").read_text(encoding="utf-8")
+            original = Path("/etc/hosts").read_text(encoding="utf-8")  # root's: outside any job's reach
         except OSError:
             original = "127.0.0.1 localhost\n"
         names = "".join(f"127.0.0.1\t{host}\n" for host in hosts)

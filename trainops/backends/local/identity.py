@@ -38,7 +38,7 @@ STATUSES = ("InProgress", "Completed", "Failed", "Stopping", "Stopped")
 def boot_id() -> str | None:
     """This boot's id, or None where the kernel does not say (not Linux)."""
     try:
-        with open(BOOT_ID_FILE, encoding="ascii") as handle:
+        with open(BOOT_ID_FILE, encoding="ascii") as handle:  # the kernel's (procfs), no job's
             return handle.read().strip() or None
     except OSError:
         return None

@@ -37,7 +37,7 @@ def _below_ephemeral(low: int = 20000, high: int = 40000) -> tuple[int, int]:
     """``(low, high)`` cut to end where the ephemeral range starts (when that leaves a range of 4,096 ports at
     least; a machine whose ephemeral range starts lower keeps the whole range and relies on the bind test)."""
     try:
-        first = int(Path(EPHEMERAL_RANGE_FILE).read_text().split()[0])
+        first = int(Path(EPHEMERAL_RANGE_FILE).read_text().split()[0])  # the kernel's (procfs), no job's
     except (OSError, ValueError, IndexError):
         return low, high
     return (low, min(high, first)) if first - low >= 4096 else (low, high)
