@@ -198,11 +198,12 @@ def test_the_laid_out_mpi_agent_is_one_executable_word_that_runs_the_node_script
     import os
     import shutil
 
+    from trainops.backends.request.code import runtime_files
     from trainops.backends.slurm import layout, node
     from trainops.backends.slurm.script import NODE_FILE
 
-    for directory in ("slurm", "runtime"):
-        (tmp_path / directory).mkdir()
+    (tmp_path / "slurm").mkdir()
+    layout._copy(runtime_files(), tmp_path / "runtime")  # as lay_out does: the node script reads through the runtime's
     shutil.copyfile(node.__file__, tmp_path / "runtime" / NODE_FILE)
     (tmp_path / "slurm" / "job.json").write_text(json.dumps({"hosts": ["algo-1", "algo-2"]}))
     layout._write_agent(tmp_path, sys.executable)

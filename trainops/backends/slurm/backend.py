@@ -153,7 +153,7 @@ class SlurmBackend(Backend):
         assert isinstance(options, SlurmOptions)
         from trainops.backends.hostfs.locks import try_lock
         from trainops.backends.slurm import layout, records
-        from trainops.backends.slurm.script import rest_job
+        from trainops.backends.slurm.script import batch_script, rest_job
 
         job_dir = self._job_dir(name, create=True)
         from trainops.backends.hostfs.paths import own_directory
@@ -177,7 +177,7 @@ class SlurmBackend(Backend):
                                           s3_factory=self.client_factory)
                 records.update(job_dir, records.JOB, checkpoint_dir=prepared.checkpoint_dir,
                                output_dir=prepared.output_dir, hosts=list(prepared.hosts))
-                script = (job_dir / "job.sbatch").read_text(encoding="utf-8")
+                script = batch_script(prepared.batch)  # as written to job.sbatch: rendered, not read back
                 job_id = self.transport().submit(script, str(job_dir / "job.sbatch"),
                                                  rest_job(prepared.batch, REST_ENVIRONMENT))
             except SlurmUnreachable:

@@ -191,7 +191,7 @@ def lay_out(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_d
     from trainops.backends.request.render import masked
 
     _write_private(job_dir / "request.json", masked(request))
-    (job_dir / "job.sbatch").write_text(batch_script(batch), encoding="utf-8")
+    safe_fs.write_atomically(job_dir / "job.sbatch", batch_script(batch).encode("utf-8"))
     return Prepared(job_dir=job_dir, request=request, batch=batch, hosts=tuple(hosts), output_dir=str(output_dir),
                     checkpoint_dir=str(checkpoint_dir))
 
@@ -248,6 +248,7 @@ def _copy(files: list[tuple[Path, str]], target: Path) -> None:
 
 
 def _write_private(path: Path, value: Any) -> None:
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    with open(descriptor, "w", encoding="utf-8") as handle:
-        json.dump(value, handle, indent=2)
+    """``value`` as JSON, mode 0600 (a host's environment holds the job's secrets), written beside its name and
+    renamed over it (`safe_fs.write_atomically`): a node reading it never sees half of it, and a link planted under
+    the name is replaced, never written through."""
+    safe_fs.write_atomically(path, json.dumps(value, indent=2).encode("utf-8"), 0o600)

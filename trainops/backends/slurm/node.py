@@ -37,6 +37,8 @@ import time
 PLAN = os.path.join("slurm", "job.json")
 AGENT = os.path.join("slurm", "mpi-agent")
 ENDED = "ended.json"
+#: The most the job's plan or a host's environment file may hold (an environment: at most ARG_MAX, 2 MiB on Linux).
+LAYOUT_LIMIT_BYTES = 4 * 1024 * 1024
 FAILURE_LIMIT = 1024  # SageMaker's FailureReason shows the first 1,024 characters of the failure file
 #: slurmstepd's line in a job's output when Slurm ends it, and the Slurm state each of its endings means.
 _SLURM_ENDED = re.compile(r"\*\*\* (JOB|STEP) [0-9.]+ ON (\S+) CANCELLED AT (\S+)"
@@ -82,11 +84,16 @@ def _expand_one(item: str) -> list[str]:
 
 
 def _load(path: str) -> dict:
-    with open(path, encoding="utf-8") as handle:
-        value = json.load(handle)
-    if not isinstance(value, dict):
-        raise SystemExit(f"trainops: {path} does not hold an object")
-    return value
+    """One of the files trainops laid out in the job's directory (the plan, a host's environment). The job's ranks
+    can write that directory on every node, so it is read as hostile (`read_json`: bounded, a regular file only,
+    never blocking on a FIFO); anything but a JSON object ends the node's part with a message naming the file."""
+    _runtime_on_path()
+    from trainops.runtime.untrusted import read_json, unreadable
+
+    try:
+        return read_json(path, LAYOUT_LIMIT_BYTES)  # type: ignore[no-any-return]
+    except (OSError, ValueError) as error:
+        raise SystemExit(f"trainops: cannot read {unreadable(error)}; submit the job again") from None
 
 
 def free_port() -> int:
@@ -204,14 +211,14 @@ def _root_cause(job_dir: str, hosts: list[str], code: int) -> tuple[str, str]:
     _runtime_on_path()
     from trainops.runtime.failure import root_cause
     from trainops.runtime.records import read_records
+    from trainops.runtime.untrusted import read_text
 
     bases = {host: os.path.join(job_dir, "hosts", host) for host in hosts}
     cause = root_cause(read_records(os.path.join(base, "output", "ranks") for base in bases.values()), [])
     order = ([cause.host] if cause is not None and cause.host in bases else []) + hosts
     for host in order:
-        try:
-            with open(os.path.join(bases[host], "output", "failure"), encoding="utf-8", errors="replace") as handle:
-                text = handle.read(64 * 1024).strip()
+        try:  # the failure file is the job's to write (a FIFO or a huge one there is read bounded, never blocking)
+            text = read_text(os.path.join(bases[host], "output", "failure"), 64 * 1024).strip()
         except OSError:
             continue
         if text:

@@ -36,7 +36,7 @@ def read_token(token_file: str | None, environ: dict[str, str]) -> str:
     """The JWT from ``token_file`` or ``SLURM_JWT`` (``SLURM_JWT=...`` as ``scontrol token`` prints it is fine);
     refused with what to do when there is none or it has expired."""
     if token_file:
-        try:
+        try:  # the file the user named (a link to a token kept elsewhere is theirs to make): not a job's
             with open(os.path.expanduser(token_file), encoding="utf-8") as handle:
                 text = handle.read(64 * 1024)
         except OSError as error:
