@@ -248,3 +248,19 @@ def test_a_fifo_as_a_host_log_is_named_not_read(finished_job, tmp_path):
     _fifo_in_place(home / "jobs" / NAME / "logs" / "algo-1.log")
     logs = cli("logs", NAME, env={"TRAINOPS_HOME": str(home)}, timeout=HANG_SECONDS)
     assert logs.returncode == 0 and "cannot be shown" in logs.stdout and "FIFO" in logs.stdout, logs
+
+
+@pytest.mark.system
+def test_a_host_log_of_one_endless_line_is_shown_in_bounded_pieces(finished_job, tmp_path):
+    """A rank can leave 8 MiB with no line end in its host's log: `logs` shows it in pieces of at most
+    LINE_LIMIT_CHARS, never taking the line whole into memory, and the lines after it still."""
+    from trainops.backends.local.logs import LINE_LIMIT_CHARS
+
+    home, _ = _copy_of(finished_job, tmp_path)
+    with open(home / "jobs" / NAME / "logs" / "algo-1.log", "ab") as handle:
+        handle.write(b"x" * (8 << 20) + b"\nafter the flood\n")
+    logs = cli("logs", NAME, env={"TRAINOPS_HOME": str(home)}, timeout=HANG_SECONDS)
+    assert logs.returncode == 0 and logs.stdout.splitlines()[-1].endswith("after the flood"), logs.stderr
+    pieces = [line for line in logs.stdout.splitlines() if "xxxxxxxx" in line]
+    assert len(pieces) == (8 << 20) // LINE_LIMIT_CHARS, len(pieces)
+    assert max(len(line) for line in pieces) <= LINE_LIMIT_CHARS + 100  # the host's prefix, at most

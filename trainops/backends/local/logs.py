@@ -6,11 +6,16 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator
+from typing import TextIO
 
 from trainops.backends.hostfs import paths
 from trainops.backends.hostfs.host_logs import shown
 from trainops.backends.hostfs.safe_fs import open_regular
 from trainops.backends.local import status
+
+#: A longer log line is shown in pieces of this many characters: a rank can write anything in its host's log (a
+#: sparse file of zeros with no line end), and no line is ever taken whole into memory.
+LINE_LIMIT_CHARS = 64 * 1024
 
 
 def iter_local_logs(job_name: str, workdir: str | os.PathLike | None = None, *, follow: bool = False,
@@ -21,7 +26,7 @@ def iter_local_logs(job_name: str, workdir: str | os.PathLike | None = None, *, 
     record = status.read(job_name, workdir)  # a clear error when there is no such job
     looks = Looks(f"local job {job_name}", poll_seconds=poll_seconds)
     logs_dir = paths.job_dir(job_name, workdir) / "logs"
-    handles: dict[str, object] = {}
+    handles: dict[str, TextIO] = {}
     refused: set[str] = set()
     try:
         while True:
@@ -39,7 +44,7 @@ def iter_local_logs(job_name: str, workdir: str | os.PathLike | None = None, *, 
                     # Kept open across polls (a follow reads on from where it was); closed in the finally below.
                     handles[path.stem] = open(descriptor, encoding="utf-8", errors="replace")  # noqa: SIM115
             for host, handle in sorted(handles.items()):
-                for line in handle:  # type: ignore[attr-defined]
+                for line in iter(lambda handle=handle: handle.readline(LINE_LIMIT_CHARS), ""):  # type: ignore[misc]
                     yield shown(host, line.rstrip("\n"))
             if ended:
                 break
@@ -47,7 +52,7 @@ def iter_local_logs(job_name: str, workdir: str | os.PathLike | None = None, *, 
             record = looks.look(lambda: status.read(job_name, workdir))  # a record unreadable for now: again
     finally:
         for handle in handles.values():
-            handle.close()  # type: ignore[attr-defined]
+            handle.close()
 
 
 def print_local_logs(job_name: str, workdir: str | os.PathLike | None = None, *, follow: bool = False,

@@ -20,14 +20,13 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from trainops.backends.hostfs.channels import channel_problem, local_source
+from trainops.backends.request.render_options import CODE_CHANNELS
 from trainops.errors import Problem, SpecError
 
 #: Tasks (processes and threads) a local job needs at the least: the controller and its threads, then per host its
 #: launcher, init, runtime launcher and relay threads, then per rank the rank and its wrapper's threads. A floor,
 #: not a forecast: a job's script may start many more (torch's thread pools: one per core of this machine).
 CONTROLLER_TASKS, HOST_TASKS, RANK_TASKS = 6, 5, 3
-#: Channels trainops adds to the request itself (its code and runtime), named so no spec channel can be.
-RESERVED_CHANNEL = "trainops_"
 
 
 def _channel_uris(request: Mapping[str, Any], overrides: Mapping[str, str]) -> dict[str, str]:
@@ -51,8 +50,8 @@ def _local_channels(request: Mapping[str, Any], overrides: Mapping[str, str]) ->
     """field -> the local path of each channel the run reads in place (`channels.local_source`, as the job does)."""
     found: dict[str, str] = {}
     for name, uri in _channel_uris(request, overrides).items():
-        if name.startswith(RESERVED_CHANNEL) and name not in overrides:
-            continue  # trainops' own code and runtime, laid out when the job starts
+        if name in CODE_CHANNELS and name not in overrides:
+            continue  # the code and runtime channels the launchers add: laid out when the job starts
         path = local_source(uri) if uri else None
         if path is not None:
             found[f"inputs.{name}"] = str(path)

@@ -103,26 +103,29 @@ def disk_full_note(path: Path) -> str:
 def read_record(job_dir: Path, job_name: str) -> dict:
     """The record as written (checked for corruption, not for liveness)."""
     path = job_dir / STATUS_FILE
+
+    def forget() -> str:  # asked only once the record is unusable: it looks at who holds the job's lock
+        return identity.forget_hint(job_dir, f"job {job_name!r}")
+
+    def unreadable(why: object) -> SpecError:
+        return SpecError(f"the status of local job {job_name!r} cannot be read ({why}): {forget()}")
+
     try:
         record = json.loads(safe_fs.read_bounded(path, RECORD_LIMIT_BYTES, whole=True).decode("utf-8"))
     except safe_fs.UnsafeFile as error:
         if error.errno != errno.ELOOP:
-            raise SpecError(f"the status of local job {job_name!r} cannot be read ({path} {error.strerror}): "
-                            f"{identity.forget_hint(job_dir, f'job {job_name!r}')}") from None
+            raise unreadable(f"{path} {error.strerror}") from None
         raise SpecError(Problem("job_name", f"{path} is a symbolic link; trainops never writes through one (remove "
-                                            f"the link): trainops reads only its own status records; "
-                                            f"{identity.forget_hint(job_dir, f'job {job_name!r}')}"),
+                                            f"the link): trainops reads only its own status records; {forget()}"),
                         source="local state") from None
     except FileNotFoundError:
         raise SpecError(f"no local job named {job_name!r} under {job_dir.parent}") from None
     except OSError as error:
         if error.errno in TRANSIENT_ERRNOS:  # EIO, EMFILE, ESTALE...: it may read the next time (a failed look)
             raise LookFailed(f"the status of local job {job_name!r} cannot be read for now ({error})") from error
-        raise SpecError(f"the status of local job {job_name!r} cannot be read ({error}): "
-                        f"{identity.forget_hint(job_dir, f'job {job_name!r}')}") from None
+        raise unreadable(error) from None
     except (ValueError, RecursionError) as error:  # RecursionError: JSON nested thousands deep
-        raise SpecError(f"the status of local job {job_name!r} cannot be read ({error}): "
-                        f"{identity.forget_hint(job_dir, f'job {job_name!r}')}") from None
+        raise unreadable(error) from None
     return identity.check_record(record, job_name, path)
 
 
