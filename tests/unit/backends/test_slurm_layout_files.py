@@ -67,3 +67,28 @@ def test_a_fifo_as_a_hosts_failure_file_does_not_hang_the_root_cause(tmp_path):
     (tmp_path / "hosts" / "algo-2" / "output" / "failure").write_text("rank 1 ran out of memory\n")
     cause = finishes(lambda: node._root_cause(str(tmp_path), ["algo-1", "algo-2"], 1))
     assert cause == ("algo-2", "rank 1 ran out of memory")
+
+
+def test_the_archives_go_where_the_output_is_by_a_name_nobody_can_guess_never_through_a_link(tmp_path):
+    """Another user who can write the output path plants links at the temporary name the node used to take
+    (``.model.tar.gz.<pid>.partial``) and at the final name: neither is followed, the archive is whole."""
+    import tarfile
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "weights.bin").write_bytes(b"w" * 1000)
+    output = tmp_path / "output"
+    output.mkdir()
+    victims = {name: tmp_path / f"victim-{index}" for index, name in
+               enumerate((f".model.tar.gz.{os.getpid()}.partial", "model.tar.gz"))}
+    for name, victim in victims.items():
+        victim.write_text("the victim's own contents")
+        (output / name).symlink_to(victim)
+    node._pack(str(model), str(output / "model.tar.gz"))
+    assert all(victim.read_text() == "the victim's own contents" for victim in victims.values())
+    assert not (output / "model.tar.gz").is_symlink()
+    with tarfile.open(output / "model.tar.gz") as archive:
+        assert archive.getnames() == ["weights.bin"]
+        assert archive.extractfile("weights.bin").read() == b"w" * 1000  # type: ignore[union-attr]
+    assert stat.S_IMODE((output / "model.tar.gz").stat().st_mode) == 0o644
+    assert sorted(os.listdir(output)) == sorted(victims)  # the planted temporary link left alone, nothing else

@@ -186,16 +186,29 @@ def agent(job_dir: str, host: str, command: list[str]) -> None:
 
 
 def _pack(source: str, archive: str) -> None:
-    os.makedirs(os.path.dirname(archive), exist_ok=True)
-    temporary = f"{os.path.dirname(archive)}/.{os.path.basename(archive)}.{os.getpid()}.partial"
+    """``source``'s files as the gzipped tar ``archive``. The output path may be shared with other users, who could
+    plant a link under any name they can guess: the archive is written under a name nobody can guess, created
+    exclusively without following a link (``mkstemp``), and renamed over its final name (a link planted there is
+    replaced, never written through); nothing half-written ever carries the final name."""
+    import tempfile
+
+    directory = os.path.dirname(archive)
+    os.makedirs(directory, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(archive)}.", suffix=".partial",
+                                             dir=directory)
     try:
-        with tarfile.open(temporary, "w:gz") as tar:
-            for name in sorted(os.listdir(source)) if os.path.isdir(source) else []:
-                tar.add(os.path.join(source, name), arcname=name)
+        with os.fdopen(descriptor, "wb") as handle:
+            os.fchmod(handle.fileno(), 0o644)  # as the archive was before: readable where the output is shared
+            with tarfile.open(fileobj=handle, mode="w:gz") as tar:
+                for name in sorted(os.listdir(source)) if os.path.isdir(source) else []:
+                    tar.add(os.path.join(source, name), arcname=name)
         os.replace(temporary, archive)
-    finally:
-        if os.path.exists(temporary):
+    except BaseException:
+        try:
             os.unlink(temporary)
+        except OSError:
+            pass
+        raise
 
 
 def _runtime_on_path() -> None:
