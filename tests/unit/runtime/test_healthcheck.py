@@ -181,3 +181,24 @@ def test_injected_failure_fails_the_named_host_only(tmp_path, capsys):
     assert report["failures"][0].startswith("health check failed on host algo-2: GPU 0 (injected fault)")
     arguments.host = "algo-1"
     assert healthcheck.run_command(arguments, environ) == 0
+
+
+@pytest.mark.parametrize("kind", ["fifo", "sparse", "bad-json", "array"])
+def test_a_hostile_report_is_named_in_the_failure_without_hanging(tmp_path, monkeypatch, kind):
+    """The report lies in the job's output directory, which an earlier run's ranks could write: a FIFO, a huge file
+    or bad JSON there is said in the failure, never a hang or a raw error."""
+    from support.hostile_files import REFUSED, finishes, plant
+
+    report = tmp_path / "data" / "healthcheck-algo-2.json"
+    plan = types.SimpleNamespace(current_host="algo-2", env={"SM_OUTPUT_DATA_DIR": str(tmp_path / "data")},
+                                 failure_path=str(tmp_path / "failure"))
+
+    def fake_run(command, env, check):
+        plant(report, kind)
+        return subprocess.CompletedProcess(command, 3)
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    assert finishes(lambda: healthcheck.preflight(plan, {})) == 1
+    summary = read_failure(plan.failure_path)["summary"]
+    assert summary.startswith("health check on host algo-2 could not run (exit code 3); its report is unreadable: "
+                              f"{report}: ") and REFUSED[kind] in summary, summary
