@@ -8,7 +8,7 @@ import os
 import sys
 from typing import Any
 
-from trainops.errors import Problem, SpecError
+from trainops.errors import SpecError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -50,9 +50,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def validate_command(args: argparse.Namespace) -> int:
+    from trainops.backends.request.code import code_problems  # what run refuses in the files the spec names
     from trainops.spec import load_job_spec
 
-    spec = load_job_spec(args.file)
+    spec = load_job_spec(args.file)  # paths made absolute against the spec file's directory, as run makes them
     problems = code_problems(spec)
     if problems:
         raise SpecError(problems, args.file)
@@ -72,24 +73,6 @@ def validate_command(args: argparse.Namespace) -> int:
     if not args.quiet:
         print_forecast(spec, default_region())
     return 0
-
-
-def code_problems(spec: Any) -> list[Problem]:
-    """What a run refuses in the files the spec names on this machine, by the very checks it makes: the code
-    directory and its entry point (`resolve_code_dir`, which the local and slurm backends lay the code out with),
-    then each of ``dependencies`` (`dependency_problems`, which the local run and the SageMaker dry run report). A spec
-    that passes `validate` in CI is then not refused for a missing file when the job is paid for. An ``s3://``
-    source_dir is an uploaded tarball: nothing local to look at. ``load_job_spec`` has made the paths absolute
-    against the spec file's directory already."""
-    from trainops.backends.hostfs.inputs import resolve_code_dir
-    from trainops.backends.request.code import dependency_problems
-
-    problems: list[Problem] = []
-    try:
-        resolve_code_dir(spec)
-    except SpecError as error:
-        problems += error.problems
-    return problems + dependency_problems(spec.dependencies or ())
 
 
 def print_forecast(spec: Any, region: str | None) -> None:
