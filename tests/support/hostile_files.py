@@ -46,7 +46,7 @@ def finishes(call: Callable[[], Any], seconds: float = HANG_SECONDS) -> Any:
     thread = threading.Thread(target=target, daemon=True)
     thread.start()
     thread.join(seconds)
-    assert not thread.is_alive(), f"the read did not finish in {seconds} s (blocked on a FIFO?)"
+    assert not thread.is_alive(), f"the call did not finish in {seconds} s (blocked on a FIFO?)"
     if "error" in outcome:
         raise outcome["error"]
     return outcome.get("value")

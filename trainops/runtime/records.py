@@ -45,24 +45,33 @@ def tail_path(record_dir: str, rank: int) -> str:
     return os.path.join(record_dir, f"{RECORD_PREFIX}{rank}.stderr")
 
 
-def write_json_atomically(path: str, value: Any) -> None:
-    """Write ``value`` as JSON to ``path`` (mode 0600, never through a link) under a temporary name, then rename it:
-    a reader, on this host or another that shares the directory, sees the whole file or none."""
-    temporary = f"{path}.{os.getpid()}.tmp"
-    with open(os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "w",
-              encoding="utf-8") as handle:
-        json.dump(value, handle)
-    os.replace(temporary, path)
+def write_json_atomically(path: str, value: Any, mode: int = 0o600) -> None:
+    """Write ``value`` as JSON to ``path`` (``mode``) under a temporary name, then rename it: a reader, on this host
+    or another that shares the directory, sees the whole file or none. Every rank of the host (and every host, for a
+    shared directory) can write where these files go, so the temporary's name is one nobody can guess, created
+    exclusively without following a link (``mkstemp``): a link or a FIFO planted under any name is never written
+    through nor blocked on, and one under ``path`` is replaced. The one way the runtime writes its files."""
+    import tempfile
+
+    directory, name = os.path.split(path)
+    descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory or ".")
+    try:
+        with open(descriptor, "w", encoding="utf-8") as handle:
+            os.fchmod(handle.fileno(), mode)
+            json.dump(value, handle)
+        os.replace(temporary, path)
+    except BaseException:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise
 
 
 def write_record(record_dir: str, record: dict[str, Any]) -> None:
-    """Write a rank's record atomically (a temporary name, then rename): readers never see half a record."""
+    """Write a rank's record atomically (`write_json_atomically`): readers never see half a record."""
     os.makedirs(record_dir, exist_ok=True)
-    final = record_path(record_dir, int(record["rank"]))
-    temporary = f"{final}.{os.getpid()}.tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump(record, handle)
-    os.replace(temporary, final)
+    write_json_atomically(record_path(record_dir, int(record["rank"])), record, 0o644)
 
 
 def read_records(record_dirs: Iterable[str]) -> list[dict[str, Any]]:
@@ -118,11 +127,8 @@ def write_observed(record_dir: str, launcher: str, failures: list[dict[str, Any]
     """Keep what a launcher (torchrun's agent, mpirun) saw of failed ranks: ``[{"rank", "local_rank", "pid",
     "exit_code", "timestamp"}]`` where ``exit_code`` is negative for a signal, as ``subprocess`` reports it."""
     os.makedirs(record_dir, exist_ok=True)
-    final = os.path.join(record_dir, OBSERVED_FILE)
-    temporary = f"{final}.{os.getpid()}.tmp"
-    with open(temporary, "w", encoding="utf-8") as handle:
-        json.dump({"launcher": launcher, "failures": failures}, handle)
-    os.replace(temporary, final)
+    write_json_atomically(os.path.join(record_dir, OBSERVED_FILE), {"launcher": launcher, "failures": failures},
+                          0o644)
 
 
 def read_observed(record_dir: str) -> list[dict[str, Any]]:

@@ -42,3 +42,33 @@ def test_clear_records_removes_a_previous_run(tmp_path):
     (tmp_path / "hosts").mkdir()
     records.clear_records(str(tmp_path))
     assert os.listdir(tmp_path) == ["hosts"]
+
+
+def test_a_link_or_fifo_planted_at_a_guessable_name_is_never_written_through_nor_blocked_on(tmp_path):
+    """Every rank of a host writes in its record directory: one could plant a link at the name the next write
+    would take (``<file>.<pid>.tmp``, as it was) or at the final name, or a FIFO there, which blocks a writer's open
+    forever. Each write takes a name nobody can guess instead, and replaces whatever the final name was."""
+    import stat
+
+    from support.hostile_files import finishes
+
+    record_dir = tmp_path / "ranks"
+    record_dir.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("the victim's own contents")
+    writes = {"rank-0.json": lambda: records.write_record(str(record_dir), {"rank": 0, "state": "running"}),
+              records.OBSERVED_FILE: lambda: records.write_observed(str(record_dir), "torchrun", [{"rank": 0}]),
+              "algo-2.json": lambda: records.write_json_atomically(str(record_dir / "algo-2.json"), {"A": "1"})}
+    for name in ("rank-0.json", records.OBSERVED_FILE):
+        (record_dir / f"{name}.{os.getpid()}.tmp").symlink_to(victim)
+    os.mkfifo(record_dir / f"algo-2.json.{os.getpid()}.tmp")
+    (record_dir / "rank-0.json").symlink_to(victim)  # the final name: replaced, not followed
+    for write in writes.values():
+        finishes(write)
+    assert victim.read_text() == "the victim's own contents"
+    assert [r["state"] for r in records.read_records([str(record_dir)])] == ["running"]
+    assert records.read_observed(str(record_dir)) == [{"rank": 0}]
+    assert stat.S_IMODE(os.lstat(record_dir / "algo-2.json").st_mode) == 0o600
+    assert stat.S_IMODE(os.lstat(record_dir / "rank-0.json").st_mode) == 0o644
+    left = sorted(name for name in os.listdir(record_dir) if not name.endswith(f".{os.getpid()}.tmp"))
+    assert left == ["algo-2.json", records.OBSERVED_FILE, "rank-0.json"]  # no temporary left behind
