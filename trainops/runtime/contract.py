@@ -159,8 +159,9 @@ def unpack_code_tarball(base_dir: str) -> str | None:
                 tar.extractall(destination, members=members)
     except (OSError, tarfile.TarError) as error:
         raise ContractError(f"cannot unpack the code tarball {archive}: {error}") from None
-    with open(marker, "w", encoding="utf-8"):
-        pass
+    from trainops.runtime.records import write_atomically
+
+    write_atomically(marker, b"", 0o644)  # by rename: never through a link a member or a rank left there
     return destination
 
 

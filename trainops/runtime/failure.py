@@ -24,7 +24,7 @@ from typing import Any
 
 from trainops.runtime.output_relay import mask
 from trainops.runtime.processes import signal_name
-from trainops.runtime.records import read_tail
+from trainops.runtime.records import read_tail, write_atomically
 from trainops.runtime.untrusted import read_text
 
 #: How many lines of the failing rank's stderr the failure file keeps, and how long each may be.
@@ -178,10 +178,10 @@ def write_once(path: str, text: str) -> bool:
 
 
 def write_success(path: str) -> None:
-    """Create the empty ``output/success`` file."""
+    """Create the empty ``output/success`` file, by rename (`records.write_atomically`): the ranks can write the
+    output directory, and a FIFO or a link they left under the name is replaced, never blocked on or written through."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "w", encoding="utf-8"):
-        pass
+    write_atomically(path, b"", 0o644)
 
 
 def parse_failure(text: str) -> dict[str, Any]:

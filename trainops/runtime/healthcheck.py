@@ -32,6 +32,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
+from trainops.runtime.records import write_atomically
 from trainops.runtime.untrusted import read_json, unreadable
 
 DEFAULT_THRESHOLD = 0.5
@@ -254,8 +255,8 @@ def write_report(report: Mapping[str, Any], output_dir: str) -> str:
     """Write the report as ``healthcheck-<host>.json`` in ``output_dir``; returns the path."""
     os.makedirs(output_dir, exist_ok=True)
     path = os.path.join(output_dir, f"healthcheck-{report['host']}.json")
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump(report, handle, indent=1)
+    # By rename: an earlier run's ranks could have left a link or a FIFO under the name (the output directory).
+    write_atomically(path, json.dumps(report, indent=1).encode("utf-8"), 0o644)
     return path
 
 

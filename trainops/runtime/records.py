@@ -45,20 +45,20 @@ def tail_path(record_dir: str, rank: int) -> str:
     return os.path.join(record_dir, f"{RECORD_PREFIX}{rank}.stderr")
 
 
-def write_json_atomically(path: str, value: Any, mode: int = 0o600) -> None:
-    """Write ``value`` as JSON to ``path`` (``mode``) under a temporary name, then rename it: a reader, on this host
-    or another that shares the directory, sees the whole file or none. Every rank of the host (and every host, for a
-    shared directory) can write where these files go, so the temporary's name is one nobody can guess, created
-    exclusively without following a link (``mkstemp``): a link or a FIFO planted under any name is never written
-    through nor blocked on, and one under ``path`` is replaced. The one way the runtime writes its files."""
+def write_atomically(path: str, data: bytes, mode: int = 0o600) -> None:
+    """Write ``data`` to ``path`` (``mode``) under a temporary name, then rename it: a reader, on this host or another
+    that shares the directory, sees the whole file or none. Every rank of the host (and every host, for a shared
+    directory) can write where these files go, so the temporary's name is one nobody can guess, created exclusively
+    without following a link (``mkstemp``): a link or a FIFO planted under any name is never written through nor
+    blocked on, and one under ``path`` is replaced. The one way the runtime writes its files."""
     import tempfile
 
     directory, name = os.path.split(path)
     descriptor, temporary = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory or ".")
     try:
-        with open(descriptor, "w", encoding="utf-8") as handle:
+        with open(descriptor, "wb") as handle:
             os.fchmod(handle.fileno(), mode)
-            json.dump(value, handle)
+            handle.write(data)
         os.replace(temporary, path)
     except BaseException:
         try:
@@ -66,6 +66,11 @@ def write_json_atomically(path: str, value: Any, mode: int = 0o600) -> None:
         except OSError:
             pass
         raise
+
+
+def write_json_atomically(path: str, value: Any, mode: int = 0o600) -> None:
+    """``value`` as JSON, by `write_atomically`."""
+    write_atomically(path, json.dumps(value).encode("utf-8"), mode)
 
 
 def write_record(record_dir: str, record: dict[str, Any]) -> None:

@@ -176,3 +176,27 @@ def test_the_tail_file_is_cut_back_to_its_last_part(tmp_path, monkeypatch):
     for index in range(30):
         stream.append_tail(f"line {index:02d}\n".encode())
     assert (tmp_path / "rank-0.tail").read_bytes().endswith(b"line 29\n") and stream.tail_size <= 100
+
+
+# --- what the runtime writes where ranks can write: by rename, never through a planted link or FIFO ------------------
+@pytest.mark.parametrize("kind", ["fifo", "link"])
+def test_success_and_the_health_report_replace_a_planted_fifo_or_link(tmp_path, kind):
+    from trainops.runtime import healthcheck
+    from trainops.runtime.failure import write_success
+
+    victim = tmp_path / "victim"
+    victim.write_text("the victim's own contents")
+    output = tmp_path / "output"
+    output.mkdir()
+    for name in ("success", "healthcheck-algo-1.json"):
+        if kind == "fifo":
+            os.mkfifo(output / name)
+        else:
+            (output / name).symlink_to(victim)
+    finishes(lambda: write_success(str(output / "success")))
+    finishes(lambda: healthcheck.write_report({"host": "algo-1", "passed": True}, str(output)))
+    assert victim.read_text() == "the victim's own contents"
+    assert (output / "success").is_file() and not (output / "success").is_symlink()
+    assert (output / "success").read_bytes() == b""
+    assert json.loads((output / "healthcheck-algo-1.json").read_text()) == {"host": "algo-1", "passed": True}
+    assert sorted(os.listdir(output)) == ["healthcheck-algo-1.json", "success"]
