@@ -287,6 +287,29 @@ def test_render_bad_launcher_is_a_usage_error(tmp_path, capsys):
     assert code == 2 and "invalid choice" in err
 
 
+
+@pytest.mark.parametrize(("field", "change", "words"), MISSING_CODE, ids=[case[0] for case in MISSING_CODE])
+def test_render_with_the_default_backend_refuses_missing_code_as_validate_and_run_do(tmp_path, capsys, field, change,
+                                                                                     words):
+    """`trainops render FILE` (the local backend) refuses the code a run of it refuses, with validate's line."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text("print('training')\n")
+    path = write(tmp_path, {**VALID, "source_dir": "src", **change})
+    code, out, err = run(capsys, "render", path, "--job-name", "a")
+    assert code == 2 and out == ""
+    assert err.startswith("trainops: invalid job spec for the local backend: 1 problem\n")
+    (line,) = [line for line in err.splitlines() if line.startswith("  - ")]
+    assert line.startswith(f"  - {field}: ") and words in line
+    assert line in run(capsys, "validate", "-q", path)[2].splitlines()
+
+
+def test_render_reports_missing_code_with_its_own_problems_at_once(tmp_path, capsys):
+    spec = {key: value for key, value in VALID.items() if key not in ("role", "region")}
+    code, out, err = run(capsys, "render", write(tmp_path, {**spec, "entry_point": "trian.py"}), "--job-name", "a")
+    assert code == 2 and out == ""
+    assert [line.split(":")[0] for line in err.splitlines()[1:]] == ["  - role", "  - region", "  - entry_point"]
+    assert f"  - entry_point: trian.py is not a file in {tmp_path}" in err
+
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda path: path.name)
 def test_example_specs_validate_and_render(path, capsys):
     assert run(capsys, "validate", "-q", str(path))[0] == 0

@@ -244,12 +244,14 @@ class LocalBackend(Backend):
 
     def render_request(self, spec: Any, job_name: str, *,
                        options: BackendOptions | Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The CreateTrainingJob request (masked) a local job executes too (one request, two executors)."""
-        from trainops.backends.request.render import masked, render
+        """The CreateTrainingJob request (masked) a local job executes too (one request, two executors), refused
+        as a local run refuses it when the code it names is missing (`checked_render`: source_dir, the entry point in
+        it, the dependencies, every problem at once with render's own)."""
+        from trainops.backends.request.code import checked_render
+        from trainops.backends.request.render import masked
 
         chosen = self.options(options)
-        return masked(render(spec, job_name=job_name, launcher=getattr(chosen, "launcher", None),
-                             region=self.region))
+        return masked(checked_render(spec, job_name, getattr(chosen, "launcher", None), self.region, self.name))
 
     def render_summary(self, rendered: dict[str, Any] | str, spec: Any) -> dict[str, Any]:
         """The request's summary (`trainops.backends.request.summary`)."""

@@ -96,6 +96,25 @@ def code_problems(spec: Any) -> list[Problem]:
     return problems + dependency_problems(getattr(spec, "dependencies", None) or ())
 
 
+
+def checked_render(spec: Any, name: str, launcher: str | None, region: str | None, backend: str) -> dict[str, Any]:
+    """`render`, with the code a run of ``backend`` reads from this machine checked too (`code_problems`: source_dir,
+    the entry point in it, each dependency), every problem at once, so a job whose script is missing is refused by
+    every backend's render as its run refuses it (and as the SDK does, before the preflight, the upload or
+    CreateTrainingJob); render's own problem for a field (an ``s3://`` or ``file://`` source_dir) is not repeated."""
+    from trainops.backends.request.render import render
+
+    problems = code_problems(spec)
+    try:
+        request = render(spec, job_name=name, launcher=launcher, region=region)
+    except SpecError as error:
+        reported = {problem.path for problem in error.problems}
+        raise SpecError(error.problems + [problem for problem in problems if problem.path not in reported],
+                        error.source) from None
+    if problems:
+        raise SpecError(problems, f"job spec for the {backend} backend")
+    return request
+
 def code_files(source_dir: str | os.PathLike[str], dependencies: list[str] | tuple[str, ...] = ()
                ) -> list[tuple[Path, str]]:
     """The files of the code: ``source_dir``'s at the root and each of the spec's ``dependencies`` directories under

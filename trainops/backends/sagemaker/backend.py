@@ -22,11 +22,12 @@ from trainops.aws.clients import ClientFactory, default_client_factory, missing_
 from trainops.backends.api import Backend, Evaluation, JobHandle, JobResult, Log, Placement, RegisteredVersion
 from trainops.backends.failures import status_walk
 from trainops.backends.options import BackendOptions, SageMakerOptions
+from trainops.backends.request.code import checked_render
 from trainops.backends.sagemaker import cost as costs
 from trainops.backends.sagemaker import fsx, processing, registry, training
 from trainops.backends.sagemaker import logs as log_reading
 from trainops.backends.sagemaker import preflight as checks
-from trainops.backends.sagemaker.job_request import checked_render, default_region, given_clients_region
+from trainops.backends.sagemaker.job_request import default_region, given_clients_region
 from trainops.backends.states import JobStatus, classify
 from trainops.errors import Problem, SpecError
 
@@ -136,7 +137,7 @@ class SageMakerBackend(Backend):
     def dry_run(self, spec: Any, name: str, options: BackendOptions) -> dict[str, Any]:
         """The CreateTrainingJob request for ``name`` (every input problem raised before any AWS call)."""
         assert isinstance(options, SageMakerOptions)
-        return checked_render(spec, name, options.launcher or spec.launcher, self.job_region(spec))
+        return checked_render(spec, name, options.launcher or spec.launcher, self.job_region(spec), self.name)
 
     def _create(self, spec: Any, name: str, options: BackendOptions, *, detached: bool, log: Log) -> JobHandle:
         """Preflight, upload the code, create the job (a SageMaker job never depends on this process: ``detached``
@@ -267,7 +268,7 @@ class SageMakerBackend(Backend):
 
         chosen = self.options(options)
         return masked(checked_render(spec, job_name, getattr(chosen, "launcher", None),
-                                      default_region(spec, self.region)))
+                                      default_region(spec, self.region), self.name))
 
     def render_summary(self, rendered: dict[str, Any] | str, spec: Any) -> dict[str, Any]:
         """The request's summary (`trainops.backends.request.summary`)."""

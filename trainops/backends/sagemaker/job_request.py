@@ -3,8 +3,8 @@
 The region is the spec's, else the backend's (``-o region`` / ``--region``), else that of the clients it was given
 (an Airflow connection's), else boto3's configuration (`trainops.aws.clients.resolve_region`). A spec whose region
 is not the one of clients given to the backend is refused: the job would be created in one region with an image of
-another. The request is `render`'s, with the code the upload will read from this machine (source_dir, the entry point
-in it, the dependencies) checked at the same time.
+another. The request is `trainops.backends.request.code.checked_render`'s: render's, with the code the upload will read
+from this machine (source_dir, the entry point in it, the dependencies) checked at the same time.
 """
 
 from __future__ import annotations
@@ -36,23 +36,3 @@ def given_clients_region(wanted: str | None, bound: str | None, factory: ClientF
 def _factory_region(factory: ClientFactory) -> str | None:
     region = getattr(getattr(factory("sagemaker"), "meta", None), "region_name", None)
     return region if isinstance(region, str) else None
-
-
-def checked_render(spec: Any, name: str, launcher: str | None, region: str | None) -> dict[str, Any]:
-    """`render`, with what the upload will read from this machine checked too (`code_problems`: source_dir, the
-    entry point in it, each dependency), every problem at once, so a job whose script is missing is refused here, as
-    the SDK refuses it, before the preflight, the upload or CreateTrainingJob; render's own problem for a field
-    (an ``s3://`` or ``file://`` source_dir) is not repeated."""
-    from trainops.backends.request.code import code_problems
-    from trainops.backends.request.render import render
-
-    problems = code_problems(spec)
-    try:
-        request = render(spec, job_name=name, launcher=launcher, region=region)
-    except SpecError as error:
-        reported = {problem.path for problem in error.problems}
-        raise SpecError(error.problems + [problem for problem in problems if problem.path not in reported],
-                        error.source) from None
-    if problems:
-        raise SpecError(problems, "job spec for the sagemaker backend")
-    return request
