@@ -126,6 +126,22 @@ def test_a_two_node_ddp_job_sees_the_contract_on_every_rank_and_a_second_run_rea
     assert record["cost"]["total"] > 0
 
 
+def test_a_link_planted_at_the_jobs_output_directory_is_refused_before_submitting(slurm, tmp_path):
+    """Whoever can write the shared output root makes ``<job>/output`` a link to a directory of the job's user: the
+    run is refused (exit 2) naming the link, nothing is submitted and nothing lands where the link points (the node
+    packs through the same open-directory helper: tests/unit/backends/test_slurm_layout_files.py)."""
+    spec = write_spec(tmp_path, "contract_probe.py", name="planted")
+    victim = tmp_path / "victims-directory"
+    victim.mkdir()
+    planted = slurm.shared_dir / "output" / "planted-1" / "output"
+    planted.parent.mkdir(parents=True)
+    planted.symlink_to(victim)
+    done = trainops(slurm, "run", str(spec), *options(slurm), "--job-name", "planted-1")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert f"{planted} is a symbolic link" in done.stderr and "output_path" in done.stderr, done.stderr
+    assert list(victim.iterdir()) == [] and planted.is_symlink() and not slurm_jobs(slurm, "planted-1")
+
+
 def test_an_mpi_job_runs_mpirun_across_the_nodes_with_the_contract_on_every_rank(slurm, tmp_path):
     """distribution mpi on 2 nodes: the runtime on host algo-1 runs mpirun, which reaches node n2 through the job's
     agent (srun inside the job); every rank sees the SageMaker contract and Open MPI's rank, then the job ends."""

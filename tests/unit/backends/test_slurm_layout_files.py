@@ -84,7 +84,11 @@ def test_the_archives_go_where_the_output_is_by_a_name_nobody_can_guess_never_th
     for name, victim in victims.items():
         victim.write_text("the victim's own contents")
         (output / name).symlink_to(victim)
-    node._pack(str(model), str(output / "model.tar.gz"))
+    directory = os.open(output, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        node._pack(str(model), directory, "model.tar.gz")
+    finally:
+        os.close(directory)
     assert all(victim.read_text() == "the victim's own contents" for victim in victims.values())
     assert not (output / "model.tar.gz").is_symlink()
     with tarfile.open(output / "model.tar.gz") as archive:
@@ -92,3 +96,88 @@ def test_the_archives_go_where_the_output_is_by_a_name_nobody_can_guess_never_th
         assert archive.extractfile("weights.bin").read() == b"w" * 1000  # type: ignore[union-attr]
     assert stat.S_IMODE((output / "model.tar.gz").stat().st_mode) == 0o644
     assert sorted(os.listdir(output)) == sorted(victims)  # the planted temporary link left alone, nothing else
+
+
+def _finished_job(tmp_path, output_root):
+    """A job directory as the layout leaves it, its host 1 having trained: the plan names ``output_root``."""
+    job_dir = tmp_path / "job"
+    (job_dir / "hosts" / "algo-1" / "model").mkdir(parents=True)
+    (job_dir / "hosts" / "algo-1" / "model" / "weights.bin").write_bytes(b"w" * 100)
+    (job_dir / "hosts" / "algo-1" / "output" / "data").mkdir(parents=True)
+    plan = {"job_name": "job-1", "hosts": ["algo-1"], "argv": ["true"],
+            "output_dir": str(output_root / "job-1" / "output"), "output_root": str(output_root),
+            "output_parts": ["job-1", "output"]}
+    (job_dir / "slurm").mkdir()
+    (job_dir / "slurm" / "job.json").write_text(json.dumps(plan))
+    return job_dir
+
+
+def test_a_planted_output_link_is_refused_naming_it_and_its_target_untouched(tmp_path):
+    """Another user who can write the output root makes ``<job>/output`` a link to a directory of the job's user:
+    the node packs through an open directory and refuses the link, naming it; nothing lands in the target."""
+    output_root = tmp_path / "shared-output"
+    (output_root / "job-1").mkdir(parents=True)
+    victim = tmp_path / "victims-directory"
+    victim.mkdir()
+    (output_root / "job-1" / "output").symlink_to(victim)
+    job_dir = _finished_job(tmp_path, output_root)
+    assert node.finish(str(job_dir), 0) == 1
+    ended = json.loads((job_dir / "ended.json").read_text())
+    reason = ended["failure_reason"]
+    assert ended["status"] == "Failed" and f"{output_root / 'job-1' / 'output'} is a symbolic link" in reason, reason
+    assert os.listdir(victim) == [] and (output_root / "job-1" / "output").is_symlink()
+
+
+def test_the_node_packs_both_archives_into_the_output_directory(tmp_path):
+    output_root = tmp_path / "shared-output"
+    job_dir = _finished_job(tmp_path, output_root)
+    assert node.finish(str(job_dir), 0) == 0
+    ended = json.loads((job_dir / "ended.json").read_text())
+    assert ended["status"] == "Completed" and ended["model_artifact"] == str(output_root / "job-1" / "output" /
+                                                                              "model.tar.gz"), ended
+    assert sorted(os.listdir(output_root / "job-1" / "output")) == ["model.tar.gz", "output.tar.gz"]
+
+
+def test_the_layout_refuses_a_planted_output_link_before_anything_is_submitted(tmp_path):
+    from trainops.errors import SpecError
+
+    output_root = tmp_path / "shared-output"
+    (output_root / "job-1").mkdir(parents=True)
+    victim = tmp_path / "victims-directory"
+    victim.mkdir()
+    (output_root / "job-1" / "output").symlink_to(victim)
+    request = {"OutputDataConfig": {"S3OutputPath": output_root.as_uri()}}
+    with pytest.raises(SpecError) as raised:
+        layout._check_output(request, "job-1", tmp_path / "job")
+    message = str(raised.value)
+    assert "output_path" in message and f"{output_root / 'job-1' / 'output'} is a symbolic link" in message, message
+    assert os.listdir(victim) == []
+
+
+@pytest.mark.parametrize("kind", ["link", "fifo"])
+def test_the_host_log_is_never_opened_through_a_link_or_a_fifo(tmp_path, kind):
+    victim = tmp_path / "victims-file"
+    victim.write_text("the victim's own contents")
+    log = tmp_path / "logs" / "algo-1.log"
+    log.parent.mkdir()
+    if kind == "link":
+        log.symlink_to(victim)
+    else:
+        os.mkfifo(log)
+    with pytest.raises(SystemExit) as raised:
+        finishes(lambda: node.open_host_log(str(tmp_path), "algo-1"))
+    message = str(raised.value.code)
+    assert message.startswith("trainops: ") and str(log) in message, message
+    assert victim.read_text() == "the victim's own contents"
+
+
+def test_the_host_log_is_appended_to(tmp_path):
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "algo-1.log").write_text("first\n")
+    descriptor = node.open_host_log(str(tmp_path), "algo-1")
+    try:
+        os.write(descriptor, b"second\n")
+        assert os.get_blocking(descriptor)
+    finally:
+        os.close(descriptor)
+    assert (tmp_path / "logs" / "algo-1.log").read_text() == "first\nsecond\n"

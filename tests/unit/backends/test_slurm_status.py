@@ -204,7 +204,9 @@ def test_the_node_script_runs_alone_and_finishes_a_job(tmp_path):
     (job_dir / "hosts" / "algo-1" / "output" / "data").mkdir(parents=True)
     (job_dir / "hosts" / "algo-1" / "model" / "weights.bin").write_bytes(b"w")
     (job_dir / "slurm" / "job.json").write_text(json.dumps({"job_name": "j", "hosts": ["algo-1"], "argv": [],
-                                                            "output_dir": str(tmp_path / "out")}))
+                                                            "output_dir": str(tmp_path / "out" / "j" / "output"),
+                                                            "output_root": str(tmp_path / "out"),
+                                                            "output_parts": ["j", "output"]}))
     from trainops.backends.request.code import runtime_files
 
     for path, name in runtime_files():  # the runtime's file set, as a job's runtime directory holds it

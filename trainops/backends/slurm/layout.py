@@ -144,11 +144,24 @@ def render(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_di
     return request, batch
 
 
-def output_directory(request: dict[str, Any], name: str, job_dir: Path) -> Path:
-    """Where the job's archives go: ``<output_path>/<name>/output`` (never outside the output root)."""
+def output_directory(request: dict[str, Any], name: str, job_dir: Path) -> tuple[Path, str]:
+    """(output root, job's directory name): the archives go to ``<root>/<name>/output``. The output root may be shared
+    with other users, so the node reaches ``<name>`` and ``output`` below it only through an open directory, no link
+    followed, each this user's (`trainops.runtime.destinations.open_destination`, as the local engine does)."""
     from trainops.backends.hostfs.artifacts import local_output_root
 
-    return paths.child(local_output_root(request["OutputDataConfig"]["S3OutputPath"], job_dir), name) / "output"
+    return local_output_root(request["OutputDataConfig"]["S3OutputPath"], job_dir), paths.safe_component(name)
+
+
+def _check_output(request: dict[str, Any], name: str, job_dir: Path) -> None:
+    """Make the output directory and try a file in it before the job is submitted (the check the local engine makes,
+    `output_location_problem`): a link or another user's directory where trainops makes its own, or a read-only
+    disk, is refused now rather than after hours of training."""
+    from trainops.backends.hostfs.artifacts import output_location_problem
+
+    problem = output_location_problem(request["OutputDataConfig"]["S3OutputPath"], name, job_dir)
+    if problem:
+        raise SpecError(Problem("output_path", problem), "job for the slurm backend")
 
 
 def lay_out(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_dir: str, *, token: str,
@@ -159,6 +172,7 @@ def lay_out(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_d
     from trainops.backends.slurm.script import batch_script
 
     request, batch = render(spec, name, options, job_dir, shared_dir, token=token)
+    _check_output(request, name, job_dir)
     for stale in ("hosts", "slurm", "logs", "code", "runtime", "data"):
         shutil.rmtree(job_dir / stale, ignore_errors=True)  # an earlier, unsubmitted preparation's
     for stale in ("ended.json", "stop.json"):
@@ -182,11 +196,13 @@ def lay_out(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_d
         layout = contract_dir.fill_container(request, host, job_dir / "hosts" / host, channels, checkpoint_dir)
         _write_private(job_dir / "slurm" / f"{host}.env.json", host_environment(request, layout, options))
     _write_agent(job_dir, options.python or "python3")
-    output_dir = output_directory(request, name, job_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
+    output_root, output_name = output_directory(request, name, job_dir)
+    output_dir = output_root / output_name / "output"
     argv = contract_dir.container_argv(request, options.python or "python3")
     _write_private(job_dir / "slurm" / "job.json", {"job_name": name, "hosts": hosts, "argv": argv,
                                                     "output_dir": str(output_dir),
+                                                    "output_root": str(output_root),
+                                                    "output_parts": [output_name, "output"],
                                                     "hyperpod": bool(options.hyperpod)})
     from trainops.backends.request.render import masked
 

@@ -30,6 +30,7 @@ import json
 import os
 import re
 import socket
+import stat
 import sys
 import tarfile
 import time
@@ -145,7 +146,7 @@ def run(job_dir: str) -> None:
     environment = node_environment(overlay, dict(os.environ), hosts)
     environment.update(mpi_settings(job_dir, dict(os.environ)))
     argv = [str(part) for part in plan["argv"]]
-    log = os.open(os.path.join(job_dir, "logs", f"{host}.log"), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    log = open_host_log(job_dir, host)
     sys.stdout.flush()
     sys.stderr.flush()
     os.dup2(log, 1)
@@ -185,30 +186,49 @@ def agent(job_dir: str, host: str, command: list[str]) -> None:
     os.execvpe(argv[0], argv, environment)
 
 
-def _pack(source: str, archive: str) -> None:
-    """``source``'s files as the gzipped tar ``archive``. The output path may be shared with other users, who could
-    plant a link under any name they can guess: the archive is written under a name nobody can guess, created
-    exclusively without following a link (``mkstemp``), and renamed over its final name (a link planted there is
-    replaced, never written through); nothing half-written ever carries the final name."""
-    import tempfile
+def _pack(source: str, directory: int, name: str) -> None:
+    """``source``'s files as the gzipped tar ``name`` in the open output ``directory``. The output path may be shared
+    with other users, who could plant a link under any name they can guess: `write_file_at` writes the archive under
+    a name nobody can guess, created exclusively without following a link, and renames it over ``name`` within the
+    open directory (a link planted there is replaced, never written through)."""
+    _runtime_on_path()
+    from trainops.runtime.destinations import write_file_at
 
-    directory = os.path.dirname(archive)
-    os.makedirs(directory, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{os.path.basename(archive)}.", suffix=".partial",
-                                             dir=directory)
+    def write(handle) -> None:
+        with tarfile.open(fileobj=handle, mode="w:gz") as tar:
+            for entry in sorted(os.listdir(source)) if os.path.isdir(source) else []:
+                tar.add(os.path.join(source, entry), arcname=entry)
+
+    write_file_at(directory, name, write, 0o644)  # readable where the output is shared, as before
+
+
+def open_output(plan: dict) -> int:
+    """The job's output directory held open: ``<output_root>/<job>/output`` reached below the output root without
+    following a link and refused when another user owns it (`open_destination`), so a ``<job>/output`` link planted
+    by another user who can write the output root is never followed. The caller closes it."""
+    _runtime_on_path()
+    from trainops.runtime.destinations import open_destination
+
+    return open_destination(str(plan["output_root"]), [str(part) for part in plan["output_parts"]])
+
+
+def open_host_log(job_dir: str, host: str) -> int:
+    """``logs/<host>.log`` open for appending: never through a link (the job's ranks can write the job directory),
+    never blocking on a FIFO, a regular file only; otherwise the node's part ends naming the file."""
+    _runtime_on_path()
+    from trainops.runtime.destinations import open_state_file
+
+    path = os.path.join(job_dir, "logs", f"{host}.log")
     try:
-        with os.fdopen(descriptor, "wb") as handle:
-            os.fchmod(handle.fileno(), 0o644)  # as the archive was before: readable where the output is shared
-            with tarfile.open(fileobj=handle, mode="w:gz") as tar:
-                for name in sorted(os.listdir(source)) if os.path.isdir(source) else []:
-                    tar.add(os.path.join(source, name), arcname=name)
-        os.replace(temporary, archive)
-    except BaseException:
-        try:
-            os.unlink(temporary)
-        except OSError:
-            pass
-        raise
+        log = open_state_file(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_NONBLOCK, 0o600)
+    except OSError as error:
+        raise SystemExit(f"trainops: cannot open the host's log {path}: {error.strerror or error}") from None
+    if not stat.S_ISREG(os.fstat(log).st_mode):
+        os.close(log)
+        raise SystemExit(f"trainops: the host's log {path} is not a regular file (a FIFO or device was left "
+                         "there): remove it and submit the job again")
+    os.set_blocking(log, True)
+    return log
 
 
 def _runtime_on_path() -> None:
@@ -265,8 +285,12 @@ def finish(job_dir: str, code: int) -> int:
         first = os.path.join(job_dir, "hosts", hosts[0])
         target = plan["output_dir"]
         try:
-            _pack(os.path.join(first, "model"), os.path.join(target, "model.tar.gz"))
-            _pack(os.path.join(first, "output", "data"), os.path.join(target, "output.tar.gz"))
+            directory = open_output(plan)
+            try:
+                _pack(os.path.join(first, "model"), directory, "model.tar.gz")
+                _pack(os.path.join(first, "output", "data"), directory, "output.tar.gz")
+            finally:
+                os.close(directory)
             ended.update(status="Completed", model_artifact=os.path.join(target, "model.tar.gz"),
                          output_artifact=os.path.join(target, "output.tar.gz"))
         except OSError as error:
