@@ -133,9 +133,13 @@ def code_tarball(base_dir: str) -> str | None:
 
 def unpack_code_tarball(base_dir: str) -> str | None:
     """Unpack the code channel's tarball (`code_tarball`) into ``<base>/code``, once; returns that directory, or None
-    when the code did not come as a tarball. Members that are links, devices, absolute paths or reach outside with
-    ``..`` refuse the archive (a ContractError naming the member)."""
+    when the code did not come as a tarball. Every header is checked before anything is written
+    (`trainops.runtime.code_tarball`: no link, device, sparse member, absolute path or ``..``, no lying size or
+    time, no bomb, nothing dropped after a corrupt header): a refusal is a ContractError naming the member."""
     import tarfile
+    import zlib
+
+    from trainops.runtime.code_tarball import TarballRefused, checked_members
 
     archive = code_tarball(base_dir)
     if archive is None:
@@ -146,18 +150,13 @@ def unpack_code_tarball(base_dir: str) -> str | None:
         return destination
     try:
         with tarfile.open(archive, "r:*") as tar:
-            members = tar.getmembers()
-            for member in members:
-                name = os.path.normpath(member.name)
-                if not (member.isfile() or member.isdir()) or os.path.isabs(name) or name.split(os.sep)[0] == "..":
-                    raise ContractError(f"{archive}: member {member.name!r} is not a plain file or directory inside "
-                                        "the archive; rebuild the source tarball from regular files")
+            members = checked_members(tar, archive)
             os.makedirs(destination, exist_ok=True)
             if hasattr(tarfile, "data_filter"):
                 tar.extractall(destination, members=members, filter="data")
             else:  # Pythons before 3.11.4: the members were checked above
                 tar.extractall(destination, members=members)
-    except (OSError, tarfile.TarError) as error:
+    except (TarballRefused, OSError, tarfile.TarError, EOFError, zlib.error) as error:
         raise ContractError(f"cannot unpack the code tarball {archive}: {error}") from None
     from trainops.runtime.records import write_atomically
 
