@@ -136,3 +136,51 @@ def test_register_and_find_the_champion(aws_clients, bucket):
     assert best.arn == second.arn
     assert best.metrics == {"accuracy": 0.95}
     assert best.model_artifact_uri == f"s3://{bucket}/run-2/model.tar.gz"
+
+
+def test_an_evaluation_whose_script_is_not_in_source_dir_is_refused_before_any_upload_or_job(aws_environment,
+                                                                                              aws_clients, bucket,
+                                                                                              tmp_path):
+    """The SageMaker evaluation checks its script with the local evaluation's check (hostfs.inputs.evaluation_script)
+    before it uploads source_dir or creates the processing job: a misspelt script costs no job. The backend as a
+    user has it: its defaults (preflight on), boto3 pointed at a plain moto server by AWS_ENDPOINT_URL."""
+    from trainops.backends import get_backend
+    from trainops.errors import SpecError
+
+    (tmp_path / "code").mkdir()
+    (tmp_path / "code" / "evaluate.py").write_text("print('evaluating')\n")
+    (tmp_path / "secret.py").write_text("")
+    s3, sagemaker = aws_clients("s3"), aws_clients("sagemaker")
+    s3.put_object(Bucket=bucket, Key="out/digits/output/model.tar.gz", Body=b"model")
+    s3.put_object(Bucket=bucket, Key="data/test/t1.csv", Body=b"1,2\n")
+
+    def keys():
+        return sorted(item["Key"] for item in s3.list_objects_v2(Bucket=bucket).get("Contents", []))
+
+    def processing_jobs():
+        return [job["ProcessingJobName"] for job in sagemaker.list_processing_jobs()["ProcessingJobSummaries"]]
+
+    before, jobs_before = keys(), processing_jobs()
+    backend = get_backend("sagemaker")
+    given = {"source_dir": str(tmp_path / "code"), "model_artifact": f"s3://{bucket}/out/digits/output/model.tar.gz",
+             "channels": {"test": f"s3://{bucket}/data/test/"}, "output_dir": "", "role": ROLE_ARN,
+             "image_uri": "image:1"}
+    cases = [({"entry_point": "evaluat.py"}, ["entry_point"],
+              f"{tmp_path / 'code' / 'evaluat.py'} does not exist; give the evaluation script's file name (relative "
+              "to source_dir)"),
+             ({"entry_point": "../secret.py"}, ["entry_point"], "'../secret.py' points outside source_dir"),
+             ({"entry_point": "evaluate.py", "source_dir": str(tmp_path / "nowhere")}, ["source_dir"],
+              f"{tmp_path / 'nowhere'} is not a directory; give the directory holding the evaluation script"),
+             ({"entry_point": "evaluat.py", "role": None}, ["role", "entry_point"], "does not exist")]
+    for change, fields, words in cases:
+        for call in (backend.evaluate, backend.start_evaluation):
+            with pytest.raises(SpecError) as caught:
+                call(**{**given, **change})
+            assert [problem.path for problem in caught.value.problems] == fields, change
+            assert words in caught.value.problems[-1].message
+            assert caught.value.source == "evaluation"
+    assert keys() == before and processing_jobs() == jobs_before  # nothing uploaded, no processing job
+
+    handle = backend.start_evaluation(entry_point="evaluate.py", **given)  # the script there: uploaded, job created
+    assert sorted(processing_jobs()) == sorted(jobs_before + [handle.job_name])
+    assert "out/digits/evaluation/code/evaluate.py" in keys()

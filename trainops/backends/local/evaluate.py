@@ -236,24 +236,14 @@ def run_script(
 
 
 def resolve_entry_point(entry_point: str, source_dir: str | os.PathLike[str] | None) -> tuple[Path, Path]:
-    """The script file and the directory it runs in: ``entry_point`` relative to ``source_dir`` (the SDK's rule),
-    or a path of its own when there is no ``source_dir``. Raises `SpecError` naming the field that is wrong."""
-    if source_dir is not None:
-        directory = local_path(source_dir, "source_dir")
-        if not directory.is_dir():
-            raise SpecError(Problem("source_dir", f"{directory} is not a directory; give the directory holding the "
-                                                  f"evaluation script"), source="evaluation")
-        script = (directory / entry_point).resolve()
-        if not script.is_relative_to(directory):
-            raise SpecError(Problem("entry_point", f"{entry_point!r} points outside source_dir; give a path inside "
-                                                   f"{directory}"), source="evaluation")
-    else:
-        script = local_path(entry_point, "entry_point")
-        directory = script.parent
-    if not script.is_file():
-        raise SpecError(Problem("entry_point", f"{script} does not exist; give the evaluation script's file name "
-                                               f"(relative to source_dir)"), source="evaluation")
-    return script, directory
+    """The script file and the directory it runs in (`trainops.backends.hostfs.inputs.evaluation_script`, the check
+    the SageMaker evaluation makes too), local paths and ``file://`` URIs only. Raises `SpecError` naming the field
+    that is wrong."""
+    from trainops.backends.hostfs.inputs import evaluation_script
+
+    if source_dir is None:
+        return evaluation_script(str(local_path(entry_point, "entry_point")), None)
+    return evaluation_script(entry_point, local_path(source_dir, "source_dir"))
 
 
 def _check_channels(channels: Mapping[str, str | os.PathLike[str]]) -> dict[str, Path]:

@@ -398,7 +398,10 @@ class SageMakerBackend(Backend):
         ``output_dir`` (an S3 prefix; empty: `evaluation_prefix` of the model). ``job_name`` defaults to a name
         derived from the model, output and script, so a retried task re-attaches to the processing job its first
         attempt started. Returns the CreateProcessingJob request (the code is uploaded; nothing is created)."""
+        from pathlib import Path
+
         from trainops.aws.s3 import join_uri, put_bytes
+        from trainops.backends.hostfs.inputs import evaluation_script
         from trainops.backends.model_rules import script_arguments
         from trainops.backends.sagemaker.evaluation_bootstrap import BOOTSTRAP_NAME, bootstrap_source
         from trainops.backends.sagemaker.uploads import upload_source_dir
@@ -414,6 +417,11 @@ class SageMakerBackend(Backend):
             problems.append(Problem("image_uri", "give the image to evaluate in (normally the training image)"))
         if source_dir is None:
             problems.append(Problem("source_dir", "give the directory holding the evaluation script; it is uploaded"))
+        else:  # the script a file in it, as the local evaluation requires: checked before anything is uploaded
+            try:
+                evaluation_script(entry_point, Path(os.fspath(source_dir)).expanduser().resolve())
+            except SpecError as error:
+                problems += error.problems
         if not model_uri.startswith("s3://"):
             problems.append(Problem("model_artifact", f"{model_uri!r} is not an s3:// model artifact; a processing "
                                                       "job reads the training job's model.tar.gz from S3"))
