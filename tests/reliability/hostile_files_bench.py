@@ -12,12 +12,14 @@ from local_breaks_bench import render_rows
 CLASSES = [
     ("39.1", "Writing where another user (a real account made with useradd) can write: links planted under the "
              "archives' final names and under the temporary names of 3,000 pids to come, `<job>/output` made a link "
-             "to root's 0700 directory, a `<job>` directory of theirs in the output path; a registry (and a state "
-             "root) they made first, with a planted Approved champion",
+             "to root's 0700 directory, a `<job>` directory of theirs in the output path (the local engine's and the "
+             "Slurm node's; the node's host log a link or a FIFO); a registry (and a state root) they made first, "
+             "with a planted Approved champion",
      "nothing written through a link (root's 0600 file intact); a link or another user's directory refused before "
      "the job runs; their registry refused for listing and registering (exit 2 naming registry_dir or "
      "TRAINOPS_HOME), their champion never served",
-     ["tests/reliability/test_reliability_hostile_writes.py"]),
+     ["tests/reliability/test_reliability_hostile_writes.py",
+      "tests/unit/backends/test_slurm_layout_files.py"]),
     ("39.3", "Identity from the lock that is held: a forged record whose lock file is a hard link to a running "
              "job's lock, then `trainops stop` of it; the controller killed while a host's launcher is stopped "
              "(SIGSTOP: it never ends), then `status` and a re-run of the name; a detached job's supervisor killed "
@@ -67,11 +69,11 @@ CLASSES = [
       "tests/unit/operators/test_operators_triggers.py"]),
     ("39.2", "Reading what a job can write: a 512 MiB sparse failure file; a FIFO as the controller lock, the status "
              "record, a host log, the failure file, metrics.json; model archives with a GNU sparse member, a negative "
-             "size, hostile modification times, a corrupt header after good members, a truncated gzip, a bomb; "
-             "metrics of 1e999, NaN, a 400-digit integer",
+             "size, hostile modification times, a corrupt header after good members, a truncated gzip, a bomb (the "
+             "same as the source tarball the runtime unpacks); metrics of 1e999, NaN, a 400-digit integer",
      "read bounded (process peak < 300 MB), a regular file only, never blocking; each archive refused naming the "
      "member, nothing extracted or dropped; each metric refused by name; no raw Python error",
-     ["tests/reliability/test_reliability_hostile_reads.py"]),
+     ["tests/reliability/test_reliability_hostile_reads.py", "tests/reliability/test_reliability_code_tarball.py"]),
 ]
 
 

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 
 import pytest
+from support import other_user
 from support.hostile_files import REFUSED, finishes, plant
 
 from trainops.backends.slurm import layout, node
@@ -181,3 +183,29 @@ def test_the_host_log_is_appended_to(tmp_path):
     finally:
         os.close(descriptor)
     assert (tmp_path / "logs" / "algo-1.log").read_text() == "first\nsecond\n"
+
+
+@pytest.mark.skipif(not other_user.available(), reason="needs root with useradd and setpriv, to act as another user")
+@pytest.mark.parametrize("planted", ["link", "directory"])
+def test_another_user_who_can_write_the_output_root_cannot_redirect_the_archives(tmp_path, planted):
+    """A real second account plants ``<job>/output`` as a link to a directory of the job's user, or makes ``<job>``
+    its own directory first: the node refuses either, naming it, and writes nothing anywhere."""
+    output_root = other_user.shared_directory("trainops-slurm-output-")
+    try:
+        victim = tmp_path / "victims-directory"
+        victim.mkdir()
+        if planted == "link":
+            (output_root / "job-1").mkdir()
+            (output_root / "job-1").chmod(0o777)
+            other_user.as_rival("ln", "-s", str(victim), str(output_root / "job-1" / "output"))
+            expected = f"{output_root / 'job-1' / 'output'} is a symbolic link"
+        else:
+            other_user.as_rival("mkdir", "-m", "0777", str(output_root / "job-1"))
+            expected = f"{output_root / 'job-1'} is owned by uid {other_user.rival()[0]}"
+        job_dir = _finished_job(tmp_path, output_root)
+        assert node.finish(str(job_dir), 0) == 1
+        reason = json.loads((job_dir / "ended.json").read_text())["failure_reason"]
+        assert expected in reason, reason
+        assert os.listdir(victim) == [] and not (output_root / "job-1" / "output" / "model.tar.gz").exists()
+    finally:
+        shutil.rmtree(output_root, ignore_errors=True)
