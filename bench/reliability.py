@@ -606,7 +606,9 @@ def summary_rows(text: str) -> list[str]:
 
 def update_rows(text: str, rows: list[str]) -> str:
     """RELIABILITY.md ``text`` with ``rows`` in its summary table: a row whose item and case are already there
-    replaces that line, a new one goes after the table's last row (`--update`: re-measure some sections only)."""
+    replaces that line, a new one goes after the table's last row (`--update`: re-measure some sections only).
+    A row whose case was reworded (the section now covers more) replaces the earlier row of its item when the item
+    has one row in the table and one among ``rows``: otherwise the stale row would stay beside the new one."""
     lines = text.splitlines()
     first_table_end = next(index for index, line in enumerate(lines) if line.startswith("| item |")) + 1
     while first_table_end + 1 < len(lines) and lines[first_table_end + 1].startswith("| "):
@@ -617,9 +619,16 @@ def update_rows(text: str, rows: list[str]) -> str:
         cells = line.split(" | ")
         return cells[0], re.sub(r"\d+", "#", cells[1]) if len(cells) > 1 else ""
 
+    def item(line: str) -> str:
+        return line.split(" | ")[0]
+
     for row in rows:
         found = next((index for index in range(first_table_end + 1) if lines[index].startswith("| ")
                       and key(lines[index]) == key(row)), None)
+        same_item = [index for index in range(first_table_end + 1) if lines[index].startswith("| ")
+                     and item(lines[index]) == item(row)]
+        if found is None and len(same_item) == 1 and [item(other) for other in rows].count(item(row)) == 1:
+            found = same_item[0]  # its case reworded: the one earlier row of that item
         if found is not None:
             lines[found] = row
         else:

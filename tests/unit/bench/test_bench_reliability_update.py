@@ -50,3 +50,18 @@ def test_an_update_replaces_its_rows_and_adds_new_ones_inside_the_summary_table(
     assert "| 2 | Hostile data | 12 reported | each | pass | staging |" in updated[:8]
     assert not any("344" in line for line in updated)
     assert updated.count("| specs/old.yaml | 2 | 9 |") == 1 and "| specs/a.yaml | 2 | 10 |" not in updated
+
+
+def test_a_reworded_case_replaces_the_one_row_of_its_item_and_leaves_repeated_items_alone():
+    current = CURRENT.replace("| 3 | No shell | 0 | none | pass | scan |",
+                              "| 3 | No shell | 0 | none | pass | scan |\n| 39.1 | Writing where another user can write | "
+                              "8 passed | nothing through a link | pass | hostile_writes |\n"
+                              "| 15.4 | Stop, case a | 1 s | 10 s | pass | a |\n| 15.4 | Stop, case b | 2 s | 10 s | pass | b |")
+    rows = ["| 39.1 | Writing where another user can write (the Slurm node's too) | 25 passed | nothing through a "
+            "link | pass | hostile_writes, slurm |",
+            "| 15.4 | Stop, case c | 3 s | 10 s | pass | c |"]
+    updated = update_rows(current, rows).splitlines()
+    assert [line for line in updated if line.startswith("| 39.1 ")] == [rows[0]]
+    # an item with several rows (cases of one section): a new case is added, none replaced
+    assert [line.split(" | ")[1] for line in updated if line.startswith("| 15.4 ")] == [
+        "Stop, case a", "Stop, case b", "Stop, case c"]
