@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 from support import airflow2_venv
+from support.airflow_db import answer, coming_tick_stored, rows, utc
 from support.airflow_home import REPO
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(1500)]
@@ -109,18 +110,9 @@ def test_unpausing_on_2_11_starts_no_run_but_the_tick_does(airflow2, tmp_path):
     (dags / "tick_every_minute.py").write_text(EVERY_MINUTE)
     database = home / "airflow.db"
 
-    def rows(sql: str, *parameters: Any) -> list:
-        connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=30)
-        try:
-            return connection.execute(sql, parameters).fetchall()
-        except sqlite3.OperationalError:
-            return []
-        finally:
-            connection.close()
-
-    def scheduled(dag_id: str) -> list:
-        return rows("SELECT run_type, data_interval_end FROM dag_run WHERE dag_id = ? AND run_type != 'manual'",
-                    dag_id)
+    def scheduled(dag_id: str) -> list:  # once the database answers: busy is not "no runs"
+        return answer(database, "SELECT run_type, data_interval_end FROM dag_run WHERE dag_id = ? AND "
+                                "run_type != 'manual'", dag_id)
 
     def wait_for(condition: Any, what: str, seconds: float) -> Any:
         deadline = time.monotonic() + seconds
@@ -134,17 +126,12 @@ def test_unpausing_on_2_11_starts_no_run_but_the_tick_does(airflow2, tmp_path):
                     AIRFLOW__SCHEDULER__DAG_DIR_LIST_INTERVAL="5", AIRFLOW__SCHEDULER__MIN_FILE_PROCESS_INTERVAL="5")
     try:
         for dag_id in ("retrain_pipeline", "tick_every_minute"):
-            wait_for(lambda dag_id=dag_id: rows("SELECT next_dagrun FROM dag WHERE dag_id = ? AND next_dagrun IS "
-                                                "NOT NULL", dag_id), dag_id, 300)
+            wait_for(lambda dag_id=dag_id: rows(database, "SELECT next_dagrun FROM dag WHERE dag_id = ? AND "
+                                                          "next_dagrun IS NOT NULL", dag_id), dag_id, 300)
         # A quiet second, once the DAG processor has stored the coming tick as the next run (a parse before the tick
         # stored the missed one, which stays due until the next parse: test_airflow_scheduler_unpause.py says why).
-        def next_run_ahead() -> bool:
-            now = datetime.now(timezone.utc)
-            found = rows("SELECT next_dagrun_create_after FROM dag WHERE dag_id = 'tick_every_minute'")
-            return 10 <= now.second <= 40 and bool(found) and \
-                datetime.fromisoformat(found[0][0]).replace(tzinfo=timezone.utc) > now  # none: the database was busy
-
-        wait_for(next_run_ahead, "a quiet second with the coming tick stored", 180)
+        wait_for(lambda: coming_tick_stored(database, "tick_every_minute"), "a quiet second with the coming tick "
+                 "stored", 180)
         unpaused = datetime.now(timezone.utc)
         for dag_id in ("retrain_pipeline", "tick_every_minute"):
             done = run("-m", "airflow", "dags", "unpause", dag_id, AIRFLOW__CORE__DAGS_FOLDER=str(dags))
@@ -152,11 +139,11 @@ def test_unpausing_on_2_11_starts_no_run_but_the_tick_does(airflow2, tmp_path):
         # A later tick's run: the next one, or the one after if the scheduler reached the next past its grace.
         ticked = wait_for(lambda: scheduled("tick_every_minute"), "a later tick's run", 240)
         assert [kind for kind, _ in ticked] == ["scheduled"], (unpaused, ticked)
-        end = datetime.fromisoformat(ticked[0][1]).replace(tzinfo=timezone.utc)
+        end = utc(ticked[0][1])
         assert end > unpaused and (end.second, end.microsecond) == (0, 0), (unpaused, ticked)
         assert scheduled("retrain_pipeline") == []
-        [(upcoming,)] = rows("SELECT next_dagrun_create_after FROM dag WHERE dag_id = 'retrain_pipeline'")
-        upcoming = datetime.fromisoformat(upcoming).replace(tzinfo=timezone.utc)
+        [(upcoming,)] = answer(database, "SELECT next_dagrun_create_after FROM dag WHERE dag_id = 'retrain_pipeline'")
+        upcoming = utc(upcoming)
         assert upcoming > unpaused and (upcoming.weekday(), upcoming.hour) == (0, 3)
     finally:
         os.killpg(scheduler.pid, signal.SIGTERM)

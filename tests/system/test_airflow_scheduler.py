@@ -23,13 +23,14 @@ import re
 import secrets
 import signal
 import socket
-import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from support.airflow_db import answer
+from support.airflow_db import rows as query  # for waits: no rows while the database is busy
 from support.airflow_home import REPO, airflow_environment
 
 pytestmark = [pytest.mark.system, pytest.mark.slow, pytest.mark.timeout(1200)]
@@ -127,23 +128,15 @@ def processes_of(home: Path) -> list[str]:
     return found
 
 
-def query(database: Path, sql: str, *parameters) -> list[tuple]:
-    connection = sqlite3.connect(f"file:{database}?mode=ro", uri=True, timeout=30)
-    try:
-        return connection.execute(sql, parameters).fetchall()
-    except sqlite3.OperationalError:  # the schema is still being created, or the database is busy
-        return []
-    finally:
-        connection.close()
 
 
 def task_states(database: Path, run_id: str = RUN_ID) -> dict[str, str]:
-    rows = query(database, "SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?", DAG_ID, run_id)
+    rows = answer(database, "SELECT task_id, state FROM task_instance WHERE dag_id = ? AND run_id = ?", DAG_ID, run_id)
     return {task: state for task, state in rows}
 
 
 def run_state(database: Path, run_id: str = RUN_ID) -> str | None:
-    rows = query(database, "SELECT state FROM dag_run WHERE dag_id = ? AND run_id = ?", DAG_ID, run_id)
+    rows = answer(database, "SELECT state FROM dag_run WHERE dag_id = ? AND run_id = ?", DAG_ID, run_id)
     return rows[0][0] if rows else None
 
 
@@ -226,7 +219,7 @@ def mark_failed(env: dict[str, str], dag_id: str, run_id: str, task_id: str) -> 
 
 
 def try_number(database: Path, dag_id: str, run_id: str, task_id: str) -> int:
-    rows = query(database, "SELECT try_number FROM task_instance WHERE dag_id = ? AND run_id = ? AND task_id = ?",
+    rows = answer(database, "SELECT try_number FROM task_instance WHERE dag_id = ? AND run_id = ? AND task_id = ?",
                  dag_id, run_id, task_id)
     return int(rows[0][0] or 0) if rows else 0
 
@@ -342,7 +335,7 @@ def test_retrain_pipeline_under_the_real_scheduler_survives_a_triggerer_restart(
     assert try_number(database, DAG_ID, RUN_ID, "train") == 2
     assert "re-attaching to local job" in task_log(home, RUN_ID, "train")
     assert "which is left running" in "\n".join(path.read_text() for path in trigger_logs(home, 1))
-    [(value,)] = query(database, "SELECT value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = 'train' "
+    [(value,)] = answer(database, "SELECT value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = 'train' "
                                  "AND key = 'return_value'", DAG_ID, RUN_ID)
     result = json.loads(value) if isinstance(value, (str, bytes)) else value
     assert (result["backend"], result["status"], result["reattached"]) == ("local", "Completed", True)
@@ -362,7 +355,7 @@ def test_retrain_pipeline_under_the_real_scheduler_survives_a_triggerer_restart(
     written, _ = get_backend("local", workdir=str(home / "trainops")).log_lines(handle, None, limit=1_000_000)
     logged = Counter(event for event in log_events(home, RUN_ID, "train") if event.startswith("[algo-"))
     assert written and logged == Counter(written), (Counter(written) - logged, logged - Counter(written))
-    assert not query(database, "SELECT key FROM variable WHERE key LIKE 'trainops_log_mark%'")  # forgotten at the end
+    assert not answer(database, "SELECT key FROM variable WHERE key LIKE 'trainops_log_mark%'")  # forgotten at the end
 
     # The evaluate task's "Evaluation report" link opens the report on the API server, for a signed-in user only.
     links = rest(env, "GET", f"/api/v2/dags/{DAG_ID}/dagRuns/{RUN_ID}/taskInstances/evaluate/links")

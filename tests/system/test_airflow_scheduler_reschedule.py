@@ -18,7 +18,7 @@ import textwrap
 import time
 
 import pytest
-from test_airflow_scheduler import airflow, airflow_cli, processes_of, query  # noqa: F401 - airflow: the fixture
+from test_airflow_scheduler import airflow, airflow_cli, answer, processes_of, query  # noqa: F401 - airflow: the fixture
 
 pytestmark = [pytest.mark.system, pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -43,7 +43,7 @@ TRAIN_SCRIPT = ("import os, pathlib, time\ntime.sleep(8)\n"
 
 
 def state(database) -> str | None:
-    rows = query(database, "SELECT state FROM task_instance WHERE dag_id = ? AND run_id = ? AND task_id = 'train'",
+    rows = answer(database, "SELECT state FROM task_instance WHERE dag_id = ? AND run_id = ? AND task_id = 'train'",
                  DAG_ID, RUN_ID)
     return rows[0][0] if rows else None
 
@@ -77,7 +77,7 @@ def test_reschedule_mode_under_the_real_scheduler_pokes_then_succeeds_with_one_j
           f"(states seen: {sorted(seen)})")
 
     assert state(database) == "success", components.tail()
-    reschedules = query(database, "SELECT count(*) FROM task_reschedule JOIN task_instance ON task_instance.id = "
+    reschedules = answer(database, "SELECT count(*) FROM task_reschedule JOIN task_instance ON task_instance.id = "
                                   "task_reschedule.ti_id WHERE task_instance.dag_id = ? AND task_instance.run_id = ?",
                         DAG_ID, RUN_ID)
     # Airflow deletes a task's reschedule records when it ends; the state seen while polling is the evidence then
@@ -85,7 +85,7 @@ def test_reschedule_mode_under_the_real_scheduler_pokes_then_succeeds_with_one_j
     assert "deferred" not in seen  # no triggerer, no deferral
     jobs = sorted(path.name for path in (home / "trainops-home" / "jobs").iterdir())  # the home's TRAINOPS_HOME
     assert len(jobs) == 1, f"more than one job for one task instance: {jobs}"
-    [(value,)] = query(database, "SELECT value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = 'train' "
+    [(value,)] = answer(database, "SELECT value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = 'train' "
                                  "AND key = 'return_value'", DAG_ID, RUN_ID)
     result = json.loads(value) if isinstance(value, (str, bytes)) else value
     assert (result["backend"], result["status"], result["job_name"]) == ("local", "Completed", jobs[0])

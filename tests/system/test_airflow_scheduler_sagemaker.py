@@ -31,6 +31,7 @@ from support.moto_server import ACCOUNT_ID, REGION, recording_stop_training_job
 from test_airflow_scheduler import (  # noqa: F401 - airflow: the fixture
     airflow,
     airflow_cli,
+    answer,
     clear_task,
     mark_failed,
     processes_of,
@@ -90,13 +91,13 @@ def wait_for(condition, what: str, components, seconds: float = 300):
 
 
 def state_of(database: Path, run_id: str, task_id: str = "train") -> str | None:
-    rows = query(database, "SELECT state FROM task_instance WHERE dag_id = ? AND run_id = ? AND task_id = ?",
+    rows = answer(database, "SELECT state FROM task_instance WHERE dag_id = ? AND run_id = ? AND task_id = ?",
                  DAG_ID, run_id, task_id)
     return rows[0][0] if rows else None
 
 
 def run_state(database: Path, run_id: str) -> str | None:
-    rows = query(database, "SELECT state FROM dag_run WHERE dag_id = ? AND run_id = ?", DAG_ID, run_id)
+    rows = answer(database, "SELECT state FROM dag_run WHERE dag_id = ? AND run_id = ?", DAG_ID, run_id)
     return rows[0][0] if rows else None
 
 
@@ -200,7 +201,7 @@ def test_clearing_a_deferred_sagemaker_task_never_stops_its_job_and_marking_it_f
     moto_jobs["complete"](job)
     wait_for(lambda: run_state(database, cleared) in ("success", "failed"), "the cleared run's end", components)
     assert run_state(database, cleared) == "success", components.tail()
-    [(value,)] = query(database, "SELECT value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = 'train' "
+    [(value,)] = answer(database, "SELECT value FROM xcom WHERE dag_id = ? AND run_id = ? AND task_id = 'train' "
                                  "AND key = 'return_value'", DAG_ID, cleared)
     result = json.loads(value) if isinstance(value, (str, bytes)) else value
     assert (result["job_name"], result["status"], result["reattached"]) == (job, "Completed", True)

@@ -21,6 +21,7 @@ import time
 from datetime import datetime, timezone
 
 import pytest
+from support.airflow_db import answer, coming_tick_stored, utc
 from test_airflow_scheduler import airflow, airflow_cli, processes_of, query, rest  # noqa: F401 - the fixture
 
 pytestmark = [pytest.mark.system, pytest.mark.slow, pytest.mark.timeout(900)]
@@ -38,21 +39,10 @@ with DAG(dag_id="tick_every_minute", schedule=TickOnlyCronTimetable("* * * * *",
 '''
 
 
-def when(text: str) -> datetime:
-    return datetime.fromisoformat(str(text)).replace(tzinfo=timezone.utc)
-
-
 def runs(database, dag_id: str) -> list[tuple[str, str, datetime]]:
-    """(run_id, run_type, run_after) of every run of a DAG."""
-    return [(run_id, run_type, when(after)) for run_id, run_type, after in
-            query(database, "SELECT run_id, run_type, run_after FROM dag_run WHERE dag_id = ?", dag_id)]
-
-
-def next_run_ahead(database) -> bool:
-    """Whether the clock is in a quiet second (10-40) and ``tick_every_minute``'s stored next run is still ahead."""
-    now = datetime.now(timezone.utc)
-    rows = query(database, "SELECT next_dagrun_create_after FROM dag WHERE dag_id = 'tick_every_minute'")
-    return 10 <= now.second <= 40 and bool(rows) and when(rows[0][0]) > now  # no rows: the database was busy
+    """(run_id, run_type, run_after) of every run of a DAG, once the database answers (busy is not "no runs")."""
+    return [(run_id, run_type, utc(after)) for run_id, run_type, after in
+            answer(database, "SELECT run_id, run_type, run_after FROM dag_run WHERE dag_id = ?", dag_id)]
 
 
 def wait_for(condition, what: str, components, seconds: float = 300):
@@ -76,7 +66,7 @@ def test_unpausing_starts_no_run_but_the_tick_and_new_data_do(airflow):  # noqa:
                                                        "next_dagrun IS NOT NULL", dag_id), dag_id, components, 240)
     # Unpause well after a minute's tick, so that tick is missed (and the next one at least 20 s away), at a moment
     # when the stored next run is already the coming tick (a parse before the tick stored the missed one).
-    wait_for(lambda: next_run_ahead(database), "a quiet second with the coming tick stored", components, 180)
+    wait_for(lambda: coming_tick_stored(database, "tick_every_minute"), "a quiet second with the coming tick stored", components, 180)
     unpaused = datetime.now(timezone.utc)
     for dag_id in ("retrain_pipeline", "tick_every_minute"):
         done = airflow_cli(env, "dags", "unpause", dag_id)
@@ -88,8 +78,8 @@ def test_unpausing_starts_no_run_but_the_tick_and_new_data_do(airflow):  # noqa:
     assert after > unpaused and (after.second, after.microsecond) == (0, 0), (unpaused, ticked)
     # The scheduler has created runs since both were unpaused: none of the weekly DAG's (its last Monday is days old).
     assert runs(database, "retrain_pipeline") == []
-    [(upcoming,)] = query(database, "SELECT next_dagrun_create_after FROM dag WHERE dag_id = 'retrain_pipeline'")
-    assert when(upcoming) > unpaused and when(upcoming).weekday() == 0 and when(upcoming).hour == 3
+    [(upcoming,)] = answer(database, "SELECT next_dagrun_create_after FROM dag WHERE dag_id = 'retrain_pipeline'")
+    assert utc(upcoming) > unpaused and utc(upcoming).weekday() == 0 and utc(upcoming).hour == 3
 
     # New data: an asset event on the training data starts a run at once.
     [asset] = rest(env, "GET", "/api/v2/assets?uri_pattern=x-trainops://digits/training-data")["assets"]
