@@ -150,6 +150,34 @@ def test_the_node_script_reads_how_slurm_ended_the_job_from_slurmstepds_line(tex
     assert (found[0] if found else None) == expected
 
 
+class EndsWhileLooked(Jobs):
+    """Slurm answers the look with the job's end, and what the job's end writes lands while Slurm is asked: the batch
+    host's ended.json, or trainops stop's request before its scancel (the system test's 2-node DDP job once ended
+    between the two reads under load, and the status recorded final had no model)."""
+
+    def __init__(self, job_dir, state, written):
+        super().__init__([job(state)])
+        self.job_dir, self.written = job_dir, written
+
+    def jobs(self):
+        for name, data in self.written.items():
+            records.write(self.job_dir, name, data)
+        return super().jobs()
+
+
+@pytest.mark.parametrize(("state", "written", "expected"), [
+    ("COMPLETED", {records.ENDED: {"status": "Completed", "model_artifact": "/fsx/out/bert-1/output/model.tar.gz"}},
+     {"status": "Completed", "model_artifact": "/fsx/out/bert-1/output/model.tar.gz"}),
+    ("CANCELLED", {records.STOP: {"reason": "stopped by trainops stop (alice)"}},
+     {"status": "Stopped", "failure_reason": "stopped by trainops stop (alice)"}),
+])
+def test_what_the_end_wrote_while_slurm_was_asked_is_in_the_status_and_stays(job_dir, state, written, expected):
+    record = status.read(job_dir, "bert-1", EndsWhileLooked(job_dir, state, written))
+    assert {key: record.get(key) for key in expected} == expected
+    later = status.read(job_dir, "bert-1", Jobs([]))  # the final record, once Slurm forgot the job
+    assert {key: later.get(key) for key in expected} == expected
+
+
 def test_a_look_that_cannot_reach_slurm_decides_nothing(job_dir):
     with pytest.raises(SlurmUnreachable):
         status.read(job_dir, "bert-1", Jobs(down=True))

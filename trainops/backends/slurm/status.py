@@ -112,10 +112,10 @@ def read(job_dir: Path, name: str, transport: Transport) -> dict[str, Any] | Non
     record = records.read(job_dir, records.JOB)
     if record is None:
         return None
-    stop, ended = records.read(job_dir, records.STOP), records.read(job_dir, records.ENDED)
     view: dict[str, Any]
     if record.get("final"):
         view = dict(record["final"])
+        stop = records.read(job_dir, records.STOP)
     else:
         job: SlurmJob | None = None
         if record.get("slurm_job_id") is not None:
@@ -124,6 +124,10 @@ def read(job_dir: Path, name: str, transport: Transport) -> dict[str, Any] | Non
                 job = None  # an id reused after a controller's state was wiped: not this job
         else:
             job = _adopt(job_dir, record, transport)
+        # The job's own records are read after the look, never before: the batch host writes ended.json and trainops
+        # stop writes its request before Slurm can report the end, so a look that saw the end finds them. Read before
+        # the look, a job ending between the two reads was recorded final without its model or the stop's reason.
+        stop, ended = records.read(job_dir, records.STOP), records.read(job_dir, records.ENDED)
         if job is not None:
             view = _from_slurm(job, record, stop, ended)
         elif record.get("slurm_job_id") is None:
