@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,9 @@ AWS_TEST_REGION = "us-east-1"
 # No developer's file of named backends (~/.config/trainops/backends.yaml) reaches a test, nor a test's process:
 # a test of named backends sets its own.
 os.environ["TRAINOPS_BACKENDS"] = os.devnull
+# Nor does a test's job land in the developer's job index (trainops.job_index): one per test session, a test of the
+# index sets its own.
+os.environ["TRAINOPS_JOB_INDEX"] = tempfile.mkdtemp(prefix="trainops-test-job-index-")
 
 
 @pytest.fixture(scope="module")

@@ -390,15 +390,18 @@ class Backend(abc.ABC):
 
         Options go in ``options`` (this backend's `Options` type or a mapping) or as keywords; either way an option
         this backend does not know is a `SpecError` naming it."""
+        from trainops.job_index import remember_job  # the per-user index: `trainops status NAME` finds the job
+
         log = log or _print
         chosen = self.options(options, **option_values)
         check_choice(if_exists, IF_EXISTS, "if_exists")
         check_job_name(name)
         self.dry_run(spec, name, chosen)  # every input problem, before anything is looked up or created
         placement = place_job(name, if_exists, self.status_of, self.label)
-        if placement.reattach:
-            return self._reattach(spec, placement, chosen, log)
-        return self._create(spec, placement.job_name, chosen, detached=detached, log=log)
+        handle = (self._reattach(spec, placement, chosen, log) if placement.reattach
+                  else self._create(spec, placement.job_name, chosen, detached=detached, log=log))
+        remember_job(self, handle)
+        return handle
 
     @property
     def label(self) -> str:
