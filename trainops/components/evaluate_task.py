@@ -93,6 +93,8 @@ def run_evaluate(*, model: Any, spec_json: str, spec_dir: str, backend: str, wor
     message = data["message"] or "no gate"
     report.metadata.update({"passed": bool(data["passed"]), "message": message, "job_name": job_name,
                             "output_dir": data["output_dir"]})
+    if not report.uri.endswith(".html"):
+        report.uri += ".html"  # the page is known by its name: the UI's download and a browser open it as HTML
     write_report(report.path, data, title=f"Evaluation of {job_name}")
     print(f"[evaluate] {json.dumps(data['metrics'], sort_keys=True)}; {message}", flush=True)
     return bool(data["passed"])

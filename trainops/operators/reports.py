@@ -1,12 +1,14 @@
 """The evaluation report in Airflow's UI (Airflow 3): the evaluate task's *Evaluation report* link opens the page.
 
 The evaluate task renders the report KFP shows too (`trainops.steps.report`: the gate's verdict, every metric, the
-loss curve and the script's other plots inlined, the script's ``report.md``) and keeps it as an XCom of the task
-instance (`REPORT_KEY`), so it lives in Airflow's database whichever worker ran the evaluation (its files stay on
-that worker, or in S3). trainops' Airflow plugin mounts a small app on the API server (`URL_PREFIX`) that serves it
-at ``/trainops/reports/<dag_id>/<run_id>/<task_id>?map_index=N`` to whoever may read the DAG's XComs (Airflow's own
-authorization: the UI's session cookie or a bearer token), under a sandboxing Content-Security-Policy: the page is
-the evaluation script's output, so it runs no script and reaches nothing, whatever it holds.
+loss curve and the script's other plots inlined, the script's ``report.md`` rendered as HTML by the one Markdown
+renderer, `trainops.steps.markdown`, which escapes every character of it: no raw HTML of the report passes) and
+keeps it as an XCom of the task instance (`REPORT_KEY`), so it lives in Airflow's database whichever worker ran the
+evaluation (its files stay on that worker, or in S3). trainops' Airflow plugin mounts a small app on the API server
+(`URL_PREFIX`) that serves it at ``/trainops/reports/<dag_id>/<run_id>/<task_id>?map_index=N`` to whoever may read
+the DAG's XComs (Airflow's own authorization: the UI's session cookie or a bearer token), under a sandboxing
+Content-Security-Policy: the page is the evaluation script's output, so it runs no script and reaches nothing,
+whatever it holds.
 
 Nothing heavy is imported at parse time: the app (FastAPI, the API server's security) is imported on its first
 request.
@@ -40,7 +42,7 @@ def report_page(evaluation: dict[str, Any], title: str) -> str:
 
     page = render_report(evaluation, title=title)
     if len(page.encode("utf-8")) > MAX_REPORT_BYTES:
-        page = render_report({**evaluation, "plots": []}, title=title).replace(
+        page = render_report(evaluation, title=title, embed=False).replace(
             "<h2>Metrics</h2>", "<p>plots not embedded (the page would exceed "
             f"{MAX_REPORT_BYTES // (1024 * 1024)} MiB): see the evaluation output</p><h2>Metrics</h2>", 1)
     return page

@@ -62,8 +62,9 @@ def test_metrics_are_logged_the_report_embeds_the_curve_and_the_gate_decides(set
                                         **inputs)
     assert passed is True
     assert metrics.metadata == {"accuracy": 0.97, "loss": 0.25}
+    assert report.path.endswith(".html")  # the artifact is known as a page by its name
     page = Path(report.path).read_text()
-    assert "data:image/png;base64," in page and "# evaluated digits.npz" in page
+    assert "data:image/png;base64," in page and "<h1>evaluated digits.npz</h1>" in page  # report.md rendered
     assert report.metadata["passed"] is True and report.metadata["job_name"] == "job-7"
     assert report.metadata["output_dir"] == str(tmp_path / "work" / "evaluations" / "job-7")
     assert json.loads((tmp_path / "work" / "evaluations" / "job-7" / "metrics.json").read_text())["loss"] == 0.25
