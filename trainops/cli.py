@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "trainops.commands.stage_commands",
     "trainops.commands.models_commands",
     "trainops.commands.job_commands",
+    "trainops.commands.index_commands",
     "trainops.commands.kfp_commands",
     "trainops.commands.backend_commands",
 ]

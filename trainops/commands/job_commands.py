@@ -58,9 +58,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     for name, text in (("status", "show a job's status"), ("logs", "print a job's logs, every host"),
                        ("stop", "stop a running job")):
-        command = subparsers.add_parser(name, help=text, description=f"{text[0].upper()}{text[1:]}, on the backend "
-                                        "--backend names (default: the default backend); -o gives the settings "
-                                        "that reach it.")
+        command = subparsers.add_parser(name, help=text, description=f"{text[0].upper()}{text[1:]}. With no "
+                                        "--backend, -o, --workdir or --region, the job is found by its name where "
+                                        "trainops started it (the per-user job index `trainops jobs` lists); else "
+                                        "on the backend --backend names (default: the default backend), -o giving "
+                                        "the settings that reach it.")
         command.add_argument("job_name", help="the job's name")
         add_backend_arguments(command)
         command.add_argument("--workdir", default=None, help="shorthand for -o workdir=DIR: the state directory")
@@ -152,7 +154,23 @@ def _run_job(args: argparse.Namespace) -> int:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
     _print_outcome(result)
+    _print_report(held, result)
     return code
+
+
+def _print_report(held: list, result: dict) -> None:
+    """The run's last line: the job's HTML page (`trainops report NAME` writes it again, current)."""
+    if not held:
+        return
+    from trainops.commands.report_files import job_report
+
+    backend, handle = held[-1]
+    try:
+        path = job_report(backend, backend.handle(result.get("job_name") or handle.job_name), dict(result))
+    except (OSError, ValueError) as error:  # the job ran; a page that cannot be written is a note
+        print(f"trainops: warning: the job's report could not be written: {error}", file=sys.stderr)
+        return
+    print(f"{'report:':<11} {path}  (trainops report {result.get('job_name') or handle.job_name})", flush=True)
 
 
 def _reattach_hint(args: argparse.Namespace, held: list) -> str:
@@ -206,17 +224,69 @@ def _airflow_workdir() -> str | None:
     return os.path.join(home, "trainops") if home and os.path.isdir(os.path.join(home, "trainops")) else None
 
 
-def _job(args: argparse.Namespace):
-    """(backend, handle) of the job a status / logs / stop command names, on the backend it names (the default
-    when none): the name is checked first; a name with no job there is a `SpecError` saying where it looked and
-    how to choose another backend. A backend whose jobs live in a work directory, given none, looks in the Airflow
-    deployment's too (its tasks start jobs there: `trainops logs NAME` on a worker finds them)."""
+def _place_not_given(args: argparse.Namespace) -> bool:
+    """Whether the command names no backend and no place (no --backend, -o, --workdir or --region)."""
+    return not (getattr(args, "backend", None) or getattr(args, "backend_option", None)
+                or getattr(args, "workdir", None) or getattr(args, "region", None))
+
+
+def _warn(text: str) -> None:
+    print(f"trainops: warning: {text}", file=sys.stderr)
+
+
+def indexed_job(args: argparse.Namespace, *, only_one: bool = False) -> tuple[Any, Any, str]:
+    """(backend, handle, note) of the job the per-user index (`trainops.job_index`) remembers under
+    ``args.job_name``: the newest entry whose backend still has it. (None, None, note) when none does; the note says
+    what the index held. ``only_one``: several places hold the name (a stop must not guess): `SpecError` listing
+    them."""
+    from trainops.backends.api import get_backend
+    from trainops.errors import Problem, SpecError
+    from trainops.job_index import entries
+    from trainops.steps.human import moment
+
+    found = entries(name=args.job_name, warn=_warn)
+    if not found:
+        return None, None, ""
+    if only_one and len(found) > 1:
+        listed = "; ".join(f"the {entry.backend} backend ({entry.place}), started {moment(entry.started)}"
+                           for entry in found)
+        raise SpecError(Problem("job_name", f"{len(found)} jobs are called {args.job_name!r}: {listed}; choose one "
+                                            "with --backend NAME and -o KEY=VALUE for where it lives"))
+    missing = []
+    for entry in found:
+        try:
+            backend = get_backend(entry.backend, options=entry.location, source="the job index")
+            if backend.status_of(args.job_name) is not None:
+                if len(found) > 1:
+                    print(f"trainops: note: {args.job_name} is on the {entry.backend} backend ({entry.place}), the "
+                          f"newest of {len(found)} places the job index holds it; --backend and -o choose another",
+                          file=sys.stderr)
+                return backend, backend.handle(args.job_name), ""
+        except SpecError as error:
+            missing.append(f"the {entry.backend} backend ({entry.place}): {error}")
+            continue
+        missing.append(f"the {entry.backend} backend ({entry.place}) has no such job now")
+    return None, None, "; the job index remembers it on " + "; ".join(missing)
+
+
+def find_job(args: argparse.Namespace, *, only_one: bool = False):
+    """(backend, handle) of the job a status / logs / stop / report command names. With no backend and no place
+    given, the per-user job index says where the job lives (the backend and its place when it was started: a
+    pipeline's work directory, a SageMaker region); otherwise (or when the index knows no such job) the backend
+    named, the default when none. A name with no job there is a `SpecError` saying where it looked and how to choose
+    another backend. A backend whose jobs live in a work directory, given none, looks in the Airflow deployment's
+    too (its tasks start jobs there: `trainops logs NAME` on a worker finds them)."""
     from trainops.backends import choices
     from trainops.commands.backend_args import backend_options, open_backend
     from trainops.errors import Problem, SpecError
     from trainops.spec.names import check_job_name
 
     check_job_name(args.job_name)
+    note = ""
+    if _place_not_given(args):
+        backend, handle, note = indexed_job(args, only_one=only_one)
+        if backend is not None:
+            return backend, handle
     options = backend_options(args, workdir=args.workdir, region=args.region)
     backend = open_backend(args, options)
     if backend.status_of(args.job_name) is None:
@@ -234,7 +304,8 @@ def _job(args: argparse.Namespace):
             others = ", ".join(name for name in choices() if name != named)
             raise SpecError(Problem("job_name", f"no job {args.job_name!r} on the {named} backend (looked in "
                                                 f"{looked}); a job of another backend: --backend NAME ({others}) "
-                                                "with -o KEY=VALUE for where it lives"))
+                                                "with -o KEY=VALUE for where it lives; `trainops jobs` lists the "
+                                                f"jobs trainops started for you{note}"))
         backend = found
     return backend, backend.handle(args.job_name)
 
@@ -242,7 +313,7 @@ def _job(args: argparse.Namespace):
 def status_command(args: argparse.Namespace) -> int:
     from trainops.steps.attempts import attempts_report, cost_line
 
-    backend, handle = _job(args)
+    backend, handle = find_job(args)
     record = backend.status_record(handle)
     report = attempts_report(backend, handle.job_name, record)
     record.update(report)
@@ -251,20 +322,26 @@ def status_command(args: argparse.Namespace) -> int:
         json.dump(record, sys.stdout, indent=2, default=str)
         sys.stdout.write("\n")
     else:
-        for key, value in record.items():
-            if value not in (None, "", [], {}):
-                print(f"{key}: {value}")
+        from trainops.steps.human import lines
+
+        # A person's view: times as dates, lists as lists; the whole spec and the raw history are in --json.
+        print("\n".join(lines({key: value for key, value in record.items() if key not in HUMAN_SKIPS})))
     return 0
 
 
+#: What plain `status` leaves to --json: the whole spec and SageMaker's raw status history (the attempts, the
+#: failure class and its evidence say what they mean).
+HUMAN_SKIPS = frozenset({"spec", "secondary_status_history"})
+
+
 def logs_command(args: argparse.Namespace) -> int:
-    backend, handle = _job(args)
+    backend, handle = find_job(args)
     for line in backend.logs(handle, follow=args.follow):
         print(line, flush=True)
     return 0
 
 
 def stop_command(args: argparse.Namespace) -> int:
-    backend, handle = _job(args)
+    backend, handle = find_job(args, only_one=True)
     print(backend.stop(handle))
     return 0

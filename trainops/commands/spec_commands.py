@@ -14,12 +14,13 @@ from trainops.errors import SpecError
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the spec commands to the command line."""
     validate = subparsers.add_parser(
-        "validate", help="check a job spec (YAML or JSON) and the code it names",
+        "validate", help="check a job spec or a pipeline file (YAML or JSON) and the code it names",
         description="Check a job spec file and the files it names on this machine (source_dir, the entry_point in "
                     "it, each of dependencies; relative paths are against the spec file's directory) with the checks "
-                    "run makes before it creates anything. Exit 0 when valid; exit 2 with every problem on stderr "
-                    "when not.")
-    validate.add_argument("file", help="job spec file (YAML or JSON)")
+                    "run makes before it creates anything; a pipeline file is checked whole, every step (the train "
+                    "spec, the backend's settings, the scripts, the gate), as `trainops run` checks it before its "
+                    "first step. Exit 0 when valid; exit 2 with every problem on stderr when not.")
+    validate.add_argument("file", help="job spec or pipeline file (YAML or JSON)")
     validate.add_argument("--quiet", "-q", action="store_true", help="print nothing when valid")
     validate.set_defaults(handler=validate_command)
 
@@ -27,8 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "render", help="print exactly what the backend would create (dry run)",
         description="Render a job spec to what its backend would create, on stdout: for the local and SageMaker "
                     "backends the boto3 create_training_job request, as JSON. Nothing is created. Environment values "
-                    "whose names look like secrets are masked.")
-    render.add_argument("file", help="job spec file (YAML or JSON)")
+                    "whose names look like secrets are masked. A pipeline file is checked whole (as validate does) "
+                    "and its train step's request is rendered, on the pipeline's backend unless --backend says.")
+    render.add_argument("file", help="job spec or pipeline file (YAML or JSON)")
     from trainops.commands.backend_args import add_backend_arguments
 
     add_backend_arguments(render)
@@ -49,21 +51,80 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     schema.set_defaults(handler=schema_command)
 
 
+def is_pipeline_file(path: str) -> bool:
+    """Whether ``path`` holds a pipeline file (it has steps, or a backend or workdir) rather than a job spec."""
+    from trainops.commands.job_commands import PIPELINE_KEYS
+    from trainops.spec.loader import read_document
+
+    document = read_document(path)
+    return isinstance(document, dict) and bool(PIPELINE_KEYS.intersection(document))
+
+
+def checked_pipeline(path: str, backend: str | None = None, backend_options: dict[str, Any] | None = None) -> Any:
+    """The pipeline file at ``path`` checked whole (`trainops.steps.pipeline.check_pipeline`: every step, one
+    `SpecError` with every problem) and resolved (`trainops.steps.plan.resolve_plan`)."""
+    from pathlib import Path
+
+    from trainops.spec.pipeline import load_pipeline
+    from trainops.steps.pipeline import check_pipeline
+    from trainops.steps.plan import resolve_plan
+
+    pipeline = load_pipeline(path)
+    directory = Path(path).resolve().parent
+    check_pipeline(pipeline, directory, backend, source=str(path), backend_options=backend_options)
+    return resolve_plan(pipeline, backend, pipeline_dir=directory, backend_options=backend_options)
+
+
+def _pipeline_summary(plan: Any) -> str:
+    spec = plan.train.spec
+    steps = []
+    if plan.prepare:
+        steps.append(f"prepare ({os.path.basename(plan.prepare.script)})")
+    if plan.stage:
+        steps.append("stage")
+    steps.append(f"train ({_where(spec)})")
+    if plan.evaluate:
+        gate = plan.evaluate.gate
+        steps.append(f"evaluate (gate {gate if isinstance(gate, str) else json.dumps(gate)})" if gate else "evaluate")
+    if plan.register:
+        steps.append(f"register ({plan.register.group})")
+    return f"pipeline {plan.name} on the {plan.backend} backend: {', '.join(steps)}"
+
+
+def _where(spec: Any) -> str:
+    if spec.instance_groups:
+        groups = ", ".join(f"{group.instance_count} x {group.instance_type}" for group in spec.instance_groups)
+        return f"{spec.dist.type} on instance groups {groups}"
+    return f"{spec.dist.type} on {spec.instance_count} x {spec.instance_type}"
+
+
 def validate_command(args: argparse.Namespace) -> int:
     from trainops.backends.request.code import code_problems  # what run refuses in the files the spec names
     from trainops.spec import load_job_spec
+
+    if is_pipeline_file(args.file):
+        return _validate_pipeline(args)
 
     spec = load_job_spec(args.file)  # paths made absolute against the spec file's directory, as run makes them
     problems = code_problems(spec)
     if problems:
         raise SpecError(problems, args.file)
     if not args.quiet:
-        if spec.instance_groups:
-            groups = ", ".join(f"{group.instance_count} x {group.instance_type}" for group in spec.instance_groups)
-            where = f"instance groups {groups}"
-        else:
-            where = f"{spec.instance_count} x {spec.instance_type}"
-        print(f"{args.file}: valid ({spec.dist.type} on {where})")
+        print(f"{args.file}: valid ({_where(spec)})")
+    _notes(args, spec)
+    return 0
+
+
+def _validate_pipeline(args: argparse.Namespace) -> int:
+    plan = checked_pipeline(args.file)
+    if not args.quiet:
+        print(f"{args.file}: valid ({_pipeline_summary(plan)})")
+    _notes(args, plan.train.spec, plan.region)
+    return 0
+
+
+def _notes(args: argparse.Namespace, spec: Any, region: str | None = None) -> None:
+    """The spec's deprecations and the forecast of one attempt, on stderr (stdout keeps the verdict)."""
     from trainops.spec.deprecations import deprecation_warnings
 
     notes = deprecation_warnings(spec)
@@ -71,8 +132,7 @@ def validate_command(args: argparse.Namespace) -> int:
         # One line, on stderr, exit 0: the spec works, the user should know before paying for it.
         print(f"{args.file}: warning: {'; '.join(notes)}", file=sys.stderr)
     if not args.quiet:
-        print_forecast(spec, default_region())
-    return 0
+        print_forecast(spec, region or default_region())
 
 
 def print_forecast(spec: Any, region: str | None) -> None:
@@ -94,12 +154,36 @@ def render_command(args: argparse.Namespace) -> int:
     from trainops.spec import load_job_spec
     from trainops.spec.names import timestamped_job_name
 
-    spec = load_job_spec(args.file)
-    job_name = args.job_name or timestamped_job_name(spec.name or "trainops")
     options = backend_options(args, launcher=args.launcher, region=args.region)
-    # A dry run: the backend renders what it would create and calls nothing (no region needed from AWS).
-    backend = get_backend(args.backend, options=options, source="backend options", region=default_region())
+    region = default_region()
+    is_pipeline = is_pipeline_file(args.file)
+    if is_pipeline:
+        # The whole pipeline checked, then its train step's request on the pipeline's backend and settings.
+        plan = checked_pipeline(args.file, args.backend, options)
+        spec = plan.train.spec
+        job_name = args.job_name or plan.train.job_name or timestamped_job_name(spec.name or plan.name)
+        from trainops.backends import backend_class
+
+        # As the runner trains it: the step's channels and ranks per host where the backend takes them.
+        step_options = backend_class(plan.backend).takes({"channel_overrides": plan.train.channels or None,
+                                                          "processes_per_host": plan.train.processes_per_host})
+        backend = get_backend(plan.backend, options={**step_options, **plan.backend_options},
+                              source="backend_options", workdir=plan.workdir, region=plan.region or region)
+        print(f"{args.file}: {_pipeline_summary(plan)}; the train step's request:", file=sys.stderr, flush=True)
+    else:
+        spec = load_job_spec(args.file)
+        job_name = args.job_name or timestamped_job_name(spec.name or "trainops")
+        # A dry run: the backend renders what it would create and calls nothing (no region needed from AWS).
+        backend = get_backend(args.backend, options=options, source="backend options", region=region)
     rendered = backend.render_request(spec, job_name)
+    if is_pipeline:
+        from trainops.spec.secrets import masked_spec_document
+
+        # One document: every step as the runner resolves it (secret-looking values masked) and the train request.
+        resolved = plan.to_dict()
+        resolved["train_spec"] = masked_spec_document(resolved["train_spec"])
+        resolved["train_job_name"] = job_name
+        rendered = {"pipeline": resolved, "train_request": rendered}
     if isinstance(rendered, str):
         sys.stdout.write(rendered if rendered.endswith("\n") else rendered + "\n")
     else:

@@ -150,13 +150,25 @@ class PipelineRunner:
         # below an open handle, through an unguessable temporary, never through a link planted under either name.
         from trainops.backends.hostfs.safe_fs import write_file_at
 
-        data = json.dumps(self.run_record.to_dict(), indent=2, default=str).encode("utf-8")
+        record = self.run_record.to_dict()
+        data = json.dumps(record, indent=2, default=str).encode("utf-8")
         state = self._open_state()
         try:
             write_file_at(state, "last-run.json", data, 0o644)
+            # The run's page (`trainops report NAME` shows it): the steps, the training job, the evaluation.
+            write_file_at(state, REPORT_FILE, pipeline_page(json.loads(data)).encode("utf-8"), 0o644)
         finally:
             os.close(state)
+        from trainops.job_index import remember_pipeline
+
+        remember_pipeline(self.pipeline.name, str(self.workdir), str(self.record_path), self.run_record.started,
+                          self.backend)
         return self.run_record
+
+    @property
+    def record_path(self) -> Path:
+        """The run's ``last-run.json``; its page, `REPORT_FILE`, lies beside it."""
+        return self.workdir / "pipelines" / self.pipeline.name / "last-run.json"
 
     def _open_state(self) -> int:
         """``<workdir>/pipelines/<name>`` held open (created when missing); `SpecError` on ``workdir`` when trainops
@@ -218,10 +230,13 @@ class PipelineRunner:
         from trainops.backends import backend_class
 
         options = backend_class(self.plan.backend).takes({"checkpoint_key": job_name})
-        result = train(spec, backend=self.plan.backend, backend_options=self.plan.backend_options,
-                       job_name=job_name, if_exists="reattach", log=self.log, workdir=self.plan.workdir,
-                       region=self.plan.region, processes_per_host=step.processes_per_host,
-                       channel_overrides=step.channels, retries=step.retries, **options)
+        from trainops.job_index import pipeline_context
+
+        with pipeline_context(self.pipeline.name, str(self.record_path)):  # its jobs name the pipeline in the index
+            result = train(spec, backend=self.plan.backend, backend_options=self.plan.backend_options,
+                           job_name=job_name, if_exists="reattach", log=self.log, workdir=self.plan.workdir,
+                           region=self.plan.region, processes_per_host=step.processes_per_host,
+                           channel_overrides=step.channels, retries=step.retries, **options)
         if result.get("reattached"):
             logger.info("[pipeline] training skipped: job %s already completed with the same inputs (spec hash and "
                         "data); use --force to train again", result["job_name"])
@@ -338,11 +353,33 @@ def run_pipeline_file(path: str, *, backend: str | None = None, force: bool = Fa
         logger.info("[pipeline] %s: %s: %s", pipeline.name, runner.run_record.status, error)
         if isinstance(error, SpecError):
             raise
+        for line in result_lines(runner):
+            logger.info("%s", line)
         return 1
     from trainops.steps.attempts import cost_line
 
     logger.info("[pipeline] %s: %s in %.1f s%s; training %s", pipeline.name, record.status,
                 record.to_dict()["duration_seconds"], f" ({record.message})" if record.message else "",
                 cost_line(record.cost))
-    logger.info("[pipeline] results: %s", Path(pipeline.workdir or ".") / "pipelines" / pipeline.name / "last-run.json")
+    for line in result_lines(runner):
+        logger.info("%s", line)
     return 0
+
+
+def result_lines(runner: PipelineRunner) -> list[str]:
+    """The run's last lines: where its record, its page and its plots are, and the command that shows the page."""
+    found = [f"[pipeline] results: {runner.record_path}",
+             f"[pipeline] report:  {runner.record_path.parent / REPORT_FILE}  (trainops report {runner.pipeline.name})"]
+    evaluation = runner.run_record.steps.get("evaluate") or {}
+    found += [f"[pipeline] plot:    {plot}" for plot in evaluation.get("plots") or []]
+    return found
+
+
+REPORT_FILE = "report.html"
+
+
+def pipeline_page(record: dict[str, Any]) -> str:
+    """The HTML page of a pipeline run's record (`trainops.steps.report.render_pipeline_report`)."""
+    from trainops.steps.report import render_pipeline_report
+
+    return render_pipeline_report(record, title=f"Pipeline {record.get('name', '')}")

@@ -1,0 +1,68 @@
+"""`trainops validate` and `trainops render` take a pipeline file (issue 47 item 2), run as a user runs them (the
+venv's `trainops`): every step checked with one report of every problem at its path, and the train step's request
+rendered on the pipeline's backend."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+TRAINOPS = str(Path(sys.executable).parent / "trainops")
+SMDDP = ROOT / "examples" / "specs" / "smddp-p4d.yaml"
+
+
+def trainops(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:
+    env = {key: value for key, value in os.environ.items() if key not in ("AWS_REGION", "AWS_DEFAULT_REGION")}
+    return subprocess.run([TRAINOPS, *args], capture_output=True, text=True, cwd=str(cwd), env=env, timeout=120)
+
+
+def test_validate_takes_the_pipeline_make_run_runs():
+    checked = trainops("validate", "examples/digits/pipeline.yaml")
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.strip() == (
+        "examples/digits/pipeline.yaml: valid (pipeline digits-retrain on the local backend: prepare "
+        "(prepare_data.py), stage, train (torch_distributed on 2 x ml.g5.xlarge), evaluate (gate accuracy >= 0.95), "
+        "register (digits-classifier))")
+    assert "forecast: at most $" in checked.stderr  # the train step's forecast, as for a spec
+    assert trainops("validate", "-q", "examples/digits/pipeline.yaml").stdout == ""
+
+
+def test_every_step_is_checked_with_one_report(tmp_path):
+    (tmp_path / "train.yaml").write_text("name: t\nentry_point: train.py\ninstance_type: ml.g5.xlarge\n"
+                                         "instance_count: 0\n")
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text("name: broken\nworkdir: work\nsteps:\n  prepare: {script: missing.py}\n"
+                        "  train: {spec: train.yaml}\n"
+                        "  evaluate: {entry_point: evaluate.py, gate: 'accuracy >>= 0.9'}\n")
+    refused = trainops("validate", str(pipeline))
+    assert refused.returncode == 2 and refused.stdout == ""
+    problems = [line for line in refused.stderr.splitlines() if line.startswith("  - ")]
+    paths = sorted(line[4:].split(":")[0] for line in problems)
+    assert paths == ["steps.evaluate.entry_point", "steps.evaluate.gate.operator", "steps.prepare.script",
+                     "steps.train.spec.instance_count"], refused.stderr
+    assert "hyperparameters" not in refused.stderr  # no list of every spec key: the pipeline is read as one
+    rendered = trainops("render", str(pipeline))
+    assert rendered.returncode == 2 and rendered.stdout == "" and "steps.train.spec.instance_count" in rendered.stderr
+
+
+def test_render_prints_every_steps_plan_and_the_train_request(tmp_path):
+    (tmp_path / "evaluate.py").write_text("print('evaluating')\n")
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text(f"name: gpt-retrain\nworkdir: work\nsteps:\n  train:\n    spec: {SMDDP}\n"
+                        "    job_name: gpt-7\n  evaluate: {entry_point: evaluate.py, gate: 'accuracy >= 0.9'}\n"
+                        "  register: {group: gpt}\n")
+    for backend in ([], ["--backend", "sagemaker"]):
+        rendered = trainops("render", str(pipeline), *backend, cwd=tmp_path)
+        assert rendered.returncode == 0, rendered.stderr
+        document = json.loads(rendered.stdout)
+        assert document["pipeline"]["pipeline_name"] == "gpt-retrain"
+        assert document["pipeline"]["backend"] == (backend[1] if backend else "local")
+        assert document["pipeline"]["evaluate_gate"] == "accuracy >= 0.9"
+        assert document["pipeline"]["register_group"] == "gpt"
+        request = document["train_request"]
+        assert request["TrainingJobName"] == "gpt-7" and request["ResourceConfig"]["InstanceCount"] == 2
+        assert "the train step's request:" in rendered.stderr and "forecast: at most $" in rendered.stderr
