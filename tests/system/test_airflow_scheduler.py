@@ -364,6 +364,7 @@ def test_retrain_pipeline_under_the_real_scheduler_survives_a_triggerer_restart(
     status, headers, page = fetch(env, url)
     assert status == 200 and "sandbox" in headers["content-security-policy"], (status, headers)
     assert "Quality gate passed" in page and "Digits classifier evaluation" in page  # the verdict, report.md
+    assert "<h1>Digits classifier evaluation</h1>" in page and "# Digits" not in page  # rendered, not raw Markdown
     [curve] = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)  # the loss curve, inlined
     assert base64.b64decode(curve).startswith(b"\x89PNG")
     # Airflow's own check guards it: a forged token is refused (this deployment makes a request without one an

@@ -88,10 +88,12 @@ def test_the_digits_pipeline_runs_every_task_and_registers_the_model(first_run):
     [metrics] = evaluate["artifacts"]["metrics"]["artifacts"]
     assert set(metrics["metadata"]) == {"accuracy", "loss", "test_images"} and metrics["metadata"]["accuracy"] >= 0.95
     [report] = evaluate["artifacts"]["report"]["artifacts"]
+    assert report["uri"].endswith(".html")  # the artifact is a page by its name
     page = Path(report["uri"]).read_text()
     [curve] = re.findall(r'src="data:image/png;base64,([A-Za-z0-9+/=]+)"', page)
     assert base64.b64decode(curve).startswith(b"\x89PNG")  # the loss curve, inlined
     assert "Digits classifier evaluation" in page  # the script's report.md
+    assert "<h1>Digits classifier evaluation</h1>" in page and "# Digits" not in page  # rendered, not raw Markdown
 
     register = executor_output(outputs, "register-model")["parameterValues"]
     assert (register["version"], register["approval_status"]) == (1, "Approved")

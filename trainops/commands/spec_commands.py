@@ -175,7 +175,17 @@ def render_command(args: argparse.Namespace) -> int:
         job_name = args.job_name or timestamped_job_name(spec.name or "trainops")
         # A dry run: the backend renders what it would create and calls nothing (no region needed from AWS).
         backend = get_backend(args.backend, options=options, source="backend options", region=region)
-    rendered = backend.render_request(spec, job_name)
+    try:
+        rendered = backend.render_request(spec, job_name)
+    except SpecError as error:
+        if not is_pipeline:
+            raise
+        from trainops.errors import Problem
+
+        # Each problem at its place in the pipeline file, as validate names them.
+        raise SpecError([Problem(f"steps.train.spec.{problem.path}" if problem.path else "steps.train.spec",
+                                 problem.message) for problem in error.problems],
+                        f"{args.file} (the train step's request for the {plan.backend} backend)") from None
     if is_pipeline:
         from trainops.spec.secrets import masked_spec_document
 

@@ -39,3 +39,13 @@ def test_the_link_points_at_the_api_servers_page_once_there_is_one():
     assert link.endswith(report_path(key.dag_id, key.run_id, key.task_id))
     assert link.endswith("/trainops/reports/retrain%20pipeline/manual__2026-01-05T03%3A00%3A00%2B00%3A00/evaluate"
                          "?map_index=-1")
+
+
+def test_the_scripts_report_md_is_rendered_and_nothing_of_it_passes_raw(tmp_path):
+    (tmp_path / "report.md").write_text("# Digits <script>alert(1)</script>\n\n- accuracy **0.98**\n\n"
+                                        "<img src=x onerror=alert(1)>\n\n[x](javascript:alert(1))\n")
+    page = report_page({**evaluation(tmp_path, 10), "report": str(tmp_path / "report.md")}, "Evaluation of evaluate")
+    assert "<h1>Digits &lt;script&gt;alert(1)&lt;/script&gt;</h1>" in page
+    assert "<li>accuracy <strong>0.98</strong></li>" in page
+    assert "<script" not in page and "<img src=x" not in page and "&lt;img src=x onerror=alert(1)&gt;" in page
+    assert "javascript" not in page  # a link to anything but http(s)/mailto keeps only its text
