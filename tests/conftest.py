@@ -102,3 +102,10 @@ def task_state(monkeypatch):
 
     monkeypatch.setattr("trainops.operators.kills.task_state", state)
     return states
+
+
+@pytest.fixture(autouse=True)
+def _own_job_index(monkeypatch, tmp_path_factory):
+    """Each test its own job index (trainops.job_index): a job another test ran under the same name is never the
+    one `trainops status NAME` finds."""
+    monkeypatch.setenv("TRAINOPS_JOB_INDEX", str(tmp_path_factory.mktemp("job-index")))

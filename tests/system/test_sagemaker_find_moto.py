@@ -56,6 +56,9 @@ def test_status_logs_jobs_and_report_need_only_the_name(project, tmp_path):
     described = json.loads(trainops("status", "find-moto-1", "--json", **no_region).stdout)
     assert described["job_name"] == "find-moto-1" and described["status"] == "Completed"
     assert trainops("logs", "find-moto-1", **no_region).returncode == 0
+    # the command of the issue: --backend alone, no region anywhere
+    named = trainops("status", "find-moto-1", "--backend", "sagemaker", **no_region)
+    assert named.returncode == 0 and "status: Completed" in named.stdout, named.stderr
 
     listed = trainops("jobs", **no_region)
     assert listed.returncode == 0, listed.stderr

@@ -59,10 +59,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     for name, text in (("status", "show a job's status"), ("logs", "print a job's logs, every host"),
                        ("stop", "stop a running job")):
         command = subparsers.add_parser(name, help=text, description=f"{text[0].upper()}{text[1:]}. With no "
-                                        "--backend, -o, --workdir or --region, the job is found by its name where "
-                                        "trainops started it (the per-user job index `trainops jobs` lists); else "
-                                        "on the backend --backend names (default: the default backend), -o giving "
-                                        "the settings that reach it.")
+                                        "-o, --workdir or --region, the job is found by its name where trainops "
+                                        "started it (the per-user job index `trainops jobs` lists; of the --backend "
+                                        "named, if one is); else on the backend --backend names (default: the "
+                                        "default backend), -o giving the settings that reach it.")
         command.add_argument("job_name", help="the job's name")
         add_backend_arguments(command)
         command.add_argument("--workdir", default=None, help="shorthand for -o workdir=DIR: the state directory")
@@ -225,9 +225,10 @@ def _airflow_workdir() -> str | None:
 
 
 def _place_not_given(args: argparse.Namespace) -> bool:
-    """Whether the command names no backend and no place (no --backend, -o, --workdir or --region)."""
-    return not (getattr(args, "backend", None) or getattr(args, "backend_option", None)
-                or getattr(args, "workdir", None) or getattr(args, "region", None))
+    """Whether the command names no place of a backend (no -o, --workdir or --region; a --backend alone names
+    none: the job index says where that backend's job is)."""
+    return not (getattr(args, "backend_option", None) or getattr(args, "workdir", None)
+                or getattr(args, "region", None))
 
 
 def _warn(text: str) -> None:
@@ -244,7 +245,9 @@ def indexed_job(args: argparse.Namespace, *, only_one: bool = False) -> tuple[An
     from trainops.job_index import entries
     from trainops.steps.human import moment
 
-    found = entries(name=args.job_name, warn=_warn)
+    wanted = getattr(args, "backend", None)
+    found = [entry for entry in entries(name=args.job_name, warn=_warn)
+             if wanted in (None, entry.backend, entry.named_as)]
     if not found:
         return None, None, ""
     if only_one and len(found) > 1:
@@ -270,12 +273,13 @@ def indexed_job(args: argparse.Namespace, *, only_one: bool = False) -> tuple[An
 
 
 def find_job(args: argparse.Namespace, *, only_one: bool = False):
-    """(backend, handle) of the job a status / logs / stop / report command names. With no backend and no place
-    given, the per-user job index says where the job lives (the backend and its place when it was started: a
-    pipeline's work directory, a SageMaker region); otherwise (or when the index knows no such job) the backend
-    named, the default when none. A name with no job there is a `SpecError` saying where it looked and how to choose
-    another backend. A backend whose jobs live in a work directory, given none, looks in the Airflow deployment's
-    too (its tasks start jobs there: `trainops logs NAME` on a worker finds them)."""
+    """(backend, handle) of the job a status / logs / stop / report command names. With no place given (--backend
+    alone names none), the per-user job index says where the job lives (the backend and its place when it was
+    started: a pipeline's work directory, a SageMaker region), among the jobs of the --backend named if any;
+    otherwise (or when the index knows no such job) the backend named, the default when none. A name with no job
+    there is a `SpecError` saying where it looked and how to choose another backend. A backend whose jobs live in a
+    work directory, given none, looks in the Airflow deployment's too (its tasks start jobs there: `trainops logs
+    NAME` on a worker finds them)."""
     from trainops.backends import choices
     from trainops.commands.backend_args import backend_options, open_backend
     from trainops.errors import Problem, SpecError

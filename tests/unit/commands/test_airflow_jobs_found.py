@@ -21,7 +21,10 @@ def test_a_job_started_by_airflow_is_found_by_status_and_logs(tmp_path):
     spec.write_text(f"entry_point: train.py\nsource_dir: {tmp_path / 'src'}\ninstance_type: ml.m5.large\n")
     airflow_home = tmp_path / "airflow"
     env = {**os.environ, "AIRFLOW_HOME": str(airflow_home), "TRAINOPS_HOME": str(tmp_path / "elsewhere")}
-    ran = _cli("run", str(spec), "--job-name", "airflow-job-1", "--workdir", str(airflow_home / "trainops"), env=env)
+    # The task's own job index is the worker's, not this user's (the fallback is what is tested here; the index's
+    # finding is tests/system/test_find_jobs_cli.py)
+    ran = _cli("run", str(spec), "--job-name", "airflow-job-1", "--workdir", str(airflow_home / "trainops"),
+               env={**env, "TRAINOPS_JOB_INDEX": str(tmp_path / "worker-index")})
     assert ran.returncode == 0, ran.stdout + ran.stderr
     status = _cli("status", "airflow-job-1", env=env)
     assert status.returncode == 0 and "Completed" in status.stdout, status.stdout + status.stderr

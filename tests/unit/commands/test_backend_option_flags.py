@@ -50,11 +50,12 @@ def test_run_status_logs_and_stop_take_the_backends_settings_as_options(spec, tm
     assert code == 0 and "rank on algo-1 read staged-data" in out
     code, out, _ = cli("stop", "opt-1", "--workdir", str(work))  # the shorthand feeds the same mapping
     assert code == 0 and "opt-1" in out
-    # With no backend or place given, the job index finds it where it was started
-    code, out, _ = cli("status", "opt-1")
-    assert code == 0 and f"job_dir: {work / 'jobs' / 'opt-1'}" in out
+    # With no place given, the job index finds it where it was started
+    for backend in ([], ["--backend", "local"]):
+        code, out, _ = cli("status", "opt-1", *backend)
+        assert code == 0 and f"job_dir: {work / 'jobs' / 'opt-1'}" in out
     # The default state root holds no such job: the message says where it looked and how to look elsewhere.
-    code, _, err = cli("status", "opt-1", "--backend", "local")
+    code, _, err = cli("status", "opt-1", "--workdir", str(tmp_path / "home"))
     assert code == 2 and f"no job 'opt-1' on the local backend (looked in {tmp_path / 'home' / 'jobs'})" in err
 
 
