@@ -386,6 +386,8 @@ def test_every_component_runs_from_its_compiled_command_line_and_chains_its_outp
     assert launcher.outputs["evaluate-model"]["parameterValues"]["Output"] is True
     metrics = launcher.outputs["evaluate-model"]["artifacts"]["metrics"]["metadata"]
     assert metrics["accuracy"] >= 0.95
+    report = launcher.outputs["evaluate-model"]["artifacts"]["report"]  # the page, by its name, where the URI says
+    assert report["uri"].endswith(".html") and "<h1>Digits classifier evaluation</h1>" in Path(report["uri"]).read_text()
     registered = launcher.outputs["register-model"]["parameterValues"]
     assert (registered["version"], registered["approval_status"]) == (1, "Approved")
     # nothing was installed at run time, and the code that ran is the image's (the venv's), not the checkout's

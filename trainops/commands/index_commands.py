@@ -48,30 +48,30 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 # --- trainops jobs ------------------------------------------------------------------------------------------------
-def _statuses(found: list[Any]) -> dict[int, str]:
-    """Each entry's status now, one backend opened per place; a place that cannot be looked at says why once and
-    its jobs read ``unknown`` (a SageMaker region without credentials does not hold up the list)."""
-    from trainops.backends.api import get_backend
+class Looks:
+    """Each job's status now, one backend opened per place; a place that cannot be looked at says why once and its
+    jobs read ``unknown`` (a SageMaker region without credentials does not hold up the list)."""
 
-    opened: dict[str, Any] = {}
-    failed: dict[str, str] = {}
-    statuses: dict[int, str] = {}
-    for index, entry in enumerate(found):
+    def __init__(self) -> None:
+        self.opened: dict[str, Any] = {}
+        self.failed: set[str] = set()
+
+    def status(self, entry: Any) -> str:
+        from trainops.backends.api import get_backend
+
         key = json.dumps([entry.backend, entry.location], sort_keys=True)
-        if key in failed:
-            statuses[index] = "unknown"
-            continue
+        if key in self.failed:
+            return "unknown"
         try:
-            if key not in opened:
-                opened[key] = get_backend(entry.backend, options=entry.location, source="the job index")
-            status = opened[key].status_of(entry.name)
-            statuses[index] = status.value if status is not None else "gone"
+            if key not in self.opened:
+                self.opened[key] = get_backend(entry.backend, options=entry.location, source="the job index")
+            status = self.opened[key].status_of(entry.name)
+            return status.value if status is not None else "gone"
         except Exception as error:  # noqa: BLE001 - one place that cannot be looked at is a note, not the end
-            failed[key] = f"{type(error).__name__}: {error}"
-            statuses[index] = "unknown"
+            self.failed.add(key)
             print(f"trainops: warning: the {entry.backend} backend ({entry.place}) could not be looked at: "
-                  f"{failed[key]}", file=sys.stderr)
-    return statuses
+                  f"{type(error).__name__}: {error}", file=sys.stderr)
+            return "unknown"
 
 
 def jobs_command(args: argparse.Namespace) -> int:
@@ -82,14 +82,16 @@ def jobs_command(args: argparse.Namespace) -> int:
 
     if args.limit < 0:
         raise SpecError(Problem("--limit", f"{args.limit} is negative: give 0 (all) or more"))
-    found = [entry for entry in entries(warn=_warn) if args.backend in (None, entry.backend, entry.named_as)]
-    if args.status is None and args.limit:
-        found = found[:args.limit]
-    statuses = _statuses(found)
-    rows = [(entry, statuses[index]) for index, entry in enumerate(found)
-            if args.status is None or statuses[index].lower() == args.status.lower()]
-    if args.limit:
-        rows = rows[:args.limit]
+    looks = Looks()
+    rows: list[tuple[Any, str]] = []
+    for entry in entries(warn=_warn):  # newest first; looked at only until the list is full
+        if args.backend not in (None, entry.backend, entry.named_as):
+            continue
+        status = looks.status(entry)
+        if args.status is None or status.lower() == args.status.lower():
+            rows.append((entry, status))
+        if args.limit and len(rows) >= args.limit:
+            break
     if args.json:
         json.dump([{**entry.to_dict(), "status": status} for entry, status in rows], sys.stdout, indent=2)
         sys.stdout.write("\n")

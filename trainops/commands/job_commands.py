@@ -238,8 +238,8 @@ def _warn(text: str) -> None:
 def indexed_job(args: argparse.Namespace, *, only_one: bool = False) -> tuple[Any, Any, str]:
     """(backend, handle, note) of the job the per-user index (`trainops.job_index`) remembers under
     ``args.job_name``: the newest entry whose backend still has it. (None, None, note) when none does; the note says
-    what the index held. ``only_one``: several places hold the name (a stop must not guess): `SpecError` listing
-    them."""
+    what the index held. ``only_one``: several places have a job of that name now (a stop must not guess):
+    `SpecError` listing them."""
     from trainops.backends.api import get_backend
     from trainops.errors import Problem, SpecError
     from trainops.job_index import entries
@@ -250,26 +250,32 @@ def indexed_job(args: argparse.Namespace, *, only_one: bool = False) -> tuple[An
              if wanted in (None, entry.backend, entry.named_as)]
     if not found:
         return None, None, ""
-    if only_one and len(found) > 1:
-        listed = "; ".join(f"the {entry.backend} backend ({entry.place}), started {moment(entry.started)}"
-                           for entry in found)
-        raise SpecError(Problem("job_name", f"{len(found)} jobs are called {args.job_name!r}: {listed}; choose one "
-                                            "with --backend NAME and -o KEY=VALUE for where it lives"))
-    missing = []
+    missing: list[str] = []
+    live: list[tuple[Any, Any]] = []  # (entry, backend) whose backend has the job now, newest first
     for entry in found:
         try:
             backend = get_backend(entry.backend, options=entry.location, source="the job index")
             if backend.status_of(args.job_name) is not None:
-                if len(found) > 1:
-                    print(f"trainops: note: {args.job_name} is on the {entry.backend} backend ({entry.place}), the "
-                          f"newest of {len(found)} places the job index holds it; --backend and -o choose another",
-                          file=sys.stderr)
-                return backend, backend.handle(args.job_name), ""
+                live.append((entry, backend))
+                if not only_one:
+                    break  # the newest will do for a look; a stop must know every place first
+                continue
         except SpecError as error:
             missing.append(f"the {entry.backend} backend ({entry.place}): {error}")
             continue
         missing.append(f"the {entry.backend} backend ({entry.place}) has no such job now")
-    return None, None, "; the job index remembers it on " + "; ".join(missing)
+    if not live:
+        return None, None, "; the job index remembers it on " + "; ".join(missing)
+    if len(live) > 1:
+        listed = "; ".join(f"the {entry.backend} backend ({entry.place}), started {moment(entry.started)}"
+                           for entry, _ in live)
+        raise SpecError(Problem("job_name", f"{len(live)} jobs are called {args.job_name!r}: {listed}; choose one "
+                                            "with --backend NAME and -o KEY=VALUE for where it lives"))
+    entry, backend = live[0]
+    if len(found) > 1:
+        print(f"trainops: note: {args.job_name} is on the {entry.backend} backend ({entry.place}), the newest of "
+              f"{len(found)} places the job index holds it; --backend and -o choose another", file=sys.stderr)
+    return backend, backend.handle(args.job_name), ""
 
 
 def find_job(args: argparse.Namespace, *, only_one: bool = False):
