@@ -149,3 +149,21 @@ def test_concurrent_writers_leave_whole_records_and_no_temporaries(index):
     assert warnings == []
     assert len(found) == 1 + 4 * 40
     assert [name for name in os.listdir(index / "jobs") if not name.endswith(".json")] == []
+
+
+@pytest.mark.parametrize(("name", "settings"), [
+    ("local", {"workdir": "/srv/runs/digits"}),
+    ("sagemaker", {"region": "eu-west-1"}),
+    ("slurm", {"shared_dir": "/fsx/me/trainops", "transport": "rest", "rest_url": "http://head:6820",
+               "rest_user": "me", "rest_token_file": "/home/me/.slurm-token"}),
+])
+def test_each_backend_opens_again_where_its_job_lives_from_what_the_index_kept(name, settings):
+    """What the index keeps of a handle is the settings that reach the backend: opened with them, each built-in
+    backend's jobs live where they did (the same location), so `status NAME` looks in the right place."""
+    from trainops.backends.api import get_backend
+
+    backend = get_backend(name, options=settings)
+    remember_job(backend, backend.handle("job-1", created=True))
+    [entry] = entries(name="job-1")
+    again = get_backend(entry.backend, options=entry.location, source="the job index")
+    assert again.location() == backend.location() and again.location()
