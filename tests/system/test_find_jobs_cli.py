@@ -196,3 +196,15 @@ def test_the_report_is_served_on_localhost_under_the_sandbox(digits_run, tmp_pat
         server.send_signal(signal.SIGINT)
         code = server.wait(timeout=60)
     assert code == 0, server.stderr.read() if server.stderr else ""
+
+
+def test_open_hands_the_page_to_the_users_browser(digits_run, tmp_path):
+    root, env, ran = digits_run
+    assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr
+    opened = tmp_path / "opened"
+    # $BROWSER, as Python's webbrowser reads it: a command that notes the address it was given
+    browser = f"/bin/sh -c 'echo \"$0\" > {opened}' %s"
+    shown = subprocess.run([TRAINOPS, "report", "digits-retrain", "--open"], capture_output=True, text=True,
+                           cwd=str(tmp_path), env={**env, "BROWSER": browser}, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert opened.read_text().strip() == Path(shown.stdout.strip()).resolve().as_uri()
