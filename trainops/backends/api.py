@@ -22,13 +22,16 @@ import builtins
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, cast
 
 from trainops.backends import builtin_names, check_backend_name
 from trainops.backends.options import BackendOptions, LocalOptions, SageMakerOptions
 from trainops.backends.states import JobStatus
 from trainops.errors import JobFailed, Problem, SpecError
 from trainops.spec.names import check_job_name, with_suffix
+
+if TYPE_CHECKING:  # the spec's models import pydantic: a DAG file that imports the seam does not need them
+    from trainops.spec.job import JobSpec
 
 __all__ = [
     "BACKENDS", "CAPABILITIES", "IF_EXISTS", "JOB_KINDS", "MAX_SUFFIX", "Backend", "BackendOptions", "Evaluation",
@@ -59,6 +62,16 @@ IF_EXISTS: tuple[str, ...] = ("reattach", "fail", "new")
 MAX_SUFFIX = 99
 
 Log = Callable[[str], None]
+#: A backend's options type (`Backend[OptionsT]`): what its `dry_run` / `create` are typed on. A front end holds a
+#: bare `Backend` (any backend: its options are parsed by the backend itself, `Backend.options`).
+#: (Its default, PEP 696, is for the type checker only: Python 3.10's TypeVar takes none, and it changes nothing
+#: at run time.)
+if TYPE_CHECKING:
+    from typing_extensions import TypeVar as DefaultedTypeVar
+
+    OptionsT = DefaultedTypeVar("OptionsT", bound=BackendOptions, default=Any)
+else:
+    OptionsT = TypeVar("OptionsT", bound=BackendOptions)
 logger = logging.getLogger(__name__)
 
 
@@ -277,7 +290,7 @@ class Unsupported(SpecError):
     """A backend was asked for something it declares it cannot do (see `Backend.capabilities`)."""
 
 
-class Backend(abc.ABC):
+class Backend(abc.ABC, Generic[OptionsT]):
     """What a backend does; `LocalBackend` and `SageMakerBackend` subclass it, and front ends use nothing else.
 
     What differs between backends, each declares (a front end reads these, never a backend's name):
@@ -297,7 +310,11 @@ class Backend(abc.ABC):
       handle carries it; `render_request`: what it would create, as a person reviews it.
 
     `submit` is a template method: the backend's dry run (every input problem, nothing created), then the one
-    re-attach policy (`place_job`), then the backend's create step.
+    re-attach policy (`place_job`), then the backend's `create` (or `reattach`).
+
+    A backend is generic in its options type: ``class ToyBackend(Backend[ToyOptions])`` with ``Options =
+    ToyOptions`` gets its `dry_run` and `create` called with a ``ToyOptions`` (parsed from the front end's mapping),
+    never a bare `BackendOptions`.
     """
 
     name: ClassVar[str] = ""
@@ -370,9 +387,9 @@ class Backend(abc.ABC):
         return {}
 
     # --- training jobs: the template ------------------------------------------------------------------------
-    def options(self, values: BackendOptions | Mapping[str, Any] | None = None, **more: Any) -> BackendOptions:
-        """This backend's options: those it was opened with, an options object's or a mapping's laid over, then
-        ``more`` (None: not given)."""
+    def options(self, values: BackendOptions | Mapping[str, Any] | None = None, **more: Any) -> OptionsT:
+        """This backend's options (an instance of its `Options`): those it was opened with, an options object's or a
+        mapping's laid over, then ``more`` (None: not given)."""
         base = self.bound_options if self.bound_options is not None else self.Options()
         if isinstance(values, BackendOptions):
             parsed = self.Options.parse(values)
@@ -380,9 +397,9 @@ class Backend(abc.ABC):
         else:
             given = dict(values or {})
         given.update(more)
-        return base.merged(given) if given else base
+        return cast(OptionsT, base.merged(given) if given else base)
 
-    def submit(self, spec: Any, name: str, *, if_exists: str = "reattach", log: Log | None = None,
+    def submit(self, spec: JobSpec, name: str, *, if_exists: str = "reattach", log: Log | None = None,
                detached: bool = False, options: BackendOptions | Mapping[str, Any] | None = None,
                **option_values: Any) -> JobHandle:
         """Create the training job, or re-attach to the job of that name (`place_job`); return its handle without
@@ -398,8 +415,8 @@ class Backend(abc.ABC):
         check_job_name(name)
         self.dry_run(spec, name, chosen)  # every input problem, before anything is looked up or created
         placement = place_job(name, if_exists, self.status_of, self.label)
-        handle = (self._reattach(spec, placement, chosen, log) if placement.reattach
-                  else self._create(spec, placement.job_name, chosen, detached=detached, log=log))
+        handle = (self.reattach(spec, placement, chosen, log) if placement.reattach
+                  else self.create(spec, placement.job_name, chosen, detached=detached, log=log))
         remember_job(self, handle)
         return handle
 
@@ -409,15 +426,15 @@ class Backend(abc.ABC):
         return self.name
 
     @abc.abstractmethod
-    def dry_run(self, spec: Any, name: str, options: BackendOptions) -> dict[str, Any]:
+    def dry_run(self, spec: JobSpec, name: str, options: OptionsT) -> dict[str, Any]:
         """What `submit` would create for ``name``, without side effects (SageMaker: the CreateTrainingJob request);
         raises `SpecError` for every problem found."""
 
     @abc.abstractmethod
-    def _create(self, spec: Any, name: str, options: BackendOptions, *, detached: bool, log: Log) -> JobHandle:
+    def create(self, spec: JobSpec, name: str, options: OptionsT, *, detached: bool, log: Log) -> JobHandle:
         """Create the job ``name`` (free: `place_job` said so) and return its handle."""
 
-    def _reattach(self, spec: Any, placement: Placement, options: BackendOptions, log: Log) -> JobHandle:
+    def reattach(self, spec: JobSpec, placement: Placement, options: OptionsT, log: Log) -> JobHandle:
         """The handle of the job `place_job` chose to follow."""
         status = placement.existing.value if placement.existing is not None else "unknown"
         logger.info("[trainops] re-attaching to %s job %s (%s)", self.label, placement.job_name, status)
@@ -566,7 +583,7 @@ class Backend(abc.ABC):
 
     def check_spec(self, spec: Any, region: str | None = None) -> None:
         """Raise `SpecError` for every problem this backend would find in the spec, before anything runs."""
-        self.dry_run(spec, "check", self.Options())
+        self.dry_run(spec, "check", self.options())
 
     # --- pipeline defaults ----------------------------------------------------------------------------------
     def pipeline_settings(self, spec: Any, region: str | None = None) -> dict[str, Any]:

@@ -42,7 +42,7 @@ class ToyBackend(Backend):
     def dry_run(self, spec, name, options):
         return {"TrainingJobName": name, "colour": options.colour}
 
-    def _create(self, spec, name, options, *, detached, log):
+    def create(self, spec, name, options, *, detached, log):
         JOBS[name] = options.colour
         log(f"toy job {name} created")
         return self.handle(name, created=True)

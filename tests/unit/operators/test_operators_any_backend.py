@@ -48,7 +48,7 @@ class MemoryBackend(Backend):
     def dry_run(self, spec, name, options):
         return {"job_name": name}
 
-    def _create(self, spec, name, options, *, detached, log):
+    def create(self, spec, name, options, *, detached, log):
         self.JOBS[name] = 0
         EVENTS.append((self.name, name, "created" + (" detached" if detached else ""), options.to_dict()))
         return self.handle(name, created=True)

@@ -10,18 +10,27 @@ is placed by the one re-attach policy (`trainops.backends.api.place_job`).
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainops.backends.api import Backend, Evaluation, JobHandle, JobResult, Log, ModelRegistry, RegisteredVersion
+from trainops.backends.api import Evaluation, JobHandle, JobResult, Log, ModelRegistry, RegisteredVersion
+from trainops.backends.guards import JobGuards, settle
+from trainops.backends.hostfs import paths
+from trainops.backends.local import status
+from trainops.backends.local.control import request_stop
+from trainops.backends.local.guarding import LocalGuard
 from trainops.backends.options import BackendOptions, LocalOptions
-from trainops.backends.states import JobStatus, wait_bound_seconds
+from trainops.backends.polled import Look, PolledBackend, Watch
+from trainops.backends.states import JobStatus
+
+# The watch's modules (paths, status, control, guarding) are imported with this one: a wait builds its watch when
+# the process may be out of descriptors (the failed looks it is there to ride out), and an import opens a file.
 
 if TYPE_CHECKING:
     from trainops.backends.hostfs.stage_report import StageReport
     from trainops.backends.local.registry import LocalRegistry
+    from trainops.spec.job import JobSpec
 
 #: Keys of a local status record that a `JobResult` carries as details.
 DETAILS = ("output_artifact", "job_dir", "checkpoint_dir", "hosts", "processes_left")
@@ -31,7 +40,7 @@ PLOT_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg")
 LOOK_SECONDS = 2.0
 
 
-class LocalBackend(Backend):
+class LocalBackend(PolledBackend[LocalOptions]):
     """Jobs, evaluation, registry and staging on this machine.
 
     Args:
@@ -47,6 +56,7 @@ class LocalBackend(Backend):
     capabilities = frozenset({"evaluate", "register", "stage", "run_here", "browse_registry", "start_evaluation"})
     EXTRAS = ("torch",)
     WAIT_GRACE_SECONDS = 600.0  # a job of this machine ends with its supervisor: nothing to provision or upload
+    poll_seconds = 1.0  # a look reads a file of this machine
 
     def __init__(self, workdir: str | os.PathLike[str] | None = None,
                  registry_dir: str | os.PathLike[str] | None = None, client_factory: Any = None,
@@ -60,18 +70,15 @@ class LocalBackend(Backend):
     # --- training jobs -----------------------------------------------------------------------------------------
     def status_of(self, name: str) -> JobStatus | None:
         """The status of the training job called ``name``, or None when there is none (the re-attach policy's look)."""
-        from trainops.backends.local import status
-
         if not status.exists(name, self.workdir):
             return None
         return JobStatus.parse(status.read(name, self.workdir)["status"], "local_job")
 
-    def dry_run(self, spec: Any, name: str, options: BackendOptions) -> dict[str, Any]:
+    def dry_run(self, spec: JobSpec, name: str, options: LocalOptions) -> dict[str, Any]:
         """The CreateTrainingJob request the local job of ``name`` will execute, with this machine's paths (the
         job's directory, the code and runtime channels it will lay out), after what a local run refuses (its code
         directory, an s3:// source that is not a tarball) and what this machine cannot give it
         (`trainops.backends.local.preflight`); nothing is written."""
-        assert isinstance(options, LocalOptions)
         from trainops.backends.hostfs.paths import job_dir
         from trainops.backends.local.job import check_local_spec
         from trainops.backends.local.job_input import from_spec
@@ -85,9 +92,8 @@ class LocalBackend(Backend):
                         processes_per_host=options.processes_per_host, client_factory=self.client_factory)
         return request
 
-    def _create(self, spec: Any, name: str, options: BackendOptions, *, detached: bool, log: Log) -> JobHandle:
+    def create(self, spec: JobSpec, name: str, options: LocalOptions, *, detached: bool, log: Log) -> JobHandle:
         """Start the job under a detached supervisor, or prepare it for `wait` to run in this process."""
-        assert isinstance(options, LocalOptions)
         handle = self.handle(name, created=True)
         overrides = dict(options.channel_overrides) if options.channel_overrides else None
         if detached:
@@ -114,9 +120,7 @@ class LocalBackend(Backend):
 
     def channel_sources(self) -> dict[str, str]:
         """The local directories given for the spec's channels (``channel_overrides``)."""
-        chosen = self.options()
-        assert isinstance(chosen, LocalOptions)
-        return dict(chosen.channel_overrides or {})
+        return dict(self.options().channel_overrides or {})
 
     def where(self) -> str:
         """The directory of this backend's job records."""
@@ -124,98 +128,51 @@ class LocalBackend(Backend):
 
         return str(jobs_root(self.workdir))
 
-    def describe(self, handle: JobHandle) -> JobResult:
-        from trainops.backends.local import status
+    def look(self, handle: JobHandle) -> Look:
+        """One look at the job's status record (a record that cannot be read for the moment, a busy or remote file
+        system, is a failed look: the kit's wait reads again). The guards observe the job themselves (`watch`)."""
+        return Look(self._result(status.read(handle.job_name, handle.workdir), handle))
 
-        return self._result(status.read(handle.job_name, handle.workdir), handle)
-
-    def wait(self, handle: JobHandle, *, log: Log | None = None, poll_seconds: float = 1.0,
-             guards: Any = None) -> JobResult:
-        """Run a job this backend prepared (blocking), or follow another process's job until it ends. ``guards``
-        (`trainops.backends.guards.JobGuards`) are watched beside it (`trainops.backends.local.guarding`)."""
-        from trainops.backends.local import status
-
+    def wait(self, handle: JobHandle, *, log: Log | None = None, guards: JobGuards | None = None,
+             poll_seconds: float | None = None) -> JobResult:
+        """Run a job this backend prepared (blocking), or follow another process's job until it ends (the kit's
+        wait, `PolledBackend.wait`). ``guards`` are watched beside a job run here by a thread
+        (`trainops.backends.local.guarding`), at each look of another's."""
         job = self._jobs.get(handle.job_name)
-        if job is not None:
-            guard = self._guard(handle, guards, job.request_stop, log)
-            try:
-                return self._guarded(self._result(job.run().to_dict(), handle), guard)
-            finally:
-                if guard is not None:
-                    guard.close()
-                self._jobs.pop(handle.job_name, None)
-        from trainops.backends.looks import REATTACH, Looks
-
-        # A record that cannot be read for the moment (a busy or remote file system, no descriptor left) is a failed
-        # look, not the job's end: read again, given up on past both bounds of the policy (the job left running).
-        where = f" --workdir {handle.workdir}" if handle.workdir else ""
-        looks = Looks(f"local job {handle.job_name}", poll_seconds=poll_seconds,
-                      reattach=f"{REATTACH} `trainops status {handle.job_name}{where}` shows where it stands.")
-        record = looks.look(lambda: status.read(handle.job_name, handle.workdir))
-        raw = record.get("spec")
-        spec: dict[str, Any] = raw if isinstance(raw, dict) else {}
-        deadline = time.monotonic() + wait_bound_seconds(spec.get("max_run") or 86400, spec.get("max_wait"),
-                                                         getattr(guards, "grace_seconds", 3600.0))
-        guard = self._guard(handle, guards, None, log)
+        if job is None:
+            return super().wait(handle, log=log, guards=guards, poll_seconds=poll_seconds)
+        guard = self._watch(handle, guards, job.request_stop, log).start() if guards is not None else None
         try:
-            while JobStatus.parse(record["status"], "local_job").outcome == "waiting":
-                tripped = guard.tripped if guard is not None else None
-                if time.monotonic() > deadline or (tripped is not None and tripped.kind == "wait_bound"
-                                                   and not guards.stop_at_bound):
-                    from trainops.backends.states import WaitTimedOut
-
-                    raise WaitTimedOut(f"local job {handle.job_name} did not end within its bound")
-                time.sleep(poll_seconds)
-                record = looks.look(lambda: status.read(handle.job_name, handle.workdir))
+            result: JobResult = settle(self._result(job.run().to_dict(), handle),
+                                       guard.tripped if guard is not None else None)
+            return result
         finally:
             if guard is not None:
                 guard.close()
-        return self._guarded(self._result(record, handle), guard)
+            self._jobs.pop(handle.job_name, None)
 
-    def _guard(self, handle: JobHandle, guards: Any, stop: Any, log: Log | None) -> Any:
-        """The thread watching ``guards`` beside the job (None without guards); ``stop`` None: the stop request."""
-        if guards is None:
-            return None
-        return self._watch(handle, guards, stop, log).start()
+    def status_command(self, handle: JobHandle) -> str:
+        """``trainops status NAME`` on the default backend, with the handle's workdir."""
+        where = f" --workdir {handle.workdir}" if handle.workdir else ""
+        return f"trainops status {handle.job_name}{where}"
 
     def next_look_seconds(self, handle: JobHandle, result: JobResult, interval: float) -> float:
         """At most `LOOK_SECONDS`: a look reads the job's status record on this machine, so a deferred task ends
         within seconds of its job whatever its check_interval."""
         return min(interval, LOOK_SECONDS)
 
-    def watch(self, handle: JobHandle, guards: Any, *, log: Log | None = None) -> Any:
-        """The job's guards for a poller (the Airflow trigger): `LocalGuard.look` once a poll; a guard that trips
-        asks the job's controller to stop (the stop-request file), whichever process runs it."""
+    def watch(self, handle: JobHandle, guards: JobGuards, *, log: Log | None = None) -> Watch:
+        """The job's guards for a poller (the kit's wait, the Airflow trigger): `LocalGuard.look` once a poll; a
+        guard that trips asks the job's controller to stop (the stop-request file), whichever process runs it."""
         return self._watch(handle, guards, None, log)
 
-    def _watch(self, handle: JobHandle, guards: Any, stop: Any, log: Log | None) -> Any:
-        from trainops.backends.hostfs import paths
-        from trainops.backends.local import status
-        from trainops.backends.local.control import request_stop
-        from trainops.backends.local.guarding import LocalGuard
-
+    def _watch(self, handle: JobHandle, guards: JobGuards, stop: Any, log: Log | None) -> LocalGuard:
         job_dir = paths.job_dir(handle.job_name, handle.workdir)
         return LocalGuard(job_dir, guards, stop or (lambda reason: request_stop(job_dir, reason)),
                           read_record=lambda: status.read(handle.job_name, handle.workdir), log=log)
 
-    @staticmethod
-    def _guarded(result: JobResult, guard: Any) -> JobResult:
-        """The result, with the guard that stopped the job (the failure classifier reads it): only when the job
-        ended Stopped for the guard's reason (a job that failed on its own meanwhile keeps its own cause)."""
-        from trainops.backends.guards import stopped_by
-
-        tripped = stopped_by(guard.tripped if guard is not None else None, result.status is JobStatus.STOPPED,
-                             result.failure_reason)
-        if tripped is None:
-            return result
-        from dataclasses import replace
-
-        return replace(result, details={**result.details, "guard": tripped.to_dict()},
-                       failure_reason=result.failure_reason or tripped.message)
-
     def stop(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
         """Stop the job: a flag for a job this process runs (safe in a signal handler), else `stop_local_job`."""
-        from trainops.backends.local import status
         from trainops.backends.local.control import stop_local_job
 
         job = self._jobs.get(handle.job_name)
@@ -235,12 +192,12 @@ class LocalBackend(Backend):
 
         return iter_local_logs(handle.job_name, handle.workdir, follow=follow)
 
-    def log_lines(self, handle: JobHandle, cursor: Any = None, *,
-                  limit: int = 1000) -> tuple[list[str], dict[str, Any]]:
+    def read_logs(self, handle: JobHandle, cursor: Mapping[str, Any], limit: int) -> tuple[list[str], dict[str, Any]]:
         """Complete lines written after ``cursor`` (host -> byte offset), at most ``limit``, and the new cursor."""
         from trainops.backends.hostfs.host_logs import read_new_lines
 
-        return read_new_lines(handle.job_name, handle.workdir, cursor, limit)
+        lines, after = read_new_lines(handle.job_name, handle.workdir, dict(cursor), limit)
+        return lines, dict(after)
 
     def render_request(self, spec: Any, job_name: str, *,
                        options: BackendOptions | Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -264,8 +221,6 @@ class LocalBackend(Backend):
 
     def status_record(self, handle: JobHandle) -> dict[str, Any]:
         """The job's whole status record (``trainops status``), without the spec."""
-        from trainops.backends.local import status
-
         record = status.read(handle.job_name, handle.workdir)
         spec = record.pop("spec", None)
         if isinstance(spec, dict):  # what `trainops status` prices an attempt on

@@ -18,7 +18,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trainops.backends.guards import JobGuards, Observation, Tripped, Watchdog, act
+from trainops.backends.api import JobResult
+from trainops.backends.guards import JobGuards, Observation, Tripped
+from trainops.backends.polled import Look, Watch
+from trainops.backends.states import JobStatus
 
 LOOK_SECONDS = 1.0
 
@@ -52,25 +55,27 @@ class LogGrowth:
                 self.sizes[entry.name] = size
 
 
-class LocalGuard:
-    """Watches one local job under `JobGuards` until `close()`; `tripped` is the guard that stopped it, if any."""
+class LocalGuard(Watch):
+    """The kit's watch over one local job (`trainops.backends.polled.Watch`), observing it itself: the status
+    record's start, and the growth of its hosts' logs since the previous look (state this watch keeps). Run as a
+    thread beside a job this process runs (`start` ... `close`), or looked at once a poll (the kit's wait, the
+    Airflow trigger). `tripped` is the guard that stopped it, if any."""
 
     def __init__(self, job_dir: str | os.PathLike, guards: JobGuards, stop: Callable[[str], Any], *,
                  read_record: Callable[[], dict[str, Any]], log: Callable[[str], None] | None = None,
                  now: Callable[[], float] = time.time, look_seconds: float = LOOK_SECONDS):
-        self.watchdog = Watchdog(guards)
+        super().__init__(guards, self._unused_look, stop, log)
         self.growth = LogGrowth(Path(job_dir) / "logs")
         self.stop = stop
         self.read_record = read_record
-        self.log = log
         self.now = now
         self.look_seconds = look_seconds
         self._closed = threading.Event()
         self._thread: threading.Thread | None = None
 
-    @property
-    def tripped(self) -> Tripped | None:
-        return self.watchdog.tripped
+    @staticmethod
+    def _unused_look() -> Any:  # pragma: no cover - `look` observes the job itself
+        raise NotImplementedError
 
     def observe(self) -> Observation | None:
         """One look (None before the job has a record with its start)."""
@@ -89,10 +94,12 @@ class LocalGuard:
                            billable_seconds=max(0.0, now - float(started)), last_activity=self.growth.last_growth,
                            max_run=spec.get("max_run"), max_wait=spec.get("max_wait"))
 
-    def look(self) -> Tripped | None:
-        """Observe once and stop the job when a guard trips (`trainops.backends.guards.act`: the thread beside a
-        wait calls this, and so does the Airflow trigger once a poll)."""
-        return act(self.watchdog, self.observe(), self.stop, self.log)
+    def look(self, found: Look | None = None) -> Tripped | None:
+        """Observe once and stop the job when a guard trips (`trainops.backends.guards.act`); ``found``, a look the
+        kit's wait made this poll, only says whether the job ended (nothing then to stop)."""
+        if found is not None and found.result.status.terminal:
+            return None
+        return super().look(Look(found.result if found is not None else _RUNNING, self.observe()))
 
     def _run(self) -> None:
         while not self._closed.wait(self.look_seconds):
@@ -116,3 +123,8 @@ class LocalGuard:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+#: What a look of the guard's own stands on when the caller made none: a job still running (a job that ended is
+#: seen by the caller, the wait or the thread's owner, which then closes the watch).
+_RUNNING = JobResult("local", "job", JobStatus.IN_PROGRESS)

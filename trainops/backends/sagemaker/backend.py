@@ -139,7 +139,7 @@ class SageMakerBackend(Backend):
         assert isinstance(options, SageMakerOptions)
         return checked_render(spec, name, options.launcher or spec.launcher, self.job_region(spec), self.name)
 
-    def _create(self, spec: Any, name: str, options: BackendOptions, *, detached: bool, log: Log) -> JobHandle:
+    def create(self, spec: Any, name: str, options: BackendOptions, *, detached: bool, log: Log) -> JobHandle:
         """Preflight, upload the code, create the job (a SageMaker job never depends on this process: ``detached``
         changes nothing)."""
         assert isinstance(options, SageMakerOptions)
@@ -149,7 +149,7 @@ class SageMakerBackend(Backend):
         self._upload_code(spec, request, name, options.launcher or spec.launcher)
         return self._send(spec, request, log)
 
-    def _reattach(self, spec: Any, placement: Placement, options: BackendOptions, log: Log) -> JobHandle:
+    def reattach(self, spec: Any, placement: Placement, options: BackendOptions, log: Log) -> JobHandle:
         return self._send(spec, self.dry_run(spec, placement.job_name, options), log)
 
     def _send(self, spec: Any, request: dict[str, Any], log: Log) -> JobHandle:

@@ -1,7 +1,7 @@
 """`SlurmBackend`: the `trainops.backends.api.Backend` seam over a Slurm cluster (the modules of this package).
 
 `submit` is the seam's template: the dry run (`layout.check_spec`, the request and the batch script), the re-attach
-policy (`place_job`, over `status_of`: the job's record under the shared directory, then Slurm), then `_create`: the
+policy (`place_job`, over `status_of`: the job's record under the shared directory, then Slurm), then `create`: the
 job's files laid out (`layout`), its record written, the script submitted (`sbatch`, or slurmrestd), the Slurm job
 id recorded. Everything after reads the records and asks Slurm (`status`), through the transport the cluster
 settings name (`cli`, `rest`). Those settings are the backend's context (`get_backend("slurm", options={"shared_dir":
@@ -14,29 +14,31 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trainops.backends.api import Backend, JobHandle, JobResult, Log
+from trainops.backends.api import Backend, JobHandle, Log
+from trainops.backends.guards import JobGuards
 from trainops.backends.options import BackendOptions
+from trainops.backends.polled import Look, PolledBackend, Watch
 from trainops.backends.slurm.options import CLUSTER_SETTINGS, SlurmCluster, SlurmOptions
 from trainops.backends.slurm.transport import SlurmUnreachable, Transport
 from trainops.backends.states import JobStatus
 from trainops.errors import Problem, SpecError
 
+if TYPE_CHECKING:
+    from trainops.spec.job import JobSpec
+
 logger = logging.getLogger(__name__)
 
-#: What a result carries beside the common keys (`JobResult.details`).
-DETAILS = ("slurm_job_id", "slurm_state", "nodes", "job_dir", "checkpoint_dir", "output_artifact", "hosts",
-           "stop_requested", "instance_type", "instance_count", "batch_log")
 #: The batch step's environment through slurmrestd, which requires one (the submitting process's means nothing on
 #: the cluster): a PATH where the batch script finds srun (/opt/slurm/bin on HyperPod, else the system's).
 REST_ENVIRONMENT = {"PATH": "/opt/slurm/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 DEFAULT_POLL_SECONDS = 2.0
 
 
-class SlurmBackend(Backend):
+class SlurmBackend(PolledBackend[SlurmOptions]):
     """Training jobs as Slurm batch jobs.
 
     A pipeline's other steps run where trainops runs (the login node, the Airflow worker, the KFP pod), as the local
@@ -132,10 +134,9 @@ class SlurmBackend(Backend):
             lambda: status.read(job_dir, name, transport))
         return None if record is None else JobStatus.parse(record["status"])
 
-    def dry_run(self, spec: Any, name: str, options: BackendOptions) -> dict[str, Any]:
+    def dry_run(self, spec: JobSpec, name: str, options: SlurmOptions) -> dict[str, Any]:
         """The request, the batch script and (transport rest) the job's properties, nothing written; every problem
         of the spec on Slurm at once."""
-        assert isinstance(options, SlurmOptions)
         from trainops.backends.request.render import masked
         from trainops.backends.slurm.layout import check_spec, render
         from trainops.backends.slurm.script import batch_script, rest_job
@@ -149,8 +150,7 @@ class SlurmBackend(Backend):
             rendered["rest_job"] = rest_job(batch, REST_ENVIRONMENT)
         return rendered
 
-    def _create(self, spec: Any, name: str, options: BackendOptions, *, detached: bool, log: Log) -> JobHandle:
-        assert isinstance(options, SlurmOptions)
+    def create(self, spec: JobSpec, name: str, options: SlurmOptions, *, detached: bool, log: Log) -> JobHandle:
         from trainops.backends.hostfs.locks import try_lock
         from trainops.backends.slurm import layout, records
         from trainops.backends.slurm.script import batch_script, rest_job
@@ -204,32 +204,14 @@ class SlurmBackend(Backend):
                                                 f"{backend._shared_dir()}/jobs"), source="slurm job")
         return record
 
-    def describe(self, handle: JobHandle) -> JobResult:
-        return self._result(self.status_record(handle), handle)
+    def look(self, handle: JobHandle) -> Look:
+        """One look (the kit's polled-job helper waits, guards and follows logs with it): the status record, as a
+        result and what the guards observe (`following.look_of`)."""
+        from trainops.backends.slurm.following import look_of
 
-    @staticmethod
-    def _result(record: Mapping[str, Any], handle: JobHandle) -> JobResult:
-        return JobResult(backend="slurm", job_name=handle.job_name, status=JobStatus.parse(record.get("status")),
-                         secondary_status=record.get("secondary_status"),
-                         failure_reason=record.get("failure_reason"), model_artifact=record.get("model_artifact"),
-                         duration_seconds=record.get("duration_seconds"),
-                         billable_seconds=record.get("billable_seconds"), reattached=not handle.created,
-                         details={key: record.get(key) for key in DETAILS})
+        return look_of(self.status_record(handle), handle)
 
-    def wait(self, handle: JobHandle, *, log: Log | None = None, guards: Any = None,
-             poll_seconds: float | None = None) -> JobResult:
-        """Follow the job until it ends, printing its hosts' new log lines (``log``) and applying ``guards``; a look
-        that cannot reach Slurm is said once and looked again (the job is not failed by it)."""
-        from trainops.backends.guards import settle
-        from trainops.backends.slurm.following import follow
-
-        watch = self.watch(handle, guards, log=log) if guards is not None else None
-        record = follow(self._of(handle), handle, log=log, watch=watch, guards=guards,
-                        poll_seconds=poll_seconds or self.poll_seconds)
-        result = self._result(record, handle)
-        return settle(result, watch.tripped if watch is not None else None)
-
-    def watch(self, handle: JobHandle, guards: Any, *, log: Log | None = None) -> Any:
+    def watch(self, handle: JobHandle, guards: JobGuards, *, log: Log | None = None) -> Watch:
         from trainops.backends.slurm.following import SlurmWatch
 
         return SlurmWatch(self._of(handle), handle, guards, log)
@@ -254,18 +236,12 @@ class SlurmBackend(Backend):
         backend.transport().cancel(int(job_id))
         return f"{handle.job_name}: cancelled Slurm job {job_id} ({reason})"
 
-    def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
-        from trainops.backends.slurm.following import iter_logs
-
-        return iter_logs(self._of(handle), handle, follow=follow, poll_seconds=self.poll_seconds)
-
-    def log_lines(self, handle: JobHandle, cursor: Mapping[str, Any] | None = None, *,
-                  limit: int = 1000) -> tuple[list[str], dict[str, Any]]:
+    def read_logs(self, handle: JobHandle, cursor: Mapping[str, Any], limit: int) -> tuple[list[str], dict[str, Any]]:
         """Complete lines written after ``cursor`` (host -> byte offset) in the hosts' logs on the shared directory."""
         from trainops.backends.hostfs.host_logs import read_new_lines
 
         backend = self._of(handle)
-        lines, after = read_new_lines(handle.job_name, backend._shared_dir(), dict(cursor or {}), limit)
+        lines, after = read_new_lines(handle.job_name, backend._shared_dir(), dict(cursor), limit)
         return lines, dict(after)
 
     def render_request(self, spec: Any, job_name: str, *,
@@ -288,9 +264,7 @@ class SlurmBackend(Backend):
         """What the slurm backend would refuse in the spec (the shared directory may still come with the job)."""
         from trainops.backends.slurm.layout import check_spec
 
-        options = self.options()
-        assert isinstance(options, SlurmOptions)
-        check_spec(spec, options, self.cluster.shared_dir or "/shared")
+        check_spec(spec, self.options(), self.cluster.shared_dir or "/shared")
 
     # --- a pipeline's other steps: where trainops runs, over the shared directory ----------------------------------
     def _here(self) -> Backend:

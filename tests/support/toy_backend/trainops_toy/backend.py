@@ -1,7 +1,11 @@
 """`ToyBackend`: each training job is a process of this machine (`trainops_toy.runner`) under ``<root>/jobs/<name>``,
-with a state file, a log and a model directory, so its status, logs and stop are real. It declares what a front end
-needs and nothing more: its options type, its context (``root``), what it cannot do (no evaluation, registry or
-staging). trainops finds it through the ``trainops.backends`` entry point and is not edited for it.
+with a state file, a log and a model directory, so its status, logs and stop are real.
+
+It is written against `trainops.backends.kit` alone, as a backend of another package would be (a test scans its
+imports): its options type, its context (``root``), one look at a job, its stop and its log lines. It writes no wait
+loop: `PolledBackend` gives the wait, the guards (wait bound, budget, stall), failed-look handling and ``logs
+--follow``. It has no evaluation, registry or staging. trainops finds it through the ``trainops.backends`` entry
+point and is not edited for it.
 """
 
 from __future__ import annotations
@@ -12,15 +16,27 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from trainops.backends.api import Backend, JobHandle, JobResult
-from trainops.backends.options import BackendOptions
-from trainops.backends.states import JobStatus
-from trainops.errors import Problem, SpecError
+from trainops.backends.kit import (
+    BackendOptions,
+    JobHandle,
+    JobResult,
+    JobSpec,
+    JobStatus,
+    Log,
+    Look,
+    Observation,
+    Placement,
+    PolledBackend,
+    Problem,
+    SpecError,
+    instance_type,
+    trainops_home,
+)
 
 #: A marker file under the root: the next create call starts its job, then loses its answer (once), as a worker that
 #: dies right after the call would: the test of a retry that re-attaches.
@@ -41,17 +57,16 @@ class ToyOptions(BackendOptions):
             raise SpecError(Problem("priority", f"{self.priority!r} is not a whole number"))
 
 
-class ToyBackend(Backend):
+class ToyBackend(PolledBackend[ToyOptions]):
     """Jobs as processes of this machine, under ``root`` (default ``$TRAINOPS_HOME/toy``)."""
 
     name = "toy"
     Options = ToyOptions
     CONTEXT = frozenset({"root"})
     WAIT_GRACE_SECONDS = 60.0
+    poll_seconds = 0.2
 
     def __init__(self, root: str | None = None):
-        from trainops.home import trainops_home
-
         self.root = Path(root) if root else trainops_home() / "toy"
 
     # --- where jobs live ---------------------------------------------------------------------------------------
@@ -75,15 +90,17 @@ class ToyBackend(Backend):
         return record
 
     # --- training jobs -------------------------------------------------------------------------------------------
-    def dry_run(self, spec: Any, name: str, options: BackendOptions) -> dict[str, Any]:
-        assert isinstance(options, ToyOptions)
+    def dry_run(self, spec: JobSpec, name: str, options: ToyOptions) -> dict[str, Any]:
         source = Path(spec.source_dir or ".")
         if not (source / spec.entry_point).is_file():
             raise SpecError(Problem("entry_point", f"{spec.entry_point} is not a file in {source}"), "toy job")
+        known = instance_type(spec.instance_type)
         return {"job_name": name, "entry_point": spec.entry_point, "source_dir": str(source.resolve()),
-                "environment": dict(spec.environment or {}), "colour": options.colour, "priority": options.priority}
+                "environment": dict(spec.environment or {}), "colour": options.colour, "priority": options.priority,
+                "max_run": spec.max_run, "instance_type": spec.instance_type,
+                "instance_count": spec.host_count(), "hourly_usd": known.price_per_hour if known else None}
 
-    def _create(self, spec: Any, name: str, options: BackendOptions, *, detached: bool, log: Any) -> JobHandle:
+    def create(self, spec: JobSpec, name: str, options: ToyOptions, *, detached: bool, log: Log) -> JobHandle:
         job = self._job(name)
         job.mkdir(parents=True)
         (job / "job.json").write_text(json.dumps(self.dry_run(spec, name, options)))
@@ -97,63 +114,57 @@ class ToyBackend(Backend):
             raise RuntimeError(f"toy: the answer to creating {name} was lost (the job runs)")
         return self.handle(name, created=True)
 
-    def _reattach(self, spec: Any, placement: Any, options: BackendOptions, log: Any) -> JobHandle:
+    def reattach(self, spec: JobSpec, placement: Placement, options: ToyOptions, log: Log) -> JobHandle:
         """Follow the job of that name; each re-attach is noted in the job's ``attached.log`` (tests wait on it)."""
         with open(self._job(placement.job_name) / "attached.log", "a") as noted:
             noted.write(f"{time.time()}\n")
-        return super()._reattach(spec, placement, options, log)
+        return super().reattach(spec, placement, options, log)
 
     def status_of(self, name: str) -> JobStatus | None:
         path = self._job(name) / "status.json"
         return JobStatus.parse(json.loads(path.read_text())["status"]) if path.exists() else None
 
-    def describe(self, handle: JobHandle) -> JobResult:
+    def look(self, handle: JobHandle) -> Look:
         record = self._record(handle)
         job = self._job(handle)
         if (job / "attached.log").exists():  # each look after a re-attach is noted (tests wait on the trigger's)
             with open(job / "looks-after-attach.log", "a") as noted:
                 noted.write(f"{time.time()}\n")
-        settings = json.loads((self._job(handle) / "job.json").read_text())
+        settings = json.loads((job / "job.json").read_text())
         started, ended = record.get("started"), record.get("ended")
-        return JobResult("toy", handle.job_name, JobStatus.parse(record.get("status")),
-                         secondary_status=record.get("status"), failure_reason=record.get("failure_reason"),
-                         model_artifact=record.get("model_artifact"),
-                         duration_seconds=(ended - started) if started and ended else None,
-                         reattached=not handle.created,
-                         details={"colour": settings.get("colour"), "priority": settings.get("priority"),
-                                  "runner_pid": record.get("runner_pid"), "exit_code": record.get("exit_code")})
-
-    def wait(self, handle: JobHandle, *, log: Any = None, guards: Any = None) -> JobResult:
-        while True:
-            result = self.describe(handle)
-            if result.status.terminal:
-                return result
-            time.sleep(0.2)
+        result = JobResult("toy", handle.job_name, JobStatus.parse(record.get("status")),
+                           secondary_status=record.get("status"), failure_reason=record.get("failure_reason"),
+                           model_artifact=record.get("model_artifact"),
+                           duration_seconds=(ended - started) if started and ended else None,
+                           reattached=not handle.created,
+                           details={"colour": settings.get("colour"), "priority": settings.get("priority"),
+                                    "runner_pid": record.get("runner_pid"), "exit_code": record.get("exit_code")})
+        if not started:
+            return Look(result)  # the runner has not started the script: nothing for the guards yet
+        now = time.time()
+        try:
+            last_line: float | None = (job / "output.log").stat().st_mtime
+        except OSError:
+            last_line = None
+        return Look(result, Observation(now=now, started=started, running_since=started,
+                                        billable_seconds=max(0.0, (ended or now) - started),
+                                        last_activity=last_line, max_run=settings.get("max_run")))
 
     def stop(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
         record = self._record(handle)
         if JobStatus.parse(record.get("status")).terminal or not record.get("runner_pid"):
             return f"{handle.job_name}: {record.get('status')}"
+        if reason != "Stopped by the user":  # a stop with a reason (a guard, a killed task): the runner records it
+            (self._job(handle) / "stop-reason").write_text(reason)  # as the failure reason; a person's, the signal
         try:
             os.killpg(int(record["runner_pid"]), signal.SIGTERM)
         except ProcessLookupError:
             return f"{handle.job_name}: already ended"
         return f"{handle.job_name}: stopping ({reason})"
 
-    def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
-        cursor: dict[str, Any] | None = None
-        while True:
-            lines, cursor = self.log_lines(handle, cursor)
-            yield from lines
-            if not follow or (not lines and self.describe(handle).status.terminal):
-                return
-            if not lines:
-                time.sleep(0.2)
-
-    def log_lines(self, handle: JobHandle, cursor: Mapping[str, Any] | None = None, *, limit: int = 1000
-                  ) -> tuple[list[str], dict[str, Any]]:
+    def read_logs(self, handle: JobHandle, cursor: Mapping[str, Any], limit: int) -> tuple[list[str], dict[str, Any]]:
         path = self._job(handle) / "output.log"
-        offset = int((cursor or {}).get("offset", 0))
+        offset = int(cursor.get("offset", 0))
         if not path.exists():
             return [], {"offset": offset}
         with open(path, "rb") as file:
@@ -164,6 +175,6 @@ class ToyBackend(Backend):
         used = sum(len(line.encode()) + 1 for line in lines)
         return [f"[toy] {line}" for line in lines], {"offset": offset + used}
 
-    def render_request(self, spec: Any, job_name: str, *,
+    def render_request(self, spec: JobSpec, job_name: str, *,
                        options: BackendOptions | Mapping[str, Any] | None = None) -> dict[str, Any]:
         return self.dry_run(spec, job_name, self.options(options))

@@ -45,7 +45,9 @@ def main(job: Path) -> int:
         code = child.wait()
     ended = {"ended": time.time(), "exit_code": code}
     if stopped:
-        write(job, status="Stopped", failure_reason=f"stopped by {stopped[0]}", **ended)
+        reason = job / "stop-reason"  # why the backend stopped it (a guard's sentence), when it said
+        write(job, status="Stopped", failure_reason=reason.read_text() if reason.exists() else f"stopped by {stopped[0]}",
+              **ended)
     elif code == 0:
         write(job, status="Completed", model_artifact=str(model_dir), **ended)
     else:

@@ -1,0 +1,102 @@
+"""The backend kit: trainops' public API for writing a backend (an engine that runs training jobs).
+
+Everything a backend of another package needs is importable from here, and only from here; the modules these names
+live in are trainops' own and may change. A backend written against this module alone (the toy of
+``tests/support/toy_backend``, docs/writing-a-backend.md) keeps working across trainops releases that keep this
+module's names.
+
+What a backend writes (the core of `Backend`, typed on `JobSpec` and its own options type):
+
+- ``name``, ``Options`` (its `BackendOptions` subclass), ``CONTEXT`` (its constructor's settings), and optionally
+  ``EXTRAS``, ``NEEDS``, ``WAIT_GRACE_SECONDS``;
+- `Backend.dry_run` (every problem of a spec, nothing created), `Backend.create` (create a job the re-attach policy
+  said is free), `Backend.status_of` (the policy's look by name), `Backend.stop`, `Backend.render_request`,
+  `Backend.location` (what a handle carries to find the job again);
+- for jobs followed by looking at them, subclass `PolledBackend` and write `PolledBackend.look` (a `Look`: the
+  `JobResult` and the guards' `Observation`) and `PolledBackend.read_logs`: the wait, the guards (wait bound,
+  ``max_cost_usd``, ``stall_timeout``), failed-look handling, the log cursor and ``logs --follow`` come with it.
+
+The other job kinds a pipeline runs (evaluation, staging, a model registry) are objects a backend hands out; see
+docs/writing-a-backend.md for how each is declared.
+
+`trainops.backends.testing` is the conformance suite a backend package runs in its own tests.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from trainops.backends.api import (
+    IF_EXISTS,
+    MAX_SUFFIX,
+    Backend,
+    Evaluation,
+    JobHandle,
+    JobResult,
+    Log,
+    ModelRegistry,
+    OptionsT,
+    Placement,
+    RegisteredVersion,
+    StageReport,
+    Unsupported,
+    check_choice,
+    place_job,
+)
+from trainops.backends.guards import (
+    BUDGET,
+    STALLED,
+    WAIT_BOUND,
+    GuardWatch,
+    JobGuards,
+    Observation,
+    Tripped,
+    Watchdog,
+    act,
+    cost_so_far,
+    settle,
+    usd,
+)
+from trainops.backends.looks import JobOutOfSight, LookFailed, LookPolicy, Looks, is_failed_look
+from trainops.backends.options import BackendOptions
+from trainops.backends.polled import Look, PolledBackend, Watch
+from trainops.backends.states import JobStatus, WaitTimedOut
+from trainops.errors import JobFailed, Problem, SpecError, TrainopsError
+from trainops.home import trainops_home
+from trainops.runtime.catalog import InstanceType
+from trainops.runtime.catalog import lookup as instance_type
+
+# --- each backend's vocabulary (issue 43 item 2) -----------------------------------------------------------------
+# The typed record a backend declares (its status table, failure rules, price, spec rules) lands in
+# `trainops.backends.vocabulary`; its public names are re-exported here, beside the seam's, once it is on main.
+
+if TYPE_CHECKING:
+    from trainops.spec.job import JobSpec
+
+__all__ = [
+    # the seam
+    "Backend", "BackendOptions", "OptionsT", "JobHandle", "JobResult", "JobStatus", "JobSpec", "Log",
+    "IF_EXISTS", "MAX_SUFFIX", "Placement", "place_job", "check_choice",
+    # jobs followed by looking at them
+    "PolledBackend", "Look", "Watch", "Observation",
+    # the guards
+    "JobGuards", "Tripped", "Watchdog", "GuardWatch", "act", "settle", "cost_so_far", "usd", "BUDGET", "STALLED",
+    "WAIT_BOUND",
+    # failed looks
+    "LookFailed", "JobOutOfSight", "Looks", "LookPolicy", "is_failed_look",
+    # what the other job kinds return
+    "Evaluation", "RegisteredVersion", "StageReport", "ModelRegistry",
+    # errors
+    "SpecError", "Problem", "JobFailed", "WaitTimedOut", "Unsupported", "TrainopsError",
+    # instance types (their price) and where trainops keeps its files
+    "InstanceType", "instance_type", "trainops_home",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """`JobSpec` on first use: the spec's models import pydantic, which importing the kit does not need."""
+    if name == "JobSpec":
+        from trainops.spec.job import JobSpec
+
+        return JobSpec
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

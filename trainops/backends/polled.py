@@ -1,0 +1,196 @@
+"""A backend whose jobs run away from this process and are followed by looking at them: `PolledBackend`.
+
+The backend writes what only it knows, one look at a job (`PolledBackend.look`: where it stands, a `JobResult`, and
+what the guards observe of it, an `Observation`), how to stop it (`Backend.stop`) and, optionally, the log lines
+written after a cursor (`PolledBackend.read_logs`). The helper gives everything else, once for every engine:
+
+- `wait`: look at the poll interval until the job ends, printing its new log lines; the guards
+  (`trainops.backends.guards`: the wait bound from the job's own start, ``max_cost_usd``, ``stall_timeout``) are
+  checked at each look, and a guard that trips stops the job, which the result then carries (`settle`);
+- `watch`: the same per-look guard check for a caller that polls the job itself (the Airflow trigger, a worker);
+- failed looks (`trainops.backends.looks`): a look that fails without proving anything is looked at again, and the
+  wait gives up (the job left alone) only past both bounds of the policy;
+- `describe`, `log_lines` (the cursor a poller streams logs with) and `logs` (``trainops logs --follow``).
+
+So a backend that is a `PolledBackend` keeps every guard without writing a wait loop. Standard library and trainops'
+light modules only: the Airflow trigger imports the seam.
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from trainops.backends.api import Backend, JobHandle, JobResult, Log, OptionsT
+from trainops.backends.guards import WAIT_BOUND, JobGuards, Observation, Tripped, Watchdog, act, settle, stops
+from trainops.backends.looks import REATTACH, Looks, is_failed_look
+from trainops.backends.states import WaitTimedOut
+
+#: Log lines read at once while printing or following a job's logs (a longer backlog is read in several reads).
+LOG_BATCH = 1000
+
+
+@dataclass(frozen=True)
+class Look:
+    """One look at a job: where it stands (``result``) and what the guards observe of it (``seen``; None while there
+    is nothing to observe, e.g. before the job started)."""
+
+    result: JobResult
+    seen: Observation | None = None
+
+
+class Watch:
+    """One job's guards, checked once a look (`trainops.backends.guards.GuardWatch`): ``look()`` looks at the job
+    (or takes a look already made), and when a guard trips says so and stops the job (`act`).
+
+    A look that fails without proving anything (`is_failed_look`) checks nothing this time; a job that ended is not
+    checked (there is nothing left to stop).
+    """
+
+    def __init__(self, guards: JobGuards, look: Callable[[], Look], stop: Callable[[str], Any],
+                 log: Log | None = None):
+        self.watchdog = Watchdog(guards)
+        self._look, self._stop, self.log = look, stop, log
+        self._tripped: Tripped | None = None
+
+    @property
+    def guards(self) -> JobGuards:
+        return self.watchdog.guards
+
+    @property
+    def tripped(self) -> Tripped | None:
+        """The guard that tripped at some look of this watch, if any (kept once it tripped)."""
+        return self._tripped
+
+    def look(self, found: Look | None = None) -> Tripped | None:
+        """One check, on ``found`` (a look already made this poll) or a look made now; the guard that tripped at
+        this look (None: none)."""
+        if found is None:
+            try:
+                found = self._look()
+            except Exception as error:  # noqa: BLE001 - a failed look checks nothing; anything else is raised
+                if is_failed_look(error):
+                    return None
+                raise
+        if found.result.status.terminal:
+            return None
+        tripped = act(self.watchdog, found.seen, self._stop, self.log)
+        if tripped is not None:
+            self._tripped = tripped
+        return tripped
+
+    def gave_up(self) -> bool:
+        """Whether the wait bound passed with ``stop_at_bound`` off: the wait gives up and leaves the job running."""
+        return self._tripped is not None and self._tripped.kind == WAIT_BOUND and not stops(self._tripped,
+                                                                                             self.guards)
+
+
+class PolledBackend(Backend[OptionsT]):
+    """A `Backend` whose jobs are followed by looking at them: write `look`, `stop` (and `read_logs` where the jobs
+    have logs); `describe`, `wait`, `watch`, `logs` and `log_lines` come from here.
+
+    ``poll_seconds`` is the pause between two looks of a wait or a follow (an instance may set its own).
+    """
+
+    poll_seconds: float = 2.0
+
+    @abc.abstractmethod
+    def look(self, handle: JobHandle) -> Look:
+        """One look at the job: its `JobResult` and what the guards observe (`Observation`: its start, since when
+        its script runs, its billable seconds so far, its last log line or metric). Raise `SpecError` when there is
+        no such job, `LookFailed` (or let a timeout / connection error through) when the look itself failed."""
+
+    def read_logs(self, handle: JobHandle, cursor: Mapping[str, Any], limit: int) -> tuple[list[str], dict[str, Any]]:
+        """At most ``limit`` complete log lines written after ``cursor`` (``{}``: from the start), each prefixed with
+        its host, and the cursor after them (small JSON). Default: a job without logs."""
+        return [], dict(cursor)
+
+    # --- provided -----------------------------------------------------------------------------------------------
+    def describe(self, handle: JobHandle) -> JobResult:
+        return self.look(handle).result
+
+    def log_lines(self, handle: JobHandle, cursor: Mapping[str, Any] | None = None, *, limit: int = LOG_BATCH
+                  ) -> tuple[list[str], dict[str, Any]]:
+        return self.read_logs(handle, dict(cursor or {}), limit)
+
+    def watch(self, handle: JobHandle, guards: JobGuards, *, log: Log | None = None) -> Watch:
+        return Watch(guards, lambda: self.look(handle), lambda reason: self.stop(handle, reason), log)
+
+    def status_command(self, handle: JobHandle) -> str:
+        """The command that shows where the job stands, for a message that says how to find it again (default:
+        ``trainops status NAME --backend BACKEND``)."""
+        return f"trainops status {handle.job_name} --backend {self.named_as or self.name}"
+
+    def _looks(self, handle: JobHandle, poll_seconds: float | None = None) -> Looks:
+        how = f"`{self.status_command(handle)}` shows where it stands."
+        pause = self.poll_seconds if poll_seconds is None else poll_seconds
+        return Looks(f"{self.label} job {handle.job_name}", poll_seconds=pause,
+                     reattach=f"{REATTACH} {how}")
+
+    def wait(self, handle: JobHandle, *, log: Log | None = None, guards: JobGuards | None = None,
+             poll_seconds: float | None = None) -> JobResult:
+        """Look at the job until it ends, printing its new log lines (``log``) and checking ``guards`` at each look
+        (without guards: only the wait bound, which then gives up and leaves the job running); a guard that trips
+        stops the job and the result carries it (``details["guard"]``, its failure reason). ``poll_seconds``: the
+        pause between two looks (default: the backend's ``poll_seconds``)."""
+        pause = self.poll_seconds if poll_seconds is None else poll_seconds
+        chosen = guards if guards is not None else JobGuards(grace_seconds=self.WAIT_GRACE_SECONDS,
+                                                              stop_at_bound=False)
+        watch = self.watch(handle, chosen, log=log)
+        looks = self._looks(handle, pause)
+        cursor: dict[str, Any] = {}
+        while True:
+            if log is not None:
+                cursor = self._print_new(handle, cursor, log)
+            try:
+                found = self.look(handle)
+                if not found.result.status.terminal:
+                    watch.look(found)  # a stop that fails is a failed look too: asked again at the next look
+            except Exception as error:  # noqa: BLE001 - what is not a failed look is raised again by `failed`
+                time.sleep(looks.failed(error))  # past both bounds: JobOutOfSight, the job left alone
+                continue
+            looks.succeeded()
+            if found.result.status.terminal:
+                if log is not None:
+                    self._print_new(handle, cursor, log)
+                result: JobResult = settle(found.result, watch.tripped)
+                return result
+            if watch.gave_up():
+                raise WaitTimedOut(f"{self.label} job {handle.job_name} did not end within its bound (max_run + "
+                                   "wait_grace_seconds from its start): it is left running; trainops stop NAME "
+                                   "ends it")
+            time.sleep(pause)
+
+    def _print_new(self, handle: JobHandle, cursor: dict[str, Any], log: Log) -> dict[str, Any]:
+        while True:
+            lines, cursor = self.read_logs(handle, cursor, LOG_BATCH)
+            for line in lines:
+                log(line)
+            if len(lines) < LOG_BATCH:
+                return cursor
+
+    def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
+        """The job's log lines; with ``follow``, new lines until it ends (a failed look is looked at again)."""
+        looks = self._looks(handle)
+        looks.look(lambda: self.look(handle))  # a clear error when there is no such job
+        cursor: dict[str, Any] = {}
+        while True:
+            ended = not follow
+            if follow:
+                try:
+                    ended = self.look(handle).result.status.terminal
+                    looks.succeeded()
+                except Exception as error:  # noqa: BLE001 - what is not a failed look is raised again by `failed`
+                    looks.failed(error)  # past both bounds: JobOutOfSight (the lines so far were given)
+                    ended = False
+            while True:
+                lines, cursor = self.read_logs(handle, cursor, LOG_BATCH)
+                yield from lines
+                if len(lines) < LOG_BATCH:
+                    break
+            if ended:
+                return
+            time.sleep(self.poll_seconds)
