@@ -63,6 +63,15 @@ def places(pipeline_dir: str, workdir: str) -> Places:
 #: values hold one would mean something else, or break the run, under KFP than under every other front end.
 ENCODED = "base64:"
 PLACEHOLDER = "{{$"
+#: Every form KFP turns into a run-time value: its IR placeholders (``{{$.inputs.parameters['x']}}``) and its DSL's
+#: pipeline channels (``{{channel:task=;name=x;type=String;}}``, which the compiler reads in any string it is given,
+#: a constant default included, and compiles into a reference to that parameter or task output).
+PLACEHOLDERS = (PLACEHOLDER, "{{channel:")
+
+
+def placeholder_in(text: str) -> str | None:
+    """The KFP placeholder form ``text`` holds (`PLACEHOLDERS`), or None."""
+    return next((form for form in PLACEHOLDERS if form in text), None)
 
 
 def encode_parameter(value: Any) -> str:
@@ -85,8 +94,9 @@ def decode_parameter(text: str, field: str = "") -> str:
         except (binascii.Error, UnicodeDecodeError) as error:
             raise SpecError(Problem(field, f"is not valid base64 after {ENCODED!r} ({error})"),
                             source="component input") from None
-    if PLACEHOLDER in text:
-        raise SpecError(Problem(field, f"holds a KFP placeholder ({PLACEHOLDER}...}}}}), which KFP substitutes before "
+    form = placeholder_in(text)
+    if form:
+        raise SpecError(Problem(field, f"holds a KFP placeholder ({form}...}}}}), which KFP substitutes before "
                                        f"the component reads it: pass the value encoded ({ENCODED}<base64 JSON>, as "
                                        "`trainops kfp compile` writes it)"), source="component input")
     return text

@@ -306,20 +306,28 @@ def image_files(source: PipelineSource) -> list[tuple[str, Path]]:
 
 
 def check_placeholders(document: Any, where: str, path: str = "") -> None:
-    """Refuse, at compile time, a value of the pipeline file holding a KFP placeholder (``{{$``): KFP would substitute
-    it inside the component's input. The job spec travels encoded and is not checked (its inline form is skipped)."""
-    from trainops.components.paths import PLACEHOLDER
+    """Refuse, at compile time, a value or a mapping key of the pipeline file holding a KFP placeholder (``{{$`` or
+    the DSL's ``{{channel:``): KFP would turn it into a run-time value (another parameter, a task's output) inside
+    the component's input, so the step would read something other than the file says. Refused rather than kept
+    literal: these values travel as KFP parameters, where KFP reads every string. The job spec travels encoded
+    (`encode_parameter`: its values stay literal) and is not checked (its inline form is skipped)."""
+    from trainops.components.paths import placeholder_in
 
     problems = []
+
+    def refuse(at: str, form: str, what: str) -> None:
+        problems.append(Problem(at, f"{what} a KFP placeholder ({form}...): KFP would replace it with a run-time "
+                                    "value before the component reads it; write it without the placeholder"))
 
     def walk(value: Any, at: str) -> None:
         if at == "steps.train.spec" and isinstance(value, dict):
             return  # encoded in spec_json
-        if isinstance(value, str) and PLACEHOLDER in value:
-            problems.append(Problem(at, f"holds a KFP placeholder ({PLACEHOLDER}...): KFP would replace it before "
-                                        "the component reads it; write the value without it"))
+        if isinstance(value, str) and placeholder_in(value):
+            refuse(at, str(placeholder_in(value)), "holds")
         elif isinstance(value, dict):
             for key, item in value.items():
+                if placeholder_in(str(key)):
+                    refuse(f"{at}.{key}" if at else str(key), str(placeholder_in(str(key))), "is a key holding")
                 walk(item, f"{at}.{key}" if at else str(key))
         elif isinstance(value, list):
             for index, item in enumerate(value):

@@ -256,3 +256,39 @@ def test_tasks_get_pod_retries_and_resource_requests_from_the_pipeline_file():
     assert gate_failed.get("retryPolicy", {}).get("maxRetryCount", 0) == 0
     registered = document["components"]["comp-condition-2"]["dag"]["tasks"]["register-model"]
     assert registered["retryPolicy"]["maxRetryCount"] == 2
+
+
+# --- every KFP placeholder form, in values and keys (issue 48 item 7) -------------------------------------------------
+def test_a_dsl_channel_or_a_placeholder_key_is_refused_at_compile_time_naming_the_field(tmp_path, monkeypatch):
+    """KFP's DSL reads ``{{channel:task=;name=X;type=String;}}`` in any string the compiler is given (a constant
+    default too) and compiles it into a reference to parameter X; a mapping key holding ``{{$`` reaches the
+    component where KFP substitutes it. Both were compiled into run-time values: now refused, each named."""
+    channel = "{{channel:task=;name=workdir;type=String;}}"
+    steps = (f"  train:\n    spec: train.yaml\n    channels: {{train: \"{channel}\"}}\n"
+             "  evaluate:\n    entry_point: e.py\n    hyperparameters: {\"{{$.inputs.parameters['workdir']}}\": 1}\n")
+    path = write_pipeline(tmp_path, steps)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SpecError) as raised:
+        compile_pipeline(path, tmp_path / "out.yaml")
+    said = {problem.path: problem.message for problem in raised.value.problems}
+    assert "holds a KFP placeholder ({{channel:...)" in said["steps.train.channels.train"], said
+    key = "steps.evaluate.hyperparameters.{{$.inputs.parameters['workdir']}}"
+    assert "is a key holding a KFP placeholder ({{$...)" in said[key], said
+    assert not (tmp_path / "out.yaml").exists()
+
+
+def test_a_dsl_channel_in_the_job_spec_stays_literal(tmp_path, monkeypatch):
+    """The job spec travels encoded: a channel form in one of its values (or keys) reaches the job as written."""
+    from trainops.components.paths import parse_json
+
+    channel = "{{channel:task=;name=workdir;type=String;}}"
+    path = write_pipeline(tmp_path, "  train: {spec: literal.yaml}\n")
+    (tmp_path / "literal.yaml").write_text(SPEC + f"environment:\n  WHERE: \"{channel}\"\n")
+    monkeypatch.chdir(tmp_path)
+    compile_pipeline(path, tmp_path / "out.yaml", pipeline_dir=".")
+    text = (tmp_path / "out.yaml").read_text()
+    assert "{{channel:" not in text
+    spec_json = compiled(tmp_path / "out.yaml")["root"]["inputDefinitions"]["parameters"]["spec_json"]["defaultValue"]
+    assert parse_json(spec_json, "spec_json", dict)["environment"] == {"WHERE": channel}
+    with pytest.raises(SpecError, match=r"spec_json: holds a KFP placeholder \(\{\{channel:"):
+        parse_json(json.dumps({"environment": {"WHERE": channel}}), "spec_json", dict)
