@@ -338,6 +338,37 @@ def check_placeholders(document: Any, where: str, path: str = "") -> None:
         raise SpecError(problems, where)
 
 
+def check_secret_values(source: PipelineSource, where: str) -> None:
+    """Refuse, at compile time, a value or key of the pipeline file holding the value of one of the job spec's
+    secret environment variables (`trainops.spec.secrets`): those values are written into the YAML as they are, and
+    the YAML is read by anyone who can see the pipeline. The job spec itself travels masked (`spec_json`)."""
+    from trainops.spec.secrets import secret_held_by
+
+    environment = source.spec_document.get("environment")
+    if not isinstance(environment, dict):
+        return
+    problems = []
+
+    def walk(value: Any, at: str) -> None:
+        if at == "steps.train.spec" and isinstance(value, dict):
+            return  # masked in spec_json
+        if isinstance(value, str) and secret_held_by(value, environment):
+            problems.append(Problem(at, f"holds the value of the job spec's secret environment variable "
+                                        f"{secret_held_by(value, environment)}; the compiled pipeline is read by "
+                                        "anyone who can see it: read the value from the environment instead"))
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(str(key), f"{at}.{key}[key]" if at else f"{key}[key]")
+                walk(item, f"{at}.{key}" if at else str(key))
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, f"{at}[{index}]")
+
+    walk(source.pipeline.model_dump(mode="json"), "")
+    if problems:
+        raise SpecError(problems, where)
+
+
 def check_image_paths(source: PipelineSource, pipeline_dir: str, context: Path, where: str) -> None:
     """Refuse, at compile time, a pipeline whose components would not find its files in the image.
 
@@ -396,6 +427,7 @@ def compile_pipeline(path: str | os.PathLike, output: str | os.PathLike, *,
 
     source = read_pipeline_source(path)
     check_placeholders(source.pipeline.model_dump(mode="json"), str(path))
+    check_secret_values(source, str(path))
     pipeline_dir = pipeline_dir or default_pipeline_dir(path)
     check_image_paths(source, pipeline_dir, Path(context or Path.cwd()).resolve(), str(path))
     if settings is not None:

@@ -9,6 +9,7 @@ FSx mount names) are the SageMaker backend's preflight.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -381,14 +382,23 @@ def spot_and_warm_pool_limits(spec: JobSpec) -> Iterator[Problem]:
         yield Problem("max_wait", "applies to spot training only: set use_spot_instances: true or remove max_wait")
 
 
-@rule("hyperparameters")
+@rule("hyperparameters", "environment")
 def no_secrets_in_hyperparameters(spec: JobSpec) -> Iterator[Problem]:
-    """Hyperparameters are visible to anyone who can describe the job: no secrets there."""
-    for key in spec.hyperparameters:
+    """Hyperparameters are visible to anyone who can describe the job: no secrets there, by name or by value (a
+    secret environment variable's value repeated as a hyperparameter would also be masked in every output of
+    trainops, and the job would run with the mask)."""
+    from trainops.spec.secrets import secret_held_by
+
+    for key, value in spec.hyperparameters.items():
+        held = secret_held_by(value if isinstance(value, str) else json.dumps(value, default=str), spec.environment)
         if looks_secret(key):
             yield Problem(f"hyperparameters.{key}",
                           "looks like a secret; hyperparameters are visible to anyone who can describe the job: pass "
                           "it through environment (masked in trainops output) or read it from AWS Secrets Manager")
+        elif held:
+            yield Problem(f"hyperparameters.{key}",
+                          f"holds the value of the secret environment variable {held}; hyperparameters are "
+                          "visible to anyone who can describe the job: read it from the environment in the script")
 
 
 @rule("hyperparameters", "inputs")

@@ -5,7 +5,14 @@ A variable is secret when
 - its name says so (`trainops.spec.base.looks_secret`: HF_TOKEN, DB_PASSWORD, apiKey, AWS_SECRET_ACCESS_KEY), or its
   last word is KEY, PAT or CREDS (OPENAI_KEY, GITHUB_PAT, GCP_CREDS, sshKey); or
 - its value holds a URL with credentials, ``scheme://user:password@host`` (DATABASE_URL, MLFLOW_TRACKING_URI,
-  BROKER_URL, any name): the whole value is masked.
+  BROKER_URL, any name): the whole value is masked; or
+- its value holds the value of a variable secret by the two rules above (``MODEL_AUTH: "Bearer <HF_TOKEN's value>"``):
+  a name that does not look secret does not make a secret's value public.
+
+Masking goes by value, not only by name: wherever a spec document or a request is written out, every other text that
+holds a secret's value (a tag, a channel's URI, a hyperparameter) has it replaced by `MASK` too. A hyperparameter
+holding one is refused by the spec's rules (hyperparameters are visible to anyone who can describe the job), so a spec
+that runs never needs a masked value outside `environment`, and `restore_masked` restores `environment` only.
 
 Secret values reach the training script unchanged and nothing else: `trainops render`, the local backend's logs,
 status and failure files, the step results (Airflow XComs, KFP outputs), the registry entry, the compiled KFP
@@ -54,22 +61,74 @@ def is_secret(name: str, value: Any) -> bool:
     return secret_name(str(name)) or secret_value(value)
 
 
+#: A secret's value shorter than this is not searched for elsewhere: it would mask parts of ordinary words (the
+#: runtime's output relay has the same bound).
+MIN_SECRET_LENGTH = 4
+
+
+def _named_secrets(environment: Mapping[str, Any]) -> dict[str, str]:
+    return {str(name): str(value) for name, value in environment.items() if is_secret(str(name), value)}
+
+
+def secret_values(environment: Mapping[str, Any] | None) -> list[str]:
+    """The values to mask wherever they appear: those of the variables secret by name or by a credential URL, at
+    least `MIN_SECRET_LENGTH` long, longest first (a secret that contains another is masked whole)."""
+    values = {value for value in _named_secrets(environment or {}).values() if len(value) >= MIN_SECRET_LENGTH}
+    return sorted(values, key=len, reverse=True)
+
+
+def holds_secret(value: Any, secrets: list[str]) -> bool:
+    """True when ``value`` (text) contains one of ``secrets`` (`secret_values`)."""
+    return isinstance(value, str) and any(secret in value for secret in secrets)
+
+
+def secret_held_by(value: Any, environment: Mapping[str, Any] | None) -> str | None:
+    """The name of the secret variable of ``environment`` whose value ``value`` (text) contains, or None."""
+    for name, secret in sorted(_named_secrets(environment or {}).items(), key=lambda item: -len(item[1])):
+        if len(secret) >= MIN_SECRET_LENGTH and isinstance(value, str) and secret in value:
+            return name
+    return None
+
+
 def secret_environment_names(environment: Mapping[str, Any] | None) -> list[str]:
-    """The names of the secret variables of an environment mapping, sorted."""
-    return sorted(str(name) for name, value in (environment or {}).items() if is_secret(str(name), value))
+    """The names of the secret variables of an environment mapping, sorted: by name, by a credential URL, or by
+    holding another secret variable's value."""
+    environment = environment or {}
+    secrets = secret_values(environment)
+    return sorted(str(name) for name, value in environment.items()
+                  if is_secret(str(name), value) or holds_secret(value, secrets))
 
 
 def masked_environment(environment: Mapping[str, Any] | None) -> dict[str, Any]:
-    """A copy of the environment with every secret value replaced by `MASK`."""
-    return {name: MASK if is_secret(str(name), value) else value for name, value in (environment or {}).items()}
+    """A copy of the environment with every secret value (`secret_environment_names`) replaced by `MASK`."""
+    names = set(secret_environment_names(environment))
+    return {name: MASK if str(name) in names else value for name, value in (environment or {}).items()}
+
+
+def mask_values(data: Any, secrets: list[str]) -> Any:
+    """A copy of JSON data in which every text (values and mapping keys, at any depth) has each of ``secrets``
+    replaced by `MASK`."""
+    if isinstance(data, str):
+        for secret in secrets:
+            data = data.replace(secret, MASK)
+        return data
+    if isinstance(data, Mapping):
+        return {mask_values(key, secrets): mask_values(value, secrets) for key, value in data.items()}
+    if isinstance(data, (list, tuple)):
+        return [mask_values(item, secrets) for item in data]
+    return data
 
 
 def masked_spec_document(document: Any) -> Any:
-    """A copy of a job spec document (a mapping with ``environment``) with its secret values masked; anything else
-    is returned as it is."""
+    """A copy of a job spec document (a mapping with ``environment``) with its secret environment values masked,
+    and every secret's value masked wherever else in the document it appears; anything else is returned as it
+    is."""
     if not isinstance(document, Mapping) or not isinstance(document.get("environment"), Mapping):
         return document
-    return {**document, "environment": masked_environment(document["environment"])}
+    environment = document["environment"]
+    secrets = secret_values(environment)
+    return {mask_values(key, secrets): masked_environment(value) if key == "environment"
+            else mask_values(value, secrets) for key, value in document.items()}
 
 
 def restore_masked(document: Any, environ: Mapping[str, str], field: str = "spec") -> Any:

@@ -59,13 +59,11 @@ def spec_as_json(spec: Any) -> dict[str, Any] | None:
 
 
 def _masked(data: dict[str, Any]) -> dict[str, Any]:
-    """The spec with the values of secret-looking environment variables masked: a registry entry is read by many."""
-    from trainops.spec.secrets import masked_environment
+    """The spec with the values of secret-looking environment variables masked, wherever they appear: a registry
+    entry is read by many."""
+    from trainops.spec.secrets import masked_spec_document
 
-    environment = data.get("environment")
-    if isinstance(environment, dict):
-        data["environment"] = masked_environment(environment)
-    return data
+    return dict(masked_spec_document(data))
 
 
 def _backend(backend: str | Backend | None, approval: str, options: Mapping[str, Any] | None = None,

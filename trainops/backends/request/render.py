@@ -426,12 +426,13 @@ def _s3_prefix_channel(name: str, prefix: str) -> dict[str, Any]:
 
 
 def masked(request: dict[str, Any]) -> dict[str, Any]:
-    """A copy for display (CLI, logs, XCom): secret environment values (`trainops.spec.secrets`) are masked."""
-    from trainops.spec.secrets import is_secret
+    """A copy for display (CLI, logs, XCom): secret environment values (`trainops.spec.secrets`) are masked, and
+    each secret's value wherever else it appears in the request (by value, not only by name)."""
+    from trainops.spec.secrets import mask_values, masked_environment, secret_values
 
     shown = json.loads(json.dumps(request))
     environment = shown.get("Environment") or {}
-    for key in environment:
-        if is_secret(key, environment[key]):
-            environment[key] = MASK
+    secrets = secret_values(environment)
+    shown = {key: masked_environment(value) if key == "Environment" and value else mask_values(value, secrets)
+             for key, value in shown.items()}
     return shown
