@@ -252,7 +252,8 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
             if result.status.outcome != "waiting" and not handle.created:
                 # A re-attached job that ended since the earlier try's last look: the lines after the last one that
                 # try's log has (its tail included), then its result at once, the same XCom as after a wait.
-                self._write_logs(backend, handle, log_marks.load(handle), limit=LOG_LINES_AFTER_END, resume=True)
+                self._write_logs(backend, handle, log_marks.load(handle, self.log), limit=LOG_LINES_AFTER_END,
+                                 resume=True)
             return self._finish(backend, spec, base, result)
         guards = guards_for(spec, spent)
         if self.wait_mode == "defer":
@@ -356,7 +357,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         if not self.stream_logs or (resume and cursor is None):
             return cursor
         try:
-            lines, cursor = backend.log_lines(handle, cursor, limit=limit)
+            lines, cursor = log_marks.read(backend, handle, cursor, limit, self.log)
         except Exception as error:  # noqa: BLE001 - logs are a convenience; the job's status decides
             self.log.warning("could not read the logs of %s: %s", handle.job_name, error)
             return cursor
@@ -377,7 +378,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
         watch = backend.watch(handle, guards, log=task_logger(self)) if guards is not None else None
         started = time.monotonic()
-        cursor, last = log_marks.load(handle), None  # after the lines an earlier try's log has
+        cursor, last = log_marks.load(handle, self.log), None  # after the lines an earlier try's log has
         looks = self._looks(handle.job_name)
         while True:
             try:

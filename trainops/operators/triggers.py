@@ -365,7 +365,7 @@ class JobTrigger(BaseTrigger):
         of the task log), else at the job's first line."""
         from trainops.operators import log_marks
 
-        mark = await asyncio.to_thread(log_marks.load, handle)
+        mark = await asyncio.to_thread(log_marks.load, handle, self.log)
         if mark is not None:
             self.log.info("continuing the log of %s after the last line the task log has (this trigger moved to "
                           "another triggerer, or this try re-attached to the job)", self.job_name)
@@ -403,8 +403,8 @@ class JobTrigger(BaseTrigger):
         budget = drain or self.log_lines_per_poll
         try:
             while budget > 0:
-                lines, cursor = await asyncio.to_thread(backend.log_lines, handle, cursor,
-                                                        limit=min(budget, self.log_lines_per_poll))
+                lines, cursor = await asyncio.to_thread(log_marks.read, backend, handle, cursor,
+                                                        min(budget, self.log_lines_per_poll), self.log)
                 for line in lines:
                     self.log.info("%s", line)
                 if lines:  # where the task log stands now: a moved trigger or a later try continues from here

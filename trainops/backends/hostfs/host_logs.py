@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import BinaryIO
 
 from trainops.backends.hostfs import paths
 from trainops.backends.hostfs.safe_fs import open_regular
@@ -34,7 +35,11 @@ def read_new_lines(job_name: str, workdir: str | os.PathLike | None, cursor: dic
                    limit: int) -> tuple[list[str], dict[str, int]]:
     """At most ``limit`` complete log lines written after ``cursor`` (host -> byte offset; None: from the start),
     each prefixed with its host, and the cursor after them (JSON). A poller (the Airflow trigger) calls it again and
-    again; a line still being written is left for the next call."""
+    again; a line still being written is left for the next call.
+
+    A cursor may come from outside (an Airflow Variable anyone with access can set): an offset that is not a whole
+    number >= 0, lies past the end of its host's log or inside a line is refused with `ValueError` naming the host,
+    never read from (past the end, it would hide every later line)."""
     logs_dir = paths.job_dir(job_name, workdir) / "logs"
     cursor = dict(cursor or {})
     lines: list[str] = []
@@ -46,7 +51,7 @@ def read_new_lines(job_name: str, workdir: str | os.PathLike | None, cursor: dic
         except OSError:
             continue  # not a log file trainops wrote (a FIFO, a link): nothing of it is read
         with open(descriptor, "rb") as handle:
-            handle.seek(cursor.get(path.stem, 0))
+            handle.seek(_line_start(handle, path.stem, cursor.get(path.stem, 0)))
             while len(lines) < limit:
                 raw = handle.readline()
                 if not raw.endswith(b"\n"):
@@ -54,3 +59,18 @@ def read_new_lines(job_name: str, workdir: str | os.PathLike | None, cursor: dic
                 cursor[path.stem] = handle.tell()
                 lines.append(shown(path.stem, raw.decode("utf-8", "replace").rstrip("\n")))
     return lines, cursor
+
+
+def _line_start(handle: BinaryIO, host: str, offset: object) -> int:
+    """``offset`` when it is where a line of ``host``'s log starts (0, or just after a newline); else `ValueError`."""
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise ValueError(f"the log cursor of {host} is {offset!r}, not a byte offset")
+    if offset == 0:
+        return 0
+    size = os.fstat(handle.fileno()).st_size
+    if offset > size:
+        raise ValueError(f"the log cursor of {host} is byte {offset}, past the end of its log ({size} bytes)")
+    handle.seek(offset - 1)
+    if handle.read(1) != b"\n":
+        raise ValueError(f"the log cursor of {host} is byte {offset}, inside a line of its log")
+    return offset
