@@ -7,11 +7,11 @@ the launcher itself killed outright the daemon outlives it: the weaker promise d
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
-import site
 import subprocess
 import sys
 import tempfile
@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from process_scenarios import TRAINOPS, kill_all, processes_with, wait_for, write_job
+from support.project_copy import readable_project
 
 from trainops.backends.local import container
 
@@ -151,20 +152,21 @@ def test_a_daemon_left_by_a_completed_job_is_stopped_by_the_hosts_init_and_count
 NOBODY = 65534
 
 
-def _as_nobody(python: str, home: Path) -> list[str]:
-    """The command prefix that runs `python` as user nobody with trainops and its packages importable (this test's
-    interpreter may live where nobody cannot reach, so `python` is one of the same version that nobody may run)."""
-    path = os.pathsep.join([str(Path(__file__).resolve().parents[2]), *site.getsitepackages()])
+def _as_nobody(python: str, home: Path, pythonpath: str) -> list[str]:
+    """The command prefix that runs `python` as user nobody with trainops and its packages importable from
+    ``pythonpath``, a copy nobody can read (`support.project_copy`: the checkout and its venv may lie where nobody
+    can reach; this test's interpreter too, so `python` is one of the same version that nobody may run)."""
     environment = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TRAINOPS_HOME": str(home / "home"),
-                   "PYTHONPATH": path}
+                   "PYTHONPATH": pythonpath}
     return ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "env", "-i",
             *(f"{key}={value}" for key, value in environment.items()), python]
 
 
-def _python_for_nobody(home: Path) -> str | None:
+def _python_for_nobody(home: Path, pythonpath: str) -> str | None:
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     for candidate in (sys.executable, f"/usr/bin/python{version}", f"/usr/local/bin/python{version}"):
-        if os.path.exists(candidate) and subprocess.run([*_as_nobody(candidate, home), "-c", "import trainops.cli"],
+        if os.path.exists(candidate) and subprocess.run([*_as_nobody(candidate, home, pythonpath), "-c",
+                                                         "import trainops.cli"],
                                                         capture_output=True, timeout=120, cwd=home).returncode == 0:
             return candidate
     return None
@@ -175,14 +177,16 @@ def test_an_unprivileged_user_gets_the_user_namespace_variant_and_its_daemons_en
     root = Path(tempfile.mkdtemp(prefix="trainops-nobody-"))
     token = f"daemon-{uuid.uuid4().hex}"
     controller = None
+    stack = contextlib.ExitStack()
     try:
         spec = write_job(root, {"MODE": "helper", "TOKEN": token, "STEPS": "1500"})
         for path in [root, *root.rglob("*")]:
             os.chown(path, NOBODY, NOBODY)
-        python = _python_for_nobody(root)
+        pythonpath = stack.enter_context(readable_project())
+        python = _python_for_nobody(root, pythonpath)
         if python is None:
             pytest.skip(f"no Python {sys.version_info.major}.{sys.version_info.minor} that user nobody may run")
-        nobody = _as_nobody(python, root)
+        nobody = _as_nobody(python, root, pythonpath)
         probe = subprocess.run([*nobody, "-c", "from trainops.backends.local import container as c\n"
                                 "print(c.isolation(), c.isolation_works('pid'))"],
                                capture_output=True, text=True, timeout=120, cwd=root)
@@ -213,3 +217,4 @@ def test_an_unprivileged_user_gets_the_user_namespace_variant_and_its_daemons_en
             controller.wait()
         kill_all(processes_with(token, root))
         shutil.rmtree(root, ignore_errors=True)
+        stack.close()

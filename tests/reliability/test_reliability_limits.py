@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from local_breaks import cli
 from support import other_user
+from support.project_copy import readable_project
 
 from trainops.errors import JobFailed
 
@@ -75,13 +76,11 @@ def test_a_nul_in_a_hyperparameter_is_refused_when_the_job_is_validated(tmp_path
 # --- the per-user process limit ---------------------------------------------------------------------------------------
 def _as_rival_with_limit(limit: int, *command: str, home: Path) -> subprocess.CompletedProcess:
     """``command`` run by the other user under ``prlimit --nproc=limit``, with a Python it can run and trainops
-    (this checkout) importable."""
-    import site
-
+    importable from the copy the other user can read (`rival_home`; never the checkout's own path, which may lie
+    where no other user can reach: a 0700 home)."""
     python = f"/usr/bin/python{sys.version_info.major}.{sys.version_info.minor}"
-    path = os.pathsep.join([str(REPOSITORY), *site.getsitepackages()])
     environment = {"PATH": "/usr/bin:/bin", "HOME": str(home), "TRAINOPS_HOME": str(home / "state"),
-                   "PYTHONPATH": path}
+                   "PYTHONPATH": (home / PYTHONPATH_FILE).read_text()}
     uid, gid = other_user.rival()
     return subprocess.run(["setpriv", f"--reuid={uid}", f"--regid={gid}", "--clear-groups", "env", "-i",
                            *(f"{key}={value}" for key, value in environment.items()), "prlimit", f"--nproc={limit}",
@@ -94,9 +93,19 @@ needs_rival_python = pytest.mark.skipif(
     reason="needs root with useradd and setpriv, and a system Python of this version the other user may run")
 
 
+#: The file of `rival_home` that holds the PYTHONPATH of the other user's copy of trainops.
+PYTHONPATH_FILE = "pythonpath"
+
+
 @pytest.fixture
 def rival_home():
+    with readable_project() as pythonpath:
+        yield from _rival_home(pythonpath)
+
+
+def _rival_home(pythonpath: str):
     home = other_user.shared_directory("trainops-rival-home-", 0o755)
+    (home / PYTHONPATH_FILE).write_text(pythonpath)
     uid, gid = other_user.rival()
     os.chown(home, uid, gid)
     source = home / "src"
@@ -127,7 +136,8 @@ def test_a_process_limit_that_leaves_no_room_for_the_job_is_refused_when_validat
 @needs_rival_python
 def test_a_host_that_cannot_fork_says_the_process_limit(rival_home):
     """A host's launcher that meets the limit (one process allowed: it cannot fork its host's init) says so."""
-    launcher = REPOSITORY / "trainops" / "backends" / "local" / "host_init.py"
+    copy = Path((rival_home / PYTHONPATH_FILE).read_text().split(":")[0])  # the copy's code, not the checkout's
+    launcher = copy / "trainops" / "backends" / "local" / "host_init.py"
     result = _as_rival_with_limit(1, "-I", "-S", str(launcher), "user-pid", str(rival_home / "report"), "/bin/true",
                                   home=rival_home)
     assert result.returncode == 127, (result.stdout, result.stderr)
