@@ -84,3 +84,40 @@ def test_a_console_that_falls_behind_leaves_out_the_oldest_lines_and_shows_each_
     after = printed[note + 1:]
     assert after == [f"[algo-1 rank 0] early {number}" for number in range(10, 20)]  # its last 10, left out before
     assert printed[note - 1] == "[algo-2 rank 1] flood 999"  # the flood's own last lines were printed in order
+
+
+def test_a_console_still_behind_when_the_job_ends_shows_each_sources_last_line_not_the_backlog(monkeypatch):
+    """Issue 48 item 7: at the end of a job the console is given `CLOSE_SECONDS`; one still behind then (a slow
+    terminal) had its whole backlog dropped, the last lines of the ranks that ended last with it (`trainops logs`
+    kept them). Now the backlog is left out instead and the note and each source's last lines go first. The console
+    here is held until the end has given up on it (bounds of 0 s), then let go."""
+    monkeypatch.setattr(host_console, "LAST_LINES_SECONDS", 0.0, raising=False)
+    printed: list[str] = []
+    release = threading.Event()
+
+    def slow(line: str) -> None:
+        release.wait(60)
+        printed.append(line)
+
+    console = HostConsole(slow)
+    for rank in range(8):
+        for number in range(200):
+            console.put(f"[algo-{1 + rank // 4} rank {rank}] flood {number}")
+        console.put(f"[algo-{1 + rank // 4} rank {rank}] LAST-LINE-OF-RANK-{rank}")
+    console.close(timeout=0.0)  # the end's bound: the console is still behind, held in its first line
+    release.set()  # the console reads again: what the end queued for it is printed
+    console._thread.join(60)
+    assert not console._thread.is_alive()
+    for rank in range(8):
+        assert f"[algo-{1 + rank // 4} rank {rank}] LAST-LINE-OF-RANK-{rank}" in printed, (rank, printed[-20:])
+    assert any("the console could not keep up" in line for line in printed)
+    assert len(printed) < 200  # the backlog was left out (the log files have it), not printed before the last lines
+
+
+def test_a_line_that_comes_after_the_end_is_printed_not_queued_for_a_stopped_printer():
+    printed: list[str] = []
+    console = HostConsole(printed.append)
+    console.put("[algo-1 rank 0] before the end")
+    console.close()
+    console.put("[algo-1 rank 0] a pump that outlived its bound")
+    assert printed == ["[algo-1 rank 0] before the end", "[algo-1 rank 0] a pump that outlived its bound"]
