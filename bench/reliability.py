@@ -511,6 +511,8 @@ def render(measured: dict, context: dict) -> str:
         rows += __import__("local_breaks_bench").render_rows(measured["local-breaks"])
     if "hostile-files" in measured:  # issue 39's attack classes: tests/reliability/hostile_files_bench.py
         rows += __import__("hostile_files_bench").render_rows(measured["hostile-files"])
+    if "issue48-misc" in measured:  # issue 48's classes 5, 6, 7, 9: tests/reliability/issue48_misc_bench.py
+        rows += __import__("issue48_misc_bench").render_rows(measured["issue48-misc"])
     if "staging-scale" in measured:  # issue 15 item 14: bench/staging_scale.py
         rows.append(__import__("staging_scale").render_row(measured["staging-scale"]))
     header = [
@@ -588,7 +590,8 @@ SECTIONS = {"bad-input": bad_input, "fuzz": fuzz, "hostile-data": hostile_data, 
             "files": lambda: __import__("files_scenarios").measure_section(),
             "staging-scale": lambda: __import__("staging_scale").measure(),
             "local-breaks": lambda: __import__("local_breaks_bench").measure(),
-            "hostile-files": lambda: __import__("hostile_files_bench").measure()}
+            "hostile-files": lambda: __import__("hostile_files_bench").measure(),
+            "issue48-misc": lambda: __import__("issue48_misc_bench").measure()}
 
 
 def summary_rows(text: str) -> list[str]:
