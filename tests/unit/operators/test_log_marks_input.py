@@ -141,3 +141,39 @@ def handle_log_size(backend, handle) -> int:
     from trainops.backends.hostfs import paths
 
     return (paths.job_dir(handle.job_name, handle.workdir) / "logs" / "algo-1.log").stat().st_size
+
+
+def test_a_cloudwatch_token_cloudwatch_does_not_know_is_refused_and_the_log_starts_over():
+    """The SageMaker backend's cursor is stream -> CloudWatch token: a forged token (CloudWatch answers
+    InvalidParameterException) or a number in its place is refused like a bad offset, and `log_marks.read` starts
+    over from the first line instead of failing at every poll."""
+    from support.stubbed_aws import StubbedAWS
+
+    from trainops.backends.sagemaker.logs import LOG_GROUP, read_new_lines
+
+    job, stream = "digits-abc", "digits-abc/algo-1-100"
+    aws = StubbedAWS()
+    logs = aws.stub("logs")
+
+    def streams() -> None:
+        logs.add_response("describe_log_streams", {"logStreams": [{"logStreamName": stream}]},
+                          {"logGroupName": LOG_GROUP, "logStreamNamePrefix": job + "/"})
+
+    streams()
+    logs.add_client_error("get_log_events", service_error_code="InvalidParameterException",
+                          service_message="The specified nextToken is invalid.",
+                          expected_params={"logGroupName": LOG_GROUP, "logStreamName": stream, "startFromHead": True,
+                                           "limit": 1000, "nextToken": "f/forged"})
+    streams()
+    logs.add_response("get_log_events", {"events": [{"timestamp": 1, "message": "first line"}],
+                                         "nextForwardToken": "f/1"},
+                      {"logGroupName": LOG_GROUP, "logStreamName": stream, "startFromHead": True, "limit": 1000})
+    backend = SimpleNamespace(log_lines=lambda handle, cursor, limit: read_new_lines(aws, job, cursor, limit))
+    log = Log()
+    lines, cursor = log_marks.read(backend, SimpleNamespace(backend="sagemaker", job_name=job),
+                                   {stream: "f/forged"}, 1000, log)
+    assert lines == ["[algo-1] first line"] and cursor == {stream: "f/1"}
+    assert "not a token CloudWatch knows" in log.warnings[0], log.warnings
+    streams()
+    with pytest.raises(ValueError, match="not a CloudWatch token"):
+        read_new_lines(aws, job, {stream: 42}, 1000)

@@ -206,8 +206,20 @@ def read_new_lines(factory: ClientFactory, job_name: str, cursor: dict[str, str]
             arguments: dict[str, Any] = {"logGroupName": log_group, "logStreamName": stream, "startFromHead": True,
                                          "limit": min(share, 10000)}
             if cursor.get(stream):
+                if not isinstance(cursor[stream], str):
+                    raise ValueError(f"the log cursor of {stream} is {cursor[stream]!r}, not a CloudWatch token")
                 arguments["nextToken"] = cursor[stream]
-            response = client.get_log_events(**arguments)
+            try:
+                response = client.get_log_events(**arguments)
+            except ClientError as error:
+                if "nextToken" in arguments and error.response.get("Error", {}).get("Code") == \
+                        "InvalidParameterException":
+                    # A cursor may come from outside (an Airflow Variable): one CloudWatch does not know is refused
+                    # as the host log reader refuses a bad offset, so the caller can start over instead of
+                    # failing at every poll.
+                    raise ValueError(f"the log cursor of {stream} is not a token CloudWatch knows ("
+                                     f"{error.response['Error'].get('Message', '')})") from None
+                raise
             batches.append([LogLine(int(event["timestamp"]), host_of(stream, job_name), stream, event["message"])
                             for event in response.get("events", [])])
             if response.get("nextForwardToken"):
