@@ -379,6 +379,8 @@ def _left_out_section() -> list[str]:
 
 def spec_reference_markdown() -> str:
     """docs/spec.md: every spec field, the distribution forms, channels, SMP parameters and the rules."""
+    from trainops.spec.api_limits_docs import api_limits_section
+
     lines = [
         f"<!-- Generated from the model by `{REGENERATE}`; do not edit by hand. -->",
         "",
@@ -420,6 +422,7 @@ def spec_reference_markdown() -> str:
         *_inputs_section(),
         *_rules_section(),
         *_backend_section(),
+        *api_limits_section(),
         *_fidelity_section(),
     ]
     return "\n".join(lines).rstrip("\n") + "\n"

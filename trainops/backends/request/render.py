@@ -217,7 +217,10 @@ def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region:
         raise SpecError(Problem("launcher", f"{launcher!r} is not a launcher: use trainops or toolkit"))
     region = spec.region or region
     problems = sagemaker_problems(spec, region)
+    from trainops.backends.request.api_limits import instance_type_problems
     from trainops.spec.rules import code_channel_problems
+
+    problems += instance_type_problems(spec)  # an ml.* type the API lists, with "did you mean"
 
     problems += code_channel_problems(spec, launcher)  # the spec's rule checked its own launcher; this is render's
     if not isinstance(job_name, str) or len(job_name) > 63 or not JOB_NAME.match(job_name):
@@ -236,23 +239,38 @@ def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region:
     locations = artifact_locations(spec.output_path, job_name)
     # An s3:// tarball is the code as it is (the runtime unpacks it); otherwise the files uploaded one by one.
     tarball = spec.source_dir if spec.source_dir is not None and is_s3_source(spec.source_dir) else None
-    return _assemble(spec, job_name, launcher, region, image, output_path=spec.output_path,
-                     code=tarball or locations.code_prefix, runtime=locations.runtime_prefix,
-                     submit=tarball or locations.source_tarball)
+    request = _assemble(spec, job_name, launcher, region, image, output_path=spec.output_path,
+                        code=tarball or locations.code_prefix, runtime=locations.runtime_prefix,
+                        submit=tarball or locations.source_tarball)
+    # The API's own limits on what is sent, the launcher's additions counted (api_limits), before anything exists.
+    from trainops.backends.request.api_limits import request_problems
+
+    problems = request_problems(request, spec)
+    if problems:
+        raise SpecError(problems, "job spec for the sagemaker backend")
+    return request
 
 
 def render_local(spec: JobSpec, *, job_name: str, launcher: str | None = None, code: str, runtime: str,
-                 submit: str, output_path: str, channels: dict[str, str] | None = None) -> dict[str, Any]:
+                 submit: str, output_path: str, channels: dict[str, str] | None = None,
+                 known_instance_types: bool = False) -> dict[str, Any]:
     """The request the local backend executes: what `render` gives SageMaker, with this machine's locations.
 
     `code` and `runtime` are the trainops launcher's code and runtime channels, `submit` the toolkit's source (a
     directory or tarball path), `output_path` where model.tar.gz goes (file:// or s3://), `channels` the data
-    channels' locations (default: the spec's own). None of SageMaker's account checks apply (role, ml.* instance
-    types, S3-only locations); a role and an image are filled in when the spec has none.
+    channels' locations (default: the spec's own). None of SageMaker's account checks apply (role, S3-only
+    locations); a role and an image are filled in when the spec has none. ``known_instance_types``: an ``ml.*`` type
+    must be one the API knows (the local engine, which runs SageMaker's request; Slurm maps types its own way).
     """
     launcher = launcher or spec.launcher
     if launcher not in ("trainops", "toolkit"):
         raise SpecError(Problem("launcher", f"{launcher!r} is not a launcher: use trainops or toolkit"))
+    if known_instance_types:
+        from trainops.backends.request.api_limits import instance_type_problems
+
+        problems = instance_type_problems(spec)
+        if problems:
+            raise SpecError(problems, "job spec for the local backend")
     region = spec.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     try:
         image = training_image(spec, region)
