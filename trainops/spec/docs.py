@@ -320,7 +320,8 @@ def _fidelity_section() -> list[str]:
         "oracle packages, in a venv of their own (never trainops' dependencies): "
         "`tests/differential/build_oracle_venv.sh`, then `~/.cache/trainops-oracle/bin/python "
         "tests/differential/generate.py`. The image tables (`trainops/spec/image_tables.json`) are regenerated from "
-        "the SDK's own JSON plus the documented additions by `~/.cache/trainops-oracle/bin/python "
+        "the newest SDK's own JSON (v3's sagemaker-core) plus the documented additions by "
+        "`tests/differential/build_oracle_venv.sh --v3` and `~/.cache/trainops-oracle-v3/bin/python "
         "tests/differential/regenerate_tables.py`; never edit their SDK-derived parts by hand.",
         "",
     ]
