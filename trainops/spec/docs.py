@@ -381,6 +381,7 @@ def _left_out_section() -> list[str]:
 def spec_reference_markdown() -> str:
     """docs/spec.md: every spec field, the distribution forms, channels, SMP parameters and the rules."""
     from trainops.spec.api_limits_docs import api_limits_section
+    from trainops.spec.v3_docs import v3_section
 
     lines = [
         f"<!-- Generated from the model by `{REGENERATE}`; do not edit by hand. -->",
@@ -424,6 +425,7 @@ def spec_reference_markdown() -> str:
         *_rules_section(),
         *_backend_section(),
         *api_limits_section(),
+        *v3_section(),
         *_fidelity_section(),
     ]
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -240,6 +240,15 @@ class JobSpec(CoreModel):
         default=False, description="Turn SageMaker's profiler (system monitoring) off: ProfilerConfig "
         "{DisableProfiler: true}. Default, as the SDK: on, writing under output_path, except in the regions without "
         "it and on Trainium.")
+    # --- how the job was written: SDK v3 ModelTrainer shapes (trainops.spec.v3) -------------------------------
+    sdk: Literal["v2", "v3"] = Field(
+        default="v2", description="Whose behaviour the job follows: v2 (the estimator's) or v3 (ModelTrainer's: "
+        "hyperparameters reach the script as v3's drivers pass them, strings as they are and other values "
+        "JSON-encoded, in the order written; requirements installed first). A spec written in v3's names is v3.")
+    requirements: str | None = Field(
+        default=None, max_length=1024, description="A requirements file in source_dir (v3's "
+        "SourceCode.requirements) that the trainops runtime installs with pip on every host before the script; a "
+        "failed install ends the job before the script starts.")
     container_log_level: int = Field(
         default=20, ge=0, le=50, description="Log level of the image's training toolkit "
         "(sagemaker_container_log_level; 20 is logging.INFO); launcher toolkit: the trainops runtime records it "
@@ -361,6 +370,13 @@ class JobSpec(CoreModel):
     def _model_channel_name(cls, value: str) -> str:
         if not CHANNEL_NAME.match(value) or value in (".", ".."):
             raise ValueError(f"{value!r} is not a channel name: 1-64 of letters, digits, '.', '_' and '-'")
+        return value
+
+    @field_validator("requirements")
+    @classmethod
+    def _requirements(cls, value: str | None) -> str | None:
+        if value is not None and (not value or value.startswith("/") or ".." in value.split("/") or "\x00" in value):
+            raise ValueError(f"{value!r} must be a file path relative to source_dir, e.g. requirements.txt")
         return value
 
     @field_validator("dependencies")

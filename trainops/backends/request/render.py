@@ -19,7 +19,9 @@ from trainops.aws.clients import REGION_WAYS
 from trainops.backends.contract import encode_hyperparameters, runtime_hyperparameters
 from trainops.errors import Problem, SpecError
 from trainops.runtime import catalog
+from trainops.runtime.hyperparameters import ARGUMENTS_KEY
 from trainops.runtime.output_relay import MASK_VARIABLES
+from trainops.runtime.requirements import REQUIREMENTS_KEY
 from trainops.spec.base import JOB_NAME, REGION
 from trainops.spec.distribution import SMP, Distribution
 from trainops.spec.inputs import FileSystemInput, TrainingInput, is_local_uri
@@ -301,6 +303,10 @@ def _assemble(spec: JobSpec, job_name: str, launcher: str, region: str | None, i
     if launcher == "trainops":
         request["AlgorithmSpecification"]["ContainerEntrypoint"] = list(ENTRYPOINT)
         hyperparameters = runtime_hyperparameters(spec, job_name, region)
+        if spec.sdk == "v3":  # the script's arguments as v3's drivers pass them (runtime.hyperparameters)
+            hyperparameters[ARGUMENTS_KEY] = "v3"
+        if spec.requirements:  # installed by the runtime before the script (runtime.requirements)
+            hyperparameters[REQUIREMENTS_KEY] = spec.requirements
         request["InputDataConfig"] += [
             _s3_prefix_channel(CODE_CHANNEL, code),
             _s3_prefix_channel(RUNTIME_CHANNEL, runtime),
@@ -334,6 +340,10 @@ def _assemble(spec: JobSpec, job_name: str, launcher: str, region: str | None, i
         if spec.framework == "tensorflow" and "model_dir" not in spec.hyperparameters:
             hyperparameters["model_dir"] = toolkit_model_dir(spec, job_name, distribution_values)
     request["HyperParameters"] = encode_hyperparameters(hyperparameters)
+    if spec.sdk == "v3":
+        # v3 sends a string hyperparameter as it is and JSON for the rest (ModelTrainer's safe_serialize).
+        request["HyperParameters"].update({key: value for key, value in spec.hyperparameters.items()
+                                           if isinstance(value, str)})
     if not request["InputDataConfig"]:
         del request["InputDataConfig"]
     _optional_settings(spec, request, environment)
