@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from tests.differential.generate_api_model import TARGET, build
+from differential.generate_api_model import TARGET, build
 
 
 def test_generated_model_matches_the_installed_botocore():

@@ -135,12 +135,12 @@ def _reshape(out: dict[str, Any], problems: list[Problem]) -> None:
         board["container_local_output_path"] = board.pop("local_path")
         out["tensorboard_output_config"] = board
     if "inputs" in out:
-        out["inputs"] = _channels(out["inputs"], problems)
+        out["inputs"] = _channels(out["inputs"], problems, out.get("input_mode", "File"))
     if "distribution" in out:
         out["distribution"] = _distribution(out["distribution"], problems)
 
 
-def _channels(value: Any, problems: list[Problem]) -> Any:
+def _channels(value: Any, problems: list[Problem], job_mode: Any) -> Any:
     """``input_data_config: [{channel_name, data_source, content_type}]`` -> ``inputs: {name: channel}``."""
     if not isinstance(value, list):
         problems.append(Problem("input_data_config", "must be a list of InputData: [{channel_name, data_source}]"))
@@ -159,6 +159,11 @@ def _channels(value: Any, problems: list[Problem]) -> Any:
         if name in channels:
             problems.append(Problem(f"{path}.channel_name", f"{name!r} is given twice"))
         channel = _data_source(source, f"{path}.data_source", problems)
+        if isinstance(channel, str) and job_mode == "File":
+            # v3 gives a URI's channel InputMode File (create_input_data_channel). In a FastFile or Pipe job that
+            # would read the channel in File mode against the job's own mode: trainops leaves it to the job's
+            # (docs/spec.md, SDK v3 differences).
+            channel = {"s3_data": channel, "input_mode": "File"}
         if item.get("content_type") is not None and isinstance(channel, dict):
             channel["content_type"] = item["content_type"]
         elif item.get("content_type") is not None and isinstance(channel, str):

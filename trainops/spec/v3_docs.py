@@ -20,6 +20,10 @@ V3_DIFFERENCES: tuple[tuple[str, str, str], ...] = (
      "`/bin/bash .../sm_train.sh`", "sends the trainops runtime's (its `trainops_code` / `trainops_runtime` "
      "channels and `python3 -m trainops.runtime launch`), with `trainops_*` hyperparameters saying v3's encoding and "
      "the requirements file", f"{_V3}/model_trainer.py (`_prepare_train_script`, `create_input_data_channel`)"),
+    ("gives a channel written as a URI `InputMode: File`, also in a FastFile or Pipe job, so the channel is "
+     "downloaded against the job's `training_input_mode`", "sends `InputMode: File` in a File job as v3 does, "
+     "and in a FastFile / Pipe job leaves the channel to the job's mode, as asked",
+     f"{_V3}/model_trainer.py (`create_input_data_channel`: `input_mode=\"File\"`)"),
     ("`SourceCode(command=...)` runs a shell command", "refuses it: trainops launches a Python `entry_script` "
      "(torchrun, mpirun or one process); pass options as hyperparameters", f"{_V3}/templates.py "
      "(`EXECUTE_BASE_COMMANDS`: `eval` of the command)"),
