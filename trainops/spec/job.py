@@ -35,6 +35,7 @@ from trainops.spec.distribution import (
 )
 from trainops.spec.estimator_options import (
     MODEL_CHANNEL,
+    ExperimentConfig,
     InstancePlacementConfig,
     TensorBoardOutputConfig,
     check_code_location,
@@ -240,6 +241,10 @@ class JobSpec(CoreModel):
         default=False, description="Turn SageMaker's profiler (system monitoring) off: ProfilerConfig "
         "{DisableProfiler: true}. Default, as the SDK: on, writing under output_path, except in the regions without "
         "it and on Trainium.")
+    experiment_config: ExperimentConfig | None = Field(
+        default=None, description="SageMaker Experiments: {ExperimentName, TrialName, TrialComponentDisplayName, "
+        "RunName} (the SDK's fit(experiment_config=...)), sent as ExperimentConfig; recorded, not emulated, by the "
+        "local engine.")
     # --- how the job was written: SDK v3 ModelTrainer shapes (trainops.spec.v3) -------------------------------
     sdk: Literal["v2", "v3"] = Field(
         default="v2", description="Whose behaviour the job follows: v2 (the estimator's) or v3 (ModelTrainer's: "

@@ -476,5 +476,6 @@ def _same_minor(version: str, supported: str) -> bool:
 
 # The SDK estimator options' rules register themselves in RULES (after the ones above, in report order).
 from trainops.spec import api_rules as _api_rules  # noqa: E402,F401
+from trainops.spec import channel_rules as _channel_rules  # noqa: E402,F401
 from trainops.spec import estimator_rules as _estimator_rules  # noqa: E402,F401
 from trainops.spec import v3_rules as _v3_rules  # noqa: E402,F401

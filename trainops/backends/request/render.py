@@ -267,12 +267,15 @@ def render_local(spec: JobSpec, *, job_name: str, launcher: str | None = None, c
     launcher = launcher or spec.launcher
     if launcher not in ("trainops", "toolkit"):
         raise SpecError(Problem("launcher", f"{launcher!r} is not a launcher: use trainops or toolkit"))
+    from trainops.backends.request.channel_options import unhonoured_problems
+
+    problems = unhonoured_problems(spec, "local" if known_instance_types else "slurm")
     if known_instance_types:
         from trainops.backends.request.api_limits import instance_type_problems
 
-        problems = instance_type_problems(spec)
-        if problems:
-            raise SpecError(problems, "job spec for the local backend")
+        problems += instance_type_problems(spec)
+    if problems:
+        raise SpecError(problems, f"job spec for the {'local' if known_instance_types else 'slurm'} backend")
     region = spec.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     try:
         image = training_image(spec, region)
@@ -438,6 +441,18 @@ def _channel(name: str, channel: TrainingInput | FileSystemInput) -> dict[str, A
         }
         if channel.input_mode:
             entry["InputMode"] = channel.input_mode
+        # The SDK's TrainingInput options, where the SDK puts them (sagemaker.inputs.TrainingInput).
+        source = entry["DataSource"]["S3DataSource"]
+        if channel.attribute_names is not None:
+            source["AttributeNames"] = list(channel.attribute_names)
+        if channel.instance_groups is not None:
+            source["InstanceGroupNames"] = list(channel.instance_groups)
+        if channel.compression is not None:
+            entry["CompressionType"] = channel.compression
+        if channel.record_wrapping is not None:
+            entry["RecordWrapperType"] = channel.record_wrapping
+        if channel.shuffle_config is not None:
+            entry["ShuffleConfig"] = {"Seed": channel.shuffle_config.seed}
     if channel.content_type:
         entry["ContentType"] = channel.content_type
     return entry

@@ -101,6 +101,9 @@ def apply_estimator_options(spec: JobSpec, request: dict[str, Any], launcher: st
         if spec.tensorboard_output_config.container_local_output_path is not None:
             tensorboard["LocalPath"] = spec.tensorboard_output_config.container_local_output_path
         request["TensorBoardOutputConfig"] = tensorboard
+    if spec.experiment_config is not None:
+        request["ExperimentConfig"] = spec.experiment_config.model_dump(mode="json", by_alias=True,
+                                                                         exclude_none=True)
     if spec.enable_infra_check is not None:
         request["InfraCheckConfig"] = {"EnableInfraCheck": spec.enable_infra_check}
     if spec.enable_remote_debug is not None:
