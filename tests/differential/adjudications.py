@@ -265,6 +265,6 @@ V3_RULES: list[Rule] = [
     # docs/spec.md, SDK v3 differences: a URI channel follows the job's FastFile / Pipe mode, not v3's File.
     Rule("v3-uri-channel-mode", _v3_uri_channel_mode, _without_v3_uri_channel_mode),
     Rule("api-documented-limits",
-         _ours_refuses_only(r"^volume_kms_key: .* local NVMe storage", r"the API's pattern",
-                            r"not a SageMaker training instance type"), _refusal_agrees),
+         _ours_refuses_only(r"^(compute\.volume_kms_key_id|volume_kms_key): .* local NVMe storage",
+                            r"the API's pattern", r"not a SageMaker training instance type"), _refusal_agrees),
 ]

@@ -230,3 +230,21 @@ def _distribution(value: Any, problems: list[Problem]) -> Any:
     if options:
         typed["custom_mpi_options"] = " ".join(str(option) for option in options)
     return {"type": "mpi", **typed}
+
+
+def v3_problems(error: SpecError) -> SpecError:
+    """``error`` of the converted spec with each path in the v3 names the user wrote (``instance_count`` ->
+    ``compute.instance_count``, ``inputs.train`` -> ``input_data_config[train]``)."""
+    names = {field: f"{key}.{sub}" if sub else key for key, subs in _GROUPS.items() for sub, field in subs.items()}
+    problems = []
+    for problem in error.problems:
+        head, _, rest = problem.path.partition(".")
+        if head == "inputs" and rest:
+            channel, _, tail = rest.partition(".")
+            path = f"input_data_config[{channel}]" + (f".{tail}" if tail else "")
+        elif head in names:
+            path = names.get(head, head) + (f".{rest}" if rest else "")
+        else:
+            path = problem.path
+        problems.append(Problem(path, problem.message))
+    return SpecError(problems, error.source)

@@ -115,3 +115,12 @@ def test_render_sends_v3_s_hyperparameter_encoding_and_the_runtime_keys():
     # a v2 spec keeps the toolkit's way
     assert script_arguments({"amp": True, "layers": ["attn", "mlp"]}) == \
         ["--amp", "True", "--layers", "['attn', 'mlp']"]
+
+
+def test_problems_of_the_converted_spec_are_told_in_v3_s_names():
+    found = problems({**V3, "compute": {"instance_count": 0},
+                      "input_data_config": [{"channel_name": "train", "data_source": "ftp://x/y"}]})
+    assert "greater than or equal to 1" in found["compute.instance_count"]
+    assert "ftp://" in found["input_data_config[train].s3_data"]
+    # a v2 name beside v3's is refused at the key the user wrote
+    assert "source_code.entry_script" in problems({**V3, "entry_point": "x.py"})["entry_point"]
