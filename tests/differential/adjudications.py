@@ -139,7 +139,10 @@ RENDER_RULES: list[Rule] = [
     Rule("api-documented-limits",
          _ours_refuses_only(r"^volume_kms_key: .* local NVMe storage", r"Pipe mode only \(S3DataSource",
                             r"the API's pattern", r"CreateTrainingJob takes at most",
-                            r"not a SageMaker training instance type"), _refusal_agrees),
+                            r"not a SageMaker training instance type", r"is for Pipe mode; this channel is read in "
+                            r"File mode", r"name attributes of an augmented manifest", r"is not one of the job's "
+                            r"instance groups", r"aws: prefix is reserved", r"s3_data: String should have at most "
+                            r"1024 characters"), _refusal_agrees),
     Rule("spot-and-warm-pool-limits",
          _ours_refuses_only(r"^max_wait: spot training needs max_wait", r"^max_wait: applies to spot training only",
                             r"^keep_alive_period_in_seconds: warm pools are not available for"), _refusal_agrees),

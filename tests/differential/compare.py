@@ -25,7 +25,7 @@ V3_RENDER_GOLDEN = HERE / "goldens" / "render_v3.json"
 
 #: Request fields the SDK sends that trainops does not render on purpose (ADJUDICATIONS.md, "debugger-hook").
 #: ProfilerConfig is compared: trainops sends it as the SDK does.
-NOT_RENDERED = ("DebugHookConfig", "DebugRuleConfigurations", "ProfilerRuleConfigurations", "ExperimentConfig")
+NOT_RENDERED = ("DebugHookConfig", "DebugRuleConfigurations", "ProfilerRuleConfigurations")
 
 
 def load(path: Path) -> dict[str, Any]:

@@ -67,7 +67,8 @@ class ShuffleConfig(CoreModel):
 class TrainingInput(CoreModel):
     """The SDK's `TrainingInput`: an S3 (or, locally, file://) data source for one channel."""
 
-    s3_data: str = Field(description="s3://bucket/prefix (or a file:// URI / local path for the local backend).")
+    s3_data: str = Field(max_length=1024, description="s3://bucket/prefix (or a file:// URI / local path for the "
+                         "local backend); at most 1,024 characters (the API's S3Uri).")
     distribution: Literal["FullyReplicated", "ShardedByS3Key"] = Field(
         default="FullyReplicated", description="Whether every host gets all objects or a shard of them."
     )

@@ -68,7 +68,8 @@ DIFFERENCES: tuple[Difference, ...] = (
     Difference("api-documented-limits", "sends what CreateTrainingJob refuses: a volume KMS key on instance types "
                "with local NVMe storage, an augmented manifest outside Pipe mode, tags outside the API's pattern, more "
                "than 100 hyperparameters or environment variables once its own are added, S3 URIs over 1,024 "
-               "characters, instance types the API does not list",
+               "characters, instance types the API does not list, an `aws:` tag key, compression or record wrapping "
+               "in File mode, attribute names of a prefix, a channel's instance group the job lacks",
                "refuses each before anything is created (docs/spec.md, \"The API's own limits\")",
                f"{_API}/API_CreateTrainingJob.html; botocore's service model (trainops/spec/sagemaker_api.json)"),
     Difference("instance-type-shape", "accepts `ml.p4d` (no size)", "refuses it",

@@ -82,8 +82,13 @@ def test_environment_counts_what_the_launcher_adds():
 def test_s3_uris_over_1024_characters():
     long = "s3://bucket/" + "k" * 1013
     assert len(long) == 1025
-    found = problems(spec(inputs={"train": {"s3_data": long}}))
-    assert "1025 characters long; CreateTrainingJob takes at most 1024" in found["inputs.train"]
+    with pytest.raises(SpecError) as caught:  # a channel's URI: the spec's own field says so (validate too)
+        spec(inputs={"train": {"s3_data": long}})
+    assert "at most 1024 characters" in str(caught.value) and "inputs.train.s3_data" in str(caught.value)
+    request = render(spec(), job_name="job-1")  # the request check sees a channel's URI too
+    request["InputDataConfig"][0]["DataSource"]["S3DataSource"]["S3Uri"] = long
+    found = {problem.path: problem.message for problem in request_problems(request)}
+    assert "1025 characters long; CreateTrainingJob takes at most 1024" in found["output_path"]
     found = problems(spec(checkpoint_s3_uri=long))
     assert "at most 1024" in found["checkpoint_s3_uri"]
     # the launcher's code channels live under output_path: a long one is refused there
