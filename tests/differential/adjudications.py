@@ -136,8 +136,13 @@ RENDER_RULES: list[Rule] = [
          _ours_refuses_only(r"SMP runs on NVIDIA GPU instances"), _refusal_agrees),
     Rule("file-system-needs-vpc",
          _ours_refuses_only(r"read a file system: give"), _refusal_agrees),
-    Rule("file-system-channels-in-file-mode",
-         _ours_refuses_only(r"file-system channels .* are mounted in File mode"), _refusal_agrees),
+    Rule("api-documented-limits",
+         _ours_refuses_only(r"^volume_kms_key: .* local NVMe storage", r"Pipe mode only \(S3DataSource",
+                            r"the API's pattern", r"CreateTrainingJob takes at most",
+                            r"not a SageMaker training instance type", r"is for Pipe mode; this channel is read in "
+                            r"File mode", r"name attributes of an augmented manifest", r"is not one of the job's "
+                            r"instance groups", r"aws: prefix is reserved", r"s3_data: String should have at most "
+                            r"1024 characters"), _refusal_agrees),
     Rule("spot-and-warm-pool-limits",
          _ours_refuses_only(r"^max_wait: spot training needs max_wait", r"^max_wait: applies to spot training only",
                             r"^keep_alive_period_in_seconds: warm pools are not available for"), _refusal_agrees),
@@ -241,3 +246,28 @@ LAUNCH_RULES: list[Rule] = [
 
 def all_names() -> list[str]:
     return [*ALWAYS, *(rule.name for rule in RENDER_RULES), *(rule.name for rule in LAUNCH_RULES)]
+
+
+# The SDK v3 grid (v3_compare.py): its own deliberate difference, and the API's limits where v3 sends what the
+# API refuses.
+def _v3_uri_channel_mode(case: dict, oracle: Any, ours: Any) -> bool:
+    mode = case["spec"].get("training_input_mode", "File")
+    return oracle.accepted and ours.accepted and mode != "File" and any(
+        isinstance(item.get("data_source"), str) for item in case["spec"].get("input_data_config", []))
+
+
+def _without_v3_uri_channel_mode(case: dict, oracle: Any, ours: Any) -> tuple:
+    uris = {item["channel_name"] for item in case["spec"]["input_data_config"] if isinstance(item["data_source"], str)}
+    for channel in oracle.value.get("InputDataConfig") or []:
+        if channel["ChannelName"] in uris:
+            channel.pop("InputMode", None)
+    return oracle, ours
+
+
+V3_RULES: list[Rule] = [
+    # docs/spec.md, SDK v3 differences: a URI channel follows the job's FastFile / Pipe mode, not v3's File.
+    Rule("v3-uri-channel-mode", _v3_uri_channel_mode, _without_v3_uri_channel_mode),
+    Rule("api-documented-limits",
+         _ours_refuses_only(r"^(compute\.volume_kms_key_id|volume_kms_key): .* local NVMe storage",
+                            r"the API's pattern", r"not a SageMaker training instance type"), _refusal_agrees),
+]

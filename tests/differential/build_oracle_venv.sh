@@ -7,13 +7,20 @@
 #                 toolkit goes in without its data-science dependencies (numpy < 1.24, scipy, pandas, ...): its launch
 #                 code needs only sagemaker-training, and generate.py gives it a stand-in for `tensorflow` (no
 #                 TensorFlow runs: the launch is captured, not executed).
-# Idempotent: a venv whose stamp matches the pins is reused. Usage: build_oracle_venv.sh [--tensorflow] [VENV_DIR]
+#   --v3          the SageMaker Python SDK v3 (ModelTrainer, `sagemaker.train`), for `generate_v3.py` and for
+#                 `regenerate_tables.py` (the newest SDK's image_uri_config); its own venv, as v3 replaces v2's modules.
+# Idempotent: a venv whose stamp matches the pins is reused. Usage: build_oracle_venv.sh [--tensorflow|--v3] [VENV_DIR]
 set -euo pipefail
 if [ "${1:-}" = "--tensorflow" ]; then
   shift
   VENV="${1:-${TRAINOPS_TF_ORACLE_VENV:-$HOME/.cache/trainops-oracle-tensorflow}}"
   PINS=("sagemaker-training==4.8.3")
   NO_DEPS=("sagemaker-tensorflow-training==20.5.0")
+elif [ "${1:-}" = "--v3" ]; then
+  shift
+  VENV="${1:-${TRAINOPS_V3_ORACLE_VENV:-$HOME/.cache/trainops-oracle-v3}}"
+  PINS=("sagemaker==3.27.0")
+  NO_DEPS=()
 else
   VENV="${1:-${TRAINOPS_ORACLE_VENV:-$HOME/.cache/trainops-oracle}}"
   PINS=("sagemaker==2.257.7" "sagemaker-training==5.1.4" "sagemaker-pytorch-training==3.0.0")

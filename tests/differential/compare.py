@@ -21,10 +21,11 @@ if str(HERE.parent) not in sys.path:  # run as a script: tests/ holds the `diffe
 RENDER_GOLDEN = HERE / "goldens" / "render.json"
 LAUNCH_GOLDEN = HERE / "goldens" / "launch.json"
 TENSORFLOW_LAUNCH_GOLDEN = HERE / "goldens" / "launch_tensorflow.json"
+V3_RENDER_GOLDEN = HERE / "goldens" / "render_v3.json"
 
 #: Request fields the SDK sends that trainops does not render on purpose (ADJUDICATIONS.md, "debugger-hook").
 #: ProfilerConfig is compared: trainops sends it as the SDK does.
-NOT_RENDERED = ("DebugHookConfig", "DebugRuleConfigurations", "ProfilerRuleConfigurations", "ExperimentConfig")
+NOT_RENDERED = ("DebugHookConfig", "DebugRuleConfigurations", "ProfilerRuleConfigurations")
 
 
 def load(path: Path) -> dict[str, Any]:
@@ -167,6 +168,11 @@ def main() -> None:
     golden = load(RENDER_GOLDEN)
     verdicts = [judge_render(case, golden["job_name"]) for case in golden["cases"]]
     print("render:", report(verdicts))
+    if V3_RENDER_GOLDEN.exists():
+        from differential.v3_compare import judge_v3
+
+        v3 = load(V3_RENDER_GOLDEN)
+        print(f"render (SDK v3 ModelTrainer, {v3['sdk']}):", report([judge_v3(case) for case in v3["cases"]]))
     if LAUNCH_GOLDEN.exists():
         from differential.launch_compare import judge_launch
 

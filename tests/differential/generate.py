@@ -208,6 +208,7 @@ def render_grid() -> list[dict]:
         add(f"uri-{name}", _base(inputs={"train": uri}))
     _issue_27_cases(add, groups)
     _issue_36_cases(add)
+    _issue_46_cases(add)
     # tensorflow estimators: model_dir in every launcher
     for name in ("none", "parameter_server", "mwms", "mpi"):
         for count in (1, 2):
@@ -278,6 +279,47 @@ GROUPS_36 = {"gpu": {"instance_group_name": "gpus", "instance_type": "ml.p4d.24x
              "gpu2": {"instance_group_name": "gpus2", "instance_type": "ml.g5.12xlarge", "instance_count": 2},
              "cpu": {"instance_group_name": "cpus", "instance_type": "ml.c5.18xlarge", "instance_count": 2},
              "trn": {"instance_group_name": "trns", "instance_type": "ml.trn1.32xlarge", "instance_count": 2}}
+
+
+def _issue_46_cases(add) -> None:
+    """Issue 46 (ids ``h46-``): every TrainingInput option and experiment_config, and requests the API refuses that
+    the SDK sends (the API's own limits: volume keys on local NVMe storage, tags outside the pattern, augmented
+    manifests outside Pipe mode, 101 hyperparameter entries once the SDK's are added, S3 URIs over 1,024, an unknown
+    instance type, the warm pool's new maximum)."""
+    data = "s3://trainops-oracle-data/train"
+    groups = [{"instance_group_name": "gpus", "instance_type": "ml.p4d.24xlarge", "instance_count": 2},
+              {"instance_group_name": "cpus", "instance_type": "ml.c5.xlarge", "instance_count": 1}]
+    manifest = {"s3_data": "s3://trainops-oracle-data/train.manifest", "s3_data_type": "AugmentedManifestFile",
+                "attribute_names": ["source-ref", "label"]}
+    for mode in ("Pipe", "FastFile", "File"):
+        add(f"h46-gzip-{mode}", _base(input_mode=mode, inputs={"train": {"s3_data": data, "compression": "Gzip"}}))
+        add(f"h46-recordio-{mode}", _base(input_mode=mode, inputs={"train": {"s3_data": data,
+                                                                             "record_wrapping": "RecordIO"}}))
+        add(f"h46-augmented-{mode}", _base(input_mode=mode, inputs={"train": dict(manifest)}))
+    add("h46-shuffle", _base(inputs={"train": {"s3_data": data, "shuffle_config": {"seed": 7}}}))
+    add("h46-shuffle-sharded", _base(inputs={"train": {"s3_data": data, "distribution": "ShardedByS3Key",
+                                                       "shuffle_config": {"seed": 42}}}))
+    add("h46-attributes-on-prefix", _base(inputs={"train": {"s3_data": data, "attribute_names": ["a"]}}))
+    add("h46-channel-groups", _base(instance_type=None, instance_count=None, instance_groups=copy.deepcopy(groups),
+                                    inputs={"train": {"s3_data": data, "instance_groups": ["gpus"]},
+                                            "meta": {"s3_data": data, "instance_groups": ["cpus"]}}))
+    add("h46-channel-unknown-group", _base(instance_type=None, instance_count=None,
+                                           instance_groups=copy.deepcopy(groups),
+                                           inputs={"train": {"s3_data": data, "instance_groups": ["tpus"]}}))
+    add("h46-experiment", _base(experiment_config={"ExperimentName": "bert", "TrialName": "trial-1",
+                                                   "TrialComponentDisplayName": "train", "RunName": "run-7"}))
+    add("h46-volume-kms-nvme", _base(volume_kms_key="alias/vol"))
+    add("h46-volume-kms-ebs", _base(instance_type="ml.p3.16xlarge", volume_kms_key="alias/vol"))
+    add("h46-tag-pattern", _base(tags=[{"Key": "team#1", "Value": "x"}]))
+    add("h46-tag-aws-prefix", _base(tags=[{"Key": "aws:owner", "Value": "x"}]))
+    add("h46-hyperparameters-100", _base(hyperparameters={f"h{index}": index for index in range(100)}))
+    add("h46-hyperparameters-95", _base(hyperparameters={f"h{index}": index for index in range(95)}))
+    add("h46-s3-uri-1025", _base(inputs={"train": {"s3_data": "s3://trainops-oracle-data/" + "k" * 1000}}))
+    add("h46-unknown-instance-type", _base(instance_type="ml.g5.xxlarge", instance_count=1))
+    add("h46-warm-pool-21600", _base(keep_alive_period_in_seconds=21600))
+    add("h46-fsx-fastfile", _base(input_mode="FastFile", subnets=["subnet-0a1b2c3d"], security_group_ids=[
+        "sg-0a1b2c3d"], inputs={"train": {"file_system_id": "fs-0123456789abcdef0", "file_system_type": "FSxLustre",
+                                          "directory_path": "/fsx/data", "file_system_access_mode": "ro"}}))
 
 
 def _issue_36_cases(add) -> None:
@@ -430,6 +472,10 @@ def _sdk_input(value):
         return value
     if "file_system_id" in value:
         return FileSystemInput(**value)
+    if "shuffle_config" in value:
+        from sagemaker.inputs import ShuffleConfig
+
+        value = {**value, "shuffle_config": ShuffleConfig(value["shuffle_config"]["seed"])}
     return TrainingInput(**value)
 
 
@@ -444,7 +490,8 @@ def run_sdk(spec: dict, source_dir: str) -> dict:
     try:
         session = _session(client, spec.get("region") or "us-east-1")
         kwargs = {key: value for key, value in spec.items()
-                  if key not in ("framework", "region", "inputs", "instance_groups") and value is not None}
+                  if key not in ("framework", "region", "inputs", "instance_groups", "experiment_config")
+                  and value is not None}
         if spec.get("instance_groups"):
             kwargs["instance_groups"] = [InstanceGroup(**group) for group in spec["instance_groups"]]
             named = (spec.get("distribution") or {}).get("instance_groups")
@@ -462,7 +509,8 @@ def run_sdk(spec: dict, source_dir: str) -> dict:
         stage = "fit"
         inputs = {name: _sdk_input(value) for name, value in (spec.get("inputs") or {}).items()}
         with contextlib.redirect_stdout(io.StringIO()):
-            estimator.fit(inputs or None, wait=False, logs=False, job_name=JOB)
+            estimator.fit(inputs or None, wait=False, logs=False, job_name=JOB,
+                          experiment_config=spec.get("experiment_config"))
     except Exception as error:  # the oracle's refusal is the answer
         return {"accepted": False, "stage": stage, "error": f"{type(error).__name__}: {error}"[:600]}
     return {"accepted": True, "request": client.requests[0]}
@@ -775,6 +823,9 @@ def main() -> None:
     parser.add_argument("--toolkit-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--tensorflow-child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--only", choices=("render", "launch", "instances", "tf-launch"))
+    parser.add_argument("--ids", metavar="PREFIX", help="with --only render: capture only the cases whose id starts "
+                        "with PREFIX and put them into the existing goldens/render.json (the others kept as they "
+                        "are): a new round of cases without the minutes of the whole grid")
     args = parser.parse_args()
     if args.toolkit_child:
         toolkit_child()
@@ -799,8 +850,15 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="trainops-oracle-src-") as source_dir:
             Path(source_dir, "train.py").write_text("print('hello')\n")
             cases = render_grid()
+            kept = {}
+            if args.ids:
+                kept = {case["id"]: case for case in json.loads((GOLDENS / "render.json").read_text())["cases"]
+                        if not case["id"].startswith(args.ids)}
             for case in cases:
-                case["sdk"] = run_sdk(case["spec"], source_dir)
+                if case["id"] in kept:
+                    case["sdk"] = kept[case["id"]]["sdk"]
+                else:
+                    case["sdk"] = run_sdk(case["spec"], source_dir)
         _write(GOLDENS / "render.json", {"generator": "tests/differential/generate.py", "versions": versions(),
                                          "job_name": JOB, "cases": cases})
     if args.only in (None, "launch"):

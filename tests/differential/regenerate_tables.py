@@ -1,10 +1,14 @@
 """Regenerate trainops/spec/image_tables.json from the SageMaker SDK's own image tables, plus the adjudications.
 
-Runs in the oracle venv (tests/differential/build_oracle_venv.sh), where the pinned SDK is installed:
+Runs in an oracle venv (tests/differential/build_oracle_venv.sh), where a pinned SDK is installed; the newest SDK's
+tables are v3's (sagemaker-core's ``sagemaker/core/image_uri_config``, which v3 resolves images from), so:
 
-    ~/.cache/trainops-oracle/bin/python tests/differential/regenerate_tables.py
+    tests/differential/build_oracle_venv.sh --v3
+    ~/.cache/trainops-oracle-v3/bin/python tests/differential/regenerate_tables.py
 
-What comes from the SDK (sagemaker/image_uri_config/*.json, read from the installed package):
+(the v2 venv works too: ``sagemaker/image_uri_config``; the script takes whichever the venv has, v3's first).
+
+What comes from the SDK (image_uri_config/*.json, read from the installed package):
 - the PyTorch and TensorFlow training versions, their Python versions and short-version aliases (pytorch.json,
   tensorflow.json, scope "training"), and per version where it is published: its repository (the legacy
   ``sagemaker-pytorch``, ``sagemaker-tensorflow-scriptmode`` and ``sagemaker-tensorflow`` ones for PyTorch <= 1.1
@@ -16,21 +20,42 @@ What comes from the SDK (sagemaker/image_uri_config/*.json, read from the instal
 What trainops keeps beyond the SDK (each one a section of ADJUDICATIONS.md, "image-versions-beyond-the-sdk"): the
 versions AWS's Deep Learning Containers list publishes and the SDK's tables do not have yet (e.g. PyTorch 2.9.0), the
 pytorch-training-neuronx images, the SMP v2 images with their CUDA builds and the SMDDP versions (SageMaker developer
-guide). Those entries are taken from the current image_tables.json as they are; the script never drops them.
+guide). Those entries are taken from the current image_tables.json as they are; the script never drops them. AWS's
+release list itself (deep-learning-containers' available_images.md) is not on PyPI, the only registry reachable where
+the tables are built, so it is not read here; tests/differential/test_image_tables_current.py checks that the table
+knows every version and region of the SDK's config.
 
 Writing is idempotent: run it twice and the file does not change.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
+from importlib import metadata
 from pathlib import Path
-
-import sagemaker
 
 REPO = Path(__file__).resolve().parents[2]
 TABLES = REPO / "trainops" / "spec" / "image_tables.json"
-SDK_CONFIG = Path(sagemaker.__file__).parent / "image_uri_config"
+SDK_KNOWN = Path(__file__).resolve().parent / "goldens" / "sdk_image_versions.json"
+
+
+def sdk_config() -> tuple[Path, str]:
+    """The installed SDK's image_uri_config directory and the distribution it comes from: v3's (sagemaker-core)
+    when installed, else v2's (sagemaker)."""
+    for module, distribution in (("sagemaker.core", "sagemaker-core"), ("sagemaker", "sagemaker")):
+        try:
+            spec = importlib.util.find_spec(module)
+        except ModuleNotFoundError:
+            continue
+        for location in (spec.submodule_search_locations or []) if spec else []:
+            if (Path(location) / "image_uri_config" / "pytorch.json").is_file():
+                return Path(location) / "image_uri_config", f"{distribution} {metadata.version(distribution)}"
+    raise SystemExit("no SageMaker SDK with an image_uri_config here: run this in an oracle venv "
+                     "(tests/differential/build_oracle_venv.sh --v3)")
+
+
+SDK_CONFIG, SDK_NAME = sdk_config() if __name__ == "__main__" else (Path(), "")
 
 
 def _sdk(name: str) -> dict:
@@ -132,12 +157,20 @@ def main() -> None:
     table["version_aliases"] = {**neuron.get("version_aliases", {}), **table.get("version_aliases", {})}
     tables["_generated"] = {
         "by": "tests/differential/regenerate_tables.py (run in the oracle venv: see tests/differential/README.md)",
-        "sdk": f"sagemaker {sagemaker.__version__}",
+        "sdk": SDK_NAME,
         "kept_beyond_the_sdk": {"pytorch training": notes["pytorch"], "tensorflow training": notes["tensorflow"],
                                 "neuron, smp, smddp": "AWS documentation (ADJUDICATIONS.md)"},
     }
     text = json.dumps(tables, indent=1) + "\n"
     TABLES.write_text(text)
+    # What the SDK knows, for test_image_tables_current.py (which runs without the SDK).
+    known = {"sdk": SDK_NAME}
+    for name, sdk in (("pytorch", pytorch), ("tensorflow", tensorflow)):
+        known[name] = {version: sorted({region for image in _images(record).values()
+                                        for region in image["registries"]})
+                       for version, record in sorted(sdk["versions"].items(), key=lambda item: _version_key(item[0]))}
+        known[f"{name}_aliases"] = dict(sorted(sdk.get("version_aliases", {}).items()))
+    SDK_KNOWN.write_text(json.dumps(known, indent=1) + "\n")
     print(f"{TABLES}: PyTorch {len(tables['images']['pytorch']['training']['versions'])} training versions, "
           f"TensorFlow {len(tables['images']['tensorflow']['training']['versions'])}; kept beyond the SDK: {notes}")
 

@@ -14,6 +14,7 @@ import json
 import os
 import sys
 from collections.abc import Mapping
+from typing import Any
 
 from trainops.runtime.errors import TrainopsError
 from trainops.runtime.execute import DEFAULT_STOP_GRACE_SECONDS
@@ -63,6 +64,26 @@ def _report_bad_input(base_dir: str | None, error: TrainopsError) -> None:
         pass
 
 
+def _requirements_failed(base_dir: str | None, plan: Any) -> bool:
+    """Install the job's requirements file (SDK v3's SourceCode.requirements) before the ranks start; a failed
+    install writes the failure file (a setup failure) and ends this host's launch."""
+    from trainops.runtime import requirements
+    from trainops.runtime.contract import read_contract
+    from trainops.runtime.failure import Failure, render_failure, write_once
+
+    path = requirements.requirements_file(read_contract(base_dir).hyperparameters, plan.cwd)
+    if path is None:
+        return False
+    failed = requirements.install(path, plan.current_host)
+    if failed is None:
+        return False
+    first, _, rest = failed.partition("\n")
+    write_once(plan.failure_path, render_failure(Failure(reason="error", host=plan.current_host, exit_code=1,
+                                                         summary=first, stderr_tail=rest.splitlines())))
+    print(f"trainops: {first}", file=sys.stderr)
+    return True
+
+
 def _launch(arguments: argparse.Namespace) -> int:
     from trainops.runtime.execute import execute
 
@@ -77,6 +98,8 @@ def _launch(arguments: argparse.Namespace) -> int:
         return 0
     for note in plan.notes:
         print(f"trainops: note: {note}", file=sys.stderr)
+    if _requirements_failed(arguments.base_dir, plan):
+        return 1
     if plan.healthcheck:
         # Opt-in first step (TRAINOPS_HEALTHCHECK=1 / trainops_healthcheck): a slow GPU fails the job here.
         from trainops.runtime.healthcheck import preflight

@@ -15,12 +15,14 @@ from typing import Any
 
 from trainops.runtime.contract import Contract, ContractError
 from trainops.runtime.hyperparameters import (
+    ARGUMENTS_KEY,
     DistributionError,
     decode_value,
     distribution_from_hyperparameters,
     framework_parameters,
     script_arguments,
     user_hyperparameters,
+    v3_script_arguments,
 )
 
 #: The rendezvous port of AWS's toolkit (torchrun ``--master_port``), used whenever no local port is given.
@@ -241,7 +243,8 @@ def launch_config(contract: Contract, environ: Mapping[str, str] | None = None,
         entry_point=entry_point,
         code_dir=code_dir,
         user_hyperparameters=user,
-        script_arguments=script_arguments(user),
+        script_arguments=v3_script_arguments(hyperparameters)
+        if decode_value(hyperparameters.get(ARGUMENTS_KEY)) == "v3" else script_arguments(user),
         channels=dict(contract.channels),
         model_dir=contract.model_dir,
         output_dir=contract.output_dir,

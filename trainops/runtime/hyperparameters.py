@@ -98,6 +98,24 @@ def script_arguments(user: Mapping[str, Any]) -> list[str]:
     return arguments
 
 
+#: The hyperparameter that says how the script gets its arguments: ``v3`` for a spec written in the SDK v3's names.
+ARGUMENTS_KEY = "trainops_script_arguments"
+
+
+def v3_script_arguments(raw: Mapping[str, Any]) -> list[str]:
+    """The user's hyperparameters as the SDK v3's drivers pass them (``hyperparameters_to_cli_args``): ``--key``
+    for every key (one letter too), in the order written, each value as the request carries it: a string as it is,
+    anything else JSON (``--amp true --layers ["attn", "mlp"]``). v3's drivers decode a string and encode it again,
+    so a string that reads as JSON (``"[1,2]"``) reaches the script re-spaced (``[1, 2]``); trainops passes the
+    string the user wrote (docs/spec.md, SDK v3 differences)."""
+    arguments: list[str] = []
+    for key, value in raw.items():
+        if is_framework_key(key):
+            continue
+        arguments += [f"--{key}", value if isinstance(value, str) else json.dumps(value)]
+    return arguments
+
+
 def _truthy(value: Any) -> bool:
     if isinstance(value, bool):
         return value

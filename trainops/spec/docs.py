@@ -320,7 +320,8 @@ def _fidelity_section() -> list[str]:
         "oracle packages, in a venv of their own (never trainops' dependencies): "
         "`tests/differential/build_oracle_venv.sh`, then `~/.cache/trainops-oracle/bin/python "
         "tests/differential/generate.py`. The image tables (`trainops/spec/image_tables.json`) are regenerated from "
-        "the SDK's own JSON plus the documented additions by `~/.cache/trainops-oracle/bin/python "
+        "the newest SDK's own JSON (v3's sagemaker-core) plus the documented additions by "
+        "`tests/differential/build_oracle_venv.sh --v3` and `~/.cache/trainops-oracle-v3/bin/python "
         "tests/differential/regenerate_tables.py`; never edit their SDK-derived parts by hand.",
         "",
     ]
@@ -379,6 +380,9 @@ def _left_out_section() -> list[str]:
 
 def spec_reference_markdown() -> str:
     """docs/spec.md: every spec field, the distribution forms, channels, SMP parameters and the rules."""
+    from trainops.spec.api_limits_docs import api_limits_section
+    from trainops.spec.v3_docs import v3_section
+
     lines = [
         f"<!-- Generated from the model by `{REGENERATE}`; do not edit by hand. -->",
         "",
@@ -420,6 +424,8 @@ def spec_reference_markdown() -> str:
         *_inputs_section(),
         *_rules_section(),
         *_backend_section(),
+        *api_limits_section(),
+        *v3_section(),
         *_fidelity_section(),
     ]
     return "\n".join(lines).rstrip("\n") + "\n"

@@ -105,3 +105,24 @@ def check_container_command(value: list[str] | None) -> list[str] | None:
         if len(item) > 256 or "\x00" in item:
             raise ValueError(f"element {item[:40]!r} must be at most 256 characters, without NUL")
     return value
+
+
+#: The API's ExperimentEntityName (botocore): 1-120 letters, digits and inner hyphens.
+EXPERIMENT_NAME = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,119}\Z")
+
+
+class ExperimentConfig(CoreModel):
+    """SageMaker Experiments (the SDK's ``fit(experiment_config=...)``, the API's keys, passed on as the SDK does)."""
+
+    experiment_name: str | None = Field(default=None, alias="ExperimentName", description="Experiment.")
+    trial_name: str | None = Field(default=None, alias="TrialName", description="Trial of the experiment.")
+    trial_component_display_name: str | None = Field(default=None, alias="TrialComponentDisplayName",
+                                                     description="Display name of the job's trial component.")
+    run_name: str | None = Field(default=None, alias="RunName", description="Run of the experiment.")
+
+    @field_validator("experiment_name", "trial_name", "trial_component_display_name", "run_name")
+    @classmethod
+    def _name(cls, value: str | None) -> str | None:
+        if value is not None and not EXPERIMENT_NAME.match(value):
+            raise ValueError(f"{value!r} is not an experiment entity name: 1-120 letters, digits and inner hyphens")
+        return value

@@ -58,10 +58,17 @@ def check_data_uri(value: str) -> str:
     return value
 
 
+class ShuffleConfig(CoreModel):
+    """The SDK's ShuffleConfig: the seed of the shuffle."""
+
+    seed: int = Field(ge=-(2**63), le=2**63 - 1, description="Seed of the shuffle.")
+
+
 class TrainingInput(CoreModel):
     """The SDK's `TrainingInput`: an S3 (or, locally, file://) data source for one channel."""
 
-    s3_data: str = Field(description="s3://bucket/prefix (or a file:// URI / local path for the local backend).")
+    s3_data: str = Field(max_length=1024, description="s3://bucket/prefix (or a file:// URI / local path for the "
+                         "local backend); at most 1,024 characters (the API's S3Uri).")
     distribution: Literal["FullyReplicated", "ShardedByS3Key"] = Field(
         default="FullyReplicated", description="Whether every host gets all objects or a shard of them."
     )
@@ -71,6 +78,21 @@ class TrainingInput(CoreModel):
     content_type: str | None = Field(default=None, max_length=256, description="MIME type of the channel's data.")
     s3_data_type: Literal["S3Prefix", "ManifestFile", "AugmentedManifestFile"] = Field(
         default="S3Prefix", description="What s3_data names: a prefix or a manifest file.")
+    # The SDK's other TrainingInput options (rendered as its _TrainingJob does; spec.channel_rules checks them).
+    compression: Literal["None", "Gzip"] | None = Field(
+        default=None, description="Gzip: the objects are gzip-compressed and reach the container decompressed "
+        "(Pipe mode only, as the API documents; the local engine decompresses them).")
+    record_wrapping: Literal["None", "RecordIO"] | None = Field(
+        default=None, description="RecordIO: each object is wrapped in a RecordIO record (Pipe mode only).")
+    shuffle_config: ShuffleConfig | None = Field(
+        default=None, description="{seed}: the objects (or manifest lines) shuffled with this seed; with "
+        "ShardedByS3Key the shards are drawn from the shuffled order.")
+    attribute_names: list[str] | None = Field(
+        default=None, max_length=16, description="The augmented manifest's attributes to read "
+        "(AugmentedManifestFile only).")
+    instance_groups: list[str] | None = Field(
+        default=None, max_length=5, description="The instance groups whose hosts get this channel (heterogeneous "
+        "clusters); default: every host.")
 
     @field_validator("s3_data")
     @classmethod

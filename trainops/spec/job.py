@@ -35,6 +35,7 @@ from trainops.spec.distribution import (
 )
 from trainops.spec.estimator_options import (
     MODEL_CHANNEL,
+    ExperimentConfig,
     InstancePlacementConfig,
     TensorBoardOutputConfig,
     check_code_location,
@@ -47,6 +48,7 @@ from trainops.spec.inputs import ChannelInput, FileSystemInput, TrainingInput, c
 VERSION = re.compile(r"^\d+(\.\d+){0,2}\Z")
 PY_VERSION = re.compile(r"^py[23]\d{0,2}\Z")
 MAX_RUN_LIMIT = 28 * 24 * 3600  # SageMaker's MaxRuntimeInSeconds ceiling without a quota increase
+KEEP_ALIVE_LIMIT = 21600  # KeepAlivePeriodInSeconds' maximum in botocore's model (tests/unit/spec/test_api_model.py)
 # Validation-context keys (see `trainops.spec.loader.parse_job_spec`): rules to skip because a field they read was
 # invalid, and a flag saying the cross-field rules ran.
 SKIP_RULES_READING = "trainops_skip_rules_reading"
@@ -74,6 +76,16 @@ class Tag(CoreModel):
 
     key: str = Field(alias="Key", min_length=1, max_length=128, description="Tag key.")
     value: str = Field(alias="Value", max_length=256, description="Tag value.")
+
+    @field_validator("key", "value")
+    @classmethod
+    def _api_tag_text(cls, value: str, info: ValidationInfo) -> str:
+        from trainops.spec.api_model import tag_problem
+
+        problem = tag_problem(info.field_name or "key", value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
 
 class MetricDefinition(CoreModel):
@@ -161,7 +173,7 @@ class JobSpec(CoreModel):
     max_wait: int | None = Field(default=None, ge=1, le=2 * MAX_RUN_LIMIT,
                                  description="Spot: seconds to wait for capacity plus run (>= max_run).")
     max_retry_attempts: int | None = Field(default=None, ge=1, le=30, description="Retries on InternalServerError.")
-    keep_alive_period_in_seconds: int | None = Field(default=None, ge=0, le=3600,
+    keep_alive_period_in_seconds: int | None = Field(default=None, ge=0, le=KEEP_ALIVE_LIMIT,
                                                      description="Warm pool keep-alive.")
     checkpoint_s3_uri: str | None = Field(default=None, description="s3:// prefix synced with checkpoint_local_path.")
     checkpoint_local_path: str | None = Field(default=None, description="Default /opt/ml/checkpoints.")
@@ -229,6 +241,19 @@ class JobSpec(CoreModel):
         default=False, description="Turn SageMaker's profiler (system monitoring) off: ProfilerConfig "
         "{DisableProfiler: true}. Default, as the SDK: on, writing under output_path, except in the regions without "
         "it and on Trainium.")
+    experiment_config: ExperimentConfig | None = Field(
+        default=None, description="SageMaker Experiments: {ExperimentName, TrialName, TrialComponentDisplayName, "
+        "RunName} (the SDK's fit(experiment_config=...)), sent as ExperimentConfig; recorded, not emulated, by the "
+        "local engine.")
+    # --- how the job was written: SDK v3 ModelTrainer shapes (trainops.spec.v3) -------------------------------
+    sdk: Literal["v2", "v3"] = Field(
+        default="v2", description="Whose behaviour the job follows: v2 (the estimator's) or v3 (ModelTrainer's: "
+        "hyperparameters reach the script as v3's drivers pass them, strings as they are and other values "
+        "JSON-encoded, in the order written; requirements installed first). A spec written in v3's names is v3.")
+    requirements: str | None = Field(
+        default=None, max_length=1024, description="A requirements file in source_dir (v3's "
+        "SourceCode.requirements) that the trainops runtime installs with pip on every host before the script; a "
+        "failed install ends the job before the script starts.")
     container_log_level: int = Field(
         default=20, ge=0, le=50, description="Log level of the image's training toolkit "
         "(sagemaker_container_log_level; 20 is logging.INFO); launcher toolkit: the trainops runtime records it "
@@ -352,6 +377,13 @@ class JobSpec(CoreModel):
             raise ValueError(f"{value!r} is not a channel name: 1-64 of letters, digits, '.', '_' and '-'")
         return value
 
+    @field_validator("requirements")
+    @classmethod
+    def _requirements(cls, value: str | None) -> str | None:
+        if value is not None and (not value or value.startswith("/") or ".." in value.split("/") or "\x00" in value):
+            raise ValueError(f"{value!r} must be a file path relative to source_dir, e.g. requirements.txt")
+        return value
+
     @field_validator("dependencies")
     @classmethod
     def _dependencies(cls, value: list[str]) -> list[str]:
@@ -433,6 +465,11 @@ class JobSpec(CoreModel):
             value = [{"Key": key, "Value": _scalar_text(item)} for key, item in value.items()]
         if isinstance(value, list) and len(value) > 50:
             raise ValueError(f"has {len(value)} tags; SageMaker allows at most 50")
+        keys = [item.get("Key", item.get("key")) for item in value if isinstance(item, dict)] \
+            if isinstance(value, list) else []
+        twice = sorted({key for key in keys if isinstance(key, str) and keys.count(key) > 1})
+        if twice:
+            raise ValueError(f"tag key(s) {twice} given twice; the API takes each key once per resource")
         return value
 
     @field_validator("distribution", mode="wrap")

@@ -463,6 +463,14 @@ def parse_job_spec(data: Any, source: str = "job spec") -> JobSpec:
     if not isinstance(data, dict):
         kind = type(data).__name__ if data is not None else "nothing"
         raise SpecError(f"a job spec is a mapping of fields (entry_point, instance_type, ...), got {kind}", source)
+    from trainops.spec.v3 import from_model_trainer, is_v3, v3_problems
+
+    if is_v3(data):  # written in ModelTrainer's names: the same spec in v2's (trainops.spec.v3)
+        converted = from_model_trainer(data)  # its own problems are at the keys the user wrote
+        try:
+            return parse_job_spec(converted, source)
+        except SpecError as error:  # the converted spec's, told in the v3 names
+            raise v3_problems(error) from None
     context: dict[str, Any] = {}
     try:
         return JobSpec.model_validate(data, context=context)

@@ -16,6 +16,14 @@ if TYPE_CHECKING:
 
 Rule = Callable[["JobSpec"], Iterator[Problem]]
 RULES: list[Rule] = []
+#: The modules of rules in report order, whichever of them is imported first (a test may import one directly).
+MODULE_ORDER = ("trainops.spec.rules", "trainops.spec.estimator_rules", "trainops.spec.api_rules",
+                "trainops.spec.channel_rules", "trainops.spec.v3_rules")
+
+
+def _module_rank(function: Rule) -> int:
+    module = getattr(function, "__module__", "")
+    return MODULE_ORDER.index(module) if module in MODULE_ORDER else len(MODULE_ORDER)
 
 
 def rule(*reads: str) -> Callable[[Rule], Rule]:
@@ -27,6 +35,7 @@ def rule(*reads: str) -> Callable[[Rule], Rule]:
     def register(function: Rule) -> Rule:
         function.reads = frozenset(reads)  # type: ignore[attr-defined]
         RULES.append(function)
+        RULES.sort(key=_module_rank)  # stable: a module's own rules keep their order
         return function
 
     return register

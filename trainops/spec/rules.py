@@ -343,9 +343,10 @@ def xla_and_tensorflow_strategies(spec: JobSpec) -> Iterator[Problem]:
                           f"{wanted} processes per host exceed the {limit} accelerators of the instance type")
 
 
-@rule("inputs", "subnets", "security_group_ids", "input_mode")
+@rule("inputs", "subnets", "security_group_ids")
 def file_systems_need_a_vpc(spec: JobSpec) -> Iterator[Problem]:
-    """FSx/EFS channels are mounted over the VPC: subnets and security groups are required (the SDK misses this)."""
+    """FSx/EFS channels are mounted over the VPC: subnets and security groups are required (the SDK misses this).
+    A FastFile or Pipe job may hold them: sent as the SDK sends it (no AWS source says the API refuses that)."""
     file_systems = [name for name, channel in spec.channels.items() if isinstance(channel, FileSystemInput)]
     if file_systems:
         if not spec.subnets:
@@ -354,9 +355,6 @@ def file_systems_need_a_vpc(spec: JobSpec) -> Iterator[Problem]:
         if not spec.security_group_ids:
             yield Problem("security_group_ids", f"channel(s) {file_systems} read a file system: give a security "
                                                 "group that allows Lustre (TCP 988, 1018-1023) / NFS (TCP 2049)")
-        if spec.input_mode != "File":
-            yield Problem("input_mode", f"file-system channels {file_systems} are mounted in File mode; the job's "
-                                        f"input_mode is {spec.input_mode}")
     if bool(spec.subnets) != bool(spec.security_group_ids):
         missing = "security_group_ids" if spec.subnets else "subnets"
         yield Problem(missing, "subnets and security_group_ids go together (VpcConfig needs both)")
@@ -487,4 +485,7 @@ def _same_minor(version: str, supported: str) -> bool:
 
 
 # The SDK estimator options' rules register themselves in RULES (after the ones above, in report order).
+from trainops.spec import api_rules as _api_rules  # noqa: E402,F401
+from trainops.spec import channel_rules as _channel_rules  # noqa: E402,F401
 from trainops.spec import estimator_rules as _estimator_rules  # noqa: E402,F401
+from trainops.spec import v3_rules as _v3_rules  # noqa: E402,F401

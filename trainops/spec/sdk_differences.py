@@ -46,9 +46,6 @@ DIFFERENCES: tuple[Difference, ...] = (
                f"{_GUIDE}/distributed-model-parallel-support.html"),
     Difference("file-system-needs-vpc", "sends FSx / EFS channels without subnets and security groups",
                "refuses them: file systems are mounted over the VPC", f"{_API}/API_FileSystemDataSource.html"),
-    Difference("file-system-channels-in-file-mode", "sends FSx / EFS channels in a FastFile or Pipe job",
-               "refuses the job's `input_mode`: file systems are mounted in File mode",
-               f"{_GUIDE}/model-access-training-data.html"),
     Difference("spot-and-warm-pool-limits", "sends spot without `max_wait`, `max_wait` without spot, and warm pools "
                "with spot or instance groups", "refuses each, naming the field",
                f"{_GUIDE}/model-managed-spot-training.html; {_API}/API_StoppingCondition.html; "
@@ -68,6 +65,13 @@ DIFFERENCES: tuple[Difference, ...] = (
     Difference("heterogeneous-trainium-image", "picks the first group's image when no group has GPUs",
                "the Neuron image when a Trainium group exists (the GPU image whenever a GPU group does, as the SDK)",
                f"{_GUIDE}/train-heterogeneous-cluster.html"),
+    Difference("api-documented-limits", "sends what CreateTrainingJob refuses: a volume KMS key on instance types "
+               "with local NVMe storage, an augmented manifest outside Pipe mode, tags outside the API's pattern, more "
+               "than 100 hyperparameters or environment variables once its own are added, S3 URIs over 1,024 "
+               "characters, instance types the API does not list, an `aws:` tag key, compression or record wrapping "
+               "in File mode, attribute names of a prefix, a channel's instance group the job lacks",
+               "refuses each before anything is created (docs/spec.md, \"The API's own limits\")",
+               f"{_API}/API_CreateTrainingJob.html; botocore's service model (trainops/spec/sagemaker_api.json)"),
     Difference("instance-type-shape", "accepts `ml.p4d` (no size)", "refuses it",
                f"{_API}/API_ResourceConfig.html"),
     Difference("py-version-default", "refuses a framework version without `py_version`",

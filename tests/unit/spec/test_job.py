@@ -70,7 +70,7 @@ def test_a_well_formed_version_without_an_image():
 @pytest.mark.parametrize("field, value", [
     ("instance_count", 0), ("instance_count", 1001), ("max_run", 0), ("max_run", 28 * 24 * 3600 + 1),
     ("volume_size", 0), ("max_retry_attempts", 31), ("max_retry_attempts", 0), ("keep_alive_period_in_seconds", -1),
-    ("keep_alive_period_in_seconds", 3601), ("max_wait", 0), ("image_uri", "x" * 256), ("entry_point", ""),
+    ("keep_alive_period_in_seconds", 21601), ("max_wait", 0), ("image_uri", "x" * 256), ("entry_point", ""),
     ("framework", "mxnet"), ("launcher", "slurm"), ("input_mode", "Stream"), ("use_spot_instances", "maybe"),
 ])
 def test_limits(field, value):

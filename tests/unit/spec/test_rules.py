@@ -333,8 +333,10 @@ def test_file_system_channels_need_subnets_and_security_groups():
     assert "TCP 988" in problems["security_group_ids"]
 
 
-def test_file_system_channels_are_file_mode():
-    rejected("input_mode", "mounted in File mode", inputs={"train": FSX}, input_mode="FastFile", **VPC)
+def test_file_system_channels_in_a_fastfile_or_pipe_job_are_sent_as_the_sdk_sends_them():
+    # Issue 46: no AWS source says the API refuses them (the refusal this test asserted before is gone).
+    for mode in ("FastFile", "Pipe"):
+        assert found(inputs={"train": FSX}, input_mode=mode, **VPC) == {}
 
 
 def test_subnets_and_security_groups_go_together():

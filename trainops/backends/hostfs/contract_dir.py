@@ -81,6 +81,9 @@ def fill_container(request: Mapping[str, Any], host: str, base: Path, channels: 
     channel gets every N-th file of the sorted listing, as SageMaker splits a prefix's keys between hosts."""
     members = [name for name, _, _ in host_groups(request)]
     index, count = members.index(host), len(members)
+    from trainops.backends.request.channel_options import channel_options
+
+    options = channel_options(request, host)
     config = base / "input" / "config"
     _write_json(config / "resourceconfig.json", resource_config(request, host))
     _write_json(config / "inputdataconfig.json", input_data_config(request))
@@ -92,7 +95,13 @@ def fill_container(request: Mapping[str, Any], host: str, base: Path, channels: 
     mounts: list[tuple[str, str, bool]] = []
     for name, path in channels.items():
         link = base / "input" / "data" / name
-        if distribution.get(name) == "ShardedByS3Key" and count > 1:
+        option = options.get(name)
+        if option is not None and not option.on_this_host:
+            _clear(link)  # the channel of other instance groups' hosts (InstanceGroupNames): not here
+            continue
+        if option is not None and option.rewrites:
+            option.lay_out(link, path, index, count, sharded=distribution.get(name) == "ShardedByS3Key")
+        elif distribution.get(name) == "ShardedByS3Key" and count > 1:
             _shard(link, path, index, count)
         elif mount:
             _mount_point(link)

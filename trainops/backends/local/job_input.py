@@ -70,7 +70,7 @@ def from_spec(spec: JobSpec, launcher: str | None = None) -> JobInput:
                 shutil.copyfile(path, runtime / name)
         output_path = spec.output_path or default_output_path(job_dir)
         return render_local(spec, job_name=job_name, launcher=chosen, code=code, runtime=str(runtime),
-                            submit=submit, output_path=output_path)
+                            submit=submit, output_path=output_path, known_instance_types=True)
 
     return JobInput(render=render, public=lambda _request: public_spec(spec),
                     secrets=job_secrets(spec, dict(os.environ)))

@@ -19,7 +19,9 @@ from trainops.aws.clients import REGION_WAYS
 from trainops.backends.contract import encode_hyperparameters, runtime_hyperparameters
 from trainops.errors import Problem, SpecError
 from trainops.runtime import catalog
+from trainops.runtime.hyperparameters import ARGUMENTS_KEY
 from trainops.runtime.output_relay import MASK_VARIABLES
+from trainops.runtime.requirements import REQUIREMENTS_KEY
 from trainops.spec.base import JOB_NAME, REGION
 from trainops.spec.distribution import SMP, Distribution
 from trainops.spec.inputs import FileSystemInput, TrainingInput, is_local_uri
@@ -217,7 +219,10 @@ def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region:
         raise SpecError(Problem("launcher", f"{launcher!r} is not a launcher: use trainops or toolkit"))
     region = spec.region or region
     problems = sagemaker_problems(spec, region)
+    from trainops.backends.request.api_limits import instance_type_problems
     from trainops.spec.rules import code_channel_problems
+
+    problems += instance_type_problems(spec)  # an ml.* type the API lists, with "did you mean"
 
     problems += code_channel_problems(spec, launcher)  # the spec's rule checked its own launcher; this is render's
     if not isinstance(job_name, str) or len(job_name) > 63 or not JOB_NAME.match(job_name):
@@ -236,23 +241,41 @@ def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region:
     locations = artifact_locations(spec.output_path, job_name)
     # An s3:// tarball is the code as it is (the runtime unpacks it); otherwise the files uploaded one by one.
     tarball = spec.source_dir if spec.source_dir is not None and is_s3_source(spec.source_dir) else None
-    return _assemble(spec, job_name, launcher, region, image, output_path=spec.output_path,
-                     code=tarball or locations.code_prefix, runtime=locations.runtime_prefix,
-                     submit=tarball or locations.source_tarball)
+    request = _assemble(spec, job_name, launcher, region, image, output_path=spec.output_path,
+                        code=tarball or locations.code_prefix, runtime=locations.runtime_prefix,
+                        submit=tarball or locations.source_tarball)
+    # The API's own limits on what is sent, the launcher's additions counted (api_limits), before anything exists.
+    from trainops.backends.request.api_limits import request_problems
+
+    problems = request_problems(request, spec)
+    if problems:
+        raise SpecError(problems, "job spec for the sagemaker backend")
+    return request
 
 
 def render_local(spec: JobSpec, *, job_name: str, launcher: str | None = None, code: str, runtime: str,
-                 submit: str, output_path: str, channels: dict[str, str] | None = None) -> dict[str, Any]:
+                 submit: str, output_path: str, channels: dict[str, str] | None = None,
+                 known_instance_types: bool = False) -> dict[str, Any]:
     """The request the local backend executes: what `render` gives SageMaker, with this machine's locations.
 
     `code` and `runtime` are the trainops launcher's code and runtime channels, `submit` the toolkit's source (a
     directory or tarball path), `output_path` where model.tar.gz goes (file:// or s3://), `channels` the data
-    channels' locations (default: the spec's own). None of SageMaker's account checks apply (role, ml.* instance
-    types, S3-only locations); a role and an image are filled in when the spec has none.
+    channels' locations (default: the spec's own). None of SageMaker's account checks apply (role, S3-only
+    locations); a role and an image are filled in when the spec has none. ``known_instance_types``: an ``ml.*`` type
+    must be one the API knows (the local engine, which runs SageMaker's request; Slurm maps types its own way).
     """
     launcher = launcher or spec.launcher
     if launcher not in ("trainops", "toolkit"):
         raise SpecError(Problem("launcher", f"{launcher!r} is not a launcher: use trainops or toolkit"))
+    from trainops.backends.request.channel_options import unhonoured_problems
+
+    problems = unhonoured_problems(spec, "local" if known_instance_types else "slurm")
+    if known_instance_types:
+        from trainops.backends.request.api_limits import instance_type_problems
+
+        problems += instance_type_problems(spec)
+    if problems:
+        raise SpecError(problems, f"job spec for the {'local' if known_instance_types else 'slurm'} backend")
     region = spec.region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION") or "us-east-1"
     try:
         image = training_image(spec, region)
@@ -283,6 +306,10 @@ def _assemble(spec: JobSpec, job_name: str, launcher: str, region: str | None, i
     if launcher == "trainops":
         request["AlgorithmSpecification"]["ContainerEntrypoint"] = list(ENTRYPOINT)
         hyperparameters = runtime_hyperparameters(spec, job_name, region)
+        if spec.sdk == "v3":  # the script's arguments as v3's drivers pass them (runtime.hyperparameters)
+            hyperparameters[ARGUMENTS_KEY] = "v3"
+        if spec.requirements:  # installed by the runtime before the script (runtime.requirements)
+            hyperparameters[REQUIREMENTS_KEY] = spec.requirements
         request["InputDataConfig"] += [
             _s3_prefix_channel(CODE_CHANNEL, code),
             _s3_prefix_channel(RUNTIME_CHANNEL, runtime),
@@ -316,6 +343,10 @@ def _assemble(spec: JobSpec, job_name: str, launcher: str, region: str | None, i
         if spec.framework == "tensorflow" and "model_dir" not in spec.hyperparameters:
             hyperparameters["model_dir"] = toolkit_model_dir(spec, job_name, distribution_values)
     request["HyperParameters"] = encode_hyperparameters(hyperparameters)
+    if spec.sdk == "v3":
+        # v3 sends a string hyperparameter as it is and JSON for the rest (ModelTrainer's safe_serialize).
+        request["HyperParameters"].update({key: value for key, value in spec.hyperparameters.items()
+                                           if isinstance(value, str)})
     if not request["InputDataConfig"]:
         del request["InputDataConfig"]
     _optional_settings(spec, request, environment)
@@ -410,6 +441,18 @@ def _channel(name: str, channel: TrainingInput | FileSystemInput) -> dict[str, A
         }
         if channel.input_mode:
             entry["InputMode"] = channel.input_mode
+        # The SDK's TrainingInput options, where the SDK puts them (sagemaker.inputs.TrainingInput).
+        source = entry["DataSource"]["S3DataSource"]
+        if channel.attribute_names is not None:
+            source["AttributeNames"] = list(channel.attribute_names)
+        if channel.instance_groups is not None:
+            source["InstanceGroupNames"] = list(channel.instance_groups)
+        if channel.compression is not None:
+            entry["CompressionType"] = channel.compression
+        if channel.record_wrapping is not None:
+            entry["RecordWrapperType"] = channel.record_wrapping
+        if channel.shuffle_config is not None:
+            entry["ShuffleConfig"] = {"Seed": channel.shuffle_config.seed}
     if channel.content_type:
         entry["ContentType"] = channel.content_type
     return entry

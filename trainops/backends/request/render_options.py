@@ -83,6 +83,8 @@ def apply_estimator_options(spec: JobSpec, request: dict[str, Any], launcher: st
             mode="json", by_alias=True, exclude_unset=True)
     if spec.disable_output_compression:
         request["OutputDataConfig"]["CompressionType"] = "NONE"
+    elif spec.sdk == "v3":  # ModelTrainer always says GZIP (its OutputDataConfig's default)
+        request["OutputDataConfig"]["CompressionType"] = "GZIP"
     algorithm = request["AlgorithmSpecification"]
     if spec.container_entry_point is not None:
         algorithm["ContainerEntrypoint"] = list(spec.container_entry_point)
@@ -99,13 +101,17 @@ def apply_estimator_options(spec: JobSpec, request: dict[str, Any], launcher: st
         if spec.tensorboard_output_config.container_local_output_path is not None:
             tensorboard["LocalPath"] = spec.tensorboard_output_config.container_local_output_path
         request["TensorBoardOutputConfig"] = tensorboard
+    if spec.experiment_config is not None:
+        request["ExperimentConfig"] = spec.experiment_config.model_dump(mode="json", by_alias=True,
+                                                                         exclude_none=True)
     if spec.enable_infra_check is not None:
         request["InfraCheckConfig"] = {"EnableInfraCheck": spec.enable_infra_check}
     if spec.enable_remote_debug is not None:
         request["RemoteDebugConfig"] = {"EnableRemoteDebug": spec.enable_remote_debug}
     if spec.enable_session_tag_chaining is not None:
         request["SessionChainingConfig"] = {"EnableSessionTagChaining": spec.enable_session_tag_chaining}
-    request["ProfilerConfig"] = profiler_config(spec, request["OutputDataConfig"]["S3OutputPath"], region)
+    if spec.sdk != "v3":  # ModelTrainer sends no ProfilerConfig
+        request["ProfilerConfig"] = profiler_config(spec, request["OutputDataConfig"]["S3OutputPath"], region)
     hyperparameters = request.setdefault("HyperParameters", {})
     if launcher == "toolkit" or spec.container_log_level != DEFAULT_LOG_LEVEL:
         hyperparameters["sagemaker_container_log_level"] = json.dumps(spec.container_log_level)

@@ -1,0 +1,203 @@
+"""Capture goldens/render_v3.json: the CreateTrainingJob requests the SageMaker Python SDK v3's ModelTrainer sends
+for job specs written in v3's names (issue 46), with no network.
+
+Runs in the v3 oracle venv (never trainops' dependencies):
+
+    tests/differential/build_oracle_venv.sh --v3
+    ~/.cache/trainops-oracle-v3/bin/python tests/differential/generate_v3.py
+
+Each case is a trainops spec in v3's names (`CASES`); the oracle builds the ModelTrainer those mappings stand for
+(each SDK object from the mapping of its own fields, the ``with_*`` settings through their methods) with a session
+whose uploads compute their S3 key and upload nothing and whose role check answers the role as given, and records
+``_create_training_job_args(boto3=True)``: the request ``train()`` sends, or the SDK's error. compare.py renders the
+same spec with trainops and compares everything but v3's driver plumbing (the ``code`` and ``sm_drivers`` channels,
+the ``ContainerEntrypoint`` / ``ContainerArguments`` that start ``sm_train.sh``) and the name's timestamp.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+GOLDEN = HERE / "goldens" / "render_v3.json"
+IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311"
+ROLE = "arn:aws:iam::111122223333:role/Training"
+BASE: dict[str, Any] = {"training_image": IMAGE, "role": ROLE, "region": "us-east-1",
+                        "source_code": {"source_dir": "src", "entry_script": "train.py"},
+                        "output_data_config": {"s3_output_path": "s3://bucket/out"}}
+GPU = {"instance_type": "ml.p4d.24xlarge", "instance_count": 2}
+FSX = {"file_system_data_source": {"file_system_id": "fs-0123456789abcdef0", "file_system_type": "FSxLustre",
+                                   "directory_path": "/fsx/data", "file_system_access_mode": "ro"}}
+VPC = {"subnets": ["subnet-0a1b2c3d"], "security_group_ids": ["sg-0a1b2c3d"]}
+
+
+def _case(case_id: str, **fields: Any) -> dict[str, Any]:
+    spec = copy.deepcopy(BASE)
+    for key, value in fields.items():
+        if value is ...:
+            spec.pop(key, None)
+        else:
+            spec[key] = value
+    return {"id": case_id, "spec": spec}
+
+
+CASES: list[dict[str, Any]] = [
+    _case("v3-defaults"),
+    _case("v3-base-job-name", base_job_name="bert-pretrain"),
+    _case("v3-compute-gpu", compute=GPU),
+    _case("v3-compute-volume-spot", compute={**GPU, "volume_size_in_gb": 200, "enable_managed_spot_training": True},
+          stopping_condition={"max_runtime_in_seconds": 7200, "max_wait_time_in_seconds": 10800}),
+    _case("v3-warm-pool", compute={**GPU, "keep_alive_period_in_seconds": 1800}),
+    _case("v3-warm-pool-max", compute={**GPU, "keep_alive_period_in_seconds": 21600}),
+    _case("v3-torchrun", compute=GPU, distributed={"type": "torchrun"}),
+    _case("v3-torchrun-ppn", compute=GPU, distributed={"type": "torchrun", "process_count_per_node": 4}),
+    _case("v3-mpi", compute={"instance_type": "ml.c5.xlarge", "instance_count": 2},
+          distributed={"type": "mpi", "process_count_per_node": 2, "mpi_additional_options": ["-x", "A=1"]}),
+    _case("v3-smp", compute={"instance_type": "ml.p4d.24xlarge", "instance_count": 1},
+          distributed={"type": "torchrun", "smp": {"hybrid_shard_degree": 8}}),
+    _case("v3-hyperparameters", hyperparameters={"amp": True, "layers": ["attn", "mlp"], "name": "[1,2]",
+                                                 "lr": 0.1, "epochs": 3, "tag": "run-7", "cfg": {"a": 1}}),
+    _case("v3-environment", environment={"NCCL_DEBUG": "INFO", "OMP_NUM_THREADS": "4"}),
+    _case("v3-stopping", stopping_condition={"max_runtime_in_seconds": 86400}),
+    _case("v3-output-kms", output_data_config={"s3_output_path": "s3://bucket/out", "kms_key_id": "alias/out"}),
+    _case("v3-output-uncompressed", output_data_config={"s3_output_path": "s3://bucket/out",
+                                                        "compression_type": "NONE"}),
+    _case("v3-checkpoints", checkpoint_config={"s3_uri": "s3://bucket/ckpt", "local_path": "/opt/ml/checkpoints"}),
+    _case("v3-networking", networking={**VPC, "enable_network_isolation": True,
+                                       "enable_inter_container_traffic_encryption": True}),
+    _case("v3-inputs-uri", input_data_config=[{"channel_name": "train", "data_source": "s3://bucket/train"},
+                                              {"channel_name": "val", "data_source": "s3://bucket/val"}]),
+    _case("v3-inputs-s3-source", input_data_config=[
+        {"channel_name": "train", "data_source": {"s3_data_source": {
+            "s3_uri": "s3://bucket/train", "s3_data_type": "S3Prefix",
+            "s3_data_distribution_type": "ShardedByS3Key"}}}]),
+    _case("v3-inputs-fsx", networking=VPC, input_data_config=[{"channel_name": "train", "data_source": FSX}]),
+    _case("v3-input-mode-fastfile", training_input_mode="FastFile",
+          input_data_config=[{"channel_name": "train", "data_source": "s3://bucket/train"}]),
+    _case("v3-tags", tags=[{"key": "team", "value": "vision"}, {"key": "cost-center", "value": "42"}]),
+    _case("v3-metrics", metric_definitions=[{"name": "loss", "regex": "loss=([0-9.]+)"}]),
+    _case("v3-retry", retry_strategy={"maximum_retry_attempts": 3}),
+    _case("v3-infra-check", infra_check_config={"enable_infra_check": True}),
+    _case("v3-remote-debug", remote_debug_config={"enable_remote_debug": True}),
+    _case("v3-session-chaining", session_chaining_config={"enable_session_tag_chaining": True}),
+    _case("v3-tensorboard", tensorboard_output_config={"s3_output_path": "s3://bucket/tb",
+                                                       "local_path": "/opt/ml/output/tensorboard"}),
+    _case("v3-instance-groups", compute={"instance_groups": [
+        {"instance_group_name": "gpus", "instance_type": "ml.p4d.24xlarge", "instance_count": 2},
+        {"instance_group_name": "cpus", "instance_type": "ml.c5.xlarge", "instance_count": 1}]}),
+    # The API's own limits: v3 sends these, the service refuses them (trainops: api-documented-limits).
+    _case("v3-unknown-instance-type", compute={"instance_type": "ml.g5.xxlarge", "instance_count": 1}),
+    _case("v3-volume-kms-nvme", compute={**GPU, "volume_kms_key_id": "alias/vol"}),
+    _case("v3-tag-pattern", tags=[{"key": "team#1", "value": "x"}]),
+]
+
+_WITH = {"retry_strategy": ("with_retry_strategy", "RetryStrategy"),
+         "infra_check_config": ("with_infra_check_config", "InfraCheckConfig"),
+         "remote_debug_config": ("with_remote_debug_config", "RemoteDebugConfig"),
+         "session_chaining_config": ("with_session_chaining_config", "SessionChainingConfig"),
+         "tensorboard_output_config": ("with_tensorboard_output_config", "TensorBoardOutputConfig")}
+
+
+def _trainer(spec: dict[str, Any], session: Any, workdir: Path) -> Any:
+    """The ModelTrainer the spec's mappings stand for."""
+    from sagemaker.train import ModelTrainer, configs
+    from sagemaker.train.distributed import MPI, SMP, Torchrun
+
+    fields = {key: value for key, value in spec.items() if key not in _WITH and key != "region"}
+    source = dict(fields.pop("source_code"))
+    source["source_dir"] = str(workdir / source["source_dir"])
+    arguments: dict[str, Any] = {"sagemaker_session": session, "source_code": configs.SourceCode(**source)}
+    simple = {"compute": configs.Compute, "stopping_condition": configs.StoppingCondition,
+              "output_data_config": configs.OutputDataConfig, "checkpoint_config": configs.CheckpointConfig,
+              "networking": configs.Networking}
+    for key, value in fields.items():
+        if key in simple:
+            if key == "compute" and "instance_groups" in value:
+                value = {**value, "instance_groups": [configs.InstanceGroup(**group)
+                                                      for group in value["instance_groups"]]}
+            arguments[key] = simple[key](**value)
+        elif key == "distributed":
+            if value["type"] == "mpi":
+                arguments[key] = MPI(**{k: v for k, v in value.items() if k != "type"})
+            else:
+                smp = value.get("smp")
+                arguments[key] = Torchrun(process_count_per_node=value.get("process_count_per_node"),
+                                          smp=SMP(**smp) if smp else None)
+        elif key == "input_data_config":
+            channels = []
+            for item in value:
+                source_value = item["data_source"]
+                if isinstance(source_value, dict):
+                    (kind, values), = source_value.items()
+                    source_value = (configs.S3DataSource if kind == "s3_data_source"
+                                    else configs.FileSystemDataSource)(**values)
+                channels.append(configs.InputData(channel_name=item["channel_name"], data_source=source_value))
+            arguments[key] = channels
+        elif key == "tags":
+            arguments[key] = [configs.Tag(**tag) for tag in value]
+        elif key == "metric_definitions":
+            arguments[key] = [configs.MetricDefinition(**item) for item in value]
+        else:
+            arguments[key] = value
+    metrics = arguments.pop("metric_definitions", None)
+    trainer = ModelTrainer(**arguments)
+    if metrics:
+        trainer = trainer.with_metric_definitions(metrics)
+    for key, (method, config) in _WITH.items():
+        if key in spec:
+            trainer = getattr(trainer, method)(getattr(configs, config)(**spec[key]))
+    return trainer
+
+
+def _session() -> Any:
+    import boto3
+    from sagemaker.core.helper.session_helper import Session
+
+    class RecordingSession(Session):
+        """Uploads compute their key and upload nothing; the default bucket is fixed."""
+
+        def upload_data(self, path: str, bucket: str | None = None, key_prefix: str = "data", **_: Any) -> str:
+            return f"s3://{bucket or 'bucket'}/{key_prefix}"
+
+        def default_bucket(self) -> str:
+            return "bucket"
+
+    boto = boto3.Session(region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing")
+    return RecordingSession(boto_session=boto, default_bucket="bucket")
+
+
+def capture(case: dict[str, Any], workdir: Path) -> dict[str, Any]:
+    try:
+        request = _trainer(case["spec"], _session(), workdir)._create_training_job_args(boto3=True)
+        return {"accepted": True, "request": json.loads(json.dumps(request, default=str))}
+    except Exception as error:  # the SDK's refusal is the oracle's answer
+        return {"accepted": False, "error": f"{type(error).__name__}: {error}"[:2000]}
+
+
+def main() -> int:
+    import sagemaker.train.defaults as defaults
+
+    # The role check asks IAM (SimulatePrincipalPolicy): answered with the role as given, no network.
+    defaults.resolve_and_validate_role = lambda *args, **kwargs: kwargs.get("provided_role")
+    with tempfile.TemporaryDirectory() as directory:
+        workdir = Path(directory)
+        (workdir / "src").mkdir()
+        (workdir / "src" / "train.py").write_text("print('train')\n")
+        os.chdir(workdir)
+        cases = [{**case, "oracle": capture(case, workdir)} for case in CASES]
+    GOLDEN.write_text(json.dumps({"sdk": f"sagemaker {metadata.version('sagemaker')}", "cases": cases},
+                                 indent=1) + "\n")
+    accepted = sum(case["oracle"]["accepted"] for case in cases)
+    print(f"{GOLDEN}: {len(cases)} cases, {accepted} accepted by the SDK", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

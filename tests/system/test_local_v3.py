@@ -1,0 +1,53 @@
+"""A spec in the SDK v3's names run by the local backend (`trainops run`): the script's arguments as v3's drivers
+pass them, and SourceCode.requirements installed by the runtime before the script, or the job failing before it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+TRAINOPS = [sys.executable, "-m", "trainops.cli"]
+SCRIPT = "import json, sys\nprint('ARGS', json.dumps(sys.argv[1:]))\n"
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*TRAINOPS, *args], capture_output=True, text=True, timeout=300, env=dict(os.environ))
+
+
+def v3_job(tmp_path, requirements: str) -> str:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "train.py").write_text(SCRIPT)
+    (tmp_path / "src" / "requirements.txt").write_text(requirements)
+    spec = tmp_path / "job.yaml"
+    spec.write_text(
+        "base_job_name: v3job\n"
+        "source_code: {source_dir: src, entry_script: train.py, requirements: requirements.txt}\n"
+        "compute: {instance_type: local, instance_count: 2}\n"
+        "hyperparameters: {amp: true, layers: [attn, mlp], name: '[1,2]', lr: 0.1, b: 3}\n"
+        "output_data_config: {s3_output_path: out}\n")
+    return str(spec)
+
+
+def test_v3_arguments_and_requirements_installed_on_every_host(tmp_path):
+    # pyyaml is installed already: pip is satisfied without reaching an index
+    spec = v3_job(tmp_path, "pyyaml\n")
+    result = run_cli("run", spec, "--workdir", str(tmp_path / "work"), "--job-name", "v3-ok")
+    output = result.stdout + result.stderr
+    assert result.returncode == 0, output
+    assert output.count("installing the packages of requirements.txt on host") == 2  # algo-1 and algo-2
+    arguments = [json.loads(line.split("ARGS ", 1)[1]) for line in output.splitlines() if "ARGS " in line]
+    assert arguments and all(item == ["--amp", "true", "--layers", '["attn", "mlp"]', "--name", "[1,2]",
+                                      "--lr", "0.1", "--b", "3"] for item in arguments)
+
+
+def test_a_failed_install_ends_the_job_before_the_script(tmp_path):
+    spec = v3_job(tmp_path, "this is not a requirement!!\n")
+    result = run_cli("run", spec, "--workdir", str(tmp_path / "work"), "--job-name", "v3-bad")
+    output = result.stdout + result.stderr
+    assert result.returncode != 0, output
+    assert "ARGS " not in output
+    assert "before the training script started: installing the requirements of requirements.txt failed" in output
+    status = run_cli("status", "v3-bad", "--workdir", str(tmp_path / "work"), "--json")
+    assert '"setup"' in status.stdout, status.stdout + status.stderr

@@ -1,0 +1,126 @@
+"""Specs written in the SageMaker SDK v3's names (ModelTrainer): converted into the one spec (trainops.spec.v3),
+v3's defaults, mixing refused, and the request render sends (v3's hyperparameter encoding, the runtime's keys)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from trainops.backends.request.render import render
+from trainops.errors import SpecError
+from trainops.runtime.hyperparameters import script_arguments, v3_script_arguments
+from trainops.spec import parse_job_spec
+
+IMAGE = "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311"
+V3 = {"training_image": IMAGE, "role": "arn:aws:iam::111122223333:role/Training", "region": "us-east-1",
+      "source_code": {"source_dir": "s3://bucket/code/sourcedir.tar.gz", "entry_script": "train.py"},
+      "output_data_config": {"s3_output_path": "s3://bucket/out"}}
+
+
+def problems(data):
+    with pytest.raises(SpecError) as caught:
+        parse_job_spec(data)
+    return {problem.path: problem.message for problem in caught.value.problems}
+
+
+def test_v3_names_and_defaults():
+    spec = parse_job_spec(V3)
+    assert spec.sdk == "v3" and spec.entry_point == "train.py" and spec.image_uri == IMAGE
+    assert spec.instance_type == "ml.m5.xlarge" and spec.instance_count == 1  # v3's defaults
+    assert spec.max_run == 3600 and spec.volume_size == 30
+    assert spec.name == "pytorch-training-job"  # v3's base job name: the image's repository + "-job"
+
+
+def test_every_v3_object_maps_to_its_field():
+    spec = parse_job_spec({
+        **V3, "base_job_name": "bert", "training_input_mode": "FastFile",
+        "compute": {"instance_type": "ml.p4d.24xlarge", "instance_count": 2, "volume_size_in_gb": 100,
+                    "keep_alive_period_in_seconds": 600},
+        "distributed": {"type": "torchrun", "process_count_per_node": 4},
+        "stopping_condition": {"max_runtime_in_seconds": 7200},
+        "checkpoint_config": {"s3_uri": "s3://bucket/ckpt", "local_path": "/opt/ml/checkpoints"},
+        "networking": {"subnets": ["subnet-0a1b2c3d"], "security_group_ids": ["sg-0a1b2c3d"],
+                       "enable_inter_container_traffic_encryption": True},
+        "input_data_config": [{"channel_name": "train", "data_source": "s3://bucket/train"},
+                              {"channel_name": "fsx", "data_source": {"file_system_data_source": {
+                                  "file_system_id": "fs-0123456789abcdef0", "file_system_type": "FSxLustre",
+                                  "directory_path": "/fsx/data", "file_system_access_mode": "ro"}}},
+                              {"channel_name": "val", "data_source": {"s3_data_source": {
+                                  "s3_uri": "s3://bucket/val", "s3_data_type": "S3Prefix",
+                                  "s3_data_distribution_type": "ShardedByS3Key"}}}],
+        "tags": [{"key": "team", "value": "vision"}],
+        "metric_definitions": [{"name": "loss", "regex": "loss=([0-9.]+)"}],
+        "retry_strategy": {"maximum_retry_attempts": 2}, "infra_check_config": {"enable_infra_check": True},
+        "remote_debug_config": {"enable_remote_debug": True},
+        "session_chaining_config": {"enable_session_tag_chaining": True},
+        "tensorboard_output_config": {"s3_output_path": "s3://bucket/tb", "local_path": "/opt/ml/output/tb"}})
+    assert (spec.name, spec.input_mode, spec.instance_count, spec.volume_size) == ("bert", "FastFile", 2, 100)
+    assert spec.dist.type == "torch_distributed" and spec.dist.processes_per_host == 4
+    assert spec.max_run == 7200 and spec.checkpoint_s3_uri == "s3://bucket/ckpt"
+    assert spec.encrypt_inter_container_traffic and spec.subnets == ["subnet-0a1b2c3d"]
+    assert spec.channels["val"].distribution == "ShardedByS3Key"
+    assert spec.channels["fsx"].directory_path == "/fsx/data"
+    assert [(tag.key, tag.value) for tag in spec.tags] == [("team", "vision")]
+    assert spec.metric_definitions[0].name == "loss" and spec.max_retry_attempts == 2
+    assert spec.enable_infra_check and spec.enable_remote_debug and spec.enable_session_tag_chaining
+    assert spec.tensorboard_output_config.container_local_output_path == "/opt/ml/output/tb"
+
+
+def test_mpi_and_smp_shapes():
+    mpi = parse_job_spec({**V3, "compute": {"instance_type": "ml.c5.xlarge", "instance_count": 2},
+                          "distributed": {"type": "mpi", "process_count_per_node": 2,
+                                          "mpi_additional_options": ["-x", "NCCL_DEBUG=INFO"]}})
+    assert mpi.dist.type == "mpi" and mpi.dist.custom_mpi_options == "-x NCCL_DEBUG=INFO"
+    smp = parse_job_spec({**V3, "compute": {"instance_type": "ml.p4d.24xlarge"},
+                          "distributed": {"type": "torchrun", "smp": {"hybrid_shard_degree": 8}}})
+    assert smp.dist.type == "smp" and smp.dist.version == 2 and smp.dist.parameters == {"hybrid_shard_degree": 8}
+
+
+def test_mixing_v2_and_v3_names_is_refused_naming_both():
+    found = problems({**V3, "entry_point": "x.py", "image_uri": IMAGE, "compute": {"instance_type": "ml.c5.xlarge"},
+                      "instance_type": "ml.c5.xlarge", "max_run": 10})
+    assert "source_code.entry_script" in found["entry_point"]
+    assert "training_image" in found["image_uri"]
+    assert "compute.instance_type" in found["instance_type"]
+    assert "stopping_condition.max_runtime_in_seconds" in found["max_run"]
+
+
+def test_v3_shapes_refused_with_their_names():
+    found = problems({**V3, "source_code": {"command": "python train.py"}, "distributed": {"type": "deepspeed"},
+                      "compute": {"instance_typ": "ml.c5.xlarge"}})
+    assert "entry_script" in found["source_code.command"]
+    assert "torchrun" in found["distributed"]
+    assert "instance_type" in found["compute.instance_typ"]
+    assert "toolkit" in problems({**V3, "launcher": "toolkit"})["launcher"]
+
+
+def test_render_sends_v3_s_hyperparameter_encoding_and_the_runtime_keys():
+    spec = parse_job_spec({**V3, "hyperparameters": {"amp": True, "layers": ["attn", "mlp"], "name": "[1,2]",
+                                                     "lr": 0.1},
+                           "source_code": {"source_dir": "s3://bucket/code/sourcedir.tar.gz",
+                                           "entry_script": "train.py", "requirements": "requirements.txt"}})
+    request = render(spec, job_name="v3-1")
+    hyperparameters = request["HyperParameters"]
+    # ModelTrainer's safe_serialize: strings as they are, everything else JSON
+    assert [hyperparameters[key] for key in ("amp", "layers", "name", "lr")] == \
+        ["true", '["attn", "mlp"]', "[1,2]", "0.1"]
+    assert json.loads(hyperparameters["trainops_script_arguments"]) == "v3"
+    assert json.loads(hyperparameters["trainops_requirements"]) == "requirements.txt"
+    assert request["ResourceConfig"]["InstanceType"] == "ml.m5.xlarge"
+    assert request["StoppingCondition"] == {"MaxRuntimeInSeconds": 3600}
+    # the script's arguments: v3's drivers' (--key for every key, in order), the user's string unchanged
+    assert v3_script_arguments(hyperparameters) == ["--amp", "true", "--layers", '["attn", "mlp"]',
+                                                    "--name", "[1,2]", "--lr", "0.1"]
+    # a v2 spec keeps the toolkit's way
+    assert script_arguments({"amp": True, "layers": ["attn", "mlp"]}) == \
+        ["--amp", "True", "--layers", "['attn', 'mlp']"]
+
+
+def test_problems_of_the_converted_spec_are_told_in_v3_s_names():
+    found = problems({**V3, "compute": {"instance_count": 0},
+                      "input_data_config": [{"channel_name": "train", "data_source": "ftp://x/y"}]})
+    assert "greater than or equal to 1" in found["compute.instance_count"]
+    assert "ftp://" in found["input_data_config[train].s3_data"]
+    # a v2 name beside v3's is refused at the key the user wrote
+    assert "source_code.entry_script" in problems({**V3, "entry_point": "x.py"})["entry_point"]

@@ -1,0 +1,63 @@
+"""docs/spec.md's section on specs written in the SDK v3's names (`trainops.spec.v3`), with the table of what
+trainops does differently from v3 on purpose and the source of each."""
+
+from __future__ import annotations
+
+from trainops.spec.v3 import DEFAULT_INSTANCE_TYPE, DEFAULT_MAX_RUNTIME
+
+_V3 = "sagemaker 3.27.0 (PyPI), sagemaker/train"
+
+#: (what v3 does, what trainops does, the source).
+V3_DIFFERENCES: tuple[tuple[str, str, str], ...] = (
+    ("its drivers decode a string hyperparameter as JSON and encode it again, so `\"[1,2]\"` reaches the script as "
+     "`[1, 2]` and `\"1.0\"` as `1.0`", "passes the string the user wrote, as the request carries it",
+     f"{_V3}/container_drivers/common/utils.py (`hyperparameters_to_cli_args`: `safe_deserialize` then "
+     "`safe_serialize`)"),
+    ("`MPI(process_count_per_node=N)` runs `mpirun -np N`: N processes in all, however many hosts",
+     "N processes on every host (`-np` = N x hosts), what the field's name says",
+     f"{_V3}/container_drivers/distributed_drivers/mpi_driver.py and mpi_utils.py (`-np num_processes`)"),
+    ("sends its own driver plumbing: the `code` and `sm_drivers` channels and `ContainerEntrypoint` "
+     "`/bin/bash .../sm_train.sh`", "sends the trainops runtime's (its `trainops_code` / `trainops_runtime` "
+     "channels and `python3 -m trainops.runtime launch`), with `trainops_*` hyperparameters saying v3's encoding and "
+     "the requirements file", f"{_V3}/model_trainer.py (`_prepare_train_script`, `create_input_data_channel`)"),
+    ("gives a channel written as a URI `InputMode: File`, also in a FastFile or Pipe job, so the channel is "
+     "downloaded against the job's `training_input_mode`", "sends `InputMode: File` in a File job as v3 does, "
+     "and in a FastFile / Pipe job leaves the channel to the job's mode, as asked",
+     f"{_V3}/model_trainer.py (`create_input_data_channel`: `input_mode=\"File\"`)"),
+    ("`SourceCode(command=...)` runs a shell command", "refuses it: trainops launches a Python `entry_script` "
+     "(torchrun, mpirun or one process); pass options as hyperparameters", f"{_V3}/templates.py "
+     "(`EXECUTE_BASE_COMMANDS`: `eval` of the command)"),
+)
+
+
+def v3_section() -> list[str]:
+    rows = [f"| {sdk} | {ours} | {source} |" for sdk, ours, source in V3_DIFFERENCES]
+    return [
+        "## Specs in the SDK v3's names (ModelTrainer)",
+        "",
+        "A spec may be written as a `ModelTrainer(...)` and its `train()` are: `training_image`, `base_job_name`, "
+        "`role`, `hyperparameters`, `environment`, `source_code: {source_dir, entry_script, requirements}`, "
+        "`compute: {instance_type, instance_count, volume_size_in_gb, enable_managed_spot_training, "
+        "keep_alive_period_in_seconds, instance_groups, volume_kms_key_id, training_plan_arn}`, `distributed: {type: "
+        "torchrun | mpi, process_count_per_node, smp: {...}, mpi_additional_options}`, `stopping_condition`, "
+        "`output_data_config`, `checkpoint_config`, `networking`, `training_input_mode`, `input_data_config: "
+        "[{channel_name, data_source, content_type}]` (a URI, `{s3_data_source: {...}}` or "
+        "`{file_system_data_source: {...}}`), `tags: [{key, value}]`, `metric_definitions: [{name, regex}]`, and "
+        "the `with_*` settings under their attribute names (`retry_strategy`, `infra_check_config`, "
+        "`remote_debug_config`, `session_chaining_config`, `tensorboard_output_config`). Any of v3's own keys makes "
+        "the spec a v3 one (`sdk: v3`); a v2 name for the same thing beside them is refused, naming both "
+        "(`trainops.spec.v3`). v3's defaults apply where a field is left out: `compute.instance_type` "
+        f"{DEFAULT_INSTANCE_TYPE}, `max_runtime_in_seconds` {DEFAULT_MAX_RUNTIME}, `base_job_name` the image "
+        "repository's name + `-job`. v3's behaviours on every engine: hyperparameters reach the script as v3's "
+        "drivers pass them (`--key` for every key in the order written, strings as they are, other values JSON: "
+        "`--amp true --layers [\"attn\", \"mlp\"]`, where a v2 spec gets the toolkit's `--amp True --layers "
+        "['attn', 'mlp']`), and `requirements` is installed with pip by the trainops runtime on every host before "
+        "the script; a failed install ends the job as a `setup` failure (\"before the training script started: "
+        "installing the requirements of ... failed\"). `trainops render` shows the request v3 would send, less "
+        "v3's driver plumbing. A v3 spec runs on the trainops launcher only.",
+        "",
+        "| SDK v3 | trainops | source |",
+        "| --- | --- | --- |",
+        *rows,
+        "",
+    ]
