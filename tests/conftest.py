@@ -1,4 +1,5 @@
-"""Shared fixtures. AWS: a moto server for the whole session, and per-test environment pointing boto3 at it."""
+"""Shared fixtures (AWS: a moto server per module and per-test environment pointing boto3 at it; Airflow: a home per
+module from one migrated template database), and the bound on one test's time (`support.duration_bound`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,19 @@ os.environ["TRAINOPS_BACKENDS"] = os.devnull
 # Nor does a test's job land in the developer's job index (trainops.job_index): one per test session, a test of the
 # index sets its own.
 os.environ["TRAINOPS_JOB_INDEX"] = tempfile.mkdtemp(prefix="trainops-test-job-index-")
+
+# Airflow homes: one `airflow db migrate` per run (the template), a copy per module (see support/airflow_home.py).
+# Modules that import `airflow_home` themselves get the same fixture.
+from support.airflow_home import airflow_db_template, airflow_home  # noqa: E402,F401 - fixtures for every test
+from support.duration_bound import add_options, configure  # noqa: E402
+
+
+def pytest_addoption(parser):
+    add_options(parser)
+
+
+def pytest_configure(config):
+    configure(config)
 
 
 @pytest.fixture(scope="module")

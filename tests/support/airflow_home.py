@@ -4,14 +4,23 @@ Airflow reads ``AIRFLOW_HOME`` once, when ``airflow`` is first imported, and wri
 
 - `isolate_airflow_home()` must run before the first ``import airflow`` of the test process (operator test modules
   call it at their top); it points this process at a temporary home, never at ``~/airflow``;
-- the `airflow_home` session fixture migrates a database (``airflow db migrate``, in a subprocess) in a fresh
-  temporary home and returns the environment that runs Airflow commands, and ``dag.test()`` scripts, against it.
-  DAG runs happen in subprocesses: the test process may have imported Airflow already with another home.
+- the `airflow_home` fixture gives each test module a fresh temporary home holding a migrated database and returns
+  the environment that runs Airflow commands, and ``dag.test()`` scripts, against it. DAG runs happen in
+  subprocesses: the test process may have imported Airflow already with another home.
+
+``airflow db migrate`` costs about 5 s of CPU (a minute of wall time on a loaded 2-core machine), and a dozen test
+modules each want a home of their own. So the run migrates one template database once (`airflow_db_template`: the
+first test process to need it migrates, under a lock, in the run's shared temporary directory; the xdist workers
+find it done), and each home starts from a copy of it (`copy_migrated_database`, SQLite's backup API: a consistent
+copy even of a WAL database). A fresh migration holds no path or key of its home (only Airflow's log templates, the
+default pool and the schema version), so a copy is the database `airflow db migrate` would have made there.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -88,15 +97,62 @@ class AirflowHome:
         return (json.loads(text) if done.returncode == 0 and text else None), done
 
 
-@pytest.fixture(scope="session")
-def airflow_home(tmp_path_factory) -> AirflowHome:
-    """A fresh Airflow home with a migrated SQLite database, shared by the session's Airflow system tests."""
-    home = tmp_path_factory.mktemp("airflow-home")
-    env = airflow_environment(home)
-    done = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=env, cwd=str(REPO),
-                          capture_output=True, text=True, timeout=300)
+def migrate(home: Path) -> None:
+    """``airflow db migrate`` in ``home`` (a subprocess: this process may have imported Airflow for another home)."""
+    done = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=airflow_environment(home),
+                          cwd=str(REPO), capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, f"airflow db migrate failed:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    return AirflowHome(home, env)
+
+
+def migrated_template(shared: Path) -> Path:
+    """The template database under ``shared`` (a directory every test process of this run sees), migrated by the
+    first process that asks; a stamp written last means a migration killed midway is redone, never copied."""
+    template = shared / "airflow-template"
+    template.mkdir(parents=True, exist_ok=True)
+    database, stamp = template / "airflow.db", template / ".migrated"
+    with open(template / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not stamp.exists():
+            database.unlink(missing_ok=True)
+            migrate(template)
+            stamp.write_text("airflow db migrate done\n")
+    return database
+
+
+def copy_migrated_database(template: Path, home: Path) -> Path:
+    """A copy of the migrated ``template`` database as ``home``'s airflow.db (which must not exist yet)."""
+    target = home / "airflow.db"
+    assert not target.exists(), f"{target} exists: a home gets the template's copy before anything else writes it"
+    home.mkdir(parents=True, exist_ok=True)
+    source = sqlite3.connect(f"file:{template}?mode=ro", uri=True)
+    copy = sqlite3.connect(target)
+    try:
+        source.backup(copy)
+    finally:
+        copy.close()
+        source.close()
+    return target
+
+
+def shared_temporary_directory(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run's temporary directory that every xdist worker shares (its own basetemp when not under xdist)."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+
+@pytest.fixture(scope="session")
+def airflow_db_template(tmp_path_factory) -> Path:
+    """A migrated Airflow database to copy (`copy_migrated_database`), made once per test run."""
+    return migrated_template(shared_temporary_directory(tmp_path_factory))
+
+
+@pytest.fixture(scope="module")
+def airflow_home(tmp_path_factory, airflow_db_template) -> AirflowHome:
+    """A fresh Airflow home with a migrated SQLite database, shared by one module's Airflow tests (each module has
+    its own: DAG ids, runs and connections of one module never meet another's)."""
+    home = tmp_path_factory.mktemp("airflow-home")
+    copy_migrated_database(airflow_db_template, home)
+    return AirflowHome(home, airflow_environment(home))
 
 
 def dag_test(dag_file: str, dag_id: str, conf: dict | None = None) -> dict:

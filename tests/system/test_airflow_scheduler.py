@@ -31,7 +31,7 @@ from pathlib import Path
 import pytest
 from support.airflow_db import answer
 from support.airflow_db import rows as query  # for waits: no rows while the database is busy
-from support.airflow_home import REPO, airflow_environment
+from support.airflow_home import REPO, airflow_environment, copy_migrated_database
 
 pytestmark = [pytest.mark.system, pytest.mark.slow, pytest.mark.timeout(1200)]
 
@@ -230,7 +230,7 @@ def airflow_cli(env: dict[str, str], *arguments: str) -> subprocess.CompletedPro
 
 
 @pytest.fixture(scope="module")
-def airflow(tmp_path_factory):
+def airflow(tmp_path_factory, airflow_db_template):
     home = tmp_path_factory.mktemp("airflow-scheduler")
     dags = home / "dags"
     dags.mkdir()
@@ -258,8 +258,7 @@ def airflow(tmp_path_factory):
         "AIRFLOW__TRIGGERER__JOB_HEARTBEAT_SEC": "1",
         "AIRFLOW__TRIGGERER__TRIGGERER_HEALTH_CHECK_THRESHOLD": "5",
     })
-    done = airflow_cli(env, "db", "migrate")
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    copy_migrated_database(airflow_db_template, home)  # the run's one `airflow db migrate`, copied
     components = Components(home, env)
     try:
         yield home, env, components
