@@ -14,13 +14,16 @@ export AIRFLOW__CORE__LOAD_EXAMPLES ?= False
 run: $(RUN_STAMP)
 	$(VENV)/bin/trainops run examples/digits/pipeline.yaml
 
-# Two test processes by default (pytest-xdist, worksteal: the long system tests are not queued on one worker up
-# front): on 2 cores the suite takes about half the time of one process (closing note of issue 24). Every test keeps
-# a home, an Airflow home and a moto server of its own; the cached venvs are built under a lock. TEST_WORKERS=0 runs
-# it in one process.
+# Two test processes by default (pytest-xdist): on 2 cores the suite takes about half the time of one process
+# (closing note of issue 24). `--dist loadfile`: a module goes whole to one worker, so its module fixtures (a Slurm
+# cluster, an Airflow home) are set up once; tests/conftest.py hands the modules out longest first (the real Airflow
+# components, then system, then reliability, then unit modules), so both workers end on short ones. Each module keeps
+# its own Airflow home (a copy of one migrated database) and moto server; the cached venvs are built under a lock.
+# `--durations`: the slowest tests are printed, and a test past its bound fails (tests/support/duration_bound.py).
+# TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 2
 test: $(TEST_STAMP) mpi slurm lint
-	$(PY) -m pytest -q -p no:cacheprovider $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist worksteal)
+	$(PY) -m pytest -q -p no:cacheprovider --durations=25 $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 # Lint and types are checked, not hoped for: ruff (the rule set in pyproject.toml) over the tree, mypy over the
 # package (strict on the backend seam and the steps). A finding fails `make test`, so CI fails on it.

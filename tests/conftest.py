@@ -123,3 +123,30 @@ def _own_job_index(monkeypatch, tmp_path_factory):
     """Each test its own job index (trainops.job_index): a job another test ran under the same name is never the
     one `trainops status NAME` finds."""
     monkeypatch.setenv("TRAINOPS_JOB_INDEX", str(tmp_path_factory.mktemp("job-index")))
+
+
+# The order the modules are handed out in. `make test` runs two xdist workers with ``--dist loadfile``: a module goes
+# whole to one worker (its module fixtures, a Slurm cluster or an Airflow home, are set up once), the next module to
+# whichever worker is free. Handed out longest first, the run ends on short unit modules on both workers, instead of
+# one worker idling while the other runs a ten-minute module it started last. Within a rank, collection order.
+LONGEST_FIRST = (
+    "slow",  # a module with a test marked slow: the real Airflow components, minutes each
+    "tests/system/",  # real processes, servers, clusters
+    "tests/reliability/",  # hostile inputs and faults, many processes
+)  # then the rest: unit, golden and differential modules, seconds each
+
+
+def module_rank(items: list[pytest.Item]) -> int:
+    """A module's place in `LONGEST_FIRST`: the slow marker on any of its tests, else its directory."""
+    if any(item.get_closest_marker("slow") for item in items):
+        return 0
+    return next((rank for rank, prefix in enumerate(LONGEST_FIRST) if items[0].nodeid.startswith(prefix)),
+                len(LONGEST_FIRST))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::", 1)[0], []).append(item)
+    ranked = sorted(modules.values(), key=module_rank)  # a stable sort: modules stay whole and in order
+    items[:] = [item for module in ranked for item in module]
