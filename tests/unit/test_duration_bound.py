@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from support.duration_bound import EXCEPTIONS, bound_of
+from support.duration_bound import EXCEPTIONS, bound_of, load_scale
 
 TESTS = Path(__file__).resolve().parents[1]
 
@@ -94,3 +94,11 @@ def test_every_named_exception_says_why_and_allows_more_than_the_default():
         assert bound_of(nodeid, default) == (allowance.seconds, allowance.reason)
         assert bound_of(nodeid + "[a-parameter]", default) == (allowance.seconds, allowance.reason)
     assert bound_of("tests/unit/test_x.py::test_y", default) == (default, None)
+
+
+def test_the_bound_grows_only_with_load_past_the_tests_and_one_hog():
+    # 2 cores: the test processes and one hog (load average up to 3) keep the bound as stated
+    assert load_scale(0.4, 2) == 1.0 and load_scale(3.0, 2) == 1.0
+    # a machine shared by many sessions (load average 12 on 2 cores) allows four times the bound
+    assert load_scale(12.0, 2) == 4.0
+    assert load_scale(6.0, 0) == 3.0  # an unknown core count counts as one
