@@ -25,6 +25,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, cast
 
 from trainops.backends import builtin_names, check_backend_name
+from trainops.backends.job_kinds import (
+    Evaluations,
+    FollowedJobs,
+    Registry,
+    Staging,
+    Unsupported,
+    started_evaluations,
+    started_staging,
+)
 from trainops.backends.options import BackendOptions, LocalOptions, SageMakerOptions
 from trainops.backends.states import JobStatus
 from trainops.errors import JobFailed, Problem, SpecError
@@ -34,26 +43,19 @@ if TYPE_CHECKING:  # the spec's models import pydantic: a DAG file that imports 
     from trainops.spec.job import JobSpec
 
 __all__ = [
-    "BACKENDS", "CAPABILITIES", "IF_EXISTS", "JOB_KINDS", "MAX_SUFFIX", "Backend", "BackendOptions", "Evaluation",
+    "BACKENDS", "IF_EXISTS", "JOB_KINDS", "MAX_SUFFIX", "Backend", "BackendOptions", "Evaluation",
     "JobHandle", "JobResult", "LocalOptions", "ModelRegistry", "Placement", "RegisteredVersion", "SageMakerOptions",
     "Unsupported", "check_choice", "get_backend", "place_job",
 ]
 
 #: The built-in backends, in the order messages list them (entry points may add more: `trainops.backends`).
 BACKENDS: tuple[str, ...] = builtin_names()
-#: The optional operations a backend may declare in ``capabilities``, and how messages say them.
-CAPABILITIES: dict[str, str] = {
-    "evaluate": "evaluate models", "register": "register models", "browse_registry": "browse a model registry",
-    "stage": "stage data", "metrics": "report a job's metrics", "run_here": "run jobs in this process",
-    "start_evaluation": "start an evaluation without waiting for it", "start_stage": "start staging without waiting",
-}
-#: The kinds of job a handle may name, and the seam methods that look at one (one describe) and stop it: the one
-#: Airflow trigger, the reschedule poke and ``on_kill`` go through `Backend.describe_job` / `Backend.stop_job` with
-#: the kind, so a new kind is a row here and two methods on the backends that have it.
-JOB_KINDS: dict[str, tuple[str, str]] = {
-    "training": ("describe", "stop"),
-    "evaluation": ("describe_evaluation", "stop_evaluation"),  # SageMaker: a processing job
-    "stage": ("describe_stage", "stop_stage"),  # SageMaker: an FSx data repository (import) task
+#: The kinds of job a handle may name, each as a poller follows it (`Backend.job_kind`): the one Airflow trigger, the
+#: reschedule poke and ``on_kill`` go through `Backend.describe_job` / `Backend.stop_job` with the kind.
+JOB_KINDS: dict[str, str] = {
+    "training": "the backend's training jobs",
+    "evaluation": "its started evaluations (SageMaker: a processing job)",
+    "stage": "its started staging (SageMaker: an FSx data repository import task)",
 }
 #: What `submit` does when a job of the name exists: follow it, refuse, or create a suffixed copy.
 IF_EXISTS: tuple[str, ...] = ("reattach", "fail", "new")
@@ -286,10 +288,6 @@ class ModelRegistry(Protocol):
     def set_approval(self, group: str, version: int, status: str) -> Any: ...
 
 
-class Unsupported(SpecError):
-    """A backend was asked for something it declares it cannot do (see `Backend.capabilities`)."""
-
-
 class Backend(abc.ABC, Generic[OptionsT]):
     """What a backend does; `LocalBackend` and `SageMakerBackend` subclass it, and front ends use nothing else.
 
@@ -299,9 +297,9 @@ class Backend(abc.ABC, Generic[OptionsT]):
     - ``Options``: its `BackendOptions` type (its jobs' options); ``CONTEXT``: the settings that reach it (its
       constructor's keywords). Together they are the one mapping of settings a front end hands it
       (`split_settings`; `trainops.backends.get_backend`'s ``options``); anything else is refused, named.
-    - ``capabilities``: which of the optional operations (`CAPABILITIES`) it has; the others raise `Unsupported` with
-      the backend's name, never a silent no-op. ``run_here``: its jobs can run in the caller's process (a front end
-      that waits may run them there; elsewhere they are started and followed).
+    - the other job kinds it has, as objects (`evaluations`, `staging`, `registry`; None: it has none, and a front
+      end that needs one raises `Unsupported` naming the backend). ``RUNS_HERE``: its jobs can run in the caller's
+      process (a front end that waits may run them there; elsewhere they are started and followed).
     - ``EXTRAS``: the extras of trainops (pyproject) that the place submitting and following its jobs needs
       installed (a KFP component's image, a worker): boto3 for an AWS service, torch to run jobs in the caller.
     - ``NEEDS``: the context it cannot reach a job without and where a front end finds it (a region from the AWS
@@ -320,7 +318,9 @@ class Backend(abc.ABC, Generic[OptionsT]):
     name: ClassVar[str] = ""
     Options: ClassVar[type[BackendOptions]] = BackendOptions
     CONTEXT: ClassVar[frozenset[str]] = frozenset()
-    capabilities: ClassVar[frozenset[str]] = frozenset()
+    #: Whether its jobs can run in the caller's process (a front end that waits may run them there; elsewhere they
+    #: are started and followed).
+    RUNS_HERE: ClassVar[bool] = False
     EXTRAS: ClassVar[tuple[str, ...]] = ()
     #: Context this backend cannot reach a job without, and where a front end finds it when the user gave none:
     #: key -> source. ``"aws"``: the AWS configuration (an Airflow task's AWS connection; boto3's own chain
@@ -520,12 +520,22 @@ class Backend(abc.ABC, Generic[OptionsT]):
         return found
 
     # --- any kind of job: the trigger's look and on_kill's stop ----------------------------------------------
+    def job_kind(self, kind: str = "training") -> FollowedJobs:
+        """The jobs of ``kind`` (a key of `JOB_KINDS`) as a poller follows them: this backend's training jobs, or
+        the `Started` evaluations / staging it hands out; `Unsupported` when it starts none of that kind."""
+        check_choice(kind, tuple(JOB_KINDS), "kind")
+        if kind == "training":
+            return self
+        return started_evaluations(self) if kind == "evaluation" else started_staging(self)
+
     def describe_job(self, handle: JobHandle, kind: str = "training") -> JobResult:
-        """Where a job of ``kind`` (a key of `JOB_KINDS`) stands now: one look, a `JobResult` whose status is read
-        through that kind's states table."""
-        method = JOB_KINDS[check_choice(kind, tuple(JOB_KINDS), "kind")][0]
-        result: JobResult = getattr(self, method)(handle)
-        return result
+        """Where a job of ``kind`` stands now: one look (`job_kind`)."""
+        return self.job_kind(kind).describe(handle)
+
+    def stop_job(self, handle: JobHandle, kind: str = "training", reason: str = "Stopped by the user") -> str:
+        """Ask the job of ``kind`` to stop (only that one: the handle's); a one-line account. Stopping one that
+        ended already is not an error."""
+        return self.job_kind(kind).stop(handle, reason)
 
     def next_look_seconds(self, handle: JobHandle, result: JobResult, interval: float) -> float:
         """How long a poller (the Airflow trigger) waits before its next look at a job that ``result`` says is still
@@ -533,57 +543,23 @@ class Backend(abc.ABC, Generic[OptionsT]):
         task ends within seconds of its job (default: the interval)."""
         return interval
 
-    def stop_job(self, handle: JobHandle, kind: str = "training", reason: str = "Stopped by the user") -> str:
-        """Ask the job of ``kind`` to stop (only that one: the handle's); a one-line account. Stopping one that
-        ended already is not an error."""
-        method = JOB_KINDS[check_choice(kind, tuple(JOB_KINDS), "kind")][1]
-        account: str = getattr(self, method)(handle, reason)
-        return account
-
-    def start_evaluation(self, *, entry_point: str, source_dir: Any, model_artifact: Any,
-                         channels: Mapping[str, Any], output_dir: Any, hyperparameters: Mapping[str, Any] | None = None,
-                         environment: Mapping[str, str] | None = None, timeout: float | None = None,
-                         **settings: Any) -> JobHandle:
-        """Start the evaluation `evaluate` would run, without waiting (the same job name: a retry re-attaches);
-        `describe_job` (kind ``evaluation``) follows it and `evaluation_result` reads it once it completed."""
-        self.require("start_evaluation")
-        raise NotImplementedError  # pragma: no cover - a backend declaring the capability overrides this
-
-    def describe_evaluation(self, handle: JobHandle) -> JobResult:
-        self.require("start_evaluation")
-        raise NotImplementedError  # pragma: no cover
-
-    def stop_evaluation(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
-        self.require("start_evaluation")
-        raise NotImplementedError  # pragma: no cover
-
-    def evaluation_result(self, handle: JobHandle) -> Evaluation:
-        """What the completed evaluation of ``handle`` produced (its metrics read back, checked)."""
-        self.require("start_evaluation")
-        raise NotImplementedError  # pragma: no cover
-
-    def start_stage(self, *args: Any, **options: Any) -> JobHandle:
-        """Start what `stage` does, without waiting for the part that runs away from this process; `describe_job`
-        (kind ``stage``) follows it and `stage_result` makes its report."""
-        self.require("start_stage")
-        raise NotImplementedError  # pragma: no cover
-
-    def describe_stage(self, handle: JobHandle) -> JobResult:
-        self.require("start_stage")
-        raise NotImplementedError  # pragma: no cover
-
-    def stop_stage(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
-        self.require("start_stage")
-        raise NotImplementedError  # pragma: no cover
-
-    def stage_result(self, handle: JobHandle) -> Any:
-        """The report (``to_dict()``) of an ended stage, as `stage` returns it; raises `JobFailed` as `stage` does."""
-        self.require("start_stage")
-        raise NotImplementedError  # pragma: no cover
-
-    def check_spec(self, spec: Any, region: str | None = None) -> None:
-        """Raise `SpecError` for every problem this backend would find in the spec, before anything runs."""
+    def check_spec(self, spec: JobSpec, region: str | None = None) -> None:
+        """Raise `SpecError` for every problem this backend would find in the spec with the options it was opened
+        with, before anything runs (default: the dry run)."""
         self.dry_run(spec, "check", self.options())
+
+    # --- the other job kinds: objects the backend hands out (`trainops.backends.job_kinds`) ---------------------
+    def evaluations(self) -> Evaluations | None:
+        """How this backend evaluates models (None: it does not)."""
+        return None
+
+    def staging(self) -> Staging | None:
+        """How this backend stages data (None: it does not)."""
+        return None
+
+    def registry(self) -> Registry | None:
+        """This backend's model registry (None: it has none)."""
+        return None
 
     # --- pipeline defaults ----------------------------------------------------------------------------------
     def pipeline_settings(self, spec: Any, region: str | None = None) -> dict[str, Any]:
@@ -594,78 +570,6 @@ class Backend(abc.ABC, Generic[OptionsT]):
         """Where a pipeline's evaluation writes: keyed by ``key``, or beside ``model_artifact`` where the backend
         writes there ("" when that backend is given no model: it derives the place when it runs)."""
         return ""
-
-    # --- optional operations: declared in `capabilities` ------------------------------------------------------
-    def require(self, capability: str) -> None:
-        """Raise `Unsupported` unless this backend declares ``capability``."""
-        if capability not in self.capabilities:
-            have = ", ".join(CAPABILITIES.get(name, name) for name in sorted(self.capabilities)) or "nothing more"
-            wanted = CAPABILITIES.get(capability, capability)
-            raise Unsupported(Problem("backend", f"the {self.name} backend cannot {wanted} (it can: {have}); "
-                                                 "choose a backend that can"))
-
-    def metrics(self, handle: JobHandle) -> dict[str, float]:
-        """The job's final metrics (name -> value) as the service reports them."""
-        self.require("metrics")
-        raise NotImplementedError  # pragma: no cover - a backend declaring the capability overrides this
-
-    #: Backend-specific settings its `evaluate` / `register` take beyond the common arguments (SageMaker: the role,
-    #: the image...); any other is a `SpecError` naming it.
-    EVALUATION_SETTINGS: ClassVar[frozenset[str]] = frozenset()
-    REGISTRATION_SETTINGS: ClassVar[frozenset[str]] = frozenset()
-
-    def _settings(self, given: Mapping[str, Any], known: frozenset[str], what: str, source: str) -> dict[str, Any]:
-        chosen = {key: value for key, value in given.items() if value is not None}
-        unknown = sorted(set(chosen) - known)
-        if unknown:
-            have = ", ".join(sorted(known)) or "none"
-            raise SpecError([Problem(key, f"is not a setting of {what} on the {self.name} backend (its settings: "
-                                          f"{have}); leave it out or choose the backend it belongs to")
-                             for key in unknown], source)
-        return chosen
-
-    def evaluate(self, *, entry_point: str, source_dir: Any, model_artifact: Any, channels: Mapping[str, Any],
-                 output_dir: Any, hyperparameters: Mapping[str, Any] | None = None,
-                 environment: Mapping[str, str] | None = None, timeout: float | None = None,
-                 sink: Callable[[str, bool], None] | None = None, **settings: Any) -> Evaluation:
-        """Run an evaluation script on a model and read its metrics (no gates: `trainops.steps.evaluate`).
-        ``settings``: the backend's `EVALUATION_SETTINGS` (None values: not given)."""
-        self.require("evaluate")
-        chosen = self._settings(settings, self.EVALUATION_SETTINGS, "an evaluation", "evaluation")
-        return self._evaluate(entry_point=entry_point, source_dir=source_dir, model_artifact=model_artifact,
-                              channels=channels, output_dir=output_dir, hyperparameters=hyperparameters,
-                              environment=environment, timeout=timeout, sink=sink, **chosen)
-
-    def _evaluate(self, *args: Any, **arguments: Any) -> Evaluation:
-        raise NotImplementedError  # pragma: no cover - a backend declaring "evaluate" overrides this
-
-    def register(self, *, model_artifact: Any, metrics: Mapping[str, Any], group: str, approval: str,
-                 spec_data: Mapping[str, Any] | None = None, description: str = "", job_name: str | None = None,
-                 **settings: Any) -> RegisteredVersion:
-        """Record a model version in the backend's registry, once per training job. ``settings``: the backend's
-        `REGISTRATION_SETTINGS` (None values: not given)."""
-        self.require("register")
-        chosen = self._settings(settings, self.REGISTRATION_SETTINGS, "a registration", "registry")
-        return self._register(model_artifact=model_artifact, metrics=metrics, group=group, approval=approval,
-                              spec_data=spec_data, description=description, job_name=job_name, **chosen)
-
-    def _register(self, *args: Any, **arguments: Any) -> RegisteredVersion:
-        raise NotImplementedError  # pragma: no cover - a backend declaring "register" overrides this
-
-    def champion(self, group: str) -> RegisteredVersion | None:
-        """The group's latest Approved version, or None."""
-        self.require("register")
-        raise NotImplementedError  # pragma: no cover
-
-    def model_registry(self) -> ModelRegistry:
-        """The registry itself, for browsing and approving versions (``trainops models``)."""
-        self.require("browse_registry")
-        raise NotImplementedError  # pragma: no cover
-
-    def stage(self, *args: Any, **options: Any) -> StageReport:
-        """Put data where training reads it (``source``, ``destination``, the backend's options) and report how."""
-        self.require("stage")
-        raise NotImplementedError  # pragma: no cover
 
 
 def get_backend(name: str | Backend | None = None, *, options: Mapping[str, Any] | None = None,

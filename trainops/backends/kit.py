@@ -16,8 +16,11 @@ What a backend writes (the core of `Backend`, typed on `JobSpec` and its own opt
   `JobResult` and the guards' `Observation`) and `PolledBackend.read_logs`: the wait, the guards (wait bound,
   ``max_cost_usd``, ``stall_timeout``), failed-look handling, the log cursor and ``logs --follow`` come with it.
 
-The other job kinds a pipeline runs (evaluation, staging, a model registry) are objects a backend hands out; see
-docs/writing-a-backend.md for how each is declared.
+The other job kinds a pipeline runs are objects a backend hands out over typed requests, None when it has none:
+`Backend.evaluations` (an `Evaluations`: ``run(EvaluationRequest)``), `Backend.staging` (a `Staging`:
+``run(StageRequest)``), `Backend.registry` (a `Registry`: ``register(RegistrationRequest)``, ``champion``, ``browse``);
+a kind whose jobs can be started without waiting also hands out a `Started` (``start``, ``describe``, ``stop``,
+``result``), which the Airflow trigger follows (`Backend.job_kind`).
 
 `trainops.backends.testing` is the conformance suite a backend package runs in its own tests.
 """
@@ -57,6 +60,17 @@ from trainops.backends.guards import (
     settle,
     usd,
 )
+from trainops.backends.job_kinds import (
+    EvaluationRequest,
+    Evaluations,
+    FollowedJobs,
+    RegistrationRequest,
+    Registry,
+    StageRequest,
+    Staging,
+    Started,
+    checked_settings,
+)
 from trainops.backends.looks import JobOutOfSight, LookFailed, LookPolicy, Looks, is_failed_look
 from trainops.backends.options import BackendOptions
 from trainops.backends.polled import Look, PolledBackend, Watch
@@ -84,8 +98,9 @@ __all__ = [
     "WAIT_BOUND",
     # failed looks
     "LookFailed", "JobOutOfSight", "Looks", "LookPolicy", "is_failed_look",
-    # what the other job kinds return
-    "Evaluation", "RegisteredVersion", "StageReport", "ModelRegistry",
+    # the other job kinds: objects a backend hands out (None: it has none), over typed requests
+    "Evaluations", "EvaluationRequest", "Evaluation", "Staging", "StageRequest", "StageReport", "Registry",
+    "RegistrationRequest", "RegisteredVersion", "ModelRegistry", "Started", "FollowedJobs", "checked_settings",
     # errors
     "SpecError", "Problem", "JobFailed", "WaitTimedOut", "Unsupported", "TrainopsError",
     # instance types (their price) and where trainops keeps its files

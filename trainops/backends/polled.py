@@ -142,9 +142,8 @@ class PolledBackend(Backend[OptionsT]):
         watch = self.watch(handle, chosen, log=log)
         looks = self._looks(handle, pause)
         cursor: dict[str, Any] = {}
+        first, replay = True, log is not None
         while True:
-            if log is not None:
-                cursor = self._print_new(handle, cursor, log)
             try:
                 found = self.look(handle)
                 if not found.result.status.terminal:
@@ -153,9 +152,12 @@ class PolledBackend(Backend[OptionsT]):
                 time.sleep(looks.failed(error))  # past both bounds: JobOutOfSight, the job left alone
                 continue
             looks.succeeded()
+            if first and not handle.created and found.result.status.terminal:
+                replay = False  # a re-attach to a job that had ended replays none of its log
+            first = False
+            if replay and log is not None:  # after the look: a job seen ended has written all it ever will
+                cursor = self._print_new(handle, cursor, log)
             if found.result.status.terminal:
-                if log is not None:
-                    self._print_new(handle, cursor, log)
                 result: JobResult = settle(found.result, watch.tripped)
                 return result
             if watch.gave_up():

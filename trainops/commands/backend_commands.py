@@ -40,7 +40,7 @@ def backends_command(args: argparse.Namespace) -> int:
             # What text can give (-o): a setting that takes a Python object (a callback) is for code, not listed.
             entry["settings"] = {key: kind for key, hint in sorted(cls.settings().items())
                                  if (kind := _type_name(hint)) != "callable"}
-            entry["capabilities"] = sorted(cls.capabilities)
+            entry["capabilities"] = job_kinds(cls)
         except SpecError as error:  # a package whose backend cannot be imported: listed, with why
             entry["error"] = str(error.problems[0].message if error.problems else error)
         rows.append(entry)
@@ -62,3 +62,15 @@ def backends_command(args: argparse.Namespace) -> int:
         if "error" in row:
             print(f"  error: {row['error']}")
     return 0
+
+
+def job_kinds(cls: Any) -> list[str]:
+    """What a backend does beside training (its job-kind objects, `trainops.backends.job_kinds.kinds_of`), and
+    whether it runs jobs in the caller's process; a backend that cannot be opened without settings lists none."""
+    from trainops.backends.job_kinds import kinds_of
+
+    try:
+        found = kinds_of(cls())
+    except Exception:  # noqa: BLE001 - a backend that needs its settings to be opened: nothing to list
+        found = []
+    return found + (["runs jobs here"] if cls.RUNS_HERE else [])

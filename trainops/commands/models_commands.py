@@ -55,10 +55,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _registry(args: argparse.Namespace):
+    from trainops.backends.job_kinds import needed
     from trainops.commands.backend_args import backend_options, open_backend
     from trainops.errors import Problem, SpecError
 
-    registry = open_backend(args, backend_options(args, registry_dir=args.registry)).model_registry()
+    backend = open_backend(args, backend_options(args, registry_dir=args.registry))
+    registry = needed(needed(backend.registry(), backend, "registry").browse(), backend, "browse")
     if registry.root.exists() and not registry.root.is_dir():
         raise SpecError(Problem("--registry", f"{registry.root} is a file, not a registry: give the registry's "
                                               "directory (default $TRAINOPS_HOME/registry)"))

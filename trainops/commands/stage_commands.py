@@ -55,8 +55,10 @@ def stage_command(args: argparse.Namespace) -> int:
                          for key in unknown])
     derived = {key: value for key, value in {"strict": False, "progress": False if args.quiet else None}.items()
                if key in stage_options(backend)}
-    report: Any = backend.stage(args.source, args.destination, **derived,
-                                **{key: value for key, value in given.items() if value is not None})
+    from trainops.backends.job_kinds import StageRequest
+
+    settings = {**derived, **{key: value for key, value in given.items() if value is not None}}
+    report: Any = backend.staging().run(StageRequest(args.source, args.destination, settings))
     for line in getattr(report, "problem_lines", lambda: [])():
         print(f"trainops stage: {line}", file=sys.stderr)
     if not args.quiet:

@@ -129,7 +129,7 @@ def check_cluster(cluster: ClusterSettings, backend: str, masked: dict[str, str]
              f"{cluster.work_mount}, --work-mount to change it)")
     if cluster.work_pvc:
         pass  # the steps share the claim
-    elif "run_here" in backend_class(backend).capabilities:
+    elif backend_class(backend).RUNS_HERE:
         problems.append(Problem("--work-pvc", f"the {backend} backend runs its jobs in the train pod and hands data "
                                              "from step to step through the work directory, which every task must "
                                              f"share: {share}"))

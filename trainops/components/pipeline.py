@@ -256,7 +256,7 @@ def task_settings(source: PipelineSource) -> tuple[dict[str, int], dict[str, tup
     small = ("1", "1Gi")
     from trainops.backends import backend_class
 
-    if "run_here" in backend_class(source.plan.backend).capabilities:  # the pod itself runs the job's hosts
+    if backend_class(source.plan.backend).RUNS_HERE:  # the pod itself runs the job's hosts
         hosts = int(source.spec_document.get("instance_count") or 1)
         ranks = hosts * int(steps.train.processes_per_host or 1)
         resources = {"train": (str(ranks), f"{2 * hosts}Gi"), "other": small}

@@ -46,11 +46,17 @@ class StartedJobMixin:
     def _starts_jobs(self, backend: Any) -> bool:
         """Whether to start the job and follow it: when deferring, or when the backend does not run jobs in the
         caller's process (then the worker holds its handle for ``on_kill``), and the backend can start one without
-        waiting. A job of a backend that runs jobs in the caller's process (capability ``run_here``), which the worker
+        waiting. A job of a backend that runs jobs in the caller's process (``RUNS_HERE``), which the worker
         waits for, runs in the task's process instead (its lines stream into the task log, and it ends with the
         task). When deferral was asked and cannot be had, the task log says why."""
-        if self.capability in backend.capabilities:
-            return bool(self.deferrable or "run_here" not in backend.capabilities)
+        from trainops.backends.job_kinds import Unsupported
+
+        try:
+            backend.job_kind(self.job_kind)  # the backend's started jobs of this kind (Unsupported: it has none)
+        except Unsupported:
+            pass
+        else:
+            return bool(self.deferrable or not backend.RUNS_HERE)
         if self.deferrable:
             self.log.info("deferrable: the %s backend runs this %s in the worker (it has no job to hand the "
                           "triggerer: %s)", backend.name, self.job_kind, self._why_not_deferred(backend))

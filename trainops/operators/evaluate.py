@@ -194,9 +194,12 @@ class EvaluateModelOperator(StartedJobMixin, LineageMixin, BaseOperator, SkipMix
                 environment=self.environment, timeout=self._timeout())
             chosen = self._choice().open(**self._backend_context())
             if self._starts_jobs(chosen):
+                from trainops.backends.job_kinds import EvaluationRequest, started_evaluations  # not at DAG parse
+
                 check_gate_inputs(self.gate, self.champion_group)  # before the job: a bad gate fails at once
                 # Named from the task instance, so a retry or a cleared task re-attaches to the job.
-                handle = chosen.start_evaluation(**inputs, **settings, job_name=task_job_name(context, "evaluate"))
+                handle = started_evaluations(chosen).start(EvaluationRequest(**inputs, settings=settings),
+                                                           task_job_name(context, "evaluate"))
                 remember_links(self, chosen, "evaluation", handle.job_name, handle.location)
                 return self._follow(chosen, handle, max_run=inputs["timeout"] or 3600.0, grace=self.GRACE_SECONDS)
             result = evaluate(
@@ -215,9 +218,10 @@ class EvaluateModelOperator(StartedJobMixin, LineageMixin, BaseOperator, SkipMix
 
     def _finish(self, backend: Any, handle: Any) -> dict[str, Any]:
         """The completed job's metrics through the gates (the champion looked up now): the step's result."""
+        from trainops.backends.job_kinds import started_evaluations
         from trainops.steps.evaluate import judge
 
-        evaluation = backend.evaluation_result(handle)
+        evaluation = started_evaluations(backend).result(handle)
         result = judge(evaluation, gate=self.gate, champion_group=self.champion_group, backend=backend).to_dict()
         remember_links(self, backend, "evaluation", handle.job_name, handle.location)
         return self._report(result, backend)

@@ -115,7 +115,9 @@ class StageDataOperator(StartedJobMixin, LineageMixin, BaseOperator):
             # Options the step takes as context (a profile...) or refuses (unknown: its message names them) go to it.
             plain = set(options) <= stage_options(chosen) and not set(options) & CONTEXT_OPTIONS
             if plain and self._starts_jobs(chosen):
-                handle = chosen.start_stage(self.source, self.destination, **options)
+                from trainops.backends.job_kinds import StageRequest, started_staging  # not at DAG parse
+
+                handle = started_staging(chosen).start(StageRequest(self.source, self.destination, options))
                 timeout = float(options.get("timeout_seconds") or self.DEFAULT_TIMEOUT_SECONDS)
                 return self._follow(chosen, handle, max_run=timeout, grace=self.GRACE_SECONDS)
             if not plain:  # the step opens the backend with that context, or refuses what it does not take
@@ -136,7 +138,9 @@ class StageDataOperator(StartedJobMixin, LineageMixin, BaseOperator):
 
     def _finish(self, backend: Any, handle: Any) -> dict[str, Any]:
         """The ended import task's report (a failed file fails the task, naming the report's place)."""
-        report: dict[str, Any] = backend.stage_result(handle).to_dict()
+        from trainops.backends.job_kinds import started_staging
+
+        report: dict[str, Any] = started_staging(backend).result(handle).to_dict()
         return self._report(report)
 
     def _report(self, report: dict[str, Any]) -> dict[str, Any]:

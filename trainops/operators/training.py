@@ -14,7 +14,7 @@ How it waits (``wait_mode``, or ``deferrable`` for short):
 - ``reschedule``: for deployments without a triggerer (MWAA Serverless caps a task at 60 minutes): each poke
   submits or re-attaches (the same job: the name is the task instance's), looks once and gives its slot back until
   ``check_interval`` later; the log names the command that follows the job's logs.
-- ``worker``: a job of a backend that runs jobs in the caller's process (capability ``run_here``: the local
+- ``worker``: a job of a backend that runs jobs in the caller's process (``RUNS_HERE``: the local
   backend) runs in the task's process, its hosts' logs streaming live; any other is polled from the worker, its logs
   streaming as in the trigger.
 
@@ -188,7 +188,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
             spec = self._spec()  # every problem of the spec at once, with its field
             base = task_job_name(context, self.job_name or spec.name)
             backend = self._backend_for(spec)
-            if "run_here" in backend.capabilities and self.wait_mode == "worker":
+            if backend.RUNS_HERE and self.wait_mode == "worker":
                 return self._train_in_worker(backend, spec, base)
             return self._placed(backend, spec, base)
 

@@ -132,7 +132,9 @@ def _champion_metrics(
                                                   "it up in, or pass the champion's metrics as champion (None when "
                                                   "there is no champion yet)"),
                         source="evaluation")
-    found = backend.champion(champion_group)
+    from trainops.backends.job_kinds import needed
+
+    found = needed(backend.registry(), backend, "registry").champion(champion_group)
     if found is None:
         return None, None
     return found.metrics, found.version
@@ -199,9 +201,12 @@ def evaluate(
     gates = parse_gates(gate)
     # Resolve the champion before the (possibly long) evaluation, so a missing group fails fast.
     champion_metrics, champion_version = _champion_metrics(needs_champion(gates), champion, champion_group, chosen)
-    result = chosen.evaluate(entry_point=entry_point, source_dir=source_dir, model_artifact=model_artifact,
-                             channels=channels, output_dir=output_dir, hyperparameters=hyperparameters,
-                             environment=environment, timeout=timeout, sink=sink, **settings)
+    from trainops.backends.job_kinds import EvaluationRequest, needed
+
+    request = EvaluationRequest(entry_point=entry_point, source_dir=source_dir, model_artifact=model_artifact,
+                                channels=channels, output_dir=output_dir, hyperparameters=hyperparameters,
+                                environment=environment, timeout=timeout, settings=settings)
+    result = needed(chosen.evaluations(), chosen, "evaluations").run(request, sink=sink)
     return _gated(result, gates, champion_metrics, champion_version)
 
 

@@ -168,7 +168,7 @@ class PipelinePlan:
 def step_settings(backend: Any, spec: Any, region: str | None) -> tuple[dict[str, Any], dict[str, Any]]:
     """(evaluate settings, register settings) a backend derives from the training spec (`Backend.pipeline_settings`:
     on SageMaker the training job's role and image and the region; nothing locally), each step's the ones the
-    backend declares it takes (``EVALUATION_SETTINGS``, ``REGISTRATION_SETTINGS``), with the region. The runner,
+    backend's evaluations and registry declare they take (their ``SETTINGS``), with the region. The runner,
     the DAG and the KFP components all call this, so their defaults are one. ``spec``: the JobSpec, or a function
     returning it (read only when needed)."""
     settings = backend.pipeline_settings(spec, region)
@@ -176,7 +176,9 @@ def step_settings(backend: Any, spec: Any, region: str | None) -> tuple[dict[str
     def taken(names: frozenset[str]) -> dict[str, Any]:
         return {key: value for key, value in settings.items() if key in names or key == "region"}
 
-    return taken(backend.EVALUATION_SETTINGS), taken(backend.REGISTRATION_SETTINGS)
+    evaluations, registry = backend.evaluations(), backend.registry()
+    return (taken(evaluations.SETTINGS if evaluations is not None else frozenset()),
+            taken(registry.SETTINGS if registry is not None else frozenset()))
 
 
 def _without_region(settings: Mapping[str, Any]) -> dict[str, Any]:

@@ -127,8 +127,11 @@ def register(
     """
     chosen = _backend(backend, approval, backend_options, registry_dir=registry_dir, client_factory=client_factory,
                       region=region)
-    version = chosen.register(model_artifact=model_artifact, metrics=metrics, group=group, approval=approval,
-                              spec_data=spec_as_json(spec), description=description, job_name=job_name,
-                              **settings)
+    from trainops.backends.job_kinds import RegistrationRequest, needed
+
+    request = RegistrationRequest(model_artifact=model_artifact, metrics=metrics, group=group, approval=approval,
+                                  spec_data=spec_as_json(spec), description=description, job_name=job_name,
+                                  settings=settings)
+    version = needed(chosen.registry(), chosen, "registry").register(request)
     registered: dict[str, Any] = version.to_dict()
     return registered

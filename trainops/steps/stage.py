@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from trainops.backends.job_kinds import StageRequest, Staging, needed
 from trainops.errors import Problem, SpecError
 
 if TYPE_CHECKING:
@@ -60,13 +61,13 @@ def stage(source: str, destination: str, *, backend: str | Backend | None = None
     if unknown:
         raise SpecError([Problem(name, f"is not an option of the {chosen.name} stage step; use one of "
                                        f"{', '.join(sorted(allowed | CONTEXT_OPTIONS))}") for name in unknown])
-    report: dict[str, Any] = chosen.stage(source, destination, **options).to_dict()
+    staging = needed(chosen.staging(), chosen, "staging")
+    report: dict[str, Any] = staging.run(StageRequest(source, destination, options)).to_dict()
     return report
 
 
 def stage_options(backend: Any) -> frozenset[str]:
-    """The keyword options a backend's ``stage`` takes (what it declares after the source and destination)."""
-    import inspect
-
-    parameters = inspect.signature(backend.stage).parameters.values()
-    return frozenset(p.name for p in parameters if p.kind is p.KEYWORD_ONLY)
+    """The options a backend's staging takes beside the source and destination (`Staging.SETTINGS`); refused,
+    naming the backend, when it does not stage."""
+    staging: Staging = needed(backend.staging(), backend, "staging")
+    return staging.SETTINGS

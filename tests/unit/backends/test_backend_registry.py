@@ -169,18 +169,25 @@ def test_submit_refuses_an_option_of_the_other_backend_before_anything_is_create
     assert raised.value.problems[0].path == "processes_per_host"
 
 
-def test_a_capability_a_backend_lacks_is_declared_and_refused_by_name(tmp_path):
+def test_a_job_kind_a_backend_lacks_is_declared_and_refused_by_name(tmp_path):
+    """What a backend does beside training is the job-kind objects it hands out (None: it has none); a front end
+    that needs one it lacks is refused, naming the backend and what it can do."""
+    from trainops.backends.job_kinds import kinds_of, needed
+
     local = get_backend("local", workdir=str(tmp_path))
-    assert "metrics" not in local.capabilities
+    assert "metrics" not in kinds_of(local)
     with pytest.raises(Unsupported) as raised:
-        local.metrics(JobHandle("local", "job-1", workdir=str(tmp_path)))
+        needed(None, local, "metrics")
     assert "the local backend cannot report a job's metrics (it can: " in str(raised.value)
     assert issubclass(Unsupported, SpecError)
-    for cls in (backend_class("local"), backend_class("sagemaker")):
-        for capability, method in (("evaluate", "_evaluate"), ("register", "_register"), ("stage", "stage"),
-                                   ("metrics", "metrics"), ("browse_registry", "model_registry")):
-            overridden = getattr(cls, method) is not getattr(Backend, method)
-            assert overridden == (capability in cls.capabilities), (cls.name, capability)
+    sagemaker = get_backend("sagemaker", region="eu-west-1", client_factory=lambda service: None)
+    assert sagemaker.registry() is not None and sagemaker.registry().browse() is None  # no registry to browse
+    with pytest.raises(Unsupported, match="the sagemaker backend cannot browse a model registry"):
+        needed(sagemaker.registry().browse(), sagemaker, "browse")
+    for backend in (local, sagemaker):
+        for kind in ("evaluations", "staging", "registry"):
+            assert getattr(backend, kind)() is not None, (backend.name, kind)
+    assert Backend.evaluations(local) is None and Backend.staging(local) is None and Backend.registry(local) is None
 
 
 def test_evaluation_settings_of_another_backend_are_refused(tmp_path):

@@ -84,7 +84,7 @@ class HereBackend(MemoryBackend):
     """The same jobs, run by the caller (``run_here``)."""
 
     name = "here"
-    capabilities = frozenset({"run_here"})
+    RUNS_HERE = True
 
 
 @pytest.fixture(autouse=True)

@@ -15,8 +15,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainops.backends.api import Evaluation, JobHandle, JobResult, Log, ModelRegistry, RegisteredVersion
+from trainops.backends.builtin_kinds import JobKindMethods, MethodEvaluations, MethodRegistry, MethodStaging
 from trainops.backends.guards import JobGuards, settle
 from trainops.backends.hostfs import paths
+from trainops.backends.job_kinds import Evaluations, Registry, Staging, checked_settings
 from trainops.backends.local import status
 from trainops.backends.local.control import request_stop
 from trainops.backends.local.guarding import LocalGuard
@@ -36,11 +38,13 @@ if TYPE_CHECKING:
 DETAILS = ("output_artifact", "job_dir", "checkpoint_dir", "hosts", "processes_left")
 REPORT_SUFFIXES = (".html", ".htm", ".md")
 PLOT_SUFFIXES = (".png", ".svg", ".jpg", ".jpeg")
+#: What a local stage takes beside the source and destination (`stage`).
+STAGE_SETTINGS = frozenset({"strict", "workers", "progress", "delete", "s3_prefix"})
 #: The longest a poller waits between two looks at a local job: a look reads a file on this machine.
 LOOK_SECONDS = 2.0
 
 
-class LocalBackend(PolledBackend[LocalOptions]):
+class LocalBackend(JobKindMethods, PolledBackend[LocalOptions]):
     """Jobs, evaluation, registry and staging on this machine.
 
     Args:
@@ -53,7 +57,7 @@ class LocalBackend(PolledBackend[LocalOptions]):
     name = "local"
     Options = LocalOptions
     CONTEXT = frozenset({"workdir", "registry_dir", "client_factory", "region"})
-    capabilities = frozenset({"evaluate", "register", "stage", "run_here", "browse_registry", "start_evaluation"})
+    RUNS_HERE = True
     EXTRAS = ("torch",)
     WAIT_GRACE_SECONDS = 600.0  # a job of this machine ends with its supervisor: nothing to provision or upload
     poll_seconds = 1.0  # a look reads a file of this machine
@@ -150,6 +154,16 @@ class LocalBackend(PolledBackend[LocalOptions]):
             if guard is not None:
                 guard.close()
             self._jobs.pop(handle.job_name, None)
+
+    # --- the other job kinds: evaluations (started too), staging, a browsable registry directory ---------------
+    def evaluations(self) -> Evaluations:
+        return MethodEvaluations(self, self.EVALUATION_SETTINGS, starts=True)
+
+    def staging(self) -> Staging:
+        return MethodStaging(self, STAGE_SETTINGS)
+
+    def registry(self) -> Registry:
+        return MethodRegistry(self, self.REGISTRATION_SETTINGS, browsable=True)
 
     def status_command(self, handle: JobHandle) -> str:
         """``trainops status NAME`` on the default backend, with the handle's workdir."""
@@ -279,8 +293,7 @@ class LocalBackend(PolledBackend[LocalOptions]):
         from trainops.backends.local.evaluate import _check_channels, local_path, resolve_entry_point
         from trainops.errors import Problem, SpecError
 
-        self.require("start_evaluation")
-        self._settings(settings, self.EVALUATION_SETTINGS, "an evaluation", "evaluation")
+        checked_settings(settings, self.EVALUATION_SETTINGS, "an evaluation", self.name, "evaluation")
         if not job_name:
             raise SpecError(Problem("job_name", "a local evaluation job needs a name (the task instance's)"))
         check = JobHandle(self.name, job_name, workdir=self.workdir)  # the name checked before it is a path

@@ -20,7 +20,9 @@ from typing import Any, ClassVar
 
 from trainops.aws.clients import ClientFactory, default_client_factory, missing_region, resolve_region
 from trainops.backends.api import Backend, Evaluation, JobHandle, JobResult, Log, Placement, RegisteredVersion
+from trainops.backends.builtin_kinds import JobKindMethods, MethodEvaluations, MethodRegistry, MethodStaging
 from trainops.backends.failures import status_walk
+from trainops.backends.job_kinds import Evaluations, Registry, Staging, checked_settings
 from trainops.backends.options import BackendOptions, SageMakerOptions
 from trainops.backends.request.code import checked_render
 from trainops.backends.sagemaker import cost as costs
@@ -42,6 +44,10 @@ RECENT_SECONDS = 5.0
 #: the pause between two looks then: a deferred task ends within seconds of its job, not a check_interval later.
 ENDING = frozenset({"Uploading", "Stopping", "MaxRuntimeExceeded", "MaxWaitTimeExceeded", "Interrupted"})
 ENDING_LOOK_SECONDS = 5.0
+
+
+#: What an FSx stage takes beside the source and destination (`stage`).
+STAGE_SETTINGS = frozenset({"s3_prefix", "paths", "report_uri", "poll_seconds", "timeout_seconds", "strict", "workers"})
 
 
 def _print(line: str) -> None:
@@ -66,7 +72,7 @@ def _model_size_limit() -> dict[str, str]:
     return {LIMIT_VARIABLE: value} if value else {}
 
 
-class SageMakerBackend(Backend):
+class SageMakerBackend(JobKindMethods, Backend):
     """The SageMaker backend bound to a region and a client factory.
 
     Args:
@@ -79,7 +85,6 @@ class SageMakerBackend(Backend):
 
     name = "sagemaker"
     Options = SageMakerOptions
-    capabilities = frozenset({"evaluate", "register", "stage", "metrics", "start_evaluation", "start_stage"})
     EXTRAS = ("aws",)
     EVALUATION_SETTINGS = frozenset({"role", "image_uri", "instance_type", "job_name", "code_uri", "poll_seconds",
                                      "sleep"})
@@ -158,6 +163,16 @@ class SageMakerBackend(Backend):
                     submitted.job_name)
         return JobHandle("sagemaker", submitted.job_name, region=self.job_region(spec),
                          created=submitted.created)
+
+    # --- the other job kinds: processing jobs (started too), FSx imports (started too), the Model Registry -----
+    def evaluations(self) -> Evaluations:
+        return MethodEvaluations(self, self.EVALUATION_SETTINGS, starts=True)
+
+    def staging(self) -> Staging:
+        return MethodStaging(self, STAGE_SETTINGS, starts=True)
+
+    def registry(self) -> Registry:
+        return MethodRegistry(self, self.REGISTRATION_SETTINGS)
 
     def location(self) -> dict[str, str]:
         """The region this backend's jobs are in: its own, else that of the clients it was given (an Airflow
@@ -347,9 +362,8 @@ class SageMakerBackend(Backend):
                          **settings: Any) -> JobHandle:
         """The processing job `evaluate` would run, created (or re-attached to: the same derived name) and not
         waited for."""
-        self.require("start_evaluation")
-        chosen = self._settings(settings, self.EVALUATION_SETTINGS - {"poll_seconds", "sleep"}, "an evaluation",
-                                "evaluation")
+        chosen = checked_settings(settings, self.EVALUATION_SETTINGS - {"poll_seconds", "sleep"}, "an evaluation",
+                                  self.name, "evaluation")
         request = self._evaluation_request(entry_point=entry_point, source_dir=source_dir,
                                            model_artifact=model_artifact, channels=channels, output_dir=output_dir,
                                            hyperparameters=hyperparameters, environment=environment, timeout=timeout,

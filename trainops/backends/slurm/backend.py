@@ -16,10 +16,12 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from trainops.backends.api import Backend, JobHandle, Log
+from trainops.backends.api import JobHandle, Log
+from trainops.backends.builtin_kinds import JobKindMethods, MethodEvaluations, MethodRegistry, MethodStaging
 from trainops.backends.guards import JobGuards
+from trainops.backends.job_kinds import Evaluations, Registry, Staging
 from trainops.backends.options import BackendOptions
 from trainops.backends.polled import Look, PolledBackend, Watch
 from trainops.backends.slurm.options import CLUSTER_SETTINGS, SlurmCluster, SlurmOptions
@@ -28,6 +30,7 @@ from trainops.backends.states import JobStatus
 from trainops.errors import Problem, SpecError
 
 if TYPE_CHECKING:
+    from trainops.backends.local.backend import LocalBackend
     from trainops.spec.job import JobSpec
 
 logger = logging.getLogger(__name__)
@@ -36,9 +39,11 @@ logger = logging.getLogger(__name__)
 #: the cluster): a PATH where the batch script finds srun (/opt/slurm/bin on HyperPod, else the system's).
 REST_ENVIRONMENT = {"PATH": "/opt/slurm/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 DEFAULT_POLL_SECONDS = 2.0
+#: What a stage into the shared file system takes beside the source and destination (`stage`).
+SLURM_STAGE_SETTINGS = frozenset({"strict", "workers", "progress", "delete"})
 
 
-class SlurmBackend(PolledBackend[SlurmOptions]):
+class SlurmBackend(JobKindMethods, PolledBackend[SlurmOptions]):
     """Training jobs as Slurm batch jobs.
 
     A pipeline's other steps run where trainops runs (the login node, the Airflow worker, the KFP pod), as the local
@@ -56,8 +61,7 @@ class SlurmBackend(PolledBackend[SlurmOptions]):
     name = "slurm"
     Options = SlurmOptions
     CONTEXT = frozenset({*CLUSTER_SETTINGS, "poll_seconds", "client_factory", "registry_dir"})
-    # An evaluation runs where trainops runs: no job to start and follow (no start_evaluation), the task runs it.
-    capabilities = frozenset({"evaluate", "register", "browse_registry", "stage"})
+    # An evaluation runs where trainops runs: no job to start and follow (not `started`), the task runs it.
 
     def __init__(self, shared_dir: str | None = None, transport: str | None = None, rest_url: str | None = None,
                  rest_user: str | None = None, rest_token_file: str | None = None,
@@ -267,13 +271,23 @@ class SlurmBackend(PolledBackend[SlurmOptions]):
         check_spec(spec, self.options(), self.cluster.shared_dir or "/shared")
 
     # --- a pipeline's other steps: where trainops runs, over the shared directory ----------------------------------
-    def _here(self) -> Backend:
+    def evaluations(self) -> Evaluations:
+        return MethodEvaluations(self, self.EVALUATION_SETTINGS)
+
+    def staging(self) -> Staging:
+        return MethodStaging(self, SLURM_STAGE_SETTINGS)
+
+    def registry(self) -> Registry:
+        return MethodRegistry(self, self.REGISTRATION_SETTINGS, browsable=True)
+
+    def _here(self) -> LocalBackend:
         """The local backend over the shared directory (through the registry): staging, evaluation, registry."""
         from trainops.backends import get_backend
 
         shared = self._shared_dir()
-        return get_backend("local", workdir=shared, registry_dir=self.registry_dir or os.path.join(shared, "registry"),
+        here = get_backend("local", workdir=shared, registry_dir=self.registry_dir or os.path.join(shared, "registry"),
                            client_factory=self.client_factory)
+        return cast("LocalBackend", here)
 
     def _evaluate(self, **arguments: Any) -> Any:
         """Run the evaluation script on this machine, the model read from the shared directory."""
