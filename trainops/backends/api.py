@@ -290,6 +290,12 @@ class ModelRegistry(Protocol):
 
 class Backend(abc.ABC, Generic[OptionsT]):
     """What a backend does; `LocalBackend` and `SageMakerBackend` subclass it, and front ends use nothing else.
+    Public through `trainops.backends.kit` (docs/writing-a-backend.md).
+
+    Its core, what every engine writes: ``name``, ``Options``, ``CONTEXT``, `dry_run`, `create`, `status_of`,
+    `describe`, `wait`, `watch`, `stop`, `logs`, `log_lines`, `render_request`, `location` (a `PolledBackend`
+    writes `look` and `read_logs` instead of the five that follow a job). Everything else has a default or is the
+    seam's own machinery (`submit`, `options`, `settings`, `handle`, `stop_copies`, `job_kind`...).
 
     What differs between backends, each declares (a front end reads these, never a backend's name):
 

@@ -42,3 +42,15 @@ def test_the_toy_writes_no_wait_loop_and_declares_the_core_only():
     methods = {node.name for node in toy.body if isinstance(node, ast.FunctionDef)}
     assert not methods & {"wait", "watch", "logs", "log_lines", "describe"}, methods
     assert {"look", "stop", "create", "dry_run", "status_of"} <= methods
+
+
+def test_the_core_an_engine_writes_is_small_and_no_member_hides_behind_a_capability():
+    """Backend's core (what every engine writes: its abstract methods and the three declarations) stays within 20
+    members; with PolledBackend fewer still. The other job kinds are objects (None: none), never stubs."""
+    from trainops.backends.kit import Backend, PolledBackend
+
+    declared = {"name", "Options", "CONTEXT"}
+    assert len(Backend.__abstractmethods__ | declared) <= 20, sorted(Backend.__abstractmethods__)
+    assert len(PolledBackend.__abstractmethods__ | declared) < len(Backend.__abstractmethods__ | declared)
+    assert not {"require", "capabilities", "start_evaluation", "stage", "evaluate", "register"} & set(vars(Backend))
+    assert {"evaluations", "staging", "registry", "job_kind"} <= set(vars(Backend))
