@@ -20,6 +20,7 @@ from __future__ import annotations
 import abc
 import builtins
 import logging
+import os
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar, cast
@@ -40,6 +41,7 @@ from trainops.errors import JobFailed, Problem, SpecError
 from trainops.spec.names import check_job_name, with_suffix
 
 if TYPE_CHECKING:  # the spec's models import pydantic: a DAG file that imports the seam does not need them
+    from trainops.backends.guards import GuardWatch, JobGuards
     from trainops.spec.job import JobSpec
 
 __all__ = [
@@ -468,12 +470,12 @@ class Backend(abc.ABC, Generic[OptionsT]):
         """Where the job stands now (one look; the one trigger polls this)."""
 
     @abc.abstractmethod
-    def wait(self, handle: JobHandle, *, log: Log | None = None, guards: Any = None) -> JobResult:
+    def wait(self, handle: JobHandle, *, log: Log | None = None, guards: JobGuards | None = None) -> JobResult:
         """Wait until the job ends (bounded: `trainops.backends.states.wait_bound_seconds`); return how it ended.
         ``guards`` (`trainops.backends.guards.JobGuards`): the job's budget, stall watchdog and wait bound from its
         own start; a guard that trips stops the job and the result's ``guard`` says which."""
 
-    def watch(self, handle: JobHandle, guards: Any, *, log: Log | None = None) -> Any:
+    def watch(self, handle: JobHandle, guards: JobGuards, *, log: Log | None = None) -> GuardWatch | None:
         """The guards of the job for a caller that polls it itself (the Airflow trigger, a worker's poll): a
         `trainops.backends.guards.GuardWatch` whose ``look()`` is the per-poll check `wait(guards=)` runs
         (`trainops.backends.guards.act`: observe, decide, stop). None: this backend guards only its own wait."""
@@ -494,13 +496,13 @@ class Backend(abc.ABC, Generic[OptionsT]):
         and the cursor after them (small JSON): a poller (the Airflow trigger) streams a job's logs with it."""
 
     @abc.abstractmethod
-    def render_request(self, spec: Any, job_name: str, *,
+    def render_request(self, spec: JobSpec, job_name: str, *,
                        options: BackendOptions | Mapping[str, Any] | None = None) -> dict[str, Any] | str:
         """What `submit` would create for ``job_name``, as a person reviews it, secrets masked (a dry run: nothing
         is called): a mapping (shown as JSON; local and SageMaker: the CreateTrainingJob request) or a text (a
         batch script). ``options`` are laid over those the backend was opened with."""
 
-    def render_summary(self, rendered: dict[str, Any] | str, spec: Any) -> dict[str, Any]:
+    def render_summary(self, rendered: dict[str, Any] | str, spec: JobSpec) -> dict[str, Any]:
         """The few lines of what `render_request` rendered for ``spec`` that a reviewer looks at first (small JSON:
         an XCom value)."""
         return {"rendered": rendered if isinstance(rendered, str) else sorted(rendered)}
@@ -568,11 +570,13 @@ class Backend(abc.ABC, Generic[OptionsT]):
         return None
 
     # --- pipeline defaults ----------------------------------------------------------------------------------
-    def pipeline_settings(self, spec: Any, region: str | None = None) -> dict[str, Any]:
-        """What a pipeline's evaluate and register steps take from its training spec on this backend."""
+    def pipeline_settings(self, spec: JobSpec | Callable[[], JobSpec], region: str | None = None) -> dict[str, Any]:
+        """What a pipeline's evaluate and register steps take from its training spec on this backend (``spec`` may
+        be a function returning it: read only by the backends that need it)."""
         return {}
 
-    def evaluation_output(self, workdir: Any, key: str, model_artifact: str | None = None) -> str:
+    def evaluation_output(self, workdir: str | os.PathLike[str] | None, key: str,
+                          model_artifact: str | None = None) -> str:
         """Where a pipeline's evaluation writes: keyed by ``key``, or beside ``model_artifact`` where the backend
         writes there ("" when that backend is given no model: it derives the place when it runs)."""
         return ""
