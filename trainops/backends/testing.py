@@ -290,13 +290,19 @@ class Conformance:
 
     # --- the spec ---------------------------------------------------------------------------------------------
     def test_check_spec_with_and_without_options(self, harness: Harness) -> None:
+        from trainops.backends import get_backend
+
         harness.backend.check_spec(harness.spec("succeed"))
-        if harness.options:
-            harness.backend.options(harness.options)  # a job's options it takes are taken
+        where = dict(harness.backend.location())  # its context, as a handle carries it
+        if harness.options:  # opened as a front end opens it: its context and a job's options in one mapping
+            opened = get_backend(harness.backend.name, options={**where, **harness.options})
+            opened.check_spec(harness.spec("succeed"))
+            chosen = opened.options()
+            assert all(getattr(chosen, key) == value for key, value in harness.options.items()), chosen
         if harness.bad_options:
             with pytest.raises(SpecError) as refused:
-                harness.backend.split_settings(harness.bad_options)
-            assert all(key in str(refused.value) for key in harness.bad_options)
+                get_backend(harness.backend.name, options={**where, **harness.bad_options})
+            assert all(key in str(refused.value) for key in harness.bad_options), refused.value
         missing = harness.spec("succeed", entry_point="no_such_script.py")
         with pytest.raises(SpecError, match="no_such_script.py"):
             harness.backend.submit(missing, harness.name("spec"), detached=True, log=lambda line: None)
