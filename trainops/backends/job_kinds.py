@@ -193,7 +193,11 @@ def kinds_of(backend: Any) -> list[str]:
     if staging is not None:
         found += ["staging"] + (["started staging"] if staging.started() is not None else [])
     if registry is not None:
-        found += ["registry"] + (["browse"] if registry.browse() is not None else [])
+        try:
+            browsable = registry.browse() is not None
+        except SpecError:  # it has one, but opening it needs a setting this backend was not given (slurm's shared_dir)
+            browsable = True
+        found += ["registry"] + (["browse"] if browsable else [])
     return found
 
 
