@@ -89,7 +89,7 @@ class EvaluateModelOperator(StartedJobMixin, LineageMixin, BaseOperator, SkipMix
         hyperparameters, environment: passed to the script.
         timeout: seconds the evaluation may take (templated: the retraining DAG passes the pipeline file's).
         champion_group, registry_dir: where champion gates look up the champion.
-        evaluation_settings: the evaluation's settings on its backend (templated; `Backend.EVALUATION_SETTINGS`:
+        evaluation_settings: the evaluation's settings on its backend (templated; `Evaluations.SETTINGS`:
             another refuses them, naming them), e.g. what `trainops.steps.plan` derives from the training spec.
         role, image_uri, instance_type, code_uri: shorthands for ``evaluation_settings`` of those names.
         aws_conn_id: the Airflow AWS connection (AWS clients, and a region where the backend needs one).

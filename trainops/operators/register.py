@@ -33,7 +33,7 @@ class RegisterModelOperator(LineageMixin, BaseOperator):
         job_name: the training job that produced the model.
         description: as for the register step.
         registration_settings: the registration's settings on its backend (templated;
-            `Backend.REGISTRATION_SETTINGS`: another refuses them, naming them); image_uri, metrics_uri: shorthands
+            `Registry.SETTINGS`: another refuses them, naming them); image_uri, metrics_uri: shorthands
             for those of that name.
         aws_conn_id, region_name: the Airflow AWS connection and the region (the deployment's context, handed to
             any backend).

@@ -185,7 +185,7 @@ def evaluate(
         registry_dir: the local registry (default ``$TRAINOPS_HOME/registry``).
         sink: receives each output line of a local run (default: printed).
         client_factory, region: the backend's context (AWS clients; the region).
-        settings: the backend's evaluation settings (`Backend.EVALUATION_SETTINGS`; SageMaker: the processing job's
+        settings: the backend's evaluation settings (`Evaluations.SETTINGS`; SageMaker: the processing job's
             ``role``, ``image_uri`` (normally the training job's), ``instance_type``, ``job_name`` and ``code_uri``,
             where the code is uploaded, default ``<output_dir>/code``); a setting the backend does not take is a
             `SpecError` naming it (None values: not given).

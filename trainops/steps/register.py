@@ -120,7 +120,7 @@ def register(
             given beside it, naming them) and the one mapping of its settings (`trainops.backends.get_backend`).
         registry_dir: the local registry (default ``$TRAINOPS_HOME/registry``).
         job_name: the training job that produced the model.
-        settings: the backend's registration settings (`Backend.REGISTRATION_SETTINGS`; SageMaker: ``image_uri``,
+        settings: the backend's registration settings (`Registry.SETTINGS`; SageMaker: ``image_uri``,
             the inference image of the model package, and ``metrics_uri``, where the metrics JSON is written,
             default ``model-metrics.json`` beside the artifact); one the backend does not take is a `SpecError`
             naming it (None values: not given).
