@@ -43,8 +43,6 @@ class ChannelOptions:
 
     def lay_out(self, link: Path, source: Path, index: int, count: int, *, sharded: bool) -> None:
         """Fill ``link`` (a directory of this host) with the channel's data as the options say."""
-        from trainops.backends.hostfs.contract_dir import replace_with_link
-
         if link.is_symlink() or link.is_file():
             link.unlink()
         elif link.is_dir():
@@ -65,7 +63,9 @@ class ChannelOptions:
                 with gzip.open(path, "rb") as compressed, open(target, "wb") as plain:
                     shutil.copyfileobj(compressed, plain)
             else:
-                replace_with_link(link / relative, path)
+                entry = link / relative  # ``link`` was emptied above: nothing stands at ``entry`` yet
+                entry.parent.mkdir(parents=True, exist_ok=True)
+                entry.symlink_to(path)
 
 
 def channel_options(request: Mapping[str, Any], host: str) -> dict[str, ChannelOptions]:
