@@ -1,0 +1,71 @@
+"""What a pod of a trainops TrainJob works out from the variables Kubeflow Trainer gives it.
+
+Trainer's torch runtime gives every node's container ``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK`` (the
+node's index in the JobSet's job, from its completion index) and ``PET_MASTER_ADDR`` / ``PET_MASTER_PORT`` (node 0's
+stable name behind the JobSet's headless service, ``<job>-node-0-0.<job>``). trainops' runtime speaks SageMaker's
+contract, whose hosts are ``algo-1`` .. ``algo-N``: node rank i is host ``algo-<i+1>``, and every host's address is
+node i's stable name (the master's with its pod index replaced), so host 1 is the rendezvous as on SageMaker.
+
+Standard library only: the pods need no trainops installed beyond the runtime.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+#: The variables Trainer's torch runtime injects, all of which a node needs.
+PET_VARIABLES = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
+# Node 0's name: <jobset>-<replicated job>-<job index>-<pod index>[.<subdomain>...]
+_POD_INDEX = re.compile(r"^(?P<head>.+)-(?P<index>0)(?P<tail>(\..*)?)\Z")
+
+
+class NodeError(Exception):
+    """The pod's environment is not what Trainer gives a node of a trainops job (the message says what)."""
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node of the job, in SageMaker's words."""
+
+    index: int
+    host: str
+    hosts: tuple[str, ...]
+    addresses: dict[str, str]
+    processes_per_host: int
+    master_port: int
+
+
+def _whole(environ: Mapping[str, str], name: str, least: int) -> int:
+    text = environ.get(name, "")
+    if not text.strip().isdigit() or int(text) < least:
+        raise NodeError(f"{name}={text!r} is not a whole number of at least {least}; the pod is not one Trainer's "
+                        "torch runtime started (check the TrainJob's runtime)")
+    return int(text)
+
+
+def node_of(environ: Mapping[str, str]) -> Node:
+    """This pod's node (`Node`) from Trainer's ``PET_*`` variables; `NodeError` naming what is missing."""
+    missing = [name for name in PET_VARIABLES if not environ.get(name)]
+    if missing:
+        raise NodeError(f"{', '.join(missing)} not set; trainops' node command runs in a pod of a TrainJob whose "
+                        "runtime is Trainer's torch runtime, which sets them")
+    count = _whole(environ, "PET_NNODES", 1)
+    rank = _whole(environ, "PET_NODE_RANK", 0)
+    processes = _whole(environ, "PET_NPROC_PER_NODE", 1)
+    port = _whole(environ, "PET_MASTER_PORT", 1)
+    if rank >= count:
+        raise NodeError(f"PET_NODE_RANK={rank} is not below PET_NNODES={count}")
+    hosts = tuple(f"algo-{index + 1}" for index in range(count))
+    master = environ["PET_MASTER_ADDR"]
+    return Node(rank, hosts[rank], hosts, host_addresses(master, count), processes, port)
+
+
+def host_addresses(master: str, count: int) -> dict[str, str]:
+    """host -> the stable name of its pod: node 0's (``master``) with its pod index replaced by the node's. A
+    master address of another form (an IP) names host 1 only; the others are then reached by rendezvous alone."""
+    found = _POD_INDEX.match(master)
+    if found is None:
+        return {"algo-1": master}
+    return {f"algo-{index + 1}": f"{found['head']}-{index}{found['tail']}" for index in range(count)}
