@@ -16,7 +16,7 @@ from trainops.backends.kubernetes.options import KubernetesOptions
 from trainops.backends.kubernetes.render import EFA, GPU, NEURON, TOKEN_ANNOTATION, train_job
 from trainops.backends.kubernetes.settings import KubernetesCluster
 from trainops.cli import main
-from trainops.errors import SpecError, TrainopsError
+from trainops.errors import SpecError
 from trainops.spec.job import JobSpec
 from trainops.spec.secrets import MASK
 
@@ -203,10 +203,13 @@ def test_the_backend_is_registered_and_rendering_needs_no_kubernetes_client() ->
     assert done.stdout.strip() == "False"
 
 
-def test_submitting_says_it_is_not_built_yet_and_makes_nothing() -> None:
-    with pytest.raises(TrainopsError) as refused:
+def test_reaching_no_cluster_names_kubeconfig(tmp_path, monkeypatch) -> None:
+    monkeypatch.delenv("KUBECONFIG", raising=False)
+    monkeypatch.delenv("KUBERNETES_SERVICE_HOST", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    with pytest.raises(SpecError) as refused:
         _backend().status_of("digits-1")
-    assert "not built yet" in str(refused.value)
+    assert "kubeconfig" in str(refused.value)
 
 
 def test_the_hyperpod_flavour_is_refused_as_not_built_yet() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from trainops.backends.kubernetes.node import NodeError, host_addresses, node_of
+from trainops.backends.kubernetes.node import NodeError, host_addresses, node_of, slurm_environment
 from trainops.backends.kubernetes.settings import KubernetesCluster
 from trainops.errors import SpecError
 
@@ -87,3 +87,13 @@ def test_a_pod_without_trainers_variables_is_told_what_is_missing(change: dict, 
     with pytest.raises(NodeError) as refused:
         node_of(environ)
     assert says in str(refused.value)
+
+
+def test_a_node_becomes_the_slurm_node_script_of_its_rank() -> None:
+    environment = slurm_environment(node_of(PET), {**PET, "HOSTNAME": "digits-1-node-0-1"})
+    assert environment["SLURM_NODEID"] == "1"
+    assert environment["SLURM_JOB_NODELIST"].split(",") == ["digits-1-node-0-0.digits-1",
+                                                            "digits-1-node-0-1.digits-1",
+                                                            "digits-1-node-0-2.digits-1"]
+    assert environment["SLURM_LAUNCH_NODE_IPADDR"] == "digits-1-node-0-0.digits-1"
+    assert environment["SLURMD_NODENAME"] == "digits-1-node-0-1"

@@ -1,31 +1,38 @@
 """`KubernetesBackend`: the seam over a Kubernetes cluster running Kubeflow Trainer (issue 44).
 
-What is built: the backend's settings (`settings`), a job's options (`options`), the name check and the TrainJob a
-job becomes (`render`), which ``trainops render --backend kubernetes`` prints and every dry run checks. Submitting,
-looking at, following and stopping a TrainJob through the API server are not built yet: those calls raise a
-`TrainopsError` that says so, before anything is made, rather than pretend.
+The job's files are laid out on the shared volume as for Slurm (`trainops.backends.slurm.layout`, with trainops'
+node script beside Slurm's: `node`), its record there keeps the submission token, and the TrainJob (`render`)
+carries the token: a look or a stop refuses a TrainJob of that name that is not this job's. Status comes from the
+TrainJob's conditions and its pods (`status`), logs from each host's log on the shared volume, stop records the
+reason and deletes the TrainJob in the foreground. Not built yet: the HyperPod flavour, the preflight, the model's
+archive (Slurm's batch host packs it; no pod does here yet).
 """
 
 from __future__ import annotations
 
+import json
+import shutil
+import time
+import uuid
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, NoReturn
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from trainops.backends.api import JobHandle, Log
+from trainops.backends.api import JobHandle, JobResult, Log
+from trainops.backends.guards import Observation
 from trainops.backends.kubernetes.options import KubernetesOptions
-from trainops.backends.kubernetes.render import train_job
+from trainops.backends.kubernetes.render import NODE_SCRIPT, train_job
 from trainops.backends.kubernetes.settings import CLUSTER_SETTINGS, DEFAULT_NAMESPACE, KubernetesCluster
 from trainops.backends.options import BackendOptions
 from trainops.backends.polled import Look, PolledBackend
 from trainops.backends.states import JobStatus
-from trainops.errors import SpecError, TrainopsError
+from trainops.errors import Problem, SpecError
 
 if TYPE_CHECKING:
     from trainops.spec.job import JobSpec
 
-NOT_BUILT = ("the kubernetes backend renders its TrainJob (trainops render --backend kubernetes), but submitting, "
-             "following and stopping TrainJobs through the API server is not built yet (issue 44); nothing was "
-             "created")
+#: The job's record on the shared volume (its submission token, its namespace, a stop's reason).
+RECORD = "kubernetes.json"
 
 
 class KubernetesBackend(PolledBackend[KubernetesOptions]):
@@ -75,27 +82,157 @@ class KubernetesBackend(PolledBackend[KubernetesOptions]):
         rendered: dict[str, Any] = self.dry_run(spec, job_name, self.options(options))["train_job"]
         return rendered
 
-    # --- the API server: not built yet ----------------------------------------------------------------------------
+    # --- the API server --------------------------------------------------------------------------------------------
+    def _jobs(self) -> Any:
+        from trainops.backends.kubernetes.cluster import TrainJobs, open_client
+
+        connection = self.cluster.connection()
+        return TrainJobs(open_client(connection), self.cluster.namespace or connection.namespace)
+
+    def _job_dir(self, name: str, create: bool = False) -> Path:
+        from trainops.backends.slurm.layout import job_directory
+
+        self.cluster.check_shared()
+        return job_directory(str(self.cluster.shared_dir), name, create=create)
+
+    def _record(self, name: str) -> dict[str, Any]:
+        path = self._job_dir(name) / RECORD
+        try:
+            found: dict[str, Any] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return found
+
+    def _write_record(self, name: str, record: dict[str, Any]) -> None:
+        from trainops.backends.hostfs import safe_fs
+
+        safe_fs.write_atomically(self._job_dir(name) / RECORD, json.dumps(record).encode())
+
     def create(self, spec: JobSpec, name: str, options: KubernetesOptions, *, detached: bool,
                log: Log) -> JobHandle:
-        _not_built()
+        """Lay the job's files out on the shared volume (as for Slurm), keep a submission token in its record,
+        then create the TrainJob carrying that token (a 409 follows only this submission's object)."""
+        from trainops.backends.hostfs.paths import own_directory
+        from trainops.backends.kubernetes import node
+        from trainops.backends.slurm.layout import lay_out
+        from trainops.backends.slurm.options import SlurmOptions
+
+        body = self.dry_run(spec, name, options)["train_job"]  # every problem before anything is made
+        job_dir = self._job_dir(name, create=True)
+        own_directory(job_dir, "job_name")
+        record = self._record(name)
+        token = record.get("token") or uuid.uuid4().hex
+        self._write_record(name, {"job_name": name, "token": token, "namespace": body["metadata"]["namespace"],
+                                  "submitted": time.time(), "max_run": spec.max_run})
+        lay_out(spec, name, SlurmOptions(processes_per_host=options.processes_per_host), job_dir,
+                str(self.cluster.shared_dir), token=token)
+        shutil.copyfile(node.__file__, job_dir / NODE_SCRIPT)
+        body = train_job(spec, name, options, self.cluster, body["metadata"]["namespace"], token,
+                         mask_secrets=False)
+        _, created = self._jobs().create(body, token)
+        log(f"[trainops] {'created' if created else 'found this submission'}'s TrainJob {name} in namespace "
+            f"{body['metadata']['namespace']} ({spec.host_count()} nodes)")
+        return self.handle(name, created=True)
+
+    def _owned(self, name: str, found: Mapping[str, Any]) -> None:
+        """Refuse a TrainJob that is not this trainops job's (its token is not the one the record keeps)."""
+        from trainops.backends.kubernetes.cluster import owner
+        from trainops.backends.kubernetes.render import TOKEN_ANNOTATION
+
+        token = ((found.get("metadata") or {}).get("annotations") or {}).get(TOKEN_ANNOTATION)
+        if not token or token != self._record(name).get("token"):
+            raise SpecError(Problem("job_name", f"a TrainJob named {name!r} exists and is not this trainops job's "
+                                                f"({owner(dict(found))}); trainops never follows, changes or "
+                                                "deletes it: give another job name"), "kubernetes job")
 
     def status_of(self, name: str) -> JobStatus | None:
-        _not_built()
+        from trainops.backends.kubernetes.status import standing
+
+        jobs = self._jobs()
+        found = jobs.get(name)
+        if found is None:
+            return None
+        self._owned(name, found)
+        return standing(found, jobs.pods(name)).status
 
     def look(self, handle: JobHandle) -> Look:
-        _not_built()
+        from trainops.backends.kubernetes.status import standing
+
+        backend = self._of(handle)
+        jobs = backend._jobs()
+        found = jobs.get(handle.job_name)
+        if found is None:
+            raise SpecError(Problem("job_name", f"no TrainJob {handle.job_name!r} in {backend.where()}"))
+        backend._owned(handle.job_name, found)
+        record = backend._record(handle.job_name)
+        now_standing = standing(found, jobs.pods(handle.job_name))
+        failure = now_standing.failure_reason
+        if record.get("stop_reason") and now_standing.status.terminal:
+            failure = record["stop_reason"]
+        result = JobResult(self.name, handle.job_name, now_standing.status,
+                           secondary_status=now_standing.secondary_status, failure_reason=failure,
+                           reattached=not handle.created, details=dict(now_standing.details))
+        started = _timestamp((found.get("metadata") or {}).get("creationTimestamp"))
+        if started is None:
+            return Look(result)
+        now = time.time()
+        return Look(result, Observation(now=now, started=started, running_since=started,
+                                        billable_seconds=max(0.0, now - started),
+                                        last_activity=backend._last_line(handle.job_name),
+                                        max_run=record.get("max_run")))
 
     def stop(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
-        _not_built()
+        """The reason recorded, then the TrainJob deleted in the foreground (its pods first)."""
+        backend = self._of(handle)
+        jobs = backend._jobs()
+        found = jobs.get(handle.job_name)
+        if found is None:
+            return f"{handle.job_name}: no TrainJob (already gone)"
+        backend._owned(handle.job_name, found)
+        backend._write_record(handle.job_name, {**backend._record(handle.job_name), "stop_reason": reason})
+        jobs.delete(handle.job_name)
+        return f"{handle.job_name}: deleted ({reason})"
+
+    def read_logs(self, handle: JobHandle, cursor: Mapping[str, Any], limit: int) -> tuple[list[str], dict[str, Any]]:
+        """Each host's complete new lines (``logs/algo-N.log`` on the shared volume), host-prefixed; the cursor is
+        each host's offset."""
+        logs = self._of(handle)._job_dir(handle.job_name) / "logs"
+        offsets = {key: int(value) for key, value in cursor.items()}
+        lines: list[str] = []
+        for path in sorted(logs.glob("algo-*.log")) if logs.is_dir() else []:
+            host = path.stem
+            with open(path, "rb") as file:
+                file.seek(offsets.get(host, 0))
+                data = file.read()
+            complete = data[: data.rfind(b"\n") + 1].decode(errors="replace").splitlines()
+            taken = complete[: max(0, limit - len(lines))]
+            offsets[host] = offsets.get(host, 0) + sum(len(line.encode()) + 1 for line in taken)
+            lines.extend(f"[{host}] {line}" for line in taken)
+        return lines, offsets
+
+    def _last_line(self, name: str) -> float | None:
+        logs = self._job_dir(name) / "logs"
+        times = [path.stat().st_mtime for path in logs.glob("algo-*.log")] if logs.is_dir() else []
+        return max(times) if times else None
+
+    def _of(self, handle: JobHandle) -> KubernetesBackend:
+        """This backend with the settings the handle carries (where its job lives)."""
+        if not handle.location:
+            return self
+        settings = {**self.cluster.given(), **{key: value for key, value in handle.location.items()
+                                                  if key in CLUSTER_SETTINGS and value}}
+        return KubernetesBackend(**settings, poll_seconds=self.poll_seconds)
 
 
-def _not_built() -> NoReturn:
-    raise TrainopsError(NOT_BUILT)
+def _timestamp(text: Any) -> float | None:
+    import calendar
+
+    try:
+        return float(calendar.timegm(time.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ")))
+    except ValueError:
+        return None
 
 
 def _flavour_not_built(flavour: str | None) -> SpecError:
-    from trainops.errors import Problem
-
     return SpecError(Problem("flavour", f"{flavour!r}: the HyperPodPyTorchJob flavour is not built yet (issue 44); "
                                         "use flavour trainer"), "kubernetes job")

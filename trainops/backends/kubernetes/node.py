@@ -6,12 +6,19 @@ stable name behind the JobSet's headless service, ``<job>-node-0-0.<job>``). tra
 contract, whose hosts are ``algo-1`` .. ``algo-N``: node rank i is host ``algo-<i+1>``, and every host's address is
 node i's stable name (the master's with its pod index replaced), so host 1 is the rendezvous as on SageMaker.
 
+Run as a file in a pod (``python3 -I -S <job>/runtime/trainops_k8s_node.py run <job>``), it becomes the Slurm node
+script laid out beside it (the job's files are laid out as for Slurm, `trainops.backends.slurm.layout`): node rank i
+is that script's ``SLURM_NODEID`` i, the hosts' addresses its node list, node 0's address its launch node. So the
+contract directory, the host's environment and ``logs/algo-<i+1>.log`` are the same on both engines.
+
 Standard library only: the pods need no trainops installed beyond the runtime.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
@@ -69,3 +76,34 @@ def host_addresses(master: str, count: int) -> dict[str, str]:
     if found is None:
         return {"algo-1": master}
     return {f"algo-{index + 1}": f"{found['head']}-{index}{found['tail']}" for index in range(count)}
+
+
+#: The Slurm node script beside this one in the job's runtime directory.
+SLURM_NODE_FILE = "trainops_slurm_node.py"
+
+
+def slurm_environment(node: Node, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment the Slurm node script reads, for this pod's node."""
+    addresses = [node.addresses.get(host, host) for host in node.hosts]
+    return {**environ, "SLURM_NODEID": str(node.index), "SLURM_JOB_NODELIST": ",".join(addresses),
+            "SLURM_STEP_NODELIST": ",".join(addresses), "SLURM_LAUNCH_NODE_IPADDR": node.addresses["algo-1"],
+            "SLURMD_NODENAME": environ.get("HOSTNAME", node.host)}
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] != "run":
+        print("usage: trainops_k8s_node.py run JOB_DIR", file=sys.stderr)
+        return 2
+    try:
+        node = node_of(os.environ)
+    except NodeError as error:
+        print(f"trainops: {error}", file=sys.stderr)
+        return 2
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), SLURM_NODE_FILE)
+    command = [sys.executable, "-I", "-S", script, "run", argv[1]]
+    os.execve(command[0], command, slurm_environment(node, os.environ))
+    return 1  # not reached: exec replaced this process
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,108 @@
+"""The kubernetes backend end to end on the API emulator (tests/support/k8s_api.py) with the stand-in Trainer
+controller (tests/support/k8s_trainer.py) running each node's command on this machine with the PET_* variables:
+issue 44 item 4, the first of its cases (a 2-node job completes with the contract checked on every host), plus a
+re-attach, another owner's object and a stop."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.k8s_api import PODS, TRAINJOBS, Store, api_server
+from support.k8s_trainer import FakeTrainer
+
+from trainops.backends import get_backend
+from trainops.backends.states import JobStatus
+from trainops.errors import SpecError
+from trainops.spec.job import JobSpec
+
+pytestmark = [pytest.mark.system, pytest.mark.timeout(600)]
+
+TRAIN = """import json, os, sys, time
+host, hosts = os.environ["SM_CURRENT_HOST"], json.loads(os.environ["SM_HOSTS"])
+assert hosts == ["algo-1", "algo-2"], hosts
+assert json.loads(os.environ["SM_HPS"]) == {"epochs": 2}, os.environ["SM_HPS"]
+assert os.environ["MODE"] == "k8s"
+with open(os.path.join(os.environ["SM_MODEL_DIR"], host + ".txt"), "w") as out:
+    out.write(host)
+print("trained on", host, "of", len(hosts), flush=True)
+if os.environ.get("RUN_UNTIL_STOPPED"):
+    while True:
+        time.sleep(0.2)
+"""
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[tuple[Store, FakeTrainer, Any]]:
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o700)
+    with api_server(tmp_path) as (store, kubeconfig):
+        trainer = FakeTrainer(store)
+        try:
+            backend = get_backend("kubernetes", options={"kubeconfig": str(kubeconfig), "shared_dir": str(shared),
+                                                        "shared_pvc": "shared", "poll_seconds": 0.2})
+            yield store, trainer, backend
+        finally:
+            trainer.close()
+
+
+def _spec(tmp_path: Path, **environment: str) -> JobSpec:
+    code = tmp_path / "code"
+    code.mkdir(exist_ok=True)
+    (code / "train.py").write_text(TRAIN)
+    return JobSpec(entry_point="train.py", source_dir=str(code), instance_type="ml.m5.xlarge", instance_count=2,
+                   image_uri="example.org/python:3", hyperparameters={"epochs": 2},
+                   environment={"MODE": "k8s", **environment}, max_run=600)
+
+
+def test_a_two_node_job_completes_with_the_contract_on_every_host(cluster, tmp_path: Path) -> None:
+    store, trainer, backend = cluster
+    lines: list[str] = []
+    handle = backend.submit(_spec(tmp_path), "digits-1", log=lines.append)
+    result = backend.wait(handle, log=lines.append)
+    assert result.status is JobStatus.COMPLETED, (result, lines)
+    assert [env["PET_NODE_RANK"] for env in trainer.environments["digits-1"]] == ["0", "1"]
+    logged = "\n".join(lines)
+    assert "[algo-1]" in logged and "trained on algo-1 of 2" in logged
+    assert "[algo-2]" in logged and "trained on algo-2 of 2" in logged
+    [made] = store.listed(TRAINJOBS, "ml")
+    assert made["spec"]["trainer"]["numNodes"] == 2
+    shared = Path(backend.cluster.shared_dir) / "jobs" / "digits-1" / "hosts"
+    for host in ("algo-1", "algo-2"):
+        assert (shared / host / "model" / f"{host}.txt").read_text() == host
+
+
+def test_a_rerun_reattaches_to_the_one_train_job(cluster, tmp_path: Path) -> None:
+    store, _, backend = cluster
+    first = backend.submit(_spec(tmp_path), "digits-1")
+    assert backend.wait(first).status is JobStatus.COMPLETED
+    again = backend.submit(_spec(tmp_path), "digits-1", if_exists="reattach")
+    assert not again.created
+    assert len(store.listed(TRAINJOBS, "ml")) == 1
+
+
+def test_another_owners_train_job_is_refused_and_left_alone(cluster, tmp_path: Path) -> None:
+    store, _, backend = cluster
+    theirs = store.put(TRAINJOBS, "ml", {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+                                         "metadata": {"name": "digits-1", "labels": {"team": "b"}},
+                                         "spec": {"runtimeRef": {"name": "x"}, "trainer": {"numNodes": 0,
+                                                                                          "numProcPerNode": 1,
+                                                                                          "command": ["true"]}}})
+    with pytest.raises(SpecError) as refused:
+        backend.submit(_spec(tmp_path), "digits-1")
+    assert "job_name" in str(refused.value)
+    assert store.get(TRAINJOBS, "ml", "digits-1")["metadata"]["uid"] == theirs["metadata"]["uid"]
+
+
+def test_stop_records_the_reason_and_leaves_no_pod(cluster, tmp_path: Path) -> None:
+    store, trainer, backend = cluster
+    handle = backend.submit(_spec(tmp_path, RUN_UNTIL_STOPPED="1"), "digits-1")
+    seen: list[str] = []
+    for line in backend.logs(handle, follow=True):
+        seen.append(line)
+        if sum("trained on" in item for item in seen) == 2:
+            break
+    assert "deleted" in backend.stop(handle, "budget: the run's max_cost_usd was reached")
+    assert store.listed(PODS, "ml") == [] and store.get(TRAINJOBS, "ml", "digits-1") is None
