@@ -6,7 +6,8 @@ processes killed (their pods went with the foreground delete).
 
 What it does not do, and the real ones do: schedule pods onto nodes or give each its own network identity (every
 node is this machine; node 0's address is 127.0.0.1), pull images, enforce ``activeDeadlineSeconds``, resources,
-volumes (the shared directory is this machine's), or retry.
+volumes (the shared directory is this machine's), or retry. It does end a job at its ``activeDeadlineSeconds``
+(``Failed``, ``DeadlineExceeded``), and `lose_node` plays a node lost under a running job.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 from typing import Any
 
 from support.k8s_api import PODS, TRAINJOBS, Store
@@ -29,6 +31,7 @@ class FakeTrainer:
         self.store, self.namespace = store, namespace
         self.processes: dict[str, list[subprocess.Popen[bytes]]] = {}
         self.environments: dict[str, list[dict[str, str]]] = {}
+        self.started: dict[str, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -74,6 +77,23 @@ class FakeTrainer:
                                             stderr=subprocess.DEVNULL))
         self.processes[name] = started
         self.environments[name] = environments
+        self.started[name] = time.monotonic()
+
+    def _end(self, name: str, condition: dict[str, str]) -> None:
+        for process in self.processes.get(name, []):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        self.store.update(TRAINJOBS, self.namespace, name, lambda body: body.setdefault("status", {}).update(
+            conditions=[{"status": "True", **condition}]))
+
+    def lose_node(self, name: str, index: int) -> None:
+        """Node ``index`` of job ``name`` is lost: its pod disrupted (DisruptionTarget, its node tainted away),
+        every node's process ended, the job Failed as JobSet fails it."""
+        self.store.update(PODS, self.namespace, f"{name}-node-0-{index}", lambda pod: pod.update(status={
+            "phase": "Failed", "conditions": [{"type": "DisruptionTarget", "status": "True",
+                                               "reason": "DeletionByTaintManager"}]}))
+        self._end(name, {"type": "Failed", "reason": "JobSetFailed", "message": f"node {index} failed"})
 
     def _settle(self, name: str, processes: list[subprocess.Popen[bytes]]) -> None:
         job = self.store.get(TRAINJOBS, self.namespace, name)
@@ -84,6 +104,11 @@ class FakeTrainer:
                     process.wait()
             return
         if (job.get("status") or {}).get("conditions"):
+            return
+        deadline = job["spec"].get("activeDeadlineSeconds")
+        if deadline and time.monotonic() - self.started[name] > float(deadline):
+            self._end(name, {"type": "Failed", "reason": "DeadlineExceeded",
+                             "message": "TrainJob exceeded its active deadline"})
             return
         codes = [process.poll() for process in processes]
         if any(code is None for code in codes):

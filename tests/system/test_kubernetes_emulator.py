@@ -14,6 +14,7 @@ from support.k8s_api import PODS, TRAINJOBS, Store, api_server
 from support.k8s_trainer import FakeTrainer
 
 from trainops.backends import get_backend
+from trainops.backends.failures import classify_result
 from trainops.backends.states import JobStatus
 from trainops.errors import SpecError
 from trainops.spec.job import JobSpec
@@ -48,13 +49,13 @@ def cluster(tmp_path: Path) -> Iterator[tuple[Store, FakeTrainer, Any]]:
             trainer.close()
 
 
-def _spec(tmp_path: Path, **environment: str) -> JobSpec:
+def _spec(tmp_path: Path, max_run: int = 600, **environment: str) -> JobSpec:
     code = tmp_path / "code"
     code.mkdir(exist_ok=True)
     (code / "train.py").write_text(TRAIN)
     return JobSpec(entry_point="train.py", source_dir=str(code), instance_type="ml.m5.xlarge", instance_count=2,
                    image_uri="example.org/python:3", hyperparameters={"epochs": 2},
-                   environment={"MODE": "k8s", **environment}, max_run=600)
+                   environment={"MODE": "k8s", **environment}, max_run=max_run)
 
 
 def test_a_two_node_job_completes_with_the_contract_on_every_host(cluster, tmp_path: Path) -> None:
@@ -99,10 +100,34 @@ def test_another_owners_train_job_is_refused_and_left_alone(cluster, tmp_path: P
 def test_stop_records_the_reason_and_leaves_no_pod(cluster, tmp_path: Path) -> None:
     store, trainer, backend = cluster
     handle = backend.submit(_spec(tmp_path, RUN_UNTIL_STOPPED="1"), "digits-1")
+    _until_both_hosts_trained(backend, handle)
+    assert "deleted" in backend.stop(handle, "budget: the run's max_cost_usd was reached")
+    assert store.listed(PODS, "ml") == [] and store.get(TRAINJOBS, "ml", "digits-1") is None
+
+
+def _until_both_hosts_trained(backend: Any, handle: Any) -> None:
     seen: list[str] = []
     for line in backend.logs(handle, follow=True):
         seen.append(line)
         if sum("trained on" in item for item in seen) == 2:
-            break
-    assert "deleted" in backend.stop(handle, "budget: the run's max_cost_usd was reached")
-    assert store.listed(PODS, "ml") == [] and store.get(TRAINJOBS, "ml", "digits-1") is None
+            return
+
+
+def test_a_lost_node_is_an_infrastructure_failure(cluster, tmp_path: Path) -> None:
+    _, trainer, backend = cluster
+    handle = backend.submit(_spec(tmp_path, RUN_UNTIL_STOPPED="1"), "digits-1")
+    _until_both_hosts_trained(backend, handle)
+    trainer.lose_node("digits-1", 1)
+    result = backend.wait(handle)
+    assert result.status is JobStatus.FAILED and result.details["host_lost"].startswith("algo-2")
+    verdict = classify_result(result.to_dict())
+    assert verdict is not None and verdict.failure_class == "infrastructure" and verdict.retryable
+
+
+def test_the_deadline_is_a_timeout(cluster, tmp_path: Path) -> None:
+    _, _, backend = cluster
+    handle = backend.submit(_spec(tmp_path, max_run=2, RUN_UNTIL_STOPPED="1"), "digits-1")
+    result = backend.wait(handle)
+    assert result.status is JobStatus.FAILED and result.secondary_status == "DeadlineExceeded"
+    verdict = classify_result(result.to_dict())
+    assert verdict is not None and verdict.failure_class == "timeout"

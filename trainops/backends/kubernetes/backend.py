@@ -18,15 +18,21 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainops.backends.api import JobHandle, JobResult, Log
-from trainops.backends.guards import Observation
+from trainops.backends.kit import (
+    BackendOptions,
+    JobHandle,
+    JobResult,
+    JobStatus,
+    Log,
+    Look,
+    Observation,
+    PolledBackend,
+    Problem,
+    SpecError,
+)
 from trainops.backends.kubernetes.options import KubernetesOptions
 from trainops.backends.kubernetes.render import NODE_SCRIPT, train_job
 from trainops.backends.kubernetes.settings import CLUSTER_SETTINGS, DEFAULT_NAMESPACE, KubernetesCluster
-from trainops.backends.options import BackendOptions
-from trainops.backends.polled import Look, PolledBackend
-from trainops.backends.states import JobStatus
-from trainops.errors import Problem, SpecError
 
 if TYPE_CHECKING:
     from trainops.spec.job import JobSpec

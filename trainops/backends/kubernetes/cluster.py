@@ -16,10 +16,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from trainops.backends.kit import LookFailed, Problem, SpecError
 from trainops.backends.kubernetes.render import JOB_LABEL, MANAGED_BY, TOKEN_ANNOTATION
 from trainops.backends.kubernetes.settings import Connection
-from trainops.backends.looks import LookFailed
-from trainops.errors import Problem, SpecError
 
 GROUP, VERSION, PLURAL = "trainer.kubeflow.org", "v1alpha1", "trainjobs"
 #: The label JobSet puts on every pod of the TrainJob's JobSet (named after the TrainJob).

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from trainops.errors import Problem, SpecError
+from trainops.backends.kit import Problem, SpecError
 
 #: The longest name: a DNS label.
 MAX_NAME = 63

@@ -11,8 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from trainops.backends.options import BackendOptions
-from trainops.errors import Problem, SpecError
+from trainops.backends.kit import BackendOptions, Problem, SpecError
 
 FLAVOURS = ("trainer", "hyperpod")
 DEFAULT_RUNTIME = "torch-distributed"

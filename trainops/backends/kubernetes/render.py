@@ -20,11 +20,10 @@ import json
 import posixpath
 from typing import TYPE_CHECKING, Any
 
+from trainops.backends.kit import Problem, SpecError, instance_type
 from trainops.backends.kubernetes.names import check_name
 from trainops.backends.kubernetes.options import DEFAULT_RUNTIME, KubernetesOptions
 from trainops.backends.kubernetes.settings import KubernetesCluster
-from trainops.errors import Problem, SpecError
-from trainops.runtime.catalog import lookup as instance_type
 
 if TYPE_CHECKING:
     from trainops.spec.job import JobSpec

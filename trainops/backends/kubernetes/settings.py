@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainops.errors import Problem, SpecError
+from trainops.backends.kit import Problem, SpecError
 
 #: The settings that say where the cluster is: the backend's context, carried by every handle.
 CLUSTER_SETTINGS = ("kubeconfig", "context", "namespace", "shared_dir", "shared_pvc")

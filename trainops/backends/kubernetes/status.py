@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainops.backends.states import JobStatus
+from trainops.backends.kit import JobStatus
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 #: A pod's DisruptionTarget reasons that mean Kubernetes took the pod (or its node) away.
