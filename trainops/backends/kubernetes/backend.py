@@ -157,9 +157,18 @@ class KubernetesBackend(PolledBackend[KubernetesOptions]):
         jobs = self._jobs()
         found = jobs.get(name)
         if found is None:
-            return None
+            return JobStatus.STOPPED if self._stopped(name) else None
         self._owned(name, found)
         return standing(found, jobs.pods(name)).status
+
+    def _stopped(self, name: str) -> str | None:
+        """The reason this job was stopped for, when trainops stopped (deleted) it: a stopped TrainJob is gone, its
+        record on the shared volume says how it ended."""
+        try:
+            reason = self._record(name).get("stop_reason")
+        except SpecError:
+            return None
+        return str(reason) if reason else None
 
     def look(self, handle: JobHandle) -> Look:
         from trainops.backends.kubernetes.status import standing
@@ -167,15 +176,20 @@ class KubernetesBackend(PolledBackend[KubernetesOptions]):
         backend = self._of(handle)
         jobs = backend._jobs()
         found = jobs.get(handle.job_name)
+        stopped = backend._stopped(handle.job_name)
+        if found is None and stopped:
+            return Look(JobResult(self.name, handle.job_name, JobStatus.STOPPED, secondary_status="Deleted",
+                                  failure_reason=stopped, reattached=not handle.created))
         if found is None:
             raise SpecError(Problem("job_name", f"no TrainJob {handle.job_name!r} in {backend.where()}"))
         backend._owned(handle.job_name, found)
         record = backend._record(handle.job_name)
         now_standing = standing(found, jobs.pods(handle.job_name))
-        failure = now_standing.failure_reason
-        if record.get("stop_reason") and now_standing.status.terminal:
-            failure = record["stop_reason"]
-        result = JobResult(self.name, handle.job_name, now_standing.status,
+        status, failure = now_standing.status, now_standing.failure_reason
+        if stopped:  # asked to stop: the delete is under way (foreground) or the job ended meanwhile
+            status = status if status.terminal else JobStatus.STOPPING
+            failure = stopped if status is not JobStatus.COMPLETED else failure
+        result = JobResult(self.name, handle.job_name, status,
                            secondary_status=now_standing.secondary_status, failure_reason=failure,
                            reattached=not handle.created, details=dict(now_standing.details))
         started = _timestamp((found.get("metadata") or {}).get("creationTimestamp"))
@@ -188,13 +202,18 @@ class KubernetesBackend(PolledBackend[KubernetesOptions]):
                                         max_run=record.get("max_run")))
 
     def stop(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
-        """The reason recorded, then the TrainJob deleted in the foreground (its pods first)."""
+        """The reason recorded, then the TrainJob deleted in the foreground (its pods first); an ended job is left
+        as it is."""
+        from trainops.backends.kubernetes.status import standing
+
         backend = self._of(handle)
         jobs = backend._jobs()
         found = jobs.get(handle.job_name)
         if found is None:
             return f"{handle.job_name}: no TrainJob (already gone)"
         backend._owned(handle.job_name, found)
+        if standing(found, jobs.pods(handle.job_name)).status.terminal:
+            return f"{handle.job_name}: already ended"
         backend._write_record(handle.job_name, {**backend._record(handle.job_name), "stop_reason": reason})
         jobs.delete(handle.job_name)
         return f"{handle.job_name}: deleted ({reason})"
