@@ -73,6 +73,22 @@ def test_a_two_node_job_completes_with_the_contract_on_every_host(cluster, tmp_p
     shared = Path(backend.cluster.shared_dir) / "jobs" / "digits-1" / "hosts"
     for host in ("algo-1", "algo-2"):
         assert (shared / host / "model" / f"{host}.txt").read_text() == host
+    import tarfile
+
+    assert result.model_artifact and result.model_artifact.endswith("model.tar.gz")
+    with tarfile.open(result.model_artifact) as archive:  # host 1's model directory, as SageMaker keeps it
+        assert "algo-1.txt" in [Path(member).name for member in archive.getnames()]
+
+
+def test_a_failed_rank_is_the_users_with_the_runtimes_root_cause(cluster, tmp_path: Path) -> None:
+    _, _, backend = cluster
+    spec = _spec(tmp_path)
+    (Path(spec.source_dir) / "train.py").write_text("import sys\nraise SystemExit('bad learning rate: -1')\n")
+    result = backend.wait(backend.submit(spec, "digits-1"))
+    assert result.status is JobStatus.FAILED
+    assert "bad learning rate" in str(result.failure_reason), result
+    verdict = classify_result(result.to_dict())
+    assert verdict is not None and verdict.failure_class == "user"
 
 
 def test_a_rerun_reattaches_to_the_one_train_job(cluster, tmp_path: Path) -> None:

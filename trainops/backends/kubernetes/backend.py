@@ -189,9 +189,14 @@ class KubernetesBackend(PolledBackend[KubernetesOptions]):
         if stopped:  # asked to stop: the delete is under way (foreground) or the job ended meanwhile
             status = status if status.terminal else JobStatus.STOPPING
             failure = stopped if status is not JobStatus.COMPLETED else failure
+        ended = backend._ended(handle.job_name) if status.terminal else {}
+        model = ended.get("model_artifact") if status is JobStatus.COMPLETED else None
+        if status is JobStatus.FAILED and not now_standing.details and ended.get("failure_reason"):
+            failure = str(ended["failure_reason"])  # the ranks' root cause, from the runtime's failure files
         result = JobResult(self.name, handle.job_name, status,
                            secondary_status=now_standing.secondary_status, failure_reason=failure,
-                           reattached=not handle.created, details=dict(now_standing.details))
+                           model_artifact=model, reattached=not handle.created,
+                           details=dict(now_standing.details))
         started = _timestamp((found.get("metadata") or {}).get("creationTimestamp"))
         if started is None:
             return Look(result)
@@ -234,6 +239,14 @@ class KubernetesBackend(PolledBackend[KubernetesOptions]):
             offsets[host] = offsets.get(host, 0) + sum(len(line.encode()) + 1 for line in taken)
             lines.extend(f"[{host}] {line}" for line in taken)
         return lines, offsets
+
+    def _ended(self, name: str) -> dict[str, Any]:
+        """What host 1 wrote when its part ended (``ended.json``: the model's archive, or the root cause)."""
+        try:
+            found = json.loads((self._job_dir(name) / "ended.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return found if isinstance(found, dict) else {}
 
     def _last_line(self, name: str) -> float | None:
         logs = self._job_dir(name) / "logs"

@@ -6,10 +6,11 @@ stable name behind the JobSet's headless service, ``<job>-node-0-0.<job>``). tra
 contract, whose hosts are ``algo-1`` .. ``algo-N``: node rank i is host ``algo-<i+1>``, and every host's address is
 node i's stable name (the master's with its pod index replaced), so host 1 is the rendezvous as on SageMaker.
 
-Run as a file in a pod (``python3 -I -S <job>/runtime/trainops_k8s_node.py run <job>``), it becomes the Slurm node
+Run as a file in a pod (``python3 -I -S <job>/runtime/trainops_k8s_node.py run <job>``), it runs the Slurm node
 script laid out beside it (the job's files are laid out as for Slurm, `trainops.backends.slurm.layout`): node rank i
 is that script's ``SLURM_NODEID`` i, the hosts' addresses its node list, node 0's address its launch node. So the
-contract directory, the host's environment and ``logs/algo-<i+1>.log`` are the same on both engines.
+contract directory, the host's environment and ``logs/algo-<i+1>.log`` are the same on both engines. Host 1 then
+packs the model where the job's output goes (Slurm's ``finish``: ``ended.json`` says where, or the root cause).
 
 Standard library only: the pods need no trainops installed beyond the runtime.
 """
@@ -91,6 +92,9 @@ def slurm_environment(node: Node, environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def main(argv: list[str]) -> int:
+    """``run JOB_DIR``: this node's part of the job, as Slurm's node script runs it (a child, so that host 1 can
+    then pack the model as Slurm's batch host does: ``finish``, which writes ``ended.json``). The pod's SIGTERM
+    (a stop, the deadline, an eviction) is passed on to the runtime."""
     if len(argv) != 2 or argv[0] != "run":
         print("usage: trainops_k8s_node.py run JOB_DIR", file=sys.stderr)
         return 2
@@ -99,10 +103,19 @@ def main(argv: list[str]) -> int:
     except NodeError as error:
         print(f"trainops: {error}", file=sys.stderr)
         return 2
+    import signal
+    import subprocess
+
     script = os.path.join(os.path.dirname(os.path.abspath(__file__)), SLURM_NODE_FILE)
-    command = [sys.executable, "-I", "-S", script, "run", argv[1]]
-    os.execve(command[0], command, slurm_environment(node, os.environ))
-    return 1  # not reached: exec replaced this process
+    environment = slurm_environment(node, os.environ)
+    child = subprocess.Popen([sys.executable, "-I", "-S", script, "run", argv[1]], env=environment)
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda received, _frame: child.send_signal(received))
+    code = child.wait()
+    if node.index != 0:
+        return code
+    # Host 1 packs the model (or writes the root cause) where the job's output goes, as Slurm's batch host does.
+    return subprocess.call([sys.executable, "-I", "-S", script, "finish", argv[1], str(code)], env=environment)
 
 
 if __name__ == "__main__":
