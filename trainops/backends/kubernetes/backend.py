@@ -80,7 +80,21 @@ class KubernetesBackend(PolledBackend[KubernetesOptions]):
     def dry_run(self, spec: JobSpec, name: str, options: KubernetesOptions) -> dict[str, Any]:
         if (options.flavour or "trainer") != "trainer":
             raise _flavour_not_built(options.flavour)
-        return {"train_job": train_job(spec, name, options, self.cluster, self.namespace())}
+        rendered = train_job(spec, name, options, self.cluster, self.namespace())
+        self._check_layout(spec, options)
+        return {"train_job": rendered}
+
+    def _check_layout(self, spec: JobSpec, options: KubernetesOptions) -> None:
+        """What the job's files cannot hold (they are laid out as for Slurm: the trainops launcher, one kind of
+        node, the model on the shared volume), refused before anything is written."""
+        from trainops.backends.slurm.layout import check_spec
+        from trainops.backends.slurm.options import SlurmOptions
+
+        try:
+            check_spec(spec, SlurmOptions(processes_per_host=options.processes_per_host), self.cluster.shared_dir)
+        except SpecError as error:
+            raise SpecError(error.problems, "job spec for the kubernetes backend (its files are laid out on the "
+                                            "shared volume as for the slurm backend)") from error
 
     def render_request(self, spec: Any, job_name: str, *,
                        options: BackendOptions | Mapping[str, Any] | None = None) -> dict[str, Any]:
