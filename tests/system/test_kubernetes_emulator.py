@@ -5,6 +5,7 @@ re-attach, another owner's object and a stop."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ host, hosts = os.environ["SM_CURRENT_HOST"], json.loads(os.environ["SM_HOSTS"])
 assert hosts == ["algo-1", "algo-2"], hosts
 assert json.loads(os.environ["SM_HPS"]) == {"epochs": 2}, os.environ["SM_HPS"]
 assert os.environ["MODE"] == "k8s"
+assert os.environ["WANDB_API_KEY"] == "s3cr3t"  # from the host's environment file, not the TrainJob
 with open(os.path.join(os.environ["SM_MODEL_DIR"], host + ".txt"), "w") as out:
     out.write(host)
 print("trained on", host, "of", len(hosts), flush=True)
@@ -55,7 +57,7 @@ def _spec(tmp_path: Path, max_run: int = 600, **environment: str) -> JobSpec:
     (code / "train.py").write_text(TRAIN)
     return JobSpec(entry_point="train.py", source_dir=str(code), instance_type="ml.m5.xlarge", instance_count=2,
                    image_uri="example.org/python:3", hyperparameters={"epochs": 2},
-                   environment={"MODE": "k8s", **environment}, max_run=max_run)
+                   environment={"MODE": "k8s", "WANDB_API_KEY": "s3cr3t", **environment}, max_run=max_run)
 
 
 def test_a_two_node_job_completes_with_the_contract_on_every_host(cluster, tmp_path: Path) -> None:
@@ -70,6 +72,7 @@ def test_a_two_node_job_completes_with_the_contract_on_every_host(cluster, tmp_p
     assert "[algo-2]" in logged and "trained on algo-2 of 2" in logged
     [made] = store.listed(TRAINJOBS, "ml")
     assert made["spec"]["trainer"]["numNodes"] == 2
+    assert "s3cr3t" not in json.dumps(made)
     shared = Path(backend.cluster.shared_dir) / "jobs" / "digits-1" / "hosts"
     for host in ("algo-1", "algo-2"):
         assert (shared / host / "model" / f"{host}.txt").read_text() == host

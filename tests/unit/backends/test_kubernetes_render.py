@@ -87,6 +87,7 @@ def test_the_shared_claim_is_mounted_in_every_node_by_a_runtime_patch() -> None:
     assert pod["containers"] == [{"name": "node", "volumeMounts": [{"name": "trainops-shared",
                                                                     "mountPath": "/fsx/me/trainops"}]}]
     assert pod["serviceAccountName"] == "trainer"
+    assert set(pod) == {"volumes", "containers", "serviceAccountName", "securityContext"}
 
 
 def test_kueue_labels_and_scheduling_options() -> None:
@@ -115,15 +116,24 @@ def test_ranks_per_node_follow_the_option_then_the_distribution_then_the_acceler
     assert cpu["numProcPerNode"] == 1 and "resourcesPerNode" not in cpu
 
 
-def test_secret_values_are_masked_in_what_is_printed_not_in_what_is_made() -> None:
+def test_secret_values_never_reach_the_train_job() -> None:
     spec = _spec(environment={"WANDB_API_KEY": "s3cr3t"})
     printed = _backend().render_request(spec, "digits-1")
     env = {item["name"]: item["value"] for item in printed["spec"]["trainer"]["env"]}
     assert env["WANDB_API_KEY"] == MASK
-    made = train_job(spec, "digits-1", KubernetesOptions(), KubernetesCluster(**SHARED), "team-a", "token-1",
-                     mask_secrets=False)
-    assert {item["name"]: item["value"] for item in made["spec"]["trainer"]["env"]}["WANDB_API_KEY"] == "s3cr3t"
+    made = train_job(spec, "digits-1", KubernetesOptions(), KubernetesCluster(**SHARED), "team-a", "token-1")
+    assert {item["name"]: item["value"] for item in made["spec"]["trainer"]["env"]}["WANDB_API_KEY"] == MASK
+    assert "s3cr3t" not in json.dumps(made)
     assert made["metadata"]["annotations"][TOKEN_ANNOTATION] == "token-1"
+
+
+def test_the_pods_run_as_the_submitting_user() -> None:
+    import os
+
+    rendered = _backend().render_request(_spec(), "digits-1")
+    pod = rendered["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0][
+        "template"]["spec"]["template"]["spec"]
+    assert pod["securityContext"] == {"runAsUser": os.getuid(), "runAsGroup": os.getgid()}
 
 
 @pytest.mark.parametrize("name", ["Digits-1", "digits_1", "1digits", "digits-", "x" * 64, ""])

@@ -147,8 +147,7 @@ class KubernetesBackend(PolledBackend[KubernetesOptions]):
         lay_out(spec, name, SlurmOptions(processes_per_host=options.processes_per_host), job_dir,
                 str(self.cluster.shared_dir), token=token)
         shutil.copyfile(node.__file__, job_dir / NODE_SCRIPT)
-        body = train_job(spec, name, options, self.cluster, body["metadata"]["namespace"], token,
-                         mask_secrets=False)
+        body = train_job(spec, name, options, self.cluster, body["metadata"]["namespace"], token)
         _, created = self._jobs().create(body, token)
         log(f"[trainops] {'created' if created else 'found this submission'}'s TrainJob {name} in namespace "
             f"{body['metadata']['namespace']} ({spec.host_count()} nodes)")

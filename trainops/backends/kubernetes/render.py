@@ -1,17 +1,19 @@
 """The ``trainer.kubeflow.org/v1alpha1`` TrainJob a trainops job becomes (`train_job`).
 
 What ``trainops render --backend kubernetes`` prints is what ``run`` creates, but for the submission token (made when
-the job is submitted) and the secret values of the environment (masked in what is printed):
+the job is submitted) and the user the pods run as (the submitter's, `run_as`):
 
 - named after the job (`names.check_name`), in the cluster's namespace, marked as trainops' (`MANAGED_BY`, the job's
   name as a label, the submission token as an annotation: how a re-run tells its own object from another owner's);
 - ``runtimeRef`` the ClusterTrainingRuntime (default ``torch-distributed``), ``activeDeadlineSeconds`` = ``max_run``;
 - ``trainer``: the image, ``numNodes`` = ``instance_count``, ``numProcPerNode``, the accelerators of the instance type
   as the node's resources (NVIDIA GPUs, EFA interfaces, Neuron devices, from the catalog), the spec's environment
-  and its hyperparameters (``SM_HPS``, as SageMaker gives them), and the command every node runs: trainops' node
+  (secret values masked: the pods read them from the shared volume) and its hyperparameters (``SM_HPS``, as
+  SageMaker gives them), and the command every node runs: trainops' node
   script on the shared volume (`node`: host ``algo-<rank+1>`` from Trainer's ``PET_*`` variables);
 - a runtime patch (trainops' own manager) mounting the shared claim at ``shared_dir`` in every node's pod, with the
-  service account, node selector and tolerations; the Kueue queue and priority as labels.
+  service account, node selector and tolerations, and the pods running as the submitting user (the job's files on
+  the shared volume are that user's alone, mode 0700, as on Slurm); the Kueue queue and priority as labels.
 """
 
 from __future__ import annotations
@@ -52,8 +54,15 @@ def job_dir(cluster: KubernetesCluster, name: str) -> str:
     return posixpath.join(str(cluster.shared_dir), "jobs", name)
 
 
+def run_as() -> dict[str, int]:
+    """The pods' user and group: the submitting user's, who owns the job's files on the shared volume."""
+    import os
+
+    return {"runAsUser": os.getuid(), "runAsGroup": os.getgid()}
+
+
 def train_job(spec: JobSpec, name: str, options: KubernetesOptions, cluster: KubernetesCluster, namespace: str,
-              token: str | None = None, *, mask_secrets: bool = True) -> dict[str, Any]:
+              token: str | None = None) -> dict[str, Any]:
     """The TrainJob of ``spec`` named ``name``; `SpecError` naming every field the engine refuses."""
     check_name(name)
     cluster.check_shared()
@@ -69,7 +78,7 @@ def train_job(spec: JobSpec, name: str, options: KubernetesOptions, cluster: Kub
     if problems:
         raise SpecError(problems, "kubernetes job")
     directory = job_dir(cluster, name)
-    environment = _environment(spec, mask_secrets)
+    environment = _environment(spec)
     trainer: dict[str, Any] = {
         "image": image,
         "command": ["python3", "-I", "-S", posixpath.join(directory, NODE_SCRIPT), "run", directory],
@@ -133,12 +142,13 @@ def _image(spec: JobSpec, options: KubernetesOptions, problems: list[Problem]) -
     return ""
 
 
-def _environment(spec: JobSpec, mask_secrets: bool) -> dict[str, Any]:
+def _environment(spec: JobSpec) -> dict[str, Any]:
+    """The environment the TrainJob shows: secret values masked, in what is printed and in what is made alike (a
+    TrainJob is readable by whoever may list them); the pods read the real values from each host's environment file
+    on the shared volume (mode 0600, laid out as for Slurm), which the node script lays over the pod's."""
     from trainops.spec.secrets import masked_environment
 
-    environment: dict[str, Any] = dict(spec.environment or {})
-    if mask_secrets:
-        environment = masked_environment(environment)
+    environment: dict[str, Any] = masked_environment(dict(spec.environment or {}))
     environment["SM_HPS"] = json.dumps(spec.hyperparameters or {}, sort_keys=True, default=str)
     return environment
 
@@ -161,6 +171,7 @@ def _runtime_patch(options: KubernetesOptions, cluster: KubernetesCluster) -> di
         "volumes": [{"name": SHARED_VOLUME, "persistentVolumeClaim": {"claimName": cluster.shared_pvc}}],
         "containers": [{"name": NODE, "volumeMounts": [{"name": SHARED_VOLUME,
                                                         "mountPath": cluster.shared_dir}]}],
+        "securityContext": run_as(),
     }
     if options.service_account:
         pod["serviceAccountName"] = options.service_account
