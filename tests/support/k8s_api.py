@@ -1,7 +1,8 @@
 """A small Kubernetes API server on 127.0.0.1 for the kubernetes backend's tests: TrainJobs and pods, as the
 official client speaks to the real one (issue 44 item 4).
 
-It keeps objects in memory and answers what the backend asks: create (201, or 409 ``AlreadyExists`` with a
+It keeps objects in memory and answers what the backend asks (and, for the preflight, any object put at an exact
+path in `Store.paths`, or a 403 where that path holds ``"forbidden"``): create (201, or 409 ``AlreadyExists`` with a
 ``Status``), get (404 ``NotFound``), list with an equality label selector, delete (200; with
 ``propagationPolicy: Foreground`` the job's pods go with it), and a pod's ``log`` subresource. It stamps
 ``metadata.uid``, ``resourceVersion`` and ``creationTimestamp``. What it does not do, and a real cluster does:
@@ -38,6 +39,9 @@ class Store:
         self.logs: dict[tuple[str, str], str] = {}
         self.version = 0
         self.requests: list[tuple[str, str]] = []
+        #: Objects served as they are at an exact path (GET only): a namespace, an API's resource list, a
+        #: ClusterTrainingRuntime, a claim, a LocalQueue (what the preflight reads).
+        self.paths: dict[str, Any] = {}
 
     def put(self, kind: str, namespace: str, body: dict[str, Any]) -> dict[str, Any]:
         with self.lock:
@@ -107,6 +111,13 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:  # noqa: N802 - http.server's name
         found, query = self._route()
+        fixed = self.store.paths.get(urlparse(self.path).path)
+        if fixed == "forbidden":
+            self._answer(403, _status(403, "Forbidden", "forbidden"))
+            return
+        if fixed is not None:
+            self._answer(200, fixed)
+            return
         if found is None:
             self._answer(404, _status(404, "NotFound", f"no route {self.path}"))
             return

@@ -12,6 +12,7 @@ from support.k8s_api import PODS, TRAINJOBS, Store, api_server
 
 from trainops.backends.kubernetes.cluster import JOBSET_LABEL, TrainJobs, open_client
 from trainops.backends.kubernetes.options import KubernetesOptions
+from trainops.backends.kubernetes.preflight import notes
 from trainops.backends.kubernetes.render import TOKEN_ANNOTATION, train_job
 from trainops.backends.kubernetes.settings import KubernetesCluster
 from trainops.backends.looks import is_failed_look
@@ -94,3 +95,42 @@ def test_an_unreachable_server_is_a_failed_look(tmp_path: Path) -> None:
     with pytest.raises(Exception) as failed:
         jobs.get("digits-1")
     assert is_failed_look(failed.value)
+
+
+def _healthy(store: Store) -> None:
+    store.paths.update({
+        "/api/v1/namespaces/ml": {"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": "ml"}},
+        "/apis/trainer.kubeflow.org/v1alpha1": {"kind": "APIResourceList", "groupVersion":
+                                                "trainer.kubeflow.org/v1alpha1", "resources": [
+            {"name": "trainjobs", "singularName": "trainjob", "namespaced": True, "kind": "TrainJob",
+             "verbs": ["create", "get", "list", "delete"]}]},
+        "/apis/trainer.kubeflow.org/v1alpha1/clustertrainingruntimes/torch-distributed": {
+            "kind": "ClusterTrainingRuntime", "metadata": {"name": "torch-distributed"}},
+        "/api/v1/namespaces/ml/persistentvolumeclaims/fsx": {"kind": "PersistentVolumeClaim",
+                                                            "metadata": {"name": "fsx"},
+                                                            "status": {"phase": "Bound"}},
+        "/apis/kueue.x-k8s.io/v1beta1/namespaces/ml/localqueues/team-a": {"kind": "LocalQueue",
+                                                                         "metadata": {"name": "team-a"}},
+    })
+
+
+def test_the_preflight_finds_nothing_on_a_ready_cluster(emulator: tuple[Store, TrainJobs]) -> None:
+    store, jobs = emulator
+    _healthy(store)
+    assert notes(jobs.custom.api_client, "ml", "torch-distributed", "fsx", "team-a") == []
+    assert all(method == "GET" for method, _ in store.requests)  # read-only
+
+
+def test_the_preflight_notes_what_is_missing_and_what_it_could_not_read(emulator: tuple[Store, TrainJobs]
+                                                                         ) -> None:
+    store, jobs = emulator
+    _healthy(store)
+    store.paths["/api/v1/namespaces/ml/persistentvolumeclaims/fsx"]["status"]["phase"] = "Pending"
+    store.paths["/apis/kueue.x-k8s.io/v1beta1/namespaces/ml/localqueues/team-a"] = "forbidden"
+    found = notes(jobs.custom.api_client, "ml", "torch-gpu", "fsx", "team-a")
+    assert any("no ClusterTrainingRuntime 'torch-gpu'" in note for note in found), found
+    assert any("fsx is Pending" in note for note in found), found
+    assert any("could not read Kueue LocalQueue team-a (403" in note for note in found), found
+    del store.paths["/apis/trainer.kubeflow.org/v1alpha1"]
+    assert any("does not serve trainer.kubeflow.org/v1alpha1" in note
+               for note in notes(jobs.custom.api_client, "ml", "torch-distributed", None, None))

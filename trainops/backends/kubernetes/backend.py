@@ -134,10 +134,15 @@ class KubernetesBackend(PolledBackend[KubernetesOptions]):
         then create the TrainJob carrying that token (a 409 follows only this submission's object)."""
         from trainops.backends.hostfs.paths import own_directory
         from trainops.backends.kubernetes import node
+        from trainops.backends.kubernetes.preflight import notes
         from trainops.backends.slurm.layout import lay_out
         from trainops.backends.slurm.options import SlurmOptions
 
         body = self.dry_run(spec, name, options)["train_job"]  # every problem before anything is made
+        jobs = self._jobs()
+        for note in notes(jobs.custom.api_client, jobs.namespace, body["spec"]["runtimeRef"]["name"],
+                          self.cluster.shared_pvc, options.queue):
+            log(f"[trainops] preflight note for {name}: {note}")
         job_dir = self._job_dir(name, create=True)
         own_directory(job_dir, "job_name")
         record = self._record(name)
@@ -148,7 +153,7 @@ class KubernetesBackend(PolledBackend[KubernetesOptions]):
                 str(self.cluster.shared_dir), token=token)
         shutil.copyfile(node.__file__, job_dir / NODE_SCRIPT)
         body = train_job(spec, name, options, self.cluster, body["metadata"]["namespace"], token)
-        _, created = self._jobs().create(body, token)
+        _, created = jobs.create(body, token)
         log(f"[trainops] {'created' if created else 'found this submission'}'s TrainJob {name} in namespace "
             f"{body['metadata']['namespace']} ({spec.host_count()} nodes)")
         return self.handle(name, created=True)
