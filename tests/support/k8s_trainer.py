@@ -1,0 +1,126 @@
+"""A small stand-in for Kubeflow Trainer's controller (with JobSet, the Job controller and a kubelet) over the API
+emulator of `k8s_api`: for each new TrainJob it makes the JobSet-labelled pods of its ``numNodes`` and runs each
+node's command on this machine with the ``PET_*`` environment Trainer's torch runtime gives, then writes the pods'
+phases and the TrainJob's ``Complete`` or ``Failed`` condition. A TrainJob deleted while it runs has its nodes'
+processes killed (their pods went with the foreground delete).
+
+What it does not do, and the real ones do: schedule pods onto nodes or give each its own network identity (every
+node is this machine; node 0's address is 127.0.0.1), pull images, enforce ``activeDeadlineSeconds``, resources,
+volumes (the shared directory is this machine's), or retry. It does end a job at its ``activeDeadlineSeconds``
+(``Failed``, ``DeadlineExceeded``), and `lose_node` plays a node lost under a running job.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from typing import Any
+
+from support.k8s_api import PODS, TRAINJOBS, Store
+
+POLL = 0.05
+
+
+class FakeTrainer:
+    """Run the TrainJobs of ``store`` until `close`."""
+
+    def __init__(self, store: Store, namespace: str = "ml"):
+        self.store, self.namespace = store, namespace
+        self.processes: dict[str, list[subprocess.Popen[bytes]]] = {}
+        self.environments: dict[str, list[dict[str, str]]] = {}
+        self.started: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        for processes in self.processes.values():
+            for process in processes:
+                if process.poll() is None:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+
+    def _run(self) -> None:
+        while not self._stop.wait(POLL):
+            for job in self.store.listed(TRAINJOBS, self.namespace):
+                name = job["metadata"]["name"]
+                if name not in self.processes:
+                    self._start(job)
+            for name, processes in list(self.processes.items()):
+                self._settle(name, processes)
+
+    def _start(self, job: dict[str, Any]) -> None:
+        name, trainer = job["metadata"]["name"], job["spec"]["trainer"]
+        nodes = int(trainer["numNodes"])
+        started: list[subprocess.Popen[bytes]] = []
+        environments = []
+        for index in range(nodes):
+            pod = f"{name}-node-0-{index}"
+            environment = {**{key: value for key, value in os.environ.items() if not key.startswith("PET_")},
+                           **{item["name"]: item["value"] for item in trainer.get("env") or []},
+                           "PET_NNODES": str(nodes), "PET_NPROC_PER_NODE": str(trainer["numProcPerNode"]),
+                           "PET_NODE_RANK": str(index), "PET_MASTER_ADDR": "127.0.0.1",
+                           "PET_MASTER_PORT": "29500", "HOSTNAME": pod}
+            environments.append(environment)
+            self.store.put(PODS, self.namespace, {
+                "metadata": {"name": pod, "labels": {"jobset.sigs.k8s.io/jobset-name": name},
+                             "annotations": {"batch.kubernetes.io/job-completion-index": str(index)}},
+                "status": {"phase": "Running"}})
+            command = ["python3" if part == "python3" else part for part in trainer["command"]]
+            started.append(subprocess.Popen(command, env=environment, start_new_session=True,
+                                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.DEVNULL))
+        self.processes[name] = started
+        self.environments[name] = environments
+        self.started[name] = time.monotonic()
+
+    def _end(self, name: str, condition: dict[str, str]) -> None:
+        for process in self.processes.get(name, []):
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+        self.store.update(TRAINJOBS, self.namespace, name, lambda body: body.setdefault("status", {}).update(
+            conditions=[{"status": "True", **condition}]))
+
+    def lose_node(self, name: str, index: int) -> None:
+        """Node ``index`` of job ``name`` is lost: its pod disrupted (DisruptionTarget, its node tainted away),
+        every node's process ended, the job Failed as JobSet fails it."""
+        self.store.update(PODS, self.namespace, f"{name}-node-0-{index}", lambda pod: pod.update(status={
+            "phase": "Failed", "conditions": [{"type": "DisruptionTarget", "status": "True",
+                                               "reason": "DeletionByTaintManager"}]}))
+        self._end(name, {"type": "Failed", "reason": "JobSetFailed", "message": f"node {index} failed"})
+
+    def _settle(self, name: str, processes: list[subprocess.Popen[bytes]]) -> None:
+        job = self.store.get(TRAINJOBS, self.namespace, name)
+        if job is None:  # deleted: its pods went with it; end what they ran
+            for process in processes:
+                if process.poll() is None:
+                    os.killpg(process.pid, signal.SIGKILL)
+                    process.wait()
+            return
+        if (job.get("status") or {}).get("conditions"):
+            return
+        deadline = job["spec"].get("activeDeadlineSeconds")
+        if deadline and time.monotonic() - self.started[name] > float(deadline):
+            self._end(name, {"type": "Failed", "reason": "DeadlineExceeded",
+                             "message": "TrainJob exceeded its active deadline"})
+            return
+        codes = [process.poll() for process in processes]
+        if any(code is None for code in codes):
+            return
+        for index, code in enumerate(codes):
+            self.store.update(PODS, self.namespace, f"{name}-node-0-{index}", lambda pod, code=code: pod.update(
+                status={"phase": "Succeeded" if code == 0 else "Failed", "containerStatuses": [
+                    {"name": "node", "state": {"terminated": {"exitCode": code,
+                                                              "reason": "Completed" if code == 0 else "Error"}}}]}))
+        failed = [index for index, code in enumerate(codes) if code != 0]
+        condition = ({"type": "Failed", "status": "True", "reason": "JobSetFailed",
+                      "message": f"node {failed[0]} exited with code {codes[failed[0]]}"} if failed
+                     else {"type": "Complete", "status": "True", "reason": "JobSetCompleted"})
+        self.store.update(TRAINJOBS, self.namespace, name, lambda body: body.setdefault("status", {}).update(
+            conditions=[condition]))

@@ -1,0 +1,294 @@
+"""`KubernetesBackend`: the seam over a Kubernetes cluster running Kubeflow Trainer (issue 44).
+
+The job's files are laid out on the shared volume as for Slurm (`trainops.backends.slurm.layout`, with trainops'
+node script beside Slurm's: `node`), its record there keeps the submission token, and the TrainJob (`render`)
+carries the token: a look or a stop refuses a TrainJob of that name that is not this job's. Status comes from the
+TrainJob's conditions and its pods (`status`), logs from each host's log on the shared volume, stop records the
+reason and deletes the TrainJob in the foreground. Not built yet: the HyperPod flavour, the preflight, the model's
+archive (Slurm's batch host packs it; no pod does here yet).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from trainops.backends.kit import (
+    BackendOptions,
+    JobHandle,
+    JobResult,
+    JobStatus,
+    Log,
+    Look,
+    Observation,
+    PolledBackend,
+    Problem,
+    SpecError,
+)
+from trainops.backends.kubernetes.options import KubernetesOptions
+from trainops.backends.kubernetes.render import NODE_SCRIPT, train_job
+from trainops.backends.kubernetes.settings import CLUSTER_SETTINGS, DEFAULT_NAMESPACE, KubernetesCluster
+
+if TYPE_CHECKING:
+    from trainops.spec.job import JobSpec
+
+#: The job's record on the shared volume (its submission token, its namespace, a stop's reason).
+RECORD = "kubernetes.json"
+
+
+class KubernetesBackend(PolledBackend[KubernetesOptions]):
+    """Training jobs as Kubeflow Trainer TrainJobs; the context is where the cluster is (`KubernetesCluster`)."""
+
+    name = "kubernetes"
+    Options = KubernetesOptions
+    CONTEXT = frozenset({*CLUSTER_SETTINGS, "poll_seconds"})
+    EXTRAS = ("kubernetes",)
+
+    def __init__(self, kubeconfig: str | None = None, context: str | None = None, namespace: str | None = None,
+                 shared_dir: str | None = None, shared_pvc: str | None = None, poll_seconds: float | None = None):
+        self.cluster = KubernetesCluster(kubeconfig=kubeconfig, context=context, namespace=namespace,
+                                         shared_dir=shared_dir, shared_pvc=shared_pvc)
+        if poll_seconds:
+            self.poll_seconds = float(poll_seconds)
+
+    @property
+    def label(self) -> str:
+        return "Kubernetes"
+
+    def location(self) -> dict[str, str]:
+        return self.cluster.given()
+
+    def where(self) -> str:
+        return f"the TrainJobs of namespace {self.cluster.namespace or '(the context’s)'}"
+
+    def namespace(self) -> str:
+        """The namespace the jobs go to: the setting, else the context's or the service account's, else
+        ``default`` (rendering needs no cluster)."""
+        if self.cluster.namespace:
+            return self.cluster.namespace
+        try:
+            return self.cluster.connection().namespace
+        except SpecError:
+            return DEFAULT_NAMESPACE
+
+    # --- what a job becomes --------------------------------------------------------------------------------------
+    def dry_run(self, spec: JobSpec, name: str, options: KubernetesOptions) -> dict[str, Any]:
+        if (options.flavour or "trainer") != "trainer":
+            raise _flavour_not_built(options.flavour)
+        rendered = train_job(spec, name, options, self.cluster, self.namespace())
+        self._check_layout(spec, options)
+        return {"train_job": rendered}
+
+    def _check_layout(self, spec: JobSpec, options: KubernetesOptions) -> None:
+        """What the job's files cannot hold (they are laid out as for Slurm: the trainops launcher, one kind of
+        node, the model on the shared volume), refused before anything is written."""
+        from trainops.backends.slurm.layout import check_spec
+        from trainops.backends.slurm.options import SlurmOptions
+
+        try:
+            check_spec(spec, SlurmOptions(processes_per_host=options.processes_per_host), self.cluster.shared_dir)
+        except SpecError as error:
+            raise SpecError(error.problems, "job spec for the kubernetes backend (its files are laid out on the "
+                                            "shared volume as for the slurm backend)") from error
+
+    def render_request(self, spec: Any, job_name: str, *,
+                       options: BackendOptions | Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The TrainJob ``run`` would create (the submission token and secret values aside)."""
+        rendered: dict[str, Any] = self.dry_run(spec, job_name, self.options(options))["train_job"]
+        return rendered
+
+    # --- the API server --------------------------------------------------------------------------------------------
+    def _jobs(self) -> Any:
+        from trainops.backends.kubernetes.cluster import TrainJobs, open_client
+
+        connection = self.cluster.connection()
+        return TrainJobs(open_client(connection), self.cluster.namespace or connection.namespace)
+
+    def _job_dir(self, name: str, create: bool = False) -> Path:
+        from trainops.backends.slurm.layout import job_directory
+
+        self.cluster.check_shared()
+        return job_directory(str(self.cluster.shared_dir), name, create=create)
+
+    def _record(self, name: str) -> dict[str, Any]:
+        path = self._job_dir(name) / RECORD
+        try:
+            found: dict[str, Any] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return {}
+        return found
+
+    def _write_record(self, name: str, record: dict[str, Any]) -> None:
+        from trainops.backends.hostfs import safe_fs
+
+        safe_fs.write_atomically(self._job_dir(name) / RECORD, json.dumps(record).encode())
+
+    def create(self, spec: JobSpec, name: str, options: KubernetesOptions, *, detached: bool,
+               log: Log) -> JobHandle:
+        """Lay the job's files out on the shared volume (as for Slurm), keep a submission token in its record,
+        then create the TrainJob carrying that token (a 409 follows only this submission's object)."""
+        from trainops.backends.hostfs.paths import own_directory
+        from trainops.backends.kubernetes import node
+        from trainops.backends.kubernetes.preflight import notes
+        from trainops.backends.slurm.layout import lay_out
+        from trainops.backends.slurm.options import SlurmOptions
+
+        body = self.dry_run(spec, name, options)["train_job"]  # every problem before anything is made
+        jobs = self._jobs()
+        for note in notes(jobs.custom.api_client, jobs.namespace, body["spec"]["runtimeRef"]["name"],
+                          self.cluster.shared_pvc, options.queue):
+            log(f"[trainops] preflight note for {name}: {note}")
+        job_dir = self._job_dir(name, create=True)
+        own_directory(job_dir, "job_name")
+        record = self._record(name)
+        token = record.get("token") or uuid.uuid4().hex
+        self._write_record(name, {"job_name": name, "token": token, "namespace": body["metadata"]["namespace"],
+                                  "submitted": time.time(), "max_run": spec.max_run})
+        lay_out(spec, name, SlurmOptions(processes_per_host=options.processes_per_host), job_dir,
+                str(self.cluster.shared_dir), token=token)
+        shutil.copyfile(node.__file__, job_dir / NODE_SCRIPT)
+        body = train_job(spec, name, options, self.cluster, body["metadata"]["namespace"], token)
+        _, created = jobs.create(body, token)
+        log(f"[trainops] {'created' if created else 'found this submission'}'s TrainJob {name} in namespace "
+            f"{body['metadata']['namespace']} ({spec.host_count()} nodes)")
+        return self.handle(name, created=True)
+
+    def _owned(self, name: str, found: Mapping[str, Any]) -> None:
+        """Refuse a TrainJob that is not this trainops job's (its token is not the one the record keeps)."""
+        from trainops.backends.kubernetes.cluster import owner
+        from trainops.backends.kubernetes.render import TOKEN_ANNOTATION
+
+        token = ((found.get("metadata") or {}).get("annotations") or {}).get(TOKEN_ANNOTATION)
+        if not token or token != self._record(name).get("token"):
+            raise SpecError(Problem("job_name", f"a TrainJob named {name!r} exists and is not this trainops job's "
+                                                f"({owner(dict(found))}); trainops never follows, changes or "
+                                                "deletes it: give another job name"), "kubernetes job")
+
+    def status_of(self, name: str) -> JobStatus | None:
+        from trainops.backends.kubernetes.status import standing
+
+        jobs = self._jobs()
+        found = jobs.get(name)
+        if found is None:
+            return JobStatus.STOPPED if self._stopped(name) else None
+        self._owned(name, found)
+        return standing(found, jobs.pods(name)).status
+
+    def _stopped(self, name: str) -> str | None:
+        """The reason this job was stopped for, when trainops stopped (deleted) it: a stopped TrainJob is gone, its
+        record on the shared volume says how it ended."""
+        try:
+            reason = self._record(name).get("stop_reason")
+        except SpecError:
+            return None
+        return str(reason) if reason else None
+
+    def look(self, handle: JobHandle) -> Look:
+        from trainops.backends.kubernetes.status import standing
+
+        backend = self._of(handle)
+        jobs = backend._jobs()
+        found = jobs.get(handle.job_name)
+        stopped = backend._stopped(handle.job_name)
+        if found is None and stopped:
+            return Look(JobResult(self.name, handle.job_name, JobStatus.STOPPED, secondary_status="Deleted",
+                                  failure_reason=stopped, reattached=not handle.created))
+        if found is None:
+            raise SpecError(Problem("job_name", f"no TrainJob {handle.job_name!r} in {backend.where()}"))
+        backend._owned(handle.job_name, found)
+        record = backend._record(handle.job_name)
+        now_standing = standing(found, jobs.pods(handle.job_name))
+        status, failure = now_standing.status, now_standing.failure_reason
+        if stopped:  # asked to stop: the delete is under way (foreground) or the job ended meanwhile
+            status = status if status.terminal else JobStatus.STOPPING
+            failure = stopped if status is not JobStatus.COMPLETED else failure
+        ended = backend._ended(handle.job_name) if status.terminal else {}
+        model = ended.get("model_artifact") if status is JobStatus.COMPLETED else None
+        if status is JobStatus.FAILED and not now_standing.details and ended.get("failure_reason"):
+            failure = str(ended["failure_reason"])  # the ranks' root cause, from the runtime's failure files
+        result = JobResult(self.name, handle.job_name, status,
+                           secondary_status=now_standing.secondary_status, failure_reason=failure,
+                           model_artifact=model, reattached=not handle.created,
+                           details=dict(now_standing.details))
+        started = _timestamp((found.get("metadata") or {}).get("creationTimestamp"))
+        if started is None:
+            return Look(result)
+        now = time.time()
+        return Look(result, Observation(now=now, started=started, running_since=started,
+                                        billable_seconds=max(0.0, now - started),
+                                        last_activity=backend._last_line(handle.job_name),
+                                        max_run=record.get("max_run")))
+
+    def stop(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
+        """The reason recorded, then the TrainJob deleted in the foreground (its pods first); an ended job is left
+        as it is."""
+        from trainops.backends.kubernetes.status import standing
+
+        backend = self._of(handle)
+        jobs = backend._jobs()
+        found = jobs.get(handle.job_name)
+        if found is None:
+            return f"{handle.job_name}: no TrainJob (already gone)"
+        backend._owned(handle.job_name, found)
+        if standing(found, jobs.pods(handle.job_name)).status.terminal:
+            return f"{handle.job_name}: already ended"
+        backend._write_record(handle.job_name, {**backend._record(handle.job_name), "stop_reason": reason})
+        jobs.delete(handle.job_name)
+        return f"{handle.job_name}: deleted ({reason})"
+
+    def read_logs(self, handle: JobHandle, cursor: Mapping[str, Any], limit: int) -> tuple[list[str], dict[str, Any]]:
+        """Each host's complete new lines (``logs/algo-N.log`` on the shared volume), host-prefixed; the cursor is
+        each host's offset."""
+        logs = self._of(handle)._job_dir(handle.job_name) / "logs"
+        offsets = {key: int(value) for key, value in cursor.items()}
+        lines: list[str] = []
+        for path in sorted(logs.glob("algo-*.log")) if logs.is_dir() else []:
+            host = path.stem
+            with open(path, "rb") as file:
+                file.seek(offsets.get(host, 0))
+                data = file.read()
+            complete = data[: data.rfind(b"\n") + 1].decode(errors="replace").splitlines()
+            taken = complete[: max(0, limit - len(lines))]
+            offsets[host] = offsets.get(host, 0) + sum(len(line.encode()) + 1 for line in taken)
+            lines.extend(f"[{host}] {line}" for line in taken)
+        return lines, offsets
+
+    def _ended(self, name: str) -> dict[str, Any]:
+        """What host 1 wrote when its part ended (``ended.json``: the model's archive, or the root cause)."""
+        try:
+            found = json.loads((self._job_dir(name) / "ended.json").read_text())
+        except (OSError, ValueError):
+            return {}
+        return found if isinstance(found, dict) else {}
+
+    def _last_line(self, name: str) -> float | None:
+        logs = self._job_dir(name) / "logs"
+        times = [path.stat().st_mtime for path in logs.glob("algo-*.log")] if logs.is_dir() else []
+        return max(times) if times else None
+
+    def _of(self, handle: JobHandle) -> KubernetesBackend:
+        """This backend with the settings the handle carries (where its job lives)."""
+        if not handle.location:
+            return self
+        settings = {**self.cluster.given(), **{key: value for key, value in handle.location.items()
+                                                  if key in CLUSTER_SETTINGS and value}}
+        return KubernetesBackend(**settings, poll_seconds=self.poll_seconds)
+
+
+def _timestamp(text: Any) -> float | None:
+    import calendar
+
+    try:
+        return float(calendar.timegm(time.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ")))
+    except ValueError:
+        return None
+
+
+def _flavour_not_built(flavour: str | None) -> SpecError:
+    return SpecError(Problem("flavour", f"{flavour!r}: the HyperPodPyTorchJob flavour is not built yet (issue 44); "
+                                        "use flavour trainer"), "kubernetes job")

@@ -1,0 +1,122 @@
+"""What a pod of a trainops TrainJob works out from the variables Kubeflow Trainer gives it.
+
+Trainer's torch runtime gives every node's container ``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK`` (the
+node's index in the JobSet's job, from its completion index) and ``PET_MASTER_ADDR`` / ``PET_MASTER_PORT`` (node 0's
+stable name behind the JobSet's headless service, ``<job>-node-0-0.<job>``). trainops' runtime speaks SageMaker's
+contract, whose hosts are ``algo-1`` .. ``algo-N``: node rank i is host ``algo-<i+1>``, and every host's address is
+node i's stable name (the master's with its pod index replaced), so host 1 is the rendezvous as on SageMaker.
+
+Run as a file in a pod (``python3 -I -S <job>/runtime/trainops_k8s_node.py run <job>``), it runs the Slurm node
+script laid out beside it (the job's files are laid out as for Slurm, `trainops.backends.slurm.layout`): node rank i
+is that script's ``SLURM_NODEID`` i, the hosts' addresses its node list, node 0's address its launch node. So the
+contract directory, the host's environment and ``logs/algo-<i+1>.log`` are the same on both engines. Host 1 then
+packs the model where the job's output goes (Slurm's ``finish``: ``ended.json`` says where, or the root cause).
+
+Standard library only: the pods need no trainops installed beyond the runtime.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+#: The variables Trainer's torch runtime injects, all of which a node needs.
+PET_VARIABLES = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
+# Node 0's name: <jobset>-<replicated job>-<job index>-<pod index>[.<subdomain>...]
+_POD_INDEX = re.compile(r"^(?P<head>.+)-(?P<index>0)(?P<tail>(\..*)?)\Z")
+
+
+class NodeError(Exception):
+    """The pod's environment is not what Trainer gives a node of a trainops job (the message says what)."""
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node of the job, in SageMaker's words."""
+
+    index: int
+    host: str
+    hosts: tuple[str, ...]
+    addresses: dict[str, str]
+    processes_per_host: int
+    master_port: int
+
+
+def _whole(environ: Mapping[str, str], name: str, least: int) -> int:
+    text = environ.get(name, "")
+    if not text.strip().isdigit() or int(text) < least:
+        raise NodeError(f"{name}={text!r} is not a whole number of at least {least}; the pod is not one Trainer's "
+                        "torch runtime started (check the TrainJob's runtime)")
+    return int(text)
+
+
+def node_of(environ: Mapping[str, str]) -> Node:
+    """This pod's node (`Node`) from Trainer's ``PET_*`` variables; `NodeError` naming what is missing."""
+    missing = [name for name in PET_VARIABLES if not environ.get(name)]
+    if missing:
+        raise NodeError(f"{', '.join(missing)} not set; trainops' node command runs in a pod of a TrainJob whose "
+                        "runtime is Trainer's torch runtime, which sets them")
+    count = _whole(environ, "PET_NNODES", 1)
+    rank = _whole(environ, "PET_NODE_RANK", 0)
+    processes = _whole(environ, "PET_NPROC_PER_NODE", 1)
+    port = _whole(environ, "PET_MASTER_PORT", 1)
+    if rank >= count:
+        raise NodeError(f"PET_NODE_RANK={rank} is not below PET_NNODES={count}")
+    hosts = tuple(f"algo-{index + 1}" for index in range(count))
+    master = environ["PET_MASTER_ADDR"]
+    return Node(rank, hosts[rank], hosts, host_addresses(master, count), processes, port)
+
+
+def host_addresses(master: str, count: int) -> dict[str, str]:
+    """host -> the stable name of its pod: node 0's (``master``) with its pod index replaced by the node's. A
+    master address of another form (an IP) names host 1 only; the others are then reached by rendezvous alone."""
+    found = _POD_INDEX.match(master)
+    if found is None:
+        return {"algo-1": master}
+    return {f"algo-{index + 1}": f"{found['head']}-{index}{found['tail']}" for index in range(count)}
+
+
+#: The Slurm node script beside this one in the job's runtime directory.
+SLURM_NODE_FILE = "trainops_slurm_node.py"
+
+
+def slurm_environment(node: Node, environ: Mapping[str, str]) -> dict[str, str]:
+    """The environment the Slurm node script reads, for this pod's node."""
+    addresses = [node.addresses.get(host, host) for host in node.hosts]
+    return {**environ, "SLURM_NODEID": str(node.index), "SLURM_JOB_NODELIST": ",".join(addresses),
+            "SLURM_STEP_NODELIST": ",".join(addresses), "SLURM_LAUNCH_NODE_IPADDR": node.addresses["algo-1"],
+            "SLURMD_NODENAME": environ.get("HOSTNAME", node.host)}
+
+
+def main(argv: list[str]) -> int:
+    """``run JOB_DIR``: this node's part of the job, as Slurm's node script runs it (a child, so that host 1 can
+    then pack the model as Slurm's batch host does: ``finish``, which writes ``ended.json``). The pod's SIGTERM
+    (a stop, the deadline, an eviction) is passed on to the runtime."""
+    if len(argv) != 2 or argv[0] != "run":
+        print("usage: trainops_k8s_node.py run JOB_DIR", file=sys.stderr)
+        return 2
+    try:
+        node = node_of(os.environ)
+    except NodeError as error:
+        print(f"trainops: {error}", file=sys.stderr)
+        return 2
+    import signal
+    import subprocess
+
+    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), SLURM_NODE_FILE)
+    environment = slurm_environment(node, os.environ)
+    child = subprocess.Popen([sys.executable, "-I", "-S", script, "run", argv[1]], env=environment)
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda received, _frame: child.send_signal(received))
+    code = child.wait()
+    if node.index != 0:
+        return code
+    # Host 1 packs the model (or writes the root cause) where the job's output goes, as Slurm's batch host does.
+    return subprocess.call([sys.executable, "-I", "-S", script, "finish", argv[1], str(code)], env=environment)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

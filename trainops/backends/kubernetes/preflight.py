@@ -1,0 +1,69 @@
+"""A read-only look at the cluster before a TrainJob is created (`notes`): what would keep the job from running.
+
+It reads, never writes: the namespace, the Trainer API version trainops creates (``trainer.kubeflow.org/v1alpha1``
+served, with ``trainjobs``), the ClusterTrainingRuntime the job names, the shared claim (``Bound``) and, with a
+queue, Kueue's LocalQueue. Each finding is a note for the person submitting; a read that fails (no permission to
+read that kind, a timeout, an API the cluster does not serve) is a note too, never a refusal: the create itself is
+the authority on what the cluster accepts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from trainops.backends.kubernetes.cluster import GROUP, VERSION
+
+KUEUE = ("kueue.x-k8s.io", "v1beta1", "localqueues")
+RUNTIMES = "clustertrainingruntimes"
+
+
+def notes(api_client: Any, namespace: str, runtime: str, claim: str | None, queue: str | None) -> list[str]:
+    """What a read-only look at the cluster found that may keep the job from running (empty: nothing)."""
+    from kubernetes import client
+
+    core, custom = client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
+    timeout = (5.0, 10.0)
+    found: list[str] = []
+
+    def read(what: str, call: Callable[[], Any]) -> Any:
+        from kubernetes.client.exceptions import ApiException
+
+        try:
+            return call()
+        except ApiException as error:
+            if error.status == 404:
+                return None
+            found.append(f"could not read {what} ({error.status} {error.reason}); not checked")
+        except Exception as error:  # noqa: BLE001 - a failed read is a note, never a refusal
+            found.append(f"could not read {what} ({type(error).__name__}); not checked")
+        return False
+
+    if read(f"namespace {namespace}", lambda: core.read_namespace(namespace, _request_timeout=timeout)) is None:
+        found.append(f"namespace {namespace} does not exist: create it or give -o namespace=NAME")
+    served = read(f"the {GROUP}/{VERSION} API", lambda: custom.get_api_resources(GROUP, VERSION,
+                                                                                 _request_timeout=timeout))
+    if served is None or (served and "trainjobs" not in {item.name for item in served.resources or []}):
+        found.append(f"the cluster does not serve {GROUP}/{VERSION} TrainJobs: install Kubeflow Trainer v2")
+    if read(f"ClusterTrainingRuntime {runtime}", lambda: custom.get_cluster_custom_object(
+            GROUP, VERSION, RUNTIMES, runtime, _request_timeout=timeout)) is None:
+        found.append(f"no ClusterTrainingRuntime {runtime!r}: install it or give -o runtime=NAME")
+    if claim:
+        pvc = read(f"PersistentVolumeClaim {claim}", lambda: core.read_namespaced_persistent_volume_claim(
+            claim, namespace, _preload_content=False, _request_timeout=timeout))
+        if pvc is None:
+            found.append(f"no PersistentVolumeClaim {claim!r} in namespace {namespace}: shared_pvc names the claim "
+                         "mounted at shared_dir in every pod")
+        elif pvc:
+            import json
+
+            phase = (json.loads(pvc.data).get("status") or {}).get("phase")
+            if phase != "Bound":
+                found.append(f"PersistentVolumeClaim {claim} is {phase or 'not Bound'}: the pods wait until it is "
+                             "Bound")
+    if queue:
+        group, version, plural = KUEUE
+        if read(f"Kueue LocalQueue {queue}", lambda: custom.get_namespaced_custom_object(
+                group, version, namespace, plural, queue, _request_timeout=timeout)) is None:
+            found.append(f"no Kueue LocalQueue {queue!r} in namespace {namespace}: the job would wait forever")
+    return found
