@@ -17,8 +17,10 @@ worker and triggerer (set the variable in their environment), a KFP component (s
 the variable). What a front end gives (``-o``, ``backend_options``) lays over the entry's options. A name may not be
 a registered backend's: ``local`` always means the local backend.
 
-The file is read when a name that is not a registered backend is asked for, and again when it changed. Light: the
-registry imports this module; PyYAML is imported only when there is a file to read.
+The file is read when a name that is not a registered backend is asked for, and again when it changed, with the
+spec loader's limits (`trainops.spec.loader`: its size, its aliases, its depth and number of values; a regular file,
+never waited on). Light: the registry imports this module; the loader (PyYAML) is imported only when there is a file
+to read.
 """
 
 from __future__ import annotations
@@ -89,18 +91,59 @@ def named_backends(registered: Mapping[str, str] | None = None) -> dict[str, Nam
     return entries
 
 
-def _read(path: Path) -> dict[str, NamedBackend]:
-    source = f"named backends ({path}, ${ENVIRONMENT})"
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as error:
-        raise SpecError(Problem("", f"cannot be read: {error}"), source) from None
-    import yaml
+def _bounded_text(path: Path, source: str) -> str:
+    """The file's text, read as the spec loader reads a spec (`trainops.spec.loader.MAX_FILE_BYTES`, UTF-8, no NUL):
+    a regular file only, opened without waiting (a FIFO there held every command that named a backend), a link
+    followed (the user's own file; a configuration manager links it); ``/dev/null`` is no file of named backends."""
+    import stat
+
+    from trainops.spec.loader import MAX_FILE_BYTES
 
     try:
-        document = yaml.safe_load(text) if text.strip() else {}
-    except yaml.YAMLError as error:
-        raise SpecError(Problem("", f"is not YAML: {error}"), source) from None
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        raise SpecError(Problem("", f"cannot be read: {error.strerror or error}"), source) from None
+    try:
+        details = os.fstat(descriptor)
+        if not stat.S_ISREG(details.st_mode):
+            if os.path.exists(os.devnull) and os.path.samestat(details, os.stat(os.devnull)):
+                return ""
+            kind = ("a FIFO" if stat.S_ISFIFO(details.st_mode) else "a device" if stat.S_ISCHR(details.st_mode)
+                    or stat.S_ISBLK(details.st_mode) else "a directory" if stat.S_ISDIR(details.st_mode)
+                    else "not a regular file")
+            raise SpecError(Problem("", f"is {kind}: give a YAML file of named backends"), source)
+        chunks: list[bytes] = []
+        while (left := MAX_FILE_BYTES + 1 - sum(map(len, chunks))) > 0 and (chunk := os.read(descriptor, left)):
+            chunks.append(chunk)
+        raw = b"".join(chunks)
+    except OSError as error:
+        raise SpecError(Problem("", f"cannot be read: {error.strerror or error}"), source) from None
+    finally:
+        os.close(descriptor)
+    if len(raw) > MAX_FILE_BYTES:
+        raise SpecError(Problem("", f"is larger than {MAX_FILE_BYTES:,} bytes, the limit of a spec file: a file of "
+                                    "named backends holds a few entries"), source)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise SpecError(Problem("", f"is not UTF-8 text (byte {error.start})"), source) from None
+    if "\x00" in text:
+        raise SpecError(Problem("", "holds NUL bytes: it is not a text file"), source)
+    return text
+
+
+def _read(path: Path) -> dict[str, NamedBackend]:
+    source = f"named backends ({path}, ${ENVIRONMENT})"
+    text = _bounded_text(path, source)
+    if not text.strip():
+        return {}
+    from trainops.spec.loader import parse_text  # the spec loader's limits: size, aliases, depth, values
+
+    try:
+        document = parse_text(text, source)
+    except SpecError as error:  # not YAML, or past one of the loader's limits (an alias bomb, too deep, too many)
+        raise SpecError([Problem(problem.path, f"is not YAML trainops reads: {problem.message}")
+                         for problem in error.problems], source) from None
     if not isinstance(document, dict):
         raise SpecError(Problem("", "must be a mapping of name -> {backend: NAME, options: {...}}"), source)
     entries, problems = {}, []

@@ -264,8 +264,12 @@ class LocalOptions(BackendOptions):
                 isinstance(key, str) and isinstance(value, str) for key, value in overrides.items())):
             problems.append(Problem("channel_overrides", "give a mapping of channel name -> local directory "
                                                          "(both strings)"))
-        if self.checkpoint_key is not None and not isinstance(self.checkpoint_key, str):
-            problems.append(Problem("checkpoint_key", f"{self.checkpoint_key!r} is not a string"))
+        if self.checkpoint_key is not None:
+            from trainops.backends.hostfs.paths import checkpoint_key_problem
+
+            problem = checkpoint_key_problem(self.checkpoint_key)
+            if problem:
+                problems.append(Problem("checkpoint_key", problem))
         if self.image_python is not None:
             found = _interpreter(self.image_python)
             if found is None:

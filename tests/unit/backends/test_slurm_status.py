@@ -39,8 +39,8 @@ class Jobs(Transport):
 
 
 def job(state, **more):
-    return SlurmJob(**{"job_id": 7, "name": "bert-1", "user": "alice", "state": state, "nodes": "n[1-2]",
-                       "started": 1000.0, "ended": 1060.0, **more})
+    return SlurmJob(**{"job_id": 7, "name": "bert-1", "user": "alice", "comment": "trainops:abc", "state": state,
+                       "nodes": "n[1-2]", "started": 1000.0, "ended": 1060.0, **more})
 
 
 @pytest.fixture

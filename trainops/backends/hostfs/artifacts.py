@@ -23,7 +23,9 @@ Factory = Callable[[str], Any]
 
 def default_output_path(job_dir: Path) -> str:
     """Where a job without an output_path writes: <workdir>/output, beside the jobs (a file:// URI)."""
-    return (job_dir.parent.parent / "output").resolve().as_uri()  # <workdir>/jobs/<job> -> <workdir>/output
+    # "file://" and the path as it is: Path.as_uri() percent-encodes (é, %), and local_path never decodes, so the
+    # archives went to an encoded sibling of the work directory.
+    return f"file://{(job_dir.parent.parent / 'output').resolve()}"  # <workdir>/jobs/<job> -> <workdir>/output
 
 
 def local_output_root(output_path: str | None, job_dir: Path) -> Path:

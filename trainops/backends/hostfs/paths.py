@@ -161,6 +161,34 @@ def short_key(key: str, limit: int = 200) -> str:
     return f"{key.encode('utf-8')[:limit - 17].decode('utf-8', 'ignore')}-{digest}"
 
 
+#: A checkpoint key (``checkpoint_key``, ``--resume-from JOB``): the characters of `SAFE_COMPONENT`, any length (a
+#: long one is shortened by `short_key`).
+CHECKPOINT_KEY = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._@+=-]*\Z")
+
+
+def checkpoint_key_problem(key: object) -> str | None:
+    """Why ``key`` cannot name a checkpoint directory (one path component under the checkpoints root: no ``/``, no
+    ``..``, no hidden or option-like name), or None."""
+    if not isinstance(key, str) or not CHECKPOINT_KEY.match(key):
+        return (f"{key!r} cannot be a checkpoint key: use the name of a job (letters, digits and - . _ @ + =, starting "
+                "with a letter or digit; no /, no .., no spaces)")
+    return None
+
+
+def checkpoint_component(key: str, field: str = "checkpoint_key") -> str:
+    """The checkpoint directory's name for ``key`` (`short_key`), one path component under the checkpoints root.
+    A ``checkpoint_key`` must be a safe name (`checkpoint_key_problem`, a `SpecError` naming the field); a key made
+    from a ``checkpoint_s3_uri`` has its slashes replaced and starts with the bucket's name, so it stays below."""
+    if field == "checkpoint_key":
+        problem = checkpoint_key_problem(key)
+        if problem:
+            raise SpecError(Problem(field, problem), source="job options")
+    name = short_key(key)
+    if "/" in name or "\0" in name or name in (".", ".."):
+        raise SpecError(Problem(field, f"{key!r} cannot name a checkpoint directory"), source="job options")
+    return name
+
+
 def own_directory(path: Path, field: str) -> Path:
     """``path`` (a job's or a checkpoint's directory under a checked root) created mode 0700 when missing; a link,
     a file or another user's directory there is a `SpecError` naming ``field``."""

@@ -340,7 +340,7 @@ class LocalJob:
         field = "checkpoint_key"
         if checkpoint_uri:
             key, field = checkpoint_uri.split("://", 1)[-1].strip("/").replace("/", "__"), "checkpoint_s3_uri"
-        key = paths.short_key(key)
+        key = paths.checkpoint_component(key, field)  # one safe component: never `..` out of the root
         root = paths.checkpoints_root(self.workdir)
         directory = root / key
         self._checkpoint_lock = try_lock(root / f".{key}.lock", self.job_name)

@@ -43,6 +43,26 @@ DEFAULT_POLL_SECONDS = 2.0
 SLURM_STAGE_SETTINGS = frozenset({"strict", "workers", "progress", "delete"})
 
 
+def checked_poll_seconds(value: Any) -> float:
+    """``poll_seconds`` as a number of seconds a wait can sleep: finite, above zero, at most an hour; else a
+    `SpecError` naming it, before anything is submitted (nan, inf or -1 used to submit the job, then crash the
+    wait)."""
+    import math
+
+    seconds = value
+    if isinstance(value, str):
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = None
+    if (isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not math.isfinite(seconds)
+            or not 0 < seconds <= 3600):
+        raise SpecError(Problem("poll_seconds", f"{value!r} is not a number of seconds between 0 and 3600 (how often "
+                                                f"a wait asks Slurm; default {DEFAULT_POLL_SECONDS:g})"),
+                        "slurm backend settings")
+    return float(seconds)
+
+
 class SlurmBackend(JobKindMethods, PolledBackend[SlurmOptions]):
     """Training jobs as Slurm batch jobs.
 
@@ -69,7 +89,7 @@ class SlurmBackend(JobKindMethods, PolledBackend[SlurmOptions]):
                  registry_dir: str | None = None):
         self.cluster = SlurmCluster(shared_dir=shared_dir, transport=transport, rest_url=rest_url,
                                      rest_user=rest_user, rest_token_file=rest_token_file)
-        self.poll_seconds = float(poll_seconds) if poll_seconds else DEFAULT_POLL_SECONDS
+        self.poll_seconds = DEFAULT_POLL_SECONDS if poll_seconds is None else checked_poll_seconds(poll_seconds)
         self.client_factory = client_factory
         self.registry_dir = registry_dir
 
@@ -119,7 +139,7 @@ class SlurmBackend(JobKindMethods, PolledBackend[SlurmOptions]):
                                  self.cluster.rest_token_file)
         from trainops.backends.slurm.cli import CommandTransport
 
-        return CommandTransport()
+        return CommandTransport(user=current_user())
 
     def _user(self) -> str:
         from trainops.backends.slurm.status import current_user
@@ -146,6 +166,14 @@ class SlurmBackend(JobKindMethods, PolledBackend[SlurmOptions]):
         from trainops.backends.slurm.script import batch_script, rest_job
 
         check_spec(spec, options, self.cluster.shared_dir)
+        if self.cluster.transport == "rest" and options.sbatch_options:
+            raise SpecError(Problem("sbatch_options", f"{', '.join(sorted(options.sbatch_options))}: slurmrestd takes "
+                                                      "the job's properties, not sbatch's options, and trainops passes "
+                                                      "them on through the Slurm commands only: use transport cli on "
+                                                      "a login node, or leave sbatch_options out (partition, account, "
+                                                      "qos, reservation, constraint and exclusive are options of "
+                                                      "their own, for both transports)"),
+                            "job for the slurm backend")
         job_dir = self._job_dir(name)
         request, batch = render(spec, name, options, job_dir, self._shared_dir(), token="TOKEN")
         rendered: dict[str, Any] = {"request": masked(request), "batch_script": batch_script(batch),
@@ -237,8 +265,26 @@ class SlurmBackend(JobKindMethods, PolledBackend[SlurmOptions]):
         job_id = record.get("slurm_job_id")
         if job_id is None:
             return f"{handle.job_name}: stop recorded; no Slurm job id yet (the submission is under way)"
-        backend.transport().cancel(int(job_id))
-        return f"{handle.job_name}: cancelled Slurm job {job_id} ({reason})"
+        return backend._cancel_own(handle.job_name, record, int(job_id), reason)
+
+    def _cancel_own(self, name: str, record: Mapping[str, Any], job_id: int, reason: str) -> str:
+        """``scancel`` the job only once a look has shown it is this submission's: its user, its name and the token
+        in its comment (`status.owns`). Every stop comes here (trainops stop, the seam's stop and stop_job, Airflow's
+        on_kill, Ctrl-C, a guard): after a controller restarted without its state, the recorded id may be another
+        user's job, which is never cancelled."""
+        from trainops.backends.slurm.status import owns
+
+        transport = self.transport()
+        job = transport.job(job_id)
+        if job is None:
+            return f"{name}: Slurm no longer knows job {job_id}: nothing to cancel"
+        if not owns(job, dict(record), name):
+            logger.warning("[trainops] Slurm job %d is no longer %s (the controller gave its id again: it belongs "
+                           "to %s): not cancelled", job_id, name, job.user or "a job trainops cannot read")
+            return (f"{name}: not cancelled: Slurm job {job_id} is another job now (its controller lost its state "
+                    f"and gave the id again); {name} is no longer in Slurm")
+        transport.cancel(job_id)
+        return f"{name}: cancelled Slurm job {job_id} ({reason})"
 
     def read_logs(self, handle: JobHandle, cursor: Mapping[str, Any], limit: int) -> tuple[list[str], dict[str, Any]]:
         """Complete lines written after ``cursor`` (host -> byte offset) in the hosts' logs on the shared directory."""

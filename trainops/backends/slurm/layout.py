@@ -133,10 +133,14 @@ def render(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_di
 
         resolve_code_dir(spec)  # the entry point is there
         code = str(job_dir / "code")
-    output_path = spec.output_path or (Path(shared_dir).expanduser().resolve() / "output").as_uri()
+    # A plain path, not Path.as_uri(): the URI's percent-encoding (of a letter such as é, or of a %) is never
+    # decoded where the path is used again, so the model went to an encoded sibling outside the shared directory.
+    output_path = spec.output_path or f"file://{Path(shared_dir).expanduser().resolve() / 'output'}"
     request = render_local(spec, job_name=name, launcher="trainops", code=code, runtime=str(job_dir / "runtime"),
                            submit=code, output_path=output_path)
-    extra = tuple((str(key).lstrip("-"), str(value)) for key, value in (options.sbatch_options or {}).items())
+    from trainops.backends.slurm.sbatch_names import FLAGS
+
+    extra = tuple((key, None if key in FLAGS else str(value)) for key, value in (options.sbatch_options or {}).items())
     batch = BatchJob(job_name=name, job_dir=str(job_dir), nodes=spec.host_count(), time_seconds=spec.max_run,
                      token=token, python=options.python or "python3", hyperpod=bool(options.hyperpod),
                      exclusive=options.exclusive is not False, partition=options.partition, account=options.account,
@@ -250,8 +254,8 @@ def checkpoint_directory(spec: Any, options: SlurmOptions, shared_dir: str, name
     field = "checkpoint_key"
     if not key and spec.checkpoint_s3_uri:
         key, field = spec.checkpoint_s3_uri.split("://", 1)[-1].strip("/").replace("/", "__"), "checkpoint_s3_uri"
-    key = key or name
-    return paths.own_directory(paths.checkpoints_root(shared_dir) / paths.short_key(key), field)
+    key = paths.checkpoint_component(key or name, field)
+    return paths.own_directory(paths.checkpoints_root(shared_dir) / key, field)
 
 
 def _copy(files: list[tuple[Path, str]], target: Path) -> None:

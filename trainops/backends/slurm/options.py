@@ -24,14 +24,6 @@ TRANSPORTS = ("cli", "rest")
 REST_API = "v0.0.38"
 #: The settings that say where the cluster is (`SlurmCluster`): the backend's context, carried by every handle.
 CLUSTER_SETTINGS = ("shared_dir", "transport", "rest_url", "rest_user", "rest_token_file")
-#: sbatch options trainops sets itself: ``sbatch_options`` may not name them (the job's files, name and record
-#: depend on them).
-RESERVED_SBATCH = frozenset({
-    "job-name", "J", "nodes", "N", "ntasks", "n", "ntasks-per-node", "output", "o", "error", "e", "time", "t",
-    "requeue", "no-requeue", "open-mode", "parsable", "wait", "W", "chdir", "D", "comment", "partition",
-    "p", "account", "A", "array", "a", "wrap", "input", "i", "dependency", "d", "test-only", "uid", "gid",
-    "kill-on-invalid-dep", "signal", "hold", "H", "clusters", "M", "export-file",
-})
 _WORD = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@%,=+/-]*\Z")
 _TRUE, _FALSE = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
 
@@ -124,7 +116,8 @@ class SlurmOptions(BackendOptions):
         hyperpod: a SageMaker HyperPod cluster: ``srun --auto-resume=1`` (its plugin replaces a faulty node and runs
             the step again from the last checkpoint).
         sbatch_options: more sbatch options (``--name=value`` without the dashes, e.g. ``{"gres": "gpu:8"}``;
-            ``transport: cli`` only); those trainops sets are refused.
+            ``transport: cli`` only): those of `trainops.backends.slurm.sbatch_names.PASSED` (and its ``FLAGS``,
+            ``true``), each name read as sbatch reads it (any unambiguous prefix); those trainops sets are refused.
         launcher: ``trainops`` only (the toolkit needs /opt/ml and algo-N names: a container per host).
     """
 
@@ -155,7 +148,7 @@ class SlurmOptions(BackendOptions):
         _path(self.fsx_mount, "fsx_mount", problems, absolute=True)
         for name, what in (("partition", "a partition name"), ("account", "an account name"),
                            ("qos", "a QOS name"), ("reservation", "a reservation name"),
-                           ("constraint", "a feature expression"), ("checkpoint_key", "a checkpoint key")):
+                           ("constraint", "a feature expression")):
             _word(getattr(self, name), name, problems, what)
         overrides = self.channel_overrides
         if overrides is not None and (not isinstance(overrides, Mapping) or not all(
@@ -163,7 +156,13 @@ class SlurmOptions(BackendOptions):
                 for key, value in overrides.items())):
             problems.append(Problem("channel_overrides", "give a mapping of channel name -> absolute directory "
                                                          "every node sees"))
-        problems += _sbatch_problems(self.sbatch_options)
+        object.__setattr__(self, "sbatch_options", _sbatch_options(self.sbatch_options, problems))
+        if self.checkpoint_key is not None:
+            from trainops.backends.hostfs.paths import checkpoint_key_problem
+
+            problem = checkpoint_key_problem(self.checkpoint_key)
+            if problem:
+                problems.append(Problem("checkpoint_key", problem))
         if self.launcher is not None and self.launcher != "trainops":
             problems.append(Problem("launcher", f"{self.launcher!r}: the slurm backend runs the trainops launcher "
                                                 "only (the toolkit reads /opt/ml and reaches hosts as algo-N, which "
@@ -172,20 +171,30 @@ class SlurmOptions(BackendOptions):
             raise SpecError(problems, "slurm options")
 
 
-def _sbatch_problems(values: Any) -> list[Problem]:
+def _sbatch_options(values: Any, problems: list[Problem]) -> dict[str, str] | None:
+    """``sbatch_options`` with each name resolved as sbatch resolves it (`sbatch_names.resolve`: any unambiguous
+    prefix), as {full option name: value}; a flag's value is ``true`` (``false`` leaves it out)."""
+    from trainops.backends.slurm.sbatch_names import FLAGS, resolve
+
     if values is None:
-        return []
+        return None
     if not isinstance(values, Mapping):
-        return [Problem("sbatch_options", "give a mapping of sbatch option name (no dashes) -> value")]
-    problems = []
+        problems.append(Problem("sbatch_options", "give a mapping of sbatch option name (no dashes) -> value"))
+        return None
+    chosen: dict[str, str] = {}
     for key, value in values.items():
-        name = str(key).lstrip("-")
-        if name in RESERVED_SBATCH:
-            problems.append(Problem(f"sbatch_options.{key}", "trainops sets this option itself (or has an option of "
-                                                             "its own for it): leave it out"))
-        elif not re.match(r"^[a-z][a-z0-9-]*\Z", name):
-            problems.append(Problem(f"sbatch_options.{key}", "is not an sbatch option name"))
+        option, refused = resolve(str(key)) if isinstance(key, str) else (None, "is not an sbatch option name")
+        if refused is not None or option is None:
+            problems.append(Problem(f"sbatch_options.{key}", refused or "is not an sbatch option"))
+        elif option in chosen:
+            problems.append(Problem(f"sbatch_options.{key}", f"names --{option} again"))
+        elif option in FLAGS:
+            flag = _boolean(value, f"sbatch_options.{key}", problems)
+            if flag is True:
+                chosen[option] = "true"
         elif not isinstance(value, (str, int)) or isinstance(value, bool) or not _WORD.match(str(value)):
             problems.append(Problem(f"sbatch_options.{key}", f"{value!r}: give one word (no spaces, quotes or "
                                                              "line breaks)"))
-    return problems
+        else:
+            chosen[option] = str(value)
+    return chosen

@@ -18,6 +18,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import stat
 import time
 import urllib.error
 import urllib.request
@@ -30,18 +31,15 @@ from trainops.errors import JobFailed, Problem, SpecError
 REQUEST_SECONDS = 30.0
 INVALID_JOB_ID = 2017  # ESLURM_INVALID_JOB_ID
 TOKEN_VARIABLE = "SLURM_JWT"
+#: The most a token file may hold (a Slurm JWT is a few hundred bytes).
+TOKEN_LIMIT = 64 * 1024
 
 
 def read_token(token_file: str | None, environ: dict[str, str]) -> str:
     """The JWT from ``token_file`` or ``SLURM_JWT`` (``SLURM_JWT=...`` as ``scontrol token`` prints it is fine);
     refused with what to do when there is none or it has expired."""
     if token_file:
-        try:  # the file the user named (a link to a token kept elsewhere is theirs to make): not a job's
-            with open(os.path.expanduser(token_file), encoding="utf-8") as handle:
-                text = handle.read(64 * 1024)
-        except OSError as error:
-            raise SpecError(Problem("rest_token_file", f"{token_file}: {error.strerror or error}")) from None
-        where = "rest_token_file"
+        text, where = _token_file(token_file), "rest_token_file"
     else:
         text, where = environ.get(TOKEN_VARIABLE, ""), TOKEN_VARIABLE
     token = text.strip().removeprefix(f"{TOKEN_VARIABLE}=")
@@ -54,6 +52,32 @@ def read_token(token_file: str | None, environ: dict[str, str]) -> str:
         raise SpecError(Problem(where, f"the Slurm token expired at {when}: make a new one with `scontrol token "
                                        "username=USER lifespan=SECONDS`"))
     return token
+
+
+def _token_file(token_file: str) -> str:
+    """The token file's text: a regular file (a link to one is the user's to make: a secret mounted by Kubernetes is
+    a link), opened without waiting (a FIFO there would hold every look past the failed-look bounds) and read for at
+    most `TOKEN_LIMIT` bytes."""
+    path = os.path.expanduser(token_file)
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as error:
+        raise SpecError(Problem("rest_token_file", f"{token_file}: {error.strerror or error}")) from None
+    try:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a FIFO" if stat.S_ISFIFO(mode) else "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+            raise SpecError(Problem("rest_token_file", f"{token_file} is {kind}: give a file holding the token from "
+                                                       "`scontrol token username=USER lifespan=SECONDS`"))
+        raw = os.read(descriptor, TOKEN_LIMIT + 1)
+    except OSError as error:
+        raise SpecError(Problem("rest_token_file", f"{token_file}: {error.strerror or error}")) from None
+    finally:
+        os.close(descriptor)
+    if len(raw) > TOKEN_LIMIT:
+        raise SpecError(Problem("rest_token_file", f"{token_file} is larger than {TOKEN_LIMIT:,} bytes: it should "
+                                                   "hold one token"))
+    return raw.decode("utf-8", "replace")
 
 
 def _expiry(token: str) -> float | None:
@@ -152,7 +176,11 @@ class RestTransport(Transport):
         errors = _errors(answer)
         if errors:
             raise SlurmUnreachable(f"slurmrestd could not list the jobs: {errors}")
-        return [SlurmJob.from_openapi(item) for item in answer.get("jobs") or []]
+        return _described(answer)
+
+    def named(self, user: str, name: str) -> list[SlurmJob]:
+        # v0.0.38 lists every user's jobs and filters nothing: each entry is parsed on its own, never trusted
+        return [job for job in self.jobs() if job.user == user and job.name == name]
 
     def job(self, job_id: int) -> SlurmJob | None:
         answer = self._call("GET", f"/job/{int(job_id)}")
@@ -161,8 +189,7 @@ class RestTransport(Transport):
         errors = _errors(answer)
         if errors:
             raise SlurmUnreachable(f"slurmrestd could not describe job {job_id}: {errors}")
-        found = [SlurmJob.from_openapi(item) for item in answer.get("jobs") or []]
-        return next((job for job in found if job.job_id == job_id), None)
+        return next((job for job in _described(answer) if job.job_id == job_id), None)
 
     def cancel(self, job_id: int) -> None:
         answer = self._call("DELETE", f"/job/{int(job_id)}")
@@ -175,10 +202,24 @@ class RestTransport(Transport):
         return self._release
 
 
+def _described(answer: dict[str, Any]) -> list[SlurmJob]:
+    """The answer's jobs; an entry that does not describe a job (no numeric id, not an object) is skipped: it is
+    no job of trainops' (slurmrestd lists every user's)."""
+    found = []
+    for item in answer.get("jobs") or []:
+        try:
+            found.append(SlurmJob.from_openapi(item))
+        except (AttributeError, TypeError, ValueError):
+            continue
+    return found
+
+
 def _json(raw: bytes, path: str) -> dict[str, Any]:
+    # Another user's job name may hold bytes that are not UTF-8, and slurmrestd passes them on as they are: decoded
+    # with replacement, so they can never match a trainops name and never fail the look.
     try:
-        value = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError):
+        value = json.loads(raw.decode("utf-8", "replace"))
+    except (ValueError, RecursionError):
         raise SlurmUnreachable(f"slurmrestd answered {path} with something that is not JSON") from None
     if not isinstance(value, dict):
         raise SlurmUnreachable(f"slurmrestd answered {path} with {type(value).__name__}, not an object")

@@ -43,7 +43,7 @@ class BatchJob:
     qos: str | None = None
     reservation: str | None = None
     constraint: str | None = None
-    extra: tuple[tuple[str, str], ...] = field(default=())
+    extra: tuple[tuple[str, str | None], ...] = field(default=())
 
     @property
     def comment(self) -> str:
@@ -55,7 +55,9 @@ class BatchJob:
 
     @property
     def batch_log(self) -> str:
-        return f"{self.job_dir}/logs/batch-%j.log"
+        """sbatch's ``--output`` pattern: ``%j`` is the job id, and a ``%`` of the job's directory is written ``%%``
+        (sbatch expands every ``%`` of the path: a shared directory holding one broke every job)."""
+        return f"{self.job_dir.replace('%', '%%')}/logs/batch-%j.log"
 
     def options(self) -> list[tuple[str, str | None]]:
         """The job's sbatch options, in the script's order: (long name, value or None for a flag)."""

@@ -97,13 +97,22 @@ def _forgotten(name: str, record: dict[str, Any], stop: dict[str, Any] | None,
 
 def _adopt(job_dir: Path, record: dict[str, Any], transport: Transport) -> SlurmJob | None:
     """The Slurm job of a submission whose id was never recorded (trainops stopped between sbatch and the record):
-    found by the submission's comment, and the user's own only."""
+    looked up by the user and the job's name, then picked by the submission's token in its comment."""
     mark = f"{COMMENT_PREFIX}{record.get('token')}"
-    found = [job for job in transport.jobs() if job.comment == mark and job.user == record.get("user")]
+    name = str(record.get("job_name") or job_dir.name)
+    found = [job for job in transport.named(str(record.get("user") or ""), name) if job.comment == mark]
     if found:
         records.update(job_dir, records.JOB, slurm_job_id=found[0].job_id)
         return found[0]
     return None
+
+
+def owns(job: SlurmJob, record: dict[str, Any], name: str) -> bool:
+    """Whether the Slurm job ``job`` is the submission ``record`` made: its user, its name and the submission's token
+    in its comment. An id alone proves nothing: a controller that lost its state gives ids again, to anyone's job."""
+    token = record.get("token")
+    return (bool(token) and job.user == record.get("user") and job.name == name
+            and job.comment == f"{COMMENT_PREFIX}{token}")
 
 
 def read(job_dir: Path, name: str, transport: Transport) -> dict[str, Any] | None:
@@ -120,7 +129,7 @@ def read(job_dir: Path, name: str, transport: Transport) -> dict[str, Any] | Non
         job: SlurmJob | None = None
         if record.get("slurm_job_id") is not None:
             job = transport.job(int(record["slurm_job_id"]))
-            if job is not None and (job.user != record.get("user") or job.name != name):
+            if job is not None and not owns(job, record, name):
                 job = None  # an id reused after a controller's state was wiped: not this job
         else:
             job = _adopt(job_dir, record, transport)

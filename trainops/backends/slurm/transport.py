@@ -1,7 +1,10 @@
 """How trainops reaches a Slurm cluster: what a transport does, the job as Slurm describes it, and the two errors.
 
-Both transports read the same description of a job: the ``jobs`` entries of Slurm's OpenAPI v0.0.38 (what
-slurmrestd's ``GET /slurm/v0.0.38/jobs`` and ``squeue --json`` print on Slurm 22.05), so one parser serves both.
+A job is described by `SlurmJob`: from the ``jobs`` entries of Slurm's OpenAPI v0.0.38 (slurmrestd's answers on
+Slurm 22.05, `SlurmJob.from_openapi`) or from the fields ``squeue`` prints (`trainops.backends.slurm.cli`).
+trainops looks up its own jobs only, by id (`Transport.job`) and by user and name (`Transport.named`, then the
+submission token in the comment): other users' jobs are never parsed for a decision, and a field Slurm prints is
+never assumed clean (a job name may hold any bytes, of any user's choosing).
 A look that cannot reach the controller raises `SlurmUnreachable`, a `trainops.backends.looks.LookFailed`: a failed
 look, never a failed job (every wait looks again, under the seam's one policy); a job Slurm does not know (any more)
 is None, not an error.
@@ -48,8 +51,11 @@ class SlurmJob:
 
         state = str(data.get("job_state") or "")
         code = data.get("exit_code")
-        return cls(job_id=int(data["job_id"]), name=str(data.get("name") or ""),
-                   user=str(data.get("user_name") or ""), state=state.split()[0] if state else "",
+        job_id = data.get("job_id")
+        if isinstance(job_id, bool) or not isinstance(job_id, int):
+            raise ValueError(f"a job without a job id: {job_id!r}")
+        return cls(job_id=job_id, name=str(data.get("name") or ""),
+                   user=str(data.get("user_name") or ""), state=(state.split() or [""])[0],
                    reason=str(data.get("state_reason") or ""), nodes=str(data.get("nodes") or ""),
                    comment=str(data.get("comment") or ""), submitted=when("submit_time"),
                    started=when("start_time"), ended=when("end_time") if state not in RUNNING_STATES else None,
@@ -74,11 +80,17 @@ class Transport(abc.ABC):
 
     @abc.abstractmethod
     def jobs(self) -> list[SlurmJob]:
-        """Every job the controller remembers, of every user."""
+        """The jobs the transport lists (the real transports look jobs up by id and name instead: `job`, `named`)."""
 
     def job(self, job_id: int) -> SlurmJob | None:
-        """The job of that id, or None when Slurm does not know it (any more)."""
+        """The job of that id, or None when Slurm does not know it (any more). The job may be another user's (an id
+        given again after the controller lost its state): the caller compares its user, name and comment."""
         return next((job for job in self.jobs() if job.job_id == job_id), None)
+
+    def named(self, user: str, name: str) -> list[SlurmJob]:
+        """The jobs of ``user`` named ``name`` that Slurm remembers (for a submission whose id was never recorded:
+        the caller picks the one whose comment carries its token)."""
+        return [job for job in self.jobs() if job.user == user and job.name == name]
 
     @abc.abstractmethod
     def cancel(self, job_id: int) -> None:
