@@ -246,6 +246,19 @@ def test_squeues_answer_is_read_as_bytes_and_a_line_that_is_not_a_job_is_skipped
     assert job.started is not None and job.started - job.submitted == 3
 
 
+def test_squeues_own_settings_in_the_environment_change_no_look(tmp_path):
+    environ = fake_command(tmp_path, "squeue", b"")
+    script = tmp_path / "bin" / "squeue"  # prints the settings it was given, then the job
+    script.write_text(f"#!/bin/sh\nprintf 'env %s %s\\n' \"$SLURM_TIME_FORMAT\" \"$SQUEUE_PARTITION\"\n"
+                      f"cat '{tmp_path}/mine.out'\n")
+    (tmp_path / "mine.out").write_bytes(MINE)
+    transport = CommandTransport(environ={**environ, "SLURM_TIME_FORMAT": "relative", "SQUEUE_PARTITION": "other"})
+    job = transport.job(7)
+    assert job is not None and job.started is not None and job.comment == "trainops:abc"
+    printed = subprocess.run([str(script)], env=transport._look_environ, capture_output=True, check=True).stdout
+    assert printed.splitlines()[0] == b"env standard "
+
+
 def test_an_id_held_by_a_job_whose_fields_cannot_be_read_is_not_this_job(tmp_path):
     transport = CommandTransport(environ=fake_command(tmp_path, "squeue", b"7\x1fmallory\x1f\xff\n\x1f\n"))
     job = transport.job(7)

@@ -74,6 +74,10 @@ class CommandTransport(Transport):
         source = os.environ if environ is None else environ
         self.environ = {key: value for key, value in source.items() if key not in WITHHELD}
         self.user = user
+        # squeue's own settings in the environment would change what it prints or filter trainops' job out of a look
+        # by id (SQUEUE_PARTITION, SQUEUE_ACCOUNT...): its answer is read in one format, with standard times.
+        self._look_environ = {key: value for key, value in self.environ.items() if not key.startswith("SQUEUE_")}
+        self._look_environ["SLURM_TIME_FORMAT"] = "standard"
 
     def _command(self, name: str) -> str:
         found = shutil.which(name, path=self.environ.get("PATH"))
@@ -83,9 +87,10 @@ class CommandTransport(Transport):
         return found
 
     def _call(self, argv: list[str], what: str) -> _Done:
+        environ = self._look_environ if argv[0] == "squeue" else self.environ
         argv = [self._command(argv[0]), *argv[1:]]
         try:
-            done = subprocess.run(argv, capture_output=True, env=self.environ, timeout=COMMAND_SECONDS, check=False,
+            done = subprocess.run(argv, capture_output=True, env=environ, timeout=COMMAND_SECONDS, check=False,
                                   stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             raise SlurmUnreachable(f"{what}: {os.path.basename(argv[0])} did not answer within "
