@@ -27,6 +27,7 @@ BUILTIN: dict[str, str] = {
     "sagemaker": "trainops.backends.sagemaker.backend:SageMakerBackend",
     "slurm": "trainops.backends.slurm.backend:SlurmBackend",
     "kubernetes": "trainops.backends.kubernetes.backend:KubernetesBackend",
+    "ray": "trainops.backends.ray.backend:RayBackend",
 }
 #: The backend a front end uses when none is named (a command without --backend, a pipeline file without backend:,
 #: an operator without backend=): the one place it is spelled.
