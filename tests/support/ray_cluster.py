@@ -169,7 +169,11 @@ def start_cluster() -> RayCluster:
     try:
         wait_until(lambda: "UP" in cluster.run(["ip", "-o", "link", "show", "lo"]).stdout.split(">")[0],
                    "the namespace's loopback to come up", timeout=30, pause=0.1)
-        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_DEDUP_LOGS": "0"}
+        # The nodes' python is this environment's (as a real cluster's python has Ray): a job's `python` finds it.
+        env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_DEDUP_LOGS": "0",
+               "PATH": os.pathsep.join([str(ray_binary().parent), os.environ.get("PATH", "")]),
+               "TMPDIR": str(root / "tmp")}  # the hosts' directories (the driver's) go where stop() removes them
+        (root / "tmp").mkdir()
         common = ["--block", f"--num-cpus={CPUS_PER_NODE}", "--num-gpus=0",
                   f"--object-store-memory={OBJECT_STORE_BYTES}", "--node-ip-address=127.0.0.1",
                   "--disable-usage-stats"]

@@ -49,7 +49,10 @@ def test_the_submission_names_the_job_and_carries_trainops_token(spec, tmp_path)
     assert arguments["job_name"] == "bert-1" and arguments["max_run"] == 3600
     runtime_env = rendered["runtime_env"]
     assert runtime_env["pip"] == ["numpy"]
-    assert runtime_env["env_vars"] == {"A": "1", "NCCL_DEBUG": "INFO"}  # merged, the spec's environment winning
+    request_shown = json.loads(runtime_env["env_vars"].pop("TRAINOPS_RAY_REQUEST"))  # the driver's request
+    assert request_shown["TrainingJobName"] == "bert-1"
+    assert runtime_env["env_vars"] == {"A": "1", "NCCL_DEBUG": "INFO",  # merged, the spec's environment winning
+                                       "TRAINOPS_RAY_SHIPPED": "1"}
     assert runtime_env["working_dir"] == str(tmp_path.resolve())  # the code travels in the runtime_env
     assert runtime_env["py_modules"][0].endswith("/trainops")  # and so does the runtime: the nodes need no trainops
     request = rendered["request"]
@@ -129,6 +132,12 @@ def test_settings_refuse_a_client_address_and_say_where_the_address_comes_from(m
     assert raised.value.problems[0].path == "address" and "RAY_ADDRESS" in str(raised.value)
     monkeypatch.setenv("RAY_ADDRESS", "http://127.0.0.1:8265/")
     assert RaySettings().resolved_address() == "http://127.0.0.1:8265"
+
+
+def test_a_secret_of_the_environment_is_masked_in_what_render_prints(spec):
+    secret = spec.model_copy(update={"environment": {"WANDB_API_KEY": "hunter2-secret"}})
+    shown = json.dumps(backend().render_request(secret, "bert-1"))
+    assert "hunter2-secret" not in shown
 
 
 def test_trainops_render_prints_the_submission(spec, tmp_path):

@@ -9,6 +9,7 @@ the guards (``max_run`` included: Ray has no deadline of its own), failed looks 
 from __future__ import annotations
 
 import hashlib
+import json
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from trainops.backends.kit import (
     trainops_home,
 )
 from trainops.backends.ray import status as ray_status
+from trainops.backends.ray.driver import REQUEST_VARIABLE
 from trainops.backends.ray.jobs_api import JobsApi, NameTaken
 from trainops.backends.ray.options import RayOptions, RaySettings
 from trainops.backends.ray.submission import OWNER_KEY, TOKEN, TOKEN_KEY, check_spec, default_owner, render
@@ -93,13 +95,18 @@ class RayBackend(PolledBackend[RayOptions]):
 
     def dry_run(self, spec: JobSpec, name: str, options: RayOptions) -> dict[str, Any]:
         from trainops.backends.request.render import masked
+        from trainops.spec.secrets import masked_environment
 
         submission = render(spec, name, options, owner=self.owner, shared_dir=self.cluster.shared_dir)
+        shown_request = masked(submission["request"])
+        env_vars = {**masked_environment(submission["runtime_env"]["env_vars"]),
+                    REQUEST_VARIABLE: json.dumps(shown_request, sort_keys=True)}  # no secret in what is printed
+        submission["runtime_env"] = {**submission["runtime_env"], "env_vars": env_vars}
         try:
             address: str | None = self.cluster.resolved_address()
         except SpecError:
             address = None
-        return {**submission, "request": masked(submission["request"]), "address": address}
+        return {**submission, "request": shown_request, "address": address}
 
     def create(self, spec: JobSpec, name: str, options: RayOptions, *, detached: bool, log: Log) -> JobHandle:
         submission = render(spec, name, options, owner=self.owner, shared_dir=self.cluster.shared_dir)

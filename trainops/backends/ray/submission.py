@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trainops.backends.kit import Problem, SpecError, instance_type
+from trainops.backends.ray.driver import REQUEST_VARIABLE, SHIPPED_VARIABLE
 from trainops.backends.ray.options import RayOptions
 
 #: The entrypoint's module: the job's driver on the head node.
@@ -126,10 +127,12 @@ def render(spec: Any, name: str, options: RayOptions, *, owner: str, shared_dir:
     given = dict(options.runtime_env or {})
     env_vars = {**dict(given.pop("env_vars", None) or {}), **{key: str(value) for key, value in
                                                              (spec.environment or {}).items()}}
+    env_vars[REQUEST_VARIABLE] = json.dumps(request, sort_keys=True)  # the driver's and every host's
     runtime_env: dict[str, Any] = {**given, "env_vars": env_vars}
     if shared_dir is None:
         runtime_env["working_dir"] = str(code)
         runtime_env["py_modules"] = [runtime_package()]
+        env_vars[SHIPPED_VARIABLE] = "1"  # the code channel is the working_dir Ray unpacked on each node
     plan = placement(spec, options)
     arguments = {"job_name": name, "placement": plan, "max_run": spec.max_run}
     entrypoint = f"python -m {DRIVER} {shlex.quote(json.dumps(arguments, sort_keys=True))}"

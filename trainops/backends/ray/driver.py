@@ -1,0 +1,169 @@
+"""The Ray job's driver (its entrypoint, on the head): one placement group of one bundle per host and one actor per
+bundle (bundle i is host ``algo-<i+1>``), each laying out its host's SageMaker contract on its node and running the
+trainops runtime there, its lines prefixed with the host. The first host that fails stops the others; host 1 packs
+the model where the job's output goes.
+
+Run as ``python -m trainops.backends.ray.driver PLAN`` with the request in ``TRAINOPS_RAY_REQUEST`` (both written by
+`trainops.backends.ray.submission.render`). trainops arrives on the nodes as a ``py_modules`` entry of the job's
+runtime_env (or from ``shared_dir``): the nodes need Ray and the training libraries, never trainops installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+from typing import Any
+
+#: The variable that carries the request (SageMaker's shape) to the driver and the hosts.
+REQUEST_VARIABLE = "TRAINOPS_RAY_REQUEST"
+#: Set when the code travels as the runtime_env's working_dir (no shared_dir): the code channel is the actor's cwd.
+SHIPPED_VARIABLE = "TRAINOPS_RAY_SHIPPED"
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("", 0))
+        return int(probe.getsockname()[1])
+
+
+def _die_with_parent() -> None:
+    """The runtime gets SIGTERM when its actor's process dies (a killed actor, a stopped job): no rank outlives it."""
+    import ctypes
+
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    os.setsid()
+
+
+class HostRunner:
+    """One host of the job, on the node its bundle landed on."""
+
+    def __init__(self, request: dict[str, Any], host: str, processes_per_host: int | None):
+        self.request, self.host, self.processes_per_host = request, host, processes_per_host
+        self.process: subprocess.Popen[str] | None = None
+        root = Path(tempfile.gettempdir()) / "trainops-ray" / request["TrainingJobName"]
+        self.base = root / "hosts" / host
+        self.checkpoints = root / "checkpoints" / host
+
+    def address(self) -> tuple[str, int]:
+        import ray
+
+        return ray.util.get_node_ip_address(), _free_port()
+
+    def _channels(self) -> dict[str, Path]:
+        import trainops
+        from trainops.backends.request.render import CODE_CHANNEL, RUNTIME_CHANNEL
+
+        channels: dict[str, Path] = {}
+        for channel in self.request.get("InputDataConfig") or []:
+            name = channel["ChannelName"]
+            uri = channel["DataSource"].get("S3DataSource", {}).get("S3Uri", "")
+            if name == CODE_CHANNEL and os.environ.get(SHIPPED_VARIABLE) == "1":
+                channels[name] = Path(os.getcwd())  # the runtime_env's working_dir, as Ray unpacked it here
+            elif name == RUNTIME_CHANNEL:
+                channels[name] = Path(trainops.__file__).resolve().parent.parent
+            elif uri.startswith("s3://"):
+                raise RuntimeError(f"channel {name}: {uri} is on S3, which this driver does not download yet: "
+                                   "give a directory every node sees")
+            else:
+                channels[name] = Path(uri.removeprefix("file://"))
+        return channels
+
+    def run(self, addresses: dict[str, str], master_port: int) -> int:
+        """Lay out the host's contract, run the runtime, print its lines prefixed with the host; its exit code."""
+        from trainops.backends.hostfs import contract_dir
+
+        self.checkpoints.mkdir(parents=True, exist_ok=True)
+        layout = contract_dir.fill_container(self.request, self.host, self.base, self._channels(), self.checkpoints)
+        extra = {"TRAINOPS_JOB_NAME": self.request["TrainingJobName"], "PYTHONUNBUFFERED": "1",
+                 "TRAINOPS_HOST_ADDRESSES": json.dumps(addresses), "TRAINOPS_MASTER_PORT": str(master_port),
+                 "TRAINOPS_CHECKPOINT_DIR": str(self.checkpoints),
+                 "TRAINOPS_SHIMS": (self.request.get("Environment") or {}).get("TRAINOPS_SHIMS", "1")}
+        if self.processes_per_host:
+            extra["TRAINOPS_PROCESSES_PER_HOST"] = str(self.processes_per_host)
+        inherited = {key: value for key, value in os.environ.items()
+                     if key not in (REQUEST_VARIABLE, SHIPPED_VARIABLE)}
+        environment = contract_dir.container_environment(self.request, layout, inherited=inherited, isolated=False,
+                                                         extra=extra)
+        argv = contract_dir.container_argv(self.request, sys.executable)
+        self.process = subprocess.Popen(argv, cwd=self.base, env=environment, stdout=subprocess.PIPE,
+                                        stderr=subprocess.STDOUT, text=True, preexec_fn=_die_with_parent)
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            print(f"[{self.host}] {line}", end="", flush=True)
+        return self.process.wait()
+
+    def stop(self) -> None:
+        """End the runtime and every rank it started (its session)."""
+        if self.process is not None and self.process.poll() is None:
+            try:
+                os.killpg(self.process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
+    def pack(self) -> str | None:
+        """Host 1: the model directory as ``<output>/<job>/output/model.tar.gz`` (a file:// output)."""
+        output = self.request["OutputDataConfig"]["S3OutputPath"]
+        if not output.startswith("file://"):
+            print(f"[{self.host}] the model stays on the node ({self.base / 'model'}): packing to {output} is not "
+                  "written yet", flush=True)
+            return None
+        target = Path(output.removeprefix("file://")) / self.request["TrainingJobName"] / "output" / "model.tar.gz"
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with tarfile.open(target, "w:gz") as archive:
+            for path in sorted((self.base / "model").iterdir()):
+                archive.add(path, arcname=path.name)
+        return target.as_uri()
+
+
+def main(argv: list[str]) -> int:
+    import ray
+    from ray.util.placement_group import placement_group
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    plan = json.loads(argv[1])
+    request = json.loads(os.environ[REQUEST_VARIABLE])
+    placement = plan["placement"]
+    ray.init()
+    group = placement_group(placement["bundles"], strategy=placement["strategy"])
+    ray.get(group.ready())
+    runner = ray.remote(HostRunner)
+    actors: list[Any] = []  # Ray's actor handles (typed by Ray at run time only)
+    for index, (host, bundle) in enumerate(zip(placement["hosts"], placement["bundles"], strict=True)):
+        custom = {key: value for key, value in bundle.items() if key not in ("CPU", "GPU")}
+        actors.append(runner.options(
+            num_cpus=bundle.get("CPU", 0), num_gpus=bundle.get("GPU", 0), resources=custom or None,
+            max_concurrency=3, name=f"{plan['job_name']}:{host}",
+            scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=index),
+        ).remote(request, host, placement.get("processes_per_host")))
+    found = ray.get([actor.address.remote() for actor in actors])
+    addresses = {host: address for host, (address, _) in zip(placement["hosts"], found, strict=True)}
+    master_port = found[0][1]
+    running = {actor.run.remote(addresses, master_port): host for host, actor in zip(placement["hosts"], actors,
+                                                                                    strict=True)}
+    failed: tuple[str, int] | None = None
+    pending = list(running)
+    while pending:
+        done, pending = ray.wait(pending, num_returns=1)
+        code = ray.get(done[0])
+        if code != 0 and failed is None:
+            failed = (running[done[0]], code)
+            print(f"[trainops] host {failed[0]} exited {code}: stopping the other hosts", flush=True)
+            ray.get([actor.stop.remote() for actor in actors])
+    if failed is not None:
+        print(f"[trainops] the job failed: host {failed[0]} exited {failed[1]}", flush=True)
+        return 1
+    model = ray.get(actors[0].pack.remote())
+    if model:
+        print(f"[trainops] model: {model}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
