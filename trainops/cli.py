@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "trainops.commands.index_commands",
     "trainops.commands.kfp_commands",
     "trainops.commands.backend_commands",
+    "trainops.commands.completion_commands",
 ]
 
 
