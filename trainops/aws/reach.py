@@ -23,7 +23,7 @@ CREDENTIAL_WAYS = ("set AWS_PROFILE (a profile of ~/.aws/credentials or ~/.aws/c
 
 #: botocore's errors that mean no usable credentials were found on this machine.
 _NO_CREDENTIALS = frozenset({"NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError",
-                             "ProfileNotFound", "SSOTokenLoadError", "UnauthorizedSSOTokenError",
+                             "SSOTokenLoadError", "UnauthorizedSSOTokenError",
                              "TokenRetrievalError", "NoAuthTokenError"})
 
 #: AWS error codes that mean the credentials were sent and refused (unknown key, expired token, wrong secret).
@@ -56,6 +56,9 @@ def explain(error: BaseException) -> AwsSetUpError | None:
     """The error a user should see for an AWS call that could not be made (exit code 2, cause and fix), or None when
     ``error`` is not one of those (the caller handles it as before)."""
     names = _names(error)
+    if "ProfileNotFound" in names:
+        return AwsSetUpError(f"AWS profile: {error}: create it (aws configure --profile NAME), choose one that "
+                             "~/.aws/config has, or unset AWS_PROFILE to use the default credential chain")
     if names & _NO_CREDENTIALS:
         return AwsSetUpError(f"AWS credentials: none usable on this machine ({error}): {CREDENTIAL_WAYS}")
     code = str((getattr(error, "response", None) or {}).get("Error", {}).get("Code", ""))

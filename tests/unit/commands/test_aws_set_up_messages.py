@@ -2,7 +2,8 @@
 `trainops` command as a user runs it, in a subprocess with an environment of its own (no AWS_* variable but the
 ones a case sets, a HOME without ~/.aws), against the SageMaker backend.
 
-- no credentials anywhere: the ways to give them (and the moto server for trying without an account);
+- no credentials anywhere: the ways to give them (and the moto server for trying without an account); a profile
+  AWS_PROFILE names that does not exist;
 - credentials AWS refuses (a moto-free stand-in: an endpoint that answers 403 InvalidClientTokenId);
 - an endpoint that does not answer (a closed port on 127.0.0.1; AWS_MAX_ATTEMPTS=1 bounds botocore's retries so the
   case is quick): which setting chose it and what to check.
@@ -56,6 +57,12 @@ def test_no_credentials_says_how_to_give_them(tmp_path, command):
     done = trainops(tmp_path, *command)
     assert_cause_and_fix(done, "AWS credentials: none usable on this machine", "AWS_PROFILE",
                          "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY", "aws sso login", "moto server")
+
+
+def test_a_profile_that_does_not_exist_is_named_with_the_fix(tmp_path):
+    done = trainops(tmp_path, "status", "some-job", "--backend", "sagemaker", AWS_PROFILE="nope")
+    assert_cause_and_fix(done, "AWS profile: The config profile (nope) could not be found",
+                         "aws configure --profile NAME", "unset AWS_PROFILE")
 
 
 @pytest.mark.parametrize("command", [["run", str(SPEC), "--backend", "sagemaker", "--no-wait"],
