@@ -81,7 +81,7 @@ class SageMakerBackend(JobKindMethods, Backend):
         client_factory: service name -> boto3 client (for example one built from Airflow's ``AwsBaseHook``
             session with `trainops.aws.clients.client_factory_from_session`). Default:
             `default_client_factory(region)`, built on first use so creating the backend costs nothing.
-        poll_seconds: pause between describe calls of a wait.
+        poll_seconds: pause between describe calls of a wait (default: 30 s for training, 15 s for processing).
     """
 
     name = "sagemaker"
