@@ -47,8 +47,8 @@ $(RUN_STAMP): pyproject.toml constraints.txt $(VENV)/.created
 	@touch $@
 
 $(TEST_STAMP): pyproject.toml constraints.txt $(VENV)/.created
-	@echo "installing trainops with every extra (torch, boto3, moto, Airflow, KFP) and the test tools (pytest, ruff,"
-	@echo "mypy) into $(VENV), pinned by constraints.txt: several minutes on a first run (Airflow and torch are large),"
+	@echo "installing trainops with every extra (torch, boto3, moto, Airflow, KFP, kubernetes) and the test tools (pytest,"
+	@echo "ruff, mypy) into $(VENV), pinned by constraints.txt: several minutes on a first run (Airflow and torch are large),"
 	@echo "quiet until done"
 	$(PY) -m pip install -q -c constraints.txt -e ".[all,dev]"
 	@touch $@ $(RUN_STAMP)
