@@ -1,7 +1,7 @@
-# The two commands of the README. Both set up .venv when it is missing or stale, then do their job.
-# `make run` installs only what the example needs (torch, scikit-learn, matplotlib); `make test` adds the rest
-# (Airflow, KFP, boto3, moto, the test tools, ruff and mypy). constraints.txt pins every package, so installs are
-# reproducible.
+# The commands of the README. Each sets up .venv when it is missing or stale, then does its job.
+# `make run` installs only what the example needs (torch, scikit-learn, matplotlib); `make setup` (and `make test`)
+# adds the rest (Airflow, KFP, boto3, moto, the test tools, ruff and mypy). constraints.txt pins every package, so
+# installs are reproducible.
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -9,7 +9,7 @@ RUN_STAMP := $(VENV)/.trainops-run
 TEST_STAMP := $(VENV)/.trainops-test
 export AIRFLOW__CORE__LOAD_EXAMPLES ?= False
 
-.PHONY: run test setup mpi slurm lint clean
+.PHONY: run test setup mpi slurm slurm-cluster lint clean
 
 run: $(RUN_STAMP)
 	$(VENV)/bin/trainops run examples/digits/pipeline.yaml
@@ -33,16 +33,23 @@ lint: $(TEST_STAMP)
 
 setup: $(TEST_STAMP)
 
+# pip -q prints nothing while it works, so each install first says what it installs and why it takes minutes.
 $(VENV)/.created:
+	@echo "creating $(VENV) (Python virtual environment) and upgrading pip in it"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade "pip>=24"
 	@touch $@
 
 $(RUN_STAMP): pyproject.toml constraints.txt $(VENV)/.created
+	@echo "installing trainops with torch (CPU), scikit-learn and matplotlib into $(VENV), the versions pinned in"
+	@echo "constraints.txt: about 2 minutes on a first run (torch is the large download), quiet until done"
 	$(PY) -m pip install -q -c constraints.txt -e ".[torch,examples]"
 	@touch $@
 
 $(TEST_STAMP): pyproject.toml constraints.txt $(VENV)/.created
+	@echo "installing trainops with every extra (torch, boto3, moto, Airflow, KFP, kubernetes) and the test tools (pytest,"
+	@echo "ruff, mypy) into $(VENV), pinned by constraints.txt: several minutes on a first run (Airflow and torch are large),"
+	@echo "quiet until done"
 	$(PY) -m pip install -q -c constraints.txt -e ".[all,dev]"
 	@touch $@ $(RUN_STAMP)
 
@@ -65,6 +72,11 @@ slurm:
 	    echo "installing Slurm ($(SLURM_PACKAGES)) for the slurm backend's tests"; \
 	    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(SLURM_PACKAGES) >/dev/null; \
 	  else echo "Slurm not found: install $(SLURM_PACKAGES) to run the slurm backend's tests" >&2; exit 1; fi; }
+
+# A two-node Slurm cluster on this machine to try the slurm backend on (docs/slurm.md): the test suite's cluster, in
+# the foreground until Ctrl-C; it prints the SLURM_CONF and shared directory another shell uses. Needs root.
+slurm-cluster: $(RUN_STAMP) slurm
+	$(PY) tests/support/slurm_try.py
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache runs

@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "trainops.commands.index_commands",
     "trainops.commands.kfp_commands",
     "trainops.commands.backend_commands",
+    "trainops.commands.completion_commands",
 ]
 
 
@@ -68,6 +69,13 @@ def main(argv: list[str] | None = None) -> int:
         if missing is not None:
             print(f"trainops: this command {missing}", file=sys.stderr)
             return 2
+        # AWS that could not be reached (no credentials, an endpoint that does not answer): its cause and fix.
+        from trainops.aws.reach import explain
+
+        unreachable = explain(error)
+        if unreachable is not None:
+            print(f"trainops: {unreachable}", file=sys.stderr)
+            return unreachable.exit_code
         if os.environ.get("TRAINOPS_DEBUG"):
             import traceback
 

@@ -64,7 +64,16 @@ def install_hint(error: BaseException) -> str | None:
     """``pip install 'trainops[EXTRA]'`` when ``error`` is a missing optional package of trainops, else None."""
     name = (getattr(error, "name", None) or "").partition(".")[0]
     extra = OPTIONAL_PACKAGES.get(name) if isinstance(error, ModuleNotFoundError) else None
-    return f"pip install 'trainops[{extra}]'" if extra else None
+    if not extra:
+        return None
+    # From a checkout (an editable install, `make setup`'s), pip finds no 'trainops' on an index: the checkout's
+    # own path is what installs the extra there.
+    import os
+
+    checkout = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    if os.path.isfile(os.path.join(checkout, "pyproject.toml")):
+        return f"pip install 'trainops[{extra}]' (from this checkout: pip install -e '{checkout}[{extra}]')"
+    return f"pip install 'trainops[{extra}]'"
 
 
 def missing_package(error: BaseException) -> str | None:

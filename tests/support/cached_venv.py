@@ -62,7 +62,8 @@ class CachedVenv:
                 return python_of(directory)
             if directory.exists():
                 shutil.rmtree(directory)
-            log(f"building the {self.label} venv in {directory} (once; a few minutes)")
+            log(f"building the {self.label} venv in {directory}: {', '.join([*self.packages, *self.no_deps])} "
+                "(once, a few minutes: the downloads and any C extension to compile; pip is quiet until done)")
             subprocess.run([sys.executable, "-m", "venv", str(directory)], check=True)
             pip = [str(python_of(directory)), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
             environment = clean_environment()

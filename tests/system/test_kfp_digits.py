@@ -72,6 +72,16 @@ def test_the_digits_pipeline_runs_every_task_and_registers_the_model(first_run):
 
     outputs = run_dir(result.stdout)
     assert outputs.parent == workdir / "kfp"  # KFP's outputs stay in the work directory
+    # The console is a summary (issue 47): each task's start and end, the steps' own lines (the epochs); kfp.local's
+    # executor JSON is in the run's log, which the last line names.
+    whole = outputs / "run-local.log"
+    assert "Got executor_input" in whole.read_text() and "Got executor_input" not in result.stdout
+    assert "pip install" not in whole.read_text()
+    assert result.stdout.splitlines()[-1] == (f"[kfp] kfp.local's whole output (each task's executor input and "
+                                              f"outputs): {whole} (-v prints it here)")
+    assert re.search(r"^  \[algo-1 rank 0\] epoch 12/12 loss [0-9.]+ \(world size 2, [0-9.]+ s\)$", result.stdout,
+                     re.M)
+    assert "[kfp] train-model: running" in result.stdout and "[kfp] train-model: SUCCESS after " in result.stdout
 
     train = executor_output(outputs, "train-model")
     [model] = train["artifacts"]["model"]["artifacts"]
@@ -115,7 +125,10 @@ def test_a_gate_that_cannot_pass_skips_register_fails_the_run_and_training_reatt
     assert states["register-model"].startswith("SKIPPED")
     assert states["gate-failed"].startswith("FAILED")
     # the verdict is not a lost pod: the gate-failed task ran once, not again a minute and two minutes later
-    assert len(re.findall(r"Executing task \S*'gate-failed'", result.stdout + result.stderr)) == 1
+    # (kfp.local's own lines are in the run's log since issue 47: the console shows each task's start once too)
+    whole = (run_dir(result.stdout) / "run-local.log").read_text()
+    assert len(re.findall(r"Executing task \S*'gate-failed'", whole)) == 1
+    assert result.stdout.count("[kfp] gate-failed: running") == 1
     assert "[kfp] pipeline digits-retrain: FAILED" in result.stdout
     assert not (run_dir(result.stdout) / "register-model").exists()
     # the same job, not a second one; and no new model version

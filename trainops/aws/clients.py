@@ -62,6 +62,17 @@ def missing_region() -> SpecError:
     return SpecError(Problem("region", f"the sagemaker backend needs a region: give one with {REGION_WAYS}"))
 
 
+def region_note(spec_region: str | None, backend_region: str | None, named_as: str | None = None) -> str | None:
+    """What to tell the user when a spec's region overrides the one its backend was given (a named backend's, -o
+    region, --region, AWS_REGION): the spec's wins, since its images and S3 locations are that region's. None when
+    they agree or either is missing."""
+    if not spec_region or not backend_region or spec_region == backend_region:
+        return None
+    backend = f"the backend {named_as}'s" if named_as else "the backend's"
+    return (f"[trainops] region: the job runs in the spec's region {spec_region}, not {backend} {backend_region} "
+            f"(a spec's region wins over the backend's); remove region: from the spec to run in {backend_region}")
+
+
 def resolve_region(region: str | None = None, profile: str | None = None) -> str | None:
     """The region to use: ``region``, else ``AWS_REGION`` (which boto3 itself does not read), else boto3's own
     (``AWS_DEFAULT_REGION``, the profile's configuration); None when there is none."""
@@ -161,8 +172,9 @@ _BAD_REQUEST_CODES = frozenset({"ValidationException", "ValidationError", "Inval
 def translate_client_error(error: BaseException, action: str, field: str = "") -> TrainopsError:
     """Turn an AWS error into the trainops error a user should see, naming the action that failed.
 
-    Validation errors become `SpecError` (exit code 2: fix the input); everything else becomes `JobFailed`
-    (exit code 1). Use as ``raise translate_client_error(error, "CreateTrainingJob my-job") from error``.
+    Validation errors become `SpecError` (exit code 2: fix the input), credentials AWS refuses an `AwsSetUpError`
+    (exit code 2: fix the set-up, `trainops.aws.reach`); everything else becomes `JobFailed` (exit code 1).
+    Use as ``raise translate_client_error(error, "CreateTrainingJob my-job") from error``.
     """
     code = error_code(error)
     message = error_message(error)
@@ -171,6 +183,10 @@ def translate_client_error(error: BaseException, action: str, field: str = "") -
             Problem(field, f"AWS rejected {action}: {message}; fix this value and submit again"),
             source="request",
         )
+    from trainops.aws.reach import REFUSED_CREDENTIAL_CODES, refused_credentials
+
+    if code in REFUSED_CREDENTIAL_CODES:
+        return refused_credentials(code, f"{action}: {message}")
     if code in {"AccessDenied", "AccessDeniedException", "UnauthorizedOperation"}:
         return JobFailed(f"{action}: access denied ({message}); grant the caller's role this permission")
     return JobFailed(f"{action} failed: {code or type(error).__name__}: {message}")

@@ -362,10 +362,10 @@ class Backend(abc.ABC, Generic[OptionsT]):
         from trainops.backends.options import coerce_all
 
         given = {key: value for key, value in (values or {}).items() if value is not None}
+        from trainops.backends.options import unknown_settings
+
         known = cls.settings()
-        listed = ", ".join(sorted(known)) or "none"
-        problems = [Problem(key, f"is not a setting of the {cls.name} backend (its settings: {listed}); leave it "
-                                 "out or choose the backend it belongs to") for key in sorted(set(given) - set(known))]
+        problems = unknown_settings(set(given) - set(known), known, f"the {cls.name} backend")
         try:
             coerced = coerce_all({key: value for key, value in given.items() if key in known}, known,
                                  f"the {cls.name} backend", source)

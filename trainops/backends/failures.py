@@ -193,10 +193,19 @@ GUARD_REASON = re.compile(r"^(budget|stalled|wait bound): ")
 _COMPILED = tuple((rule, re.compile(rule.pattern, re.MULTILINE)) for rule in RULES)
 
 
+#: The message line of AWS toolkit's failure file, which names the error class alone on its first line
+#: (``ExecuteUserScriptError:``, then ``ExitCode 1``, then ``ErrorMessage "ModuleNotFoundError: ...``).
+_TOOLKIT_MESSAGE = re.compile(r'^ErrorMessage "?(?P<message>.*)$', re.MULTILINE)
+
+
 def _matched_line(text: str, match: re.Match[str]) -> str:
     start = text.rfind("\n", 0, match.start()) + 1
     end = text.find("\n", match.end())
     line = text[start:] if end < 0 else text[start:end]
+    if line.strip().endswith(":") and end >= 0:  # a head without its message: the toolkit's message line says why
+        message = _TOOLKIT_MESSAGE.search(text, end)
+        if message and message.group("message").strip():
+            line = message.group(0)
     return line.strip()[:EVIDENCE_LIMIT]
 
 

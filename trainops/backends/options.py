@@ -20,11 +20,52 @@ from __future__ import annotations
 import json
 import types
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
 from trainops.errors import Problem, SpecError
+
+#: Settings that take a Python object whatever their declared type (the local backend's ``client_factory`` is
+#: typed Any): code gives them, ``-o`` never does.
+PYTHON_OBJECT_SETTINGS = frozenset({"client_factory", "on_job"})
+
+#: The metadata keys of a described options field.
+HELP, DEFAULT = "trainops_help", "trainops_default"
+
+
+def described(help: str, default: str | None = None) -> dict[str, str]:
+    """The metadata of an options field that says what it means and what applies when it is not given."""
+    return {HELP: help, **({DEFAULT: default} if default is not None else {})}
+
+
+def internal(name: str, hint: Any) -> bool:
+    """Whether a setting takes a Python object (never text, never listed)."""
+    return name in PYTHON_OBJECT_SETTINGS or kind_of(hint) == "callable"
+
+
+def offered(known: Mapping[str, Any]) -> list[str]:
+    """The settings of ``known`` (name -> declared type) a user may give as text, sorted."""
+    return sorted(name for name, hint in known.items() if not internal(name, hint))
+
+
+def unknown_settings(unknown: Iterable[str], known: Mapping[str, Any], owner: str,
+                     fix: str = "leave it out or choose the backend it belongs to") -> list[Problem]:
+    """One problem per setting ``owner`` (``the local backend``) does not take: the closest it does take ("did you
+    mean"), and the list of those a user may give (`offered`), never the internal ones."""
+    import difflib
+
+    names = offered(known)
+    listed = ", ".join(names) or "none"
+    problems = []
+    for key in sorted(unknown):
+        lowered = {name.lower(): name for name in names}
+        close = ([lowered[key.lower()]] if key.lower() in lowered
+                 else difflib.get_close_matches(key.lower(), names, n=1, cutoff=0.6))
+        guess = f"did you mean {close[0]!r}? " if close else ""
+        problems.append(Problem(key, f"is not a setting of {owner} (its settings: {listed}); {guess}{fix}"))
+    return problems
+
 
 #: The two launchers a SageMaker request can carry: trainops' runtime, or the image's own toolkit.
 LAUNCHERS = ("trainops", "toolkit")
@@ -59,10 +100,7 @@ class BackendOptions:
         given = {key: value for key, value in values.items() if _given(value)}
         unknown = sorted(set(given) - set(cls.names()))
         if unknown:
-            known = ", ".join(cls.names()) or "none"
-            raise SpecError([Problem(key, f"is not an option of the {cls.backend} backend (its options: {known}); "
-                                          "leave it out or choose the backend it belongs to")
-                             for key in unknown], source)
+            raise SpecError(unknown_settings(unknown, cls.types(), f"the {cls.backend} backend"), source)
         return cls(**coerce_all(given, cls.types(), f"the {cls.backend} backend", source))
 
     @classmethod
@@ -187,7 +225,7 @@ def coerce(name: str, value: Any, hint: Any, owner: str) -> Any:
             return float(text)
         except ValueError:
             raise refuse("is not a number") from None
-    if kind == "callable":
+    if kind == "callable" or name in PYTHON_OBJECT_SETTINGS:  # a client factory typed Any is an object too
         raise refuse("cannot be given as text: this setting takes a Python object")
     return value
 
@@ -233,25 +271,25 @@ def _launcher_problem(launcher: str | None) -> Problem | None:
 
 @dataclass(frozen=True)
 class LocalOptions(BackendOptions):
-    """Options of a job on the local backend (emulated hosts on this machine).
-
-    Args:
-        processes_per_host: ranks per emulated host (default: the spec's, else the GPUs, else one).
-        channel_overrides: channel name -> a local directory, where the spec's channel is in S3 or FSx.
-        checkpoint_key: the checkpoint directory's key under the state root (default: the job's name), so that the
-            attempts of one task resume from the same checkpoints.
-        launcher: ``trainops`` (the runtime) or ``toolkit`` (the image's own toolkit launches).
-        image_python: the interpreter standing for the training image (a venv without trainops).
-        on_job: called with the prepared job before it runs in this process (prefer ``Backend.stop(handle)``).
-    """
+    """Options of a job on the local backend (emulated hosts on this machine). Each field says what it means and what
+    applies when it is not given (`trainops.backends.setting_help`: `trainops backends` lists them)."""
 
     backend: ClassVar[str] = "local"
 
-    processes_per_host: int | None = None
-    channel_overrides: Mapping[str, str] | None = None
-    checkpoint_key: str | None = None
-    launcher: str | None = None
-    image_python: str | None = None
+    processes_per_host: int | None = field(default=None, metadata=described(
+        "ranks per emulated host", "the spec's, else the GPUs, else one"))
+    channel_overrides: Mapping[str, str] | None = field(default=None, metadata=described(
+        "channel name -> a local directory, where the spec's channel is in S3 or FSx (NAME=DIR,...)",
+        "the spec's channels"))
+    checkpoint_key: str | None = field(default=None, metadata=described(
+        "the checkpoint directory's key under the state root, so that the attempts of one task resume from the "
+        "same checkpoints", "the job's name"))
+    launcher: str | None = field(default=None, metadata=described(
+        "trainops (the runtime launches the ranks) or toolkit (the image's own SageMaker training toolkit)",
+        "the spec's launcher"))
+    image_python: str | None = field(default=None, metadata=described(
+        "the interpreter standing for the training image (a venv without trainops)", "this interpreter"))
+    #: Called with the prepared job before it runs in this process (code only; prefer ``Backend.stop(handle)``).
     on_job: Callable[[Any], None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
@@ -288,18 +326,15 @@ class LocalOptions(BackendOptions):
 
 @dataclass(frozen=True)
 class SageMakerOptions(BackendOptions):
-    """Options of a job on the SageMaker backend.
-
-    Args:
-        launcher: ``trainops`` (the runtime as the entrypoint) or ``toolkit`` (the DLC's own toolkit; the SDK's
-            hyperparameter encoding). Default: the spec's.
-        preflight: check FSx, VPC and capacity settings with AWS calls before the job is created (default True).
-    """
+    """Options of a job on the SageMaker backend, each with what it means and its default."""
 
     backend: ClassVar[str] = "sagemaker"
 
-    launcher: str | None = None
-    preflight: bool = True
+    launcher: str | None = field(default=None, metadata=described(
+        "trainops (the runtime as the entrypoint) or toolkit (the DLC's own toolkit; the SDK's hyperparameter "
+        "encoding)", "the spec's launcher"))
+    preflight: bool = field(default=True, metadata=described(
+        "check FSx, VPC and capacity settings with AWS calls before the job is created", "true"))
 
     def __post_init__(self) -> None:
         problems = []

@@ -20,15 +20,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     command.set_defaults(handler=backends_command)
 
 
-def _type_name(hint: object) -> str:
-    from trainops.backends.options import kind_of
-
-    return kind_of(hint)
-
-
 def backends_command(args: argparse.Namespace) -> int:
     from trainops.backends import BUILTIN, backend_class, default_backend, named, registered
     from trainops.backends.named_file import config_path
+    from trainops.backends.setting_help import describe
     from trainops.errors import SpecError
 
     rows: list[dict[str, Any]] = []
@@ -37,9 +32,12 @@ def backends_command(args: argparse.Namespace) -> int:
                  "default": name == default_backend()}
         try:
             cls = backend_class(name)
-            # What text can give (-o): a setting that takes a Python object (a callback) is for code, not listed.
-            entry["settings"] = {key: kind for key, hint in sorted(cls.settings().items())
-                                 if (kind := _type_name(hint)) != "callable"}
+            # What text can give (-o), each with its help and default, as torchx's runopts list them; a setting
+            # that takes a Python object (a client factory, a callback) is for code, not listed.
+            # "settings" stays name -> type (the JSON's first form); "setting_help" adds each one's help and default.
+            described = describe(cls)
+            entry["settings"] = {row.name: row.kind for row in described}
+            entry["setting_help"] = {row.name: {"help": row.help, "default": row.default} for row in described}
             entry["capabilities"] = job_kinds(cls)
         except SpecError as error:  # a package whose backend cannot be imported: listed, with why
             entry["error"] = str(error.problems[0].message if error.problems else error)
@@ -56,7 +54,10 @@ def backends_command(args: argparse.Namespace) -> int:
         print(f"{row['name']}{mark}: {row['source']}" + (f" -> {row['backend']}" if row["name"] != row["backend"]
                                                          else ""))
         if "settings" in row:
-            print("  settings: " + ", ".join(f"{key} ({kind})" for key, kind in row["settings"].items()))
+            print("  settings (-o KEY=VALUE):" if row["settings"] else "  settings: none")
+            for key, kind in row["settings"].items():
+                about = row["setting_help"][key]
+                print(f"    {key} ({kind}, default: {about['default']}): {about['help']}")
         if "options" in row:
             print("  options: " + ", ".join(f"{key}={value}" for key, value in row["options"].items()))
         if "error" in row:

@@ -6,7 +6,8 @@ kfp is imported inside the command functions only: `trainops --help` and every o
 from __future__ import annotations
 
 import argparse
-from typing import TYPE_CHECKING
+import sys
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from trainops.components.cluster import ClusterSettings
@@ -105,6 +106,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                            help='quality gate for this run instead of the file\'s, e.g. "accuracy >= 0.97"')
     run_local.add_argument("--run-key", default="", metavar="KEY",
                            help="part of the training job's name: a new key trains anew even with the same inputs")
+    run_local.add_argument("-v", "--verbose", action="store_true",
+                           help="print everything kfp.local prints (each task's executor input and outputs as JSON) "
+                                "instead of each task's progress and the summary; without it, that goes to a log file "
+                                "the command names")
     from trainops.commands.backend_args import add_backend_arguments
 
     add_backend_arguments(run_local)
@@ -176,8 +181,33 @@ def run_local_handler(args: argparse.Namespace) -> int:
     from trainops.commands.backend_args import backend_options
     from trainops.components.local_run import run_local
 
-    outcome = run_local(args.pipeline, workdir=args.workdir, gate=args.gate, run_key=args.run_key,
-                        backend=args.backend, backend_options=backend_options(args))
+    options = backend_options(args)
+
+    def run() -> Any:
+        return run_local(args.pipeline, workdir=args.workdir, gate=args.gate, run_key=args.run_key,
+                         backend=args.backend, backend_options=options)
+
+    if args.verbose:
+        return 0 if run().succeeded else 1
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from trainops.commands.kfp_console import summarized
+
+    # The log is written beside the run's outputs once kfp.local has made their directory; until then, a temporary
+    # file (kept, and named, when the run fails before it has one).
+    with tempfile.NamedTemporaryFile("w", prefix="trainops-kfp-run-local-", suffix=".log", delete=False) as log:
+        try:
+            with summarized(log, sys.stdout):
+                outcome = run()
+        except BaseException:
+            print(f"[kfp] kfp.local's whole output: {log.name}", flush=True)
+            raise
+    where = Path(log.name)
+    if outcome.run_dir is not None:
+        where = Path(shutil.move(log.name, outcome.run_dir / "run-local.log"))
+    print(f"[kfp] kfp.local's whole output (each task's executor input and outputs): {where} (-v prints it here)")
     return 0 if outcome.succeeded else 1
 
 

@@ -152,3 +152,14 @@ def test_docs_failures_md_is_generated_from_the_rules():
     path = Path(__file__).resolve().parents[3] / "docs" / "failures.md"
     assert path.read_text(encoding="utf-8") == rules_markdown(), "docs/failures.md is stale: regenerate it (see " \
         "rules_markdown's docstring)"
+
+
+def test_the_toolkits_error_head_alone_is_not_the_evidence_its_message_line_is():
+    # AWS's toolkit writes the error class alone on the first line; `status` showed only "ExecuteUserScriptError:"
+    # (issue 47). The evidence is the message line, quoted from the text as every evidence is.
+    text = ("ExecuteUserScriptError:\nExitCode 1\nErrorMessage \"ModuleNotFoundError: No module named 'trainops'\n"
+            " Traceback (most recent call last)\n\"\nCommand \"torchrun --nnodes 2 train.py\", exit code: 1")
+    verdict = classify(evidence_from_failure_file(text))
+    assert verdict.failure_class == USER
+    assert verdict.evidence == "ErrorMessage \"ModuleNotFoundError: No module named 'trainops'"
+    assert verdict.evidence in text

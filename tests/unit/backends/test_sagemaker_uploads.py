@@ -129,3 +129,34 @@ def test_the_upload_set_holds_every_module_the_runtime_imports(tmp_path):
                             capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "ok"
+
+
+def test_code_that_imports_trainops_gets_the_runtime_in_its_source_tarball(tmp_path):
+    # Under the toolkit launcher the image has no trainops and no runtime channel: the examples' `import
+    # trainops.runtime` failed with "No module named 'trainops'" (issue 47). The archive carries the runtime beside
+    # the script, only for code that imports it and has no trainops/ of its own.
+    import io
+    import tarfile
+
+    def members(source):
+        with tarfile.open(fileobj=io.BytesIO(source_tarball_bytes(source))) as archive:
+            return archive.getnames()
+
+    uses = tmp_path / "uses"
+    uses.mkdir()
+    (uses / "train.py").write_text("import os\nimport trainops.runtime\n\nctx = trainops.runtime.init()\n")
+    names = members(uses)
+    assert "train.py" in names and "trainops/__init__.py" in names and "trainops/runtime/__init__.py" in names
+    assert names == sorted(names)
+    assert {name for name in names if name.startswith("trainops/")} == {relative for _, relative in runtime_files()}
+
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    (plain / "train.py").write_text("import torch  # mentions trainops only in a comment\n")
+    assert members(plain) == ["train.py"]
+
+    own = tmp_path / "own"
+    (own / "trainops").mkdir(parents=True)
+    (own / "trainops" / "__init__.py").write_text("")
+    (own / "train.py").write_text("from trainops import runtime\n")
+    assert members(own) == ["train.py", "trainops/__init__.py"]

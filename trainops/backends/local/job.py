@@ -373,6 +373,16 @@ class LocalJob:
         }
         if self.processes_per_host:
             extra["TRAINOPS_PROCESSES_PER_HOST"] = str(self.processes_per_host)
+        requested = self.request.get("Environment") or {}
+        if contract_dir.uses_toolkit(self.request) and "OMP_NUM_THREADS" not in {*requested, *os.environ}:
+            # Every emulated host shares this machine: each rank gets its share of the cores, as the trainops
+            # runtime gives its ranks (plan.local_thread_share); AWS's toolkit leaves torch one thread per core per
+            # rank, and the digits example trained ~18x slower on 2 cores under load (issue 47).
+            from trainops.runtime.plan import local_thread_share
+
+            hosts = int((self.request.get("ResourceConfig") or {}).get("InstanceCount") or 1)
+            extra["OMP_NUM_THREADS"] = str(local_thread_share(os.cpu_count() or 1, hosts,
+                                                              self.processes_per_host or 1))
         return contract_dir.container_environment(self.request, layout, inherited=os.environ, isolated=self._isolated,
                                                extra=extra, python=self.image_python)
 

@@ -12,6 +12,7 @@ import gzip
 import io
 import logging
 import os
+import re
 import tarfile
 from pathlib import Path
 from typing import Any
@@ -133,9 +134,11 @@ def source_tarball_bytes(source_dir: str | os.PathLike[str], dependencies: list[
     files.
 
     Members are at the archive root (as the SDK writes them), sorted, with time 0, owner 0 and modes normalised to
-    0644 or 0755 (executable files keep their execute bit).
+    0644 or 0755 (executable files keep their execute bit). Code that imports trainops gets its runtime beside it
+    (`runtime_beside`).
     """
     files = code_files(source_dir, dependencies)
+    files = sorted(files + runtime_beside(files), key=lambda item: item[1])
     buffer = io.BytesIO()
     # The gzip header carries a time too: fix it, or two archives of the same tree differ.
     with gzip.GzipFile(fileobj=buffer, mode="wb", mtime=0) as compressed, \
@@ -150,6 +153,26 @@ def source_tarball_bytes(source_dir: str | os.PathLike[str], dependencies: list[
             info.mode = 0o755 if os.access(path, os.X_OK) else 0o644
             archive.addfile(info, io.BytesIO(data))
     return buffer.getvalue()
+
+
+#: Code that uses the trainops runtime (``import trainops.runtime``, ``from trainops import runtime``).
+_USES_TRAINOPS = re.compile(rb"^\s*(?:import trainops\b|from trainops(?:\.runtime)?\s+import\b)", re.MULTILINE)
+
+
+def runtime_beside(files: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
+    """The trainops runtime's files (`runtime_files`) for a ``sourcedir.tar.gz`` whose Python code imports trainops
+    and carries no ``trainops/`` of its own, else none.
+
+    The toolkit launcher runs the script in an image without trainops (the trainops launcher brings the runtime as
+    a channel on PYTHONPATH; the toolkit has no such channel): at the archive's root, beside the script, the
+    runtime is importable from /opt/ml/code as any of the script's own modules, as a ``dependencies`` entry would
+    be. Code that does not import trainops gets the archive the SDK would make."""
+    if any(relative == "trainops" or relative.startswith("trainops/") for _, relative in files):
+        return []
+    for path, relative in files:
+        if relative.endswith(".py") and _USES_TRAINOPS.search(path.read_bytes()):
+            return runtime_files()
+    return []
 
 
 def runtime_files() -> list[tuple[Path, str]]:

@@ -14,11 +14,12 @@ import hashlib
 import json
 import logging
 import os
+import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
-from trainops.aws.clients import ClientFactory, default_client_factory, missing_region, resolve_region
+from trainops.aws.clients import ClientFactory, default_client_factory, missing_region, region_note, resolve_region
 from trainops.backends.api import Backend, Evaluation, JobHandle, JobResult, Log, Placement, RegisteredVersion
 from trainops.backends.builtin_kinds import JobKindMethods, MethodEvaluations, MethodRegistry, MethodStaging
 from trainops.backends.failures import status_walk
@@ -80,7 +81,7 @@ class SageMakerBackend(JobKindMethods, Backend):
         client_factory: service name -> boto3 client (for example one built from Airflow's ``AwsBaseHook``
             session with `trainops.aws.clients.client_factory_from_session`). Default:
             `default_client_factory(region)`, built on first use so creating the backend costs nothing.
-        poll_seconds: pause between describe calls of a wait.
+        poll_seconds: pause between describe calls of a wait (default: 30 s for training, 15 s for processing).
     """
 
     name = "sagemaker"
@@ -122,9 +123,18 @@ class SageMakerBackend(JobKindMethods, Backend):
         wanted = getattr(spec, "region", None)
         if self._factory is None:
             if wanted and wanted != self.region:
+                self._say_region(spec)
                 self.region = wanted  # the default clients are built for the job's region on first use
             return self.region or resolve_region()
         return given_clients_region(wanted, self.region, self._factory) or resolve_region()
+
+    def _say_region(self, spec: Any) -> None:
+        """Say, once, on stderr (render's stdout is the request), that the spec's region overrides this backend's."""
+        note = region_note(getattr(spec, "region", None), self.region, self.named_as)
+        said = self.__dict__.setdefault("_regions_said", set())
+        if note and note not in said:
+            said.add(note)
+            print(note, file=sys.stderr, flush=True)
 
     # --- training jobs -----------------------------------------------------------------------------------------
     def status_of(self, name: str) -> JobStatus | None:
@@ -282,6 +292,7 @@ class SageMakerBackend(JobKindMethods, Backend):
         from trainops.backends.request.render import masked
 
         chosen = self.options(options)
+        self._say_region(spec)
         return masked(checked_render(spec, job_name, getattr(chosen, "launcher", None),
                                       default_region(spec, self.region), self.name))
 
