@@ -149,10 +149,10 @@ def test_a_controller_that_cannot_fork_fails_the_job_saying_the_limit(tmp_path, 
     and the record says so as a failure before the script started (failure class `setup`), not an internal error."""
     import errno
 
-    from trainops.backends.failures import classify_result
     from trainops.backends.local import job as job_module
     from trainops.backends.local.job import LocalJob
     from trainops.backends.local.job_input import from_spec
+    from trainops.backends.vocabulary import classify_result
     from trainops.spec.loader import load_job_spec
 
     (tmp_path / "src").mkdir()

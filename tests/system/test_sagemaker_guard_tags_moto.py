@@ -21,9 +21,9 @@ from support.sagemaker_shapes import training_request
 isolate_airflow_home()
 
 from trainops.backends.api import JobHandle, get_backend  # noqa: E402
-from trainops.backends.failures import classify_result  # noqa: E402
 from trainops.backends.guards import JobGuards, Tripped  # noqa: E402
 from trainops.backends.sagemaker import training  # noqa: E402
+from trainops.backends.vocabulary import classify_result  # noqa: E402
 
 pytestmark = pytest.mark.system
 

@@ -37,6 +37,7 @@ from trainops.backends.job_kinds import (
 )
 from trainops.backends.options import BackendOptions, LocalOptions, SageMakerOptions
 from trainops.backends.states import JobStatus
+from trainops.backends.vocabulary import Vocabulary
 from trainops.errors import JobFailed, Problem, SpecError
 from trainops.spec.names import check_job_name, with_suffix
 
@@ -337,6 +338,9 @@ class Backend(abc.ABC, Generic[OptionsT]):
     #: Seconds a wait allows beyond the job's own limits (max_run, max_wait) before it gives up: what the backend
     #: spends outside them (SageMaker: provisioning, the image download, the model upload).
     WAIT_GRACE_SECONDS: ClassVar[float] = 3600.0
+    #: Its engine's words (states, failure rules, price, spec rule sets): `trainops.backends.vocabulary`; None: the
+    #: neutral ones (`vocabulary.neutral`).
+    vocabulary: ClassVar[Vocabulary | None] = None
 
     #: The job options this backend was opened with (`trainops.backends.get_backend`'s ``options``); `options`
     #: lays a call's own over them.

@@ -10,17 +10,26 @@ spend one budget per class, so the order of the rules matters: trainops' own gua
 person's), transport and hardware errors before the generic "the script exited non-zero" rule, because an NCCL error
 is reported by the user's script too (its rank is the one that notices the lost peer).
 
-Each backend fills one `FailureEvidence` from what it knows (the runtime's failure file, the local supervisor,
-SageMaker's FailureReason and SecondaryStatusTransitions, the health check); `classify()` walks `RULES` and returns the
-first match with the line that decided it, so a user can check the verdict.
+The rules here are the neutral ones: trainops' own guards, a stop that was asked for, the runtime's failure file
+(docs/contracts.md, section 4) and what any training workload prints (GPU faults, NCCL, Python tracebacks). They name
+no engine. Each engine brings its own rules in its vocabulary (`trainops.backends.vocabulary.Vocabulary.rules`: the
+engine's states and service errors), each in a `STAGES` stage; `rules_with` lays them into the neutral table, so an
+engine's rule is tried where its kind of evidence belongs (a lost node with the hosts, a service's error after the
+machine's). An engine without rules of its own is classified by the neutral ones alone: what no rule matches is
+`unknown`.
+
+Each backend fills one `FailureEvidence` (a typed record: every field is documented there) from what it knows;
+`classify()` walks the rules and returns the first match with the line that decided it, so a user can check the
+verdict.
 
 Standard library only: the Airflow trigger and the KFP components import it.
 """
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -44,12 +53,21 @@ EVIDENCE_LIMIT = 300
 class FailureEvidence:
     """What a backend knows about how an attempt ended. Every field is optional; the more, the surer the verdict.
 
-    `failure_text` is SageMaker's FailureReason or the local failure file (its first line, `key: value` lines and the
-    stderr tail); `reason` is the failure file's `reason:` key (error | killed | oom | timeout | stopped);
-    `secondary_statuses` are the secondary statuses in the order they were seen; `stop_requested` says a person or an
-    orchestrator called stop; `healthcheck` is a failing health check's summary; `host_lost` names a host whose
-    launcher ended without any failure record (the instance went away, not the script); `guard` is the sentence of
-    a trainops guard that stopped the job (`trainops.backends.guards`: budget, stalled, wait bound)."""
+    - `status`: the trainops status the job ended with (`trainops.backends.states.JobStatus`: Completed, Failed,
+      Stopped).
+    - `failure_text`: why the engine says the job failed (the runtime's failure file: its first line, `key: value`
+      lines and the stderr tail; or the engine's own failure reason).
+    - `reason`: the failure file's `reason:` key (error | killed | oom | timeout | stopped).
+    - `exit_code`: the failure file's `exit_code:` key.
+    - `secondary_statuses`: the engine's own states of the job, in the order they were seen (source
+      ``secondary_status``: what an engine's rules match, e.g. a node-lost state).
+    - `stop_requested`: a person or an orchestrator called stop.
+    - `healthcheck`: a failing health check's summary.
+    - `host_lost`: a host whose launcher ended without any failure record (the machine went away, not the script).
+    - `guard`: the sentence of a trainops guard that stopped the job (`trainops.backends.guards`: budget, stalled,
+      wait bound).
+
+    A result dict (`JobResult.to_dict`) carries them under the keys of `RESULT_KEYS`."""
 
     status: str = ""
     failure_text: str = ""
@@ -76,14 +94,36 @@ class FailureEvidence:
         }
 
 
+#: The stages of the table, in the order they are tried: trainops' guards and a stop that was asked for; the job's
+#: time limits; a failure before the script started; the hosts (health check, a lost host or node); the machine
+#: (disk, a killed launcher, capacity, a service's own errors); the network and GPUs; the request or its input; the
+#: script. An engine's rules join the neutral ones of their stage, after them.
+STAGES: tuple[str, ...] = ("guard", "limit", "before_script", "hosts", "machine", "transport", "request", "script")
+#: The sources a rule may match (`FailureEvidence.sources`).
+SOURCES: tuple[str, ...] = ("guard", "healthcheck", "stop_request", "host_lost", "secondary_status", "reason",
+                            "failure_text", "exit_code", "status")
+
+
 @dataclass(frozen=True)
 class Rule:
-    """A line of the table: when `pattern` matches the text of `source`, the attempt ended for `failure_class`."""
+    """A line of the table: when `pattern` matches the text of `source`, the attempt ended for `failure_class`.
+    ``stage`` (one of `STAGES`) says where in the table the rule is tried."""
 
     failure_class: str
     source: str
     pattern: str
     why: str
+    stage: str = "machine"
+
+    def __post_init__(self) -> None:
+        # An engine's rule is data its author writes: a typo would silently never match, so it is refused here.
+        if self.failure_class not in CLASSES:
+            raise ValueError(f"failure rule class {self.failure_class!r} is not one of {', '.join(CLASSES)}")
+        if self.source not in SOURCES:
+            raise ValueError(f"failure rule source {self.source!r} is not one of {', '.join(SOURCES)}")
+        if self.stage not in STAGES:
+            raise ValueError(f"failure rule stage {self.stage!r} is not one of {', '.join(STAGES)}")
+        re.compile(self.pattern)
 
 
 @dataclass(frozen=True)
@@ -113,84 +153,91 @@ class Verdict:
 
 
 _I = "(?i)"
-#: How the failure reason of a job that failed before its training script started begins (the local backend writes it
-#: so: `trainops.backends.local.job_result`); the rule of class `setup` matches it. No regex metacharacters in it.
-BEFORE_SCRIPT = "before the training script started: "
 
-#: The rules, in the order they are tried. Sources: see `FailureEvidence.sources`. Texts are real ones: SageMaker's
-#: FailureReason prefixes (ClientError, AlgorithmError, CapacityError, InternalServerError), NCCL / libfabric / CUDA
-#: messages, the runtime's failure-file sentences.
+#: The neutral rules, in the order they are tried within their stage. Texts are real ones: NCCL / libfabric / CUDA
+#: messages, Python's, the runtime's failure-file sentences.
 RULES: tuple[Rule, ...] = (
     # trainops' own guards stopped the job (its stop is not a person's): the guard says why.
-    Rule(BUDGET, "guard", r"^budget:", "trainops stopped the job at the run's max_cost_usd"),
-    Rule(INFRASTRUCTURE, "guard", r"^stalled:", "trainops' stall watchdog stopped the hung job"),
-    Rule(TIMEOUT, "guard", r"^wait bound:", "trainops stopped the job at its wait bound, counted from its own start"),
+    Rule(BUDGET, "guard", r"^budget:", "trainops stopped the job at the run's max_cost_usd", "guard"),
+    Rule(INFRASTRUCTURE, "guard", r"^stalled:", "trainops' stall watchdog stopped the hung job", "guard"),
+    Rule(TIMEOUT, "guard", r"^wait bound:", "trainops stopped the job at its wait bound, counted from its own start",
+         "guard"),
     # Asked for: whatever the job printed while it was being stopped is a consequence.
-    Rule(STOPPED, "stop_request", r".+", "stop was requested by a person or an orchestrator"),
-    # Limits.
-    Rule(TIMEOUT, "secondary_status", r"^(MaxRuntimeExceeded|MaxWaitTimeExceeded)$", "a time limit of the job"),
-    Rule(TIMEOUT, "reason", r"^timeout$", "the runtime stopped the job at its time limit"),
-    Rule(TIMEOUT, "secondary_status", r"^(TIMEOUT|DEADLINE)$", "Slurm stopped the job at its time limit (sbatch "
-         "--time, from max_run)"),
-    Rule(STOPPED, "secondary_status", r"^CANCELLED$", "the Slurm job was cancelled (scancel)"),
-    Rule(TIMEOUT, "failure_text", _I + r"(MaxRuntimeExceeded|MaxWaitTimeExceeded|ran longer than (its|the) "
-         r"(limit|max_run|MaxRuntimeInSeconds))", "a time limit of the job"),
-    # Before the script: what the job needs of this machine (the local backend says so: `BEFORE_SCRIPT`).
-    Rule(SETUP, "failure_text", r"\A" + BEFORE_SCRIPT, "the job failed before its training "
-         "script started (a package it needs, a channel it cannot read, a limit of the machine): fix what it names"),
+    Rule(STOPPED, "stop_request", r".+", "stop was requested by a person or an orchestrator", "guard"),
+    # Limits: the runtime's own (its failure file).
+    Rule(TIMEOUT, "reason", r"^timeout$", "the runtime stopped the job at its time limit", "limit"),
+    Rule(TIMEOUT, "failure_text", _I + r"ran longer than (its|the) (limit|max_run)", "a time limit of the job",
+         "limit"),
     # Before any training time: the machines.
-    Rule(INFRASTRUCTURE, "healthcheck", r".+", "the GPU health check failed on a host"),
-    Rule(INFRASTRUCTURE, "host_lost", r".+", "a host's launcher ended without a failure record"),
-    Rule(INFRASTRUCTURE, "secondary_status", r"^(NODE_FAIL|BOOT_FAIL|PREEMPTED)$", "Slurm lost a node of the job "
-         "(it stopped answering), could not boot one, or preempted the job"),
-    Rule(USER, "secondary_status", r"^OUT_OF_MEMORY$", "a process of the Slurm job ran out of memory: ask for "
-         "larger nodes or use less"),
+    Rule(INFRASTRUCTURE, "healthcheck", r".+", "the GPU health check failed on a host", "hosts"),
+    Rule(INFRASTRUCTURE, "host_lost", r".+", "a host's launcher ended without a failure record", "hosts"),
     Rule(USER, "failure_text", _I + r"(disk is full|No space left on device|ENOSPC)",
          "the job's disk is full: raise volume_size or write less (a retry fills it again)"),
     Rule(INFRASTRUCTURE, "failure_text", _I + r"^the launcher of host \S+ (was )?killed by signal \d+ without writing "
          r"a failure file", "a host's launcher was killed from outside (the host was lost)"),
     Rule(INFRASTRUCTURE, "failure_text", _I + r"^health check (failed on host|on host \S+ could not run)",
          "the GPU health check failed on a host before training"),
-    Rule(INFRASTRUCTURE, "secondary_status", r"^Interrupted$", "spot capacity was reclaimed"),
-    Rule(INFRASTRUCTURE, "failure_text", _I + r"(CapacityError|InsufficientInstanceCapacity|insufficient capacity|"
-         r"not enough capacity|capacity is not available)", "no capacity for the instance type"),
-    Rule(INFRASTRUCTURE, "failure_text", _I + r"(InternalServerError|internal (server )?error|InternalFailure|"
-         r"ServiceUnavailable|service is unavailable)", "an error inside the service"),
     Rule(INFRASTRUCTURE, "failure_text", _I + r"(ThrottlingException|Rate exceeded|RequestLimitExceeded|"
-         r"SlowDown|TooManyRequests)", "an AWS API throttled the job"),
+         r"SlowDown|TooManyRequests)", "a cloud API (object storage, the service) throttled the job"),
     Rule(INFRASTRUCTURE, "failure_text", _I + r"(instance (failure|was terminated|was lost|health)|"
          r"hardware (failure|error)|unhealthy (instance|host|node)|host was lost|spot interruption)",
          "an instance failed"),
     Rule(INFRASTRUCTURE, "failure_text", _I + r"(uncorrectable ECC|ECC error|Xid[ :]+\d+|GPU has fallen off the bus|"
          r"cudaErrorDevicesUnavailable|busy or unavailable|CUDA error: unknown error|NVLink (error|failure)|"
-         r"nvidia-smi has failed|no CUDA-capable device is detected)", "a GPU fault"),
+         r"nvidia-smi has failed|no CUDA-capable device is detected)", "a GPU fault", "transport"),
     Rule(INFRASTRUCTURE, "failure_text", _I + r"(NCCL (error|WARN).*(unhandled system error|remote process exited|"
          r"Connection (closed|reset|refused)|socket|NET/|timeout)|NET/OFI|libfabric|fi_[a-z_]+\(|"
          r"efa(\s|_)(error|device)|EFA (error|device)|ncclSystemError|ncclRemoteError|"
          r"Connection reset by peer.*(nccl|gloo|c10d)|"
          r"Watchdog caught collective operation timeout|ProcessGroupNCCL.*(timeout|Timeout))",
-         "a network transport error between hosts (NCCL / EFA)"),
+         "a network transport error between hosts (NCCL / EFA)", "transport"),
     # The request itself, or the script.
-    Rule(USER, "failure_text", _I + r"(ResourceLimitExceeded|ValidationException|AccessDenied|"
-         r"ClientError|NoSuchBucket|NoSuchKey|invalid job input)", "the request or its input is invalid"),
-    Rule(USER, "failure_text", _I + r"(CUDA out of memory|OutOfMemoryError)", "the script ran out of GPU memory"),
+    Rule(USER, "failure_text", _I + r"(AccessDenied|NoSuchBucket|NoSuchKey|invalid job input)",
+         "the request or its input is invalid", "request"),
+    Rule(USER, "failure_text", _I + r"(CUDA out of memory|OutOfMemoryError)", "the script ran out of GPU memory",
+         "script"),
     Rule(USER, "reason", r"^oom$", "a rank was killed by SIGKILL, likely out of memory: use a larger instance "
-         "or a smaller batch"),
-    Rule(USER, "failure_text", _I + r"(AlgorithmError|ExecuteUserScriptError|Traceback \(most recent call last\)|"
-         r"^\w*(Error|Exception)\b|exited with code [1-9]\d*)", "the training script failed"),
+         "or a smaller batch", "script"),
+    Rule(USER, "failure_text", _I + r"(Traceback \(most recent call last\)|^\w*(Error|Exception)\b|"
+         r"exited with code [1-9]\d*)", "the training script failed", "script"),
     Rule(USER, "failure_text", _I + r"killed by (SIGSEGV|SIGABRT|SIGFPE|SIGILL|SIGBUS)\b",
-         "the process crashed itself (a fault in the script or a library it loads)"),
-    Rule(USER, "reason", r"^error$", "the training script failed"),
-    Rule(STOPPED, "status", r"^Stopped$", "the job was stopped"),
-    Rule(STOPPED, "reason", r"^stopped$", "the job was stopped by a signal"),
-    Rule(INFRASTRUCTURE, "reason", r"^killed$", "a process was killed by a signal nobody in the job sent"),
-    Rule(USER, "exit_code", r".+", "the training script exited non-zero"),
+         "the process crashed itself (a fault in the script or a library it loads)", "script"),
+    Rule(USER, "reason", r"^error$", "the training script failed", "script"),
+    Rule(STOPPED, "status", r"^Stopped$", "the job was stopped", "script"),
+    Rule(STOPPED, "reason", r"^stopped$", "the job was stopped by a signal", "script"),
+    Rule(INFRASTRUCTURE, "reason", r"^killed$", "a process was killed by a signal nobody in the job sent", "script"),
+    Rule(USER, "exit_code", r".+", "the training script exited non-zero", "script"),
 )
+
+
+def rules_with(engine_rules: Iterable[Rule] = ()) -> tuple[Rule, ...]:
+    """The table an engine's attempts are classified by: stage by stage, the neutral rules, then the engine's."""
+    own = tuple(engine_rules)
+    return tuple(rule for stage in STAGES for rule in (*RULES, *own) if rule.stage == stage)
+
 
 #: How the sentence of a trainops guard begins (`trainops.backends.guards`): the stop reason a record keeps.
 GUARD_REASON = re.compile(r"^(budget|stalled|wait bound): ")
 
-_COMPILED = tuple((rule, re.compile(rule.pattern, re.MULTILINE)) for rule in RULES)
+#: The result dict's keys (`JobResult.to_dict`) `classify_result` reads, and what each holds: the evidence a backend
+#: records, declared here rather than left to each backend's ``details``.
+RESULT_KEYS: dict[str, str] = {
+    "status": "the trainops status the job ended with (FailureEvidence.status)",
+    "failure_reason": "the engine's or the runtime's failure text (FailureEvidence.failure_text; its reason: and "
+                      "exit_code: keys are read from it)",
+    "secondary_statuses": "the engine's states of the job, in order (FailureEvidence.secondary_statuses)",
+    "secondary_status": "the engine's last state, where no list was kept",
+    "stop_requested": "true when a person or an orchestrator asked the job to stop",
+    "host_lost": "a host whose launcher ended without a failure record",
+    "healthcheck_failure": "a failing health check's summary",
+    "guard": "the trainops guard that stopped the job: {kind, message}",
+    "backend": "the backend that ran the job: whose vocabulary's rules classify it (absent: the default backend's)",
+}
+
+
+@functools.lru_cache(maxsize=32)
+def _compiled(rules: tuple[Rule, ...]) -> tuple[tuple[Rule, re.Pattern[str]], ...]:
+    return tuple((rule, re.compile(rule.pattern, re.MULTILINE)) for rule in rules)
 
 
 #: The message line of AWS toolkit's failure file, which names the error class alone on its first line
@@ -209,12 +256,13 @@ def _matched_line(text: str, match: re.Match[str]) -> str:
     return line.strip()[:EVIDENCE_LIMIT]
 
 
-def classify(evidence: FailureEvidence) -> Verdict | None:
-    """The verdict for an ended attempt; None when it completed. Nothing matched: `unknown`."""
+def classify(evidence: FailureEvidence, rules: Sequence[Rule] | None = None) -> Verdict | None:
+    """The verdict for an ended attempt; None when it completed. Nothing matched: `unknown`. ``rules``: the engine's
+    table (`rules_with`, or its vocabulary's `failure_rules`); None: the neutral rules alone."""
     if evidence.status == "Completed":
         return None
     sources = evidence.sources()
-    for rule, pattern in _COMPILED:
+    for rule, pattern in _compiled(tuple(RULES if rules is None else rules)):
         text = sources.get(rule.source, "")
         if not text:
             continue
@@ -248,27 +296,14 @@ def evidence_from_failure_file(text: str, *, status: str = "Failed", stop_reques
                            stop_requested=stop_requested, host_lost=host_lost)
 
 
-def evidence_from_description(response: Mapping[str, Any], *, stop_requested: bool = False) -> FailureEvidence:
-    """Evidence from a DescribeTrainingJob response: status, FailureReason, SecondaryStatusTransitions."""
-    transitions: Iterable[Mapping[str, Any]] = response.get("SecondaryStatusTransitions") or []
-    seen = tuple(str(item.get("Status", "")) for item in transitions if item.get("Status"))
-    secondary = str(response.get("SecondaryStatus") or "")
-    if secondary and (not seen or seen[-1] != secondary):
-        seen = seen + (secondary,)
-    return FailureEvidence(status=str(response.get("TrainingJobStatus") or ""),
-                           failure_text=str(response.get("FailureReason") or ""),
-                           secondary_statuses=seen, stop_requested=stop_requested)
-
-
 def status_walk(history: Iterable[Any]) -> list[str]:
-    """The secondary statuses of a job summary's history (``[{"status": ...}, ...]``, as `JobSummary` holds
-    SageMaker's SecondaryStatusTransitions), in order: what the classifier reads as ``secondary_statuses``."""
+    """The engine's states of a job summary's history (``[{"status": ...}, ...]``, as `JobSummary` holds them), in
+    order: what the classifier reads as ``secondary_statuses``."""
     return [str(item.get("status")) for item in history or () if isinstance(item, Mapping) and item.get("status")]
 
 
-def classify_result(result: Mapping[str, Any], *, stop_requested: bool = False) -> Verdict | None:
-    """The verdict for a train step's result dict (either backend): status, failure_reason, secondary status,
-    health check and lost host where the backend recorded them."""
+def evidence_from_result(result: Mapping[str, Any], *, stop_requested: bool = False) -> FailureEvidence:
+    """The evidence of a train step's result dict (its keys: `RESULT_KEYS`)."""
     transitions = tuple(str(item) for item in result.get("secondary_statuses") or ())
     if not transitions and result.get("secondary_status"):
         transitions = (str(result["secondary_status"]),)
@@ -279,85 +314,15 @@ def classify_result(result: Mapping[str, Any], *, stop_requested: bool = False) 
     guard = result.get("guard")
     guard_text = str(guard.get("message") or "") if isinstance(guard, Mapping) else ""
     if not guard_text and base.status == "Stopped" and GUARD_REASON.match(text):
-        # A stopped job's record keeps the reason it was stopped for (a local status record read back by
+        # A stopped job's record keeps the reason it was stopped for (a status record read back by
         # `trainops status`): trainops' guards word theirs so.
         guard_text = text
-    evidence = FailureEvidence(**{**asdict(base), "secondary_statuses": transitions,
-                                  "healthcheck": str(result.get("healthcheck_failure") or ""),
-                                  "guard": guard_text})
-    return classify(evidence)
+    return FailureEvidence(**{**asdict(base), "secondary_statuses": transitions,
+                              "healthcheck": str(result.get("healthcheck_failure") or ""), "guard": guard_text})
 
 
-def rules_markdown() -> str:
-    """docs/failures.md: the classes and the rule table, generated from `RULES` (a test keeps the file current:
-    `python -c "from trainops.backends.failures import rules_markdown; print(rules_markdown(), end='')" >
-    docs/failures.md`)."""
-    lines = [
-        "# Why an attempt ended: the failure classes",
-        "",
-        "Generated from `trainops/backends/failures.py` (`rules_markdown()`); a unit test fails when it is stale.",
-        "",
-        "Every ended training attempt gets one class, and the evidence that decided it (the rule and the line it "
-        "matched). The train step's retry budgets (`retries:` on a pipeline's train step, `trainops run --retries`, "
-        "`retry_budgets` of the Airflow operator, the KFP train component's `retries_json`) spend one budget per "
-        "class; `stopped` and `budget` are never retried.",
-        "",
-        "trainops' own guards stop a job and say so (`trainops.backends.guards`; spec fields in docs/spec.md): "
-        "`max_cost_usd` (with `budget: stop`, the job is stopped when its billable cost so far reaches what is left "
-        "of the run's budget: SageMaker's billable time, or locally the wall time, x instances x the catalog "
-        "price), the wait bound (`max_run` + `max_wait` + `wait_grace_seconds`, counted from the job's own start, "
-        "so a re-attached wait gets no fresh bound; `stop_at_wait_bound: false` only stops waiting), and the stall "
-        "watchdog (`stall_timeout`: no new log line and no metric for that long while the script runs; off by "
-        "default, recommended for multi-node GPU jobs, where an NCCL hang or EFA falling back to TCP prints "
-        "nothing and fails nothing; on SageMaker it reads the CloudWatch log streams' last event and ingestion "
-        "times and the metrics' timestamps, locally the growth of the hosts' log files).",
-        "",
-        "Every wait applies the guards through the same per-poll check (`guards.act` on the backend's watch, "
-        "`Backend.watch`): the train step's wait, the Airflow worker's poll and each reschedule poke, and the "
-        "trigger of a deferred train task, which gets them as JSON in its arguments, so a restarted triggerer "
-        "applies the same ones and the bound still counts from the job's start (a local stall's quiet time is "
-        "counted again from the restart). The task resumed from the trigger fails with the guard's class: "
-        "`budget` and `timeout` without Airflow's retries, a stall as an `infrastructure` failure. Why trainops "
-        "stopped a job outlives the stop: on SageMaker, which keeps no stop reason, the guard tags the job "
-        "(`trainops:stopped-by`, `trainops:stop-reason`) before StopTrainingJob and describe reads the tags back; "
-        "a local job's record keeps the guard's sentence as its failure reason. So a later `trainops status` says "
-        "budget, stalled or wait bound, not a bare Stopped.",
-        "",
-        "A status look that fails (a timeout, a 5xx, throttling, a refused connection) is not an ended attempt and "
-        "gets no class: the wait looks again, and gives up only after 5 failed looks in a row and 60 s since the "
-        "first (`trainops.backends.looks`), saying the job may still be running; no retry starts from it.",
-        "",
-        "| class | meaning | what a retry does |",
-        "| --- | --- | --- |",
-        "| `user` | the script or its input (an exception, a non-zero exit, an invalid request) | fails the same way: "
-        "not retried by default |",
-        "| `setup` | the job failed before its training script started: a package trainops needs for it is missing "
-        "(with the `pip install` that adds it), a channel cannot be read, a limit of the machine (the per-user "
-        "process limit), the output location cannot be written | meets the same: never retried (no budget); fix "
-        "what it names |",
-        "| `infrastructure` | capacity, a lost or faulty instance, a failed GPU health check, EFA/NCCL transport "
-        "errors, spot interruption, throttling; reason `stalled`: no log line and no metric for `stall_timeout` "
-        "seconds, so trainops' watchdog stopped the hung job | a fresh attempt `<name>-N` resumes from the shared "
-        "checkpoints |",
-        "| `timeout` | `max_run` / `max_wait` reached, or the wait bound (`max_run` + `max_wait` + "
-        "`wait_grace_seconds` from the job's own start) passed and trainops stopped the job | would be stopped "
-        "again: not retried by default |",
-        "| `stopped` | a person or an orchestrator asked | never retried |",
-        "| `budget` | the run's `max_cost_usd` was reached and trainops stopped the job (`budget: stop`) | never "
-        "retried: no retry starts that cannot fit in what is left |",
-        "| `unknown` | no rule matched | not retried by default |",
-        "",
-        "Rules, tried in this order (the first match decides). Sources: `guard` (a trainops guard stopped the job: "
-        "`trainops.backends.guards`), `stop_request` (stop was asked), "
-        "`secondary_status` (SageMaker's SecondaryStatusTransitions, a Slurm job's state), `reason` (the failure "
-        "file's `reason:`), "
-        "`failure_text` (SageMaker's FailureReason or the local failure file), `healthcheck`, `host_lost`, "
-        "`exit_code`, `status`.",
-        "",
-        "| # | class | source | pattern | why |",
-        "| --- | --- | --- | --- | --- |",
-    ]
-    for number, rule in enumerate(RULES, start=1):
-        pattern = rule.pattern.replace("(?i)", "").replace("|", "\\|")
-        lines.append(f"| {number} | `{rule.failure_class}` | `{rule.source}` | `{pattern}` | {rule.why} |")
-    return "\n".join(lines) + "\n"
+def classify_result(result: Mapping[str, Any], *, stop_requested: bool = False,
+                    rules: Sequence[Rule] | None = None) -> Verdict | None:
+    """The verdict for a train step's result dict by ``rules`` (None: the neutral ones alone). A front end calls
+    `trainops.backends.vocabulary.classify_result`, which takes the rules of the result's backend."""
+    return classify(evidence_from_result(result, stop_requested=stop_requested), rules)

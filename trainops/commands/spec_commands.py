@@ -135,11 +135,12 @@ def _notes(args: argparse.Namespace, spec: Any, region: str | None = None) -> No
         print_forecast(spec, region or default_region())
 
 
-def print_forecast(spec: Any, region: str | None) -> None:
-    """What one attempt can cost (`trainops.steps.forecast`), on stderr: render's stdout stays the request."""
+def print_forecast(spec: Any, region: str | None, backend: Any = None) -> None:
+    """What one attempt can cost on ``backend`` (None: the default one; `trainops.steps.forecast`), on stderr:
+    render's stdout stays the request."""
     from trainops.steps.forecast import forecast
 
-    for line in forecast(spec, region=getattr(spec, "region", None) or region).lines():
+    for line in forecast(spec, region=getattr(spec, "region", None) or region, backend=backend).lines():
         print(line, file=sys.stderr)
 
 
@@ -200,7 +201,7 @@ def render_command(args: argparse.Namespace) -> int:
         json.dump(rendered, sys.stdout, indent=2)
         sys.stdout.write("\n")
     sys.stdout.flush()
-    print_forecast(spec, args.region or default_region())
+    print_forecast(spec, args.region or default_region(), backend)
     return 0
 
 

@@ -59,11 +59,18 @@ def load_component_spec(spec_json: str, spec_dir: str, where: Places, restore_se
 
 
 def local_channels(channels_json: str, where: Places) -> dict[str, str]:
-    """Channel -> absolute local path; every path must exist (the data is staged before training)."""
+    """Channel -> absolute local path, or a URI as it is given (``s3://``, ``pvc://ns/claim/path``: opaque here,
+    the backend reads it or refuses it, naming the channel); every local path must exist (the data is staged before
+    training)."""
+    from trainops.steps.identity import local_path
+
     channels = parse_json(channels_json, "channels_json", dict) or {}
     resolved = {}
     for name, value in channels.items():
         path = where.path(str(value), f"channels.{name}")
+        if local_path(path) is None:
+            resolved[name] = path
+            continue
         if not Path(path).exists():
             raise SpecError(Problem(f"channels.{name}", f"{path} does not exist: stage the data first"),
                             source="component input")

@@ -43,7 +43,7 @@ NOT_RETRIED = ("user", "setup", "timeout", "stopped", "budget")
 def failure_exception(message: str, result: Any) -> AirflowException:
     """The Airflow exception for a failed training job: `AirflowFailException` when its class is one a retry cannot
     fix (a user error, a time limit, a stop), so Airflow's own retries stay for Airflow's own failures."""
-    from trainops.backends.failures import classify_result
+    from trainops.backends.vocabulary import classify_result
 
     verdict = None
     if isinstance(result, dict) and result.get("secondary_status_history") and not result.get("secondary_statuses"):

@@ -240,7 +240,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         # on this worker, and every try of this task resumes its own checkpoints (where the options type keeps
         # checkpoints by key).
         options = {"detached": True, **backend.takes({"checkpoint_key": base})}
-        check_budget(spec)  # budget: refuse refuses before anything is created, as the train step does
+        check_budget(spec, backend=backend)  # budget: refuse refuses before anything is created, as train does
         spent = self._spent(backend, spec, base)
         handle = backend.submit(spec, base, if_exists=self.if_job_exists, log=task_logger(self), **options)
         self._held = (backend, handle)
@@ -255,7 +255,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
                 self._write_logs(backend, handle, log_marks.load(handle, self.log), limit=LOG_LINES_AFTER_END,
                                  resume=True)
             return self._finish(backend, spec, base, result)
-        guards = guards_for(spec, spent)
+        guards = guards_for(spec, spent, backend=backend)
         if self.wait_mode == "defer":
             self._defer(spec, handle, base, guards)
         if self.wait_mode == "reschedule":
@@ -278,7 +278,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
                              error)
             return 0.0
         if spent != 0.0:
-            room, why = retry_fits(spec, spent)
+            room, why = retry_fits(spec, spent, backend=backend)
             if not room:
                 raise failure_exception(f"no new attempt of training job {base}: {why}",
                                         {"failure_class": "budget", "failure_evidence": {"evidence": why}})
@@ -532,7 +532,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
             chosen = backend if backend is not None else self._backend_for(spec)
             record = {**record, "instance_type": spec.instance_type, "instance_count": spec.instance_count}
             # The step result's shape: the sums, each attempt's, spent, the forecast and the budget with what is left.
-            return attempts_report(chosen, base, record, cost_notes(spec))["cost"]
+            return attempts_report(chosen, base, record, cost_notes(spec, backend=chosen))["cost"]
         except Exception as error:  # noqa: BLE001 - the cost is a report; the job's outcome is already known
             self.log.warning("could not add up the cost of the attempts: %s", error)
             return None
@@ -547,7 +547,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
                               ) -> dict[str, Any]:
         """A deferred job failed: start the next attempt (and defer on it) when its failure class has budget left,
         else fail the task (`failure_exception`: without Airflow's retries when a retry cannot help)."""
-        from trainops.backends.failures import classify_result
+        from trainops.backends.vocabulary import classify_result
         from trainops.operators.common import failure_exception
         from trainops.operators.compat import AirflowException
 
@@ -557,7 +557,8 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
                 "evidence": "the wait bound passed (stop_at_wait_bound: false): the job was left running"}})
         if event.get("status") not in ("failed", "stopped"):  # the wait itself failed: the job's outcome is unknown
             raise AirflowException(message)
-        result = {"status": event.get("job_status") or "Failed",
+        result = {"backend": event.get("backend"),  # whose failure rules classify it
+                  "status": event.get("job_status") or "Failed",
                   "failure_reason": event.get("failure_reason") or event.get("message"),
                   "secondary_status": event.get("secondary_status"),
                   "secondary_statuses": event.get("secondary_statuses") or (),

@@ -76,7 +76,8 @@ ON_KILL_SECONDS = 25.0
 
 def event_for(result: Any, kind: str = "training") -> dict[str, Any]:
     """The trigger event of a terminal `JobResult`: small JSON, never the service's response."""
-    from trainops.backends.states import JobStatus, explain_secondary_status
+    from trainops.backends.states import JobStatus
+    from trainops.backends.vocabulary import vocabulary_of
 
     label = f"{result.backend} {KINDS.get(kind, kind)}"
     data = result.to_dict()
@@ -86,7 +87,8 @@ def event_for(result: Any, kind: str = "training") -> dict[str, Any]:
         status = "stopped" if result.status in (JobStatus.STOPPED, JobStatus.STOPPING) else "failed"
         message = f"{label} {result.job_name} ended {result.status.value}"
         if result.secondary_status and result.secondary_status != result.status.value:
-            message += f" ({result.secondary_status}: {explain_secondary_status(result.secondary_status)})"
+            meaning = vocabulary_of(result.backend).explain_state(result.secondary_status)
+            message += f" ({result.secondary_status}: {meaning})"
         message += f": {result.failure_reason or 'no reason given'}"
     return {
         "status": status,

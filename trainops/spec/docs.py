@@ -246,6 +246,7 @@ def _inputs_section() -> list[str]:
 
 
 def _rules_section() -> list[str]:
+    from trainops.spec.rule_registry import SAGEMAKER_REQUEST
     from trainops.spec.rules import RULES
 
     lines = [
@@ -254,13 +255,26 @@ def _rules_section() -> list[str]:
         "Checked by `trainops validate` (and before anything is created), all at once: every problem is reported, each "
         "with its field path and what to do. When some fields are invalid, the rules that do not read them still run.",
         "",
-        "| rule | reads | what it checks |",
-        "| --- | --- | --- |",
+        "Which engine a rule binds (`trainops.spec.rule_registry`): *every* engine, or the rule set of the SageMaker "
+        f"request (`{SAGEMAKER_REQUEST}`: `ml.*` instance types, their accelerators, the distribution strategies as "
+        "SageMaker runs them), which binds where the job runs as that request: the `sagemaker` and `local` backends. "
+        "Another engine declares the sets it binds in its vocabulary (`trainops.backends.vocabulary`) and may bring "
+        "its own: the `slurm` backend binds its own set (`trainops.backends.slurm.spec_rules`: `instance_type` "
+        "describes its nodes, `ml.*` or not, and `torch_distributed` runs on a CPU partition), not the SageMaker "
+        "request's. A spec checked without naming its backend (`trainops validate` alone) is checked as the default "
+        "backend (local) checks it.",
+        "",
+        "| rule | binds | reads | what it checks |",
+        "| --- | --- | --- | --- |",
     ]
     for check in RULES:
+        binds = getattr(check, "binds", None)
+        if binds not in (None, SAGEMAKER_REQUEST):
+            continue  # an engine's own set: documented with its engine (whether its package is loaded or not)
         doc = " ".join((check.__doc__ or "").split())
         reads = ", ".join(f"`{name}`" for name in sorted(check.reads))  # type: ignore[attr-defined]
-        lines.append(f"| `{check.__name__}` | {reads} | {_cell(doc)} |")
+        where = "every engine" if binds is None else "sagemaker, local"
+        lines.append(f"| `{check.__name__}` | {where} | {reads} | {_cell(doc)} |")
     return lines + [""]
 
 

@@ -53,6 +53,8 @@ KEEP_ALIVE_LIMIT = 21600  # KeepAlivePeriodInSeconds' maximum in botocore's mode
 # invalid, and a flag saying the cross-field rules ran.
 SKIP_RULES_READING = "trainops_skip_rules_reading"
 RULES_RAN = "trainops_rules_ran"
+#: The rule sets of the engine the spec is for (`trainops.spec.rule_registry`; absent: the default backend's).
+RULE_SETS = "trainops_rule_sets"
 
 
 # What YAML gives for `team: vision` or `OMP_NUM_THREADS: 4`: both mappings accept scalars and store them as text.
@@ -509,7 +511,8 @@ class JobSpec(CoreModel):
         skip = frozenset(context.get(SKIP_RULES_READING, ())) if context else frozenset()
         if context is not None:
             context[RULES_RAN] = True
-        problems = all_problems(self, skip=skip)
+        rule_sets = context.get(RULE_SETS) if context else None
+        problems = all_problems(self, skip=skip, rule_sets=None if rule_sets is None else frozenset(rule_sets))
         if problems:
             raise_problems("JobSpec", problems, self.model_dump(mode="json", by_alias=True))
         return self

@@ -449,17 +449,19 @@ def _unique(problems: Iterable[Problem]) -> list[Problem]:
 PLACEHOLDERS = {"entry_point": "placeholder.py"}
 
 
-def parse_job_spec(data: Any, source: str = "job spec") -> JobSpec:
-    """Validate plain data as a `JobSpec`; every problem comes back in one `SpecError`.
+def parse_job_spec(data: Any, source: str = "job spec", *, rule_sets: frozenset[str] | None = None) -> JobSpec:
+    """Validate plain data as a `JobSpec`; every problem comes back in one `SpecError`. ``rule_sets``: those the
+    engine the spec is for binds (`trainops.spec.rule_registry`; None: the default backend's); a `JobSpec` given is
+    checked by the rules of those sets (`check_rule_sets`).
 
     pydantic checks the fields first and runs the cross-field rules only when every field is valid. So that one run
     reports everything, a spec with invalid fields is checked a second time without them, running the rules that
     do not read any of them (`trainops.spec.rules`), and their problems are added to the report.
     """
-    from trainops.spec.job import RULES_RAN, JobSpec
+    from trainops.spec.job import RULE_SETS, RULES_RAN, JobSpec
 
     if isinstance(data, JobSpec):
-        return data
+        return check_rule_sets(data, rule_sets, source)
     if not isinstance(data, dict):
         kind = type(data).__name__ if data is not None else "nothing"
         raise SpecError(f"a job spec is a mapping of fields (entry_point, instance_type, ...), got {kind}", source)
@@ -468,16 +470,16 @@ def parse_job_spec(data: Any, source: str = "job spec") -> JobSpec:
     if is_v3(data):  # written in ModelTrainer's names: the same spec in v2's (trainops.spec.v3)
         converted = from_model_trainer(data)  # its own problems are at the keys the user wrote
         try:
-            return parse_job_spec(converted, source)
+            return parse_job_spec(converted, source, rule_sets=rule_sets)
         except SpecError as error:  # the converted spec's, told in the v3 names
             raise v3_problems(error) from None
-    context: dict[str, Any] = {}
+    context: dict[str, Any] = {} if rule_sets is None else {RULE_SETS: frozenset(rule_sets)}
     try:
         return JobSpec.model_validate(data, context=context)
     except ValidationError as error:
         problems = problems_from_validation_error(error, JobSpec, data)
         if not context.get(RULES_RAN) and len(problems) <= MAX_PROBLEMS:
-            problems += _rule_problems_without(problems, data)
+            problems += _rule_problems_without(problems, data, rule_sets)
         raise SpecError(capped(_unique(problems)), source) from None
     except RecursionError:
         raise SpecError("the spec is nested too deeply", source) from None
@@ -491,9 +493,23 @@ def capped(problems: list[Problem]) -> list[Problem]:
     return problems[:MAX_PROBLEMS] + [Problem("", f"... and {hidden} more problems (fix the ones above first)")]
 
 
-def _rule_problems_without(problems: list[Problem], data: dict) -> list[Problem]:
+def check_rule_sets(spec: JobSpec, rule_sets: frozenset[str] | None, source: str = "job spec") -> JobSpec:
+    """``spec``, checked by the rules of the sets an engine binds (None: the default backend's, which a parsed spec
+    passed already): a spec parsed for one engine and handed to another meets the other's rules too."""
+    from trainops.spec.rules import all_problems
+
+    if rule_sets is None:
+        return spec
+    problems = all_problems(spec, rule_sets=frozenset(rule_sets), bound_only=True)
+    if problems:
+        raise SpecError(capped(_unique(problems)), source)
+    return spec
+
+
+def _rule_problems_without(problems: list[Problem], data: dict,
+                           rule_sets: frozenset[str] | None = None) -> list[Problem]:
     """The cross-field problems of `data` without its invalid fields, from the rules that don't read them."""
-    from trainops.spec.job import SKIP_RULES_READING, JobSpec
+    from trainops.spec.job import RULE_SETS, SKIP_RULES_READING, JobSpec
 
     invalid = {problem.path.split(".")[0] for problem in problems}
     fields = _known_fields(JobSpec) + list(JobSpec.model_fields)
@@ -505,7 +521,10 @@ def _rule_problems_without(problems: list[Problem], data: dict) -> list[Problem]
     rest.update({name: PLACEHOLDERS[name] for name, field in JobSpec.model_fields.items()
                  if field.is_required() and name not in rest})
     try:
-        JobSpec.model_validate(rest, context={SKIP_RULES_READING: skip | invalid})
+        context: dict[str, Any] = {SKIP_RULES_READING: skip | invalid}
+        if rule_sets is not None:
+            context[RULE_SETS] = frozenset(rule_sets)
+        JobSpec.model_validate(rest, context=context)
     except ValidationError as error:
         return [problem for problem in problems_from_validation_error(error, JobSpec, rest)
                 if problem.path.split(".")[0] not in invalid | skip]
@@ -514,10 +533,11 @@ def _rule_problems_without(problems: list[Problem], data: dict) -> list[Problem]
     return []
 
 
-def load_job_spec(path: str | Path) -> JobSpec:
-    """Read and validate a job spec file; relative `source_dir` is resolved against the file's directory."""
+def load_job_spec(path: str | Path, *, rule_sets: frozenset[str] | None = None) -> JobSpec:
+    """Read and validate a job spec file (``rule_sets``: see `parse_job_spec`); relative `source_dir` is resolved
+    against the file's directory."""
     data = read_document(path)
-    spec = parse_job_spec(data, str(path))
+    spec = parse_job_spec(data, str(path), rule_sets=rule_sets)
     return resolve_relative_paths(spec, Path(path).resolve().parent)
 
 

@@ -1,7 +1,14 @@
 """The table of job-spec rules: each rule registers itself here with the fields it reads, in report order.
 
-A module of its own so that every module of rules (`rules`, `estimator_rules`) registers into it without importing
-another module of rules; `rules.all_problems` runs the table.
+A module of its own so that every module of rules (`rules`, `estimator_rules`, an engine's own) registers into it
+without importing another module of rules; `rules.all_problems` runs the table.
+
+A rule binds every engine, or one rule set (``binds``): the rules of the SageMaker request (`SAGEMAKER_REQUEST`: the
+``ml.*`` instance types, their accelerators, the distribution strategies as SageMaker runs them) bind where a job runs
+as that request (the sagemaker and local backends); an engine declares the sets it binds in its vocabulary
+(`trainops.backends.vocabulary.Vocabulary.spec_rules`) and may register a set of its own (slurm's). A spec checked
+without naming its engine is checked as the default backend checks it (`DEFAULT_RULE_SETS`), so nothing is weakened
+for a caller that does not say.
 """
 
 from __future__ import annotations
@@ -26,16 +33,33 @@ def _module_rank(function: Rule) -> int:
     return MODULE_ORDER.index(module) if module in MODULE_ORDER else len(MODULE_ORDER)
 
 
-def rule(*reads: str) -> Callable[[Rule], Rule]:
+def rule(*reads: str, binds: str | None = None) -> Callable[[Rule], Rule]:
     """Register a rule that reads the job-spec fields `reads`; the order of registration is the order of the report.
+    ``binds``: the rule set it belongs to (None: it binds every engine).
 
     The fields a rule reads let `parse_job_spec` run every rule whose fields are valid even when other fields are
     not, so one run reports everything (a rule reading an invalid field would only add noise).
     """
     def register(function: Rule) -> Rule:
         function.reads = frozenset(reads)  # type: ignore[attr-defined]
+        function.binds = binds  # type: ignore[attr-defined]
         RULES.append(function)
         RULES.sort(key=_module_rank)  # stable: a module's own rules keep their order
         return function
 
     return register
+
+
+def applies(check: Rule, rule_sets: frozenset[str] | None) -> bool:
+    """Whether a rule runs for an engine binding ``rule_sets`` (None: `DEFAULT_RULE_SETS`)."""
+    binds = getattr(check, "binds", None)
+    return binds is None or binds in (DEFAULT_RULE_SETS if rule_sets is None else rule_sets)
+
+
+#: The rule set of the SageMaker request: the rules of instance types (``ml.*``, the catalog's accelerators) and of
+#: the distribution strategies as SageMaker runs them. Bound where a job runs as that request (the sagemaker and local
+#: backends: `trainops.backends.vocabulary.Vocabulary.spec_rules`); another engine declares its own set.
+SAGEMAKER_REQUEST = "sagemaker_request"
+#: The rule sets a spec is checked by when its engine is not named: the default backend's (local, which runs the
+#: SageMaker request). A front end that knows the engine passes that engine's sets instead.
+DEFAULT_RULE_SETS: frozenset[str] = frozenset({SAGEMAKER_REQUEST})

@@ -29,7 +29,7 @@ from trainops.spec.distribution import (
     TorchDistributed,
 )
 from trainops.spec.inputs import FileSystemInput
-from trainops.spec.rule_registry import RULES, Rule, rule  # noqa: F401 - re-exported
+from trainops.spec.rule_registry import RULES, SAGEMAKER_REQUEST, Rule, applies, rule  # noqa: F401 - re-exported
 from trainops.spec.smp import V2_DEGREE_KEYS
 
 if TYPE_CHECKING:
@@ -45,13 +45,18 @@ PYTORCHDDP_MINIMUM = "1.11"  # the SDK's documentation: the PyTorch DLCs from v1
 SMP_V2_MINIMUM = "2.0"
 MWMS_MINIMUM = "2.9"  # the SDK's _validate_mwms_config
 
-def all_problems(spec: JobSpec, skip: frozenset[str] = frozenset()) -> list[Problem]:
-    """Every problem of every rule, leaving out the rules that read a field named in `skip`. A rule marked
-    `after_the_others` (the image check, whose refusal is the most general) reports only at paths no other rule
-    reported: the specific message stands alone."""
+def all_problems(spec: JobSpec, skip: frozenset[str] = frozenset(),
+                 rule_sets: frozenset[str] | None = None, *, bound_only: bool = False) -> list[Problem]:
+    """Every problem of every rule that binds the engine (``rule_sets``: the sets it binds, None: the default
+    backend's; `rule_registry.applies`), leaving out the rules that read a field named in `skip`; ``bound_only``: the
+    rules of those sets only (a spec the neutral rules passed already). A rule marked `after_the_others` (the image
+    check, whose refusal is the most general) reports only at paths no other rule reported: the specific message
+    stands alone."""
     problems: list[Problem] = []
     for check in RULES:
-        if check.reads & skip:  # type: ignore[attr-defined]
+        if check.reads & skip or not applies(check, rule_sets):  # type: ignore[attr-defined]
+            continue
+        if bound_only and getattr(check, "binds", None) is None:
             continue
         found = list(check(spec))
         if getattr(check, "after_the_others", False):
@@ -81,12 +86,17 @@ def _is_trainium(instance_type: str | None) -> bool:
 
 
 @rule("instance_type", "instance_groups")
-def instance_type_is_known(spec: JobSpec) -> Iterator[Problem]:
-    """instance_type or instance_groups, well formed; unknown but well-formed ml.* types pass (new types appear)."""
+def instance_type_is_given(spec: JobSpec) -> Iterator[Problem]:
+    """instance_type or instance_groups (every engine: how many of what its job runs on)."""
     if spec.instance_groups and spec.instance_type:
         yield Problem("instance_groups", "give either instance_type/instance_count or instance_groups, not both")
     if not spec.instance_groups and not spec.instance_type:
         yield Problem("instance_type", "is required (e.g. ml.p4d.24xlarge, or local for this machine)")
+
+
+@rule("instance_type", "instance_groups", binds=SAGEMAKER_REQUEST)
+def instance_type_is_known(spec: JobSpec) -> Iterator[Problem]:
+    """instance_type or instance_groups, well formed; unknown but well-formed ml.* types pass (new types appear)."""
     types = [("instance_type", spec.instance_type)] if spec.instance_type else []
     types += [(f"instance_groups.{index}.instance_type", group.instance_type)
               for index, group in enumerate(spec.instance_groups or [])]
@@ -152,7 +162,7 @@ def _strategy_runs_on_instance_groups(spec: JobSpec) -> Iterator[Problem]:
                                       "use one of those, or instance_type / instance_count")
 
 
-@rule("instance_type", "instance_groups", "distribution", "framework")
+@rule("instance_type", "instance_groups", "distribution", "framework", binds=SAGEMAKER_REQUEST)
 def trainium_runs_torch_distributed(spec: JobSpec) -> Iterator[Problem]:
     """On ml.trn* only PyTorch with torch_distributed (torchrun over NeuronCores) is supported."""
     instance_type = spec.training_instance_type()
@@ -179,13 +189,19 @@ def trainium_runs_torch_distributed(spec: JobSpec) -> Iterator[Problem]:
         yield Problem("framework", "Trainium instances run PyTorch (torch-neuronx) only")
 
 
-@rule("instance_type", "instance_groups", "distribution", "entry_point", "framework", "framework_version", "image_uri")
+@rule("distribution", "entry_point")
+def torch_distributed_runs_python(spec: JobSpec) -> Iterator[Problem]:
+    """torch_distributed (torchrun, on every engine): a .py entry point."""
+    if isinstance(spec.dist, TorchDistributed) and not spec.entry_point.endswith(".py"):
+        yield Problem("entry_point", "torch_distributed runs Python programs only: the entry point must be a .py file")
+
+
+@rule("instance_type", "instance_groups", "distribution", "framework", "framework_version", "image_uri",
+      binds=SAGEMAKER_REQUEST)
 def torch_distributed_needs_accelerators(spec: JobSpec) -> Iterator[Problem]:
-    """torch_distributed: a .py entry point, GPU or Trainium instances, PyTorch >= 1.13."""
+    """torch_distributed as SageMaker runs it: GPU or Trainium instances, PyTorch >= 1.13."""
     if not isinstance(spec.dist, TorchDistributed):
         return
-    if not spec.entry_point.endswith(".py"):
-        yield Problem("entry_point", "torch_distributed runs Python programs only: the entry point must be a .py file")
     if _is_trainium(spec.training_instance_type()):
         # Trainium's first Neuron image carries PyTorch 1.11.0 (trn1); the GPU rule (1.13) does not apply.
         yield from _needs_pytorch(spec, "torch_distributed on Trainium", TRAINIUM_TORCH_DISTRIBUTED_MINIMUM)
@@ -210,7 +226,8 @@ def pytorchddp_versions(spec: JobSpec) -> Iterator[Problem]:
         yield from _needs_pytorch(spec, "pytorchddp", PYTORCHDDP_MINIMUM)
 
 
-@rule("instance_type", "instance_groups", "distribution", "framework", "framework_version", "image_uri")
+@rule("instance_type", "instance_groups", "distribution", "framework", "framework_version", "image_uri",
+      binds=SAGEMAKER_REQUEST)
 def smddp_supported(spec: JobSpec) -> Iterator[Problem]:
     """SMDDP: PyTorch only, on the instance types and PyTorch versions AWS documents."""
     if not isinstance(spec.dist, (SMDDP, PyTorchDDP)):
@@ -260,7 +277,7 @@ def _plain_dlc_without_smddp(spec: JobSpec) -> Iterator[Problem]:
 
 
 @rule("instance_type", "instance_groups", "distribution", "instance_count", "framework", "framework_version",
-      "image_uri")
+      "image_uri", binds=SAGEMAKER_REQUEST)
 def smp_fits_the_fleet(spec: JobSpec) -> Iterator[Problem]:
     """SMP: GPU instances, PyTorch >= 2.0 for v2, degrees that divide the number of GPUs."""
     if not isinstance(spec.dist, SMP):
@@ -295,7 +312,7 @@ def smp_fits_the_fleet(spec: JobSpec) -> Iterator[Problem]:
             remaining //= degree
 
 
-@rule("instance_type", "instance_groups", "distribution")
+@rule("instance_type", "instance_groups", "distribution", binds=SAGEMAKER_REQUEST)
 def smdistributed_on_p5_needs_torch_distributed(spec: JobSpec) -> Iterator[Problem]:
     """On ml.p5.48xlarge the SMP and SMDDP libraries run only under torchrun (SMP v2, SMDDP AllGather); SMP v1 and
     SMDDP's mpirun path have no p5 build (the SDK's rule, from the libraries' release notes)."""
@@ -311,7 +328,7 @@ def smdistributed_on_p5_needs_torch_distributed(spec: JobSpec) -> Iterator[Probl
                                       "AllGather) or pick ml.p4d.24xlarge")
 
 
-@rule("instance_type", "instance_groups", "distribution", "framework")
+@rule("instance_type", "instance_groups", "distribution", "framework", binds=SAGEMAKER_REQUEST)
 def xla_and_tensorflow_strategies(spec: JobSpec) -> Iterator[Problem]:
     """pytorchxla needs PyTorch on GPUs; MultiWorkerMirroredStrategy needs TensorFlow."""
     if isinstance(spec.dist, PyTorchXLA):
@@ -440,7 +457,7 @@ def code_channel_problems(spec: JobSpec, launcher: str) -> list[Problem]:
 
 
 @rule("framework", "framework_version", "py_version", "instance_type", "instance_groups", "distribution",
-      "image_uri", "region")
+      "image_uri", "region", binds=SAGEMAKER_REQUEST)
 def training_image_exists(spec: JobSpec) -> Iterator[Problem]:
     """The AWS image the job would run in exists for its framework, version, Python and instance type (in the
     spec's region, when it names one): the check ``render`` makes, so that ``validate`` gives the same verdict.

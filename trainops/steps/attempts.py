@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainops.backends.api import MAX_SUFFIX
-from trainops.backends.failures import RetryBudgets, Verdict, classify_result, status_walk
+from trainops.backends.failures import RetryBudgets, Verdict, status_walk
+from trainops.backends.vocabulary import classify_result, vocabulary_of
 
 Log = Callable[[str], None]
 logger = logging.getLogger(__name__)
@@ -36,19 +37,12 @@ def attempt_name(job_name: str, number: int) -> str:
     return with_suffix(job_name, str(number))
 
 
-def _local_price(instance_type: str | None, region: str | None) -> float | None:
-    from trainops.runtime import catalog
-
-    if not instance_type:
-        return None
-    return catalog.hourly_price(instance_type, region or "us-east-1")
-
-
 def attempt_cost(result: Mapping[str, Any], *, instance_type: str | None = None, instance_count: int = 1,
                  region: str | None = None) -> dict[str, Any]:
     """What one attempt cost: the backend's own estimate where it made one (SageMaker: billable seconds x instances
-    x price, spot saving included), else the attempt's billable or wall seconds x instance count x the catalog's
-    on-demand price: what the same run would have cost on SageMaker (the `basis` says which)."""
+    x price, spot saving included), else the attempt's billable or wall seconds x instance count x the price of the
+    backend that ran it (the result's ``backend``: its vocabulary's; local: what the same request would cost on
+    SageMaker; the `basis` says which). A backend with no price: the cost is unknown, and ``no_price`` says why."""
     estimate = result.get("cost")
     if isinstance(estimate, Mapping) and "estimated_cost" in estimate:
         return {"basis": estimate.get("basis") or "backend-estimate", "seconds": result.get("billable_seconds"),
@@ -59,10 +53,12 @@ def attempt_cost(result: Mapping[str, Any], *, instance_type: str | None = None,
     basis = "billable"
     if seconds is None:
         seconds, basis = result.get("duration_seconds"), "wall-time-at-catalog-price"
-    price = _local_price(instance_type, region)
+    words = vocabulary_of(result.get("backend") or None)  # no backend named: the default one's, as elsewhere
+    price = words.hourly_price(instance_type, region or "us-east-1")
     cost = None if price is None or seconds is None else round(float(seconds) * instance_count * price / 3600.0, 6)
-    return {"basis": basis, "seconds": seconds, "cost": cost, "on_demand_cost": cost, "spot_saving": None,
-            "unknown_prices": [] if price is not None or not instance_type else [instance_type]}
+    found = {"basis": basis, "seconds": seconds, "cost": cost, "on_demand_cost": cost, "spot_saving": None,
+             "unknown_prices": [] if price is not None or not instance_type else [instance_type]}
+    return {**found, "no_price": words.unpriced_reason()} if not words.priced else found
 
 
 def total_cost(costs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
@@ -79,8 +75,10 @@ def total_cost(costs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     if spot and total is not None and full:
         saving = round(1.0 - total / full, 4) if full > total else 0.0
     unknown = sorted({name for item in costs for name in item.get("unknown_prices") or []})
-    return {"currency": "USD", "total": total, "on_demand_total": full, "spot_saving": saving,
-            "attempts": sum(int(item.get("attempts", 1)) for item in costs), "unknown_prices": unknown}
+    summed = {"currency": "USD", "total": total, "on_demand_total": full, "spot_saving": saving,
+              "attempts": sum(int(item.get("attempts", 1)) for item in costs), "unknown_prices": unknown}
+    no_price = sorted({str(item["no_price"]) for item in costs if item.get("no_price")})
+    return {**summed, "no_price": "; ".join(no_price)} if no_price else summed
 
 
 @dataclass
@@ -190,11 +188,12 @@ def run_cost(costs: Sequence[Mapping[str, Any]], cost_notes: Mapping[str, Any] |
     return cost
 
 
-def cost_notes(spec: Any, planned: Any = None) -> dict[str, Any]:
-    """What a run's cost says beside the sums: the forecast of one attempt and the budget (`run_cost`)."""
+def cost_notes(spec: Any, planned: Any = None, *, backend: Any = None) -> dict[str, Any]:
+    """What a run's cost says beside the sums: the forecast of one attempt on ``backend`` and the budget
+    (`run_cost`)."""
     from trainops.steps.forecast import forecast
 
-    planned = planned if planned is not None else forecast(spec)
+    planned = planned if planned is not None else forecast(spec, backend=backend)
     limit = getattr(spec, "max_cost_usd", None)
     return {"forecast": planned.to_dict(),
             "budget": {"max_cost_usd": limit, "mode": getattr(spec, "budget", "stop")} if limit is not None else None}
@@ -218,6 +217,8 @@ def cost_line(cost: Mapping[str, Any] | None) -> str:
     attempts = int(cost.get("attempts") or 1)
     plural = "attempt" if attempts == 1 else "attempts"
     if cost.get("total") is None:
+        if cost.get("no_price"):
+            return f"cost unknown over {attempts} {plural} ({cost['no_price']})"
         missing = ", ".join(cost.get("unknown_prices") or []) or "no duration"
         return f"cost unknown over {attempts} {plural} (no price for {missing})"
     from trainops.backends.guards import usd
@@ -289,15 +290,16 @@ def _instances(spec: Any) -> tuple[str | None, int]:
     return spec.instance_type, int(spec.instance_count or 1)
 
 
-def guards_for(spec: Any, spent: float | None = 0.0) -> Any:
-    """The `trainops.backends.guards.JobGuards` of an attempt of ``spec`` after earlier attempts cost ``spent``: what
-    is left of max_cost_usd, the instances' hourly price, the stall watchdog and the wait bound's grace."""
+def guards_for(spec: Any, spent: float | None = 0.0, *, backend: Any = None) -> Any:
+    """The `trainops.backends.guards.JobGuards` of an attempt of ``spec`` on ``backend`` (None: the default one)
+    after earlier attempts cost ``spent``: what is left of max_cost_usd, the instances' hourly price at the backend's
+    price, the stall watchdog and the wait bound's grace."""
     from trainops.backends.guards import JobGuards
     from trainops.steps.forecast import hourly_cost
 
     limit = getattr(spec, "max_cost_usd", None)
     left = None if limit is None else max(0.0, limit - (spent or 0.0))
-    return JobGuards.from_spec(spec, budget_usd=left, hourly_usd=hourly_cost(spec))
+    return JobGuards.from_spec(spec, budget_usd=left, hourly_usd=hourly_cost(spec, backend=backend))
 
 
 def train_in_attempts(backend: Any, spec: Any, job_name: str, *, retries: Any = None, log: Log,
@@ -309,7 +311,7 @@ def train_in_attempts(backend: Any, spec: Any, job_name: str, *, retries: Any = 
     from trainops.steps.forecast import check_budget, retry_fits
 
     budgets = RetryBudgets.parse(retries) if retries is not None else RetryBudgets(infrastructure=0)
-    planned = check_budget(spec)  # budget: refuse refuses here, before anything is looked up or created
+    planned = check_budget(spec, backend=backend)  # budget: refuse refuses here, before anything is created
     limit = getattr(spec, "max_cost_usd", None)
     if limit is not None and planned.hourly_usd is None:
         logger.warning("[trainops] warning: max_cost_usd cannot stop the job: the catalog has no price for %s in %s "
@@ -320,15 +322,16 @@ def train_in_attempts(backend: Any, spec: Any, job_name: str, *, retries: Any = 
         handle = backend.submit(spec, name, if_exists="reattach", log=log, detached=False, **options)
         if on_handle is not None:
             on_handle(backend, handle)
-        ended: dict[str, Any] = backend.wait(handle, log=log, guards=guards_for(spec, ledger.get("spent"))).to_dict()
+        guards = guards_for(spec, ledger.get("spent"), backend=backend)
+        ended: dict[str, Any] = backend.wait(handle, log=log, guards=guards).to_dict()
         return ended
 
     instance_type, count = _instances(spec)
-    notes = cost_notes(spec, planned)
+    notes = cost_notes(spec, planned, backend=backend)
     result = run_attempts(run_attempt, job_name=job_name, budgets=budgets, instance_type=instance_type,
                           instance_count=count, region=getattr(spec, "region", None),
                           known_attempts=known_attempts(backend, job_name), log=log, ledger=ledger,
-                          fits=lambda spent: retry_fits(spec, spent), cost_notes=notes)
+                          fits=lambda spent: retry_fits(spec, spent, backend=backend), cost_notes=notes)
     if JobStatus.parse(result.get("status")).outcome == "failure":
         verdict = result.get("failure_evidence") or {}
         error = JobFailed(f"training job {result['job_name']} ended {result['status']} "

@@ -3,13 +3,19 @@
 The ceiling of one training attempt is what SageMaker can bill for it: every instance for ``max_run`` seconds (a
 spot job bills at most its run time too, usually much less; ``max_wait`` bounds only its wall time), plus the warm
 pool's idle time after the job (``keep_alive_period_in_seconds``, billed while the instances wait for the next job),
-at the catalog's on-demand prices (`trainops.runtime.catalog`: approximate list prices, an estimate, never a bill).
-An evaluation job, where a pipeline has one, adds its instance for its timeout.
+at the backend's price (its vocabulary's, `trainops.backends.vocabulary.Vocabulary.price`: for sagemaker and local
+the catalog's SageMaker on-demand list prices, `trainops.runtime.catalog`, an estimate, never a bill). An engine with
+no price (slurm) has no forecast: its cost is unknown, never another engine's price. An evaluation job, where a
+pipeline has one, adds its instance for its timeout.
 
 ``max_cost_usd`` is spent over every attempt of a run. With ``budget: refuse`` a run whose first attempt alone could
 cost more is refused before anything is created (`check_budget`); with ``budget: stop`` (the default) the wait stops
 the job when its billable cost reaches what is left (`trainops.backends.guards`), and `retry_fits` starts no retry
-that cannot fit.
+that cannot fit. On an engine with no price, ``max_cost_usd`` cannot be kept, so `check_budget` refuses it under
+either mode: a budget that silently never stops a job would be worse than none.
+
+``backend`` (each function's keyword): the backend the job runs on, by name, opened or as its vocabulary; None: the
+default backend's.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from trainops.backends.guards import usd
+from trainops.backends.vocabulary import Vocabulary, vocabulary_of
 from trainops.errors import Problem, SpecError
 
 DEFAULT_REGION = "us-east-1"
@@ -43,6 +50,8 @@ class Forecast:
     budget: str = "stop"
     unknown_prices: list[str] = field(default_factory=list)
     currency: str = "USD"
+    backend: str = ""
+    no_price: str = ""  # why there is no price at all (the engine has none), "" when it has one
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -59,7 +68,9 @@ class Forecast:
 
         if self.instances and all(catalog.is_local(item["instance_type"]) for item in self.instances):
             return []
-        if self.hourly_usd is None:
+        if self.no_price:
+            lines = [f"forecast: unknown ({self.no_price})"]
+        elif self.hourly_usd is None:
             missing = ", ".join(self.unknown_prices) or "no instance type"
             lines = [f"forecast: unknown (the catalog has no price for {missing} in {self.region})"]
         else:
@@ -85,10 +96,9 @@ class Forecast:
         return lines
 
 
-def _price(instance_type: str, region: str) -> float | None:
-    from trainops.runtime import catalog
-
-    return catalog.hourly_price(instance_type, region)
+def pricing(backend: Any = None) -> Vocabulary:
+    """The vocabulary whose price a forecast uses: ``backend``'s (a name, an opened backend or a vocabulary)."""
+    return backend if isinstance(backend, Vocabulary) else vocabulary_of(backend)
 
 
 def instances_of(spec: Any) -> list[tuple[str, int]]:
@@ -99,27 +109,29 @@ def instances_of(spec: Any) -> list[tuple[str, int]]:
     return [(spec.instance_type, int(spec.instance_count or 1))] if getattr(spec, "instance_type", None) else []
 
 
-def hourly_cost(spec: Any, region: str | None = None) -> float | None:
-    """Every instance of the job together, USD per hour (None when a price is unknown)."""
+def hourly_cost(spec: Any, region: str | None = None, *, backend: Any = None) -> float | None:
+    """Every instance of the job together, USD per hour at the backend's price (None when a price is unknown)."""
     region = region or getattr(spec, "region", None) or DEFAULT_REGION
+    words = pricing(backend)
     total = 0.0
     kinds = instances_of(spec)
     for instance_type, count in kinds:
-        price = _price(instance_type, region)
+        price = words.hourly_price(instance_type, region)
         if price is None:
             return None
         total += price * count
     return round(total, 6) if kinds else None
 
 
-def forecast(spec: Any, *, region: str | None = None,
-             evaluation: Mapping[str, Any] | None = None) -> Forecast:
-    """The forecast of one attempt of ``spec``. ``evaluation``: ``{"instance_type", "instance_count",
+def forecast(spec: Any, *, region: str | None = None, evaluation: Mapping[str, Any] | None = None,
+             backend: Any = None) -> Forecast:
+    """The forecast of one attempt of ``spec`` on ``backend``. ``evaluation``: ``{"instance_type", "instance_count",
     "timeout_seconds"}`` of an evaluation job the run adds (a pipeline's evaluate step on SageMaker)."""
     region = region or getattr(spec, "region", None) or DEFAULT_REGION
+    words = pricing(backend)
     described, unknown, hourly = [], [], 0.0
     for instance_type, count in instances_of(spec):
-        price = _price(instance_type, region)
+        price = words.hourly_price(instance_type, region)
         described.append({"instance_type": instance_type, "instance_count": count, "price_per_hour": price})
         if price is None:
             unknown.append(instance_type)
@@ -133,7 +145,7 @@ def forecast(spec: Any, *, region: str | None = None,
     evaluation_usd: float | None = 0.0
     if evaluation:
         kind = str(evaluation.get("instance_type") or "")
-        price = _price(kind, region)
+        price = words.hourly_price(kind, region)
         if price is None:
             unknown.append(kind or "the evaluation's instance type")
             evaluation_usd = None
@@ -148,14 +160,19 @@ def forecast(spec: Any, *, region: str | None = None,
                     max_wait_seconds=getattr(spec, "max_wait", None) if spot else None, warm_pool_seconds=keep_alive,
                     warm_pool_usd=warm, evaluation_usd=evaluation_usd, attempt_usd=attempt,
                     max_cost_usd=getattr(spec, "max_cost_usd", None), budget=getattr(spec, "budget", "stop"),
-                    unknown_prices=sorted(set(unknown)))
+                    unknown_prices=sorted(set(unknown)), backend=words.engine, no_price=words.unpriced_reason())
 
 
-def check_budget(spec: Any, *, region: str | None = None, spent: float = 0.0) -> Forecast:
+def check_budget(spec: Any, *, region: str | None = None, spent: float = 0.0, backend: Any = None) -> Forecast:
     """Refuse (`SpecError` naming max_cost_usd, with the forecast) a run whose next attempt could cost more than
     what is left of max_cost_usd, when the spec says ``budget: refuse``; return the forecast otherwise. A price the
-    catalog lacks cannot be budgeted: refused too, under ``budget: refuse``."""
-    planned = forecast(spec, region=region)
+    catalog lacks cannot be budgeted: refused too, under ``budget: refuse``. A backend with no price at all cannot
+    keep a max_cost_usd under either mode: refused."""
+    planned = forecast(spec, region=region, backend=backend)
+    if planned.max_cost_usd is not None and planned.no_price:
+        raise SpecError(Problem("max_cost_usd", f"cannot be kept: {planned.no_price}, so the job could never be "
+                                                "stopped at it; leave max_cost_usd out on this backend, or run on a "
+                                                "backend with a price (sagemaker, local)"))
     if planned.max_cost_usd is None or planned.budget != "refuse":
         return planned
     left = planned.max_cost_usd - spent
@@ -173,7 +190,8 @@ def check_budget(spec: Any, *, region: str | None = None, spent: float = 0.0) ->
     return planned
 
 
-def retry_fits(spec: Any, spent: float | None, *, region: str | None = None) -> tuple[bool, str]:
+def retry_fits(spec: Any, spent: float | None, *, region: str | None = None, backend: Any = None
+               ) -> tuple[bool, str]:
     """Whether another attempt may start under the run's max_cost_usd after ``spent``: something must be left, and
     under ``budget: refuse`` the attempt's whole ceiling must fit. (fits, why not)."""
     limit = getattr(spec, "max_cost_usd", None)
@@ -186,7 +204,7 @@ def retry_fits(spec: Any, spent: float | None, *, region: str | None = None) -> 
     if left <= 0:
         return False, f"max_cost_usd ${limit:.2f} is spent (${spent:.4f})"
     if getattr(spec, "budget", "stop") == "refuse":
-        planned = forecast(spec, region=region)
+        planned = forecast(spec, region=region, backend=backend)
         if planned.attempt_usd is None or planned.attempt_usd > left:
             ceiling = "unknown" if planned.attempt_usd is None else f"${planned.attempt_usd:.2f}"
             return False, f"a retry could cost {ceiling}, more than the ${left:.4f} left of max_cost_usd"

@@ -205,7 +205,7 @@ class PipelineRunner:
                 "summary": report.get("summary") or f"staged into {destination}"}
 
     def _train_spec(self) -> JobSpec:
-        return train_spec(self.pipeline, self.pipeline_dir)
+        return train_spec(self.pipeline, self.pipeline_dir, self.backend)
 
     def _train(self) -> dict[str, Any]:
         from trainops.spec.names import timestamped_job_name
@@ -301,7 +301,7 @@ def check_pipeline(pipeline: PipelineSpec, pipeline_dir: Path, backend: str | No
 
     spec = None
     try:
-        spec = PipelineRunner(pipeline, pipeline_dir)._train_spec()
+        spec = PipelineRunner(pipeline, pipeline_dir, backend=backend)._train_spec()
     except SpecError as error:
         raw = steps.train.spec
         note = f" (in {error.source})" if isinstance(raw, str) and error.source else ""

@@ -195,15 +195,16 @@ def options_of(pipeline: Any, backend: str, given: Mapping[str, Any] | None = No
     return {**own, **dict(given or {})}
 
 
-def train_spec(pipeline: Any, pipeline_dir: Path) -> JobSpec:
-    """The pipeline's training job spec (a file relative to the pipeline's directory, or inline), validated."""
+def train_spec(pipeline: Any, pipeline_dir: Path, backend: Any = None) -> JobSpec:
+    """The pipeline's training job spec (a file relative to the pipeline's directory, or inline), validated by the
+    spec rules ``backend`` binds (None: the default backend's)."""
     from trainops.spec.pipeline import resolve
     from trainops.steps.train import load_spec
 
     given = pipeline.steps.train.spec
     if isinstance(given, str):
-        return load_spec(resolve(given, pipeline_dir))
-    return load_spec(given, base_dir=pipeline_dir)
+        return load_spec(resolve(given, pipeline_dir), backend=backend)
+    return load_spec(given, base_dir=pipeline_dir, backend=backend)
 
 
 def resolve_plan(pipeline: Any, backend: str | None = None, workdir: str | os.PathLike[str] | None = None, *,
@@ -232,7 +233,7 @@ def resolve_plan(pipeline: Any, backend: str | None = None, workdir: str | os.Pa
     backend = check_backend_name(backend or pipeline.backend or default_backend())
     options = options_of(pipeline, backend, backend_options)
     steps = pipeline.steps
-    spec = spec if spec is not None else train_spec(pipeline, here)
+    spec = spec if spec is not None else train_spec(pipeline, here, backend)
     work = str(Path(pipeline.workdir))
     region = spec.region or pipeline.region
     chosen = get_backend(backend, options=options, source="backend_options", workdir=work)

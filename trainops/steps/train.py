@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainops.backends.api import BACKENDS, IF_EXISTS, JobHandle, check_choice  # noqa: F401 - re-exported
+from trainops.backends.vocabulary import vocabulary_of
 from trainops.errors import JobFailed  # noqa: F401 - re-exported for callers of this module
 
 if TYPE_CHECKING:
@@ -33,15 +34,16 @@ def default_job_name(spec: JobSpec) -> str:
     return timestamped_job_name(spec.name or "trainops")
 
 
-def load_spec(spec: Any, base_dir: str | os.PathLike[str] | None = None) -> JobSpec:
+def load_spec(spec: Any, base_dir: str | os.PathLike[str] | None = None, *, backend: Any = None) -> JobSpec:
     """A JobSpec from a JobSpec, a mapping or a YAML/JSON path; relative paths resolve against the file's directory
-    (or `base_dir`, else the working directory, for mappings)."""
-    from trainops.spec.job import JobSpec
+    (or `base_dir`, else the working directory, for mappings). Checked by the spec rules ``backend`` binds (its
+    vocabulary's `spec_rules`: a name, an opened backend or its class; None: the default backend's)."""
     from trainops.spec.loader import load_job_spec, parse_job_spec, resolve_relative_paths
 
+    rule_sets = None if backend is None else vocabulary_of(backend).spec_rules
     if isinstance(spec, (str, os.PathLike)) and not isinstance(spec, dict):
-        return load_job_spec(os.fspath(spec))
-    parsed = spec if isinstance(spec, JobSpec) else parse_job_spec(spec)
+        return load_job_spec(os.fspath(spec), rule_sets=rule_sets)
+    parsed = parse_job_spec(spec, rule_sets=rule_sets)
     return resolve_relative_paths(parsed, Path(base_dir or os.getcwd()).resolve())
 
 
@@ -85,7 +87,7 @@ def train(
     check_choice(if_exists, IF_EXISTS, "if_exists")
     context = {key: options.pop(key) for key in CONTEXT_OPTIONS if key in options}
     chosen = get_backend(backend, options=backend_options, source="backend options", **context)
-    spec = load_spec(spec, options.pop("base_dir", None))
+    spec = load_spec(spec, options.pop("base_dir", None), backend=chosen)
     job_name = check_job_name(job_name) if job_name else default_job_name(spec)
     if "checkpoint_key" not in options and getattr(chosen.options(), "checkpoint_key", None) is None:
         # Checkpoints follow the job's identity, this step's name: its attempts <name>-N and a re-run of the name
@@ -99,9 +101,9 @@ def train(
     from trainops.steps.attempts import guards_for
     from trainops.steps.forecast import check_budget
 
-    check_budget(spec)  # budget: refuse refuses before anything is created
+    check_budget(spec, backend=chosen)  # budget: refuse refuses before anything is created
     handle = chosen.submit(spec, job_name, if_exists=if_exists, log=log, detached=not wait, **options)
     if on_handle is not None:
         on_handle(chosen, handle)
-    result = chosen.wait(handle, log=log, guards=guards_for(spec)) if wait else chosen.describe(handle)
+    result = chosen.wait(handle, log=log, guards=guards_for(spec, backend=chosen)) if wait else chosen.describe(handle)
     return result.raise_for_status().to_dict()

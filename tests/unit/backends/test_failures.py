@@ -17,10 +17,11 @@ from trainops.backends.failures import (
     RetryBudgets,
     Verdict,
     classify,
-    classify_result,
-    evidence_from_description,
     evidence_from_failure_file,
 )
+from trainops.backends.sagemaker.vocabulary import SAGEMAKER, evidence_from_description
+from trainops.backends.slurm.vocabulary import SLURM
+from trainops.backends.vocabulary import classify_result
 
 SAGEMAKER_REASONS = [
     ("CapacityError: Unable to provision requested ML compute capacity. Please retry using a different ML instance "
@@ -47,7 +48,8 @@ SAGEMAKER_REASONS = [
 
 @pytest.mark.parametrize("text, expected", SAGEMAKER_REASONS)
 def test_sagemaker_failure_reasons(text, expected):
-    verdict = classify(evidence_from_description({"TrainingJobStatus": "Failed", "FailureReason": text}))
+    verdict = SAGEMAKER.classify_failure(evidence_from_description({"TrainingJobStatus": "Failed",
+                                                                    "FailureReason": text}))
     assert verdict.failure_class == expected, verdict
     assert verdict.evidence and verdict.evidence in text  # the deciding line is quoted from the text itself
 
@@ -57,15 +59,15 @@ def test_secondary_statuses_decide_limits_and_spot():
         "TrainingJobStatus": "Stopped", "SecondaryStatus": "MaxRuntimeExceeded",
         "SecondaryStatusTransitions": [{"Status": "Starting"}, {"Status": "Training"},
                                        {"Status": "MaxRuntimeExceeded"}]})
-    assert classify(timeout).failure_class == TIMEOUT
+    assert SAGEMAKER.classify_failure(timeout).failure_class == TIMEOUT
     spot = evidence_from_description({
         "TrainingJobStatus": "Failed", "FailureReason": "",
         "SecondaryStatusTransitions": [{"Status": "Training"}, {"Status": "Interrupted"}, {"Status": "Failed"}]})
-    verdict = classify(spot)
+    verdict = SAGEMAKER.classify_failure(spot)
     assert verdict.failure_class == INFRASTRUCTURE and verdict.source == "secondary_status"
     assert verdict.evidence == "Interrupted"
     plain_stop = evidence_from_description({"TrainingJobStatus": "Stopped", "SecondaryStatus": "Stopped"})
-    assert classify(plain_stop).failure_class == STOPPED
+    assert SAGEMAKER.classify_failure(plain_stop).failure_class == STOPPED
 
 
 def test_a_requested_stop_wins_over_what_the_ranks_printed():
@@ -117,14 +119,15 @@ def test_completed_has_no_verdict_and_nothing_known_is_unknown():
 
 
 def test_classify_result_reads_a_step_result():
-    result = {"status": "Failed", "failure_reason": "CapacityError: Unable to provision", "secondary_status": "Starting"}
+    result = {"backend": "sagemaker", "status": "Failed", "failure_reason": "CapacityError: Unable to provision",
+              "secondary_status": "Starting"}
     assert classify_result(result).failure_class == INFRASTRUCTURE
     assert classify_result({"status": "Completed"}) is None
 
 
 def test_every_rule_names_a_known_class_and_source():
     sources = set(FailureEvidence().sources())
-    for rule in RULES:
+    for rule in (*RULES, *SAGEMAKER.failure_rules, *SLURM.failure_rules):
         assert rule.failure_class in CLASSES and rule.source in sources, rule
 
 
@@ -147,7 +150,7 @@ def test_retry_budgets_parse_spend_and_refuse():
 def test_docs_failures_md_is_generated_from_the_rules():
     from pathlib import Path
 
-    from trainops.backends.failures import rules_markdown
+    from trainops.backends.failure_docs import rules_markdown
 
     path = Path(__file__).resolve().parents[3] / "docs" / "failures.md"
     assert path.read_text(encoding="utf-8") == rules_markdown(), "docs/failures.md is stale: regenerate it (see " \

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from trainops.backends.failures import classify_result
 from trainops.backends.guards import BUDGET, STALLED, WAIT_BOUND, JobGuards, Observation, Watchdog, cost_so_far
 from trainops.backends.local.guarding import LocalGuard
+from trainops.backends.vocabulary import classify_result
 from trainops.spec.job import JobSpec
 
 START = 1_800_000_000.0

@@ -14,11 +14,11 @@ from support.sagemaker_shapes import CREATED, training_description
 from support.stubbed_aws import FakeClock, StubbedAWS
 
 from trainops.backends.api import JobHandle
-from trainops.backends.failures import classify_result
 from trainops.backends.guards import JobGuards
 from trainops.backends.sagemaker import training
 from trainops.backends.sagemaker.backend import SageMakerBackend
 from trainops.backends.states import WaitTimedOut
+from trainops.backends.vocabulary import classify_result
 from trainops.runtime import catalog
 
 NAME = "bert-0123456789"

@@ -8,6 +8,7 @@ import botocore.session
 import pytest
 
 from trainops.backends import states
+from trainops.backends.sagemaker import vocabulary as sagemaker_words
 
 
 @pytest.mark.parametrize(
@@ -61,14 +62,14 @@ def test_unknown_resource_is_a_programming_error():
 def test_every_status_the_api_defines_is_in_the_table(resource, service, shape):
     # botocore's service model is the list of statuses AWS can return; a new one shows up here first.
     model = botocore.session.get_session().get_service_model(service)
-    assert set(model.shape_for(shape).enum) <= set(states.TABLES[resource])
+    assert set(model.shape_for(shape).enum) <= set(sagemaker_words.TABLES[resource])
 
 
 def test_every_secondary_status_has_a_meaning():
     model = botocore.session.get_session().get_service_model("sagemaker")
-    assert set(model.shape_for("SecondaryStatus").enum) <= set(states.TRAINING_SECONDARY_MEANINGS)
-    assert "spot" in states.explain_secondary_status("Interrupted")
-    assert "max_run" in states.explain_secondary_status("MaxRuntimeExceeded")
+    assert set(model.shape_for("SecondaryStatus").enum) <= set(sagemaker_words.TRAINING_SECONDARY_MEANINGS)
+    assert "spot" in sagemaker_words.explain_secondary_status("Interrupted")
+    assert "max_run" in sagemaker_words.explain_secondary_status("MaxRuntimeExceeded")
 
 
 def test_terminal_statuses_and_wait_bound():

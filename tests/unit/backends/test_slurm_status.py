@@ -16,10 +16,11 @@ import time
 
 import pytest
 
-from trainops.backends.failures import classify_result
 from trainops.backends.slurm import node, records, status
 from trainops.backends.slurm.transport import SlurmJob, SlurmUnreachable, Transport
-from trainops.backends.states import JobStatus, slurm_status
+from trainops.backends.slurm.vocabulary import slurm_status
+from trainops.backends.states import JobStatus
+from trainops.backends.vocabulary import classify_result
 
 
 class Jobs(Transport):

@@ -23,8 +23,8 @@ import pytest  # noqa: E402
 from airflow.sdk.exceptions import AirflowException, AirflowFailException  # noqa: E402
 
 from trainops.backends.api import JobHandle, get_backend  # noqa: E402
-from trainops.backends.failures import classify_result  # noqa: E402
 from trainops.backends.guards import JobGuards  # noqa: E402
+from trainops.backends.vocabulary import classify_result  # noqa: E402
 from trainops.operators.training import DistributedTrainingOperator  # noqa: E402
 from trainops.operators.triggers import JobTrigger  # noqa: E402
 from trainops.steps.attempts import guards_for  # noqa: E402

@@ -18,7 +18,7 @@ import pytest  # noqa: E402
 from airflow.sdk.exceptions import AirflowFailException, AirflowRescheduleException  # noqa: E402
 
 from trainops.backends.api import Backend, JobHandle, get_backend  # noqa: E402
-from trainops.backends.failures import classify_result  # noqa: E402
+from trainops.backends.vocabulary import classify_result  # noqa: E402
 from trainops.operators.training import DistributedTrainingOperator  # noqa: E402
 from trainops.steps.attempts import guards_for  # noqa: E402
 from trainops.steps.train import load_spec  # noqa: E402

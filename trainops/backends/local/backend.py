@@ -22,6 +22,7 @@ from trainops.backends.job_kinds import Evaluations, Registry, Staging, checked_
 from trainops.backends.local import status
 from trainops.backends.local.control import request_stop
 from trainops.backends.local.guarding import LocalGuard
+from trainops.backends.local.vocabulary import LOCAL
 from trainops.backends.options import BackendOptions, LocalOptions
 from trainops.backends.polled import Look, PolledBackend, Watch
 from trainops.backends.states import JobStatus
@@ -55,6 +56,7 @@ class LocalBackend(JobKindMethods, PolledBackend[LocalOptions]):
     """
 
     name = "local"
+    vocabulary = LOCAL
     Options = LocalOptions
     CONTEXT = frozenset({"workdir", "registry_dir", "client_factory", "region"})
     RUNS_HERE = True

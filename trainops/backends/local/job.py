@@ -25,7 +25,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trainops.backends.failures import BEFORE_SCRIPT
 from trainops.backends.hostfs import contract_dir, paths
 from trainops.backends.hostfs.artifacts import output_location_problem, pack_outputs
 from trainops.backends.hostfs.channels import fetch_channels
@@ -47,6 +46,7 @@ from trainops.backends.local.ports import reserve_port
 from trainops.backends.local.processes import MARKER
 from trainops.backends.local.pump import LogPump
 from trainops.backends.local.secrets import MASK_VARIABLES, mask
+from trainops.backends.local.vocabulary import BEFORE_SCRIPT
 from trainops.backends.request.hosts import host_groups
 from trainops.errors import JobFailed, Problem, SpecError, install_hint, missing_package
 from trainops.runtime.host_facts import MPIRUN_SETTING

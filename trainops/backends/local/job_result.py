@@ -1,6 +1,7 @@
 """How a local job ended (`LocalJobResult`, small and JSON-able: an XCom value, a KFP output) and how its failure reason
 is worded: the host's last lines added when its failure file has none of its own (a failure before the training
-script started begins with `trainops.backends.failures.BEFORE_SCRIPT`, which the classifier's `setup` rule matches)."""
+script started begins with `trainops.backends.local.vocabulary.BEFORE_SCRIPT`, which the classifier's `setup` rule
+matches)."""
 
 from __future__ import annotations
 

@@ -4,3 +4,5 @@ One module per service or concern (``training``, ``logs``, ``uploads``, ``fsx``,
 ``names``, ``cost``, ``clients``). Nothing here imports boto3 at module level, and the SageMaker Python SDK is never
 imported at all.
 """
+
+from trainops.backends.sagemaker import vocabulary as vocabulary  # noqa: E402 - registers SageMaker's status tables

@@ -31,6 +31,7 @@ from trainops.backends.sagemaker import fsx, processing, registry, training
 from trainops.backends.sagemaker import logs as log_reading
 from trainops.backends.sagemaker import preflight as checks
 from trainops.backends.sagemaker.job_request import default_region, given_clients_region
+from trainops.backends.sagemaker.vocabulary import SAGEMAKER
 from trainops.backends.states import JobStatus, classify
 from trainops.errors import Problem, SpecError
 
@@ -85,6 +86,7 @@ class SageMakerBackend(JobKindMethods, Backend):
     """
 
     name = "sagemaker"
+    vocabulary = SAGEMAKER
     Options = SageMakerOptions
     EXTRAS = ("aws",)
     EVALUATION_SETTINGS = frozenset({"role", "image_uri", "instance_type", "job_name", "code_uri", "poll_seconds",

@@ -21,8 +21,9 @@ from typing import Any, Literal
 
 from trainops.aws.clients import ClientFactory, error_code, error_message, translate_client_error
 from trainops.backends.api import MAX_SUFFIX
+from trainops.backends.sagemaker.vocabulary import explain_secondary_status
 from trainops.backends.sagemaker.waiting import describer, poll
-from trainops.backends.states import WaitTimedOut, classify, explain_secondary_status, wait_bound_seconds
+from trainops.backends.states import WaitTimedOut, classify, wait_bound_seconds
 from trainops.errors import JobFailed, Problem, SpecError
 from trainops.spec.names import valid_job_name, with_suffix
 

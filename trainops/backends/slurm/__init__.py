@@ -9,3 +9,5 @@ SageMaker container contract. The job reaches Slurm through its commands (``tran
 
 Imported only through the registry (`trainops.backends`): nothing here is loaded by a local or SageMaker run.
 """
+
+from trainops.backends.slurm import vocabulary as vocabulary  # noqa: E402 - registers Slurm's status tables

@@ -26,6 +26,7 @@ from trainops.backends.options import BackendOptions
 from trainops.backends.polled import Look, PolledBackend, Watch
 from trainops.backends.slurm.options import CLUSTER_SETTINGS, SlurmCluster, SlurmOptions
 from trainops.backends.slurm.transport import SlurmUnreachable, Transport
+from trainops.backends.slurm.vocabulary import SLURM
 from trainops.backends.states import JobStatus
 from trainops.errors import Problem, SpecError
 
@@ -79,6 +80,7 @@ class SlurmBackend(JobKindMethods, PolledBackend[SlurmOptions]):
     """
 
     name = "slurm"
+    vocabulary = SLURM
     Options = SlurmOptions
     CONTEXT = frozenset({*CLUSTER_SETTINGS, "poll_seconds", "client_factory", "registry_dir"})
     # An evaluation runs where trainops runs: no job to start and follow (not `started`), the task runs it.

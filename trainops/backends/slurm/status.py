@@ -1,9 +1,9 @@
 """Where a Slurm job stands, from Slurm's look and the job's records: one status record, as `trainops status` shows
 it and the seam's results carry it.
 
-Slurm's state decides while Slurm remembers the job (`trainops.backends.states.slurm_status`); the records decide
-once it has forgotten it (no slurmdbd: ``MinJobAge`` after the end): the end Slurm gave it, recorded by the first
-look that saw it (``final`` in ``slurm-job.json``), else the job's own ``ended.json`` (how its step ended, or how
+Slurm's state decides while Slurm remembers the job (`trainops.backends.slurm.vocabulary.slurm_status`); the records
+decide once it has forgotten it (no slurmdbd: ``MinJobAge`` after the end): the end Slurm gave it, recorded by the
+first look that saw it (``final`` in ``slurm-job.json``), else the job's own ``ended.json`` (how its step ended, or how
 Slurm ended it: scancel, the time limit, a lost node), else trainops' stop request.
 A look that cannot reach Slurm raises `SlurmUnreachable` (nothing is recorded then): the job is not failed by it.
 """
@@ -19,7 +19,8 @@ from typing import Any
 from trainops.backends.slurm import records
 from trainops.backends.slurm.script import COMMENT_PREFIX
 from trainops.backends.slurm.transport import SlurmJob, Transport
-from trainops.backends.states import JobStatus, slurm_status
+from trainops.backends.slurm.vocabulary import slurm_status
+from trainops.backends.states import JobStatus
 
 #: How long a record may wait for the Slurm job id its submission was to get before the submission counts as lost.
 SUBMIT_SECONDS = 300.0
