@@ -39,7 +39,7 @@ def _backend_options(backend: str, spec_json: str, spec_dir: str, where: Places,
     from trainops.steps.plan import step_settings
 
     def spec():  # read only by a backend whose settings come from it (SageMaker)
-        return load_component_spec(spec_json, spec_dir, where)
+        return load_component_spec(spec_json, spec_dir, where, backend=backend or None)
 
     chosen = get_backend(backend or None, options=options, source="backend_options", workdir=str(where.workdir))
     settings, _ = step_settings(chosen, spec, region or None)

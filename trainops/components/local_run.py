@@ -175,11 +175,11 @@ def run_local(path: str, *, workdir: str | None = None, gate: str | None = None,
     import kfp.local
     from kfp.local import config as local_config
 
+    from trainops.backends import default_backend
     from trainops.components.pipeline import build_pipeline
     from trainops.steps.plan import resolve_plan
 
-    source = read_pipeline_source(path, workdir_override=workdir)
-    from trainops.backends import default_backend
+    source = read_pipeline_source(path, workdir_override=workdir, backend=backend or default_backend())
 
     plan = resolve_plan(source.resolved, backend or default_backend(), pipeline_dir=source.directory,
                         backend_options=backend_options)

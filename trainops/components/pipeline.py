@@ -79,9 +79,11 @@ class PipelineSource:
         return {name: str(environment[name]) for name in secret_environment_names(environment)}
 
 
-def read_pipeline_source(path: str | os.PathLike, workdir_override: str | None = None) -> PipelineSource:
-    """Read and validate a pipeline file and its job spec (invalid input raises `SpecError`, exit code 2)."""
-    from trainops.spec.loader import load_job_spec, problems_from_validation_error, read_document
+def read_pipeline_source(path: str | os.PathLike, workdir_override: str | None = None,
+                         backend: str | None = None) -> PipelineSource:
+    """Read and validate a pipeline file and its job spec (invalid input raises `SpecError`, exit code 2); the spec
+    by the rules of the backend it runs on (``backend``, else the file's, else the default one)."""
+    from trainops.spec.loader import problems_from_validation_error, read_document
     from trainops.steps.train import load_spec
 
     path = Path(path)
@@ -98,11 +100,11 @@ def read_pipeline_source(path: str | os.PathLike, workdir_override: str | None =
     if isinstance(spec, str):
         given = resolved.steps.train.spec  # the same file, with the pipeline's variables substituted
         spec_path = Path(resolve(given if isinstance(given, str) else spec, directory))
-        load_job_spec(spec_path)  # validates the spec file, naming its fields
+        load_spec(spec_path, backend=backend or resolved.backend)  # validates the spec file, naming its fields
         document = read_document(spec_path)
         spec_dir = os.path.relpath(spec_path.parent, directory)
     else:
-        load_spec(resolved.steps.train.spec, base_dir=directory)
+        load_spec(resolved.steps.train.spec, base_dir=directory, backend=backend or resolved.backend)
         document, spec_dir = spec, "."
     return PipelineSource(pipeline=pipeline, resolved=resolved, spec_document=dict(document), spec_dir=spec_dir,
                           directory=directory)
@@ -282,7 +284,6 @@ def register_task(ops, register, model, metrics, spec_inputs: dict, where: dict,
 def image_files(source: PipelineSource) -> list[tuple[str, Path]]:
     """(field, local path) of every file or directory the components read from the pipeline's own files: the prepare
     script, the job spec file, the training code and the evaluation code (URIs such as ``s3://`` are not files)."""
-    from trainops.spec.loader import load_job_spec
     from trainops.steps.train import load_spec
 
     steps, here = source.resolved.steps, source.directory
@@ -292,9 +293,9 @@ def image_files(source: PipelineSource) -> list[tuple[str, Path]]:
     if isinstance(steps.train.spec, str):
         spec_path = Path(resolve(steps.train.spec, here))
         files.append(("steps.train.spec", spec_path))
-        spec = load_job_spec(spec_path)
+        spec = load_spec(spec_path, backend=source.resolved.backend)
     else:
-        spec = load_spec(steps.train.spec, base_dir=here)
+        spec = load_spec(steps.train.spec, base_dir=here, backend=source.resolved.backend)
     if spec.source_dir and "://" not in spec.source_dir:
         files.append(("steps.train.spec.source_dir", Path(spec.source_dir)))
         files.append(("steps.train.spec.entry_point", Path(spec.source_dir) / spec.entry_point))

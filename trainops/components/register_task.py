@@ -22,7 +22,7 @@ def run_register(*, model: Any, metrics: Any, spec_json: str, spec_dir: str, bac
     from trainops.steps.register import register
 
     where = places(pipeline_dir, workdir)
-    spec = load_component_spec(spec_json, spec_dir, where)
+    spec = load_component_spec(spec_json, spec_dir, where, backend=backend or None)
     from trainops.backends.api import get_backend
     from trainops.components.paths import backend_options as parse_options
     from trainops.steps.plan import step_settings

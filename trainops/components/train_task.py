@@ -39,9 +39,11 @@ def train_job_name(spec, channels: dict[str, str], *, base: str, run_key: str = 
     return job_name or training_job_name(spec, channels, base=base, run_key=run_key)
 
 
-def load_component_spec(spec_json: str, spec_dir: str, where: Places, restore_secrets: bool = False):
-    """The job spec of a component input: JSON, variables substituted, relative paths against its directory; with
-    ``restore_secrets`` (the train component) masked environment values are taken from this process's environment."""
+def load_component_spec(spec_json: str, spec_dir: str, where: Places, restore_secrets: bool = False,
+                        backend: str | None = None):
+    """The job spec of a component input: JSON, variables substituted, relative paths against its directory, checked
+    by the spec rules ``backend`` binds (None: the default backend's); with ``restore_secrets`` (the train component)
+    masked environment values are taken from this process's environment."""
     from trainops.steps.train import load_spec
 
     document = parse_json(spec_json, "spec_json", dict)
@@ -55,7 +57,7 @@ def load_component_spec(spec_json: str, spec_dir: str, where: Places, restore_se
         # The compiled pipeline carries secrets masked: the pod's environment holds them.
         document = restore_masked(document, os.environ, "spec_json")
     document = where.expand(document, "spec")
-    return load_spec(document, base_dir=where.path(spec_dir or ".", "spec_dir"))
+    return load_spec(document, base_dir=where.path(spec_dir or ".", "spec_dir"), backend=backend)
 
 
 def local_channels(channels_json: str, where: Places) -> dict[str, str]:
@@ -141,7 +143,7 @@ def run_train(*, spec_json: str, spec_dir: str, backend: str, workdir: str, pipe
 
     check_backend_name(backend or None)
     where = places(pipeline_dir, workdir)
-    spec = load_component_spec(spec_json, spec_dir, where, restore_secrets=True)
+    spec = load_component_spec(spec_json, spec_dir, where, restore_secrets=True, backend=backend or None)
     channels = local_channels(channels_json, where)  # the pipeline file's channels: local paths, staged data
     name = train_job_name(spec, channels, base=name_base or "trainops", run_key=run_key, job_name=job_name)
     # The backend's settings go to it whole, with the pipeline file's ranks and channels (a backend that does not

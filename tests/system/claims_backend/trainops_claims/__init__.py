@@ -1,0 +1,1 @@
+"""A test engine whose channels are persistent volume claims (see ``backend``)."""
