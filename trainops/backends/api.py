@@ -38,6 +38,7 @@ from trainops.backends.job_kinds import (
 from trainops.backends.options import BackendOptions, LocalOptions, SageMakerOptions
 from trainops.backends.states import JobStatus
 from trainops.backends.vocabulary import Vocabulary
+from trainops.backends.vocabulary import neutral as vocabulary_neutral
 from trainops.errors import JobFailed, Problem, SpecError
 from trainops.spec.names import check_job_name, with_suffix
 
@@ -425,6 +426,9 @@ class Backend(abc.ABC, Generic[OptionsT]):
         chosen = self.options(options, **option_values)
         check_choice(if_exists, IF_EXISTS, "if_exists")
         check_job_name(name)
+        from trainops.spec.loader import check_rule_sets  # here: the spec's rules are not a DAG file's import
+
+        check_rule_sets(spec, (self.vocabulary or vocabulary_neutral(self.name)).spec_rules)  # the engine's own
         self.dry_run(spec, name, chosen)  # every input problem, before anything is looked up or created
         placement = place_job(name, if_exists, self.status_of, self.label)
         handle = (self.reattach(spec, placement, chosen, log) if placement.reattach
@@ -555,10 +559,11 @@ class Backend(abc.ABC, Generic[OptionsT]):
         task ends within seconds of its job (default: the interval)."""
         return interval
 
-    def check_spec(self, spec: JobSpec, region: str | None = None) -> None:
-        """Raise `SpecError` for every problem this backend would find in the spec with the options it was opened
-        with, before anything runs (default: the dry run)."""
-        self.dry_run(spec, "check", self.options())
+    def check_spec(self, spec: JobSpec, region: str | None = None,
+                   options: BackendOptions | Mapping[str, Any] | None = None) -> None:
+        """Raise `SpecError` for every problem this backend would find in the spec with ``options`` (laid over those
+        it was opened with: `options`), before anything runs (default: the dry run)."""
+        self.dry_run(spec, "check", self.options(options))
 
     # --- the other job kinds: objects the backend hands out (`trainops.backends.job_kinds`) ---------------------
     def evaluations(self) -> Evaluations | None:

@@ -28,8 +28,10 @@ def rules_markdown() -> str:
         "",
         "trainops' own guards stop a job and say so (`trainops.backends.guards`; spec fields in docs/spec.md): "
         "`max_cost_usd` (with `budget: stop`, the job is stopped when its billable cost so far reaches what is left "
-        "of the run's budget: SageMaker's billable time, or locally the wall time, x instances x the catalog "
-        "price), the wait bound (`max_run` + `max_wait` + `wait_grace_seconds`, counted from the job's own start, "
+        "of the run's budget: SageMaker's billable time, or locally the wall time, x instances x the backend's "
+        "price; a backend with no price, such as slurm, reports cost as unknown and refuses max_cost_usd before "
+        "anything is created), the wait bound (`max_run` + `max_wait` + `wait_grace_seconds`, counted from the "
+        "job's own start, "
         "so a re-attached wait gets no fresh bound; `stop_at_wait_bound: false` only stops waiting), and the stall "
         "watchdog (`stall_timeout`: no new log line and no metric for that long while the script runs; off by "
         "default, recommended for multi-node GPU jobs, where an NCCL hang or EFA falling back to TCP prints "

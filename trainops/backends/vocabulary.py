@@ -206,8 +206,14 @@ def vocabulary_of(backend: str | Backend | type[Backend] | None) -> Vocabulary:
     else:
         cls = backend if isinstance(backend, type) else type(backend)
     declared = getattr(cls, "vocabulary", None)
+    options = frozenset(getattr(getattr(cls, "Options", None), "names", lambda: ())())
     if not isinstance(declared, Vocabulary):
-        return neutral(getattr(cls, "name", "") or "")
+        # Nothing declared: the neutral words, and the front-end options its options type has a field for.
+        return Vocabulary(engine=getattr(cls, "name", "") or "", front_end_options=options & set(FRONT_END_OPTIONS))
+    missing = sorted(declared.front_end_options - options)
+    if missing:
+        raise ValueError(f"{declared.engine}'s vocabulary declares front-end options {', '.join(missing)}, which its "
+                         f"options type {cls.Options.__name__} has no field for")
     return register(declared)
 
 

@@ -151,6 +151,7 @@ def default_region() -> str | None:
 
 def render_command(args: argparse.Namespace) -> int:
     from trainops.backends.api import get_backend
+    from trainops.backends.vocabulary import vocabulary_of
     from trainops.commands.backend_args import backend_options
     from trainops.spec import load_job_spec
     from trainops.spec.names import timestamped_job_name
@@ -172,7 +173,7 @@ def render_command(args: argparse.Namespace) -> int:
                               source="backend_options", workdir=plan.workdir, region=plan.region or region)
         print(f"{args.file}: {_pipeline_summary(plan)}; the train step's request:", file=sys.stderr, flush=True)
     else:
-        spec = load_job_spec(args.file)
+        spec = load_job_spec(args.file, rule_sets=vocabulary_of(args.backend).spec_rules)  # its backend's rules
         job_name = args.job_name or timestamped_job_name(spec.name or "trainops")
         # A dry run: the backend renders what it would create and calls nothing (no region needed from AWS).
         backend = get_backend(args.backend, options=options, source="backend options", region=region)

@@ -138,6 +138,7 @@ def run_train(*, spec_json: str, spec_dir: str, backend: str, workdir: str, pipe
     model_artifact). ``backend_options``: the backend's one mapping of settings (JSON). ``client_factory`` and
     ``poll_seconds`` exist for tests (a component takes only JSON values)."""
     from trainops.backends import backend_class, check_backend_name
+    from trainops.backends.vocabulary import vocabulary_of
     from trainops.components.paths import backend_options as parse_options
     from trainops.steps.train import train
 
@@ -153,7 +154,7 @@ def run_train(*, spec_json: str, spec_dir: str, backend: str, workdir: str, pipe
     settings.update({key: value for key, value in (("processes_per_host", processes_per_host or None),
                                                    ("channel_overrides", channels or None)) if value is not None})
     options: dict[str, Any] = dict(workdir=str(where.workdir), region=spec.region or region or None,
-                                   client_factory=client_factory, **backend_class(backend or None).takes(
+                                   client_factory=client_factory, **vocabulary_of(backend or None).takes(
                                        {"checkpoint_key": name}))
     if poll_seconds is not None:
         options["poll_seconds"] = poll_seconds

@@ -168,7 +168,7 @@ def resolve_pipeline_steps(
     problems += _missing_steps(pipeline, path)
     problems += _backend_problems(backend or (pipeline.backend if pipeline is not None else
                                               _raw_document(path).get("backend")))
-    spec, spec_problems = _train_spec(pipeline, path)
+    spec, spec_problems = _train_spec(pipeline, path, backend)
     problems += spec_problems
     if problems:
         raise SpecError(problems, str(path))
@@ -176,7 +176,8 @@ def resolve_pipeline_steps(
         merged = spec.to_json_dict()
         merged["hyperparameters"] = {**merged.get("hyperparameters", {}), **(hyperparameters or {})}
         merged.update(overrides or {})  # only fields the DAG author allowed (`check_overrides`)
-        spec = load_spec(merged)  # the merged spec must still be valid; fail here, naming the field, not later
+        # The merged spec must still be valid (by its backend's rules); fail here, naming the field, not later.
+        spec = load_spec(merged, backend=backend or (pipeline.backend if pipeline is not None else None))
     # The values every front end shares come from the one resolution (trainops.steps.plan); on SageMaker that
     # includes the role, image and region the evaluate and register tasks need.
     plan = resolve_plan(pipeline, backend, pipeline_dir=path.parent, spec=spec)
@@ -235,9 +236,9 @@ def _missing_steps(pipeline: Any, path: Path) -> list:
             for name in REQUIRED_STEPS if name not in present]
 
 
-def _train_spec(pipeline: Any, path: Path) -> tuple[Any, list]:
-    """(the training job spec, its problems with fields under ``steps.train.spec``); the spec is None when invalid
-    or not described."""
+def _train_spec(pipeline: Any, path: Path, backend: str | None = None) -> tuple[Any, list]:
+    """(the training job spec, its problems with fields under ``steps.train.spec``, by the spec rules of ``backend``,
+    else the file's); the spec is None when invalid or not described."""
     from trainops.errors import Problem, SpecError
     from trainops.spec.pipeline import resolve
     from trainops.steps.train import load_spec
@@ -250,10 +251,11 @@ def _train_spec(pipeline: Any, path: Path) -> tuple[Any, list]:
         given = train.get("spec") if isinstance(train, dict) else None
         if not isinstance(given, (str, dict)) or (isinstance(given, str) and "${" in given):
             return None, []  # missing, of the wrong type or using variables: load_pipeline has said so already
+    chosen = backend or (pipeline.backend if pipeline is not None else None)
     try:
         if isinstance(given, str):
-            return load_spec(resolve(given, here)), []
-        return load_spec(given, base_dir=here), []
+            return load_spec(resolve(given, here), backend=chosen), []
+        return load_spec(given, base_dir=here, backend=chosen), []
     except SpecError as error:
         where = f" ({error.source})" if error.source and isinstance(given, str) else ""
         return None, [Problem(f"steps.train.spec.{problem.path}" if problem.path else "steps.train.spec",

@@ -67,7 +67,7 @@ class RenderTrainingJobOperator(BaseOperator):
         from trainops.steps.train import load_spec
 
         with translated_errors():
-            spec = load_spec(self.spec)
+            spec = load_spec(self.spec, backend=self.backend)  # by the spec rules its backend binds
             dag_id, task_id, run_id, map_index = task_identity(context)
             target = self.for_task_id or task_id
             # The same parts as trainops.operators.common.task_job_name, for the training task's id.

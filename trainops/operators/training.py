@@ -182,6 +182,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         self._held: tuple[Any, Any] | None = None  # (backend, JobHandle) of the job this try placed: on_kill stops it
         self._ti = task_instance_of(context)  # on_kill reads its state: ended, or superseded by a newer try
         self._in_process = False  # a local job in this task's process ends with it, whatever the state
+        self._chosen: Any = None  # the task's BackendChoice, made on first use (`_choice`)
         with translated_errors():
             check_backend(self.backend)
             check_choice(self.if_job_exists, IF_JOB_EXISTS, "if_job_exists")
@@ -213,16 +214,21 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         from trainops.spec.secrets import restore_masked
         from trainops.steps.train import load_spec
 
-        # A spec from XCom (the prepare task's) carries secrets masked: the worker's environment holds them.
-        return load_spec(restore_masked(self.spec, os.environ))
+        # A spec from XCom (the prepare task's) carries secrets masked: the worker's environment holds them. It is
+        # checked by the spec rules of the task's backend (slurm's, not the SageMaker request's, on slurm).
+        return load_spec(restore_masked(self.spec, os.environ), backend=self._choice().name())
 
     def _choice(self) -> Any:
-        """The task's backend, its one mapping of settings (the shorthand arguments laid in) and its connections."""
+        """The task's backend, its one mapping of settings (the shorthand arguments laid in) and its connections;
+        one per execute (`execute` forgets it), so its connection is read once though the spec and the backend both
+        ask for it."""
         from trainops.operators.backend_choice import BackendChoice
 
-        return BackendChoice.of_task(self, launcher=self.launcher, preflight=self.preflight,
-                                     processes_per_host=self.processes_per_host,
-                                     channel_overrides=self.channel_overrides or None)
+        if getattr(self, "_chosen", None) is None:
+            self._chosen = BackendChoice.of_task(self, launcher=self.launcher, preflight=self.preflight,
+                                                 processes_per_host=self.processes_per_host,
+                                                 channel_overrides=self.channel_overrides or None)
+        return self._chosen
 
     def _open(self, region: str | None, handle: Any = None) -> Any:
         """The task's backend (for a job found again: bound to where its handle says it lives)."""
@@ -234,12 +240,13 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         return self._open(spec.region)
 
     def _submit_and_wait(self, backend: Any, spec: Any, base: str) -> dict[str, Any]:
+        from trainops.backends.vocabulary import vocabulary_of
         from trainops.steps.forecast import check_budget
 
         # The settings were bound when the backend was opened; what the task adds is its own: the job must not depend
         # on this worker, and every try of this task resumes its own checkpoints (where the options type keeps
         # checkpoints by key).
-        options = {"detached": True, **backend.takes({"checkpoint_key": base})}
+        options = {"detached": True, **vocabulary_of(backend).takes({"checkpoint_key": base})}
         check_budget(spec, backend=backend)  # budget: refuse refuses before anything is created, as train does
         spent = self._spent(backend, spec, base)
         handle = backend.submit(spec, base, if_exists=self.if_job_exists, log=task_logger(self), **options)
@@ -287,13 +294,14 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
     def _train_in_worker(self, backend: Any, spec: Any, base: str) -> dict[str, Any]:
         """A job of a backend that runs jobs in the caller's process, in this task's (its hosts' logs stream live),
         through the train step's attempts: the task's own backend and settings."""
+        from trainops.backends.vocabulary import vocabulary_of
         from trainops.steps.train import train
 
         log = task_logger(self) if self.stream_logs else (lambda line: None)
         self._in_process = True
         result = self._run_step(train, spec, backend=backend, job_name=base, if_exists=self.if_job_exists, log=log,
                                 on_handle=self._hold, retries=self._budgets(),
-                                **backend.takes({"checkpoint_key": base}))
+                                **vocabulary_of(backend).takes({"checkpoint_key": base}))
         self._remember_lineage(spec, result.get("model_artifact"), backend)
         return xcom_result(result, metrics={}, cost=self._cost(base, backend, result, spec))
 

@@ -263,8 +263,9 @@ class JobSpec(CoreModel):
 
     # --- what a run may cost, and when a job that hangs is stopped (trainops' own guards: no request field) ----
     max_cost_usd: float | None = Field(
-        default=None, gt=0, description="Budget in US dollars over every attempt of a run (the catalog's "
-        "on-demand prices); see `budget` for what reaching it does.")
+        default=None, gt=0, description="Budget in US dollars over every attempt of a run (at the backend's "
+        "price: SageMaker's on-demand list prices on sagemaker and local; refused on a backend with no price, such "
+        "as slurm); see `budget` for what reaching it does.")
     budget: Literal["refuse", "stop"] = Field(
         default="stop", description="refuse: refuse before anything is created a run whose first attempt could "
         "cost more than max_cost_usd; stop: stop the job when its billable cost reaches it (either way no retry "

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from trainops.spec.job import JobSpec
 
+from trainops.backends.vocabulary import vocabulary_of
 from trainops.errors import JobFailed, SpecError
 from trainops.spec.pipeline import PipelineSpec, load_pipeline, resolve
 from trainops.steps.plan import PipelinePlan, resolve_plan, train_spec
@@ -227,9 +228,7 @@ class PipelineRunner:
         # own checkpoint key (checkpoints follow the job's identity: a retry of a failed run resumes, new data or
         # --force starts over) goes only to a backend whose options type takes one (SageMaker keeps checkpoints
         # under the spec's checkpoint_s3_uri).
-        from trainops.backends import backend_class
-
-        options = backend_class(self.plan.backend).takes({"checkpoint_key": job_name})
+        options = vocabulary_of(self.plan.backend).takes({"checkpoint_key": job_name})
         from trainops.job_index import pipeline_context
 
         with pipeline_context(self.pipeline.name, str(self.record_path)):  # its jobs name the pipeline in the index
@@ -317,7 +316,12 @@ def check_pipeline(pipeline: PipelineSpec, pipeline_dir: Path, backend: str | No
             problems.extend(error.problems)
         try:  # what the backend needs of the spec (local: the code directory; SageMaker: role, image, output...)
             if chosen is not None:
-                chosen.check_spec(spec, spec.region or pipeline.region)
+                # With what the runner will hand the backend (the front-end options it declares it takes).
+                given = vocabulary_of(chosen).takes({
+                    "processes_per_host": steps.train.processes_per_host,
+                    "channel_overrides": {name: resolve(value, pipeline_dir)
+                                          for name, value in steps.train.channels.items()} or None})
+                chosen.check_spec(spec, spec.region or pipeline.region, options=given)
                 chosen.pipeline_settings(spec, spec.region or pipeline.region)
         except SpecError as error:
             within("steps.train.spec", error)

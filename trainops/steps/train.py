@@ -92,7 +92,7 @@ def train(
     if "checkpoint_key" not in options and getattr(chosen.options(), "checkpoint_key", None) is None:
         # Checkpoints follow the job's identity, this step's name: its attempts <name>-N and a re-run of the name
         # resume them, a new name starts afresh (where the backend takes a key; never over one given).
-        options.update(chosen.takes({"checkpoint_key": job_name}))
+        options.update(vocabulary_of(chosen).takes({"checkpoint_key": job_name}))
     log = log or (lambda line: print(line, flush=True))
     if wait and if_exists == "reattach":
         from trainops.steps.attempts import train_in_attempts

@@ -178,3 +178,60 @@ def test_a_channel_uri_is_fingerprinted_as_text_and_a_local_path_by_its_files(tm
     assert before == channel_fingerprint({"train": f"file://{tmp_path}"})
     (tmp_path / "b.txt").write_text("2")
     assert channel_fingerprint({"train": str(tmp_path)}) != before
+
+
+def test_submit_binds_the_engines_spec_rules_to_a_spec_parsed_for_another(tmp_path):
+    from trainops.backends import get_backend
+    from trainops.spec.loader import parse_job_spec
+
+    (tmp_path / "train.py").write_text("print('never runs')\n")
+    spec = parse_job_spec({**TORCHRUN_ON_CPU, "instance_type": "ml.m5.large", "source_dir": str(tmp_path)},
+                          rule_sets=frozenset({"slurm"}))
+    local = get_backend("local", workdir=str(tmp_path / "state"))
+    with pytest.raises(SpecError, match="torch_distributed needs GPU or Trainium instances"):
+        local.submit(spec, "bound-1", log=lambda line: None)
+    assert not (tmp_path / "state" / "jobs" / "bound-1").exists()  # refused before anything was created
+
+
+def test_a_backend_without_a_vocabulary_takes_the_front_end_options_its_options_have():
+    from dataclasses import dataclass
+    from typing import ClassVar
+
+    from trainops.backends.api import Backend
+    from trainops.backends.options import BackendOptions
+
+    @dataclass(frozen=True)
+    class KeyedOptions(BackendOptions):
+        backend: ClassVar[str] = "keyed"
+        checkpoint_key: str | None = None
+
+    class Keyed(Backend):  # only what vocabulary_of reads
+        name = "keyed"
+        Options = KeyedOptions
+
+    words = vocabulary_of(Keyed)
+    assert words.takes({"checkpoint_key": "k", "processes_per_host": 2}) == {"checkpoint_key": "k"}
+    assert not words.priced and words.rules == () and words.spec_rules == frozenset()
+
+    class Claims(Keyed):
+        vocabulary = Vocabulary(engine="keyed-claims", front_end_options=frozenset({"channel_overrides"}))
+
+    with pytest.raises(ValueError, match="has no field for"):
+        vocabulary_of(Claims)
+
+
+def test_render_for_slurm_takes_a_cpu_node_description_and_forecasts_no_price(tmp_path, capsys):
+    from trainops.cli import main
+
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text(f"entry_point: train.py\nsource_dir: {tmp_path}\ninstance_type: cpu\ninstance_count: 2\n"
+                    "distribution: {type: torch_distributed, processes_per_host: 2}\n")
+    code = main(["render", str(spec), "--backend", "slurm", "-o", f"shared_dir={tmp_path / 'shared'}",
+                 "--job-name", "cpu-1"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "--nodes=2" in captured.out or "nodes" in captured.out
+    assert "forecast: unknown (the slurm backend has no price list" in captured.err
+    assert main(["render", str(spec), "--job-name", "cpu-1"]) == 2  # the default backend (local): refused
+    assert "is not an instance type" in capsys.readouterr().err

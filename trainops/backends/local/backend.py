@@ -255,8 +255,10 @@ class LocalBackend(JobKindMethods, PolledBackend[LocalOptions]):
             details={key: record.get(key) for key in DETAILS},
         )
 
-    def check_spec(self, spec: Any, region: str | None = None) -> None:
-        """Raise `SpecError` for what a local run of the spec would refuse (its code directory)."""
+    def check_spec(self, spec: Any, region: str | None = None,
+                   options: BackendOptions | Mapping[str, Any] | None = None) -> None:
+        """Raise `SpecError` for what a local run of the spec would refuse (its code directory); ``options`` change
+        nothing of it."""
         from trainops.backends.hostfs.inputs import resolve_code_dir
 
         resolve_code_dir(spec)

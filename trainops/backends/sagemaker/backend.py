@@ -330,12 +330,13 @@ class SageMakerBackend(JobKindMethods, Backend):
             billable_seconds=summary.billable_seconds, reattached=not handle.created, details=details,
         )
 
-    def check_spec(self, spec: Any, region: str | None = None) -> None:
-        """Raise `SpecError` listing everything SageMaker needs and the spec lacks (the request is rendered, for a
-        placeholder job name; nothing is called)."""
+    def check_spec(self, spec: Any, region: str | None = None,
+                   options: BackendOptions | Mapping[str, Any] | None = None) -> None:
+        """Raise `SpecError` listing everything SageMaker needs and the spec lacks with ``options`` (its launcher;
+        the request is rendered, for a placeholder job name; nothing is called)."""
         from trainops.backends.request.render import render
 
-        render(spec, job_name="check", launcher=spec.launcher,
+        render(spec, job_name="check", launcher=getattr(self.options(options), "launcher", None) or spec.launcher,
                region=getattr(spec, "region", None) or region or self.job_region(spec))
 
     # --- pipeline defaults ---------------------------------------------------------------------------------------

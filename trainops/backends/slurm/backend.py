@@ -312,11 +312,13 @@ class SlurmBackend(JobKindMethods, PolledBackend[SlurmOptions]):
                 "sbatch": [line.split(" ", 1)[1] for line in lines if line.startswith("#SBATCH ")],
                 "srun": next((line for line in lines if line.startswith("srun ")), None)}
 
-    def check_spec(self, spec: Any, region: str | None = None) -> None:
-        """What the slurm backend would refuse in the spec (the shared directory may still come with the job)."""
+    def check_spec(self, spec: Any, region: str | None = None,
+                   options: BackendOptions | Mapping[str, Any] | None = None) -> None:
+        """What the slurm backend would refuse in the spec with ``options`` (its channel overrides, processes per
+        host...; the shared directory may still come with the job)."""
         from trainops.backends.slurm.layout import check_spec
 
-        check_spec(spec, self.options(), self.cluster.shared_dir or "/shared")
+        check_spec(spec, self.options(options), self.cluster.shared_dir or "/shared")
 
     # --- a pipeline's other steps: where trainops runs, over the shared directory ----------------------------------
     def evaluations(self) -> Evaluations:
