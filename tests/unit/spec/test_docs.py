@@ -28,7 +28,8 @@ def test_reference_documents_every_key():
         for name, field in model.model_fields.items():
             assert f"| `{field.alias or name}` |" in text, (model.__name__, name)
     for check in RULES:
-        assert f"| `{check.__name__}` |" in text
+        if getattr(check, "binds", None) in (None, "sagemaker_request"):  # an engine's own set: its engine's docs
+            assert f"| `{check.__name__}` |" in text
     for variant in ("none", "torch_distributed", "pytorchddp", "smddp", "smp", "mpi", "parameter_server",
                     "pytorchxla", "multi_worker_mirrored_strategy"):
         assert f"| `{variant}` |" in text
