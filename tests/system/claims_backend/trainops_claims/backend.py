@@ -18,10 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
-from trainops.backends.api import Backend, JobHandle, JobResult
-from trainops.backends.options import BackendOptions
-from trainops.backends.states import JobStatus
-from trainops.errors import Problem, SpecError
+from trainops.backends.kit import Backend, BackendOptions, JobHandle, JobResult, JobStatus, Problem, SpecError
 from trainops_claims.vocabulary import CLAIMS
 
 CLAIM = re.compile(r"\Apvc://(?P<namespace>[a-z0-9-]+)/(?P<claim>[a-z0-9-]+)(?:/(?P<path>.*))?\Z")
@@ -43,7 +40,7 @@ class ClaimsBackend(Backend):
     vocabulary = CLAIMS
 
     def __init__(self, root: str | None = None):
-        from trainops.home import trainops_home
+        from trainops.backends.kit import trainops_home
 
         self.root = Path(root) if root else trainops_home() / "claims"
 
@@ -81,7 +78,7 @@ class ClaimsBackend(Backend):
     def _write(self, job: Path, **record: Any) -> None:
         (job / "status.json").write_text(json.dumps(record))
 
-    def _create(self, spec: Any, name: str, options: BackendOptions, *, detached: bool, log: Any) -> JobHandle:
+    def create(self, spec: Any, name: str, options: BackendOptions, *, detached: bool, log: Any) -> JobHandle:
         request = self.dry_run(spec, name, options)
         job = self._job(name)
         job.mkdir(parents=True)
@@ -115,7 +112,7 @@ class ClaimsBackend(Backend):
                          details={"secondary_statuses": record.get("states") or []})
 
     def wait(self, handle: JobHandle, *, log: Any = None, guards: Any = None) -> JobResult:
-        return self.describe(handle)  # a job ends inside _create
+        return self.describe(handle)  # a job ends inside create
 
     def stop(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
         return f"{handle.job_name}: {self.describe(handle).status.value}"
