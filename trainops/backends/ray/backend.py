@@ -90,8 +90,9 @@ class RayBackend(PolledBackend[RayOptions]):
         return info
 
     # --- training jobs -------------------------------------------------------------------------------------------
-    def check_spec(self, spec: Any, region: str | None = None) -> None:
-        check_spec(spec)
+    def check_spec(self, spec: Any, region: str | None = None,
+                   options: BackendOptions | Mapping[str, Any] | None = None) -> None:
+        check_spec(spec)  # options change nothing of it (the base class passes them: issue 43's check_spec)
 
     def dry_run(self, spec: JobSpec, name: str, options: RayOptions) -> dict[str, Any]:
         from trainops.backends.request.render import masked
