@@ -240,7 +240,7 @@ def _compiled(rules: tuple[Rule, ...]) -> tuple[tuple[Rule, re.Pattern[str]], ..
     return tuple((rule, re.compile(rule.pattern, re.MULTILINE)) for rule in rules)
 
 
-#: The message line of AWS toolkit's failure file, which names the error class alone on its first line
+#: The message line of a training toolkit's failure file, which names the error class alone on its first line
 #: (``ExecuteUserScriptError:``, then ``ExitCode 1``, then ``ErrorMessage "ModuleNotFoundError: ...``).
 _TOOLKIT_MESSAGE = re.compile(r'^ErrorMessage "?(?P<message>.*)$', re.MULTILINE)
 
