@@ -46,6 +46,7 @@ from trainops.backends.api import (
     check_choice,
     place_job,
 )
+from trainops.backends.failures import STAGES, FailureEvidence, Rule
 from trainops.backends.guards import (
     BUDGET,
     STALLED,
@@ -75,14 +76,18 @@ from trainops.backends.looks import JobOutOfSight, LookFailed, LookPolicy, Looks
 from trainops.backends.options import BackendOptions
 from trainops.backends.polled import Look, PolledBackend, Watch
 from trainops.backends.states import JobStatus, WaitTimedOut
+from trainops.backends.vocabulary import (
+    FRONT_END_OPTIONS,
+    PriceLookup,
+    Vocabulary,
+    classify_result,
+    register,
+    vocabulary_of,
+)
 from trainops.errors import JobFailed, Problem, SpecError, TrainopsError
 from trainops.home import trainops_home
 from trainops.runtime.catalog import InstanceType
 from trainops.runtime.catalog import lookup as instance_type
-
-# --- each backend's vocabulary (issue 43 item 2) -----------------------------------------------------------------
-# The typed record a backend declares (its status table, failure rules, price, spec rules) lands in
-# `trainops.backends.vocabulary`; its public names are re-exported here, beside the seam's, once it is on main.
 
 if TYPE_CHECKING:
     from trainops.spec.job import JobSpec
@@ -103,6 +108,10 @@ __all__ = [
     "RegistrationRequest", "RegisteredVersion", "ModelRegistry", "Started", "FollowedJobs", "checked_settings",
     # errors
     "SpecError", "Problem", "JobFailed", "WaitTimedOut", "Unsupported", "TrainopsError",
+    # each backend's vocabulary (issue 43 item 2): the typed record it declares (its status table, failure rules
+    # over typed evidence, price, spec rules, the front-end options it takes)
+    "Vocabulary", "register", "vocabulary_of", "classify_result", "FRONT_END_OPTIONS", "PriceLookup", "Rule",
+    "STAGES", "FailureEvidence",
     # instance types (their price) and where trainops keeps its files
     "InstanceType", "instance_type", "trainops_home",
 ]

@@ -184,12 +184,12 @@ class Conformance:
         assert harness.backend.wait(copy).status is JobStatus.COMPLETED
 
     def test_a_failed_job_is_reported_and_retried_under_a_new_name(self, harness: Harness) -> None:
-        from trainops.backends.failures import classify_result
+        from trainops.backends.vocabulary import classify_result
 
         name = harness.name("fail")
         result = harness.backend.wait(harness.submit("fail", name))
         assert result.status is JobStatus.FAILED and result.failure_reason, result
-        verdict = classify_result(result.to_dict())
+        verdict = classify_result(result.to_dict(), backend=harness.backend)
         assert verdict is None or not verdict.retryable, verdict  # the script's own failure: not retried
         retry = harness.submit("fail", name)  # reattach after a failure: a new job under the first free suffix
         assert retry.created and retry.job_name == f"{name}-2"
@@ -237,27 +237,28 @@ class Conformance:
         result = harness.backend.wait(handle, log=said.append, guards=guards)
         return result, said
 
-    def _assert_stopped_by(self, result: JobResult, said: list[str], kind: str, failure_class: str) -> None:
-        from trainops.backends.failures import classify_result
+    def _assert_stopped_by(self, harness: Harness, result: JobResult, said: list[str], kind: str,
+                           failure_class: str) -> None:
+        from trainops.backends.vocabulary import classify_result
 
         assert result.status is JobStatus.STOPPED, result
         assert result.details.get("guard", {}).get("kind") == kind, result
         assert result.failure_reason and result.failure_reason.startswith(result.details["guard"]["message"][:20])
         assert [line for line in said if line.startswith("[trainops] ") and "stopping the job" in line], said
-        verdict = classify_result(result.to_dict())
+        verdict = classify_result(result.to_dict(), backend=harness.backend)
         assert verdict is not None and verdict.failure_class == failure_class, verdict
 
     def test_the_budget_guard_stops_a_job_that_spent_it(self, harness: Harness) -> None:
         result, said = self._guarded(harness, "run", JobGuards(budget_usd=0.0001, hourly_usd=3600.0), "budget")
-        self._assert_stopped_by(result, said, "budget", "budget")
+        self._assert_stopped_by(harness, result, said, "budget", "budget")
 
     def test_the_stall_guard_stops_a_job_that_went_quiet(self, harness: Harness) -> None:
         result, said = self._guarded(harness, "stall", JobGuards(stall_timeout=3.0), "stall")
-        self._assert_stopped_by(result, said, "stalled", "infrastructure")
+        self._assert_stopped_by(harness, result, said, "stalled", "infrastructure")
 
     def test_the_wait_bound_stops_a_job_that_ran_past_it(self, harness: Harness) -> None:
         result, said = self._guarded(harness, "run", JobGuards(grace_seconds=0.0), "bound", max_run=2)
-        self._assert_stopped_by(result, said, "wait_bound", "timeout")
+        self._assert_stopped_by(harness, result, said, "wait_bound", "timeout")
 
     def test_the_wait_bound_leaves_the_job_running_when_told_to(self, harness: Harness) -> None:
         handle = harness.submit("run", harness.name("left"), max_run=2)
