@@ -6,6 +6,8 @@ re-attach, another owner's object and a stop."""
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,10 +17,12 @@ from support.k8s_api import PODS, TRAINJOBS, Store, api_server
 from support.k8s_trainer import FakeTrainer
 
 from trainops.backends import get_backend
-from trainops.backends.failures import classify_result
+from trainops.backends.kubernetes.vocabulary import KUBERNETES
 from trainops.backends.states import JobStatus
+from trainops.backends.vocabulary import classify_result
 from trainops.errors import SpecError
 from trainops.spec.job import JobSpec
+from trainops.steps.attempts import train_in_attempts
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(600)]
 
@@ -138,9 +142,11 @@ def test_a_lost_node_is_an_infrastructure_failure(cluster, tmp_path: Path) -> No
     _until_both_hosts_trained(backend, handle)
     trainer.lose_node("digits-1", 1)
     result = backend.wait(handle)
-    assert result.status is JobStatus.FAILED and result.details["host_lost"].startswith("algo-2")
-    verdict = classify_result(result.to_dict())
+    assert result.status is JobStatus.FAILED and result.details["lost_host"].startswith("algo-2")
+    assert result.secondary_status == "NodeLost"
+    verdict = classify_result(result.to_dict())  # the result names its backend: the kubernetes engine's rules
     assert verdict is not None and verdict.failure_class == "infrastructure" and verdict.retryable
+    assert verdict.source == "secondary_status" and verdict.why in {rule.why for rule in KUBERNETES.rules}
 
 
 def test_the_deadline_is_a_timeout(cluster, tmp_path: Path) -> None:
@@ -150,3 +156,57 @@ def test_the_deadline_is_a_timeout(cluster, tmp_path: Path) -> None:
     assert result.status is JobStatus.FAILED and result.secondary_status == "DeadlineExceeded"
     verdict = classify_result(result.to_dict())
     assert verdict is not None and verdict.failure_class == "timeout"
+    assert verdict.source == "secondary_status" and verdict.why in {rule.why for rule in KUBERNETES.rules}
+
+
+#: A job whose first attempt runs until a node is lost (the marker does not exist when it starts) and whose retry,
+#: started after the marker was made, trains and ends.
+LOSES_A_NODE_ONCE = """import os, time
+host = os.environ["SM_CURRENT_HOST"]
+lose = os.path.exists(os.environ["LOST_ONCE"]) is False
+print("trained on", host, flush=True)
+while lose:
+    time.sleep(0.2)
+"""
+
+
+def test_a_lost_node_is_retried_by_the_attempts_engine(cluster, tmp_path: Path) -> None:
+    """The attempts engine (as `trainops run --retries` drives it) classifies the lost node by the engine's rules
+    (infrastructure), starts ``<name>-2``, which completes; the run's cost is unknown (the engine has no price)."""
+    store, trainer, backend = cluster
+    marker = tmp_path / "node-lost-once"
+    spec = _spec(tmp_path, LOST_ONCE=str(marker))
+    (Path(spec.source_dir) / "train.py").write_text(LOSES_A_NODE_ONCE)
+    losses: list[BaseException] = []
+
+    def lose_a_node_of_the_first_attempt() -> None:
+        """Once the first attempt's TrainJob runs on both hosts, its node 1 is lost (the marker made first, so the
+        retry's script ends)."""
+        try:
+            _wait_for_train_job(store, "digits-1")
+            _until_both_hosts_trained(backend, backend.handle("digits-1"))
+            marker.write_text("lost")
+            trainer.lose_node("digits-1", 1)
+        except BaseException as error:  # noqa: BLE001 - the test reports it
+            losses.append(error)
+
+    losing = threading.Thread(target=lose_a_node_of_the_first_attempt, daemon=True)
+    losing.start()
+    lines: list[str] = []
+    result = train_in_attempts(backend, spec, "digits-1", retries="infrastructure=1,backoff_seconds=0",
+                               log=lines.append)
+    losing.join(timeout=60)
+    assert not losses, losses
+    assert result["status"] == "Completed" and result["job_name"] == "digits-1-2", result
+    first, second = result["attempts"]
+    assert (first["job_name"], first["failure_class"], first["retried_on"]) == ("digits-1", "infrastructure",
+                                                                                 "infrastructure")
+    assert "NodeLost" in first["evidence"] and second["status"] == "Completed"
+    assert result["cost"]["total"] is None  # no price: the cost is unknown, never SageMaker's list price
+
+
+def _wait_for_train_job(store: Store, name: str, limit: float = 120.0) -> None:
+    deadline = time.monotonic() + limit
+    while store.get(TRAINJOBS, "ml", name) is None:
+        assert time.monotonic() < deadline, f"no TrainJob {name} within {limit:.0f} s"
+        time.sleep(0.1)

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainops.backends.failures import classify_result
+from trainops.backends.failures import Verdict
 from trainops.backends.kubernetes.status import standing
+from trainops.backends.kubernetes.vocabulary import KUBERNETES
 from trainops.backends.states import JobStatus
+from trainops.backends.vocabulary import classify_result, vocabulary_of
 
 
 def _job(*conditions: dict[str, str], deadline: int = 600) -> dict[str, Any]:
@@ -21,11 +23,23 @@ def _pod(index: int, **status: Any) -> dict[str, Any]:
             "status": {"phase": "Failed", **status}}
 
 
-def _verdict(job: dict[str, Any], pods: list[dict[str, Any]]) -> str | None:
+def _classified(job: dict[str, Any], pods: list[dict[str, Any]]) -> Verdict | None:
+    """The verdict by the kubernetes engine's own rules (its vocabulary), as every front end takes them: the result
+    names its backend."""
     found = standing(job, pods)
-    verdict = classify_result({"status": found.status.value, "secondary_status": found.secondary_status,
-                               "failure_reason": found.failure_reason, **found.details})
+    return classify_result({"backend": "kubernetes", "status": found.status.value,
+                            "secondary_status": found.secondary_status, "failure_reason": found.failure_reason,
+                            **found.details})
+
+
+def _verdict(job: dict[str, Any], pods: list[dict[str, Any]]) -> str | None:
+    verdict = _classified(job, pods)
     return verdict.failure_class if verdict else None
+
+
+def _decided_by_the_engine(verdict: Verdict | None) -> bool:
+    """Whether one of the engine's own rules (not a neutral one) decided the verdict."""
+    return verdict is not None and any(rule.why == verdict.why for rule in KUBERNETES.rules)
 
 
 def test_complete_is_completed() -> None:
@@ -47,6 +61,7 @@ def test_the_deadline_is_a_timeout() -> None:
     assert standing(job).status is JobStatus.FAILED
     assert "600 s" in str(standing(job).failure_reason)
     assert _verdict(job, []) == "timeout"
+    assert _decided_by_the_engine(_classified(job, []))
 
 
 def test_an_evicted_preempted_or_lost_pod_is_infrastructure() -> None:
@@ -58,8 +73,11 @@ def test_an_evicted_preempted_or_lost_pod_is_infrastructure() -> None:
                                      "reason": "DeletionByTaintManager"}])
     for pod, host in ((evicted, "algo-2"), (preempted, "algo-2"), (node_lost, "algo-1")):
         found = standing(failed, [_pod(0, phase="Running") if host == "algo-2" else _pod(1), pod])
-        assert found.details["host_lost"].startswith(host)
+        assert found.details["lost_host"].startswith(host)
         assert _verdict(failed, [pod]) == "infrastructure"
+        assert _decided_by_the_engine(_classified(failed, [pod]))
+    assert [standing(failed, [pod]).secondary_status for pod in (evicted, preempted, node_lost)] == [
+        "Evicted", "Preempted", "NodeLost"]
 
 
 def test_oom_killed_is_named_and_a_failed_rank_is_the_users() -> None:
@@ -67,6 +85,25 @@ def test_oom_killed_is_named_and_a_failed_rank_is_the_users() -> None:
     oom = _pod(1, containerStatuses=[{"state": {"terminated": {"reason": "OOMKilled", "exitCode": 137}}}])
     found = standing(failed, [_pod(0), oom])
     assert found.secondary_status == "OOMKilled" and "algo-2" in str(found.failure_reason)
+    oom_verdict = _classified(failed, [_pod(0), oom])
+    assert oom_verdict is not None and oom_verdict.failure_class == "user" and "OOMKilled" in oom_verdict.why
     plain = standing(failed, [_pod(0, containerStatuses=[{"state": {"terminated": {"reason": "Error"}}}])])
     assert plain.status is JobStatus.FAILED and plain.failure_reason == "rank 3 exited with code 1"
     assert _verdict(failed, [_pod(0)]) == "user"
+
+
+def test_a_failed_rank_with_no_text_any_rule_reads_is_still_the_users_by_the_engines_rule() -> None:
+    failed = _job({"type": "Failed", "reason": "JobSetFailed", "message": "the job set failed"})
+    verdict = _classified(failed, [_pod(0)])
+    assert verdict is not None and verdict.failure_class == "user" and _decided_by_the_engine(verdict)
+
+
+def test_the_engine_declares_its_vocabulary_with_no_price() -> None:
+    from trainops.backends.kubernetes.backend import KubernetesBackend
+
+    words = vocabulary_of("kubernetes")
+    assert words is KUBERNETES and vocabulary_of(KubernetesBackend) is KUBERNETES
+    assert words.job_status("Suspended") is JobStatus.IN_PROGRESS and words.job_status("Complete") is \
+        JobStatus.COMPLETED and words.job_status("Deleted") is JobStatus.STOPPED
+    assert not words.priced and words.hourly_price("ml.p4d.24xlarge", "us-east-1") is None
+    assert "kubernetes backend has no price list" in words.unpriced_reason()

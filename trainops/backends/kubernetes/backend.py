@@ -33,6 +33,7 @@ from trainops.backends.kit import (
 from trainops.backends.kubernetes.options import KubernetesOptions
 from trainops.backends.kubernetes.render import NODE_SCRIPT, train_job
 from trainops.backends.kubernetes.settings import CLUSTER_SETTINGS, DEFAULT_NAMESPACE, KubernetesCluster
+from trainops.backends.kubernetes.vocabulary import KUBERNETES
 
 if TYPE_CHECKING:
     from trainops.spec.job import JobSpec
@@ -48,6 +49,7 @@ class KubernetesBackend(PolledBackend[KubernetesOptions]):
     Options = KubernetesOptions
     CONTEXT = frozenset({*CLUSTER_SETTINGS, "poll_seconds"})
     EXTRAS = ("kubernetes",)
+    vocabulary = KUBERNETES
 
     def __init__(self, kubeconfig: str | None = None, context: str | None = None, namespace: str | None = None,
                  shared_dir: str | None = None, shared_pvc: str | None = None, poll_seconds: float | None = None):
@@ -209,7 +211,7 @@ class KubernetesBackend(PolledBackend[KubernetesOptions]):
             failure = stopped if status is not JobStatus.COMPLETED else failure
         ended = backend._ended(handle.job_name) if status.terminal else {}
         model = ended.get("model_artifact") if status is JobStatus.COMPLETED else None
-        if status is JobStatus.FAILED and not now_standing.details and ended.get("failure_reason"):
+        if now_standing.secondary_status == "Failed" and ended.get("failure_reason"):
             failure = str(ended["failure_reason"])  # the ranks' root cause, from the runtime's failure files
         result = JobResult(self.name, handle.job_name, status,
                            secondary_status=now_standing.secondary_status, failure_reason=failure,

@@ -1,13 +1,15 @@
-"""Where a TrainJob stands, from its conditions and its pods (`standing`), in trainops' words.
+"""Where a TrainJob stands, from its conditions and its pods (`standing`), in the engine's words (its states:
+`trainops.backends.kubernetes.vocabulary`), and trainops' status of each.
 
 - ``Complete`` -> Completed; ``Failed`` -> Failed, with why: ``DeadlineExceeded`` is the job's ``max_run``
-  (`timeout`), a pod evicted, preempted or whose node was lost is a lost host (`infrastructure`: retried from the
-  checkpoints), a container ``OOMKilled`` is named, anything else is the script's (`user`);
+  (`timeout`), a pod evicted, preempted or whose node was lost is ``Evicted`` / ``Preempted`` / ``NodeLost``
+  (`infrastructure`: retried from the checkpoints), a container ``OOMKilled`` is named, anything else is ``Failed``
+  (a rank failed: the script's, `user`);
 - ``Suspended`` (Kueue holds the job until its quota admits it) is waiting, not failure: InProgress, said so;
-- no condition yet: InProgress.
+- no condition yet: ``Pending`` or ``Created``, InProgress.
 
-The failure classifier (`trainops.backends.failures.classify_result`) reads what this module writes: the failure
-reason's text, and ``host_lost`` in the details for a host Kubernetes took away.
+The engine's failure rules (its vocabulary) read the state this module names (the result's ``secondary_status``);
+the failure text says the same for a person, and ``lost_host`` in the details names the host Kubernetes took away.
 """
 
 from __future__ import annotations
@@ -17,16 +19,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainops.backends.kit import JobStatus
+from trainops.backends.kubernetes.vocabulary import trainjob_status
 
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
-#: A pod's DisruptionTarget reasons that mean Kubernetes took the pod (or its node) away.
+#: A pod's DisruptionTarget reasons that mean Kubernetes took the pod (or its node) away: the engine's state, and why.
 DISRUPTIONS = {
-    "PreemptionByScheduler": "preempted by the scheduler",
-    "PreemptionByKubeScheduler": "preempted by the scheduler",
-    "EvictionByEvictionAPI": "evicted",
-    "DeletionByTaintManager": "its node was lost (tainted NoExecute)",
-    "DeletionByPodGC": "its node was lost (the pod was garbage-collected)",
-    "TerminationByKubelet": "evicted by the kubelet (node pressure or shutdown)",
+    "PreemptionByScheduler": ("Preempted", "preempted by the scheduler"),
+    "PreemptionByKubeScheduler": ("Preempted", "preempted by the scheduler"),
+    "EvictionByEvictionAPI": ("Evicted", "evicted"),
+    "DeletionByTaintManager": ("NodeLost", "lost with its node (tainted NoExecute)"),
+    "DeletionByPodGC": ("NodeLost", "lost with its node (the pod was garbage-collected)"),
+    "TerminationByKubelet": ("Evicted", "evicted by the kubelet (node pressure or shutdown)"),
 }
 
 
@@ -56,18 +59,20 @@ def host_of(pod: Mapping[str, Any]) -> str:
     return f"algo-{int(text) + 1}" if text.isdigit() else str(metadata.get("name") or "?")
 
 
-def lost(pod: Mapping[str, Any]) -> str | None:
-    """Why Kubernetes took the pod away (evicted, preempted, its node lost), or None."""
+def lost(pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    """How Kubernetes took the pod away: the engine's state (``Evicted``, ``Preempted``, ``NodeLost``) and why; None
+    when it did not. A disruption of a reason not listed here is a lost node (Kubernetes took it, the script did
+    not fail)."""
     status = pod.get("status") or {}
     if status.get("reason") == "Evicted":
-        return f"evicted: {status.get('message') or 'no message'}"
+        return "Evicted", f"evicted: {status.get('message') or 'no message'}"
     if status.get("reason") == "NodeLost":
-        return "its node was lost"
+        return "NodeLost", "lost with its node"
     for condition in status.get("conditions") or []:
         if (isinstance(condition, Mapping) and condition.get("type") == "DisruptionTarget"
                 and condition.get("status") == "True"):
             reason = str(condition.get("reason") or "")
-            return DISRUPTIONS.get(reason, f"disrupted ({reason})")
+            return DISRUPTIONS.get(reason, ("NodeLost", f"disrupted ({reason})"))
     return None
 
 
@@ -80,36 +85,37 @@ def oom_killed(pod: Mapping[str, Any]) -> bool:
     return False
 
 
+def _standing(state: str, failure_reason: str | None = None, details: dict[str, Any] | None = None) -> Standing:
+    return Standing(trainjob_status(state), state, failure_reason, details or {})
+
+
 def standing(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] = ()) -> Standing:
-    """The TrainJob ``job`` (as the API returns it) and its pods, in trainops' words."""
+    """The TrainJob ``job`` (as the API returns it) and its pods, in the engine's words and trainops' status."""
     if _condition(job, "Complete") is not None:
-        return Standing(JobStatus.COMPLETED, "Complete")
+        return _standing("Complete")
     failed = _condition(job, "Failed")
     if failed is not None:
         reason, message = str(failed.get("reason") or ""), str(failed.get("message") or "")
         if reason == "DeadlineExceeded":
             deadline = (job.get("spec") or {}).get("activeDeadlineSeconds")
-            return Standing(JobStatus.FAILED, "DeadlineExceeded",
-                            f"the job ran longer than its max_run ({deadline} s, activeDeadlineSeconds): "
-                            "Kubernetes ended it (DeadlineExceeded)")
+            return _standing("DeadlineExceeded", f"Kubernetes ended the job at its deadline ({deadline} s, "
+                                                 "activeDeadlineSeconds from max_run): DeadlineExceeded")
         for pod in pods:
-            why = lost(pod)
-            if why is not None:
+            taken = lost(pod)
+            if taken is not None:
+                state, why = taken
                 host = host_of(pod)
                 name = (pod.get("metadata") or {}).get("name")
-                return Standing(JobStatus.FAILED, "HostLost",
-                                f"host {host} (pod {name}) was {why}; the job failed ({reason or 'Failed'}): "
-                                "an infrastructure failure, a retry resumes from the checkpoints",
-                                {"host_lost": f"{host}: {why}"})
+                return _standing(state, f"host {host} (pod {name}) was {why}; the job failed ({reason or 'Failed'}):"
+                                        " an infrastructure failure, a retry resumes from the checkpoints",
+                                 {"lost_host": f"{host}: {why}"})
         killed = [host_of(pod) for pod in pods if oom_killed(pod)]
         if killed:
-            return Standing(JobStatus.FAILED, "OOMKilled",
-                            f"host {', '.join(killed)} ran out of memory (OOMKilled): ask for larger nodes or use "
-                            "less", {"oom_killed": killed})
-        return Standing(JobStatus.FAILED, reason or "Failed", message or reason or "the TrainJob failed")
+            return _standing("OOMKilled", f"host {', '.join(killed)} ran out of memory (OOMKilled): ask for larger "
+                                          "nodes or use less", {"oom_killed": killed})
+        return _standing("Failed", message or reason or "the TrainJob failed")
     suspended = _condition(job, "Suspended")
     if suspended is not None:
-        return Standing(JobStatus.IN_PROGRESS, "Suspended",
-                        details={"waiting": f"suspended ({suspended.get('reason') or 'Kueue'}): waiting for the "
-                                            "queue to admit it"})
-    return Standing(JobStatus.IN_PROGRESS, "Created" if pods else "Pending")
+        return _standing("Suspended", details={"waiting": f"suspended ({suspended.get('reason') or 'Kueue'}): "
+                                                          "waiting for the queue to admit it"})
+    return _standing("Created" if pods else "Pending")
