@@ -155,6 +155,53 @@ def test_a_named_toy_backend_runs_a_job_detached_and_stop_ends_its_processes(toy
     assert final["status"] == "Stopped" and final["failure_reason"] == "stopped by SIGTERM"
 
 
+#: A job whose node is lost once: its first attempt kills its runner (the toy's node: the process that records how
+#: the job ends) and itself, so nothing records an end; the attempt after it (its marker is in the shared code
+#: directory) trains. ``TOY_FAIL`` set: the script fails instead (a user error).
+LOSES_ITS_NODE = """\
+import os, pathlib, signal, sys
+if os.environ.get("TOY_FAIL"):
+    print("the script fails on purpose", flush=True)
+    sys.exit(3)
+marker = pathlib.Path("node-lost-once")
+if not marker.exists():
+    marker.write_text(os.environ["TOY_JOB_NAME"])
+    print("losing the node", flush=True)
+    os.kill(os.getppid(), signal.SIGKILL)
+    os._exit(1)
+pathlib.Path(os.environ["TOY_MODEL_DIR"], "model.txt").write_text("trained")
+"""
+
+
+def test_a_lost_toy_node_is_infrastructure_and_retried_while_a_failed_script_is_not(toy_env, tmp_path):
+    """The toy's own vocabulary classifies its own evidence: a lost node (``NodeLost``) is infrastructure, and
+    ``trainops run --retries`` starts ``<name>-2``, which trains; a script that exits non-zero is user, not retried."""
+    root, code = tmp_path / "toy-root", tmp_path / "lost-code"
+    code.mkdir()
+    (code / "train.py").write_text(LOSES_ITS_NODE)
+    spec = tmp_path / "lost.yaml"
+    spec.write_text(f"name: toy\nentry_point: train.py\nsource_dir: {code}\ninstance_type: ml.m5.large\n")
+    ran = trainops("run", str(spec), "--backend", "toy", "--job-name", "lost", "-o", f"root={root}",
+                   "--retries", "infrastructure=1,backoff_seconds=0", env=toy_env)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert (code / "node-lost-once").read_text() == "lost"
+    assert record(root, "lost")["status"] == "NodeLost" and "node was lost" in record(root, "lost")["failure_reason"]
+    assert record(root, "lost-2")["status"] == "Completed"
+    assert (root / "jobs" / "lost-2" / "model" / "model.txt").read_text() == "trained"
+    assert "attempt:    lost Failed (infrastructure (the toy job's node (its runner process) went away" in ran.stdout
+    assert "secondary_status: NodeLost" in ran.stdout and "attempt:    lost-2 Completed" in ran.stdout
+    shown = trainops("status", "lost", "--backend", "toy", "-o", f"root={root}", "--json", env=toy_env)
+    assert json.loads(shown.stdout)["status"] == "Failed", shown.stderr
+
+    failing = tmp_path / "failing.yaml"
+    failing.write_text(spec.read_text() + "environment:\n  TOY_FAIL: '1'\n")
+    failed = trainops("run", str(failing), "--backend", "toy", "--job-name", "fails", "-o", f"root={root}",
+                      "--retries", "infrastructure=1,backoff_seconds=0", env=toy_env)
+    assert failed.returncode != 0, failed.stdout + failed.stderr
+    assert "why:        user failure: the toy job's script exited non-zero" in failed.stdout, failed.stdout
+    assert record(root, "fails")["status"] == "Failed" and not (root / "jobs" / "fails-2").exists()
+
+
 DAG_FILE = """\
 import datetime
 

@@ -2,7 +2,8 @@
 with a state file, a log and a model directory, so its status, logs and stop are real.
 
 It is written against `trainops.backends.kit` alone, as a backend of another package would be (a test scans its
-imports): its options type, its context (``root``), one look at a job, its stop and its log lines. It writes no wait
+imports): its options type, its context (``root``), its vocabulary (`trainops_toy.vocabulary`: its states, failure
+rules and price), one look at a job, its stop and its log lines. It writes no wait
 loop: `PolledBackend` gives the wait, the guards (wait bound, budget, stall), failed-look handling and ``logs
 --follow``. It has no evaluation, registry or staging. trainops finds it through the ``trainops.backends`` entry
 point and is not edited for it.
@@ -34,9 +35,10 @@ from trainops.backends.kit import (
     PolledBackend,
     Problem,
     SpecError,
-    instance_type,
     trainops_home,
 )
+from trainops_toy.runner import write
+from trainops_toy.vocabulary import NODE_LOST, TOY
 
 #: A marker file under the root: the next create call starts its job, then loses its answer (once), as a worker that
 #: dies right after the call would: the test of a retry that re-attaches.
@@ -62,6 +64,7 @@ class ToyBackend(PolledBackend[ToyOptions]):
 
     name = "toy"
     Options = ToyOptions
+    vocabulary = TOY
     CONTEXT = frozenset({"root"})
     WAIT_GRACE_SECONDS = 60.0
     poll_seconds = 0.2
@@ -94,11 +97,10 @@ class ToyBackend(PolledBackend[ToyOptions]):
         source = Path(spec.source_dir or ".")
         if not (source / spec.entry_point).is_file():
             raise SpecError(Problem("entry_point", f"{spec.entry_point} is not a file in {source}"), "toy job")
-        known = instance_type(spec.instance_type)
         return {"job_name": name, "entry_point": spec.entry_point, "source_dir": str(source.resolve()),
                 "environment": dict(spec.environment or {}), "colour": options.colour, "priority": options.priority,
                 "max_run": spec.max_run, "instance_type": spec.instance_type,
-                "instance_count": spec.host_count(), "hourly_usd": known.price_per_hour if known else None}
+                "instance_count": spec.host_count(), "hourly_usd": TOY.hourly_price(spec.instance_type, "")}
 
     def create(self, spec: JobSpec, name: str, options: ToyOptions, *, detached: bool, log: Log) -> JobHandle:
         job = self._job(name)
@@ -122,17 +124,33 @@ class ToyBackend(PolledBackend[ToyOptions]):
 
     def status_of(self, name: str) -> JobStatus | None:
         path = self._job(name) / "status.json"
-        return JobStatus.parse(json.loads(path.read_text())["status"]) if path.exists() else None
+        return TOY.job_status(json.loads(path.read_text())["status"]) if path.exists() else None
+
+    def _lost(self, job: Path, record: dict[str, Any]) -> dict[str, Any]:
+        """The record of a job whose runner (its node) went away while the job ran, without recording how it ended:
+        the toy's control plane records ``NodeLost`` (read again from the file, so a runner that ended the job just
+        now keeps its own record)."""
+        pid = record.get("runner_pid")
+        if record.get("status") != "InProgress" or not pid or _alive(int(pid)):
+            return record
+        again: dict[str, Any] = json.loads((job / "status.json").read_text())
+        if again.get("status") != "InProgress":
+            return again
+        write(job, status=NODE_LOST, ended=time.time(),
+              failure_reason=f"the toy job's node was lost: its runner (process {pid}) went away before the job "
+                             "ended")
+        lost: dict[str, Any] = json.loads((job / "status.json").read_text())
+        return lost
 
     def look(self, handle: JobHandle) -> Look:
-        record = self._record(handle)
         job = self._job(handle)
+        record = self._lost(job, self._record(handle))
         if (job / "attached.log").exists():  # each look after a re-attach is noted (tests wait on the trigger's)
             with open(job / "looks-after-attach.log", "a") as noted:
                 noted.write(f"{time.time()}\n")
         settings = json.loads((job / "job.json").read_text())
         started, ended = record.get("started"), record.get("ended")
-        result = JobResult("toy", handle.job_name, JobStatus.parse(record.get("status")),
+        result = JobResult("toy", handle.job_name, TOY.job_status(record.get("status")),
                            secondary_status=record.get("status"), failure_reason=record.get("failure_reason"),
                            model_artifact=record.get("model_artifact"),
                            duration_seconds=(ended - started) if started and ended else None,
@@ -152,7 +170,7 @@ class ToyBackend(PolledBackend[ToyOptions]):
 
     def stop(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
         record = self._record(handle)
-        if JobStatus.parse(record.get("status")).terminal or not record.get("runner_pid"):
+        if TOY.job_status(record.get("status")).terminal or not record.get("runner_pid"):
             return f"{handle.job_name}: {record.get('status')}"
         if reason != "Stopped by the user":  # a stop with a reason (a guard, a killed task): the runner records it
             (self._job(handle) / "stop-reason").write_text(reason)  # as the failure reason; a person's, the signal
@@ -178,3 +196,12 @@ class ToyBackend(PolledBackend[ToyOptions]):
     def render_request(self, spec: JobSpec, job_name: str, *,
                        options: BackendOptions | Mapping[str, Any] | None = None) -> dict[str, Any]:
         return self.dry_run(spec, job_name, self.options(options))
+
+
+def _alive(pid: int) -> bool:
+    """Whether the process runs: one that ended and was not yet reaped by its parent (a zombie) has ended."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")

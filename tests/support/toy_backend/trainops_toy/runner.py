@@ -51,7 +51,9 @@ def main(job: Path) -> int:
     elif code == 0:
         write(job, status="Completed", model_artifact=str(model_dir), **ended)
     else:
-        write(job, status="Failed", failure_reason=f"the entry point exited with code {code}", **ended)
+        # The toy's own words: its vocabulary's rule (the state Failed) classifies it, not a neutral text rule.
+        write(job, status="Failed", failure_reason=f"the entry point {settings['entry_point']} ended with exit "
+                                                   f"status {code}", **ended)
     return 0
 
 

@@ -1,0 +1,49 @@
+"""The toy engine's vocabulary, declared through the kit alone: its job states, its failure rules, its price.
+
+A toy job's state is the ``status`` of its ``status.json``: the runner writes InProgress, then Completed, Failed (the
+script exited non-zero) or Stopped (it was asked to stop). ``NodeLost`` is written by the backend's look when the
+runner process (the toy's node) is gone and never recorded how the job ended: the machine went away, not the script,
+so a fresh attempt is the cure (``infrastructure``, retried by the attempts engine), while a script that failed is
+``user`` (a retry reproduces it).
+
+The price is the toy's own table (USD per hour of one instance), never another engine's list price: a type it does
+not list is unpriced (cost unknown). The toy declares no spec rules of its own: the neutral ones bind its jobs.
+"""
+
+from __future__ import annotations
+
+from trainops.backends.kit import Rule, Vocabulary, register
+
+#: The toy's states (``status.json``'s ``status``) -> success, failure or waiting.
+TABLE = {
+    "InProgress": "waiting",
+    "Completed": "success",
+    "Failed": "failure",  # the script exited non-zero (the runner saw it)
+    "Stopped": "failure",  # asked to stop: a person, an orchestrator or a guard of trainops
+    "NodeLost": "failure",  # the runner (the toy's node) went away without recording an end
+}
+
+#: The state the backend's look records when the runner process is gone and the job never ended.
+NODE_LOST = "NodeLost"
+
+#: The toy's failure rules, over its own evidence: its state (``secondary_status``).
+RULES = (
+    Rule("infrastructure", "secondary_status", r"^NodeLost$", "the toy job's node (its runner process) went away "
+         "before the job ended: a fresh attempt resumes it", "hosts"),
+    Rule("user", "secondary_status", r"^Failed$", "the toy job's script exited non-zero (a retry reproduces it)",
+         "script"),
+)
+
+#: The toy's own price list: USD per hour of one instance.
+PRICES = {"ml.m5.large": 0.01, "ml.m5.xlarge": 0.02, "toy.small": 0.001}
+
+
+def price(instance_type: str, region: str) -> float | None:
+    """USD per hour of one toy instance (the same in every region); None where the toy has no price for the type."""
+    return PRICES.get(instance_type)
+
+
+TOY = register(Vocabulary(
+    engine="toy", tables={"toy_job": TABLE}, training_kind="toy_job", ended_as={"Stopped": "Stopped"},
+    state_meanings={"NodeLost": "the toy job's node (its runner process) went away before the job ended"},
+    rules=RULES, price=price, price_basis="the toy's own price list"))
