@@ -31,6 +31,7 @@ from trainops.backends.ray.driver import REQUEST_VARIABLE
 from trainops.backends.ray.jobs_api import JobsApi, NameTaken
 from trainops.backends.ray.options import RayOptions, RaySettings
 from trainops.backends.ray.submission import OWNER_KEY, TOKEN, TOKEN_KEY, check_spec, default_owner, render
+from trainops.backends.ray.vocabulary import RAY
 
 PERSON_STOP = "Stopped by the user"
 
@@ -40,6 +41,7 @@ class RayBackend(PolledBackend[RayOptions]):
 
     name = "ray"
     Options = RayOptions
+    vocabulary = RAY  # its states, failure rules (Ray's words), no price
     CONTEXT = frozenset({"address", "token_file", "shared_dir", "poll_seconds"})
     EXTRAS = ("ray",)
     WAIT_GRACE_SECONDS = 600.0
@@ -136,7 +138,9 @@ class RayBackend(PolledBackend[RayOptions]):
         self._ours(info, handle.job_name)
         record = self._stop_record(api.address, handle.job_name)
         reason = record.read_text() if record.exists() else None
-        result = ray_status.result(info, handle.job_name, reattached=not handle.created, stop_reason=reason)
+        failed = ray_status.ray_status(info) == "FAILED"  # its host's failure file is in the job's log
+        result = ray_status.result(info, handle.job_name, reattached=not handle.created, stop_reason=reason,
+                                   log=api.logs(handle.job_name) if failed else None)
         metadata = dict(getattr(info, "metadata", None) or {})
         max_run = float(metadata["trainops_max_run"]) if metadata.get("trainops_max_run") else None
         return Look(result, ray_status.observation(info, max_run))

@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from trainops.backends.ray.vocabulary import FAILURE_FILE_END, FAILURE_FILE_START, LOST_HOST
+
 #: The variable that carries the request (SageMaker's shape) to the driver and the hosts.
 REQUEST_VARIABLE = "TRAINOPS_RAY_REQUEST"
 #: Set when the code travels as the runtime_env's working_dir (no shared_dir): the code channel is the actor's cwd.
@@ -107,6 +109,14 @@ class HostRunner:
             except ProcessLookupError:
                 pass
 
+    def failure(self) -> str:
+        """The runtime's failure file of this host (docs/contracts.md, section 4); empty when it wrote none."""
+        from trainops.runtime.failure import READ_LIMIT_BYTES
+        from trainops.runtime.untrusted import read_text
+
+        path = self.base / "output" / "failure"
+        return read_text(str(path), READ_LIMIT_BYTES).strip() if path.exists() else ""
+
     def pack(self) -> str | None:
         """Host 1: the model directory as ``<output>/<job>/output/model.tar.gz`` (a file:// output)."""
         output = self.request["OutputDataConfig"]["S3OutputPath"]
@@ -120,6 +130,22 @@ class HostRunner:
             for path in sorted((self.base / "model").iterdir()):
                 archive.add(path, arcname=path.name)
         return target.as_uri()
+
+
+def _stop_all(ray: Any, actors: list[Any]) -> None:
+    """Stop every host's runtime; an actor that is gone already has nothing left to stop."""
+    for actor in actors:
+        try:
+            ray.get(actor.stop.remote())
+        except ray.exceptions.RayActorError:
+            pass
+
+
+def _failure_of(ray: Any, actor: Any) -> str:
+    try:
+        return str(ray.get(actor.failure.remote()))
+    except ray.exceptions.RayActorError:
+        return ""
 
 
 def main(argv: list[str]) -> int:
@@ -149,15 +175,31 @@ def main(argv: list[str]) -> int:
                                                                                     strict=True)}
     failed: tuple[str, int] | None = None
     pending = list(running)
+    lost: str | None = None
     while pending:
         done, pending = ray.wait(pending, num_returns=1)
-        code = ray.get(done[0])
+        host = running[done[0]]
+        try:
+            code = ray.get(done[0])
+        except ray.exceptions.RayActorError as error:  # the actor or its node died: the host is lost, not failed
+            code = -1
+            if failed is None:
+                lost = LOST_HOST.format(host=host, error=str(error).strip().splitlines()[0] if str(error) else "")
         if code != 0 and failed is None:
-            failed = (running[done[0]], code)
-            print(f"[trainops] host {failed[0]} exited {code}: stopping the other hosts", flush=True)
-            ray.get([actor.stop.remote() for actor in actors])
+            failed = (host, code)
+            print(f"[trainops] host {host} exited {code}: stopping the other hosts", flush=True)
+            _stop_all(ray, actors)
     if failed is not None:
-        print(f"[trainops] the job failed: host {failed[0]} exited {failed[1]}", flush=True)
+        host, code = failed
+        # The first failing host's failure file goes in the job's log, between markers: the backend reads it back as
+        # the failure reason (a lost host has none: its line says why).
+        text = "" if lost else _failure_of(ray, actors[placement["hosts"].index(host)])
+        if text:
+            # One write: the lines Ray forwards from the actors cannot fall between the markers.
+            print("\n".join((FAILURE_FILE_START.format(host=host), text, FAILURE_FILE_END)), flush=True)
+        elif lost:
+            print(lost, flush=True)
+        print(f"[trainops] the job failed: host {host} exited {code}", flush=True)
         return 1
     model = ray.get(actors[0].pack.remote())
     if model:

@@ -1,15 +1,26 @@
-"""Ray's job statuses in trainops' terms (one table), and what a look at a Ray job tells the guards."""
+"""A look at a Ray job in trainops' terms (its states: the engine's vocabulary), the evidence its failure rules
+read, and what the look tells the guards."""
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
-from trainops.backends.kit import JobResult, JobStatus, Observation
+from trainops.backends.kit import JobResult, Observation
+from trainops.backends.ray.vocabulary import FAILURE_FILE_END, FAILURE_FILE_START, ray_job_status
 
-#: Ray's JobStatus -> trainops' (SageMaker's spelling, `JobStatus.parse`): PENDING and RUNNING wait.
-STATUSES = {"PENDING": "InProgress", "RUNNING": "InProgress", "SUCCEEDED": "Completed", "FAILED": "Failed",
-            "STOPPED": "Stopped"}
+_FAILURE_FILE = re.compile(re.escape(FAILURE_FILE_START).replace(re.escape("{host}"), r"(?P<host>\S+)") + r"\n"
+                           r"(?P<text>.*?)\n?" + re.escape(FAILURE_FILE_END), re.DOTALL)
+
+
+def failure_file(message: str | None) -> tuple[str, str] | None:
+    """(host, failure file) the driver printed in a failed job's log, which Ray's message ends with; None when it
+    printed none (the last one printed when several)."""
+    found = list(_FAILURE_FILE.finditer(message or ""))
+    if not found:
+        return None
+    return found[-1].group("host"), found[-1].group("text").strip()
 
 
 def ray_status(info: Any) -> str:
@@ -18,21 +29,33 @@ def ray_status(info: Any) -> str:
     return str(getattr(status, "value", status) or "PENDING")
 
 
-def result(info: Any, job_name: str, *, reattached: bool, stop_reason: str | None = None) -> JobResult:
+def result(info: Any, job_name: str, *, reattached: bool, stop_reason: str | None = None,
+           log: str | None = None) -> JobResult:
     """The `JobResult` of one look: a stop's recorded reason is the failure reason of a stopped job (a guard's stop
-    is reported as the guard's); Ray's message that of a failed one."""
+    is reported as the guard's); the failing host's failure file that of a failed one (from ``log``, the job's log,
+    or Ray's message), else Ray's message."""
     status = ray_status(info)
-    ours = STATUSES.get(status, "InProgress")
+    ours = ray_job_status(status)
     start, end = _seconds(getattr(info, "start_time", None)), _seconds(getattr(info, "end_time", None))
-    reason = None
-    if ours == "Failed":
-        reason = getattr(info, "message", None) or "the Ray job failed"
-    elif ours == "Stopped":
+    reason, failed_host = None, None
+    if ours.value == "Failed":
+        message = getattr(info, "message", None)
+        # Ray's message keeps only the log's last lines, where the other hosts' lines may follow the failure file:
+        # the whole log (``log``), when read, is where the driver printed it.
+        printed = failure_file(log) or failure_file(message)
+        if printed is not None:  # a rank failed: its host's failure file is the reason, as on Slurm
+            failed_host, reason = printed
+        else:
+            reason = message or "the Ray job failed"
+    elif ours.value == "Stopped":
         reason = stop_reason or getattr(info, "message", None) or "Stopped"
     error_type = getattr(info, "error_type", None)
-    return JobResult("ray", job_name, JobStatus.parse(ours), secondary_status=status, failure_reason=reason,
+    error = str(getattr(error_type, "value", error_type)) if error_type else None
+    return JobResult("ray", job_name, ours, secondary_status=status, failure_reason=reason,
                      duration_seconds=(end - start) if start and end else None, reattached=reattached,
-                     details={"ray_status": status, "error_type": str(error_type) if error_type else None,
+                     details={"ray_status": status, "error_type": error, "failed_host": failed_host,
+                              # the evidence Ray's rules read: its state, then its JobErrorType
+                              "secondary_statuses": [status, *([error] if error else [])],
                               "driver_exit_code": getattr(info, "driver_exit_code", None),
                               "submission_id": getattr(info, "submission_id", None) or job_name})
 
