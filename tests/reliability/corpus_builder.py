@@ -277,7 +277,7 @@ raw("field-instance-count-5000-digits.json", '{"entry_point": "train.py", "insta
 spec("field-volume-size-zero", {"volume_size": 0}, fields=["volume_size"])
 spec("field-volume-size-huge", {"volume_size": 10 ** 9}, fields=["volume_size"])
 spec("field-max-retry-attempts", {"max_retry_attempts": 31}, fields=["max_retry_attempts"])
-spec("field-keep-alive-too-long", {"keep_alive_period_in_seconds": 3601}, fields=["keep_alive_period_in_seconds"])
+spec("field-keep-alive-too-long", {"keep_alive_period_in_seconds": 21601}, fields=["keep_alive_period_in_seconds"])
 spec("field-kms-key-too-long", {"volume_kms_key": "k" * 3000}, fields=["volume_kms_key"])
 spec("field-subnets-empty", {"subnets": [], "security_group_ids": ["sg-0123456789abcdef0"]}, fields=["subnets"])
 spec("field-subnets-bad-id", {"subnets": ["subnet-xyz"], "security_group_ids": ["sg-0123456789abcdef0"]},
@@ -392,9 +392,9 @@ spec("mpi-options-too-long", {"distribution": {"type": "mpi", "custom_mpi_option
 GPU_GROUPS = [{"instance_group_name": "gpu", "instance_type": "ml.p4d.24xlarge", "instance_count": 2},
               {"instance_group_name": "cpu", "instance_type": "ml.c5.18xlarge", "instance_count": 1}]
 spec("rule-instance-type-and-groups", {"instance_groups": GPU_GROUPS[:1]}, fields=["instance_groups"],
-     rule="instance_type_is_known")
+     rule="instance_type_is_given")
 spec("rule-instance-type-missing", remove=("instance_type",), fields=["instance_type"],
-     rule="instance_type_is_known")
+     rule="instance_type_is_given")
 spec("rule-instance-type-format", {"instance_type": "p4d.24xlarge"}, fields=["instance_type"],
      rule="instance_type_is_known")
 spec("rule-instance-type-shell", {"instance_type": "ml.p4d.24xlarge; rm -rf /"}, fields=["instance_type"],
@@ -433,7 +433,7 @@ spec("rule-trainium-tensorflow", {"instance_type": "ml.trn1.32xlarge", "framewor
 spec("rule-neuron-compile-on-gpu", {"distribution": {"type": "torch_distributed", "neuron_parallel_compile": True}},
      fields=["distribution.neuron_parallel_compile"], rule="trainium_runs_torch_distributed")
 spec("rule-torchrun-shell-entry-point", {"entry_point": "train.sh"}, fields=["entry_point"],
-     rule="torch_distributed_needs_accelerators")
+     rule="torch_distributed_runs_python")
 spec("rule-torchrun-old-pytorch", {"framework_version": "1.12.1"}, fields=["framework_version"],
      rule="torch_distributed_needs_accelerators")
 spec("rule-torchrun-cpu-instance", {"instance_type": "ml.c5.18xlarge"}, fields=["instance_type"],
@@ -486,8 +486,17 @@ spec("rule-fsx-without-subnets", {"inputs": FSX_INPUT, "security_group_ids": ["s
      fields=["subnets"], rule="file_systems_need_a_vpc")
 spec("rule-fsx-without-security-groups", {"inputs": FSX_INPUT, "subnets": ["subnet-0123456789abcdef0"]},
      fields=["security_group_ids"], rule="file_systems_need_a_vpc")
-spec("rule-fsx-in-pipe-mode", {"inputs": FSX_INPUT, "input_mode": "Pipe", **FSX_VPC}, fields=["input_mode"],
-     rule="file_systems_need_a_vpc")
+# issue 46's rules: the API's documented limits and the channel options (trainops/spec/api_rules.py, channel_rules.py)
+spec("rule-volume-key-on-local-storage", {"volume_kms_key": "arn:aws:kms:us-east-1:111122223333:key/corpus"},
+     fields=["volume_kms_key"], rule="no_volume_key_on_local_storage")
+spec("rule-augmented-manifest-in-file-mode", {"inputs": {"train": {
+    "s3_data": "s3://corpus-bucket/train.manifest", "s3_data_type": "AugmentedManifestFile"}}},
+     fields=["inputs.train"], rule="augmented_manifests_in_pipe_mode")
+spec("rule-gzip-channel-in-file-mode", {"inputs": {"train": {"s3_data": "s3://corpus-bucket/train/",
+                                                              "compression": "Gzip"}}},
+     fields=["inputs.train.compression"], rule="channel_options_fit_the_job")
+spec("rule-v3-on-the-toolkit", {"sdk": "v3", "launcher": "toolkit"}, fields=["launcher"],
+     rule="v3_runs_on_the_trainops_launcher")
 spec("rule-subnets-without-groups", {"subnets": ["subnet-0123456789abcdef0"]}, fields=["security_group_ids"],
      rule="file_systems_need_a_vpc")
 spec("rule-spot-without-max-wait", {"use_spot_instances": True}, fields=["max_wait"],
@@ -656,7 +665,7 @@ def _set(path: str, value: Any):
 _DELETE = object()
 pipeline("pipeline-name-invalid", _set("name", "my_pipeline"), fields=["name"])
 pipeline("pipeline-name-missing", _set("name", _DELETE), fields=["name"])
-pipeline("pipeline-backend-unknown", _set("backend", "kubernetes"), fields=["backend"])
+pipeline("pipeline-backend-unknown", _set("backend", "nomad"), fields=["backend"])
 pipeline("pipeline-unknown-top-key", _set("schedule", "@daily"), fields=["schedule"])
 # Without `steps` the document is read as a job spec, which says what a job spec lacks.
 pipeline("pipeline-steps-missing", _set("steps", _DELETE), fields=["steps"])

@@ -22,8 +22,10 @@ def test_two_runs_of_one_new_name_at_once_make_one_job_and_both_follow_it(tmp_pa
         outputs = [caller.communicate(timeout=300) for caller in callers]
         codes = [caller.returncode for caller in callers]
         assert codes == [0, 0], (codes, outputs)
-        trained = sum(out.count("rank 0] trained") + out.count("[algo-1] trained") for out, _ in outputs)
-        assert trained <= 1, outputs  # the follower shows no second run
+        # Each caller shows the one run's lines at most once: since the backend kit (issue 43) a follower streams the
+        # job's log as the creator does, so both may show "trained", but neither shows a second run.
+        trained = [out.count("rank 0] trained") + out.count("[algo-1] trained") for out, _ in outputs]
+        assert max(trained) <= 1, outputs
         log = (workdir / "jobs" / name / "logs" / "algo-1.log").read_text()
         assert log.count("trained") == 1, log  # the job ran once
         assert sorted(os.listdir(workdir / "jobs")) == [f"same-{n}" for n in range(round_number + 1)]
