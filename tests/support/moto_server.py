@@ -12,6 +12,7 @@ and ``StopTrainingJob``, are not implemented by moto at all: those are tested wi
 
 from __future__ import annotations
 
+import urllib.request
 from typing import Any
 
 from moto.server import ThreadedMotoServer
@@ -32,6 +33,12 @@ class MotoServer:
         self._server.start()
         host, port = self._server.get_host_and_port()
         self.endpoint = f"http://{host}:{port}"
+        # moto keeps its accounts in this process's memory, not in the server: a new server starts from what earlier
+        # servers of the process left (an xdist worker runs many modules, each with a server of its own), so it is
+        # reset to an empty account first, as a server a user starts is.
+        reset = urllib.request.Request(f"{self.endpoint}/moto-api/reset", method="POST")
+        with urllib.request.urlopen(reset, timeout=60):
+            pass
         return self
 
     def stop(self) -> None:

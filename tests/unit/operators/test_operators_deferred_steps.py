@@ -108,6 +108,8 @@ def test_on_kill_stops_the_deferred_evaluation_it_started_and_only_that_one(eval
     operator.on_kill()
     backend = get_backend("local")
     stopped = None
+    # A bound of its own: on a loaded machine the script's start can take most of the first one (failed once so).
+    deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         stopped = backend.describe_job(JobHandle.from_dict(mine.handle), "evaluation")
         if stopped.status.terminal:
