@@ -29,6 +29,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from support import slurm_cluster
+
 #: The Jobs API's address, as seen from inside the namespace.
 ADDRESS = "http://127.0.0.1:8265"
 #: Logical CPUs of each node (each host of a test job asks one bundle of them).
@@ -54,16 +56,8 @@ def ray_binary() -> Path:
 
 
 def wait_until(predicate, what: str, timeout: float = START_SECONDS, pause: float = 0.3):
-    """``predicate()``'s first true value, looked at every ``pause`` seconds; AssertionError naming ``what`` after
-    ``timeout`` (a condition waited on, never a time slept)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(pause)
+    """The Slurm cluster's condition wait (`support.slurm_cluster.wait_until`) with this cluster's start bound."""
+    return slurm_cluster.wait_until(predicate, what, timeout=timeout, pause=pause)
 
 
 @dataclass

@@ -73,7 +73,7 @@ from trainops.backends.job_kinds import (
     checked_settings,
 )
 from trainops.backends.looks import JobOutOfSight, LookFailed, LookPolicy, Looks, is_failed_look
-from trainops.backends.options import BackendOptions
+from trainops.backends.options import BackendOptions, path_problems
 from trainops.backends.polled import Look, PolledBackend, Watch
 from trainops.backends.states import JobStatus, WaitTimedOut
 from trainops.backends.vocabulary import (
@@ -94,7 +94,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     # the seam
-    "Backend", "BackendOptions", "OptionsT", "JobHandle", "JobResult", "JobStatus", "JobSpec", "Log",
+    "Backend", "BackendOptions", "path_problems", "OptionsT", "JobHandle", "JobResult", "JobStatus", "JobSpec", "Log",
     "IF_EXISTS", "MAX_SUFFIX", "Placement", "place_job", "check_choice",
     # jobs followed by looking at them
     "PolledBackend", "Look", "Watch", "Observation",

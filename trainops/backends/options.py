@@ -18,6 +18,7 @@ backend.
 from __future__ import annotations
 
 import json
+import os
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -344,3 +345,14 @@ class SageMakerOptions(BackendOptions):
             problems.append(Problem("preflight", f"{self.preflight!r} is not true or false"))
         if problems:
             raise SpecError(problems)
+
+
+def path_problems(value: Any, name: str, problems: list[Problem], absolute: bool = False) -> None:
+    """A path setting's problems appended to ``problems`` (None: not set): a non-empty single-line string, absolute
+    where every node of a cluster must find it."""
+    if value is None:
+        return
+    if not isinstance(value, str) or not value or "\n" in value or "\0" in value:
+        problems.append(Problem(name, f"{value!r} is not a path"))
+    elif absolute and not os.path.isabs(os.path.expanduser(value)):
+        problems.append(Problem(name, f"{value!r} is not an absolute path: every node must find it"))

@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from trainops.backends.kit import BackendOptions, Problem, SpecError
+from trainops.backends.kit import BackendOptions, Problem, SpecError, path_problems
 
 #: The settings that say where the cluster is: the backend's context.
 CLUSTER_SETTINGS = ("address", "token_file", "shared_dir")
@@ -21,15 +21,6 @@ PLACEMENTS = ("STRICT_SPREAD", "SPREAD", "PACK", "STRICT_PACK")
 #: runtime_env keys trainops sets itself (the code it ships, the contract's variables are merged, not replaced).
 OWNED_RUNTIME_ENV = ("working_dir", "py_modules")
 _ADDRESS = re.compile(r"^(https?|ray)://[^\s/]+(/[^\s]*)?\Z")
-
-
-def _path(value: Any, name: str, problems: list[Problem], absolute: bool = False) -> None:
-    if value is None:
-        return
-    if not isinstance(value, str) or not value or "\n" in value or "\0" in value:
-        problems.append(Problem(name, f"{value!r} is not a path"))
-    elif absolute and not os.path.isabs(os.path.expanduser(value)):
-        problems.append(Problem(name, f"{value!r} is not an absolute path: every node must find it"))
 
 
 @dataclass(frozen=True)
@@ -57,8 +48,8 @@ class RaySettings:
         elif isinstance(self.address, str) and self.address.startswith("ray://"):
             problems.append(Problem("address", f"{self.address!r} is a Ray Client address; the ray backend submits "
                                                "through the Jobs API: give the dashboard's http://HOST:8265"))
-        _path(self.token_file, "token_file", problems)
-        _path(self.shared_dir, "shared_dir", problems, absolute=True)
+        path_problems(self.token_file, "token_file", problems)
+        path_problems(self.shared_dir, "shared_dir", problems, absolute=True)
         if problems:
             raise SpecError(problems, "ray backend settings")
 

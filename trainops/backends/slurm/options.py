@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from trainops.backends.options import BackendOptions
+from trainops.backends.options import BackendOptions, path_problems
 from trainops.errors import Problem, SpecError
 
 TRANSPORTS = ("cli", "rest")
@@ -50,15 +50,6 @@ def _word(value: Any, name: str, problems: list[Problem], what: str) -> None:
                                       "spaces)"))
 
 
-def _path(value: Any, name: str, problems: list[Problem], absolute: bool = False) -> None:
-    if value is None:
-        return
-    if not isinstance(value, str) or not value or "\n" in value or "\0" in value:
-        problems.append(Problem(name, f"{value!r} is not a path"))
-    elif absolute and not os.path.isabs(os.path.expanduser(value)):
-        problems.append(Problem(name, f"{value!r} is not an absolute path: every node must find it"))
-
-
 @dataclass(frozen=True)
 class SlurmCluster:
     """Where a Slurm cluster's trainops jobs live and how it is reached (the slurm backend's context).
@@ -81,8 +72,8 @@ class SlurmCluster:
 
     def __post_init__(self) -> None:
         problems: list[Problem] = []
-        _path(self.shared_dir, "shared_dir", problems, absolute=True)
-        _path(self.rest_token_file, "rest_token_file", problems)
+        path_problems(self.shared_dir, "shared_dir", problems, absolute=True)
+        path_problems(self.rest_token_file, "rest_token_file", problems)
         if self.transport is not None and self.transport not in TRANSPORTS:
             problems.append(Problem("transport", f"{self.transport!r} is not a transport; use one of "
                                                  f"{', '.join(TRANSPORTS)}"))
@@ -144,8 +135,8 @@ class SlurmOptions(BackendOptions):
             object.__setattr__(self, name, _boolean(getattr(self, name), name, problems))
         object.__setattr__(self, "processes_per_host", _whole(self.processes_per_host, "processes_per_host",
                                                               problems))
-        _path(self.python, "python", problems)
-        _path(self.fsx_mount, "fsx_mount", problems, absolute=True)
+        path_problems(self.python, "python", problems)
+        path_problems(self.fsx_mount, "fsx_mount", problems, absolute=True)
         for name, what in (("partition", "a partition name"), ("account", "an account name"),
                            ("qos", "a QOS name"), ("reservation", "a reservation name"),
                            ("constraint", "a feature expression")):
