@@ -100,12 +100,14 @@ def raw(name: str, content: str | bytes, *, command: str = "validate", fields=()
     _add(f"{folder}/{name}", content, command, fields, text, rule)
 
 
-def pipeline(name: str, mutate, *, fields=(), text=(), fmt: str = "yaml", workdir_override: bool = True) -> None:
+def pipeline(name: str, mutate, *, fields=(), text=(), fmt: str = "yaml", workdir_override: bool = True,
+             rule: str | None = None) -> None:
     """A pipeline case: `mutate(document)` changes a copy of BASE_PIPELINE in place. Pipelines are run with
-    `--workdir <temporary directory>` unless `workdir_override` is false."""
+    `--workdir <temporary directory>` unless `workdir_override` is false. ``rule``: the engine's own rule the case
+    exercises (a pipeline names its backend, so an engine's rule set binds there)."""
     data = copy.deepcopy(BASE_PIPELINE)
     mutate(data)
-    _add(f"pipelines/{name}.{fmt}", _dump(data, fmt), "run", fields, text, None)
+    _add(f"pipelines/{name}.{fmt}", _dump(data, fmt), "run", fields, text, rule)
     if not workdir_override:
         CASES[-1]["workdir_override"] = False
 
@@ -666,6 +668,18 @@ _DELETE = object()
 pipeline("pipeline-name-invalid", _set("name", "my_pipeline"), fields=["name"])
 pipeline("pipeline-name-missing", _set("name", _DELETE), fields=["name"])
 pipeline("pipeline-backend-unknown", _set("backend", "nomad"), fields=["backend"])
+
+
+def _slurm_nodes(description: str):
+    def mutate(document: dict[str, Any]) -> None:
+        document["backend"] = "slurm"
+        document["steps"]["train"]["spec"]["instance_type"] = description
+    return mutate
+
+
+# An engine's own rule set binds where the pipeline names that engine (Slurm's node description, issue 43).
+pipeline("pipeline-slurm-nodes-undescribed", _slurm_nodes("a100 node"), fields=["steps.train.spec.instance_type"],
+         text=["does not describe Slurm nodes"], rule="nodes_are_described")
 pipeline("pipeline-unknown-top-key", _set("schedule", "@daily"), fields=["schedule"])
 # Without `steps` the document is read as a job spec, which says what a job spec lacks.
 pipeline("pipeline-steps-missing", _set("steps", _DELETE), fields=["steps"])
