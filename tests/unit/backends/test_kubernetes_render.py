@@ -189,6 +189,8 @@ def test_the_shared_volume_and_an_image_are_required() -> None:
     ({"node_selector": {"pool": "a b"}}, "node_selector.pool"),
     ({"tolerations": [{"key": "gpu", "operator": "Maybe"}]}, "tolerations[0].operator"),
     ({"tolerations": [{"key": "gpu", "colour": "red"}]}, "tolerations[0]"),
+    ({"channel_overrides": {"train": "relative/dir"}}, "channel_overrides"),
+    ({"checkpoint_key": "../other"}, "checkpoint_key"),
 ])
 def test_bad_options_are_refused_naming_the_field(options: dict, field: str) -> None:
     with pytest.raises(SpecError) as refused:
@@ -233,3 +235,9 @@ def test_what_the_jobs_files_cannot_hold_is_refused_before_anything() -> None:
         _backend().render_request(_spec(disable_output_compression=True, output_path="s3://bucket/out"), "digits-1")
     assert "disable_output_compression" in str(refused.value) and "output_path" in str(refused.value)
     assert "kubernetes backend" in str(refused.value)
+
+
+def test_a_channel_not_in_the_spec_is_refused_before_anything() -> None:
+    with pytest.raises(SpecError) as refused:
+        _backend().render_request(_spec(), "digits-1", options={"channel_overrides": {"train": "/fsx/me/data"}})
+    assert "channel_overrides.train" in str(refused.value)

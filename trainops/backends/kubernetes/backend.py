@@ -4,8 +4,8 @@ The job's files are laid out on the shared volume as for Slurm (`trainops.backen
 node script beside Slurm's: `node`), its record there keeps the submission token, and the TrainJob (`render`)
 carries the token: a look or a stop refuses a TrainJob of that name that is not this job's. Status comes from the
 TrainJob's conditions and its pods (`status`), logs from each host's log on the shared volume, stop records the
-reason and deletes the TrainJob in the foreground. Not built yet: the HyperPod flavour, the preflight, the model's
-archive (Slurm's batch host packs it; no pod does here yet).
+reason and deletes the TrainJob in the foreground. A pipeline's other steps (staging, evaluation, the registry) run
+where trainops runs, over the shared volume (`steps`). Not built yet: the HyperPod flavour.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import json
 import shutil
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +33,7 @@ from trainops.backends.kit import (
 from trainops.backends.kubernetes.options import KubernetesOptions
 from trainops.backends.kubernetes.render import NODE_SCRIPT, train_job
 from trainops.backends.kubernetes.settings import CLUSTER_SETTINGS, DEFAULT_NAMESPACE, KubernetesCluster
+from trainops.backends.kubernetes.steps import HereSteps
 from trainops.backends.kubernetes.vocabulary import KUBERNETES
 
 if TYPE_CHECKING:
@@ -40,23 +41,32 @@ if TYPE_CHECKING:
 
 #: The job's record on the shared volume (its submission token, its namespace, a stop's reason).
 RECORD = "kubernetes.json"
+#: The longest a poller (the Airflow trigger) waits between two looks: a look is two reads of the API server (the
+#: TrainJob, its pods), so a deferred task ends within seconds of its job whatever its check_interval, and a hundred
+#: waiting tasks ask 40 times a second, well within what an API server serves.
+LOOK_SECONDS = 5.0
 
 
-class KubernetesBackend(PolledBackend[KubernetesOptions]):
-    """Training jobs as Kubeflow Trainer TrainJobs; the context is where the cluster is (`KubernetesCluster`)."""
+class KubernetesBackend(HereSteps, PolledBackend[KubernetesOptions]):
+    """Training jobs as Kubeflow Trainer TrainJobs; the context is where the cluster is (`KubernetesCluster`), how
+    often a wait looks (``poll_seconds``), and for a pipeline's other steps (`steps`) the registry's directory
+    (``registry_dir``, default ``<shared_dir>/registry``) and a boto3 client factory for s3:// staging sources."""
 
     name = "kubernetes"
     Options = KubernetesOptions
-    CONTEXT = frozenset({*CLUSTER_SETTINGS, "poll_seconds"})
+    CONTEXT = frozenset({*CLUSTER_SETTINGS, "poll_seconds", "client_factory", "registry_dir"})
     EXTRAS = ("kubernetes",)
     vocabulary = KUBERNETES
 
     def __init__(self, kubeconfig: str | None = None, context: str | None = None, namespace: str | None = None,
-                 shared_dir: str | None = None, shared_pvc: str | None = None, poll_seconds: float | None = None):
+                 shared_dir: str | None = None, shared_pvc: str | None = None, poll_seconds: float | None = None,
+                 client_factory: Callable[[str], Any] | None = None, registry_dir: str | None = None):
         self.cluster = KubernetesCluster(kubeconfig=kubeconfig, context=context, namespace=namespace,
                                          shared_dir=shared_dir, shared_pvc=shared_pvc)
         if poll_seconds:
             self.poll_seconds = float(poll_seconds)
+        self.client_factory = client_factory
+        self.registry_dir = registry_dir
 
     @property
     def label(self) -> str:
@@ -90,10 +100,9 @@ class KubernetesBackend(PolledBackend[KubernetesOptions]):
         """What the job's files cannot hold (they are laid out as for Slurm: the trainops launcher, one kind of
         node, the model on the shared volume), refused before anything is written."""
         from trainops.backends.slurm.layout import check_spec
-        from trainops.backends.slurm.options import SlurmOptions
 
         try:
-            check_spec(spec, SlurmOptions(processes_per_host=options.processes_per_host), self.cluster.shared_dir)
+            check_spec(spec, _layout_options(options), self.cluster.shared_dir)
         except SpecError as error:
             raise SpecError(error.problems, "job spec for the kubernetes backend (its files are laid out on the "
                                             "shared volume as for the slurm backend)") from error
@@ -138,7 +147,6 @@ class KubernetesBackend(PolledBackend[KubernetesOptions]):
         from trainops.backends.kubernetes import node
         from trainops.backends.kubernetes.preflight import notes
         from trainops.backends.slurm.layout import lay_out
-        from trainops.backends.slurm.options import SlurmOptions
 
         body = self.dry_run(spec, name, options)["train_job"]  # every problem before anything is made
         jobs = self._jobs()
@@ -151,12 +159,12 @@ class KubernetesBackend(PolledBackend[KubernetesOptions]):
         token = record.get("token") or uuid.uuid4().hex
         self._write_record(name, {"job_name": name, "token": token, "namespace": body["metadata"]["namespace"],
                                   "submitted": time.time(), "max_run": spec.max_run})
-        lay_out(spec, name, SlurmOptions(processes_per_host=options.processes_per_host), job_dir,
+        lay_out(spec, name, _layout_options(options), job_dir,
                 str(self.cluster.shared_dir), token=token)
         shutil.copyfile(node.__file__, job_dir / NODE_SCRIPT)
         body = train_job(spec, name, options, self.cluster, body["metadata"]["namespace"], token)
         _, created = jobs.create(body, token)
-        log(f"[trainops] {'created' if created else 'found this submission'}'s TrainJob {name} in namespace "
+        log(f"[trainops] {'created' if created else 'found this submission’s'} TrainJob {name} in namespace "
             f"{body['metadata']['namespace']} ({spec.host_count()} nodes)")
         return self.handle(name, created=True)
 
@@ -226,6 +234,10 @@ class KubernetesBackend(PolledBackend[KubernetesOptions]):
                                         last_activity=backend._last_line(handle.job_name),
                                         max_run=record.get("max_run")))
 
+    def next_look_seconds(self, handle: JobHandle, result: JobResult, interval: float) -> float:
+        """At most `LOOK_SECONDS` (a look is cheap: two reads of the API server)."""
+        return min(interval, LOOK_SECONDS)
+
     def stop(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
         """The reason recorded, then the TrainJob deleted in the foreground (its pods first); an ended job is left
         as it is."""
@@ -279,7 +291,16 @@ class KubernetesBackend(PolledBackend[KubernetesOptions]):
             return self
         settings = {**self.cluster.given(), **{key: value for key, value in handle.location.items()
                                                   if key in CLUSTER_SETTINGS and value}}
-        return KubernetesBackend(**settings, poll_seconds=self.poll_seconds)
+        return KubernetesBackend(**settings, poll_seconds=self.poll_seconds, client_factory=self.client_factory,
+                                 registry_dir=self.registry_dir)
+
+
+def _layout_options(options: KubernetesOptions) -> Any:
+    """The options the job's files are laid out with (as for Slurm: `trainops.backends.slurm.layout`)."""
+    from trainops.backends.slurm.options import SlurmOptions
+
+    return SlurmOptions(processes_per_host=options.processes_per_host,
+                        channel_overrides=options.channel_overrides, checkpoint_key=options.checkpoint_key)
 
 
 def _timestamp(text: Any) -> float | None:

@@ -6,6 +6,7 @@ object it becomes, the image its pods run, where Kueue queues it and how the sch
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -39,6 +40,11 @@ class KubernetesOptions(BackendOptions):
         node_selector: label -> value every node of the job must carry.
         tolerations: the taints the pods tolerate (each a Kubernetes Toleration: key, operator, value, effect).
         processes_per_host: ranks per node (default: the distribution's, else the GPUs or Neuron cores, else one).
+        channel_overrides: channel name -> a directory on the shared volume the pods read it from (a pipeline's
+            staged data).
+        checkpoint_key: the checkpoint directory's key under ``<shared_dir>/checkpoints`` (the train step gives its
+            job's name, so its attempts ``<name>-N`` resume; default: the spec's checkpoint_s3_uri, else the job's
+            name).
     """
 
     backend: ClassVar[str] = "kubernetes"
@@ -52,6 +58,8 @@ class KubernetesOptions(BackendOptions):
     node_selector: Mapping[str, str] | None = None
     tolerations: Sequence[Mapping[str, Any]] | None = None
     processes_per_host: int | None = None
+    channel_overrides: Mapping[str, str] | None = None
+    checkpoint_key: str | None = None
 
     def __post_init__(self) -> None:
         problems: list[Problem] = []
@@ -71,6 +79,18 @@ class KubernetesOptions(BackendOptions):
                                                     or not 1 <= self.processes_per_host <= 1024):
             problems.append(Problem("processes_per_host", f"{self.processes_per_host!r} is not a whole number "
                                                           "from 1 to 1024"))
+        overrides = self.channel_overrides
+        if overrides is not None and (not isinstance(overrides, Mapping) or not all(
+                isinstance(key, str) and isinstance(value, str) and os.path.isabs(value)
+                for key, value in overrides.items())):
+            problems.append(Problem("channel_overrides", "give a mapping of channel name -> absolute directory on "
+                                                         "the shared volume"))
+        if self.checkpoint_key is not None:
+            from trainops.backends.hostfs.paths import checkpoint_key_problem
+
+            problem = checkpoint_key_problem(self.checkpoint_key)
+            if problem:
+                problems.append(Problem("checkpoint_key", problem))
         problems.extend(_node_selector_problems(self.node_selector))
         problems.extend(_toleration_problems(self.tolerations))
         if problems:

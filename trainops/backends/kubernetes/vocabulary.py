@@ -78,7 +78,7 @@ RULES: tuple[Rule, ...] = (
 KUBERNETES = register(Vocabulary(
     engine="kubernetes", tables={"kubernetes_trainjob": TABLE}, training_kind="kubernetes_trainjob",
     ended_as=ENDED_STATUSES, state_meanings=MEANINGS, rules=RULES, price=None, price_basis="",
-    front_end_options=frozenset({"processes_per_host"})))
+    front_end_options=frozenset({"processes_per_host", "channel_overrides", "checkpoint_key"})))
 
 
 def trainjob_status(state: str) -> JobStatus:
