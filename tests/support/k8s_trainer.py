@@ -8,6 +8,12 @@ What it does not do, and the real ones do: schedule pods onto nodes or give each
 node is this machine; node 0's address is 127.0.0.1), pull images, enforce ``activeDeadlineSeconds``, resources,
 volumes (the shared directory is this machine's), or retry. It does end a job at its ``activeDeadlineSeconds``
 (``Failed``, ``DeadlineExceeded``), and `lose_node` plays a node lost under a running job.
+
+With ``quotas`` (LocalQueue -> nodes) it plays Kueue too: a TrainJob labelled with a queue is suspended on creation
+(``spec.suspend``, its ``Suspended`` condition True, as Kueue's webhook and Trainer do) and admitted (resumed, then
+started) once the nodes its queue has free hold all of its nodes, first come first served; a job that ends or is
+deleted gives its nodes back. What real Kueue adds is not played: ClusterQueues shared by cohorts, borrowing,
+preemption, resource flavours (a quota here is a count of nodes).
 """
 
 from __future__ import annotations
@@ -22,13 +28,18 @@ from typing import Any
 from support.k8s_api import PODS, TRAINJOBS, Store
 
 POLL = 0.05
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
 class FakeTrainer:
     """Run the TrainJobs of ``store`` until `close`."""
 
-    def __init__(self, store: Store, namespace: str = "ml"):
+    def __init__(self, store: Store, namespace: str = "ml", quotas: dict[str, int] | None = None):
         self.store, self.namespace = store, namespace
+        self.quotas = dict(quotas or {})
+        #: queue -> the admitted jobs holding its nodes (name -> nodes); the suspended ones, in arrival order.
+        self.admitted: dict[str, dict[str, int]] = {}
+        self.suspended: list[str] = []
         self.processes: dict[str, list[subprocess.Popen[bytes]]] = {}
         self.environments: dict[str, list[dict[str, str]]] = {}
         self.started: dict[str, float] = {}
@@ -49,10 +60,60 @@ class FakeTrainer:
         while not self._stop.wait(POLL):
             for job in self.store.listed(TRAINJOBS, self.namespace):
                 name = job["metadata"]["name"]
-                if name not in self.processes:
+                if name not in self.processes and name not in self.suspended and self._admits(job):
                     self._start(job)
             for name, processes in list(self.processes.items()):
                 self._settle(name, processes)
+            self._release()
+
+    def _queue(self, job: dict[str, Any]) -> str | None:
+        queue = (job["metadata"].get("labels") or {}).get(QUEUE_LABEL)
+        return queue if queue in self.quotas else None
+
+    def _admits(self, job: dict[str, Any]) -> bool:
+        """Whether the job may start now: no queue of ours, or its queue has its nodes free (Kueue's admission);
+        else it is suspended, as Kueue's webhook suspends it, until `_release` admits it."""
+        queue, name = self._queue(job), job["metadata"]["name"]
+        if queue is None:
+            return True
+        nodes = int(job["spec"]["trainer"]["numNodes"])
+        holding = self.admitted.setdefault(queue, {})
+        if name not in self.suspended and sum(holding.values()) + nodes <= self.quotas[queue]:
+            holding[name] = nodes
+            return True
+        if name not in self.suspended:
+            self.suspended.append(name)
+            self.store.update(TRAINJOBS, self.namespace, name, lambda body: (
+                body["spec"].update(suspend=True), body.setdefault("status", {}).update(conditions=[
+                    {"type": "Suspended", "status": "True", "reason": "Suspended",
+                     "message": f"Kueue: waiting for quota in LocalQueue {queue}"}])))
+        return False
+
+    def _release(self) -> None:
+        """Give back the nodes of the admitted jobs that ended or were deleted; admit the suspended jobs that fit,
+        in arrival order (resumed: ``spec.suspend`` false, ``Suspended`` False)."""
+        for holding in self.admitted.values():
+            for name in list(holding):
+                job = self.store.get(TRAINJOBS, self.namespace, name)
+                if job is None or _ended(job):
+                    del holding[name]
+        for name in list(self.suspended):
+            job = self.store.get(TRAINJOBS, self.namespace, name)
+            if job is None:
+                self.suspended.remove(name)
+                continue
+            queue, nodes = self._queue(job), int(job["spec"]["trainer"]["numNodes"])
+            holding = self.admitted.setdefault(str(queue), {})
+            if sum(holding.values()) + nodes > self.quotas[str(queue)]:
+                break  # first come, first served: a later job does not overtake it
+            holding[name] = nodes
+            self.suspended.remove(name)
+            self.store.update(TRAINJOBS, self.namespace, name, lambda body: (
+                body["spec"].update(suspend=False), body.setdefault("status", {}).update(conditions=[
+                    {"type": "Suspended", "status": "False", "reason": "Resumed"}])))
+            resumed = self.store.get(TRAINJOBS, self.namespace, name)
+            if resumed is not None:
+                self._start(resumed)
 
     def _start(self, job: dict[str, Any]) -> None:
         name, trainer = job["metadata"]["name"], job["spec"]["trainer"]
@@ -103,7 +164,7 @@ class FakeTrainer:
                     os.killpg(process.pid, signal.SIGKILL)
                     process.wait()
             return
-        if (job.get("status") or {}).get("conditions"):
+        if _ended(job):
             return
         deadline = job["spec"].get("activeDeadlineSeconds")
         if deadline and time.monotonic() - self.started[name] > float(deadline):
@@ -124,3 +185,8 @@ class FakeTrainer:
                      else {"type": "Complete", "status": "True", "reason": "JobSetCompleted"})
         self.store.update(TRAINJOBS, self.namespace, name, lambda body: body.setdefault("status", {}).update(
             conditions=[condition]))
+
+
+def _ended(job: dict[str, Any]) -> bool:
+    return any(condition.get("type") in ("Complete", "Failed") and condition.get("status") == "True"
+               for condition in (job.get("status") or {}).get("conditions") or [])

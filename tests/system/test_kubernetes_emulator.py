@@ -46,7 +46,7 @@ def cluster(tmp_path: Path) -> Iterator[tuple[Store, FakeTrainer, Any]]:
     shared = tmp_path / "shared"
     shared.mkdir(mode=0o700)
     with api_server(tmp_path) as (store, kubeconfig):
-        trainer = FakeTrainer(store)
+        trainer = FakeTrainer(store, quotas={"team-a": 2})  # Kueue's LocalQueue team-a: 2 nodes
         try:
             backend = get_backend("kubernetes", options={"kubeconfig": str(kubeconfig), "shared_dir": str(shared),
                                                         "shared_pvc": "shared", "poll_seconds": 0.2})
@@ -210,3 +210,34 @@ def _wait_for_train_job(store: Store, name: str, limit: float = 120.0) -> None:
     while store.get(TRAINJOBS, "ml", name) is None:
         assert time.monotonic() < deadline, f"no TrainJob {name} within {limit:.0f} s"
         time.sleep(0.1)
+
+
+def test_kueue_holds_a_job_suspended_until_its_queue_has_the_nodes_then_it_runs(cluster, tmp_path: Path) -> None:
+    """Two 2-node jobs in a LocalQueue of 2 nodes: the second is suspended (waiting, never failed: InProgress,
+    ``Suspended``, no pod) while the first runs, and runs once the first ended and gave its nodes back."""
+    store, trainer, backend = cluster
+    release = tmp_path / "release"
+    spec = _spec(tmp_path, RELEASE=str(release))
+    (Path(spec.source_dir) / "train.py").write_text(
+        "import os, time\nprint('trained on', os.environ['SM_CURRENT_HOST'], flush=True)\n"
+        "while not os.path.exists(os.environ['RELEASE']):\n    time.sleep(0.1)\n")
+    first = backend.submit(spec, "queued-1", options={"queue": "team-a"}, detached=True)
+    _until_both_hosts_trained(backend, first)
+    second = backend.submit(spec, "queued-2", options={"queue": "team-a"}, detached=True)
+    _wait_for(lambda: store.get(TRAINJOBS, "ml", "queued-2")["spec"].get("suspend") is True, "queued-2 suspended")
+    waiting = backend.describe(second)
+    assert (waiting.status, waiting.secondary_status) == (JobStatus.IN_PROGRESS, "Suspended"), waiting
+    assert "waiting for the queue" in waiting.details["waiting"]
+    assert not [pod for pod in store.listed(PODS, "ml") if pod["metadata"]["name"].startswith("queued-2")]
+    release.write_text("go")
+    assert backend.wait(first).status is JobStatus.COMPLETED
+    assert backend.wait(second).status is JobStatus.COMPLETED  # admitted once queued-1 gave its 2 nodes back
+    assert trainer.started["queued-2"] > trainer.started["queued-1"]
+    assert store.get(TRAINJOBS, "ml", "queued-2")["spec"]["suspend"] is False
+
+
+def _wait_for(condition: Any, what: str, limit: float = 120.0) -> None:
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, f"waited {limit:.0f} s for {what}"
+        time.sleep(0.05)
