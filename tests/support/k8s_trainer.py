@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from typing import Any
@@ -126,14 +127,15 @@ class FakeTrainer:
                            **{item["name"]: item["value"] for item in trainer.get("env") or []},
                            "PET_NNODES": str(nodes), "PET_NPROC_PER_NODE": str(trainer["numProcPerNode"]),
                            "PET_NODE_RANK": str(index), "PET_MASTER_ADDR": "127.0.0.1",
-                           "PET_MASTER_PORT": "29500", "HOSTNAME": pod}
+                           "PET_MASTER_PORT": "29500", "HOSTNAME": pod,
+                           # The image's Python is the test venv's (torch and all): the pods' python3 is found first.
+                           "PATH": os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])}
             environments.append(environment)
             self.store.put(PODS, self.namespace, {
                 "metadata": {"name": pod, "labels": {"jobset.sigs.k8s.io/jobset-name": name},
                              "annotations": {"batch.kubernetes.io/job-completion-index": str(index)}},
                 "status": {"phase": "Running"}})
-            command = ["python3" if part == "python3" else part for part in trainer["command"]]
-            started.append(subprocess.Popen(command, env=environment, start_new_session=True,
+            started.append(subprocess.Popen(list(trainer["command"]), env=environment, start_new_session=True,
                                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                             stderr=subprocess.DEVNULL))
         self.processes[name] = started

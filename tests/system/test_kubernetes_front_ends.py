@@ -77,6 +77,31 @@ def owned_train_job(k8s: EmulatedCluster, name: str) -> dict:
     return found
 
 
+def test_a_two_node_torchrun_job_sees_the_contract_on_every_rank(k8s, tmp_path):
+    """torch_distributed over 2 nodes (gloo): each pod's node script maps Trainer's PET_* to host algo-<rank+1>, the
+    ranks all-reduce across the nodes and each reports the SageMaker contract it sees."""
+    source, data = tmp_path / "src", tmp_path / "data"
+    source.mkdir()
+    data.mkdir()
+    (source / "contract_probe.py").write_text((SCRIPTS / "contract_probe.py").read_text())
+    (data / "part-0.txt").write_text("0\n")
+    spec = tmp_path / "ddp.yaml"
+    spec.write_text(f"name: ddp\nentry_point: contract_probe.py\nsource_dir: {source}\ninstance_type: ml.c5.xlarge\n"
+                    f"instance_count: 2\nimage_uri: {IMAGE}\nmax_run: 600\ninputs: {{train: {data}}}\n"
+                    "distribution: {type: torch_distributed, processes_per_host: 1}\nhyperparameters: {epochs: 3}\n")
+    done = trainops(k8s, tmp_path / "home", "run", str(spec), *settings(k8s), "--job-name", "ddp-1")
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-6000:]
+    records = [json.loads(line.split("CONTRACT ", 1)[1]) for line in done.stdout.splitlines() if "CONTRACT " in line]
+    assert sorted((record["rank"], record["sm_current_host"], record["node"]) for record in records) == [
+        (0, "algo-1", "ddp-1-node-0-0"), (1, "algo-2", "ddp-1-node-0-1")], done.stdout[-6000:]
+    for record in records:
+        assert record["world_size"] == 2 and record["sum"] == 3.0  # the all-reduce crossed the two nodes
+        assert record["sm_hosts"] == record["hosts"] == ["algo-1", "algo-2"]
+        assert record["channels"] == ["train"] and record["train_files"] == ["part-0.txt"]
+        assert record["hp_epochs"] == "3" and record["argv"] == ["--epochs", "3"]
+    assert owned_train_job(k8s, "ddp-1")["spec"]["trainer"]["numProcPerNode"] == 1
+
+
 def test_a_lost_node_is_an_infrastructure_failure_and_the_retry_resumes_from_the_checkpoint(k8s, tmp_path):
     source = tmp_path / "src"
     source.mkdir()
