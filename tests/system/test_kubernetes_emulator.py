@@ -1,7 +1,9 @@
 """The kubernetes backend end to end on the API emulator (tests/support/k8s_api.py) with the stand-in Trainer
 controller (tests/support/k8s_trainer.py) running each node's command on this machine with the PET_* variables:
-issue 44 item 4, the first of its cases (a 2-node job completes with the contract checked on every host), plus a
-re-attach, another owner's object and a stop."""
+issue 44 item 4's cases through the backend's Python API (a 2-node job completes with the contract checked on every
+host, a failed rank's root cause, a re-attach, another owner's object, a stop, a lost node, the deadline, the
+attempts engine's retry, Kueue's suspension), on one emulated cluster for the module. The same engine from the
+command line, Airflow and KFP: test_kubernetes_front_ends.py."""
 
 from __future__ import annotations
 
@@ -41,11 +43,13 @@ if os.environ.get("RUN_UNTIL_STOPPED"):
 """
 
 
-@pytest.fixture
-def cluster(tmp_path: Path) -> Iterator[tuple[Store, FakeTrainer, Any]]:
-    shared = tmp_path / "shared"
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Store, FakeTrainer, Any]]:
+    """One emulated cluster for the module's tests, each job under a name of its own."""
+    directory = tmp_path_factory.mktemp("k8s")
+    shared = directory / "shared"
     shared.mkdir(mode=0o700)
-    with api_server(tmp_path) as (store, kubeconfig):
+    with api_server(directory) as (store, kubeconfig):
         trainer = FakeTrainer(store, quotas={"team-a": 2})  # Kueue's LocalQueue team-a: 2 nodes
         try:
             backend = get_backend("kubernetes", options={"kubeconfig": str(kubeconfig), "shared_dir": str(shared),
@@ -67,17 +71,17 @@ def _spec(tmp_path: Path, max_run: int = 600, **environment: str) -> JobSpec:
 def test_a_two_node_job_completes_with_the_contract_on_every_host(cluster, tmp_path: Path) -> None:
     store, trainer, backend = cluster
     lines: list[str] = []
-    handle = backend.submit(_spec(tmp_path), "digits-1", log=lines.append)
+    handle = backend.submit(_spec(tmp_path), "contract-1", log=lines.append)
     result = backend.wait(handle, log=lines.append)
     assert result.status is JobStatus.COMPLETED, (result, lines)
-    assert [env["PET_NODE_RANK"] for env in trainer.environments["digits-1"]] == ["0", "1"]
+    assert [env["PET_NODE_RANK"] for env in trainer.environments["contract-1"]] == ["0", "1"]
     logged = "\n".join(lines)
     assert "[algo-1]" in logged and "trained on algo-1 of 2" in logged
     assert "[algo-2]" in logged and "trained on algo-2 of 2" in logged
-    [made] = store.listed(TRAINJOBS, "ml")
+    [made] = [job for job in store.listed(TRAINJOBS, "ml") if job["metadata"]["name"].startswith("contract-1")]
     assert made["spec"]["trainer"]["numNodes"] == 2
     assert "s3cr3t" not in json.dumps(made)
-    shared = Path(backend.cluster.shared_dir) / "jobs" / "digits-1" / "hosts"
+    shared = Path(backend.cluster.shared_dir) / "jobs" / "contract-1" / "hosts"
     for host in ("algo-1", "algo-2"):
         assert (shared / host / "model" / f"{host}.txt").read_text() == host
     import tarfile
@@ -91,7 +95,7 @@ def test_a_failed_rank_is_the_users_with_the_runtimes_root_cause(cluster, tmp_pa
     _, _, backend = cluster
     spec = _spec(tmp_path)
     (Path(spec.source_dir) / "train.py").write_text("import sys\nraise SystemExit('bad learning rate: -1')\n")
-    result = backend.wait(backend.submit(spec, "digits-1"))
+    result = backend.wait(backend.submit(spec, "failed-1"))
     assert result.status is JobStatus.FAILED
     assert "bad learning rate" in str(result.failure_reason), result
     verdict = classify_result(result.to_dict())
@@ -100,32 +104,34 @@ def test_a_failed_rank_is_the_users_with_the_runtimes_root_cause(cluster, tmp_pa
 
 def test_a_rerun_reattaches_to_the_one_train_job(cluster, tmp_path: Path) -> None:
     store, _, backend = cluster
-    first = backend.submit(_spec(tmp_path), "digits-1")
+    first = backend.submit(_spec(tmp_path), "rerun-1")
     assert backend.wait(first).status is JobStatus.COMPLETED
-    again = backend.submit(_spec(tmp_path), "digits-1", if_exists="reattach")
+    again = backend.submit(_spec(tmp_path), "rerun-1", if_exists="reattach")
     assert not again.created
-    assert len(store.listed(TRAINJOBS, "ml")) == 1
+    assert [job["metadata"]["name"] for job in store.listed(TRAINJOBS, "ml")
+            if job["metadata"]["name"].startswith("rerun-1")] == ["rerun-1"]
 
 
 def test_another_owners_train_job_is_refused_and_left_alone(cluster, tmp_path: Path) -> None:
     store, _, backend = cluster
     theirs = store.put(TRAINJOBS, "ml", {"apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
-                                         "metadata": {"name": "digits-1", "labels": {"team": "b"}},
+                                         "metadata": {"name": "theirs-1", "labels": {"team": "b"}},
                                          "spec": {"runtimeRef": {"name": "x"}, "trainer": {"numNodes": 0,
                                                                                           "numProcPerNode": 1,
                                                                                           "command": ["true"]}}})
     with pytest.raises(SpecError) as refused:
-        backend.submit(_spec(tmp_path), "digits-1")
+        backend.submit(_spec(tmp_path), "theirs-1")
     assert "job_name" in str(refused.value)
-    assert store.get(TRAINJOBS, "ml", "digits-1")["metadata"]["uid"] == theirs["metadata"]["uid"]
+    assert store.get(TRAINJOBS, "ml", "theirs-1")["metadata"]["uid"] == theirs["metadata"]["uid"]
 
 
 def test_stop_records_the_reason_and_leaves_no_pod(cluster, tmp_path: Path) -> None:
     store, trainer, backend = cluster
-    handle = backend.submit(_spec(tmp_path, RUN_UNTIL_STOPPED="1"), "digits-1")
+    handle = backend.submit(_spec(tmp_path, RUN_UNTIL_STOPPED="1"), "stop-1")
     _until_both_hosts_trained(backend, handle)
     assert "deleted" in backend.stop(handle, "budget: the run's max_cost_usd was reached")
-    assert store.listed(PODS, "ml") == [] and store.get(TRAINJOBS, "ml", "digits-1") is None
+    assert store.listed(PODS, "ml", "jobset.sigs.k8s.io/jobset-name=stop-1") == []
+    assert store.get(TRAINJOBS, "ml", "stop-1") is None
 
 
 def _until_both_hosts_trained(backend: Any, handle: Any) -> None:
@@ -138,9 +144,9 @@ def _until_both_hosts_trained(backend: Any, handle: Any) -> None:
 
 def test_a_lost_node_is_an_infrastructure_failure(cluster, tmp_path: Path) -> None:
     _, trainer, backend = cluster
-    handle = backend.submit(_spec(tmp_path, RUN_UNTIL_STOPPED="1"), "digits-1")
+    handle = backend.submit(_spec(tmp_path, RUN_UNTIL_STOPPED="1"), "lost-1")
     _until_both_hosts_trained(backend, handle)
-    trainer.lose_node("digits-1", 1)
+    trainer.lose_node("lost-1", 1)
     result = backend.wait(handle)
     assert result.status is JobStatus.FAILED and result.details["lost_host"].startswith("algo-2")
     assert result.secondary_status == "NodeLost"
@@ -151,7 +157,7 @@ def test_a_lost_node_is_an_infrastructure_failure(cluster, tmp_path: Path) -> No
 
 def test_the_deadline_is_a_timeout(cluster, tmp_path: Path) -> None:
     _, _, backend = cluster
-    handle = backend.submit(_spec(tmp_path, max_run=2, RUN_UNTIL_STOPPED="1"), "digits-1")
+    handle = backend.submit(_spec(tmp_path, max_run=2, RUN_UNTIL_STOPPED="1"), "deadline-1")
     result = backend.wait(handle)
     assert result.status is JobStatus.FAILED and result.secondary_status == "DeadlineExceeded"
     verdict = classify_result(result.to_dict())
@@ -183,23 +189,23 @@ def test_a_lost_node_is_retried_by_the_attempts_engine(cluster, tmp_path: Path) 
         """Once the first attempt's TrainJob runs on both hosts, its node 1 is lost (the marker made first, so the
         retry's script ends)."""
         try:
-            _wait_for_train_job(store, "digits-1")
-            _until_both_hosts_trained(backend, backend.handle("digits-1"))
+            _wait_for_train_job(store, "retried-1")
+            _until_both_hosts_trained(backend, backend.handle("retried-1"))
             marker.write_text("lost")
-            trainer.lose_node("digits-1", 1)
+            trainer.lose_node("retried-1", 1)
         except BaseException as error:  # noqa: BLE001 - the test reports it
             losses.append(error)
 
     losing = threading.Thread(target=lose_a_node_of_the_first_attempt, daemon=True)
     losing.start()
     lines: list[str] = []
-    result = train_in_attempts(backend, spec, "digits-1", retries="infrastructure=1,backoff_seconds=0",
+    result = train_in_attempts(backend, spec, "retried-1", retries="infrastructure=1,backoff_seconds=0",
                                log=lines.append)
     losing.join(timeout=60)
     assert not losses, losses
-    assert result["status"] == "Completed" and result["job_name"] == "digits-1-2", result
+    assert result["status"] == "Completed" and result["job_name"] == "retried-1-2", result
     first, second = result["attempts"]
-    assert (first["job_name"], first["failure_class"], first["retried_on"]) == ("digits-1", "infrastructure",
+    assert (first["job_name"], first["failure_class"], first["retried_on"]) == ("retried-1", "infrastructure",
                                                                                  "infrastructure")
     assert "NodeLost" in first["evidence"] and second["status"] == "Completed"
     assert result["cost"]["total"] is None  # no price: the cost is unknown, never SageMaker's list price
