@@ -241,3 +241,15 @@ def test_a_channel_not_in_the_spec_is_refused_before_anything() -> None:
     with pytest.raises(SpecError) as refused:
         _backend().render_request(_spec(), "digits-1", options={"channel_overrides": {"train": "/fsx/me/data"}})
     assert "channel_overrides.train" in str(refused.value)
+
+
+def test_a_poller_looks_at_most_five_seconds_apart() -> None:
+    """A deferred task's trigger looks sooner than a long check_interval (a look is two reads of the API server),
+    never later than the interval it asked for."""
+    from trainops.backends.kit import JobHandle, JobResult, JobStatus
+
+    backend = _backend()
+    handle = JobHandle("kubernetes", "digits-1")
+    running = JobResult("kubernetes", "digits-1", JobStatus.IN_PROGRESS, secondary_status="Created")
+    assert backend.next_look_seconds(handle, running, 30.0) == 5.0
+    assert backend.next_look_seconds(handle, running, 2.0) == 2.0
