@@ -20,10 +20,11 @@ run: $(RUN_STAMP)
 # components, then system, then reliability, then unit modules), so both workers end on short ones. Each module keeps
 # its own Airflow home (a copy of one migrated database) and moto server; the cached venvs are built under a lock.
 # `--durations`: the slowest tests are printed, and a test past its bound fails (tests/support/duration_bound.py).
-# TEST_WORKERS=0 runs it in one process.
+# `--module-times`: the modules of the largest total time, wall and CPU (tests/support/module_times.py), so each CI log
+# says where the suite's time goes. TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 2
 test: $(TEST_STAMP) mpi slurm lint
-	$(PY) -m pytest -q -p no:cacheprovider --durations=25 $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
+	$(PY) -m pytest -q -p no:cacheprovider --durations=25 --module-times=25 $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 # Lint and types are checked, not hoped for: ruff (the rule set in pyproject.toml) over the tree, mypy over the
 # package (strict on the backend seam and the steps). A finding fails `make test`, so CI fails on it.

@@ -1,5 +1,6 @@
 """Shared fixtures (AWS: a moto server per module and per-test environment pointing boto3 at it; Airflow: a home per
-module from one migrated template database), and the bound on one test's time (`support.duration_bound`)."""
+module from one migrated template database), the bound on one test's time (`support.duration_bound`), and each
+module's total time at the end of a run (`support.module_times`, ``--module-times=N``)."""
 
 from __future__ import annotations
 
@@ -22,18 +23,21 @@ os.environ["TRAINOPS_BACKENDS"] = os.devnull
 # index sets its own.
 os.environ["TRAINOPS_JOB_INDEX"] = tempfile.mkdtemp(prefix="trainops-test-job-index-")
 
+from support import duration_bound, module_times  # noqa: E402
+
 # Airflow homes: one `airflow db migrate` per run (the template), a copy per module (see support/airflow_home.py).
 # Modules that import `airflow_home` themselves get the same fixture.
 from support.airflow_home import airflow_db_template, airflow_home  # noqa: E402,F401 - fixtures for every test
-from support.duration_bound import add_options, configure  # noqa: E402
 
 
 def pytest_addoption(parser):
-    add_options(parser)
+    duration_bound.add_options(parser)
+    module_times.add_options(parser)
 
 
 def pytest_configure(config):
-    configure(config)
+    duration_bound.configure(config)
+    module_times.configure(config)
 
 
 @pytest.fixture(scope="module")

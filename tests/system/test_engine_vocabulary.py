@@ -44,7 +44,8 @@ def claims_path(tmp_path_factory) -> Path:
 @pytest.fixture
 def setup(claims_path, tmp_path) -> tuple[dict[str, str], Path, Path]:
     """The environment (the package on PYTHONPATH), the engine's root with a claim holding the data, and a pipeline
-    file whose train step reads the claim, on a node pool, with one infrastructure retry."""
+    file whose train step reads the claim, on a node pool, with one infrastructure retry (at once: the default
+    backoff of 30 s, which nothing here checks, was half of each retrying test's time)."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(claims_path),
                                                                      os.environ.get("PYTHONPATH")])),
            "TRAINOPS_HOME": str(tmp_path / "home"), "TRAINOPS_BACKENDS": os.devnull}
@@ -57,7 +58,7 @@ def setup(claims_path, tmp_path) -> tuple[dict[str, str], Path, Path]:
     pipeline = tmp_path / "pipeline.yaml"
     pipeline.write_text(f"name: claims-retrain\nbackend: claims\nworkdir: {tmp_path / 'work'}\n"
                         f"backend_options: {{root: {root}}}\n"
-                        "steps:\n  train:\n    job_name: claims-1\n    retries: {infrastructure: 1}\n"
+                        "steps:\n  train:\n    job_name: claims-1\n    retries: {infrastructure: 1, backoff_seconds: 0}\n"
                         "    channels: {train: pvc://team/data/train}\n"
                         "    spec: {entry_point: train.py, source_dir: ., instance_type: pool-cpu, instance_count: 1}\n")
     return env, root, pipeline

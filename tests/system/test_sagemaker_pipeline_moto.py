@@ -105,14 +105,21 @@ def recorded(monkeypatch, aws_environment, tmp_path):
         else:
             run_processing_request(request, s3, tmp_path / "processing" / request["ProcessingJobName"])
 
-    def factory(service: str):
-        client = real(service)
+    def recording(service: str, client):
         if service == "sagemaker" and not getattr(client, "_trainops_recorded", False):
             client.meta.events.register("before-parameter-build.sagemaker.*", record)
             for operation in ("CreateTrainingJob", "CreateProcessingJob"):
                 client.meta.events.register(f"after-call.sagemaker.{operation}", run_container)
             client._trainops_recorded = True
         return client
+
+    def factory(service: str):
+        return recording(service, real(service))
+
+    # The preflight's advisory reads go through the advisory clients, as with the backend's own factory: one retry,
+    # so a look moto cannot answer (ListServiceQuotas: a 500) becomes a note at once. Without them they took the
+    # ordinary clients' ten adaptive attempts: 20 s of backoff per pipeline, a path no user's factory takes.
+    factory.advisory = lambda service: recording(service, real.advisory(service))  # type: ignore[attr-defined]
 
     monkeypatch.setattr(backend_module, "default_client_factory", lambda region=None, profile=None: factory)
     return sent, s3

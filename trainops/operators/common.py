@@ -187,21 +187,36 @@ def task_job_name(context: Any, base: str | None) -> str:
     return deterministic_job_name(base or task_id, dag_id, task_id, run_id, map_index)
 
 
+class _LazyClients:
+    """`aws_client_factory`'s clients, built on the first call; its advisory clients too (`advisory_client`), so the
+    preflight's reads keep their one retry and short timeouts under Airflow, not the ordinary clients' ten attempts."""
+
+    def __init__(self, aws_conn_id: str | None, region_name: str | None):
+        import threading
+
+        self._connection = (aws_conn_id, region_name)
+        self._built: list[ClientFactory] = []
+        self._lock = threading.Lock()
+
+    def _factory(self) -> ClientFactory:
+        with self._lock:
+            if not self._built:
+                self._built.append(aws_client_factory(*self._connection)[0])
+        return self._built[0]
+
+    def __call__(self, service: str) -> Any:
+        return self._factory()(service)
+
+    def advisory(self, service: str) -> Any:
+        from trainops.aws.clients import advisory_client
+
+        return advisory_client(self._factory(), service)
+
+
 def lazy_aws_client_factory(aws_conn_id: str | None, region_name: str | None) -> ClientFactory:
     """`aws_client_factory`, built on its first call: a task whose backend never calls AWS (local, local sources)
     never reads the connection, so every operator can hand one to any backend."""
-    import threading
-
-    built: list[ClientFactory] = []
-    lock = threading.Lock()
-
-    def factory(service: str) -> Any:
-        with lock:
-            if not built:
-                built.append(aws_client_factory(aws_conn_id, region_name)[0])
-        return built[0](service)
-
-    return factory
+    return _LazyClients(aws_conn_id, region_name)
 
 
 def aws_client_factory(aws_conn_id: str | None, region_name: str | None) -> tuple[ClientFactory, str | None]:

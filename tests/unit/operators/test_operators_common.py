@@ -196,3 +196,32 @@ def test_the_links_are_the_ones_the_tasks_backend_declares():
     local = Task()
     remember_links(local, get_backend("local"), "training", "digits-1", {"workdir": "/w"})
     assert TrainingJobLink().get_link(local, ti_key=None) == ""
+
+
+# --- the connection's clients ---------------------------------------------------------------------------------------
+def test_the_lazy_factory_reads_the_connection_once_and_keeps_the_advisory_clients(monkeypatch):
+    """The operators' factory (built on first use) hands the preflight the connection's advisory clients (one retry,
+    short timeouts): a look that cannot be made (a quota API the endpoint lacks) must cost seconds under Airflow too,
+    not the ordinary clients' ten adaptive attempts."""
+    import boto3
+
+    from trainops.aws.clients import ADVISORY_SETTINGS, SessionClients, advisory_client, client_config
+    from trainops.operators import common
+
+    built = []
+
+    def from_connection(aws_conn_id, region_name):
+        built.append((aws_conn_id, region_name))
+        return SessionClients(boto3.session.Session(region_name="us-east-1", aws_access_key_id="testing",
+                                                    aws_secret_access_key="testing"), client_config()), "us-east-1"
+
+    monkeypatch.setattr(common, "aws_client_factory", from_connection)
+    factory = common.lazy_aws_client_factory("aws_default", None)
+    assert built == []  # nothing read until a client is wanted
+    ordinary = factory("service-quotas")
+    advisory = advisory_client(factory, "service-quotas")
+    assert built == [("aws_default", None)]
+    assert advisory is not ordinary and advisory is advisory_client(factory, "service-quotas")
+    assert ordinary.meta.config.retries == {"mode": "adaptive", "total_max_attempts": 11}  # botocore's spelling
+    assert advisory.meta.config.retries == ADVISORY_SETTINGS["retries"]  # standard, 2 attempts
+    assert advisory.meta.config.read_timeout == ADVISORY_SETTINGS["read_timeout"]
