@@ -15,8 +15,14 @@ How it waits (``wait_mode``, or ``deferrable`` for short):
   submits or re-attaches (the same job: the name is the task instance's), looks once and gives its slot back until
   ``check_interval`` later; the log names the command that follows the job's logs.
 - ``worker``: a job of a backend that runs jobs in the caller's process (``RUNS_HERE``: the local
-  backend) runs in the task's process, its hosts' logs streaming live; any other is polled from the worker, its logs
-  streaming as in the trigger.
+  backend) runs in the task's process, its hosts' logs streaming live; any other is polled from the worker by the
+  trigger's own loop, run there.
+
+What follows an ended attempt is decided by the attempts engine (`trainops.steps.attempts_engine`), the one the
+train step drives: the retry budgets per failure class (``retry_budgets``), the next attempt's name, the cost over
+the attempts against ``max_cost_usd`` and what a guard's stop means. The operator carries it out the Airflow way:
+the next attempt is deferred on (what the try used of its budgets rides in the deferral's kwargs), a failure fails
+the task (`AirflowFailException` where no retry can help).
 
 Every wait applies the job's guards (`trainops.backends.guards.JobGuards`: what is left of ``max_cost_usd`` after
 the earlier attempts, the stall watchdog, the wait bound from the job's own start), whichever mode waits: the train
@@ -183,6 +189,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         self._ti = task_instance_of(context)  # on_kill reads its state: ended, or superseded by a newer try
         self._in_process = False  # a local job in this task's process ends with it, whatever the state
         self._chosen: Any = None  # the task's BackendChoice, made on first use (`_choice`)
+        self._context = context  # a wait in the worker resumes as after a deferral, with it
         with translated_errors():
             check_backend(self.backend)
             check_choice(self.if_job_exists, IF_JOB_EXISTS, "if_job_exists")
@@ -281,44 +288,27 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
             self._defer(spec, handle, base, guards)
         if self.wait_mode == "reschedule":
             return self._poke(backend, spec, base, handle, result, guards)
-        return self._wait_in_worker(backend, spec, base, handle, guards, engine)
+        return self._wait_in_worker(backend, spec, base, handle, guards)
 
     def _engine(self, spec: Any, base: str, used: dict[str, int] | None = None, backend: Any = None,
                 planned: Any = None) -> Any:
-        """The attempts engine of this try (`trainops.steps.attempts.engine_for`): the task's budgets and what this
-        try ``used`` of them (carried through the deferrals). The attempts of the name that ended before are looked
-        up only where the spec has a max_cost_usd: their cost decides then, and without one nothing they hold
-        changes a decision (each attempt's number is read from its job's name)."""
-        from trainops.steps.attempts import ended_attempts, engine_for
-        from trainops.steps.attempts_engine import AttemptsEngine
+        """The attempts engine of this try: the task's budgets and what this try ``used`` of them, carried through
+        the deferrals (`trainops.steps.attempts.resumed_engine`)."""
+        from trainops.steps.attempts import resumed_engine
 
-        if spec is None:  # no spec to price the attempts by: the budgets alone decide
-            return AttemptsEngine(base, self._budgets(), used=used)
-        known: list[dict[str, Any]] = []
-        follows = False
-        if getattr(spec, "max_cost_usd", None) is not None:
-            try:
-                known, follows = ended_attempts(backend if backend is not None else self._backend_for(spec), base)
-            except Exception as error:  # noqa: BLE001 - the earlier attempts' cost is a look-up; the wait goes on
-                self.log.warning("could not add up what the earlier attempts cost (%s): the budget counts this one "
-                                 "only", error)
-        return engine_for(backend if backend is not None else self._choice().name(), spec, base, self._budgets(),
-                          known=known, follows=follows, used=used, planned=planned)
+        return resumed_engine(spec, base, self._budgets(), used, planned=planned,
+                              backend=backend if backend is not None else self._choice().name(),
+                              opened=lambda: backend if backend is not None else self._backend_for(spec))
 
-    def _ended(self, backend: Any, spec: Any, base: str, result: Any, engine: Any, left: Any = None
-               ) -> dict[str, Any]:
-        """An attempt ended (or its wait gave up on its bound, ``left`` running: the guard that said so): the XCom,
-        the task's failure, or the next attempt, as the attempts engine decides (`_after`)."""
+    def _ended(self, backend: Any, spec: Any, base: str, result: Any, engine: Any) -> dict[str, Any]:
+        """An attempt found ended as it was placed: the XCom, the task's failure, or the next attempt, as the
+        attempts engine decides (`_after`)."""
         data = result.to_dict()
         held = getattr(self, "_held", None)
-        if held is not None and left is None:
+        if held is not None:
             log_marks.forget(held[1])  # the task has the job's outcome: no later writer continues its log
-        if left is not None:
-            data["guard"] = left.to_dict()
-            message = f"gave up waiting for training job {result.job_name}: {left.message}"
-        else:
-            message = (f"training job {result.job_name} ended {result.status.value}: "
-                       f"{result.failure_reason or 'no reason given'}")
+        message = (f"training job {result.job_name} ended {result.status.value}: "
+                   f"{result.failure_reason or 'no reason given'}")
         decided = self._after(spec, base, engine, engine.ended(data), data, message, backend)
         return decided if decided is not None else self._finish(backend, spec, base, result)
 
@@ -386,27 +376,33 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         max_wait = details.get("max_wait_seconds") or spec.max_wait
         return wait_bound_seconds(max_run, max_wait, grace)
 
-    def _defer(self, spec: Any, handle: Any, base: str, guards: Any = None) -> None:
+    def _trigger(self, spec: Any, handle: Any, base: str, guards: Any = None) -> tuple[Any, float]:
+        """The trigger that waits for the job (in the triggerer, or run in the worker), and its bound in seconds."""
         from trainops.backends import backend_class
         from trainops.operators.triggers import GUARDED_BACKSTOP_SECONDS, JobTrigger
 
-        reattached = not handle.created
         grace = backend_class(handle.backend).WAIT_GRACE_SECONDS  # what the backend spends outside the job's limits
         if guards is not None:  # the job's own bound (the guards', from its start) must come first
             grace = max(grace, float(guards.grace_seconds))
         trigger = JobTrigger(handle.to_dict(), kind="training", aws_conn_id=self.aws_conn_id,
                              backend_choice=self._choice().to_dict(),
                              poll_seconds=self.check_interval, max_run=spec.max_run, max_wait=spec.max_wait,
-                             grace_seconds=grace, reattached=reattached, base_name=base,
+                             grace_seconds=grace, reattached=not handle.created, base_name=base,
                              stream_logs=self.stream_logs, guards=guards.to_dict() if guards is not None else None)
         bound = self._bound(spec, grace=trigger.grace_seconds)
-        if guards is not None:
-            bound += GUARDED_BACKSTOP_SECONDS
+        return trigger, bound + (GUARDED_BACKSTOP_SECONDS if guards is not None else 0.0)
+
+    def _resumption(self, handle: Any) -> dict[str, Any]:
+        """What `execute_complete` is handed besides the event: whether the job was re-attached to, and what this
+        try used of its retry budgets (the attempts engine's state between two deferrals)."""
+        return {"reattached": not handle.created, "budget_used": getattr(self, "_budget_used", {})}
+
+    def _defer(self, spec: Any, handle: Any, base: str, guards: Any = None) -> None:
+        trigger, bound = self._trigger(spec, handle, base, guards)
         self.log.info("deferring: the triggerer waits for %s training job %s (%s; at most %.0f s) and streams its "
                       "logs here; by hand: %s", handle.backend, handle.job_name,
-                      "re-attached" if reattached else "submitted", bound, self._logs_hint(handle))
-        self.defer(trigger=trigger, method_name="execute_complete",
-                   kwargs={"reattached": reattached, "budget_used": getattr(self, "_budget_used", {})},
+                      "submitted" if handle.created else "re-attached", bound, self._logs_hint(handle))
+        self.defer(trigger=trigger, method_name="execute_complete", kwargs=self._resumption(handle),
                    timeout=timedelta(seconds=bound + DEFERRAL_MARGIN_SECONDS))
         raise AssertionError("unreachable: defer() raises TaskDeferred")
 
@@ -431,51 +427,17 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
             log_marks.save(handle, cursor, self.log)
         return cursor
 
-    def _wait_in_worker(self, backend: Any, spec: Any, base: str, handle: Any, guards: Any = None,
-                        engine: Any = None) -> dict[str, Any]:
-        """Poll the job from the worker (bounded by its limits), streaming its new log lines into the task log; the
-        backend's watch applies the guards at each look. Its end goes to the attempts engine (`_ended`)."""
-        from trainops.backends.guards import settle, stops
-        from trainops.operators.compat import AirflowException
+    def _wait_in_worker(self, backend: Any, spec: Any, base: str, handle: Any, guards: Any = None
+                        ) -> dict[str, Any]:
+        """Wait for the job in the worker as the triggerer would: the one poll loop (`JobTrigger`: the guards at each
+        look, failed looks, the log lines into the task log, the bound) run here on the task's backend, then resume
+        as after a deferral (`execute_complete`: the attempts engine decides)."""
+        import asyncio
 
-        engine = engine if engine is not None else self._engine(spec, base, backend=backend)
-        from trainops.operators.triggers import GUARDED_BACKSTOP_SECONDS
-
-        watch = backend.watch(handle, guards, log=task_logger(self)) if guards is not None else None
-        started = time.monotonic()
-        cursor, last = log_marks.load(handle, self.log), None  # after the lines an earlier try's log has
-        looks = self._looks(handle.job_name)
-        while True:
-            try:
-                result = backend.describe(handle)
-            except Exception as error:  # noqa: BLE001 - `failed` raises what is not a failed look
-                time.sleep(looks.failed(error))
-                continue
-            if (result.status, result.secondary_status) != last:
-                last = (result.status, result.secondary_status)
-                self.log.info("training job %s: %s / %s", handle.job_name, result.status.value,
-                              result.secondary_status)
-            ended = result.status.outcome != "waiting"
-            cursor = self._write_logs(backend, handle, cursor,
-                                      limit=LOG_LINES_AFTER_END if ended else LOG_LINES_PER_POLL)
-            if ended:
-                result = settle(result, watch.tripped) if watch is not None else result
-                return self._ended(backend, spec, base, result, engine)
-            bound = self._bound(spec, result)
-            if watch is not None:  # the job's bound is the watch's (from its own start); this one a backstop
-                try:
-                    tripped = watch.look()
-                except Exception as error:  # noqa: BLE001 - a look (or a stop) that failed is tried again
-                    time.sleep(looks.failed(error))
-                    continue
-                if tripped is not None and not stops(tripped, guards):  # the job runs on: a timeout, never retried
-                    return self._ended(backend, spec, base, result, engine, left=tripped)
-                bound += GUARDED_BACKSTOP_SECONDS
-            looks.succeeded()
-            if time.monotonic() - started > bound:
-                raise AirflowException(f"gave up waiting for training job {handle.job_name} after {bound:.0f} s "
-                                       "(max_run + max_wait + grace); the job was not stopped")
-            time.sleep(self.check_interval)
+        trigger, _ = self._trigger(spec, handle, base, guards)
+        trigger.run_here(backend, handle, self.log)
+        event = asyncio.run(trigger.first_event())
+        return self.execute_complete(getattr(self, "_context", None) or {}, event, **self._resumption(handle))
 
     def _poke(self, backend: Any, spec: Any, base: str, handle: Any, result: Any, guards: Any = None
               ) -> dict[str, Any]:
@@ -545,7 +507,10 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
             if spec is None and isinstance(decision, Retry):
                 spec = self._spec()  # a retry is placed from the spec: its problems fail the task, each named
         if not isinstance(decision, Done) or event.get("status") != "success":
-            return self._after(spec, base, engine, decision, result, message) or self._unknown(message)
+            decided = self._after(spec, base, engine, decision, result, message)
+            if decided is None:  # done, yet not a success: a job that runs on, which an event never reports
+                raise AirflowException(message)
+            return decided
         self.log.info("%s", message)
         if reattached is None:
             reattached = event.get("reattached")  # the trigger echoes it (dag.test() passes the event alone)
@@ -555,11 +520,6 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
             cost = self._cost(base, backend, {**event, "status": event.get("job_status")}, spec)
         return xcom_result({**event, "status": event.get("job_status")}, backend=backend_name, reattached=reattached,
                            cost=cost)
-
-    def _unknown(self, message: str) -> dict[str, Any]:
-        from trainops.operators.compat import AirflowException
-
-        raise AirflowException(message)
 
     def _base_of(self, context: Any, event: dict[str, Any], spec: Any) -> str:
         """The task's job name before any attempt's suffix: the event's (the trigger echoes it), else the task

@@ -246,8 +246,24 @@ class JobTrigger(BaseTrigger):
             "backend_choice": self.backend_choice,
         }
 
+    def run_here(self, backend: Any, handle: Any, log: Any) -> None:
+        """Run this trigger in a worker rather than a triggerer (`first_event`), on the task's opened backend and
+        writing to the task's log (a worker without a triggerer waits with the same loop)."""
+        self._opened = (backend, handle)
+        self._log = log
+
+    async def first_event(self) -> dict[str, Any]:
+        """The one event of `run`, as a dict."""
+        async for event in self.run():
+            return dict(event.payload)
+        raise RuntimeError(f"the trigger of {self.job_name} ended without an event")
+
     def _open(self) -> tuple[Any, Any]:
         from trainops.backends.api import JobHandle
+
+        opened = getattr(self, "_opened", None)
+        if opened is not None:  # run in the worker (`run_here`)
+            return opened  # type: ignore[no-any-return]
 
         handle = JobHandle.from_dict(self.handle)
         backend = backend_for(handle, self.aws_conn_id, self.backend_choice)

@@ -197,6 +197,26 @@ def _handle(backend: Any, name: str) -> Any:
                      region=getattr(backend, "region", None), created=False)
 
 
+def resumed_engine(spec: Any, job_name: str, budgets: Any, used: Mapping[str, int] | None, *, backend: Any,
+                   opened: Callable[[], Any], planned: Any = None) -> AttemptsEngine:
+    """The engine of a run picked up again at each of its attempts (the Airflow operator, at each placement and
+    each resumption after a deferral), with what the run ``used`` of its budgets. ``backend``: opened, or its name;
+    ``opened()`` opens it where the attempts that ended must be looked up: only where the spec has a max_cost_usd, as
+    their cost decides then (without one nothing they hold changes a decision: an attempt's number is read from its
+    job's name). Without a spec (one that no longer loads) the budgets alone decide."""
+    if spec is None:
+        return AttemptsEngine(job_name, budgets, used=used)
+    known: list[dict[str, Any]] = []
+    follows = False
+    if getattr(spec, "max_cost_usd", None) is not None:
+        try:
+            known, follows = ended_attempts(opened(), job_name)
+        except Exception as error:  # noqa: BLE001 - the earlier attempts' cost is a look-up; the wait goes on
+            logger.warning("[trainops] could not add up what the earlier attempts of %s cost (%s): the budget "
+                           "counts this attempt only", job_name, error)
+    return engine_for(backend, spec, job_name, budgets, known=known, follows=follows, used=used, planned=planned)
+
+
 def guards_for(spec: Any, spent: float | None = 0.0, *, backend: Any = None, planned: Any = None) -> Any:
     """The `trainops.backends.guards.JobGuards` of an attempt of ``spec`` on ``backend`` (None: the default one)
     after earlier attempts cost ``spent``: what is left of max_cost_usd, the instances' hourly price at the backend's
