@@ -266,6 +266,10 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         options = {"detached": True, **vocabulary_of(backend).takes({"checkpoint_key": base})}
         planned = check_budget(spec, backend=backend)  # budget: refuse refuses before anything is created
         engine = self._engine(spec, base, used, backend, planned)
+        if name is None and self._poked_before():
+            decided = self._ended_since_last_poke(backend, spec, base, planned)
+            if decided is not None:
+                return decided
         refused = engine.opening() if name is None else None
         if refused is not None:  # the earlier attempts spent the run's money
             raise failure_exception(f"{refused.evidence}: {refused.refused}", refused.failure())
@@ -289,6 +293,28 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         if self.wait_mode == "reschedule":
             return self._poke(backend, spec, base, handle, result, guards)
         return self._wait_in_worker(backend, spec, base, handle, guards)
+
+    def _poked_before(self) -> bool:
+        """Whether this is a later poke of a reschedule-mode try (Airflow 3's ``task_reschedule_count``; Airflow 2.11
+        does not say: every poke is then placed by the re-attach policy alone)."""
+        context = getattr(self, "_context", None) or {}
+        return self.wait_mode == "reschedule" and int(context.get("task_reschedule_count") or 0) > 0
+
+    def _ended_since_last_poke(self, backend: Any, spec: Any, base: str, planned: Any) -> dict[str, Any] | None:
+        """A later poke: when the attempt an earlier poke placed has failed since, the attempts engine decides what
+        follows it, as after a deferral (None: it runs or completed, and is followed). A poke keeps no state (Airflow
+        clears its XComs), so the attempts before it count as retried on their budgets (`charge_known`)."""
+        from trainops.steps.attempts import ended_attempts, engine_for
+
+        known, follows = ended_attempts(backend, base)
+        if follows or not known:
+            return None
+        engine = engine_for(backend, spec, base, self._budgets(), known=known[:-1], planned=planned)
+        engine.charge_known()
+        last = known[-1]
+        message = (f"training job {last.get('job_name')} ended {last.get('status')}: "
+                   f"{last.get('failure_reason') or 'no reason given'}")
+        return self._after(spec, base, engine, engine.ended(last), last, message, backend)
 
     def _engine(self, spec: Any, base: str, used: dict[str, int] | None = None, backend: Any = None,
                 planned: Any = None) -> Any:

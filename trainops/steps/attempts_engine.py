@@ -223,6 +223,13 @@ class AttemptsEngine:
         """What this run used of each budget: the state a driver carries between two attempts it cannot hold."""
         return dict(self.budgets.used)
 
+    def charge_known(self) -> None:
+        """Count each attempt recorded so far as retried on its class's budget: for a driver that keeps no state
+        between two attempts (a reschedule poke), stricter than one that does, never looser."""
+        for record in self.records:
+            if record.failure_class:
+                self.budgets.used[record.failure_class] = self.budgets.used.get(record.failure_class, 0) + 1
+
     @property
     def next_number(self) -> int:
         return self.records[-1].number + 1 if self.records else 1

@@ -1,8 +1,8 @@
 """One attempts engine, its drivers: the same endings fed through the train step's synchronous driver
 (`trainops.steps.train.train` -> `run_attempts`), through the deferred Airflow operator (execute, the real
 `JobTrigger` rebuilt from its serialized form, execute_complete with the trigger's event and the deferral's kwargs)
-and through the operator's poll in the worker get the same decisions from `AttemptsEngine.ended` and place the same
-jobs.
+through the operator's wait in the worker and through reschedule pokes (each a fresh operator) get the same
+decisions from `AttemptsEngine.ended` and place the same jobs.
 
 The engine here is a scripted backend written against the kit (`PolledBackend`): each job it creates ends the way
 the case's next line says after its first look (a lost node, a script's error, completion), or runs on until a guard
@@ -245,6 +245,31 @@ def through_the_workers_poll(tmp_path: Path, endings: list[str], retries: dict[s
     return names[0], names
 
 
+def through_reschedule_pokes(tmp_path: Path, endings: list[str], retries: dict[str, Any], fields: dict[str, Any]
+                             ) -> tuple[str, list[str]]:
+    """No triggerer: pokes of one try (Airflow 3 counts them: ``task_reschedule_count``), each a fresh operator
+    that keeps nothing from the one before."""
+    from trainops.operators.compat import AirflowRescheduleException
+
+    work = str(tmp_path / "pokes")
+    ScriptedBackend.scripts[work] = list(endings)
+    for poke in range(20):
+        context = {"ti": SimpleNamespace(dag_id="retrain", task_id="train", run_id="manual__3", map_index=-1,
+                                         try_number=1), "task_reschedule_count": poke}
+        operator = DistributedTrainingOperator(task_id="train", spec=spec(tmp_path, **fields), backend="scripted",
+                                               backend_options={"workdir": work}, wait_mode="reschedule",
+                                               check_interval=0, stream_logs=False, retry_budgets=retries)
+        try:
+            operator.execute(context)
+        except AirflowRescheduleException:
+            continue
+        except AirflowException:
+            pass
+        break
+    names = list(ScriptedBackend.jobs[work])
+    return names[0], names
+
+
 CASES = {
     "a user error fails at once": (["user"], {"infrastructure": 2}, {}, [
         ("NAME", "fail", "user", False)]),
@@ -278,9 +303,14 @@ def test_the_step_and_the_operator_decide_alike_and_place_the_same_jobs(tmp_path
     decisions.clear()
     worker_base, worker_jobs = through_the_workers_poll(tmp_path, endings, retries, fields)
     worker = summary(worker_base, decisions)
+    decisions.clear()
+    poked_base, poked_jobs = through_reschedule_pokes(tmp_path, endings, retries, fields)
+    poked = summary(poked_base, decisions)
     assert step == expected
     assert task == expected
     assert worker == expected
+    assert poked == expected
     jobs = [name.replace(base, "NAME") for name in step_jobs]
     assert jobs == [name.replace(task_base, "NAME") for name in task_jobs]
     assert jobs == [name.replace(worker_base, "NAME") for name in worker_jobs]
+    assert jobs == [name.replace(poked_base, "NAME") for name in poked_jobs]
