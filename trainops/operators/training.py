@@ -15,8 +15,14 @@ How it waits (``wait_mode``, or ``deferrable`` for short):
   submits or re-attaches (the same job: the name is the task instance's), looks once and gives its slot back until
   ``check_interval`` later; the log names the command that follows the job's logs.
 - ``worker``: a job of a backend that runs jobs in the caller's process (``RUNS_HERE``: the local
-  backend) runs in the task's process, its hosts' logs streaming live; any other is polled from the worker, its logs
-  streaming as in the trigger.
+  backend) runs in the task's process, its hosts' logs streaming live; any other is polled from the worker by the
+  trigger's own loop, run there.
+
+What follows an ended attempt is decided by the attempts engine (`trainops.steps.attempts_engine`), the one the
+train step drives: the retry budgets per failure class (``retry_budgets``), the next attempt's name, the cost over
+the attempts against ``max_cost_usd`` and what a guard's stop means. The operator carries it out the Airflow way:
+the next attempt is deferred on (what the try used of its budgets rides in the deferral's kwargs), a failure fails
+the task (`AirflowFailException` where no retry can help).
 
 Every wait applies the job's guards (`trainops.backends.guards.JobGuards`: what is left of ``max_cost_usd`` after
 the earlier attempts, the stall watchdog, the wait bound from the job's own start), whichever mode waits: the train
@@ -183,6 +189,7 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         self._ti = task_instance_of(context)  # on_kill reads its state: ended, or superseded by a newer try
         self._in_process = False  # a local job in this task's process ends with it, whatever the state
         self._chosen: Any = None  # the task's BackendChoice, made on first use (`_choice`)
+        self._context = context  # a wait in the worker resumes as after a deferral, with it
         with translated_errors():
             check_backend(self.backend)
             check_choice(self.if_job_exists, IF_JOB_EXISTS, "if_job_exists")
@@ -202,11 +209,14 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         return Looks(f"training job {job_name}", reattach=REATTACH, poll_seconds=self.check_interval,
                      log=self.log.warning)
 
-    def _placed(self, backend: Any, spec: Any, base: str) -> dict[str, Any]:
-        """`_submit_and_wait`, again after a failed look while the job is placed or first looked at (a timeout, a
-        5xx, throttling, a refused connection: also each reschedule poke's): the job's name is the task instance's,
-        so whatever the failed pass did or did not create is found again, never created twice."""
-        return self._looks(base).look(lambda: self._submit_and_wait(backend, spec, base))  # type: ignore[no-any-return]
+    def _placed(self, backend: Any, spec: Any, base: str, name: str | None = None,
+                used: dict[str, int] | None = None) -> dict[str, Any]:
+        """`_attempt`, again after a failed look while the job is placed or first looked at (a timeout, a 5xx,
+        throttling, a refused connection: also each reschedule poke's): the job's name is the task instance's (or
+        the engine's next attempt's), so whatever the failed pass did or did not create is found again, never
+        created twice."""
+        return self._looks(base).look(  # type: ignore[no-any-return]
+            lambda: self._attempt(backend, spec, base, name, used))
 
     def _spec(self) -> Any:
         import os
@@ -239,57 +249,119 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         needs one, the AWS connection's)."""
         return self._open(spec.region)
 
-    def _submit_and_wait(self, backend: Any, spec: Any, base: str) -> dict[str, Any]:
+    def _attempt(self, backend: Any, spec: Any, base: str, name: str | None = None,
+                 used: dict[str, int] | None = None) -> dict[str, Any]:
+        """Place an attempt and follow it the task's way. The try's first attempt is named by the re-attach policy
+        (``if_job_exists`` on the task's name: a running or completed job is followed, a failed one is followed by
+        ``<name>-N``); a later one (``name``) is the attempts engine's, placed with ``reattach`` so a pass repeated
+        after a failed look follows it instead of starting it twice."""
         from trainops.backends.vocabulary import vocabulary_of
+        from trainops.operators.common import failure_exception
+        from trainops.steps.attempts import guards_for
         from trainops.steps.forecast import check_budget
 
         # The settings were bound when the backend was opened; what the task adds is its own: the job must not depend
         # on this worker, and every try of this task resumes its own checkpoints (where the options type keeps
         # checkpoints by key).
         options = {"detached": True, **vocabulary_of(backend).takes({"checkpoint_key": base})}
-        check_budget(spec, backend=backend)  # budget: refuse refuses before anything is created, as train does
-        spent = self._spent(backend, spec, base)
-        handle = backend.submit(spec, base, if_exists=self.if_job_exists, log=task_logger(self), **options)
+        planned = check_budget(spec, backend=backend)  # budget: refuse refuses before anything is created
+        engine = self._engine(spec, base, used, backend, planned)
+        if name is None and self._poked_before():
+            decided = self._ended_since_last_poke(backend, spec, base, planned)
+            if decided is not None:
+                return decided
+        refused = engine.opening() if name is None else None
+        if refused is not None:  # the earlier attempts spent the run's money
+            raise failure_exception(f"{refused.evidence}: {refused.refused}", refused.failure())
+        handle = backend.submit(spec, name or base, if_exists="reattach" if name else self.if_job_exists,
+                                log=task_logger(self), **options)
         self._held = (backend, handle)
         remember_links(self, backend, "training", handle.job_name, handle.location)
-        from trainops.steps.attempts import guards_for
-
         result = backend.describe(handle)
-        if result.status.outcome != "waiting" or not self.wait_for_completion:
-            if result.status.outcome != "waiting" and not handle.created:
+        if result.status.outcome == "waiting" and not self.wait_for_completion:
+            return self._finish(backend, spec, base, result)
+        if result.status.outcome != "waiting":
+            if not handle.created:
                 # A re-attached job that ended since the earlier try's last look: the lines after the last one that
                 # try's log has (its tail included), then its result at once, the same XCom as after a wait.
                 self._write_logs(backend, handle, log_marks.load(handle, self.log), limit=LOG_LINES_AFTER_END,
                                  resume=True)
-            return self._finish(backend, spec, base, result)
-        guards = guards_for(spec, spent, backend=backend)
+            return self._ended(backend, spec, base, result, engine)
+        guards = guards_for(spec, engine.spent(), backend=backend, planned=planned)
         if self.wait_mode == "defer":
             self._defer(spec, handle, base, guards)
         if self.wait_mode == "reschedule":
             return self._poke(backend, spec, base, handle, result, guards)
         return self._wait_in_worker(backend, spec, base, handle, guards)
 
-    def _spent(self, backend: Any, spec: Any, base: str) -> float:
-        """What the ended attempts of ``base`` cost (the job this try places gets what is left of max_cost_usd);
-        refuses, classified ``budget``, to place a new attempt the budget has no room for (`retry_fits`)."""
-        from trainops.operators.common import failure_exception
-        from trainops.steps.attempts import spent_before
-        from trainops.steps.forecast import retry_fits
+    def _poked_before(self) -> bool:
+        """Whether this is a later poke of a reschedule-mode try (Airflow 3's ``task_reschedule_count``; Airflow 2.11
+        does not say: every poke is then placed by the re-attach policy alone)."""
+        context = getattr(self, "_context", None) or {}
+        return self.wait_mode == "reschedule" and int(context.get("task_reschedule_count") or 0) > 0
 
-        if getattr(spec, "max_cost_usd", None) is None:
-            return 0.0  # no budget: nothing to add up (and no look-ups)
-        try:
-            spent = spent_before(backend, spec, base)
-        except Exception as error:  # noqa: BLE001 - the earlier attempts' cost is a look-up; the wait goes on
-            self.log.warning("could not add up what the earlier attempts cost (%s): the budget counts this one only",
-                             error)
-            return 0.0
-        if spent != 0.0:
-            room, why = retry_fits(spec, spent, backend=backend)
-            if not room:
-                raise failure_exception(f"no new attempt of training job {base}: {why}",
-                                        {"failure_class": "budget", "failure_evidence": {"evidence": why}})
-        return spent or 0.0
+    def _ended_since_last_poke(self, backend: Any, spec: Any, base: str, planned: Any) -> dict[str, Any] | None:
+        """A later poke: when the attempt an earlier poke placed has failed since, the attempts engine decides what
+        follows it, as after a deferral (None: it runs or completed, and is followed). A poke keeps no state (Airflow
+        clears its XComs), so the attempts before it count as retried on their budgets (`charge_known`)."""
+        from trainops.steps.attempts import ended_attempts, engine_for
+
+        known, follows = ended_attempts(backend, base)
+        if follows or not known:
+            return None
+        engine = engine_for(backend, spec, base, self._budgets(), known=known[:-1], planned=planned)
+        engine.charge_known()
+        last = known[-1]
+        message = (f"training job {last.get('job_name')} ended {last.get('status')}: "
+                   f"{last.get('failure_reason') or 'no reason given'}")
+        return self._after(spec, base, engine, engine.ended(last), last, message, backend)
+
+    def _engine(self, spec: Any, base: str, used: dict[str, int] | None = None, backend: Any = None,
+                planned: Any = None) -> Any:
+        """The attempts engine of this try: the task's budgets and what this try ``used`` of them, carried through
+        the deferrals (`trainops.steps.attempts.resumed_engine`)."""
+        from trainops.steps.attempts import resumed_engine
+
+        return resumed_engine(spec, base, self._budgets(), used, planned=planned,
+                              backend=backend if backend is not None else self._choice().name(),
+                              opened=lambda: backend if backend is not None else self._backend_for(spec))
+
+    def _ended(self, backend: Any, spec: Any, base: str, result: Any, engine: Any) -> dict[str, Any]:
+        """An attempt found ended as it was placed: the XCom, the task's failure, or the next attempt, as the
+        attempts engine decides (`_after`)."""
+        data = result.to_dict()
+        held = getattr(self, "_held", None)
+        if held is not None:
+            log_marks.forget(held[1])  # the task has the job's outcome: no later writer continues its log
+        message = (f"training job {result.job_name} ended {result.status.value}: "
+                   f"{result.failure_reason or 'no reason given'}")
+        decided = self._after(spec, base, engine, engine.ended(data), data, message, backend)
+        return decided if decided is not None else self._finish(backend, spec, base, result)
+
+    def _after(self, spec: Any, base: str, engine: Any, decision: Any, result: dict[str, Any], message: str,
+               backend: Any = None) -> dict[str, Any] | None:
+        """Carry out the engine's decision on an ended attempt: None when the run is done (the caller makes the
+        XCom); a failure fails the task with its class (`failure_exception`: without Airflow's retries where a retry
+        cannot help); a retry places the next attempt and follows it (deferred, poked or in the worker, after the
+        backoff only there: between two deferrals the task holds a worker)."""
+        from trainops.operators.common import failure_exception
+        from trainops.steps.attempts_engine import Done, Fail
+
+        if isinstance(decision, Done):
+            return None
+        if isinstance(decision, Fail):
+            message += f"; no retry: {decision.refused}" if decision.refused else ""
+            self.log.error("%s", message)
+            raise failure_exception(message, {**result, **decision.failure()})
+        self.log.warning("%s [%s]; starting attempt %d (%s) on the %s budget (%d of %d)", message, decision.reason,
+                         decision.number, decision.job_name, decision.failure_class, decision.used, decision.budget)
+        self._budget_used = engine.used
+        self._held = None
+        if self.wait_mode == "worker":
+            time.sleep(decision.delay)
+        with translated_errors():
+            return self._placed(backend if backend is not None else self._backend_for(spec), spec, base,
+                                decision.job_name, engine.used)
 
     def _train_in_worker(self, backend: Any, spec: Any, base: str) -> dict[str, Any]:
         """A job of a backend that runs jobs in the caller's process, in this task's (its hosts' logs stream live),
@@ -330,27 +402,33 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         max_wait = details.get("max_wait_seconds") or spec.max_wait
         return wait_bound_seconds(max_run, max_wait, grace)
 
-    def _defer(self, spec: Any, handle: Any, base: str, guards: Any = None) -> None:
+    def _trigger(self, spec: Any, handle: Any, base: str, guards: Any = None) -> tuple[Any, float]:
+        """The trigger that waits for the job (in the triggerer, or run in the worker), and its bound in seconds."""
         from trainops.backends import backend_class
         from trainops.operators.triggers import GUARDED_BACKSTOP_SECONDS, JobTrigger
 
-        reattached = not handle.created
         grace = backend_class(handle.backend).WAIT_GRACE_SECONDS  # what the backend spends outside the job's limits
         if guards is not None:  # the job's own bound (the guards', from its start) must come first
             grace = max(grace, float(guards.grace_seconds))
         trigger = JobTrigger(handle.to_dict(), kind="training", aws_conn_id=self.aws_conn_id,
                              backend_choice=self._choice().to_dict(),
                              poll_seconds=self.check_interval, max_run=spec.max_run, max_wait=spec.max_wait,
-                             grace_seconds=grace, reattached=reattached, base_name=base,
+                             grace_seconds=grace, reattached=not handle.created, base_name=base,
                              stream_logs=self.stream_logs, guards=guards.to_dict() if guards is not None else None)
         bound = self._bound(spec, grace=trigger.grace_seconds)
-        if guards is not None:
-            bound += GUARDED_BACKSTOP_SECONDS
+        return trigger, bound + (GUARDED_BACKSTOP_SECONDS if guards is not None else 0.0)
+
+    def _resumption(self, handle: Any) -> dict[str, Any]:
+        """What `execute_complete` is handed besides the event: whether the job was re-attached to, and what this
+        try used of its retry budgets (the attempts engine's state between two deferrals)."""
+        return {"reattached": not handle.created, "budget_used": getattr(self, "_budget_used", {})}
+
+    def _defer(self, spec: Any, handle: Any, base: str, guards: Any = None) -> None:
+        trigger, bound = self._trigger(spec, handle, base, guards)
         self.log.info("deferring: the triggerer waits for %s training job %s (%s; at most %.0f s) and streams its "
                       "logs here; by hand: %s", handle.backend, handle.job_name,
-                      "re-attached" if reattached else "submitted", bound, self._logs_hint(handle))
-        self.defer(trigger=trigger, method_name="execute_complete",
-                   kwargs={"reattached": reattached, "budget_used": getattr(self, "_budget_used", {})},
+                      "submitted" if handle.created else "re-attached", bound, self._logs_hint(handle))
+        self.defer(trigger=trigger, method_name="execute_complete", kwargs=self._resumption(handle),
                    timeout=timedelta(seconds=bound + DEFERRAL_MARGIN_SECONDS))
         raise AssertionError("unreachable: defer() raises TaskDeferred")
 
@@ -377,50 +455,15 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
     def _wait_in_worker(self, backend: Any, spec: Any, base: str, handle: Any, guards: Any = None
                         ) -> dict[str, Any]:
-        """Poll the job from the worker (bounded by its limits), streaming its new log lines into the task log; the
-        backend's watch applies the guards at each look."""
-        from trainops.backends.guards import settle, stops
-        from trainops.operators.common import failure_exception
-        from trainops.operators.compat import AirflowException
-        from trainops.operators.triggers import GUARDED_BACKSTOP_SECONDS
+        """Wait for the job in the worker as the triggerer would: the one poll loop (`JobTrigger`: the guards at each
+        look, failed looks, the log lines into the task log, the bound) run here on the task's backend, then resume
+        as after a deferral (`execute_complete`: the attempts engine decides)."""
+        import asyncio
 
-        watch = backend.watch(handle, guards, log=task_logger(self)) if guards is not None else None
-        started = time.monotonic()
-        cursor, last = log_marks.load(handle, self.log), None  # after the lines an earlier try's log has
-        looks = self._looks(handle.job_name)
-        while True:
-            try:
-                result = backend.describe(handle)
-            except Exception as error:  # noqa: BLE001 - `failed` raises what is not a failed look
-                time.sleep(looks.failed(error))
-                continue
-            if (result.status, result.secondary_status) != last:
-                last = (result.status, result.secondary_status)
-                self.log.info("training job %s: %s / %s", handle.job_name, result.status.value,
-                              result.secondary_status)
-            ended = result.status.outcome != "waiting"
-            cursor = self._write_logs(backend, handle, cursor,
-                                      limit=LOG_LINES_AFTER_END if ended else LOG_LINES_PER_POLL)
-            if ended:
-                result = settle(result, watch.tripped) if watch is not None else result
-                return self._finish(backend, spec, base, result, raise_failure=True)
-            bound = self._bound(spec, result)
-            if watch is not None:  # the job's bound is the watch's (from its own start); this one a backstop
-                try:
-                    tripped = watch.look()
-                except Exception as error:  # noqa: BLE001 - a look (or a stop) that failed is tried again
-                    time.sleep(looks.failed(error))
-                    continue
-                if tripped is not None and not stops(tripped, guards):
-                    raise failure_exception(f"gave up waiting for training job {handle.job_name}: {tripped.message}",
-                                            {"failure_class": "timeout", "failure_evidence": {
-                                                "evidence": "the wait bound passed (stop_at_wait_bound: false)"}})
-                bound += GUARDED_BACKSTOP_SECONDS
-            looks.succeeded()
-            if time.monotonic() - started > bound:
-                raise AirflowException(f"gave up waiting for training job {handle.job_name} after {bound:.0f} s "
-                                       "(max_run + max_wait + grace); the job was not stopped")
-            time.sleep(self.check_interval)
+        trigger, _ = self._trigger(spec, handle, base, guards)
+        trigger.run_here(backend, handle, self.log)
+        event = asyncio.run(trigger.first_event())
+        return self.execute_complete(getattr(self, "_context", None) or {}, event, **self._resumption(handle))
 
     def _poke(self, backend: Any, spec: Any, base: str, handle: Any, result: Any, guards: Any = None
               ) -> dict[str, Any]:
@@ -442,21 +485,11 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
                       self._logs_hint(handle))
         raise AirflowRescheduleException(datetime.now(timezone.utc) + timedelta(seconds=pause))
 
-    def _finish(self, backend: Any, spec: Any, base: str, result: Any, raise_failure: bool = False
-                ) -> dict[str, Any]:
-        """The XCom of an ended (or, not waited for, running) job; a failed job fails the task with its reason."""
-        from trainops.operators.common import failure_exception
-
+    def _finish(self, backend: Any, spec: Any, base: str, result: Any) -> dict[str, Any]:
+        """The XCom of a job that ended and is done with (or, not waited for, runs on)."""
         data = result.to_dict()
         held = getattr(self, "_held", None)
-        if held is not None and result.status.outcome != "waiting":
-            log_marks.forget(held[1])  # the task has the job's outcome: no later writer continues its log
         region = held[1].region if held else backend.location().get("region")
-        if raise_failure and result.status.outcome == "failure":
-            message = (f"training job {result.job_name} ended {result.status.value}: "
-                       f"{result.failure_reason or 'no reason given'}")
-            self.log.error("%s", message)
-            raise failure_exception(message, data)
         self._remember_lineage(spec, result.model_artifact, backend)
         cost = self._cost(base, backend, data, spec) if result.status.outcome != "waiting" else None
         return xcom_result(data, region=region, metrics=data.get("metrics") or {}, cost=cost)
@@ -472,6 +505,8 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         None.
         """
         from trainops.operators.compat import AirflowException
+        from trainops.operators.triggers import result_of
+        from trainops.steps.attempts_engine import Done, Retry
 
         if not event:
             raise AirflowException("the training trigger ended without an event: the job's outcome is unknown")
@@ -486,20 +521,37 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         if event.get("job_name"):
             remember_links(self, backend, "training", event["job_name"], (event.get("handle") or {}).get("location")
                            or ({"region": event["region"]} if event.get("region") else {}))
-        if event.get("status") != "success":
-            return self._next_attempt_or_fail(context, event, budget_used)
-        self.log.info("%s", event.get("message"))
+        message = event.get("message") or f"training job {event.get('job_name')} did not succeed"
+        result = result_of(event)
+        if result is None:  # the wait itself failed: the job's outcome is unknown
+            raise AirflowException(message)
+        spec = self._spec_or_none()
+        base = self._base_of(context, event, spec)
+        with translated_errors():  # the attempts engine decides, from the event, what follows the attempt
+            engine = self._engine(spec, base, dict(budget_used or {}))
+            decision = engine.ended(result)
+            if spec is None and isinstance(decision, Retry):
+                spec = self._spec()  # a retry is placed from the spec: its problems fail the task, each named
+        if not isinstance(decision, Done) or event.get("status") != "success":
+            decided = self._after(spec, base, engine, decision, result, message)
+            if decided is None:  # done, yet not a success: a job that runs on, which an event never reports
+                raise AirflowException(message)
+            return decided
+        self.log.info("%s", message)
         if reattached is None:
             reattached = event.get("reattached")  # the trigger echoes it (dag.test() passes the event alone)
         cost = None
-        spec = self._spec_or_none()
-        base = str(event.get("base_name") or (task_job_name(context, self.job_name or spec.name)
-                                              if spec is not None and context else event.get("job_name")))
         if spec is not None:
             self._remember_lineage(spec, event.get("model_artifact"), backend)
             cost = self._cost(base, backend, {**event, "status": event.get("job_status")}, spec)
         return xcom_result({**event, "status": event.get("job_status")}, backend=backend_name, reattached=reattached,
                            cost=cost)
+
+    def _base_of(self, context: Any, event: dict[str, Any], spec: Any) -> str:
+        """The task's job name before any attempt's suffix: the event's (the trigger echoes it), else the task
+        instance's, else the event's job."""
+        return str(event.get("base_name") or (task_job_name(context, self.job_name or spec.name)
+                                              if spec is not None and context else event.get("job_name")))
 
     def _event_backend(self, event: dict[str, Any]) -> Any:
         """The backend of the job an event reports, bound to where its handle says the job lives (None when it
@@ -550,42 +602,6 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
 
         return RetryBudgets.parse(self.retry_budgets if self.retry_budgets is not None else DEFAULT_BUDGETS,
                                   "retry_budgets")
-
-    def _next_attempt_or_fail(self, context: Any, event: dict[str, Any], budget_used: dict[str, int] | None
-                              ) -> dict[str, Any]:
-        """A deferred job failed: start the next attempt (and defer on it) when its failure class has budget left,
-        else fail the task (`failure_exception`: without Airflow's retries when a retry cannot help)."""
-        from trainops.backends.vocabulary import classify_result
-        from trainops.operators.common import failure_exception
-        from trainops.operators.compat import AirflowException
-
-        message = event.get("message") or f"training job {event.get('job_name')} did not succeed"
-        if event.get("status") == "timeout" and event.get("guard"):  # the job's own bound passed; it runs on
-            raise failure_exception(message, {"failure_class": "timeout", "failure_evidence": {
-                "evidence": "the wait bound passed (stop_at_wait_bound: false): the job was left running"}})
-        if event.get("status") not in ("failed", "stopped"):  # the wait itself failed: the job's outcome is unknown
-            raise AirflowException(message)
-        result = {"backend": event.get("backend"),  # whose failure rules classify it
-                  "status": event.get("job_status") or "Failed",
-                  "failure_reason": event.get("failure_reason") or event.get("message"),
-                  "secondary_status": event.get("secondary_status"),
-                  "secondary_statuses": event.get("secondary_statuses") or (),
-                  "guard": event.get("guard")}  # a trainops guard stopped it: budget, stalled, wait bound
-        verdict = classify_result(result)
-        budgets = self._budgets()
-        budgets.used = dict(budget_used or {})
-        if verdict is None or not budgets.allows(verdict):
-            raise failure_exception(message, result)
-        budgets.spend(verdict)  # no backoff sleep here: the task is between two deferrals, holding a worker
-        self.log.warning("%s [%s]; starting the next attempt on the %s budget (%d of %d)", message,
-                         verdict.describe(), verdict.failure_class, budgets.used[verdict.failure_class],
-                         getattr(budgets, verdict.failure_class))
-        self._budget_used = dict(budgets.used)
-        self._held = None
-        with translated_errors():  # the next attempt is placed by the re-attach policy: <name>-N after the failures
-            spec = self._spec()
-            base = event.get("base_name") or task_job_name(context, self.job_name or spec.name)
-            return self._placed(self._backend_for(spec), spec, base)
 
     # --- kill -------------------------------------------------------------------------------------------------
     def on_kill(self) -> None:

@@ -108,6 +108,27 @@ def event_for(result: Any, kind: str = "training") -> dict[str, Any]:
     }
 
 
+def result_of(event: dict[str, Any]) -> dict[str, Any] | None:
+    """The attempt's result an event reports (what `event_for` or a wait that left the job running made of it), as
+    the attempts engine reads it (`trainops.steps.attempts_engine`); None when the event reports no end of the job:
+    the wait itself failed, or gave up on the trigger's own bound."""
+    status = event.get("status")
+    if status == "timeout" and event.get("guard"):  # the job's own bound passed and it runs on
+        return {"backend": event.get("backend"), "job_name": event.get("job_name"),
+                "status": event.get("job_status") or "InProgress", "guard": event["guard"]}
+    if status not in ("success", "failed", "stopped"):
+        return None
+    succeeded = status == "success"
+    return {"backend": event.get("backend"),  # whose failure rules classify it
+            "job_name": event.get("job_name"),
+            "status": event.get("job_status") or ("Completed" if succeeded else "Failed"),
+            "failure_reason": event.get("failure_reason") or (None if succeeded else event.get("message")),
+            "secondary_status": event.get("secondary_status"),
+            "secondary_statuses": event.get("secondary_statuses") or (),
+            "billable_seconds": event.get("billable_seconds"), "duration_seconds": event.get("duration_seconds"),
+            "guard": event.get("guard")}  # a trainops guard stopped it: budget, stalled, wait bound
+
+
 #: One client factory per (connection, region) for the whole triggerer: a boto3 session and its clients cost about
 #: 20 MB, and one triggerer holds hundreds of triggers (bench/triggerer_scale.py: 300 triggers took 7 GB with one
 #: each). boto3 clients are thread-safe; the factory builds each service's client once, under its own lock.
@@ -225,8 +246,24 @@ class JobTrigger(BaseTrigger):
             "backend_choice": self.backend_choice,
         }
 
+    def run_here(self, backend: Any, handle: Any, log: Any) -> None:
+        """Run this trigger in a worker rather than a triggerer (`first_event`), on the task's opened backend and
+        writing to the task's log (a worker without a triggerer waits with the same loop)."""
+        self._opened = (backend, handle)
+        self._log = log
+
+    async def first_event(self) -> dict[str, Any]:
+        """The one event of `run`, as a dict."""
+        async for event in self.run():
+            return dict(event.payload)
+        raise RuntimeError(f"the trigger of {self.job_name} ended without an event")
+
     def _open(self) -> tuple[Any, Any]:
         from trainops.backends.api import JobHandle
+
+        opened = getattr(self, "_opened", None)
+        if opened is not None:  # run in the worker (`run_here`)
+            return opened  # type: ignore[no-any-return]
 
         handle = JobHandle.from_dict(self.handle)
         backend = backend_for(handle, self.aws_conn_id, self.backend_choice)

@@ -1,5 +1,8 @@
-"""A train step as a series of attempts: each ended attempt is classified, retried only on the budget of its class,
-and priced, so a run reports why each attempt ended, which budget it used and what all of them cost together.
+"""A train step as a series of attempts, run one after another in this process: the synchronous driver of the
+attempts engine (`trainops.steps.attempts_engine`), which classifies each ended attempt, retries it only on the
+budget of its class and prices it, so a run reports why each attempt ended, which budget it used and what all of
+them cost together. The CLI, the pipeline runner, the KFP train component and the Airflow operator in its worker
+drive it here; the deferred operator drives the same engine from the trigger's events.
 
 Attempt 1 runs under the step's job name, attempt N under `<name>-N` (SageMaker names can never be reused; the same
 names on the local backend keep the two alike). A retry resumes from the checkpoint location the attempts share: the
@@ -17,86 +20,25 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 from trainops.backends.api import MAX_SUFFIX
-from trainops.backends.failures import RetryBudgets, Verdict, status_walk
-from trainops.backends.vocabulary import classify_result, vocabulary_of
+from trainops.backends.failures import RetryBudgets, status_walk
+from trainops.backends.vocabulary import classify_result
+from trainops.steps.attempts_engine import (  # noqa: F401 - the costs and AttemptRecord: re-exported
+    AttemptRecord,
+    AttemptsEngine,
+    Fail,
+    Pricing,
+    Retry,
+    attempt_cost,
+    attempt_name,
+    run_cost,
+    total_cost,
+)
 
 Log = Callable[[str], None]
 logger = logging.getLogger(__name__)
-
-
-def attempt_name(job_name: str, number: int) -> str:
-    """The job name of attempt `number` (1-based): the step's name, then `<name>-2`, `<name>-3`, ..."""
-    if number <= 1:
-        return job_name
-    from trainops.spec.names import with_suffix
-
-    return with_suffix(job_name, str(number))
-
-
-def attempt_cost(result: Mapping[str, Any], *, instance_type: str | None = None, instance_count: int = 1,
-                 region: str | None = None) -> dict[str, Any]:
-    """What one attempt cost: the backend's own estimate where it made one (SageMaker: billable seconds x instances
-    x price, spot saving included), else the attempt's billable or wall seconds x instance count x the price of the
-    backend that ran it (the result's ``backend``: its vocabulary's; local: what the same request would cost on
-    SageMaker; the `basis` says which). A backend with no price: the cost is unknown, and ``no_price`` says why."""
-    estimate = result.get("cost")
-    if isinstance(estimate, Mapping) and "estimated_cost" in estimate:
-        return {"basis": estimate.get("basis") or "backend-estimate", "seconds": result.get("billable_seconds"),
-                "cost": estimate.get("estimated_cost"), "on_demand_cost": estimate.get("on_demand_cost"),
-                "spot_saving": estimate.get("spot_saving"),
-                "unknown_prices": list(estimate.get("unknown_prices") or [])}
-    seconds = result.get("billable_seconds")
-    basis = "billable"
-    if seconds is None:
-        seconds, basis = result.get("duration_seconds"), "wall-time-at-catalog-price"
-    words = vocabulary_of(result.get("backend") or None)  # no backend named: the default one's, as elsewhere
-    price = words.hourly_price(instance_type, region or "us-east-1")
-    cost = None if price is None or seconds is None else round(float(seconds) * instance_count * price / 3600.0, 6)
-    found = {"basis": basis, "seconds": seconds, "cost": cost, "on_demand_cost": cost, "spot_saving": None,
-             "unknown_prices": [] if price is not None or not instance_type else [instance_type]}
-    return {**found, "no_price": words.unpriced_reason()} if not words.priced else found
-
-
-def total_cost(costs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The cost of several attempts (or of several steps' totals): sums where every figure is known, None otherwise
-    (a total that silently leaves out an attempt would understate the run)."""
-    # An attempt's cost has `cost`/`on_demand_cost`; a step's total (summed again for a run) has `total`/...
-    figures = [item.get("cost", item.get("total")) for item in costs]
-    on_demand = [item.get("on_demand_cost", item.get("on_demand_total")) for item in costs]
-    known = bool(costs) and all(value is not None for value in figures)
-    total = round(sum(figures), 6) if known else None  # type: ignore[arg-type]
-    full = round(sum(on_demand), 6) if known and all(v is not None for v in on_demand) else None  # type: ignore
-    saving = None
-    spot = any(item.get("spot_saving") is not None for item in costs)
-    if spot and total is not None and full:
-        saving = round(1.0 - total / full, 4) if full > total else 0.0
-    unknown = sorted({name for item in costs for name in item.get("unknown_prices") or []})
-    summed = {"currency": "USD", "total": total, "on_demand_total": full, "spot_saving": saving,
-              "attempts": sum(int(item.get("attempts", 1)) for item in costs), "unknown_prices": unknown}
-    no_price = sorted({str(item["no_price"]) for item in costs if item.get("no_price")})
-    return {**summed, "no_price": "; ".join(no_price)} if no_price else summed
-
-
-@dataclass
-class AttemptRecord:
-    """One attempt as reported: its job, how it ended, which budget its retry used, what it cost."""
-
-    number: int
-    job_name: str
-    status: str
-    failure_class: str | None = None
-    evidence: str = ""
-    retried_on: str | None = None  # the budget the next attempt was paid from
-    cost: dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"number": self.number, "job_name": self.job_name, "status": self.status,
-                "failure_class": self.failure_class, "evidence": self.evidence, "retried_on": self.retried_on,
-                "cost": self.cost}
 
 
 def run_attempts(
@@ -113,79 +55,40 @@ def run_attempts(
     ledger: dict[str, Any] | None = None,
     fits: Callable[[float | None], tuple[bool, str]] | None = None,
     cost_notes: Mapping[str, Any] | None = None,
+    engine: AttemptsEngine | None = None,
 ) -> dict[str, Any]:
-    """Run attempts until one completes or a failure's class has no budget left; return the last attempt's result
-    with `attempts` (one record each), `failure_class`/`failure_evidence` of the last failure, `retries` (budgets and
-    use) and `cost` (the sum over attempts).
+    """Run attempts until one completes or the engine ends the run; return the last attempt's result with
+    `attempts` (one record each), `failure_class`/`failure_evidence` of the last failure, `retries` (budgets and
+    use) and `cost` (the sum over attempts): `AttemptsEngine.report`.
 
     The run's money: ``ledger["spent"]`` is set before each attempt to what the attempts before it cost (None when a
-    price is unknown), so `run_attempt` can give its job what is left; ``fits(spent)`` says whether a retry may start
-    (False: the run ends with the failure, and ``retry_refused`` says why); ``cost_notes`` (the forecast and the
-    budget) join the result's ``cost``, with ``spent``."""
-    budgets = RetryBudgets.parse(budgets)
+    price is unknown), so `run_attempt` can give its job what is left; ``fits(spent)`` says whether another attempt
+    may start (False: the run ends with the failure, and ``retry_refused`` says why); ``cost_notes`` (the forecast
+    and the budget) join the result's ``cost``, with ``spent``. ``engine``: one the caller built, whose budgets,
+    pricing, known attempts, ``fits`` and notes replace those arguments."""
+    if engine is None:
+        engine = AttemptsEngine(job_name, budgets, pricing=Pricing(instance_type, instance_count, region),
+                                known=known_attempts or (), fits=fits, notes=cost_notes)
     ledger = ledger if ledger is not None else {}
-    log = log or (lambda line: print(line, flush=True))
-    records: list[AttemptRecord] = []
-    for number, earlier in enumerate(known_attempts or [], start=1):
-        verdict = classify_result(earlier)
-        records.append(AttemptRecord(number, str(earlier.get("job_name") or attempt_name(job_name, number)),
-                                     str(earlier.get("status")), verdict.failure_class if verdict else None,
-                                     verdict.describe() if verdict else "",
-                                     cost=attempt_cost(earlier, instance_type=instance_type,
-                                                       instance_count=instance_count, region=region)))
-    number = len(records)
+    refused = engine.opening()
+    if refused is not None:  # the earlier attempts spent the run's money: the last of them is the outcome
+        logger.info("[trainops] %s: %s", refused.evidence, refused.refused)
+        return engine.report(dict(known_attempts[-1]) if known_attempts else {"job_name": job_name})
     while True:
-        number += 1
-        name = attempt_name(job_name, number)
-        ledger["spent"] = total_cost([record.cost for record in records])["total"] if records else 0.0
+        name = engine.next_name
+        ledger["spent"] = engine.spent()
         result = dict(run_attempt(name))
-        verdict = classify_result(result)
-        record = AttemptRecord(number, str(result.get("job_name") or name), str(result.get("status")),
-                               cost=attempt_cost(result, instance_type=instance_type, instance_count=instance_count,
-                                                 region=region))
-        records.append(record)
-        if verdict is not None:
-            record.failure_class, record.evidence = verdict.failure_class, verdict.describe()
-        if verdict is None or result.get("status") == "InProgress" or not budgets.allows(verdict):
-            return _final(result, records, verdict, budgets, cost_notes)
-        if fits is not None:
-            room, why = fits(total_cost([item.cost for item in records])["total"])
-            if not room:
-                logger.info("[trainops] attempt %d (%s) ended %s; no retry: %s", number, record.job_name,
-                            verdict.describe(), why)
-                result["retry_refused"] = why
-                return _final(result, records, verdict, budgets, cost_notes)
-        delay = budgets.spend(verdict)
-        record.retried_on = verdict.failure_class
+        decision = engine.ended(result)
+        ended = str(result.get("job_name") or name)
+        if not isinstance(decision, Retry):
+            if isinstance(decision, Fail) and decision.refused:
+                logger.info("[trainops] attempt %d (%s) ended %s; no retry: %s", engine.records[-1].number, ended,
+                            decision.evidence, decision.refused)
+            return engine.report(result)
         logger.info("[trainops] attempt %d (%s) ended %s; retrying on the %s budget (%d of %d) in %g s, resuming "
-                    "from the last checkpoint", number, record.job_name, verdict.describe(), verdict.failure_class,
-                    budgets.used[verdict.failure_class], getattr(budgets, verdict.failure_class), delay)
-        sleep(delay)
-
-
-def _final(result: dict[str, Any], records: list[AttemptRecord], verdict: Verdict | None,
-           budgets: RetryBudgets, cost_notes: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    result["attempts"] = [record.to_dict() for record in records]
-    result["failure_class"] = verdict.failure_class if verdict else None
-    result["failure_evidence"] = verdict.to_dict() if verdict else None
-    result["retries"] = budgets.to_dict()
-    result["cost"] = run_cost([record.cost for record in records], cost_notes)
-    return result
-
-
-def run_cost(costs: Sequence[Mapping[str, Any]], cost_notes: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The ``cost`` of a run's attempts, as every front end reports it (the step result, the Airflow XCom, KFP's
-    metrics, the registry entry): the sum (`total_cost`), each attempt's, ``spent``, and with ``cost_notes``
-    (`cost_notes`) the ``forecast`` and the ``budget`` with what is ``left`` of it."""
-    total = total_cost(costs)
-    cost = total | {"per_attempt": [dict(item) for item in costs], "spent": total["total"]}
-    if cost_notes:
-        notes = dict(cost_notes)
-        budget = dict(notes.pop("budget", None) or {})
-        if budget.get("max_cost_usd") is not None:
-            budget["left"] = None if total["total"] is None else round(budget["max_cost_usd"] - total["total"], 6)
-        cost.update(notes, budget=budget or None)
-    return cost
+                    "from the last checkpoint", decision.number - 1, ended, decision.reason,
+                    decision.failure_class, decision.used, decision.budget, decision.delay)
+        sleep(decision.delay)
 
 
 def cost_notes(spec: Any, planned: Any = None, *, backend: Any = None) -> dict[str, Any]:
@@ -199,13 +102,21 @@ def cost_notes(spec: Any, planned: Any = None, *, backend: Any = None) -> dict[s
             "budget": {"max_cost_usd": limit, "mode": getattr(spec, "budget", "stop")} if limit is not None else None}
 
 
-def spent_before(backend: Any, spec: Any, job_name: str) -> float | None:
-    """What the attempts of ``job_name`` that already ended cost (the run's money before the next or running
-    attempt; None when a price is unknown): `guards_for` gives that attempt what is left."""
-    instance_type, count = _instances(spec)
-    costs = [attempt_cost(item, instance_type=instance_type, instance_count=count,
-                          region=getattr(spec, "region", None)) for item in known_attempts(backend, job_name)]
-    return total_cost(costs)["total"] if costs else 0.0
+def engine_for(backend: Any, spec: Any, job_name: str, budgets: Any = None, *, known: Any = None,
+               follows: bool = False, used: Mapping[str, int] | None = None, planned: Any = None) -> AttemptsEngine:
+    """The attempts engine of a run of ``spec`` named ``job_name`` on ``backend`` (opened, or its name): its pricing
+    and its money from one forecast (``planned``: `check_budget`'s, else made here: the spec's instances are worked
+    out once per run), the attempts of the name that already ended (``known`` and ``follows``; None: looked up now,
+    `ended_attempts`), what the run ``used`` of its budgets, and ``fits``: another attempt must fit the run's
+    max_cost_usd."""
+    from trainops.steps.forecast import forecast, retry_fits
+
+    planned = planned if planned is not None else forecast(spec, backend=backend)
+    if known is None:
+        known, follows = ended_attempts(backend, job_name)
+    return AttemptsEngine(job_name, budgets, pricing=Pricing.of_forecast(planned), known=known, follows=follows,
+                          used=used, fits=lambda spent: retry_fits(spec, spent, backend=backend),
+                          notes=cost_notes(spec, planned, backend=backend))
 
 
 def cost_line(cost: Mapping[str, Any] | None) -> str:
@@ -264,14 +175,19 @@ def registry_note(job_name: str, cost: Mapping[str, Any] | None) -> str:
 def known_attempts(backend: Any, job_name: str, limit: int = MAX_SUFFIX) -> list[dict[str, Any]]:
     """The results of the attempts of `job_name` that already ended in failure, in order, up to the first name that
     is free or whose job runs or completed (that one is re-attached to, never duplicated)."""
+    return ended_attempts(backend, job_name, limit)[0]
+
+
+def ended_attempts(backend: Any, job_name: str, limit: int = MAX_SUFFIX) -> tuple[list[dict[str, Any]], bool]:
+    """`known_attempts`, and whether the attempt after them exists (it runs or completed: it is followed)."""
     ended: list[dict[str, Any]] = []
     for number in range(1, limit + 1):
         name = attempt_name(job_name, number)
         status = backend.status_of(name)  # the lookup the re-attach policy uses (None: no such job)
         if status is None or status.reattachable:
-            break
+            return ended, status is not None
         ended.append(backend.describe(_handle(backend, name)).to_dict())
-    return ended
+    return ended, False
 
 
 def _handle(backend: Any, name: str) -> Any:
@@ -281,25 +197,37 @@ def _handle(backend: Any, name: str) -> Any:
                      region=getattr(backend, "region", None), created=False)
 
 
-def _instances(spec: Any) -> tuple[str | None, int]:
-    groups = getattr(spec, "instance_groups", None) or []
-    if groups:
-        kinds = {group.instance_type for group in groups}
-        # Mixed groups are priced at the first group's type only when every group has the same type.
-        return (kinds.pop() if len(kinds) == 1 else None), sum(group.instance_count for group in groups)
-    return spec.instance_type, int(spec.instance_count or 1)
+def resumed_engine(spec: Any, job_name: str, budgets: Any, used: Mapping[str, int] | None, *, backend: Any,
+                   opened: Callable[[], Any], planned: Any = None) -> AttemptsEngine:
+    """The engine of a run picked up again at each of its attempts (the Airflow operator, at each placement and
+    each resumption after a deferral), with what the run ``used`` of its budgets. ``backend``: opened, or its name;
+    ``opened()`` opens it where the attempts that ended must be looked up: only where the spec has a max_cost_usd, as
+    their cost decides then (without one nothing they hold changes a decision: an attempt's number is read from its
+    job's name). Without a spec (one that no longer loads) the budgets alone decide."""
+    if spec is None:
+        return AttemptsEngine(job_name, budgets, used=used)
+    known: list[dict[str, Any]] = []
+    follows = False
+    if getattr(spec, "max_cost_usd", None) is not None:
+        try:
+            known, follows = ended_attempts(opened(), job_name)
+        except Exception as error:  # noqa: BLE001 - the earlier attempts' cost is a look-up; the wait goes on
+            logger.warning("[trainops] could not add up what the earlier attempts of %s cost (%s): the budget "
+                           "counts this attempt only", job_name, error)
+    return engine_for(backend, spec, job_name, budgets, known=known, follows=follows, used=used, planned=planned)
 
 
-def guards_for(spec: Any, spent: float | None = 0.0, *, backend: Any = None) -> Any:
+def guards_for(spec: Any, spent: float | None = 0.0, *, backend: Any = None, planned: Any = None) -> Any:
     """The `trainops.backends.guards.JobGuards` of an attempt of ``spec`` on ``backend`` (None: the default one)
     after earlier attempts cost ``spent``: what is left of max_cost_usd, the instances' hourly price at the backend's
-    price, the stall watchdog and the wait bound's grace."""
+    price (``planned``'s, the run's forecast, when given), the stall watchdog and the wait bound's grace."""
     from trainops.backends.guards import JobGuards
     from trainops.steps.forecast import hourly_cost
 
     limit = getattr(spec, "max_cost_usd", None)
     left = None if limit is None else max(0.0, limit - (spent or 0.0))
-    return JobGuards.from_spec(spec, budget_usd=left, hourly_usd=hourly_cost(spec, backend=backend))
+    hourly = planned.hourly_usd if planned is not None else hourly_cost(spec, backend=backend)
+    return JobGuards.from_spec(spec, budget_usd=left, hourly_usd=hourly)
 
 
 def train_in_attempts(backend: Any, spec: Any, job_name: str, *, retries: Any = None, log: Log,
@@ -307,8 +235,7 @@ def train_in_attempts(backend: Any, spec: Any, job_name: str, *, retries: Any = 
     """`train()` on a backend as attempts: earlier failed attempts listed, then attempts until one completes or the
     failure's class has no budget left. Raises `JobFailed` (carrying the result) when the last attempt failed."""
     from trainops.backends.states import JobStatus
-    from trainops.errors import JobFailed
-    from trainops.steps.forecast import check_budget, retry_fits
+    from trainops.steps.forecast import check_budget
 
     budgets = RetryBudgets.parse(retries) if retries is not None else RetryBudgets(infrastructure=0)
     planned = check_budget(spec, backend=backend)  # budget: refuse refuses here, before anything is created
@@ -322,24 +249,28 @@ def train_in_attempts(backend: Any, spec: Any, job_name: str, *, retries: Any = 
         handle = backend.submit(spec, name, if_exists="reattach", log=log, detached=False, **options)
         if on_handle is not None:
             on_handle(backend, handle)
-        guards = guards_for(spec, ledger.get("spent"), backend=backend)
+        guards = guards_for(spec, ledger.get("spent"), backend=backend, planned=planned)
         ended: dict[str, Any] = backend.wait(handle, log=log, guards=guards).to_dict()
         return ended
 
-    instance_type, count = _instances(spec)
-    notes = cost_notes(spec, planned, backend=backend)
-    result = run_attempts(run_attempt, job_name=job_name, budgets=budgets, instance_type=instance_type,
-                          instance_count=count, region=getattr(spec, "region", None),
-                          known_attempts=known_attempts(backend, job_name), log=log, ledger=ledger,
-                          fits=lambda spent: retry_fits(spec, spent, backend=backend), cost_notes=notes)
+    known, follows = ended_attempts(backend, job_name)
+    engine = engine_for(backend, spec, job_name, budgets, known=known, follows=follows, planned=planned)
+    result = run_attempts(run_attempt, job_name=job_name, known_attempts=known, ledger=ledger, engine=engine)
     if JobStatus.parse(result.get("status")).outcome == "failure":
-        verdict = result.get("failure_evidence") or {}
-        error = JobFailed(f"training job {result['job_name']} ended {result['status']} "
-                          f"({verdict.get('failure_class', 'unknown')} failure): "
-                          f"{result.get('failure_reason') or 'no reason given'}")
-        error.result = result  # type: ignore[attr-defined]
-        raise error
+        raise failed(result)
     return result
+
+
+def failed(result: dict[str, Any]) -> Exception:
+    """The `JobFailed` of a run whose last attempt failed, carrying the run's result."""
+    from trainops.errors import JobFailed
+
+    verdict = result.get("failure_evidence") or {}
+    error = JobFailed(f"training job {result['job_name']} ended {result['status']} "
+                      f"({verdict.get('failure_class', 'unknown')} failure): "
+                      f"{result.get('failure_reason') or 'no reason given'}")
+    error.result = result  # type: ignore[attr-defined]
+    return error
 
 
 def attempts_report(backend: Any, job_name: str, record: Mapping[str, Any],
