@@ -138,6 +138,30 @@ def test_a_slurm_jwt_in_the_environment_of_transport_cli_stays_out_of_the_batch_
     assert "tick 1 on algo-1" in done.stdout
 
 
+def test_sbatch_and_slurm_variables_of_the_submitters_environment_move_nothing_of_the_job(slurm, tmp_path):
+    """Item 2 (settings are input, the environment too): SBATCH_* variables override a script's #SBATCH lines, and
+    sbatch hands SLURM_* variables (a submitter inside an allocation) to the batch step's srun. trainops' options go
+    on sbatch's command line, which beats the environment; the variables no option undoes and the allocation's are
+    left out and named."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**slurm.env, "SBATCH_JOB_NAME": "moved", "SBATCH_TIMELIMIT": "1", "SBATCH_NO_REQUEUE": "0",
+           "SBATCH_OUTPUT": f"{elsewhere}/out-%j.log", "SBATCH_ERROR": f"{elsewhere}/err-%j.log",
+           "SBATCH_OPEN_MODE": "truncate", "SBATCH_WAIT": "1",
+           "SLURM_CPUS_PER_TASK": "4", "SLURM_JOB_ID": "999999"}
+    done = trainops(slurm, "run", str(write_spec(tmp_path, name="env", seconds="1", hosts=2)),
+                    *options(slurm.shared_dir), "--job-name", "env-1", env=env)
+    assert done.returncode == 0 and "status:     Completed" in done.stdout, done.stdout + done.stderr
+    job_id = json.loads((slurm.shared_dir / "jobs" / "env-1" / "slurm-job.json").read_text())["slurm_job_id"]
+    job = queue(slurm)[job_id]
+    assert job["name"] == "env-1" and job["comment"].startswith("trainops:"), job
+    assert job["time_limit"] == 10, job  # minutes: max_run 600 s
+    assert (slurm.shared_dir / "jobs" / "env-1" / "logs" / f"batch-{job_id}.log").is_file()
+    assert list(elsewhere.iterdir()) == []
+    assert ("[trainops] slurm: left out of sbatch's environment: SBATCH_ERROR, SBATCH_WAIT, SLURM_CPUS_PER_TASK, "
+            "SLURM_JOB_ID") in done.stdout, done.stdout
+
+
 def test_a_shared_dir_holding_a_percent_and_a_non_ascii_letter_keeps_the_job_and_its_model_inside(slurm, tmp_path):
     """Item 2: sbatch expands % in --output, and a file:// URI percent-encodes é: the job runs, its batch log and its
     model are under the shared directory, and nothing lands in an encoded sibling."""
