@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -209,3 +210,40 @@ def test_no_stop_path_cancels_another_users_job_that_got_the_id_after_the_contro
         assert queue(slurm)[theirs]["job_state"] == "PENDING"
     finally:
         slurm.command("scancel", str(theirs))
+
+
+def test_ctrl_c_of_a_waiting_run_leaves_another_users_job_that_got_the_id_alone(slurm, tmp_path):
+    """Item 4, live: `trainops run` waits on its job (one look an hour, so that the test decides when it looks);
+    the controller restarts without its state and the other user's job gets the recorded id; Ctrl-C then makes the
+    run's stop handler look first and leave that job alone, and a second Ctrl-C leaves the run."""
+    lose_state(slurm)  # ids start again at 1
+    spec = write_spec(tmp_path, name="held", seconds="0")  # ticks until stopped
+    process = subprocess.Popen([*TRAINOPS, "run", str(spec), *options(slurm.shared_dir, "-o", "poll_seconds=3600"),
+                                "--job-name", "ctrlc-1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, env=slurm.env)
+    theirs = None
+    try:
+        log = slurm.shared_dir / "jobs" / "ctrlc-1" / "logs" / "algo-1.log"
+        wait_until(lambda: log.exists() and "tick 2" in log.read_text(), "ctrlc-1 to run")
+        mine = json.loads((slurm.shared_dir / "jobs" / "ctrlc-1" / "slurm-job.json").read_text())["slurm_job_id"]
+        lose_state(slurm)  # ctrlc-1's id is given again
+        theirs = rival_sbatch(slurm, "--job-name=ctrlc-1", f"--comment=trainops:{'0' * 32}")
+        assert theirs == mine and queue(slurm)[theirs]["user_name"] == other_user.RIVAL
+        assert process.poll() is None and process.stderr is not None
+        process.send_signal(signal.SIGINT)
+        said = []
+        for line in process.stderr:  # the stop handler's account: the condition this test waits on
+            said.append(line)
+            if line.startswith("[trainops] "):
+                break
+        assert said and "not cancelled" in said[-1] and f"Slurm job {mine} is another job now" in said[-1], said
+        assert queue(slurm)[theirs]["job_state"] == "PENDING"  # never cancelled
+        process.send_signal(signal.SIGINT)  # the second Ctrl-C leaves at once
+        assert process.wait(timeout=120) != 0
+        assert queue(slurm)[theirs]["job_state"] == "PENDING"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if theirs is not None:
+            slurm.command("scancel", str(theirs))
