@@ -75,9 +75,10 @@ slurm:
 	  else echo "Slurm not found: install $(SLURM_PACKAGES) to run the slurm backend's tests" >&2; exit 1; fi; }
 
 # A two-node Slurm cluster on this machine to try the slurm backend on (docs/slurm.md): the test suite's cluster, in
-# the foreground until Ctrl-C; it prints the SLURM_CONF and shared directory another shell uses. Needs root.
+# the foreground until Ctrl-C; it prints the SLURM_CONF and shared directory another shell uses, and writes them to
+# runs/slurm-cluster.env for `source`. Needs root.
 slurm-cluster: $(RUN_STAMP) slurm
-	$(PY) tests/support/slurm_try.py
+	$(PY) tests/support/slurm_try.py --env-file runs/slurm-cluster.env
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache runs

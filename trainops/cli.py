@@ -56,6 +56,11 @@ def main(argv: list[str] | None = None) -> int:
         return int(args.handler(args) or 0)
     except TrainopsError as error:
         print(f"trainops: {error}", file=sys.stderr)
+        # Looks that kept failing because AWS cannot be reached from here: the set-up's cause and fix too (exit 2).
+        cause = _set_up_cause(error)
+        if cause is not None:
+            print(f"trainops: {cause}", file=sys.stderr)
+            return cause.exit_code
         return error.exit_code
     except KeyboardInterrupt:
         print("trainops: interrupted", file=sys.stderr)
@@ -83,6 +88,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"trainops: internal error: {type(error).__name__}: {error} (set TRAINOPS_DEBUG=1 for the traceback)",
               file=sys.stderr)
         return 1
+
+
+
+def _set_up_cause(error: BaseException) -> TrainopsError | None:
+    """The AWS set-up error (`trainops.aws.reach.explain`) behind looks that gave up (`JobOutOfSight`), or None."""
+    from trainops.backends.looks import JobOutOfSight
+
+    if not isinstance(error, JobOutOfSight):
+        return None
+    from trainops.aws.reach import explain
+
+    link: BaseException | None = error.__cause__
+    for _ in range(8):  # the chain: the front end's copy, the looks' error, the last failed look
+        if link is None:
+            return None
+        explained = explain(link)
+        if explained is not None:
+            return explained
+        link = link.__cause__
+    return None
 
 
 if __name__ == "__main__":

@@ -10,6 +10,9 @@ Each fenced block of these documents is preceded by a mark that says what it is:
   its ``make run`` stages the data the later blocks read); a block identical to one that already ran is not run
   twice.
 - ``<!-- docs-test: file PATH -->``: a file's content (a named backend's YAML), written to PATH (``~`` is the HOME).
+- ``<!-- docs-test: background FILE -->``: a command that holds its terminal until Ctrl-C (``make slurm-cluster``),
+  run in the background as a user leaves it in another shell: the blocks after it run once it has written FILE
+  (relative to the copy), and it gets Ctrl-C (SIGINT to its process group) when the last block has run.
 - ``<!-- docs-test: skip (WHY) -->``: shown, not run, and why (output transcripts, a cluster's or an account's
   commands, the test suite itself); the reason is required.
 
@@ -22,10 +25,13 @@ copy). The training-image venv comes from the suite's cache (``TRAINOPS_IMAGE_VE
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
+import signal
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,10 +40,13 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 #: README and the quick-start pages, in the order their blocks run.
 DOCUMENTS = ("README.md", "docs/airflow.md", "docs/kubeflow.md", "docs/slurm.md")
-MARK = re.compile(r"^<!-- docs-test: (?P<kind>run|file|skip)(?: (?P<argument>.*?))? -->$")
+MARK = re.compile(r"^<!-- docs-test: (?P<kind>run|file|skip|background)(?: (?P<argument>.*?))? -->$")
 FENCE = re.compile(r"^```(?P<info>\S*)\s*$")
 #: Seconds one block may take: `make run` trains on 2 busy cores, the Airflow DAG runs the whole pipeline.
 BLOCK_SECONDS = 1200
+#: Seconds a background block may take to write its file (a Slurm cluster starting on 2 busy cores), and to end
+#: after its Ctrl-C.
+BACKGROUND_SECONDS = 300
 
 
 @dataclass(frozen=True)
@@ -88,8 +97,10 @@ def test_every_block_says_whether_it_runs():
             problems.append(f"{block.where}: no <!-- docs-test: run|file PATH|skip (why) --> before the block")
         elif block.kind == "skip" and not re.fullmatch(r"\(.+\)", block.argument):
             problems.append(f"{block.where}: a skipped block says why: <!-- docs-test: skip (why) -->")
-        elif block.kind == "file" and not block.argument:
-            problems.append(f"{block.where}: <!-- docs-test: file PATH --> names the file")
+        elif block.kind in ("file", "background") and not block.argument:
+            problems.append(f"{block.where}: <!-- docs-test: {block.kind} PATH --> names the file")
+        elif block.kind == "background" and block.info not in ("", "sh", "bash"):
+            problems.append(f"{block.where}: a {block.info} block cannot run in the background")
         elif block.kind == "run" and block.info not in ("", "sh", "bash", "python"):
             problems.append(f"{block.where}: a {block.info} block cannot run: mark it file or skip")
     assert not problems, "\n".join(problems)
@@ -139,15 +150,54 @@ def test_the_documented_commands_run_as_written(tmp_path):
     env = {"PATH": f"{copy / '.venv' / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}", "HOME": str(home),
            "USER": os.environ.get("USER", "root"), "LANG": "C.UTF-8", "TRAINOPS_IMAGE_VENV_CACHE": image_cache}
     ran: set[str] = set()
-    for block in every_block():
-        if block.kind == "file":
-            target = Path(block.argument.replace("~", str(home), 1) if block.argument.startswith("~")
-                          else copy / block.argument)
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(block.text)
-        if block.kind != "run" or block.text in ran:
-            continue
-        done = run_block(block, copy, env)
-        assert done.returncode == 0, (f"{block.where} exited {done.returncode}:\n{block.text}\n--- stdout (end)\n"
-                                      f"{done.stdout[-4000:]}\n--- stderr (end)\n{done.stderr[-4000:]}")
-        ran.add(block.text)
+    background: list[tuple[Block, subprocess.Popen[bytes], Path]] = []
+    try:
+        for block in every_block():
+            if block.kind == "file":
+                target = Path(block.argument.replace("~", str(home), 1) if block.argument.startswith("~")
+                              else copy / block.argument)
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(block.text)
+            if block.kind == "background":
+                background.append(start_background(block, copy, env, tmp_path / f"background-{len(background)}.log"))
+            if block.kind != "run" or block.text in ran:
+                continue
+            done = run_block(block, copy, env)
+            assert done.returncode == 0, (f"{block.where} exited {done.returncode}:\n{block.text}\n--- stdout (end)"
+                                          f"\n{done.stdout[-4000:]}\n--- stderr (end)\n{done.stderr[-4000:]}")
+            ran.add(block.text)
+    finally:
+        for block, process, log in background:
+            interrupt(block, process, log)
+
+
+def start_background(block: Block, copy: Path, env: dict[str, str], log: Path
+                     ) -> tuple[Block, subprocess.Popen[bytes], Path]:
+    """Start a background block in its own process group (a terminal of its own); return once it wrote its file."""
+    ready = copy / block.argument
+    with log.open("wb") as output:
+        process = subprocess.Popen(["bash", "-e", "-o", "pipefail", "-c", block.text], cwd=copy, env=env,
+                                   stdout=output, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+    deadline = time.monotonic() + BACKGROUND_SECONDS
+    while not ready.exists():  # the condition the next blocks need; the bound only ends a block that never gets there
+        if process.poll() is not None or time.monotonic() > deadline:
+            interrupt(block, process, log)
+            raise AssertionError(f"{block.where} did not write {block.argument} (exit {process.returncode}):\n"
+                                 f"{block.text}\n--- output (end)\n{log.read_text(errors='replace')[-4000:]}")
+        time.sleep(0.2)
+    return block, process, log
+
+
+def interrupt(block: Block, process: subprocess.Popen[bytes], log: Path) -> None:
+    """Ctrl-C to the block's process group, as its user ends it; it must end (and clean up) within the bound."""
+    if process.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGINT)
+        try:
+            process.wait(timeout=BACKGROUND_SECONDS)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            raise AssertionError(f"{block.where} did not end after Ctrl-C:\n"
+                                 f"{log.read_text(errors='replace')[-4000:]}") from None

@@ -158,6 +158,38 @@ def test_the_cli_gives_up_past_both_bounds_says_how_to_reattach_and_that_command
     assert [job["TrainingJobName"] for job in jobs["TrainingJobSummaries"]] == [name]
 
 
+def test_the_reattach_look_before_a_create_looks_again_and_gives_up_creating_nothing(faulty, monkeypatch):
+    """The look `submit` makes before it creates (is there a job of that name?) is a look like a wait's (issue 47):
+    a 500 and a throttle are looked through, the job is created once; past both bounds nothing is created."""
+    import trainops.backends.api as api
+    from trainops.backends.api import get_backend
+    from trainops.backends.looks import JobOutOfSight
+    from trainops.spec import load_job_spec
+
+    proxy, name = faulty.proxy, faulty.name
+    monkeypatch.setattr(api, "REATTACH_LOOK_SECONDS", 0.0)  # the pause between looks: a second, not ten
+    backend = get_backend("sagemaker", options={"region": REGION, "preflight": False})
+    spec = load_job_spec(str(faulty.spec))
+    proxy.fault("DescribeTrainingJob", ["500", "throttle"])
+    said: list[str] = []
+    handle = backend.submit(spec, name, log=said.append)
+    assert handle.created and handle.job_name == name
+    assert proxy.faulted == [("DescribeTrainingJob", "500"), ("DescribeTrainingJob", "throttle")]
+    looked = [line for line in said if line.startswith(f"[trainops] could not look at SageMaker training job {name} "
+                                                      "(whether it exists, before creating it)")]
+    assert len(looked) == 2 and all("not a failure of the job" in line for line in looked), said
+    assert proxy.count("CreateTrainingJob") == 1, proxy.operations
+
+    monkeypatch.setenv("TRAINOPS_FAILED_LOOKS_COUNT", "2")
+    monkeypatch.setenv("TRAINOPS_FAILED_LOOKS_SECONDS", "0")
+    proxy.clear()
+    proxy.fault("DescribeTrainingJob", "500")  # for ever
+    with pytest.raises(JobOutOfSight, match="Nothing was created by this command"):
+        backend.submit(spec, f"{name}-other", log=said.append)
+    assert proxy.count("DescribeTrainingJob") == 0 and len(proxy.faulted) == 2  # two failed looks, then given up
+    assert proxy.count("CreateTrainingJob") == 0, proxy.operations
+
+
 # --- the Airflow trigger -------------------------------------------------------------------------------------
 @pytest.fixture
 def operator_clients(faulty, monkeypatch):

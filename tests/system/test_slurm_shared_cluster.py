@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tarfile
@@ -138,6 +139,30 @@ def test_a_slurm_jwt_in_the_environment_of_transport_cli_stays_out_of_the_batch_
     assert "tick 1 on algo-1" in done.stdout
 
 
+def test_sbatch_and_slurm_variables_of_the_submitters_environment_move_nothing_of_the_job(slurm, tmp_path):
+    """Item 2 (settings are input, the environment too): SBATCH_* variables override a script's #SBATCH lines, and
+    sbatch hands SLURM_* variables (a submitter inside an allocation) to the batch step's srun. trainops' options go
+    on sbatch's command line, which beats the environment; the variables no option undoes and the allocation's are
+    left out and named."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**slurm.env, "SBATCH_JOB_NAME": "moved", "SBATCH_TIMELIMIT": "1", "SBATCH_NO_REQUEUE": "0",
+           "SBATCH_OUTPUT": f"{elsewhere}/out-%j.log", "SBATCH_ERROR": f"{elsewhere}/err-%j.log",
+           "SBATCH_OPEN_MODE": "truncate", "SBATCH_WAIT": "1",
+           "SLURM_CPUS_PER_TASK": "4", "SLURM_JOB_ID": "999999"}
+    done = trainops(slurm, "run", str(write_spec(tmp_path, name="env", seconds="1", hosts=2)),
+                    *options(slurm.shared_dir), "--job-name", "env-1", env=env)
+    assert done.returncode == 0 and "status:     Completed" in done.stdout, done.stdout + done.stderr
+    job_id = json.loads((slurm.shared_dir / "jobs" / "env-1" / "slurm-job.json").read_text())["slurm_job_id"]
+    job = queue(slurm)[job_id]
+    assert job["name"] == "env-1" and job["comment"].startswith("trainops:"), job
+    assert job["time_limit"] == 10, job  # minutes: max_run 600 s
+    assert (slurm.shared_dir / "jobs" / "env-1" / "logs" / f"batch-{job_id}.log").is_file()
+    assert list(elsewhere.iterdir()) == []
+    assert ("[trainops] slurm: left out of sbatch's environment: SBATCH_ERROR, SBATCH_WAIT, SLURM_CPUS_PER_TASK, "
+            "SLURM_JOB_ID") in done.stdout, done.stdout
+
+
 def test_a_shared_dir_holding_a_percent_and_a_non_ascii_letter_keeps_the_job_and_its_model_inside(slurm, tmp_path):
     """Item 2: sbatch expands % in --output, and a file:// URI percent-encodes é: the job runs, its batch log and its
     model are under the shared directory, and nothing lands in an encoded sibling."""
@@ -185,3 +210,40 @@ def test_no_stop_path_cancels_another_users_job_that_got_the_id_after_the_contro
         assert queue(slurm)[theirs]["job_state"] == "PENDING"
     finally:
         slurm.command("scancel", str(theirs))
+
+
+def test_ctrl_c_of_a_waiting_run_leaves_another_users_job_that_got_the_id_alone(slurm, tmp_path):
+    """Item 4, live: `trainops run` waits on its job (one look an hour, so that the test decides when it looks);
+    the controller restarts without its state and the other user's job gets the recorded id; Ctrl-C then makes the
+    run's stop handler look first and leave that job alone, and a second Ctrl-C leaves the run."""
+    lose_state(slurm)  # ids start again at 1
+    spec = write_spec(tmp_path, name="held", seconds="0")  # ticks until stopped
+    process = subprocess.Popen([*TRAINOPS, "run", str(spec), *options(slurm.shared_dir, "-o", "poll_seconds=3600"),
+                                "--job-name", "ctrlc-1"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                               text=True, env=slurm.env)
+    theirs = None
+    try:
+        log = slurm.shared_dir / "jobs" / "ctrlc-1" / "logs" / "algo-1.log"
+        wait_until(lambda: log.exists() and "tick 2" in log.read_text(), "ctrlc-1 to run")
+        mine = json.loads((slurm.shared_dir / "jobs" / "ctrlc-1" / "slurm-job.json").read_text())["slurm_job_id"]
+        lose_state(slurm)  # ctrlc-1's id is given again
+        theirs = rival_sbatch(slurm, "--job-name=ctrlc-1", f"--comment=trainops:{'0' * 32}")
+        assert theirs == mine and queue(slurm)[theirs]["user_name"] == other_user.RIVAL
+        assert process.poll() is None and process.stderr is not None
+        process.send_signal(signal.SIGINT)
+        said = []
+        for line in process.stderr:  # the stop handler's account: the condition this test waits on
+            said.append(line)
+            if line.startswith("[trainops] "):
+                break
+        assert said and "not cancelled" in said[-1] and f"Slurm job {mine} is another job now" in said[-1], said
+        assert queue(slurm)[theirs]["job_state"] == "PENDING"  # never cancelled
+        process.send_signal(signal.SIGINT)  # the second Ctrl-C leaves at once
+        assert process.wait(timeout=120) != 0
+        assert queue(slurm)[theirs]["job_state"] == "PENDING"
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        if theirs is not None:
+            slurm.command("scancel", str(theirs))

@@ -14,6 +14,7 @@ use `advisory_client`: one retry and short timeouts, so a look that cannot be ma
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -111,10 +112,11 @@ class SessionClients:
         with self._lock:
             if (service, kind) not in self._clients:
                 try:
-                    self._clients[(service, kind)] = self.session.client(service, config=self._configs[kind],
-                                                                         **self._arguments(service))
+                    client = self.session.client(service, config=self._configs[kind], **self._arguments(service))
                 except NoRegionError:
                     raise missing_region() from None
+                client.meta.events.register("needs-retry", _FirstUnanswered(client))
+                self._clients[(service, kind)] = client
             return self._clients[(service, kind)]
 
     def __call__(self, service: str) -> Any:
@@ -123,6 +125,34 @@ class SessionClients:
     def advisory(self, service: str) -> Any:
         """A client of ``service`` for advisory reads (`ADVISORY_SETTINGS`)."""
         return self._client(service, "advisory")
+
+
+class _FirstUnanswered:
+    """Says at once, on stderr, that a client's endpoint did not answer, the first time one of its calls fails
+    without an answer (a refused connection, a timeout), while botocore's retries go on as configured: with the
+    default adaptive policy (10 attempts, backoff) an endpoint that never answers takes about 20 s to become an
+    error, and a user who mistyped ``AWS_ENDPOINT_URL`` or has no network should not wait that long to learn it.
+    A `needs-retry` handler that returns None: it observes, and botocore's own handler decides the retry."""
+
+    def __init__(self, client: Any):
+        self.client = client
+        self.said = False
+
+    def __call__(self, attempts: int = 0, caught_exception: BaseException | None = None, **_: Any) -> None:
+        from trainops.aws.reach import unreachable
+
+        if self.said or caught_exception is None or not unreachable(caught_exception):
+            return
+        self.said = True
+        retries = self.client.meta.config.retries or {}
+        limit = retries.get("total_max_attempts") or (
+            retries["max_attempts"] + 1 if isinstance(retries.get("max_attempts"), int) else None)
+        if limit is not None and attempts >= limit:
+            return  # no retry follows: the error itself comes now
+        how = f"up to {limit} attempts" if limit else "as AWS_MAX_ATTEMPTS and AWS_RETRY_MODE say"
+        print(f"[trainops] AWS endpoint {self.client.meta.endpoint_url} did not answer "
+              f"({type(caught_exception).__name__}: {caught_exception}); botocore tries again, {how} with "
+              "backoff, before trainops says what to check", file=sys.stderr, flush=True)
 
 
 def advisory_client(factory: ClientFactory, service: str) -> Any:

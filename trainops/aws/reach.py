@@ -64,13 +64,18 @@ def explain(error: BaseException) -> AwsSetUpError | None:
     code = str((getattr(error, "response", None) or {}).get("Error", {}).get("Code", ""))
     if code in REFUSED_CREDENTIAL_CODES:
         return refused_credentials(code, str(error))
-    if names & _UNREACHABLE:
+    if unreachable(error):
         setting = _endpoint_setting()
         where = (f"the endpoint comes from {setting}: check that address, or unset it to use AWS's own"
                  if setting else "check the network (a proxy: HTTPS_PROXY), the region's name, and that this "
                                  "machine can open HTTPS connections to AWS")
         return AwsSetUpError(f"AWS endpoint: could not be reached ({error}), after botocore's retries: {where}")
     return None
+
+
+def unreachable(error: BaseException) -> bool:
+    """Whether ``error`` is botocore's: the endpoint did not answer at all."""
+    return bool(_names(error) & _UNREACHABLE)
 
 
 def refused_credentials(code: str, message: str) -> AwsSetUpError:

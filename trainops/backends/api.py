@@ -68,6 +68,8 @@ IF_EXISTS: tuple[str, ...] = ("reattach", "fail", "new")
 MAX_SUFFIX = 99
 
 Log = Callable[[str], None]
+#: The pause between two failed re-attach looks (the bounds of `trainops.backends.looks` apply).
+REATTACH_LOOK_SECONDS = 10.0
 #: A backend's options type (`Backend[OptionsT]`): what its `dry_run` / `create` are typed on. A front end holds a
 #: bare `Backend` (any backend: its options are parsed by the backend itself, `Backend.options`).
 #: (Its default, PEP 696, is for the type checker only: Python 3.10's TypeVar takes none, and it changes nothing
@@ -430,11 +432,24 @@ class Backend(abc.ABC, Generic[OptionsT]):
 
         check_rule_sets(spec, (self.vocabulary or vocabulary_neutral(self.name)).spec_rules)  # the engine's own
         self.dry_run(spec, name, chosen)  # every input problem, before anything is looked up or created
-        placement = place_job(name, if_exists, self.status_of, self.label)
+        placement = place_job(name, if_exists, lambda candidate: self.looked_status(candidate, log), self.label)
         handle = (self.reattach(spec, placement, chosen, log) if placement.reattach
                   else self.create(spec, placement.job_name, chosen, detached=detached, log=log))
         remember_job(self, handle)
         return handle
+
+    def looked_status(self, name: str, log: Log | None = None) -> JobStatus | None:
+        """`status_of` as the re-attach look makes it: a look that fails without proving anything (an endpoint that
+        does not answer, a 5xx, throttling) is made again as every wait does (`trainops.backends.looks`: said on
+        ``log``, given up after both bounds with `JobOutOfSight`), never read as "no job" nor raised at once; proof
+        (no credentials, access denied, no such job) is not a failed look."""
+        from trainops.backends.looks import Looks
+
+        looks = Looks(f"{self.label} job {name} (whether it exists, before creating it)", log=log,
+                      poll_seconds=REATTACH_LOOK_SECONDS,
+                      reattach="Nothing was created by this command. Run it again once the look works: it follows "
+                               "the job of that name if there is one.")
+        return looks.look(lambda: self.status_of(name))
 
     @property
     def label(self) -> str:

@@ -6,7 +6,7 @@ import argparse
 import json
 import os
 import sys
-from typing import Any
+from typing import Any, cast
 
 from trainops.errors import SpecError
 
@@ -178,7 +178,7 @@ def render_command(args: argparse.Namespace) -> int:
         # A dry run: the backend renders what it would create and calls nothing (no region needed from AWS).
         backend = get_backend(args.backend, options=options, source="backend options", region=region)
     try:
-        rendered = backend.render_request(spec, job_name)
+        rendered = _rendered(backend, spec, job_name)
     except SpecError as error:
         if not is_pipeline:
             raise
@@ -204,6 +204,33 @@ def render_command(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     print_forecast(spec, args.region or default_region(), backend)
     return 0
+
+
+#: What SageMaker needs of a spec and a local run does not: a spec without them runs locally as it is.
+ACCOUNT_FIELDS = ("role", "region", "output_path")
+
+
+def _rendered(backend: Any, spec: Any, job_name: str) -> dict[str, Any] | str:
+    """The backend's request for ``spec``. The local backend renders SageMaker's request (one request, two
+    executors); a spec written for a local run (no role, no s3:// output path: the digits example), which SageMaker
+    refuses only for its account fields, gets the request the local run executes instead
+    (`LocalBackend.run_request`), said on stderr with what to add for SageMaker's: exit 0, as `trainops run` of
+    the same file succeeds. A spec with a role or an S3 output is meant for SageMaker: its problems stand."""
+    try:
+        return backend.render_request(spec, job_name)
+    except SpecError as error:
+        run_request = getattr(backend, "run_request", None)
+        meant_for_sagemaker = spec.role or str(spec.output_path or "").startswith("s3://")
+        if run_request is None or meant_for_sagemaker or not all(
+                problem.path in ACCOUNT_FIELDS for problem in error.problems):
+            raise
+        missing = sorted({problem.path for problem in error.problems}, key=ACCOUNT_FIELDS.index)
+    rendered = run_request(spec, job_name)
+    print(f"[trainops] render: the request a local run executes, with this machine's paths; SageMaker would "
+          f"also need {', '.join(missing)} (a local run does not: RoleArn is the placeholder {rendered['RoleArn']}, "
+          f"the model goes to {rendered['OutputDataConfig']['S3OutputPath']}). For SageMaker's request add "
+          f"{', '.join(missing)} to the spec and render with --backend sagemaker.", file=sys.stderr, flush=True)
+    return cast(dict[str, Any], rendered)
 
 
 def schema_command(args: argparse.Namespace) -> int:

@@ -309,3 +309,25 @@ def test_an_sbatch_that_reached_no_controller_says_nothing_was_submitted_and_wha
     transport = CommandTransport(environ=fake_command(tmp_path, "sbatch", b"", 1, timed_out))
     with pytest.raises(SlurmUnreachable):  # it may have reached the controller: a look finds it by its token
         transport.submit("", str(tmp_path / "job.sbatch"), {})
+
+
+def test_sbatch_gets_trainops_options_on_its_command_line_and_no_variable_that_would_move_the_job(tmp_path, spec):
+    """The submitter's environment is input: each #SBATCH line also goes on sbatch's command line (which beats
+    SBATCH_* variables), in the script's order, exactly; the variables no option undoes and an allocation's
+    SLURM_* are left out of sbatch's environment, SLURM_CONF kept. The real cluster's side:
+    test_slurm_shared_cluster.py::test_sbatch_and_slurm_variables_of_the_submitters_environment_move_nothing_of_the_job."""
+    from trainops.backends.slurm.cli import directives, submit_environment
+    from trainops.backends.slurm.script import batch_script
+
+    job = BatchJob(job_name="bert-1", job_dir=str(tmp_path / "sh %j" / "jobs" / "bert-1"), nodes=2, time_seconds=600,
+                   token="t" * 32, partition="train", extra=(("gres", "gpu:8"), ("mem-per-cpu", "1G")))
+    script = batch_script(job)
+    assert directives(script) == [line[len("#SBATCH "):] for line in script.splitlines() if line.startswith("#SBATCH ")]
+    assert directives(script) == [f"--{name}" + (f"={value}" if value is not None else "")
+                                  for name, value in job.options()]
+    assert f"--output={tmp_path}/sh %%j/jobs/bert-1/logs/batch-%j.log" in directives(script)  # one argument, spaces kept
+    environ = {"PATH": "/usr/bin", "SLURM_CONF": "/etc/slurm/slurm.conf", "SLURM_CPUS_PER_TASK": "4",
+               "SLURM_JOB_ID": "7", "SLURM_JWT": "secret", "SBATCH_PARTITION": "gpu", "SBATCH_WAIT": "1",
+               "SBATCH_ARRAY_INX": "0-3", "SBATCH_EXPORT": "NONE", "SBATCH_ERROR": "/tmp/e", "SQUEUE_FORMAT": "%i"}
+    assert submit_environment(CommandTransport(environ).environ) == {
+        "PATH": "/usr/bin", "SLURM_CONF": "/etc/slurm/slurm.conf", "SBATCH_PARTITION": "gpu", "SQUEUE_FORMAT": "%i"}

@@ -6,7 +6,8 @@ ones a case sets, a HOME without ~/.aws), against the SageMaker backend.
   AWS_PROFILE names that does not exist;
 - credentials AWS refuses (a moto-free stand-in: an endpoint that answers 403 InvalidClientTokenId);
 - an endpoint that does not answer (a closed port on 127.0.0.1; AWS_MAX_ATTEMPTS=1 bounds botocore's retries so the
-  case is quick): which setting chose it and what to check.
+  case is quick): which setting chose it and what to check, said at once while botocore retries, and again when
+  run's look before it creates gives up.
 Both the first call of a run (the re-attach look, before anything is created) and a plain `status` are covered.
 """
 
@@ -69,10 +70,14 @@ def test_a_profile_that_does_not_exist_is_named_with_the_fix(tmp_path):
                                      ["status", "some-job", "--backend", "sagemaker"]])
 def test_an_endpoint_that_does_not_answer_names_the_setting_that_chose_it(tmp_path, command):
     endpoint = f"http://127.0.0.1:{closed_port()}"
+    # run's look before it creates is a look like a wait's (looked again, given up after both bounds): one look here
     done = trainops(tmp_path, *command, AWS_ENDPOINT_URL=endpoint, AWS_ACCESS_KEY_ID="testing",
-                    AWS_SECRET_ACCESS_KEY="testing", AWS_MAX_ATTEMPTS="1")
+                    AWS_SECRET_ACCESS_KEY="testing", AWS_MAX_ATTEMPTS="1", TRAINOPS_FAILED_LOOKS_COUNT="1",
+                    TRAINOPS_FAILED_LOOKS_SECONDS="0")
     assert_cause_and_fix(done, "AWS endpoint: could not be reached", f"AWS_ENDPOINT_URL={endpoint}",
                          "check that address")
+    if command[0] == "run":
+        assert "(whether it exists, before creating it): 1 look in a row failed" in done.stderr, done.stderr
 
 
 class RefusingHandler(http.server.BaseHTTPRequestHandler):
@@ -103,3 +108,41 @@ def test_credentials_aws_refuses_are_said_to_be_refused(tmp_path):
         server.shutdown()
         server.server_close()
     assert_cause_and_fix(done, "AWS credentials: refused by AWS (UnrecognizedClientException", "renew them")
+
+
+def test_an_endpoint_that_does_not_answer_is_said_at_once_while_botocores_default_retries_go_on(tmp_path):
+    """With boto3's settings as a user has them (trainops' adaptive policy, 10 retries with backoff: about 20 s
+    against a closed port), the first refused call is said on stderr at once, while botocore still retries; the
+    retries are not switched off (the note names them, and the command is still running when it is said)."""
+    home = tmp_path / "home"
+    home.mkdir()
+    endpoint = f"http://127.0.0.1:{closed_port()}"
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(home), "TRAINOPS_HOME": str(tmp_path / "t"),
+           "AWS_EC2_METADATA_DISABLED": "true", "AWS_REGION": "us-east-1", "AWS_ENDPOINT_URL": endpoint,
+           "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+           **{name: os.environ[name] for name in ("PYTHONPATH",) if name in os.environ}}
+    process = subprocess.Popen([sys.executable, "-m", "trainops.cli", "status", "some-job", "--backend", "sagemaker"],
+                               env=env, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        first = process.stderr.readline()  # blocks until the first line: the condition this test waits on
+        still_retrying = process.poll() is None
+    finally:
+        process.kill()
+        process.wait(timeout=60)
+    assert first.startswith(f"[trainops] AWS endpoint {endpoint} did not answer (EndpointConnectionError"), first
+    assert "botocore tries again, up to 11 attempts with backoff" in first, first
+    assert still_retrying, "the note came only once botocore had given up"
+
+
+def test_the_note_comes_before_the_cause_and_fix_and_not_when_no_retry_follows(tmp_path):
+    endpoint = f"http://127.0.0.1:{closed_port()}"
+    keys = {"AWS_ENDPOINT_URL": endpoint, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    retried = trainops(tmp_path, "status", "some-job", "--backend", "sagemaker", AWS_MAX_ATTEMPTS="2", **keys)
+    assert_cause_and_fix(retried, "AWS endpoint: could not be reached")
+    lines = retried.stderr.splitlines()
+    assert len(lines) == 2 and "botocore tries again, up to 2 attempts" in lines[0], retried.stderr
+    assert lines[1].startswith("trainops: AWS endpoint: could not be reached"), retried.stderr
+    once = trainops(tmp_path, "status", "some-job", "--backend", "sagemaker", AWS_MAX_ATTEMPTS="1", **keys)
+    assert_cause_and_fix(once, "AWS endpoint: could not be reached")
+    assert "tries again" not in once.stderr, once.stderr

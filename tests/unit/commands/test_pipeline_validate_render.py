@@ -66,3 +66,40 @@ def test_render_prints_every_steps_plan_and_the_train_request(tmp_path):
         request = document["train_request"]
         assert request["TrainingJobName"] == "gpt-7" and request["ResourceConfig"]["InstanceCount"] == 2
         assert "the train step's request:" in rendered.stderr and "forecast: at most $" in rendered.stderr
+
+
+def test_render_of_the_pipeline_make_run_runs_shows_what_the_local_run_executes():
+    """`trainops render examples/digits/pipeline.yaml` as a newcomer types it on a fresh clone (nothing staged yet):
+    the spec has no role, region or output_path, which a local run does not need; the render is the request the
+    local run executes (exit 0), its placeholders named on stderr with what SageMaker's request would need."""
+    rendered = trainops("render", "examples/digits/pipeline.yaml", "--job-name", "digits-render-1")
+    assert rendered.returncode == 0, rendered.stderr
+    request = json.loads(rendered.stdout)["train_request"]
+    workdir = ROOT / "runs" / "digits"
+    assert request["TrainingJobName"] == "digits-render-1"
+    assert request["RoleArn"] == "arn:aws:iam::000000000000:role/trainops-local"
+    assert request["OutputDataConfig"]["S3OutputPath"] == f"file://{workdir}/output"
+    channels = {channel["ChannelName"]: channel["DataSource"]["S3DataSource"]["S3Uri"]
+                for channel in request["InputDataConfig"]}
+    assert channels["train"] == str(workdir / "fsx" / "digits" / "train")  # the step's channel, where the run reads
+    assert channels["trainops_code"] == str(ROOT / "examples" / "digits")
+    assert not (workdir / "jobs" / "digits-render-1").exists()  # a dry run: nothing laid out
+    note = [line for line in rendered.stderr.splitlines() if line.startswith("[trainops] render:")]
+    assert note and "SageMaker would also need role, region, output_path" in note[0], rendered.stderr
+    assert "arn:aws:iam::000000000000:role/trainops-local" in note[0] and "--backend sagemaker" in note[0]
+    # Asked for SageMaker, the same file still lists what SageMaker needs, each at its place in the pipeline file.
+    refused = trainops("render", "examples/digits/pipeline.yaml", "--backend", "sagemaker")
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "  - steps.train.spec.role: is required for the sagemaker backend" in refused.stderr
+
+
+def test_render_keeps_sagemakers_problems_for_a_spec_meant_for_sagemaker(tmp_path):
+    """A spec with a role (or an s3:// output) is written for SageMaker: what it lacks is refused, not hidden by
+    the local run's placeholders."""
+    (tmp_path / "train.py").write_text("print('training')\n")
+    spec = tmp_path / "spec.yaml"
+    spec.write_text("entry_point: train.py\nframework_version: '2.3.0'\ninstance_type: ml.g5.xlarge\n"
+                    "role: arn:aws:iam::111122223333:role/Training\n")
+    refused = trainops("render", str(spec), "--job-name", "a", cwd=tmp_path)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert "  - region: is required" in refused.stderr and "  - output_path: is required" in refused.stderr

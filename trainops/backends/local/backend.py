@@ -226,6 +226,30 @@ class LocalBackend(JobKindMethods, PolledBackend[LocalOptions]):
         chosen = self.options(options)
         return masked(checked_render(spec, job_name, getattr(chosen, "launcher", None), self.region, self.name))
 
+    def run_request(self, spec: Any, job_name: str, *,
+                    options: BackendOptions | Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """The request a local run of ``job_name`` executes (masked), with this machine's paths: the job's directory,
+        the code and runtime channels it will lay out, each ``channel_overrides`` directory where its channel reads,
+        and the placeholders a local run fills in for a spec without them (``RoleArn`` `LOCAL_ROLE`, the output
+        under the job's directory). What a local run refuses of the spec is refused; nothing of this machine is
+        checked (a pipeline's earlier steps make its channels) and nothing is written. `render` of a spec that
+        lacks only SageMaker's account fields (role, region, output_path) shows this one."""
+        from trainops.backends.hostfs.paths import job_dir
+        from trainops.backends.local.job import check_local_spec
+        from trainops.backends.local.job_input import from_spec
+        from trainops.backends.request.render import masked
+
+        chosen = self.options(options)
+        check_local_spec(spec)
+        request = from_spec(spec, launcher=chosen.launcher).render(job_name, job_dir(job_name, self.workdir),
+                                                                   lay_out=False)
+        for channel in request["InputDataConfig"]:  # where the run reads it (fetch_channels takes the override)
+            override = (chosen.channel_overrides or {}).get(channel["ChannelName"])
+            source = channel["DataSource"].get("S3DataSource")
+            if override and source is not None:
+                source["S3Uri"] = override if "://" in override else str(Path(override).expanduser().resolve())
+        return masked(request)
+
     def render_summary(self, rendered: dict[str, Any] | str, spec: Any) -> dict[str, Any]:
         """The request's summary (`trainops.backends.request.summary`)."""
         from trainops.backends.request.summary import summarize_request

@@ -16,11 +16,15 @@ configuration at all (no slurm.conf, no controller found through DNS), and an sb
 controller (nothing submitted), are a `SpecError` saying so and what to do;
 anything else sbatch refuses is the job's problem. ``SLURM_JWT`` is removed from the commands' environment: this
 transport authenticates as the cluster's commands do (munge), a token there is meant for slurmrestd, and sbatch would
-hand it to the batch step, where every ``srun`` would try it (and fail) instead of munge.
+hand it to the batch step, where every ``srun`` would try it (and fail) instead of munge. The submitter's
+``SBATCH_*`` variables cannot move trainops' options (given on sbatch's command line, `directives`), and those no
+option undoes, with the ``SLURM_*`` of an allocation the submitter is in, are left out of sbatch's environment
+(`left_out`, docs/slurm.md).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import subprocess
@@ -30,6 +34,8 @@ from typing import Any
 
 from trainops.backends.slurm.transport import RUNNING_STATES, SlurmJob, SlurmUnreachable, Transport
 from trainops.errors import JobFailed, Problem, SpecError
+
+logger = logging.getLogger(__name__)
 
 #: How long one command may take (slurm's own MessageTimeout is 10 s, retried once by the commands).
 COMMAND_SECONDS = 60.0
@@ -51,6 +57,12 @@ FIELDS = ("JobID", "UserName", "State", "Reason", "NodeList", "BatchHost", "Subm
 DELIMITER = b"\x1f"
 #: The environment variables the commands never get (see the module docstring).
 WITHHELD = ("SLURM_JWT",)
+#: sbatch's variables that trainops' options cannot undo and that break its job, never given to sbatch: WAIT (sbatch
+#: would block until the job ends), ARRAY_INX (one job would become an array of them), EXPORT and GET_USER_ENV (the
+#: batch step's environment, which trainops' srun passes on), ERROR (stderr, with slurmstepd's line that says how
+#: Slurm ended the job, away from the batch log trainops reads), INPUT (the batch script's stdin).
+WITHHELD_SBATCH = frozenset({"SBATCH_WAIT", "SBATCH_ARRAY_INX", "SBATCH_EXPORT", "SBATCH_GET_USER_ENV",
+                             "SBATCH_ERROR", "SBATCH_INPUT"})
 
 
 @dataclass(frozen=True)
@@ -78,6 +90,8 @@ class CommandTransport(Transport):
         # by id (SQUEUE_PARTITION, SQUEUE_ACCOUNT...): its answer is read in one format, with standard times.
         self._look_environ = {key: value for key, value in self.environ.items() if not key.startswith("SQUEUE_")}
         self._look_environ["SLURM_TIME_FORMAT"] = "standard"
+        # sbatch's: without the allocation variables of a job the submitter may be inside (see `submit_environment`).
+        self._submit_environ = submit_environment(self.environ)
 
     def _command(self, name: str) -> str:
         found = shutil.which(name, path=self.environ.get("PATH"))
@@ -86,8 +100,8 @@ class CommandTransport(Transport):
                                                  "of the cluster, or reach slurmrestd with transport: rest"))
         return found
 
-    def _call(self, argv: list[str], what: str) -> _Done:
-        environ = self._look_environ if argv[0] == "squeue" else self.environ
+    def _call(self, argv: list[str], what: str, environ: dict[str, str] | None = None) -> _Done:
+        environ = environ if environ is not None else self._look_environ if argv[0] == "squeue" else self.environ
         argv = [self._command(argv[0]), *argv[1:]]
         try:
             done = subprocess.run(argv, capture_output=True, env=environ, timeout=COMMAND_SECONDS, check=False,
@@ -104,15 +118,20 @@ class CommandTransport(Transport):
                 raise SlurmUnreachable(f"{what}: {text}")
         return result
 
-    def _run(self, argv: list[str], what: str) -> bytes:
-        done = self._call(argv, what)
+    def _run(self, argv: list[str], what: str, environ: dict[str, str] | None = None) -> bytes:
+        done = self._call(argv, what, environ)
         if done.code != 0:
             raise _refused(what, done.message())
         return done.stdout
 
     def submit(self, script: str, script_path: str, job: dict[str, Any]) -> int:
+        dropped = sorted(name for name in self.environ if left_out(name))
+        if dropped:
+            logger.warning("[trainops] slurm: left out of sbatch's environment: %s (they would change the job where "
+                           "trainops' options cannot: docs/slurm.md, The submitter's environment)", ", ".join(dropped))
         try:
-            output = self._run(["sbatch", "--parsable", script_path], "sbatch").decode("utf-8", "replace")
+            output = self._run(["sbatch", "--parsable", *directives(script), script_path], "sbatch",
+                               self._submit_environ).decode("utf-8", "replace")
         except SlurmUnreachable as error:
             if "connect failure" not in str(error):
                 raise  # it may have reached the controller: the record stays, a look finds the job by its token
@@ -164,6 +183,41 @@ class CommandTransport(Transport):
 
     def version(self) -> str:
         return self._run(["sbatch", "--version"], "sbatch").decode("utf-8", "replace").strip()
+
+
+def directives(script: str) -> list[str]:
+    """The script's ``#SBATCH`` options as sbatch's own arguments. sbatch lets its ``SBATCH_*`` environment variables
+    override the script's ``#SBATCH`` lines but not its command line: given there too, trainops' options (the job's
+    name, comment, time limit, log, directory, the settings' partition, account... and ``sbatch_options``) hold
+    whatever the submitter's environment says, while an ``SBATCH_*`` variable for an option trainops does not set
+    (``SBATCH_PARTITION`` without ``-o partition``) still applies, as sbatch documents."""
+    found = []
+    for line in script.splitlines()[1:]:
+        if not line.startswith("#SBATCH "):
+            break  # batch_script writes them together, after the shebang, as sbatch reads them
+        found.append(line[len("#SBATCH "):])
+    return found
+
+
+def submit_environment(environ: dict[str, str]) -> dict[str, str]:
+    """sbatch's environment: the submitter's, without what would change trainops' job where its own options cannot
+    (`left_out`)."""
+    return {key: value for key, value in environ.items() if not left_out(key)}
+
+
+def left_out(name: str) -> bool:
+    """Whether sbatch is not given the variable ``name`` of the submitter's environment:
+
+    - ``SLURM_*`` but ``SLURM_CONF``: the variables of a Slurm job the submitter runs inside (an ``salloc`` shell, an
+      Airflow worker that is itself a Slurm job). sbatch hands its environment to the batch step, where trainops'
+      ``srun`` would take them as its own options (``SLURM_CPUS_PER_TASK``, ``SLURM_MEM_PER_CPU``,
+      ``SLURM_DISTRIBUTION``, ``SLURM_CPU_BIND``...: a step that asks for more than the job has, or ranks placed
+      otherwise); Slurm sets the new job's own.
+    - `WITHHELD_SBATCH`: sbatch's own variables that no option on its command line undoes and that break what
+      trainops relies on (see there). Every other ``SBATCH_*`` variable applies to what trainops does not set, as
+      sbatch documents (`directives`).
+    """
+    return (name.startswith("SLURM_") and name != "SLURM_CONF") or name in WITHHELD_SBATCH
 
 
 def parse_line(line: bytes) -> SlurmJob | None:
