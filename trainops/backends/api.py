@@ -34,7 +34,14 @@ from trainops.backends.job_kinds import (
     started_evaluations,
     started_staging,
 )
-from trainops.backends.options import BackendOptions, LocalOptions, SageMakerOptions
+from trainops.backends.options import (
+    BackendOptions,
+    LocalOptions,
+    SageMakerOptions,
+    coerce_all,
+    declared_types,
+    unknown_settings,
+)
 from trainops.backends.results import Evaluation, JobHandle, JobResult, ModelRegistry, RegisteredVersion, StageReport
 from trainops.backends.states import JobStatus
 from trainops.backends.vocabulary import Vocabulary
@@ -196,8 +203,6 @@ class Backend(abc.ABC, Generic[OptionsT]):
     def settings(cls) -> dict[str, Any]:
         """Every setting this backend takes in its one mapping, name -> declared type: its context (how it is
         reached: the constructor's keywords in ``CONTEXT``) and its options type's fields."""
-        from trainops.backends.options import declared_types
-
         return {**declared_types(cls.__init__, sorted(cls.CONTEXT)), **cls.Options.types()}
 
     @classmethod
@@ -205,11 +210,7 @@ class Backend(abc.ABC, Generic[OptionsT]):
                        source: str | None = None) -> tuple[dict[str, Any], dict[str, Any]]:
         """(context, job options) of a front end's mapping, text coerced to each setting's declared type; a key
         that is neither is a `SpecError` naming it, the backend and its settings. None values: not given."""
-        from trainops.backends.options import coerce_all
-
         given = {key: value for key, value in (values or {}).items() if value is not None}
-        from trainops.backends.options import unknown_settings
-
         known = cls.settings()
         problems = unknown_settings(set(given) - set(known), known, f"the {cls.name} backend")
         try:

@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from trainops.errors import Problem
+from trainops.errors import Problem, SpecError
 from trainops.runtime import catalog
 from trainops.spec.base import looks_secret
 from trainops.spec.distribution import (
@@ -452,7 +452,6 @@ def training_image_exists(spec: JobSpec) -> Iterator[Problem]:
     instance_type = spec.image_instance_type()
     if spec.image_uri or not spec.framework_version or not instance_type or _is_local(instance_type):
         return
-    from trainops.errors import SpecError
     from trainops.spec.images import resolve_training_image
 
     try:
