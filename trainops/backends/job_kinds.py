@@ -22,7 +22,14 @@ from typing import TYPE_CHECKING, Any, Generic, Protocol, TypeVar
 from trainops.errors import Problem, SpecError
 
 if TYPE_CHECKING:
-    from trainops.backends.api import Evaluation, JobHandle, JobResult, ModelRegistry, RegisteredVersion, StageReport
+    from trainops.backends.results import (
+        Evaluation,
+        JobHandle,
+        JobResult,
+        ModelRegistry,
+        RegisteredVersion,
+        StageReport,
+    )
 
 class Unsupported(SpecError):
     """A backend was asked for a kind of job it does not hand out (`Backend.evaluations`, `staging`, `registry`)."""

@@ -33,10 +33,12 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from trainops.backends import get_backend
 from trainops.backends.api import Backend, JobHandle, JobResult
 from trainops.backends.guards import JobGuards
 from trainops.backends.looks import COUNT_VARIABLE, SECONDS_VARIABLE, JobOutOfSight, LookFailed
 from trainops.backends.states import JobStatus, WaitTimedOut
+from trainops.backends.vocabulary import classify_result
 from trainops.errors import SpecError
 
 if TYPE_CHECKING:
@@ -184,8 +186,6 @@ class Conformance:
         assert harness.backend.wait(copy).status is JobStatus.COMPLETED
 
     def test_a_failed_job_is_reported_and_retried_under_a_new_name(self, harness: Harness) -> None:
-        from trainops.backends.vocabulary import classify_result
-
         name = harness.name("fail")
         result = harness.backend.wait(harness.submit("fail", name))
         assert result.status is JobStatus.FAILED and result.failure_reason, result
@@ -239,8 +239,6 @@ class Conformance:
 
     def _assert_stopped_by(self, harness: Harness, result: JobResult, said: list[str], kind: str,
                            failure_class: str) -> None:
-        from trainops.backends.vocabulary import classify_result
-
         assert result.status is JobStatus.STOPPED, result
         assert result.details.get("guard", {}).get("kind") == kind, result
         assert result.failure_reason and result.failure_reason.startswith(result.details["guard"]["message"][:20])
@@ -291,8 +289,6 @@ class Conformance:
 
     # --- the spec ---------------------------------------------------------------------------------------------
     def test_check_spec_with_and_without_options(self, harness: Harness) -> None:
-        from trainops.backends import get_backend
-
         harness.backend.check_spec(harness.spec("succeed"))
         where = dict(harness.backend.location())  # its context, as a handle carries it
         if harness.options:  # opened as a front end opens it: its context and a job's options in one mapping

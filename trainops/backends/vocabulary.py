@@ -28,14 +28,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from trainops.backends import failures, states
 from trainops.backends.failures import FailureEvidence, Rule, Verdict
 from trainops.backends.states import FAILURE, SUCCESS, WAITING, JobStatus, Outcome
-
-if TYPE_CHECKING:
-    from trainops.backends.api import Backend
 
 __all__ = ["FRONT_END_OPTIONS", "PriceLookup", "Vocabulary", "classify_result", "neutral", "register",
            "registered_vocabularies", "vocabulary_of"]
@@ -181,8 +178,9 @@ def neutral(engine: str = "") -> Vocabulary:
     return Vocabulary(engine=engine)
 
 
-def vocabulary_of(backend: str | Backend | type[Backend] | None) -> Vocabulary:
-    """The vocabulary of a backend: an opened backend or its class (its ``vocabulary`` attribute), or a backend's
+def vocabulary_of(backend: object) -> Vocabulary:
+    """The vocabulary of a backend: an opened backend or its class (its ``vocabulary`` attribute; typed ``object``:
+    this module sits below the seam, which declares its vocabulary from here), or a backend's
     name (a named backend's: its backend's; None: the default backend), its class imported now. A backend that
     declares none, or a name no backend answers to (an old record's), gets `neutral`: nothing is borrowed from
     another engine."""
@@ -218,7 +216,7 @@ def vocabulary_of(backend: str | Backend | type[Backend] | None) -> Vocabulary:
 
 
 def classify_result(result: Mapping[str, Any], *, stop_requested: bool = False,
-                    backend: str | Backend | None = None) -> Verdict | None:
+                    backend: object = None) -> Verdict | None:
     """The verdict for a train step's result dict, by the rules of the backend that ran it (``backend``, else the
     result's own ``backend`` key; neither: the default backend's, as everywhere a backend is not named)."""
     chosen = backend if backend is not None else result.get("backend")

@@ -12,7 +12,10 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from trainops.spec.job import JobSpec
+from trainops.spec import smp
+from trainops.spec.inputs import FileSystemInput, TrainingInput
+from trainops.spec.job import InstanceGroup, JobSpec, Tag
+from trainops.spec.rule_registry import SAGEMAKER_REQUEST
 
 REGENERATE = "trainops schema --markdown > docs/spec.md"
 
@@ -188,8 +191,6 @@ def _distribution_section() -> list[str]:
 
 
 def _smp_section() -> list[str]:
-    from trainops.spec import smp
-
     def keys(names: set[str]) -> str:
         return ", ".join(f"`{name}`" for name in sorted(names))
 
@@ -210,9 +211,6 @@ def _smp_section() -> list[str]:
 
 
 def _inputs_section() -> list[str]:
-    from trainops.spec.inputs import FileSystemInput, TrainingInput
-    from trainops.spec.job import InstanceGroup, Tag
-
     return [
         "## `inputs`",
         "",
@@ -246,7 +244,6 @@ def _inputs_section() -> list[str]:
 
 
 def _rules_section() -> list[str]:
-    from trainops.spec.rule_registry import SAGEMAKER_REQUEST
     from trainops.spec.rules import RULES
 
     lines = [

@@ -44,6 +44,7 @@ from trainops.spec.estimator_options import (
     check_training_plan,
 )
 from trainops.spec.inputs import ChannelInput, FileSystemInput, TrainingInput, check_data_uri, normalise_channel
+from trainops.spec.rule_registry import all_problems
 
 VERSION = re.compile(r"^\d+(\.\d+){0,2}\Z")
 PY_VERSION = re.compile(r"^py[23]\d{0,2}\Z")
@@ -506,8 +507,6 @@ class JobSpec(CoreModel):
     # --- rules across fields ---------------------------------------------------------------------------------
     @model_validator(mode="after")
     def _cross_field_rules(self, info: ValidationInfo) -> JobSpec:
-        from trainops.spec.rules import all_problems
-
         context = info.context if isinstance(info.context, dict) else None
         skip = frozenset(context.get(SKIP_RULES_READING, ())) if context else frozenset()
         if context is not None:

@@ -496,7 +496,7 @@ def capped(problems: list[Problem]) -> list[Problem]:
 def check_rule_sets(spec: JobSpec, rule_sets: frozenset[str] | None, source: str = "job spec") -> JobSpec:
     """``spec``, checked by the rules of the sets an engine binds (None: the default backend's, which a parsed spec
     passed already): a spec parsed for one engine and handed to another meets the other's rules too."""
-    from trainops.spec.rules import all_problems
+    from trainops.spec.rule_registry import all_problems
 
     if rule_sets is None:
         return spec

@@ -1,7 +1,12 @@
 """The table of job-spec rules: each rule registers itself here with the fields it reads, in report order.
 
 A module of its own so that every module of rules (`rules`, `estimator_rules`, an engine's own) registers into it
-without importing another module of rules; `rules.all_problems` runs the table.
+without importing another module of rules; `all_problems` runs the table.
+
+The spec's model (`trainops.spec.job.JobSpec`) runs the table when it validates, and the rules are typed on that
+model: so the table imports neither. It loads the modules of rules by name (`MODULE_ORDER`) the first time it runs,
+as the backend registry loads a backend: the model depends on the table, the rules on the model and the table, and
+no import goes round in a circle (tests/unit/architecture counts ``TYPE_CHECKING`` imports too).
 
 A rule binds every engine, or one rule set (``binds``): the rules of the SageMaker request (`SAGEMAKER_REQUEST`: the
 ``ml.*`` instance types, their accelerators, the distribution strategies as SageMaker runs them) bind where a job runs
@@ -13,15 +18,14 @@ for a caller that does not say.
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from typing import Any
 
 from trainops.errors import Problem
 
-if TYPE_CHECKING:
-    from trainops.spec.job import JobSpec
-
-Rule = Callable[["JobSpec"], Iterator[Problem]]
+#: A rule: the job spec (a `trainops.spec.job.JobSpec`; ``Any`` here, below the model) -> its problems.
+Rule = Callable[[Any], Iterator[Problem]]
 RULES: list[Rule] = []
 #: The modules of rules in report order, whichever of them is imported first (a test may import one directly).
 MODULE_ORDER = ("trainops.spec.rules", "trainops.spec.estimator_rules", "trainops.spec.api_rules",
@@ -63,3 +67,27 @@ SAGEMAKER_REQUEST = "sagemaker_request"
 #: The rule sets a spec is checked by when its engine is not named: the default backend's (local, which runs the
 #: SageMaker request). A front end that knows the engine passes that engine's sets instead.
 DEFAULT_RULE_SETS: frozenset[str] = frozenset({SAGEMAKER_REQUEST})
+
+
+def all_problems(spec: Any, skip: frozenset[str] = frozenset(),
+                 rule_sets: frozenset[str] | None = None, *, bound_only: bool = False) -> list[Problem]:
+    """Every problem of every rule that binds the engine (``rule_sets``: the sets it binds, None: the default
+    backend's; `applies`), leaving out the rules that read a field named in `skip`; ``bound_only``: the rules of
+    those sets only (a spec the neutral rules passed already). A rule marked `after_the_others` (the image check,
+    whose refusal is the most general) reports only at paths no other rule reported: the specific message stands
+    alone. The modules of `MODULE_ORDER` are loaded first (an engine's own rules register when its vocabulary
+    loads)."""
+    for module in MODULE_ORDER:
+        importlib.import_module(module)
+    problems: list[Problem] = []
+    for check in RULES:
+        if check.reads & skip or not applies(check, rule_sets):  # type: ignore[attr-defined]
+            continue
+        if bound_only and getattr(check, "binds", None) is None:
+            continue
+        found = list(check(spec))
+        if getattr(check, "after_the_others", False):
+            reported = {problem.path for problem in problems}
+            found = [problem for problem in found if problem.path not in reported]
+        problems += found
+    return problems

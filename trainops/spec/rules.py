@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
-from trainops.errors import Problem
+from trainops.errors import Problem, SpecError
 from trainops.runtime import catalog
 from trainops.spec.base import looks_secret
 from trainops.spec.distribution import (
@@ -29,7 +29,14 @@ from trainops.spec.distribution import (
     TorchDistributed,
 )
 from trainops.spec.inputs import FileSystemInput
-from trainops.spec.rule_registry import RULES, SAGEMAKER_REQUEST, Rule, applies, rule  # noqa: F401 - re-exported
+from trainops.spec.rule_registry import (  # noqa: F401 - re-exported
+    RULES,
+    SAGEMAKER_REQUEST,
+    Rule,
+    all_problems,
+    applies,
+    rule,
+)
 from trainops.spec.smp import V2_DEGREE_KEYS
 
 if TYPE_CHECKING:
@@ -44,27 +51,6 @@ TRAINIUM_TORCH_DISTRIBUTED_MINIMUM = "1.11"
 PYTORCHDDP_MINIMUM = "1.11"  # the SDK's documentation: the PyTorch DLCs from v1.11 launch pytorchddp
 SMP_V2_MINIMUM = "2.0"
 MWMS_MINIMUM = "2.9"  # the SDK's _validate_mwms_config
-
-def all_problems(spec: JobSpec, skip: frozenset[str] = frozenset(),
-                 rule_sets: frozenset[str] | None = None, *, bound_only: bool = False) -> list[Problem]:
-    """Every problem of every rule that binds the engine (``rule_sets``: the sets it binds, None: the default
-    backend's; `rule_registry.applies`), leaving out the rules that read a field named in `skip`; ``bound_only``: the
-    rules of those sets only (a spec the neutral rules passed already). A rule marked `after_the_others` (the image
-    check, whose refusal is the most general) reports only at paths no other rule reported: the specific message
-    stands alone."""
-    problems: list[Problem] = []
-    for check in RULES:
-        if check.reads & skip or not applies(check, rule_sets):  # type: ignore[attr-defined]
-            continue
-        if bound_only and getattr(check, "binds", None) is None:
-            continue
-        found = list(check(spec))
-        if getattr(check, "after_the_others", False):
-            reported = {problem.path for problem in problems}
-            found = [problem for problem in found if problem.path not in reported]
-        problems += found
-    return problems
-
 
 def _version_at_least(version: str | None, minimum: str) -> bool:
     from trainops.spec.images import is_version_at_least
@@ -466,7 +452,6 @@ def training_image_exists(spec: JobSpec) -> Iterator[Problem]:
     instance_type = spec.image_instance_type()
     if spec.image_uri or not spec.framework_version or not instance_type or _is_local(instance_type):
         return
-    from trainops.errors import SpecError
     from trainops.spec.images import resolve_training_image
 
     try:

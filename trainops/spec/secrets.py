@@ -27,6 +27,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from trainops.errors import Problem, SpecError
 from trainops.spec.base import looks_secret
 
 #: What a secret value is shown as (the runtime's output relay uses the same).
@@ -135,8 +136,6 @@ def restore_masked(document: Any, environ: Mapping[str, str], field: str = "spec
     """A copy of a spec document whose masked environment values are taken from ``environ`` (the process that runs
     the job); `SpecError` naming each variable that is masked and not there. Other documents are returned as they
     are."""
-    from trainops.errors import Problem, SpecError
-
     if not isinstance(document, Mapping) or not isinstance(document.get("environment"), Mapping):
         return document
     environment = dict(document["environment"])

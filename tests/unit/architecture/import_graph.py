@@ -1,7 +1,8 @@
 """The package's import graph, read from the source: every import statement, at module level or inside a function
 (an import hidden in a function is still a dependency; it only runs later).
 
-``TYPE_CHECKING`` blocks are left out: they never run. Relative imports are resolved. An import of a name from a
+``TYPE_CHECKING`` blocks are left out unless asked for (``type_checking=True``): they never run, but they are a
+dependency of the design all the same (a type checker follows them), so the cycle test counts them too. Relative imports are resolved. An import of a name from a
 package (``from trainops.backends import api``) counts as an import of the submodule when one exists.
 """
 
@@ -32,14 +33,17 @@ def _type_checking_block(node: ast.AST) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(tree: ast.AST):
-    """(node, in a function) for every import that can run."""
+def _imports(tree: ast.AST, type_checking: bool = False):
+    """(node, in a function) for every import that can run (with ``type_checking``: and those of the
+    ``TYPE_CHECKING`` blocks)."""
     stack: list[tuple[ast.AST, bool]] = [(tree, False)]
     while stack:
         node, in_function = stack.pop()
         for child in ast.iter_child_nodes(node):
             if _type_checking_block(child):
-                stack.extend((item, in_function) for item in child.orelse)  # type: ignore[attr-defined]
+                blocks = [*child.body, *child.orelse] if type_checking else child.orelse  # type: ignore[attr-defined]
+                # Their statements are walked as a module's (the block's own imports are children of it, not of them).
+                stack.append((ast.Module(body=blocks, type_ignores=[]), in_function))
                 continue
             if isinstance(child, (ast.Import, ast.ImportFrom)):
                 yield child, in_function
@@ -47,15 +51,16 @@ def _imports(tree: ast.AST):
             stack.append((child, nested))
 
 
-def edges(known: dict[str, Path] | None = None) -> dict[str, dict[str, bool]]:
-    """module -> {imported trainops module: whether only function-local}."""
+def edges(known: dict[str, Path] | None = None, *, type_checking: bool = False) -> dict[str, dict[str, bool]]:
+    """module -> {imported trainops module: whether only function-local}; with ``type_checking``, the imports of
+    ``TYPE_CHECKING`` blocks count too."""
     known = known or modules()
     graph: dict[str, dict[str, bool]] = {}
     for name, path in known.items():
         is_package = path.name == "__init__.py"
         tree = ast.parse(path.read_text(encoding="utf-8"))
         targets: dict[str, bool] = {}
-        for node, in_function in _imports(tree):
+        for node, in_function in _imports(tree, type_checking):
             found: list[str] = []
             if isinstance(node, ast.Import):
                 found = [alias.name for alias in node.names]

@@ -73,6 +73,13 @@ def test_there_is_no_import_cycle(graph):
     assert [cycle for cycle in CYCLES_LEFT if cycle not in found] == [], "a listed cycle is gone: take it off"
 
 
+def test_there_is_no_import_cycle_with_type_checking_imports_counted():
+    """``TYPE_CHECKING`` imports never run, but a type checker follows them and they are a dependency of the design:
+    none may close a circle either (issue 43: the seam and its job kinds, the spec's model and its rules had)."""
+    found = cycles(edges(modules(), type_checking=True))
+    assert found == [], found
+
+
 def test_the_spec_imports_nothing_above_it(graph):
     # Below the spec: the errors, the state root's location, and the runtime (standard library only).
     allowed = ("trainops.spec", "trainops.errors", "trainops.home", "trainops.runtime")

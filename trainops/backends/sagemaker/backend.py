@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, ClassVar
 
 from trainops.aws.clients import ClientFactory, default_client_factory, missing_region, region_note, resolve_region
+from trainops.aws.s3 import join_uri, parse_s3_uri, put_bytes
 from trainops.backends.api import Backend, Evaluation, JobHandle, JobResult, Log, Placement, RegisteredVersion
 from trainops.backends.builtin_kinds import JobKindMethods, MethodEvaluations, MethodRegistry, MethodStaging
 from trainops.backends.failures import status_walk
@@ -31,9 +32,11 @@ from trainops.backends.sagemaker import fsx, processing, registry, training
 from trainops.backends.sagemaker import logs as log_reading
 from trainops.backends.sagemaker import preflight as checks
 from trainops.backends.sagemaker.job_request import default_region, given_clients_region
+from trainops.backends.sagemaker.training import final_metrics
 from trainops.backends.sagemaker.vocabulary import SAGEMAKER
 from trainops.backends.states import JobStatus, classify
 from trainops.errors import Problem, SpecError
+from trainops.spec.names import check_job_name, deterministic_job_name
 
 logger = logging.getLogger(__name__)
 
@@ -214,8 +217,6 @@ class SageMakerBackend(JobKindMethods, Backend):
     def describe(self, handle: JobHandle) -> JobResult:
         """Where the job stands; ``details`` add its final ``metrics`` and its own limits (``max_run_seconds``,
         ``max_wait_seconds`` for spot), which bound a wait on a re-attached job."""
-        from trainops.backends.sagemaker.training import final_metrics
-
         response = training.describe_response(self.clients, handle.job_name)
         self._described[handle.job_name] = (time.monotonic(), response)
         result = self._result(training.summarize(response), handle)
@@ -227,8 +228,6 @@ class SageMakerBackend(JobKindMethods, Backend):
 
     def metrics(self, handle: JobHandle) -> dict[str, float]:
         """The job's final metrics as SageMaker reports them (FinalMetricDataList: the spec's metric_definitions)."""
-        from trainops.backends.sagemaker.training import final_metrics
-
         return final_metrics(training.describe_response(self.clients, handle.job_name))
 
     def wait(self, handle: JobHandle, *, log: Log | None = None, clock: Callable[[], float] = time.monotonic,
@@ -428,12 +427,10 @@ class SageMakerBackend(JobKindMethods, Backend):
         attempt started. Returns the CreateProcessingJob request (the code is uploaded; nothing is created)."""
         from pathlib import Path
 
-        from trainops.aws.s3 import join_uri, put_bytes
         from trainops.backends.hostfs.inputs import evaluation_script
         from trainops.backends.model_rules import script_arguments
         from trainops.backends.sagemaker.evaluation_bootstrap import BOOTSTRAP_NAME, bootstrap_source
         from trainops.backends.sagemaker.uploads import upload_source_dir
-        from trainops.spec.names import check_job_name, deterministic_job_name
 
         problems = []
         model_uri = os.fspath(model_artifact)
@@ -486,7 +483,6 @@ class SageMakerBackend(JobKindMethods, Backend):
                  image_uri: str | None = None, metrics_uri: str | None = None) -> RegisteredVersion:
         """A model package in the SageMaker Model Registry; the spec goes in as its hash (metadata values are
         short strings)."""
-        from trainops.aws.s3 import parse_s3_uri
         from trainops.backends.model_rules import check_group, check_metrics
 
         model_artifact = os.fspath(model_artifact)
