@@ -183,7 +183,8 @@ def ended_attempts(backend: Any, job_name: str, limit: int = MAX_SUFFIX) -> tupl
     ended: list[dict[str, Any]] = []
     for number in range(1, limit + 1):
         name = attempt_name(job_name, number)
-        status = backend.status_of(name)  # the lookup the re-attach policy uses (None: no such job)
+        # the look the re-attach policy makes (None: no such job); a failed look is made again, never "no job"
+        status = backend.looked_status(name)
         if status is None or status.reattachable:
             return ended, status is not None
         ended.append(backend.describe(_handle(backend, name)).to_dict())
@@ -286,7 +287,7 @@ def attempts_report(backend: Any, job_name: str, record: Mapping[str, Any],
     count = int(record.get("instance_count") or spec.get("instance_count") or 1)
     series = known_attempts(backend, job_name)
     following = attempt_name(job_name, len(series) + 1)
-    if series and backend.status_of(following) is not None:  # the attempt after the failed ones runs or completed
+    if series and backend.looked_status(following) is not None:  # the attempt after the failed ones runs or completed
         series.append(backend.describe(_handle(backend, following)).to_dict())
     if not series:
         series = [dict(record, job_name=job_name)]

@@ -314,3 +314,27 @@ def test_the_step_and_the_operator_decide_alike_and_place_the_same_jobs(tmp_path
     assert jobs == [name.replace(task_base, "NAME") for name in task_jobs]
     assert jobs == [name.replace(worker_base, "NAME") for name in worker_jobs]
     assert jobs == [name.replace(poked_base, "NAME") for name in poked_jobs]
+
+
+def test_the_look_for_earlier_attempts_fails_like_a_waits_look_and_is_made_again(tmp_path, monkeypatch):
+    """Before an attempt is placed, the attempts of the name that already ended are looked up; a look there that fails
+    without proving anything (a controller that does not answer) is made again after a pause, as a wait's is, never
+    raised at once nor read as "no such job" (which would start the series over and charge nothing)."""
+    from trainops.backends.looks import LookFailed
+    from trainops.steps.attempts import known_attempts
+
+    pauses: list[float] = []
+    monkeypatch.setattr("trainops.backends.looks._sleep", pauses.append)
+    ScriptedBackend.jobs[str(tmp_path)] = {"j": {"ending": "user", "looks": 2, "stopped": None, "max_run": 600}}
+    answers = iter([False])  # the first look fails, the rest answer
+    answered = ScriptedBackend.status_of
+
+    def flaky(self: ScriptedBackend, name: str) -> JobStatus | None:
+        if not next(answers, True):
+            raise LookFailed("the controller did not answer")
+        return answered(self, name)
+
+    monkeypatch.setattr(ScriptedBackend, "status_of", flaky)
+    known = known_attempts(ScriptedBackend(tmp_path), "j")
+    assert [(attempt["job_name"], attempt["status"]) for attempt in known] == [("j", "Failed")]
+    assert len(pauses) == 1
