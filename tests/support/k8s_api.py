@@ -1,5 +1,5 @@
-"""A small Kubernetes API server on 127.0.0.1 for the kubernetes backend's tests: TrainJobs and pods, as the
-official client speaks to the real one (issue 44 item 4).
+"""A small Kubernetes API server on 127.0.0.1 for the kubernetes backend's tests: TrainJobs, HyperPodPyTorchJobs and
+pods, as the official client speaks to the real one (issue 44 item 4).
 
 It keeps objects in memory and answers what the backend asks (and, for the preflight, any object put at an exact
 path in `Store.paths`, or a 403 where that path holds ``"forbidden"``): create (201, or 409 ``AlreadyExists`` with a
@@ -25,9 +25,13 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 TRAINJOBS = "trainjobs"
+HYPERPODJOBS = "hyperpodpytorchjobs"
 PODS = "pods"
-_PATH = re.compile(r"^/(?:apis/trainer\.kubeflow\.org/v1alpha1|api/v1)/namespaces/(?P<ns>[^/]+)/"
-                   r"(?P<kind>trainjobs|pods)(?:/(?P<name>[^/]+)(?:/(?P<sub>log))?)?$")
+#: Each job kind -> the label its controller puts on the job's pods (a foreground delete takes those pods too).
+POD_LABELS = {TRAINJOBS: "jobset.sigs.k8s.io/jobset-name", HYPERPODJOBS: "HPJob"}
+_PATH = re.compile(r"^/(?:apis/trainer\.kubeflow\.org/v1alpha1|apis/sagemaker\.amazonaws\.com/v1|api/v1)/"
+                   r"namespaces/(?P<ns>[^/]+)/(?P<kind>trainjobs|hyperpodpytorchjobs|pods)"
+                   r"(?:/(?P<name>[^/]+)(?:/(?P<sub>log))?)?$")
 
 
 class Store:
@@ -170,8 +174,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._answer(404, _status(404, "NotFound", f'{kind} "{name}" not found'))
             return
         policy = options.get("propagationPolicy") or (query.get("propagationPolicy") or [None])[0]
-        if kind == TRAINJOBS and policy == "Foreground":
-            for pod in self.store.listed(PODS, namespace, f"jobset.sigs.k8s.io/jobset-name={name}"):
+        if kind in POD_LABELS and policy == "Foreground":
+            for pod in self.store.listed(PODS, namespace, f"{POD_LABELS[kind]}={name}"):
                 self.store.delete(PODS, namespace, pod["metadata"]["name"])
         self._answer(200, {"kind": "Status", "apiVersion": "v1", "status": "Success"})
 

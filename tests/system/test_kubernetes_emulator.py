@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.k8s_api import PODS, TRAINJOBS, Store, api_server
+from support.k8s_api import HYPERPODJOBS, PODS, TRAINJOBS, Store, api_server
 from support.k8s_trainer import FakeTrainer
 
 from trainops.backends import get_backend
@@ -247,3 +247,56 @@ def _wait_for(condition: Any, what: str, limit: float = 120.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, f"waited {limit:.0f} s for {what}"
         time.sleep(0.05)
+
+
+def test_a_two_node_hyperpod_job_completes_with_the_contract_on_every_host(cluster, tmp_path: Path) -> None:
+    """The hyperpod flavour end to end: a HyperPodPyTorchJob, whose pods the stand-in operator runs as HyperPod's
+    launcher runs its worker (GROUP_RANK, not Trainer's PET_* variables), completes with the SageMaker contract
+    checked on both hosts (the script's assertions), both hosts' logs and host 1's model."""
+    store, trainer, backend = cluster
+    lines: list[str] = []
+    handle = backend.submit(_spec(tmp_path), "hyperpod-1", options={"flavour": "hyperpod"}, log=lines.append)
+    result = backend.wait(handle, log=lines.append)
+    assert result.status is JobStatus.COMPLETED, (result, lines)
+    assert [env["GROUP_RANK"] for env in trainer.environments["hyperpod-1"]] == ["0", "1"]
+    assert not any(key.startswith("PET_") for env in trainer.environments["hyperpod-1"] for key in env)
+    logged = "\n".join(lines)
+    assert "HyperPodPyTorchJob hyperpod-1" in logged
+    assert "[algo-1]" in logged and "trained on algo-1 of 2" in logged
+    assert "[algo-2]" in logged and "trained on algo-2 of 2" in logged
+    [made] = [job for job in store.listed(HYPERPODJOBS, "ml") if job["metadata"]["name"] == "hyperpod-1"]
+    assert made["spec"]["replicaSpecs"][0]["replicas"] == 2 and "s3cr3t" not in json.dumps(made)
+    assert store.get(TRAINJOBS, "ml", "hyperpod-1") is None
+    assert [pod["metadata"]["name"] for pod in store.listed(PODS, "ml", "HPJob=hyperpod-1")] == [
+        "hyperpod-1-pod-0", "hyperpod-1-pod-1"]
+    shared = Path(backend.cluster.shared_dir) / "jobs" / "hyperpod-1" / "hosts"
+    for host in ("algo-1", "algo-2"):
+        assert (shared / host / "model" / f"{host}.txt").read_text() == host
+    assert result.model_artifact and result.model_artifact.endswith("model.tar.gz")
+    assert backend.status_of("hyperpod-1") is JobStatus.COMPLETED  # by name alone: the record keeps the flavour
+
+
+def test_a_hyperpod_rerun_reattaches_another_owners_is_refused_and_stop_leaves_no_pod(cluster,
+                                                                                      tmp_path: Path) -> None:
+    store, _, backend = cluster
+    hyperpod = {"flavour": "hyperpod"}
+    spec = _spec(tmp_path, RUN_UNTIL_STOPPED="1")
+    handle = backend.submit(spec, "hyperpod-2", options=hyperpod)
+    _until_both_hosts_trained(backend, handle)
+    again = backend.submit(spec, "hyperpod-2", options=hyperpod, if_exists="reattach")
+    assert not again.created
+    assert [job["metadata"]["name"] for job in store.listed(HYPERPODJOBS, "ml")
+            if job["metadata"]["name"].startswith("hyperpod-2")] == ["hyperpod-2"]
+    assert backend.describe(handle).status is JobStatus.IN_PROGRESS
+    assert "deleted" in backend.stop(handle, "budget: the run's max_cost_usd was reached")
+    assert store.listed(PODS, "ml", "HPJob=hyperpod-2") == []
+    assert store.get(HYPERPODJOBS, "ml", "hyperpod-2") is None
+    stopped = backend.describe(handle)
+    assert stopped.status is JobStatus.STOPPED and "max_cost_usd" in str(stopped.failure_reason)
+    store.put(HYPERPODJOBS, "ml", {"apiVersion": "sagemaker.amazonaws.com/v1", "kind": "HyperPodPyTorchJob",
+                                   "metadata": {"name": "theirs-2", "labels": {"team": "b"}},
+                                   "spec": {"replicaSpecs": []}})
+    with pytest.raises(SpecError) as refused:
+        backend.submit(spec, "theirs-2", options=hyperpod)
+    assert "job_name" in str(refused.value) and "HyperPodPyTorchJob" in str(refused.value)
+    assert store.get(HYPERPODJOBS, "ml", "theirs-2")["spec"] == {"replicaSpecs": []}

@@ -224,12 +224,6 @@ def test_reaching_no_cluster_names_kubeconfig(tmp_path, monkeypatch) -> None:
     assert "kubeconfig" in str(refused.value)
 
 
-def test_the_hyperpod_flavour_is_refused_as_not_built_yet() -> None:
-    with pytest.raises(SpecError) as refused:
-        _backend().render_request(_spec(), "digits-1", options={"flavour": "hyperpod"})
-    assert "flavour" in str(refused.value)
-
-
 def test_what_the_jobs_files_cannot_hold_is_refused_before_anything() -> None:
     with pytest.raises(SpecError) as refused:
         _backend().render_request(_spec(disable_output_compression=True, output_path="s3://bucket/out"), "digits-1")

@@ -5,7 +5,11 @@ node script beside Slurm's: `node`), its record there keeps the submission token
 carries the token: a look or a stop refuses a TrainJob of that name that is not this job's. Status comes from the
 TrainJob's conditions and its pods (`status`), logs from each host's log on the shared volume, stop records the
 reason and deletes the TrainJob in the foreground. A pipeline's other steps (staging, evaluation, the registry) run
-where trainops runs, over the shared volume (`steps`). Not built yet: the HyperPod flavour.
+where trainops runs, over the shared volume (`steps`).
+
+The ``hyperpod`` flavour makes a HyperPodPyTorchJob instead (`hyperpod`, SageMaker HyperPod's EKS flavour): the
+same files, token, looks, logs and stop, over that kind of object (`cluster.KINDS`); the job's record keeps its
+flavour, so a later look by name alone finds the right kind.
 """
 
 from __future__ import annotations
@@ -90,11 +94,9 @@ class KubernetesBackend(HereSteps, PolledBackend[KubernetesOptions]):
 
     # --- what a job becomes --------------------------------------------------------------------------------------
     def dry_run(self, spec: JobSpec, name: str, options: KubernetesOptions) -> dict[str, Any]:
-        if (options.flavour or "trainer") != "trainer":
-            raise _flavour_not_built(options.flavour)
-        rendered = train_job(spec, name, options, self.cluster, self.namespace())
+        rendered = _render(spec, name, options, self.cluster, self.namespace())
         self._check_layout(spec, options)
-        return {"train_job": rendered}
+        return {"job": rendered}
 
     def _check_layout(self, spec: JobSpec, options: KubernetesOptions) -> None:
         """What the job's files cannot hold (they are laid out as for Slurm: the trainops launcher, one kind of
@@ -109,16 +111,27 @@ class KubernetesBackend(HereSteps, PolledBackend[KubernetesOptions]):
 
     def render_request(self, spec: Any, job_name: str, *,
                        options: BackendOptions | Mapping[str, Any] | None = None) -> dict[str, Any]:
-        """The TrainJob ``run`` would create (the submission token and secret values aside)."""
-        rendered: dict[str, Any] = self.dry_run(spec, job_name, self.options(options))["train_job"]
+        """The TrainJob (or HyperPodPyTorchJob) ``run`` would create (the submission token and secret values
+        aside)."""
+        rendered: dict[str, Any] = self.dry_run(spec, job_name, self.options(options))["job"]
         return rendered
 
     # --- the API server --------------------------------------------------------------------------------------------
-    def _jobs(self) -> Any:
-        from trainops.backends.kubernetes.cluster import TrainJobs, open_client
+    def _jobs(self, flavour: str | None = None) -> Any:
+        """The jobs of ``flavour`` (default trainer) in the namespace, through the API server."""
+        from trainops.backends.kubernetes.cluster import KINDS, TrainJobs, open_client
 
         connection = self.cluster.connection()
-        return TrainJobs(open_client(connection), self.cluster.namespace or connection.namespace)
+        return TrainJobs(open_client(connection), self.cluster.namespace or connection.namespace,
+                         KINDS[flavour or "trainer"])
+
+    def _jobs_of(self, name: str) -> Any:
+        """The jobs of the flavour job ``name`` was submitted as (its record says; a TrainJob when it has none)."""
+        try:
+            flavour = self._record(name).get("flavour")
+        except SpecError:
+            flavour = None
+        return self._jobs(str(flavour) if flavour in ("trainer", "hyperpod") else None)
 
     def _job_dir(self, name: str, create: bool = False) -> Path:
         from trainops.backends.slurm.layout import job_directory
@@ -141,48 +154,52 @@ class KubernetesBackend(HereSteps, PolledBackend[KubernetesOptions]):
 
     def create(self, spec: JobSpec, name: str, options: KubernetesOptions, *, detached: bool,
                log: Log) -> JobHandle:
-        """Lay the job's files out on the shared volume (as for Slurm), keep a submission token in its record,
-        then create the TrainJob carrying that token (a 409 follows only this submission's object)."""
+        """Lay the job's files out on the shared volume (as for Slurm), keep a submission token (and the flavour) in
+        its record, then create the job's object carrying that token (a 409 follows only this submission's
+        object)."""
         from trainops.backends.hostfs.paths import own_directory
         from trainops.backends.kubernetes import node
         from trainops.backends.kubernetes.preflight import notes
         from trainops.backends.slurm.layout import lay_out
 
-        body = self.dry_run(spec, name, options)["train_job"]  # every problem before anything is made
-        jobs = self._jobs()
-        for note in notes(jobs.custom.api_client, jobs.namespace, body["spec"]["runtimeRef"]["name"],
-                          self.cluster.shared_pvc, options.queue):
+        flavour = options.flavour or "trainer"
+        body = self.dry_run(spec, name, options)["job"]  # every problem before anything is made
+        jobs = self._jobs(flavour)
+        runtime = body["spec"]["runtimeRef"]["name"] if flavour == "trainer" else None
+        for note in notes(jobs.custom.api_client, jobs.namespace, runtime, self.cluster.shared_pvc, options.queue,
+                          jobs.kind):
             log(f"[trainops] preflight note for {name}: {note}")
         job_dir = self._job_dir(name, create=True)
         own_directory(job_dir, "job_name")
         record = self._record(name)
         token = record.get("token") or uuid.uuid4().hex
         self._write_record(name, {"job_name": name, "token": token, "namespace": body["metadata"]["namespace"],
-                                  "submitted": time.time(), "max_run": spec.max_run})
+                                  "flavour": flavour, "submitted": time.time(), "max_run": spec.max_run})
         lay_out(spec, name, _layout_options(options), job_dir,
                 str(self.cluster.shared_dir), token=token)
         shutil.copyfile(node.__file__, job_dir / NODE_SCRIPT)
-        body = train_job(spec, name, options, self.cluster, body["metadata"]["namespace"], token)
+        body = _render(spec, name, options, self.cluster, body["metadata"]["namespace"], token)
         _, created = jobs.create(body, token)
-        log(f"[trainops] {'created' if created else 'found this submission’s'} TrainJob {name} in namespace "
+        log(f"[trainops] {'created' if created else 'found this submission’s'} {jobs.kind.kind} {name} in namespace "
             f"{body['metadata']['namespace']} ({spec.host_count()} nodes)")
         return self.handle(name, created=True)
 
     def _owned(self, name: str, found: Mapping[str, Any]) -> None:
-        """Refuse a TrainJob that is not this trainops job's (its token is not the one the record keeps)."""
+        """Refuse a job object that is not this trainops job's (its token is not the one the record keeps)."""
         from trainops.backends.kubernetes.cluster import owner
         from trainops.backends.kubernetes.render import TOKEN_ANNOTATION
 
         token = ((found.get("metadata") or {}).get("annotations") or {}).get(TOKEN_ANNOTATION)
         if not token or token != self._record(name).get("token"):
-            raise SpecError(Problem("job_name", f"a TrainJob named {name!r} exists and is not this trainops job's "
+            kind = str(found.get("kind") or "TrainJob")
+            raise SpecError(Problem("job_name", f"a {kind} named {name!r} exists and is not this trainops job's "
                                                 f"({owner(dict(found))}); trainops never follows, changes or "
                                                 "deletes it: give another job name"), "kubernetes job")
 
     def status_of(self, name: str) -> JobStatus | None:
         from trainops.backends.kubernetes.status import standing
 
-        jobs = self._jobs()
+        jobs = self._jobs_of(name)
         found = jobs.get(name)
         if found is None:
             return JobStatus.STOPPED if self._stopped(name) else None
@@ -202,14 +219,14 @@ class KubernetesBackend(HereSteps, PolledBackend[KubernetesOptions]):
         from trainops.backends.kubernetes.status import standing
 
         backend = self._of(handle)
-        jobs = backend._jobs()
+        jobs = backend._jobs_of(handle.job_name)
         found = jobs.get(handle.job_name)
         stopped = backend._stopped(handle.job_name)
         if found is None and stopped:
             return Look(JobResult(self.name, handle.job_name, JobStatus.STOPPED, secondary_status="Deleted",
                                   failure_reason=stopped, reattached=not handle.created))
         if found is None:
-            raise SpecError(Problem("job_name", f"no TrainJob {handle.job_name!r} in {backend.where()}"))
+            raise SpecError(Problem("job_name", f"no {jobs.kind.kind} {handle.job_name!r} in {backend.where()}"))
         backend._owned(handle.job_name, found)
         record = backend._record(handle.job_name)
         now_standing = standing(found, jobs.pods(handle.job_name))
@@ -244,10 +261,10 @@ class KubernetesBackend(HereSteps, PolledBackend[KubernetesOptions]):
         from trainops.backends.kubernetes.status import standing
 
         backend = self._of(handle)
-        jobs = backend._jobs()
+        jobs = backend._jobs_of(handle.job_name)
         found = jobs.get(handle.job_name)
         if found is None:
-            return f"{handle.job_name}: no TrainJob (already gone)"
+            return f"{handle.job_name}: no {jobs.kind.kind} (already gone)"
         backend._owned(handle.job_name, found)
         if standing(found, jobs.pods(handle.job_name)).status.terminal:
             return f"{handle.job_name}: already ended"
@@ -312,6 +329,11 @@ def _timestamp(text: Any) -> float | None:
         return None
 
 
-def _flavour_not_built(flavour: str | None) -> SpecError:
-    return SpecError(Problem("flavour", f"{flavour!r}: the HyperPodPyTorchJob flavour is not built yet (issue 44); "
-                                        "use flavour trainer"), "kubernetes job")
+def _render(spec: JobSpec, name: str, options: KubernetesOptions, cluster: KubernetesCluster, namespace: str,
+            token: str | None = None) -> dict[str, Any]:
+    """The object of the job's flavour: a TrainJob (`render`) or a HyperPodPyTorchJob (`hyperpod`)."""
+    if options.flavour == "hyperpod":
+        from trainops.backends.kubernetes.hyperpod import hyperpod_job
+
+        return hyperpod_job(spec, name, options, cluster, namespace, token)
+    return train_job(spec, name, options, cluster, namespace, token)

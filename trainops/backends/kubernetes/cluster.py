@@ -1,4 +1,5 @@
-"""TrainJobs and their pods through the API server, with the official ``kubernetes`` client (`TrainJobs`).
+"""A flavour's jobs (Kubeflow Trainer's TrainJobs, HyperPod's HyperPodPyTorchJobs) and their pods through the API
+server, with the official ``kubernetes`` client (`TrainJobs`); each kind of object is a row of `KINDS`.
 
 The client is imported here only, when a cluster is reached (the ``trainops[kubernetes]`` extra). What this module
 adds to the client is trainops' rules:
@@ -14,6 +15,7 @@ adds to the client is trainops' rules:
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from trainops.backends.kit import LookFailed, Problem, SpecError
@@ -23,6 +25,26 @@ from trainops.backends.kubernetes.settings import Connection
 GROUP, VERSION, PLURAL = "trainer.kubeflow.org", "v1alpha1", "trainjobs"
 #: The label JobSet puts on every pod of the TrainJob's JobSet (named after the TrainJob).
 JOBSET_LABEL = "jobset.sigs.k8s.io/jobset-name"
+#: The label HyperPod's training operator puts on every pod of a HyperPodPyTorchJob (its value: the job's name).
+HYPERPOD_POD_LABEL = "HPJob"
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of job object: its API group, version and plural, and the label naming the job on its pods."""
+
+    kind: str
+    group: str
+    version: str
+    plural: str
+    pod_label: str
+
+
+#: flavour -> the kind of object its jobs are.
+KINDS = {
+    "trainer": Kind("TrainJob", GROUP, VERSION, PLURAL, JOBSET_LABEL),
+    "hyperpod": Kind("HyperPodPyTorchJob", "sagemaker.amazonaws.com", "v1", "hyperpodpytorchjobs", HYPERPOD_POD_LABEL),
+}
 #: Statuses of an answer that prove nothing of the job: asked again.
 TRANSIENT = frozenset({408, 429, 500, 502, 503, 504})
 #: Seconds one call may take (connect, read) before it is a failed look.
@@ -42,12 +64,14 @@ def open_client(connection: Connection) -> Any:
 
 
 class TrainJobs:
-    """The TrainJobs of one namespace and their pods."""
+    """The jobs of one kind (default: TrainJobs) in one namespace, and their pods."""
 
-    def __init__(self, api_client: Any, namespace: str):
+    def __init__(self, api_client: Any, namespace: str, kind: Kind = KINDS["trainer"]):
         from kubernetes import client
 
         self.namespace = namespace
+        self.kind = kind
+        self._where = (kind.group, kind.version, namespace, kind.plural)
         self.custom = client.CustomObjectsApi(api_client)
         self.core = client.CoreV1Api(api_client)
 
@@ -71,30 +95,30 @@ class TrainJobs:
 
         name = body["metadata"]["name"]
         try:
-            made = self._call(f"creating TrainJob {name}", lambda: self.custom.create_namespaced_custom_object(
-                GROUP, VERSION, self.namespace, PLURAL, body, _request_timeout=REQUEST_TIMEOUT))
+            made = self._call(f"creating {self.kind.kind} {name}", lambda: self.custom.create_namespaced_custom_object(
+                *self._where, body, _request_timeout=REQUEST_TIMEOUT))
             return dict(made), True
         except ApiException as error:
             if error.status != 409:
                 raise
         found = self.get(name)
         if found is None:
-            raise LookFailed(f"TrainJob {name} was taken, then gone before it could be read: submit again")
+            raise LookFailed(f"{self.kind.kind} {name} was taken, then gone before it could be read: submit again")
         metadata = found.get("metadata") or {}
         if (metadata.get("annotations") or {}).get(TOKEN_ANNOTATION) == token:
             return found, False
-        raise SpecError(Problem("job_name", f"a TrainJob named {name!r} already exists in namespace "
+        raise SpecError(Problem("job_name", f"a {self.kind.kind} named {name!r} already exists in namespace "
                                             f"{self.namespace} and is not this submission's ({owner(found)}); "
                                             "trainops never follows, changes or deletes it: give another job "
                                             "name"), "kubernetes job")
 
     def get(self, name: str) -> dict[str, Any] | None:
-        """The TrainJob called ``name``, or None when there is none."""
+        """The job called ``name``, or None when there is none."""
         from kubernetes.client.exceptions import ApiException
 
         try:
-            found = self._call(f"reading TrainJob {name}", lambda: self.custom.get_namespaced_custom_object(
-                GROUP, VERSION, self.namespace, PLURAL, name, _request_timeout=REQUEST_TIMEOUT))
+            found = self._call(f"reading {self.kind.kind} {name}", lambda: self.custom.get_namespaced_custom_object(
+                *self._where, name, _request_timeout=REQUEST_TIMEOUT))
         except ApiException as error:
             if error.status == 404:
                 return None
@@ -102,9 +126,9 @@ class TrainJobs:
         return dict(found)
 
     def pods(self, name: str) -> list[dict[str, Any]]:
-        """The pods of TrainJob ``name`` (those of its JobSet), as the API returns them."""
+        """The pods of job ``name`` (those its kind's pod label names), as the API returns them."""
         listed = self._call(f"listing the pods of {name}", lambda: self.core.list_namespaced_pod(
-            self.namespace, label_selector=f"{JOBSET_LABEL}={name}", _preload_content=False,
+            self.namespace, label_selector=f"{self.kind.pod_label}={name}", _preload_content=False,
             _request_timeout=REQUEST_TIMEOUT))
         import json
 
@@ -118,13 +142,13 @@ class TrainJobs:
         return str(answer.data.decode(errors="replace"))
 
     def delete(self, name: str) -> bool:
-        """Delete TrainJob ``name`` in the foreground (its pods first); False when there was none."""
+        """Delete job ``name`` in the foreground (its pods first); False when there was none."""
         from kubernetes import client
         from kubernetes.client.exceptions import ApiException
 
         try:
-            self._call(f"deleting TrainJob {name}", lambda: self.custom.delete_namespaced_custom_object(
-                GROUP, VERSION, self.namespace, PLURAL, name,
+            self._call(f"deleting {self.kind.kind} {name}", lambda: self.custom.delete_namespaced_custom_object(
+                *self._where, name,
                 body=client.V1DeleteOptions(propagation_policy="Foreground"), _request_timeout=REQUEST_TIMEOUT))
         except ApiException as error:
             if error.status == 404:
@@ -134,7 +158,7 @@ class TrainJobs:
 
 
 def owner(found: dict[str, Any]) -> str:
-    """Who made a TrainJob, as far as its marks say (for the message that refuses it)."""
+    """Who made a job object, as far as its marks say (for the message that refuses it)."""
     metadata = found.get("metadata") or {}
     labels = metadata.get("labels") or {}
     if labels.get(MANAGED_BY) == "trainops" and labels.get(JOB_LABEL):

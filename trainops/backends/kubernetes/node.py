@@ -1,10 +1,16 @@
-"""What a pod of a trainops TrainJob works out from the variables Kubeflow Trainer gives it.
+"""What a pod of a trainops TrainJob (or HyperPodPyTorchJob) works out from the variables its controller gives it.
 
 Trainer's torch runtime gives every node's container ``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK`` (the
 node's index in the JobSet's job, from its completion index) and ``PET_MASTER_ADDR`` / ``PET_MASTER_PORT`` (node 0's
 stable name behind the JobSet's headless service, ``<job>-node-0-0.<job>``). trainops' runtime speaks SageMaker's
 contract, whose hosts are ``algo-1`` .. ``algo-N``: node rank i is host ``algo-<i+1>``, and every host's address is
 node i's stable name (the master's with its pod index replaced), so host 1 is the rendezvous as on SageMaker.
+
+On HyperPod's EKS flavour the pod runs HyperPod's launcher (``hyperpodrun``), which starts this script as its one
+worker once the training operator told it the node's rank: the worker has ``GROUP_RANK`` (the node's rank),
+``MASTER_ADDR`` / ``MASTER_PORT`` (rank 0's pod) from the launcher, and ``NNODES`` / ``NPROC_PER_NODE`` from the
+job's container (`hyperpod_node_of`). The launcher keeps every rank's address in
+``/opt/ml/input/config/pod_resourceconfig.json`` (``ips``, by rank) when the operator sends them: read when whole.
 
 Run as a file in a pod (``python3 -I -S <job>/runtime/trainops_k8s_node.py run <job>``), it runs the Slurm node
 script laid out beside it (the job's files are laid out as for Slurm, `trainops.backends.slurm.layout`): node rank i
@@ -25,6 +31,10 @@ from dataclasses import dataclass
 
 #: The variables Trainer's torch runtime injects, all of which a node needs.
 PET_VARIABLES = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
+#: What a HyperPod node's worker needs: from the launcher (rank, master) and from the job's container (the sizes).
+HYPERPOD_VARIABLES = ("GROUP_RANK", "MASTER_ADDR", "MASTER_PORT", "NNODES", "NPROC_PER_NODE")
+#: Where HyperPod's launcher keeps the ranks' addresses (its ``ips``, by rank).
+HYPERPOD_RESOURCE_CONFIG = "/opt/ml/input/config/pod_resourceconfig.json"
 # Node 0's name: <jobset>-<replicated job>-<job index>-<pod index>[.<subdomain>...]
 _POD_INDEX = re.compile(r"^(?P<head>.+)-(?P<index>0)(?P<tail>(\..*)?)\Z")
 
@@ -70,6 +80,44 @@ def node_of(environ: Mapping[str, str]) -> Node:
     return Node(rank, hosts[rank], hosts, host_addresses(master, count), processes, port)
 
 
+def hyperpod_node_of(environ: Mapping[str, str], resource_config: str = HYPERPOD_RESOURCE_CONFIG) -> Node:
+    """This pod's node from what HyperPod's launcher gives its worker; `NodeError` naming what is missing."""
+    missing = [name for name in HYPERPOD_VARIABLES if not environ.get(name)]
+    if missing:
+        raise NodeError(f"{', '.join(missing)} not set; on HyperPod trainops' node command runs as hyperpodrun's "
+                        "worker in a pod of a HyperPodPyTorchJob trainops made (its container sets NNODES and "
+                        "NPROC_PER_NODE)")
+    count = _whole(environ, "NNODES", 1)
+    rank = _whole(environ, "GROUP_RANK", 0)
+    if rank >= count:
+        raise NodeError(f"GROUP_RANK={rank} is not below NNODES={count}")
+    hosts = tuple(f"algo-{index + 1}" for index in range(count))
+    addresses = _launcher_addresses(resource_config, count) or host_addresses(environ["MASTER_ADDR"], count)
+    return Node(rank, hosts[rank], hosts, addresses, _whole(environ, "NPROC_PER_NODE", 1),
+                _whole(environ, "MASTER_PORT", 1))
+
+
+def _launcher_addresses(path: str, count: int) -> dict[str, str] | None:
+    """host -> address from HyperPod's launcher file, when it holds every rank's; else None."""
+    import json
+
+    try:
+        with open(path) as handle:
+            ips = json.load(handle).get("ips")
+    except (OSError, ValueError, AttributeError):
+        return None
+    if not isinstance(ips, list) or len(ips) < count or not all(isinstance(ip, str) and ip for ip in ips[:count]):
+        return None
+    return {f"algo-{index + 1}": ips[index] for index in range(count)}
+
+
+def node_here(environ: Mapping[str, str]) -> Node:
+    """This pod's node: from Trainer's ``PET_*`` variables, else from HyperPod's launcher."""
+    if environ.get("PET_NNODES") or not environ.get("GROUP_RANK"):
+        return node_of(environ)
+    return hyperpod_node_of(environ)
+
+
 def host_addresses(master: str, count: int) -> dict[str, str]:
     """host -> the stable name of its pod: node 0's (``master``) with its pod index replaced by the node's. A
     master address of another form (an IP) names host 1 only; the others are then reached by rendezvous alone."""
@@ -92,14 +140,15 @@ def slurm_environment(node: Node, environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def main(argv: list[str]) -> int:
-    """``run JOB_DIR``: this node's part of the job, as Slurm's node script runs it (a child, so that host 1 can
+    """``run JOB_DIR``: this node's part of the job (a TrainJob's pod, or hyperpodrun's worker on HyperPod), as
+    Slurm's node script runs it (a child, so that host 1 can
     then pack the model as Slurm's batch host does: ``finish``, which writes ``ended.json``). The pod's SIGTERM
     (a stop, the deadline, an eviction) is passed on to the runtime."""
     if len(argv) != 2 or argv[0] != "run":
         print("usage: trainops_k8s_node.py run JOB_DIR", file=sys.stderr)
         return 2
     try:
-        node = node_of(os.environ)
+        node = node_here(os.environ)
     except NodeError as error:
         print(f"trainops: {error}", file=sys.stderr)
         return 2

@@ -16,6 +16,9 @@ from trainops.backends.kit import BackendOptions, Problem, SpecError
 
 FLAVOURS = ("trainer", "hyperpod")
 DEFAULT_RUNTIME = "torch-distributed"
+#: HyperPod's in-place restarts of a job by default: as many as trainops' own infrastructure retry budget
+#: (`trainops.spec.retries.RetryBudgets.infrastructure`).
+DEFAULT_MAX_RETRY = 3
 #: The fields of a toleration (a Kubernetes ``core/v1`` Toleration), as the API spells them.
 TOLERATION_FIELDS = frozenset({"key", "operator", "value", "effect", "tolerationSeconds"})
 _OPERATORS = ("Exists", "Equal")
@@ -45,6 +48,9 @@ class KubernetesOptions(BackendOptions):
         checkpoint_key: the checkpoint directory's key under ``<shared_dir>/checkpoints`` (the train step gives its
             job's name, so its attempts ``<name>-N`` resume; default: the spec's checkpoint_s3_uri, else the job's
             name).
+        max_retry: hyperpod flavour: how often HyperPod's training operator restarts the job in place after a fault
+            (``runPolicy.jobMaxRetryCount``; default `DEFAULT_MAX_RETRY`, trainops' own infrastructure budget),
+            each restart resuming from the checkpoints, before the job fails and trainops' retries take over.
     """
 
     backend: ClassVar[str] = "kubernetes"
@@ -60,6 +66,7 @@ class KubernetesOptions(BackendOptions):
     processes_per_host: int | None = None
     channel_overrides: Mapping[str, str] | None = None
     checkpoint_key: str | None = None
+    max_retry: int | None = None
 
     def __post_init__(self) -> None:
         problems: list[Problem] = []
@@ -74,6 +81,12 @@ class KubernetesOptions(BackendOptions):
         if self.image is not None and (not isinstance(self.image, str) or not self.image.strip()
                                        or any(character.isspace() for character in self.image)):
             problems.append(Problem("image", f"{self.image!r} is not an image reference"))
+        if self.max_retry is not None and (isinstance(self.max_retry, bool) or not isinstance(self.max_retry, int)
+                                           or not 0 <= self.max_retry <= 100):
+            problems.append(Problem("max_retry", f"{self.max_retry!r} is not a whole number from 0 to 100"))
+        if self.max_retry is not None and (self.flavour or "trainer") != "hyperpod":
+            problems.append(Problem("max_retry", "is an option of the hyperpod flavour (HyperPod's in-place restarts);"
+                                                 " a TrainJob is retried by trainops (--retries)"))
         if self.processes_per_host is not None and (isinstance(self.processes_per_host, bool)
                                                     or not isinstance(self.processes_per_host, int)
                                                     or not 1 <= self.processes_per_host <= 1024):

@@ -1,10 +1,11 @@
 """A read-only look at the cluster before a TrainJob is created (`notes`): what would keep the job from running.
 
-It reads, never writes: the namespace, the Trainer API version trainops creates (``trainer.kubeflow.org/v1alpha1``
-served, with ``trainjobs``), the ClusterTrainingRuntime the job names, the shared claim (``Bound``) and, with a
-queue, Kueue's LocalQueue. Each finding is a note for the person submitting; a read that fails (no permission to
-read that kind, a timeout, an API the cluster does not serve) is a note too, never a refusal: the create itself is
-the authority on what the cluster accepts.
+It reads, never writes: the namespace, the API version of the kind trainops creates (``trainer.kubeflow.org/v1alpha1``
+served, with ``trainjobs``; for the hyperpod flavour ``sagemaker.amazonaws.com/v1`` with ``hyperpodpytorchjobs``), the
+ClusterTrainingRuntime a TrainJob names, the shared claim (``Bound``) and, with a queue, Kueue's LocalQueue. Each
+finding is a note for the person submitting; a read that fails (no permission to read that kind, a timeout, an API
+the cluster does not serve) is a note too, never a refusal: the create itself is the authority on what the cluster
+accepts.
 """
 
 from __future__ import annotations
@@ -12,14 +13,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from trainops.backends.kubernetes.cluster import GROUP, VERSION
+from trainops.backends.kubernetes.cluster import GROUP, KINDS, VERSION, Kind
 
 KUEUE = ("kueue.x-k8s.io", "v1beta1", "localqueues")
 RUNTIMES = "clustertrainingruntimes"
 
 
-def notes(api_client: Any, namespace: str, runtime: str, claim: str | None, queue: str | None) -> list[str]:
-    """What a read-only look at the cluster found that may keep the job from running (empty: nothing)."""
+#: What installs each kind of object, for the note that the cluster does not serve it.
+INSTALLS = {"TrainJob": "install Kubeflow Trainer v2",
+            "HyperPodPyTorchJob": "install HyperPod's training operator (the EKS add-on) on the HyperPod cluster"}
+
+
+def notes(api_client: Any, namespace: str, runtime: str | None, claim: str | None, queue: str | None,
+          kind: Kind = KINDS["trainer"]) -> list[str]:
+    """What a read-only look at the cluster found that may keep the job from running (empty: nothing); ``runtime``
+    is the ClusterTrainingRuntime a TrainJob names (None: the kind names none)."""
     from kubernetes import client
 
     core, custom = client.CoreV1Api(api_client), client.CustomObjectsApi(api_client)
@@ -41,11 +49,12 @@ def notes(api_client: Any, namespace: str, runtime: str, claim: str | None, queu
 
     if read(f"namespace {namespace}", lambda: core.read_namespace(namespace, _request_timeout=timeout)) is None:
         found.append(f"namespace {namespace} does not exist: create it or give -o namespace=NAME")
-    served = read(f"the {GROUP}/{VERSION} API", lambda: custom.get_api_resources(GROUP, VERSION,
-                                                                                 _request_timeout=timeout))
-    if served is None or (served and "trainjobs" not in {item.name for item in served.resources or []}):
-        found.append(f"the cluster does not serve {GROUP}/{VERSION} TrainJobs: install Kubeflow Trainer v2")
-    if read(f"ClusterTrainingRuntime {runtime}", lambda: custom.get_cluster_custom_object(
+    api = f"{kind.group}/{kind.version}"
+    served = read(f"the {api} API", lambda: custom.get_api_resources(kind.group, kind.version,
+                                                                     _request_timeout=timeout))
+    if served is None or (served and kind.plural not in {item.name for item in served.resources or []}):
+        found.append(f"the cluster does not serve {api} {kind.kind}s: {INSTALLS.get(kind.kind, 'install it')}")
+    if runtime and read(f"ClusterTrainingRuntime {runtime}", lambda: custom.get_cluster_custom_object(
             GROUP, VERSION, RUNTIMES, runtime, _request_timeout=timeout)) is None:
         found.append(f"no ClusterTrainingRuntime {runtime!r}: install it or give -o runtime=NAME")
     if claim:

@@ -64,21 +64,9 @@ def run_as() -> dict[str, int]:
 def train_job(spec: JobSpec, name: str, options: KubernetesOptions, cluster: KubernetesCluster, namespace: str,
               token: str | None = None) -> dict[str, Any]:
     """The TrainJob of ``spec`` named ``name``; `SpecError` naming every field the engine refuses."""
-    check_name(name)
-    cluster.check_shared()
-    problems: list[Problem] = []
-    image = _image(spec, options, problems)
-    if spec.instance_groups:
-        problems.append(Problem("instance_groups", "a TrainJob's nodes are alike: give instance_type and "
-                                                   "instance_count instead of instance groups"))
-    known = instance_type(spec.instance_type) if spec.instance_type else None
-    if spec.instance_type and known is None:
-        problems.append(Problem("instance_type", f"{spec.instance_type!r} is not in trainops' instance catalog; "
-                                                 "the kubernetes backend reads its accelerators from there"))
-    if problems:
-        raise SpecError(problems, "kubernetes job")
+    image, known = checked(spec, name, options, cluster)
     directory = job_dir(cluster, name)
-    environment = _environment(spec)
+    environment = environment_of(spec)
     trainer: dict[str, Any] = {
         "image": image,
         "command": ["python3", "-I", "-S", posixpath.join(directory, NODE_SCRIPT), "run", directory],
@@ -86,14 +74,10 @@ def train_job(spec: JobSpec, name: str, options: KubernetesOptions, cluster: Kub
         "numProcPerNode": processes_per_node(spec, options),
         "env": [{"name": key, "value": str(value)} for key, value in environment.items()],
     }
-    resources = _resources(known)
+    resources = resources_of(known)
     if resources:
         trainer["resourcesPerNode"] = {"limits": resources, "requests": dict(resources)}
-    labels = {MANAGED_BY: "trainops", JOB_LABEL: name}
-    if options.queue:
-        labels[QUEUE_LABEL] = options.queue
-    if options.priority_class:
-        labels[PRIORITY_LABEL] = options.priority_class
+    labels = labels_of(name, options)
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
@@ -107,6 +91,35 @@ def train_job(spec: JobSpec, name: str, options: KubernetesOptions, cluster: Kub
             "runtimePatches": [_runtime_patch(options, cluster)],
         },
     }
+
+
+def checked(spec: JobSpec, name: str, options: KubernetesOptions, cluster: KubernetesCluster) -> tuple[str, Any]:
+    """(the pods' image, the instance type's catalog entry or None): what every flavour's object needs, or a
+    `SpecError` naming every field the engine refuses."""
+    check_name(name)
+    cluster.check_shared()
+    problems: list[Problem] = []
+    image = _image(spec, options, problems)
+    if spec.instance_groups:
+        problems.append(Problem("instance_groups", "the job's nodes are alike: give instance_type and "
+                                                   "instance_count instead of instance groups"))
+    known = instance_type(spec.instance_type) if spec.instance_type else None
+    if spec.instance_type and known is None:
+        problems.append(Problem("instance_type", f"{spec.instance_type!r} is not in trainops' instance catalog; "
+                                                 "the kubernetes backend reads its accelerators from there"))
+    if problems:
+        raise SpecError(problems, "kubernetes job")
+    return image, known
+
+
+def labels_of(name: str, options: KubernetesOptions) -> dict[str, str]:
+    """trainops' marks and the Kueue labels (queue, priority) of the job's object."""
+    labels = {MANAGED_BY: "trainops", JOB_LABEL: name}
+    if options.queue:
+        labels[QUEUE_LABEL] = options.queue
+    if options.priority_class:
+        labels[PRIORITY_LABEL] = options.priority_class
+    return labels
 
 
 def processes_per_node(spec: JobSpec, options: KubernetesOptions) -> int:
@@ -142,7 +155,7 @@ def _image(spec: JobSpec, options: KubernetesOptions, problems: list[Problem]) -
     return ""
 
 
-def _environment(spec: JobSpec) -> dict[str, Any]:
+def environment_of(spec: JobSpec) -> dict[str, Any]:
     """The environment the TrainJob shows: secret values masked, in what is printed and in what is made alike (a
     TrainJob is readable by whoever may list them); the pods read the real values from each host's environment file
     on the shared volume (mode 0600, laid out as for Slurm), which the node script lays over the pod's."""
@@ -153,7 +166,7 @@ def _environment(spec: JobSpec) -> dict[str, Any]:
     return environment
 
 
-def _resources(known: Any) -> dict[str, str]:
+def resources_of(known: Any) -> dict[str, str]:
     if known is None:
         return {}
     resources = {}

@@ -1,11 +1,13 @@
-"""Where a TrainJob stands, from its conditions and its pods (`standing`), in the engine's words (its states:
-`trainops.backends.kubernetes.vocabulary`), and trainops' status of each.
+"""Where a TrainJob (or a HyperPodPyTorchJob) stands, from its conditions and its pods (`standing`), in the engine's
+words (its states: `trainops.backends.kubernetes.vocabulary`), and trainops' status of each.
 
-- ``Complete`` -> Completed; ``Failed`` -> Failed, with why: ``DeadlineExceeded`` is the job's ``max_run``
-  (`timeout`), a pod evicted, preempted or whose node was lost is ``Evicted`` / ``Preempted`` / ``NodeLost``
-  (`infrastructure`: retried from the checkpoints), a container ``OOMKilled`` is named, anything else is ``Failed``
-  (a rank failed: the script's, `user`);
+- ``Complete`` (a HyperPodPyTorchJob's ``Completed``) -> Completed; ``Failed`` -> Failed, with why:
+  ``DeadlineExceeded`` is the job's ``max_run`` (`timeout`), a pod evicted, preempted or whose node was lost is
+  ``Evicted`` / ``Preempted`` / ``NodeLost`` (`infrastructure`: retried from the checkpoints), a container
+  ``OOMKilled`` is named, anything else is ``Failed`` (a rank failed: the script's, `user`);
 - ``Suspended`` (Kueue holds the job until its quota admits it) is waiting, not failure: InProgress, said so;
+- a HyperPodPyTorchJob whose latest condition is ``Restarting`` (HyperPod's operator restarts it in place after a
+  fault, within its ``jobMaxRetryCount``) is waiting too: InProgress, said so;
 - no condition yet: ``Pending`` or ``Created``, InProgress.
 
 The engine's failure rules (its vocabulary) read the state this module names (the result's ``secondary_status``);
@@ -91,7 +93,7 @@ def _standing(state: str, failure_reason: str | None = None, details: dict[str, 
 
 def standing(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] = ()) -> Standing:
     """The TrainJob ``job`` (as the API returns it) and its pods, in the engine's words and trainops' status."""
-    if _condition(job, "Complete") is not None:
+    if _condition(job, "Complete") is not None or _condition(job, "Completed") is not None:
         return _standing("Complete")
     failed = _condition(job, "Failed")
     if failed is not None:
@@ -118,4 +120,14 @@ def standing(job: Mapping[str, Any], pods: Sequence[Mapping[str, Any]] = ()) -> 
     if suspended is not None:
         return _standing("Suspended", details={"waiting": f"suspended ({suspended.get('reason') or 'Kueue'}): "
                                                           "waiting for the queue to admit it"})
+    if _latest(job) == "Restarting":
+        return _standing("Restarting", details={"waiting": "HyperPod's operator is restarting the job in place "
+                                                           "after a fault (it resumes from the checkpoints)"})
     return _standing("Created" if pods else "Pending")
+
+
+def _latest(job: Mapping[str, Any]) -> str | None:
+    """The type of the job's last condition that holds (how HyperPod's CLI names a job's state)."""
+    held = [condition for condition in (job.get("status") or {}).get("conditions") or []
+            if isinstance(condition, Mapping) and condition.get("status") == "True"]
+    return str(held[-1].get("type")) if held else None

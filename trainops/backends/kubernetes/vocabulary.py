@@ -3,7 +3,7 @@
 The states are those `trainops.backends.kubernetes.status.standing` reads from a TrainJob's conditions and its pods:
 
 - ``Pending`` (no pod yet), ``Created`` (its pods exist), ``Suspended`` (Kueue holds the job until its quota admits
-  it: waiting, never a failure);
+  it: waiting, never a failure), ``Restarting`` (a HyperPodPyTorchJob HyperPod's operator restarts in place);
 - ``Complete`` -> Completed;
 - ``DeadlineExceeded``: Kubernetes ended the job at ``activeDeadlineSeconds`` (the spec's ``max_run``) -> `timeout`;
 - ``Evicted``, ``Preempted``, ``NodeLost``: Kubernetes took a pod away, or its node went -> `infrastructure` (a fresh
@@ -33,6 +33,7 @@ TABLE: dict[str, Outcome] = {
     "Pending": WAITING,
     "Created": WAITING,
     "Suspended": WAITING,  # Kueue: waiting for the queue to admit it
+    "Restarting": WAITING,  # HyperPod's operator restarts the job in place after a fault
     "Complete": SUCCESS,
     "DeadlineExceeded": FAILURE,
     "Evicted": FAILURE,
@@ -53,6 +54,7 @@ MEANINGS: dict[str, str] = {
     "Pending": "the TrainJob has no pod yet",
     "Created": "the TrainJob's pods exist",
     "Suspended": "Kueue holds the TrainJob until its queue admits it (waiting, not failed)",
+    "Restarting": "HyperPod's operator restarts the HyperPodPyTorchJob in place after a fault (waiting)",
     "DeadlineExceeded": "Kubernetes ended the TrainJob at its activeDeadlineSeconds (max_run)",
     "Evicted": "Kubernetes evicted a pod of the TrainJob",
     "Preempted": "the scheduler preempted a pod of the TrainJob",
