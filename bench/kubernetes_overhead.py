@@ -12,6 +12,11 @@ create, then in each pod the node script and the runtime's launcher. The plain c
 and importing the official client (which trainops pays too); the warm plain create pays nothing but the call: the
 strictest baseline there is. Its pods run the script directly.
 
+Both sides run with byte code as an installed package has it: trainops' modules compiled before the rounds (a wheel's
+install compiles them; this checkout is an editable install) and ``PYTHONDONTWRITEBYTECODE`` dropped from the
+commands' and the pods' environment (set in this machine's shells: with it, every trainops command compiled its
+hundred modules from source, which the plain command, importing only the installed client, never paid).
+
 What it cannot show: a real API server's latency, scheduling, image pulls and container starts, which a real
 cluster adds to both sides alike.
 
@@ -106,10 +111,10 @@ CPU: dict[str, list[float]] = {}
 PODS_CPU: dict[str, list[float]] = {}
 
 
-def command(side: str, arguments: list[str], env: dict[str, str] | None = None) -> str:
+def command(side: str, arguments: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> str:
     """Run a command to its end; its output. Its CPU time (its own and its waited children's) goes to `CPU`."""
     with tempfile.TemporaryFile() as output:
-        process = subprocess.Popen(arguments, stdout=output, stderr=subprocess.STDOUT, env=env)
+        process = subprocess.Popen(arguments, stdout=output, stderr=subprocess.STDOUT, env=env, cwd=cwd)
         _, status, usage = os.wait4(process.pid, 0)
         process.returncode = os.waitstatus_to_exitcode(status)
         output.seek(0)
@@ -169,26 +174,31 @@ def plain_round(cluster: EmulatedCluster, work: Path, index: int, script: Path, 
     return up, ended(running(markers)) - stopping
 
 
-def trainops_round(cluster: EmulatedCluster, work: Path, index: int, script: Path) -> tuple[float, float]:
-    """`trainops run --no-wait` of the same script on the same two nodes, then `trainops stop`."""
-    markers = work / f"trainops-{index}"
+def trainops_round(cluster: EmulatedCluster, work: Path, index: int, script: Path,
+                   tree: Path | None = None) -> tuple[float, float]:
+    """`trainops run --no-wait` of the same script on the same two nodes, then `trainops stop`: this checkout's
+    trainops, or (``tree``) the ``trainops`` package of another revision's tree, put first on the path."""
+    side = "trainops" if tree is None else "trainops-compare"
+    markers = work / f"{side}-{index}"
     markers.mkdir()
-    spec = work / f"trainops-{index}.yaml"
+    spec = work / f"{side}-{index}.yaml"
     spec.write_text(f"entry_point: {script.name}\nsource_dir: {script.parent}\ninstance_type: ml.c5.xlarge\n"
                     f"instance_count: {NODES}\nimage_uri: example.org/python:3\nmax_run: 3600\n"
                     f"environment: {{BENCH_MARKERS: {markers}}}\n")
     settings = [part for key, value in cluster.settings().items() for part in ("-o", f"{key}={value}")]
     trainops = [sys.executable, "-m", "trainops.cli"]
     env = cluster.env(work / "home")
-    name = f"trainops-{index}"
+    if tree is not None:
+        env["PYTHONPATH"] = str(tree)  # ahead of this checkout's editable install (run from `work`, not the checkout)
+    name = f"{side}-{index}"
     started = time.time()
-    command("trainops create", [*trainops, "run", str(spec), "--backend", "kubernetes", *settings,
-                                             "--job-name", name, "--no-wait"], env)
+    command(f"{side} create", [*trainops, "run", str(spec), "--backend", "kubernetes", *settings,
+                               "--job-name", name, "--no-wait"], env, cwd=work)
     wait_until(lambda: len(running(markers)) == NODES, "every trainops pod running")
     up = max(marker["time"] for marker in running(markers)) - started
-    PODS_CPU.setdefault("trainops", []).append(pods_cpu(cluster, name))
+    PODS_CPU.setdefault(side, []).append(pods_cpu(cluster, name))
     stopping = time.time()
-    command("trainops delete", [*trainops, "stop", name, "--backend", "kubernetes", *settings], env)
+    command(f"{side} delete", [*trainops, "stop", name, "--backend", "kubernetes", *settings], env, cwd=work)
     return up, ended(running(markers)) - stopping
 
 
@@ -200,12 +210,25 @@ SIDES = {"plain-command": "plain TrainJob create / foreground delete, each a com
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--compare", type=Path, metavar="TREE",
+                        help="a fourth side: the trainops package of another revision's tree (e.g. `git archive REV "
+                             "trainops | tar -x -C TREE`), to show a change side by side")
     parser.add_argument("--call", nargs=3, metavar=("KUBECONFIG", "ACTION", "ARGUMENT"), help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.call:
         plain_call(*arguments.call)
         return
-    rows: dict[str, list[tuple[float, float]]] = {side: [] for side in SIDES}
+    sides = dict(SIDES)
+    if arguments.compare:
+        arguments.compare = arguments.compare.resolve()
+        sides["trainops-compare"] = f"the same, trainops of {arguments.compare}"
+    rows: dict[str, list[tuple[float, float]]] = {side: [] for side in sides}
+    dropped = os.environ.pop("PYTHONDONTWRITEBYTECODE", None) is not None  # commands and pods inherit os.environ
+    import compileall
+
+    for tree in (ROOT, *([arguments.compare] if arguments.compare else [])):
+        compileall.compile_dir(str(tree / "trainops"), quiet=1)
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="k8s-bench-") as directory:
         work = Path(directory)
         script = work / "code" / "bench_train.py"
@@ -216,15 +239,19 @@ def main() -> None:
                 rows["plain-command"].append(plain_round(cluster, work, index, script, fresh=True))
                 rows["plain-warm"].append(plain_round(cluster, work, index, script, fresh=False))
                 rows["trainops"].append(trainops_round(cluster, work, index, script))
+                if arguments.compare:
+                    rows["trainops-compare"].append(trainops_round(cluster, work, index, script,
+                                                                   arguments.compare))
                 print(f"round {index + 1}: " + " | ".join(f"{side} start {rows[side][-1][0]:.2f} s stop "
-                                                          f"{rows[side][-1][1]:.2f} s" for side in SIDES), flush=True)
-    print(f"\n{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, load average "
-          f"{os.getloadavg()[0]:.1f}, {arguments.rounds} rounds, medians in seconds\n")
+                                                          f"{rows[side][-1][1]:.2f} s" for side in sides), flush=True)
+    print(f"\n{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, load average {load_before:.1f} "
+          f"before, {os.getloadavg()[0]:.1f} after, {arguments.rounds} rounds, medians in seconds"
+          f"{' (PYTHONDONTWRITEBYTECODE dropped)' if dropped else ''}\n")
     print("| command | submit -> all pods running | stop -> all pods gone |\n| --- | --- | --- |")
-    for side, label in SIDES.items():
+    for side, label in sides.items():
         print(f"| {label} | {statistics.median(r[0] for r in rows[side]):.2f} | "
               f"{statistics.median(r[1] for r in rows[side]):.2f} |")
-    for baseline in ("plain-command", "plain-warm"):
+    for baseline in ("plain-command", "plain-warm", *(["trainops-compare"] if arguments.compare else [])):
         more = [t[0] - p[0] for p, t in zip(rows[baseline], rows["trainops"], strict=True)]
         verdict = ("met" if statistics.median(more) <= 1 else "MISSED") if baseline == "plain-command" else "(shown)"
         print(f"\nstart, trainops against {baseline}: {statistics.median(more):+.2f} s median (per round "

@@ -71,6 +71,9 @@ class KubernetesBackend(HereSteps, PolledBackend[KubernetesOptions]):
             self.poll_seconds = float(poll_seconds)
         self.client_factory = client_factory
         self.registry_dir = registry_dir
+        #: One API client per way of reaching a cluster, opened on first use: a command looks, reads the preflight
+        #: and creates through one (the kubeconfig read once), and the backends `_of` makes for handles share them.
+        self._clients: dict[Any, Any] = {}
 
     @property
     def label(self) -> str:
@@ -122,7 +125,10 @@ class KubernetesBackend(HereSteps, PolledBackend[KubernetesOptions]):
         from trainops.backends.kubernetes.cluster import KINDS, TrainJobs, open_client
 
         connection = self.cluster.connection()
-        return TrainJobs(open_client(connection), self.cluster.namespace or connection.namespace,
+        key = (connection.source, connection.path, connection.context)
+        if key not in self._clients:
+            self._clients[key] = open_client(connection)
+        return TrainJobs(self._clients[key], self.cluster.namespace or connection.namespace,
                          KINDS[flavour or "trainer"])
 
     def _jobs_of(self, name: str) -> Any:
@@ -308,8 +314,10 @@ class KubernetesBackend(HereSteps, PolledBackend[KubernetesOptions]):
             return self
         settings = {**self.cluster.given(), **{key: value for key, value in handle.location.items()
                                                   if key in CLUSTER_SETTINGS and value}}
-        return KubernetesBackend(**settings, poll_seconds=self.poll_seconds, client_factory=self.client_factory,
-                                 registry_dir=self.registry_dir)
+        backend = KubernetesBackend(**settings, poll_seconds=self.poll_seconds,
+                                    client_factory=self.client_factory, registry_dir=self.registry_dir)
+        backend._clients = self._clients
+        return backend
 
 
 def _layout_options(options: KubernetesOptions) -> Any:

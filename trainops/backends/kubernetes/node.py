@@ -28,6 +28,7 @@ import re
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 #: The variables Trainer's torch runtime injects, all of which a node needs.
 PET_VARIABLES = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK", "PET_MASTER_ADDR", "PET_MASTER_PORT")
@@ -139,32 +140,63 @@ def slurm_environment(node: Node, environ: Mapping[str, str]) -> dict[str, str]:
             "SLURMD_NODENAME": environ.get("HOSTNAME", node.host)}
 
 
+def _slurm_node() -> Any:
+    """The Slurm node script beside this one, loaded as a module: its ``run`` and ``finish`` are called here rather
+    than in a Python of their own, one interpreter start less on every pod's way to the runtime."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), SLURM_NODE_FILE)
+    spec = importlib.util.spec_from_file_location("trainops_slurm_node", path)
+    if spec is None or spec.loader is None:
+        raise NodeError(f"{path} is not a Python file; the job's runtime directory is incomplete")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _become_the_runtime(slurm: Any, job_dir: str, environment: Mapping[str, str]) -> None:
+    """Run this node's part as Slurm's node script runs it: it becomes the runtime (exec), never returns."""
+    os.environ.clear()
+    os.environ.update(environment)
+    slurm.run(job_dir)
+
+
 def main(argv: list[str]) -> int:
     """``run JOB_DIR``: this node's part of the job (a TrainJob's pod, or hyperpodrun's worker on HyperPod), as
-    Slurm's node script runs it (a child, so that host 1 can
-    then pack the model as Slurm's batch host does: ``finish``, which writes ``ended.json``). The pod's SIGTERM
-    (a stop, the deadline, an eviction) is passed on to the runtime."""
+    Slurm's node script runs it. A node other than host 1 becomes the runtime (exec: the pod's signals reach it
+    directly); host 1 runs it in a child (fork), passing the pod's SIGTERM and SIGINT on (a stop, the deadline, an
+    eviction), then packs the model where the job's output goes as Slurm's batch host does (``finish``, which writes
+    ``ended.json``)."""
     if len(argv) != 2 or argv[0] != "run":
         print("usage: trainops_k8s_node.py run JOB_DIR", file=sys.stderr)
         return 2
     try:
         node = node_here(os.environ)
+        slurm = _slurm_node()
     except NodeError as error:
         print(f"trainops: {error}", file=sys.stderr)
         return 2
-    import signal
-    import subprocess
-
-    script = os.path.join(os.path.dirname(os.path.abspath(__file__)), SLURM_NODE_FILE)
     environment = slurm_environment(node, os.environ)
-    child = subprocess.Popen([sys.executable, "-I", "-S", script, "run", argv[1]], env=environment)
-    for number in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(number, lambda received, _frame: child.send_signal(received))
-    code = child.wait()
     if node.index != 0:
-        return code
-    # Host 1 packs the model (or writes the root cause) where the job's output goes, as Slurm's batch host does.
-    return subprocess.call([sys.executable, "-I", "-S", script, "finish", argv[1], str(code)], env=environment)
+        _become_the_runtime(slurm, argv[1], environment)
+        return 1  # not reached: the runtime took this process over
+    import signal
+
+    sys.stdout.flush()
+    sys.stderr.flush()
+    child = os.fork()
+    if child == 0:
+        try:
+            _become_the_runtime(slurm, argv[1], environment)
+        except SystemExit as error:  # the Slurm node script refused (its message says why)
+            print(error, file=sys.stderr, flush=True)
+        finally:
+            os._exit(127)
+    for number in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(number, lambda received, _frame: os.kill(child, received))
+    _, status = os.waitpid(child, 0)  # retried by Python across the forwarded signals (PEP 475)
+    os.environ.update(environment)
+    return int(slurm.finish(argv[1], os.waitstatus_to_exitcode(status)))
 
 
 if __name__ == "__main__":
