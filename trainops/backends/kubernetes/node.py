@@ -188,8 +188,8 @@ def main(argv: list[str]) -> int:
     if child == 0:
         try:
             _become_the_runtime(slurm, argv[1], environment)
-        except SystemExit as error:  # the Slurm node script refused (its message says why)
-            print(error, file=sys.stderr, flush=True)
+        except BaseException as error:  # noqa: BLE001 - the Slurm node script refused, or the exec failed
+            print(f"trainops: {error}", file=sys.stderr, flush=True)
         finally:
             os._exit(127)
     for number in (signal.SIGTERM, signal.SIGINT):
