@@ -21,7 +21,10 @@ from support.cached_venv import CachedVenv  # noqa: E402
 
 HYPERPOD = CachedVenv(
     label="SageMaker HyperPod oracle",
-    packages=("sagemaker-hyperpod==3.12.0",),
+    # Its models need only these; the package's own pins (awscli, hydra, hera, pytest, ruff, tox...) are a CLI's and
+    # cost minutes, so it is installed without them and the `check` proves the models import.
+    packages=("kubernetes==37.0.3", "pydantic==2.14.4", "PyYAML==6.0.4", "boto3==1.44.18", "click==8.5.1"),
+    no_deps=("sagemaker-hyperpod==3.12.0",),
     cache_variable="TRAINOPS_HYPERPOD_ORACLE_CACHE", default_cache="trainops-oracle-hyperpod", prefix="venv",
     stamp=".trainops-hyperpod-ready",
     check=("from sagemaker.hyperpod.training.hyperpod_pytorch_job import HyperPodPytorchJob\n"

@@ -29,7 +29,7 @@ SHARED = {"shared_dir": "/fsx/me/trainops", "shared_pvc": "fsx-claim", "namespac
 
 @pytest.fixture(scope="module")
 def oracle() -> Path:
-    """The oracle venv's interpreter (built on first use: about 5 minutes and 600 MB, once per machine)."""
+    """The oracle venv's interpreter (built on first use: about a minute and 220 MB, once per machine)."""
     return k8s_hyperpod_venv.build()
 
 
