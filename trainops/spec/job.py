@@ -175,6 +175,13 @@ class JobSpec(CoreModel):
     use_spot_instances: bool = Field(default=False, description="Managed spot training.")
     max_wait: int | None = Field(default=None, ge=1, le=2 * MAX_RUN_LIMIT,
                                  description="Spot: seconds to wait for capacity plus run (>= max_run).")
+    # The API's range (trainops/spec/sagemaker_api.json, StoppingCondition.MaxPendingTimeInSeconds), checked here
+    # too so that a v3 spec hears it in its own name (stopping_condition.max_pending_time_in_seconds).
+    max_pending_time: int | None = Field(
+        default=None, ge=1800, le=2419200, description="Seconds the job may wait for capacity before SageMaker "
+        "stops it (StoppingCondition.MaxPendingTimeInSeconds, v3's stopping_condition.max_pending_time_in_seconds; "
+        "the API takes 1,800-2,419,200 and applies it to accelerated instance types only). The local engine starts "
+        "a job at once; the Slurm engine refuses it.")
     max_retry_attempts: int | None = Field(default=None, ge=1, le=30, description="Retries on InternalServerError.")
     keep_alive_period_in_seconds: int | None = Field(default=None, ge=0, le=KEEP_ALIVE_LIMIT,
                                                      description="Warm pool keep-alive.")

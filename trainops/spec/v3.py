@@ -21,6 +21,7 @@ from trainops.errors import Problem, SpecError
 #: v3's defaults (sagemaker.train.defaults, sagemaker 3.27.0).
 DEFAULT_INSTANCE_TYPE = "ml.m5.xlarge"
 DEFAULT_MAX_RUNTIME = 3600
+DEFAULT_TENSORBOARD_PATH = "/opt/ml/output/tensorboard"  # sagemaker.core.training.configs.TensorBoardOutputConfig
 
 #: Each v3 key -> {its sub-key: the v2 field} (a whole-value key maps "" to its field).
 _GROUPS: dict[str, dict[str, str]] = {
@@ -32,7 +33,8 @@ _GROUPS: dict[str, dict[str, str]] = {
                 "volume_size_in_gb": "volume_size", "enable_managed_spot_training": "use_spot_instances",
                 "keep_alive_period_in_seconds": "keep_alive_period_in_seconds", "instance_groups": "instance_groups",
                 "volume_kms_key_id": "volume_kms_key", "training_plan_arn": "training_plan"},
-    "stopping_condition": {"max_runtime_in_seconds": "max_run", "max_wait_time_in_seconds": "max_wait"},
+    "stopping_condition": {"max_runtime_in_seconds": "max_run", "max_wait_time_in_seconds": "max_wait",
+                           "max_pending_time_in_seconds": "max_pending_time"},
     "output_data_config": {"s3_output_path": "output_path", "kms_key_id": "output_kms_key",
                            "compression_type": "disable_output_compression"},
     "checkpoint_config": {"s3_uri": "checkpoint_s3_uri", "local_path": "checkpoint_local_path"},
@@ -96,8 +98,6 @@ def _unknown(key: str, sub: str, subs: dict[str, str]) -> str:
     if key == "source_code" and sub == "command":
         return ("v3 runs a shell command instead of a script; trainops launches a Python entry_script (torchrun / "
                 "mpirun / one process): give entry_script and pass options as hyperparameters")
-    if key == "stopping_condition" and sub == "max_pending_time_in_seconds":
-        return "is not supported by trainops yet (MaxPendingTimeInSeconds): remove it"
     return f"is not a field of {type_name(key)} trainops takes; it takes {', '.join(subs)}"
 
 
@@ -105,7 +105,11 @@ def _defaults(data: dict[str, Any], out: dict[str, Any]) -> None:
     """v3's defaults where the v3 spec leaves a field out (sagemaker.train.defaults)."""
     if "instance_type" not in out and "instance_groups" not in out:
         out["instance_type"] = DEFAULT_INSTANCE_TYPE
-    out.setdefault("max_run", DEFAULT_MAX_RUNTIME)
+    stopping = data.get("stopping_condition")
+    if stopping is None or (isinstance(stopping, dict) and "max_runtime_in_seconds" in stopping):
+        # v3 fills in its one hour where no StoppingCondition is given or its max_runtime_in_seconds is None; a
+        # StoppingCondition written without the field sends none, and the API's default (one day, max_run's) applies.
+        out.setdefault("max_run", DEFAULT_MAX_RUNTIME)
     image = out.get("image_uri")
     if "name" not in out and isinstance(image, str) and image:
         # v3's default base job name: the image's repository name + "-job" (defaults.get_base_job_name).
@@ -130,9 +134,10 @@ def _reshape(out: dict[str, Any], problems: list[Problem]) -> None:
                                       "Regex": item.get("regex", item.get("Regex"))}
                                      if isinstance(item, dict) else item for item in out["metric_definitions"]]
     board = out.get("tensorboard_output_config")
-    if isinstance(board, dict) and "local_path" in board:
+    if isinstance(board, dict):
+        # v3's TensorBoardOutputConfig sends its local_path default, /opt/ml/output/tensorboard.
         board = dict(board)
-        board["container_local_output_path"] = board.pop("local_path")
+        board["container_local_output_path"] = board.pop("local_path", DEFAULT_TENSORBOARD_PATH)
         out["tensorboard_output_config"] = board
     if "inputs" in out:
         out["inputs"] = _channels(out["inputs"], problems, out.get("input_mode", "File"))
@@ -140,8 +145,16 @@ def _reshape(out: dict[str, Any], problems: list[Problem]) -> None:
         out["distribution"] = _distribution(out["distribution"], problems)
 
 
+#: A `Channel`'s own fields beside InputData's (channel_name, data_source, content_type) -> TrainingInput's.
+_CHANNEL_FIELDS = {"compression_type": "compression", "record_wrapper_type": "record_wrapping",
+                   "input_mode": "input_mode", "shuffle_config": "shuffle_config"}
+_INPUT_FIELDS = ("channel_name", "data_source", "content_type", *_CHANNEL_FIELDS)
+
+
 def _channels(value: Any, problems: list[Problem], job_mode: Any) -> Any:
-    """``input_data_config: [{channel_name, data_source, content_type}]`` -> ``inputs: {name: channel}``."""
+    """``input_data_config: [{channel_name, data_source, content_type}]`` (v3's InputData, or its Channel with
+    ``compression_type``, ``record_wrapper_type``, ``input_mode``, ``shuffle_config``) -> ``inputs: {name:
+    channel}``."""
     if not isinstance(value, list):
         problems.append(Problem("input_data_config", "must be a list of InputData: [{channel_name, data_source}]"))
         return {}
@@ -151,15 +164,21 @@ def _channels(value: Any, problems: list[Problem], job_mode: Any) -> Any:
         if not isinstance(item, dict) or "channel_name" not in item or "data_source" not in item:
             problems.append(Problem(path, "each InputData needs channel_name and data_source"))
             continue
-        extra = sorted(set(item) - {"channel_name", "data_source", "content_type"})
+        extra = sorted(set(item) - set(_INPUT_FIELDS))
         if extra:
-            problems.append(Problem(f"{path}.{extra[0]}", "is not a field of InputData (channel_name, data_source, "
-                                                          "content_type)"))
+            problems.append(Problem(f"{path}.{extra[0]}", f"is not a field of InputData or Channel "
+                                                          f"({', '.join(_INPUT_FIELDS)})"))
         name, source = item["channel_name"], item["data_source"]
         if name in channels:
             problems.append(Problem(f"{path}.channel_name", f"{name!r} is given twice"))
         channel = _data_source(source, f"{path}.data_source", problems)
-        if isinstance(channel, str) and job_mode == "File":
+        options = {_CHANNEL_FIELDS[key]: item[key] for key in _CHANNEL_FIELDS if item.get(key) is not None}
+        if options:
+            if isinstance(channel, str):
+                channel = {"s3_data": channel}
+            if isinstance(channel, dict):
+                channel.update(options)
+        elif isinstance(channel, str) and job_mode == "File":
             # v3 gives a URI's channel InputMode File (create_input_data_channel). In a FastFile or Pipe job that
             # would read the channel in File mode against the job's own mode: trainops leaves it to the job's
             # (docs/spec.md, SDK v3 differences).

@@ -124,3 +124,45 @@ def test_problems_of_the_converted_spec_are_told_in_v3_s_names():
     assert "ftp://" in found["input_data_config[train].s3_data"]
     # a v2 name beside v3's is refused at the key the user wrote
     assert "source_code.entry_script" in problems({**V3, "entry_point": "x.py"})["entry_point"]
+
+
+def test_channel_options_and_max_pending_time_in_v3_s_names():
+    spec = parse_job_spec({
+        **V3, "training_input_mode": "Pipe", "compute": {"instance_type": "ml.p4d.24xlarge"},
+        "stopping_condition": {"max_runtime_in_seconds": 7200, "max_pending_time_in_seconds": 3600},
+        "input_data_config": [{"channel_name": "train", "compression_type": "Gzip", "record_wrapper_type": "RecordIO",
+                               "input_mode": "Pipe", "shuffle_config": {"seed": 3},
+                               "data_source": {"s3_data_source": {
+                                   "s3_uri": "s3://bucket/train", "s3_data_type": "S3Prefix",
+                                   "s3_data_distribution_type": "ShardedByS3Key"}}}]})
+    channel = spec.channels["train"]
+    assert (channel.compression, channel.record_wrapping, channel.input_mode) == ("Gzip", "RecordIO", "Pipe")
+    assert channel.shuffle_config.seed == 3 and channel.distribution == "ShardedByS3Key"
+    request = render(spec, job_name="v3-1")
+    assert request["StoppingCondition"] == {"MaxRuntimeInSeconds": 7200, "MaxPendingTimeInSeconds": 3600}
+    sent = next(item for item in request["InputDataConfig"] if item["ChannelName"] == "train")
+    assert (sent["CompressionType"], sent["RecordWrapperType"], sent["ShuffleConfig"]) == ("Gzip", "RecordIO",
+                                                                                           {"Seed": 3})
+    # the API's range, told in v3's name; a Channel field v3 lacks is named with the fields it has
+    found = problems({**V3, "stopping_condition": {"max_pending_time_in_seconds": 600}})
+    assert "greater than or equal to 1800" in found["stopping_condition.max_pending_time_in_seconds"]
+    found = problems({**V3, "input_data_config": [{"channel_name": "train", "data_source": "s3://bucket/t",
+                                                   "seed": 1}]})
+    assert "shuffle_config" in found["input_data_config.0.seed"]
+
+
+def test_a_stopping_condition_without_run_time_leaves_it_to_the_api_default():
+    # v3 fills in one hour only where no StoppingCondition (or a None run time) is given
+    assert parse_job_spec({**V3, "stopping_condition": {"max_pending_time_in_seconds": 7200}}).max_run == 86400
+    assert parse_job_spec({**V3, "stopping_condition": {"max_runtime_in_seconds": None}}).max_run == 3600
+    board = parse_job_spec({**V3, "tensorboard_output_config": {"s3_output_path": "s3://bucket/tb"}})
+    assert board.tensorboard_output_config.container_local_output_path == "/opt/ml/output/tensorboard"
+
+
+def test_the_slurm_engine_refuses_a_max_pending_time_the_local_engine_has_none_to_bound():
+    from trainops.backends.request.channel_options import unhonoured_problems
+
+    spec = parse_job_spec({**V3, "stopping_condition": {"max_pending_time_in_seconds": 7200}})
+    assert "queue" in {problem.path: problem.message for problem in unhonoured_problems(spec, "slurm")}[
+        "max_pending_time"]
+    assert not unhonoured_problems(spec, "local")

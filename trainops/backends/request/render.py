@@ -394,6 +394,8 @@ def _optional_settings(spec: JobSpec, request: dict[str, Any], environment: dict
         request["EnableInterContainerTrafficEncryption"] = True
     if environment:
         request["Environment"] = environment
+    if spec.max_pending_time is not None:
+        request["StoppingCondition"]["MaxPendingTimeInSeconds"] = spec.max_pending_time
     if spec.max_retry_attempts:
         request["RetryStrategy"] = {"MaximumRetryAttempts": spec.max_retry_attempts}
     if spec.tags:
