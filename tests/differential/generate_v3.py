@@ -164,6 +164,8 @@ CASES: list[dict[str, Any]] = [
     _case("v3-max-pending-spot", compute={**GPU, "enable_managed_spot_training": True},
           stopping_condition={"max_runtime_in_seconds": 3600, "max_wait_time_in_seconds": 7200,
                               "max_pending_time_in_seconds": 1800}),
+    _case("v3-ignore-patterns", source_code={"source_dir": "src", "entry_script": "train.py",
+                                             "ignore_patterns": ["*.ckpt", "data"]}),
     _case("v3-requirements", source_code={"source_dir": "src", "entry_script": "train.py",
                                           "requirements": "requirements.txt"}),
     # More of v3's everyday shapes.

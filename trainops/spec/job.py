@@ -260,6 +260,11 @@ class JobSpec(CoreModel):
         default="v2", description="Whose behaviour the job follows: v2 (the estimator's) or v3 (ModelTrainer's: "
         "hyperparameters reach the script as v3's drivers pass them, strings as they are and other values "
         "JSON-encoded, in the order written; requirements installed first). A spec written in v3's names is v3.")
+    ignore_patterns: list[str] | None = Field(
+        default=None, max_length=100, description="Names left out of source_dir when its code is uploaded or laid "
+        "out (v3's SourceCode.ignore_patterns: shell-style patterns matched against each file and directory name, "
+        "as shutil.ignore_patterns does; v3's default list for a v3 spec: .env, .git, __pycache__, .DS_Store, "
+        ".cache, .ipynb_checkpoints). Not given: __pycache__ and .git.")
     requirements: str | None = Field(
         default=None, max_length=1024, description="A requirements file in source_dir (v3's "
         "SourceCode.requirements) that the trainops runtime installs with pip on every host before the script; a "

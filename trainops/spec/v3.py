@@ -2,7 +2,8 @@
 spec the rest of trainops knows (`trainops.spec.job.JobSpec`, in the SDK v2 estimator's names).
 
 A v3 user writes the constructor's and ``train()``'s arguments with each SDK object as the mapping of its own fields:
-``source_code: {source_dir, entry_script, requirements}``, ``compute: {instance_type, instance_count, ...}``,
+``source_code: {source_dir, entry_script, requirements, ignore_patterns}``,
+``compute: {instance_type, instance_count, ...}``,
 ``distributed: {type: torchrun | mpi, process_count_per_node, smp, mpi_additional_options}``, ``stopping_condition``,
 ``output_data_config``, ``checkpoint_config``, ``networking``, ``input_data_config: [{channel_name, data_source}]``,
 ``tags: [{key, value}]`` and the ``with_*`` settings under their attribute names. A spec with any of v3's own keys is
@@ -21,6 +22,8 @@ from trainops.errors import Problem, SpecError
 #: v3's defaults (sagemaker.train.defaults, sagemaker 3.27.0).
 DEFAULT_INSTANCE_TYPE = "ml.m5.xlarge"
 DEFAULT_MAX_RUNTIME = 3600
+#: SourceCode.ignore_patterns' default (sagemaker.core.training.configs.SourceCode).
+DEFAULT_IGNORE_PATTERNS = (".env", ".git", "__pycache__", ".DS_Store", ".cache", ".ipynb_checkpoints")
 DEFAULT_TENSORBOARD_PATH = "/opt/ml/output/tensorboard"  # sagemaker.core.training.configs.TensorBoardOutputConfig
 
 #: Each v3 key -> {its sub-key: the v2 field} (a whole-value key maps "" to its field).
@@ -28,7 +31,8 @@ _GROUPS: dict[str, dict[str, str]] = {
     "training_image": {"": "image_uri"},
     "base_job_name": {"": "name"},
     "training_input_mode": {"": "input_mode"},
-    "source_code": {"source_dir": "source_dir", "entry_script": "entry_point", "requirements": "requirements"},
+    "source_code": {"source_dir": "source_dir", "entry_script": "entry_point", "requirements": "requirements",
+                    "ignore_patterns": "ignore_patterns"},
     "compute": {"instance_type": "instance_type", "instance_count": "instance_count",
                 "volume_size_in_gb": "volume_size", "enable_managed_spot_training": "use_spot_instances",
                 "keep_alive_period_in_seconds": "keep_alive_period_in_seconds", "instance_groups": "instance_groups",
@@ -105,6 +109,8 @@ def _defaults(data: dict[str, Any], out: dict[str, Any]) -> None:
     """v3's defaults where the v3 spec leaves a field out (sagemaker.train.defaults)."""
     if "instance_type" not in out and "instance_groups" not in out:
         out["instance_type"] = DEFAULT_INSTANCE_TYPE
+    if "source_dir" in out and "ignore_patterns" not in out:
+        out["ignore_patterns"] = list(DEFAULT_IGNORE_PATTERNS)
     stopping = data.get("stopping_condition")
     if stopping is None or (isinstance(stopping, dict) and "max_runtime_in_seconds" in stopping):
         # v3 fills in its one hour where no StoppingCondition is given or its max_runtime_in_seconds is None; a

@@ -57,7 +57,9 @@ def v3_section() -> list[str]:
         "## Specs in the SDK v3's names (ModelTrainer)",
         "",
         "A spec may be written as a `ModelTrainer(...)` and its `train()` are: `training_image`, `base_job_name`, "
-        "`role`, `hyperparameters`, `environment`, `source_code: {source_dir, entry_script, requirements}`, "
+        "`role`, `hyperparameters`, `environment`, `source_code: {source_dir, entry_script, requirements, "
+        "ignore_patterns}` (v3's default ignore_patterns, .env .git __pycache__ .DS_Store .cache .ipynb_checkpoints, "
+        "keep those names out of the code on every engine), "
         "`compute: {instance_type, instance_count, volume_size_in_gb, enable_managed_spot_training, "
         "keep_alive_period_in_seconds, instance_groups, volume_kms_key_id, training_plan_arn}`, `distributed: {type: "
         "torchrun | mpi, process_count_per_node, smp: {...}, mpi_additional_options}`, `stopping_condition: "

@@ -166,3 +166,22 @@ def test_the_slurm_engine_refuses_a_max_pending_time_the_local_engine_has_none_t
     assert "queue" in {problem.path: problem.message for problem in unhonoured_problems(spec, "slurm")}[
         "max_pending_time"]
     assert not unhonoured_problems(spec, "local")
+
+
+def test_ignore_patterns_keep_names_out_of_the_code(tmp_path):
+    from trainops.backends.request.code import code_files, list_files
+
+    for name in ("train.py", ".env", "data/big.ckpt", "data/keep.txt", "__pycache__/x.pyc", "notes.md"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("x")
+    # v3's default patterns for a v3 spec; a v2 spec keeps trainops' own (__pycache__ and .git only)
+    v3 = parse_job_spec({**V3, "source_code": {"source_dir": str(tmp_path), "entry_script": "train.py"}})
+    assert v3.ignore_patterns == [".env", ".git", "__pycache__", ".DS_Store", ".cache", ".ipynb_checkpoints"]
+    assert [name for _, name in code_files(tmp_path, ignore_patterns=v3.ignore_patterns)] == \
+        ["data/big.ckpt", "data/keep.txt", "notes.md", "train.py"]
+    assert ".env" in [name for _, name in list_files(tmp_path)[0]]
+    # the user's patterns replace v3's default, matched on each name as shutil.ignore_patterns matches
+    spec = parse_job_spec({**V3, "source_code": {"source_dir": str(tmp_path), "entry_script": "train.py",
+                                                 "ignore_patterns": ["*.ckpt", "*.md"]}})
+    assert [name for _, name in code_files(tmp_path, ignore_patterns=spec.ignore_patterns)] == \
+        [".env", "__pycache__/x.pyc", "data/keep.txt", "train.py"]

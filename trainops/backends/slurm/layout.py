@@ -186,7 +186,7 @@ def lay_out(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_d
 
         code_dir = resolve_code_dir(spec)
         assert code_dir is not None
-        _copy(uploads.code_files(code_dir, spec.dependencies), job_dir / "code")
+        _copy(uploads.code_files(code_dir, spec.dependencies, spec.ignore_patterns), job_dir / "code")
     _copy(uploads.runtime_files(), job_dir / "runtime")
     shutil.copyfile(node.__file__, job_dir / "runtime" / NODE_FILE)
     channels = host_channels.fetch_channels(request, job_dir, channel_overrides(spec, options), s3_factory)
