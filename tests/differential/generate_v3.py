@@ -166,6 +166,11 @@ CASES: list[dict[str, Any]] = [
                               "max_pending_time_in_seconds": 1800}),
     _case("v3-ignore-patterns", source_code={"source_dir": "src", "entry_script": "train.py",
                                              "ignore_patterns": ["*.ckpt", "data"]}),
+    _case("v3-command", source_code={"source_dir": "src", "command": "python train.py --epochs 2"}),
+    _case("v3-command-args", source_code={"source_dir": "src", "command": "python train.py",
+                                          "args": ["--name", "a b", "--lr", 0.1]}),
+    # v3's session defaults trainops does not derive: the output path in the session's default bucket.
+    _case("v3-default-output-path", output_data_config=...),
     _case("v3-requirements", source_code={"source_dir": "src", "entry_script": "train.py",
                                           "requirements": "requirements.txt"}),
     # More of v3's everyday shapes.

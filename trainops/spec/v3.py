@@ -99,9 +99,10 @@ def type_name(key: str) -> str:
 
 
 def _unknown(key: str, sub: str, subs: dict[str, str]) -> str:
-    if key == "source_code" and sub == "command":
-        return ("v3 runs a shell command instead of a script; trainops launches a Python entry_script (torchrun / "
-                "mpirun / one process): give entry_script and pass options as hyperparameters")
+    if key == "source_code" and sub in ("command", "args"):
+        return (f"is not supported by trainops ({sub}: v3 runs a shell command instead of a script); trainops "
+                "launches an entry_script (torchrun / mpirun / one process): give entry_script and pass options as "
+                "hyperparameters")
     return f"is not a field of {type_name(key)} trainops takes; it takes {', '.join(subs)}"
 
 

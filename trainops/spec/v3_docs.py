@@ -27,9 +27,20 @@ V3_DIFFERENCES: tuple[tuple[str, str, str, str], ...] = (
      "job as v3 does, "
      "and in a FastFile / Pipe job leaves the channel to the job's mode, as asked",
      f"{_V3}/model_trainer.py (`create_input_data_channel`: `input_mode=\"File\"`)"),
-    ("", "`SourceCode(command=...)` runs a shell command", "refuses it: trainops launches a Python `entry_script` "
-     "(torchrun, mpirun or one process); pass options as hyperparameters", f"{_V3}/templates.py "
-     "(`EXECUTE_BASE_COMMANDS`: `eval` of the command)"),
+    ("v3-command-refused", "`SourceCode(command=..., args=[...])` runs a shell command (its args shell-quoted after "
+     "it) once per host instead of an entry script, with no distributed driver and no hyperparameters as arguments",
+     "refuses `command` and `args`, naming them: trainops launches an `entry_script` (torchrun, mpirun or one "
+     "process); pass options as hyperparameters", f"{_V3}/model_trainer.py (`_prepare_train_script`), "
+     "templates.py (`EXECUTE_BASE_COMMANDS`: `eval` of the command)"),
+    ("v3-session-defaults", "derives what a spec leaves out from its session: the output path "
+     "`s3://sagemaker-<region>-<account id>/<base_job_name>` in the session's default bucket (creating the bucket "
+     "when it is missing) and, with no `role`, the caller's own identity checked for training permissions",
+     "creates no bucket and assumes no role it was not given: the SageMaker backend refuses a v3 spec without "
+     "`output_data_config.s3_output_path` or `role` before anything is created, saying what v3 would have used "
+     "(the local engine writes under its work directory and needs no role)",
+     f"{_V3}/defaults.py (`TrainDefaults.get_output_data_config`, `get_role`), sagemaker/train/utils.py "
+     "(`_default_s3_uri`); https://sagemaker.readthedocs.io/en/stable/api/utility/session.html "
+     "(`Session.default_bucket`)"),
     ("v3-api-defaults-written", "leaves a field out where the API then takes its default: no `MaxRuntimeInSeconds` "
      "when a `StoppingCondition` is written without `max_runtime_in_seconds` (v3 fills in its one hour only where "
      "the field is None), no `S3DataDistributionType` when an `S3DataSource` omits it, and none of a shape's false "

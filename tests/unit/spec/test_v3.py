@@ -185,3 +185,20 @@ def test_ignore_patterns_keep_names_out_of_the_code(tmp_path):
                                                  "ignore_patterns": ["*.ckpt", "*.md"]}})
     assert [name for _, name in code_files(tmp_path, ignore_patterns=spec.ignore_patterns)] == \
         [".env", "__pycache__/x.pyc", "data/keep.txt", "train.py"]
+
+
+def test_the_sagemaker_backend_says_what_v3_s_session_would_have_used():
+    spec = parse_job_spec({key: value for key, value in V3.items() if key not in ("role", "output_data_config")})
+    with pytest.raises(SpecError) as caught:
+        render(spec, job_name="v3-1")
+    found = {problem.path: problem.message for problem in caught.value.problems}
+    assert "s3://sagemaker-<region>-<account id>/<base_job_name>" in found["output_path"]
+    assert "output_data_config.s3_output_path" in found["output_path"]
+    assert "caller's own identity" in found["role"]
+    # a v2 spec keeps the plain message
+    with pytest.raises(SpecError) as caught:
+        render(parse_job_spec({"entry_point": "train.py", "image_uri": IMAGE}), job_name="v2-1")
+    assert "SDK v3" not in str(caught.value)
+    assert "args" in problems({**V3, "source_code": {"source_dir": "s3://bucket/code/sourcedir.tar.gz",
+                                                     "entry_script": "train.py", "args": ["--x", 1]}})[
+        "source_code.args"]

@@ -148,17 +148,28 @@ def toolkit_model_dir(spec: JobSpec, job_name: str, distribution_values: dict[st
     return f"{(spec.output_path or '').rstrip('/')}/{job_name}/model"
 
 
+# What a v3 session derives where a v3 spec leaves these out, and why trainops asks instead: it never creates a bucket
+# and never turns the caller's own identity into the job's role (sagemaker.train.defaults, sagemaker 3.27.0).
+_V3_OUTPUT = (" (output_data_config.s3_output_path; SDK v3 would use its session's default bucket, "
+              "s3://sagemaker-<region>-<account id>/<base_job_name>, creating the bucket if it is missing: trainops "
+              "creates no bucket, so name one)")
+_V3_ROLE = (" (SDK v3 would resolve the caller's own identity and check it may train: trainops runs the job as no "
+            "role it was not given, so name it)")
+
+
 def sagemaker_problems(spec: JobSpec, region: str | None) -> list[Problem]:
     """What the SageMaker backend needs beyond a valid spec: a role, S3 locations, a region, a real instance type."""
     problems = []
     if not spec.role:
-        problems.append(Problem("role", "is required for the sagemaker backend: the IAM role ARN SageMaker assumes"))
+        problems.append(Problem("role", "is required for the sagemaker backend: the IAM role ARN SageMaker assumes"
+                                + _V3_ROLE * (spec.sdk == "v3")))
     if not region:
         problems.append(Problem("region", f"is required for the sagemaker backend: give one with {REGION_WAYS}"))
     elif not REGION.match(region):
         problems.append(Problem("region", f"{region!r} is not an AWS region name such as us-east-1"))
     if not spec.output_path:
-        problems.append(Problem("output_path", "is required for the sagemaker backend: an s3://bucket/prefix"))
+        problems.append(Problem("output_path", "is required for the sagemaker backend: an s3://bucket/prefix"
+                                + _V3_OUTPUT * (spec.sdk == "v3")))
     elif is_local_uri(spec.output_path):
         problems.append(Problem("output_path", f"{spec.output_path!r} is local; the sagemaker backend writes to S3: "
                                                "give an s3://bucket/prefix (local paths are for the local backend)"))
