@@ -313,8 +313,8 @@ V3_RULES: list[Rule] = [
     Rule("v3-command-refused", _ours_refuses_only(r"^source_code\.(command|args): is not supported by trainops"),
          _refusal_agrees),
     # docs/spec.md, SDK v3 differences: no default bucket created, no role assumed; the user names them.
-    Rule("v3-session-defaults", _ours_refuses_only(r"^output_path: is required .*SDK v3 would use its session's "
-                                                   r"default bucket"), _refusal_agrees),
+    Rule("v3-session-defaults", _ours_refuses_only(r"^output_data_config\.s3_output_path: is required .*SDK v3 "
+                                                   r"would use its session's default bucket"), _refusal_agrees),
     Rule("api-documented-limits",
          _ours_refuses_only(r"^(compute\.volume_kms_key_id|volume_kms_key): .* local NVMe storage",
                             r"the API's pattern", r"not a SageMaker training instance type",

@@ -171,6 +171,10 @@ CASES: list[dict[str, Any]] = [
                                           "args": ["--name", "a b", "--lr", 0.1]}),
     # v3's session defaults trainops does not derive: the output path in the session's default bucket.
     _case("v3-default-output-path", output_data_config=...),
+    _case("v3-private-registry", networking=VPC, training_image_config={
+        "training_repository_access_mode": "Vpc", "training_repository_auth_config": {
+            "training_repository_credentials_provider_arn":
+                "arn:aws:lambda:us-east-1:111122223333:function:registry-auth"}}),
     _case("v3-requirements", source_code={"source_dir": "src", "entry_script": "train.py",
                                           "requirements": "requirements.txt"}),
     # More of v3's everyday shapes.
@@ -227,6 +231,12 @@ def _trainer(spec: dict[str, Any], session: Any, workdir: Path) -> Any:
     if not source["source_dir"].startswith("s3://"):
         source["source_dir"] = str(workdir / source["source_dir"])
     arguments: dict[str, Any] = {"sagemaker_session": session, "source_code": configs.SourceCode(**source)}
+    if "training_image_config" in fields:
+        image_config = dict(fields.pop("training_image_config"))
+        if "training_repository_auth_config" in image_config:
+            image_config["training_repository_auth_config"] = configs.TrainingRepositoryAuthConfig(
+                **image_config["training_repository_auth_config"])
+        arguments["training_image_config"] = configs.TrainingImageConfig(**image_config)
     simple = {"compute": configs.Compute, "stopping_condition": configs.StoppingCondition,
               "output_data_config": configs.OutputDataConfig, "checkpoint_config": configs.CheckpointConfig,
               "networking": configs.Networking}

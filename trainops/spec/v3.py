@@ -45,6 +45,8 @@ _GROUPS: dict[str, dict[str, str]] = {
     "networking": {"subnets": "subnets", "security_group_ids": "security_group_ids",
                    "enable_network_isolation": "enable_network_isolation",
                    "enable_inter_container_traffic_encryption": "encrypt_inter_container_traffic"},
+    "training_image_config": {"training_repository_access_mode": "training_repository_access_mode",
+                              "training_repository_auth_config": "training_repository_credentials_provider_arn"},
     "input_data_config": {"": "inputs"},
     "distributed": {"": "distribution"},
     "retry_strategy": {"maximum_retry_attempts": "max_retry_attempts"},
@@ -128,6 +130,15 @@ def _reshape(out: dict[str, Any], problems: list[Problem]) -> None:
     """The nested v3 objects whose fields differ from v2's spelling."""
     if isinstance(out.get("instance_groups"), list):
         pass  # InstanceGroup's fields are the same in both SDKs (instance_group_name, instance_type, instance_count)
+    auth = out.get("training_repository_credentials_provider_arn")
+    if isinstance(auth, dict):
+        # TrainingRepositoryAuthConfig holds the one field: {training_repository_credentials_provider_arn}
+        extra = sorted(set(auth) - {"training_repository_credentials_provider_arn"})
+        if extra:
+            problems.append(Problem(f"training_image_config.training_repository_auth_config.{extra[0]}",
+                                    "is not a field of TrainingRepositoryAuthConfig "
+                                    "(training_repository_credentials_provider_arn)"))
+        out["training_repository_credentials_provider_arn"] = auth.get("training_repository_credentials_provider_arn")
     if isinstance(out.get("disable_output_compression"), str):
         compression = out["disable_output_compression"]
         if compression not in ("GZIP", "NONE"):

@@ -146,6 +146,12 @@ def test_channel_options_and_max_pending_time_in_v3_s_names():
     # the API's range, told in v3's name; a Channel field v3 lacks is named with the fields it has
     found = problems({**V3, "stopping_condition": {"max_pending_time_in_seconds": 600}})
     assert "greater than or equal to 1800" in found["stopping_condition.max_pending_time_in_seconds"]
+    private = parse_job_spec({**V3, "networking": {"subnets": ["subnet-0a1b2c3d"], "security_group_ids": ["sg-0a1b2c3d"]},
+                              "training_image_config": {
+        "training_repository_access_mode": "Vpc", "training_repository_auth_config": {
+            "training_repository_credentials_provider_arn": "arn:aws:lambda:us-east-1:111122223333:function:auth"}}})
+    assert (private.training_repository_access_mode, private.training_repository_credentials_provider_arn) == \
+        ("Vpc", "arn:aws:lambda:us-east-1:111122223333:function:auth")
     found = problems({**V3, "input_data_config": [{"channel_name": "train", "data_source": "s3://bucket/t",
                                                    "seed": 1}]})
     assert "shuffle_config" in found["input_data_config.0.seed"]
@@ -192,13 +198,18 @@ def test_the_sagemaker_backend_says_what_v3_s_session_would_have_used():
     with pytest.raises(SpecError) as caught:
         render(spec, job_name="v3-1")
     found = {problem.path: problem.message for problem in caught.value.problems}
-    assert "s3://sagemaker-<region>-<account id>/<base_job_name>" in found["output_path"]
-    assert "output_data_config.s3_output_path" in found["output_path"]
+    # told in v3's names, with what v3 would have used
+    assert "s3://sagemaker-<region>-<account id>/<base_job_name>" in found["output_data_config.s3_output_path"]
     assert "caller's own identity" in found["role"]
     # a v2 spec keeps the plain message
     with pytest.raises(SpecError) as caught:
         render(parse_job_spec({"entry_point": "train.py", "image_uri": IMAGE}), job_name="v2-1")
     assert "SDK v3" not in str(caught.value)
+    local = parse_job_spec({**V3, "input_data_config": [{"channel_name": "train", "data_source": "/tmp/data"}]})
+    with pytest.raises(SpecError) as caught:
+        render(local, job_name="v3-1")
+    assert "SDK v3 uploads a local channel" in {problem.path: problem.message
+                                                for problem in caught.value.problems}["input_data_config[train]"]
     assert "args" in problems({**V3, "source_code": {"source_dir": "s3://bucket/code/sourcedir.tar.gz",
                                                      "entry_script": "train.py", "args": ["--x", 1]}})[
         "source_code.args"]

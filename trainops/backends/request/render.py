@@ -176,7 +176,9 @@ def sagemaker_problems(spec: JobSpec, region: str | None) -> list[Problem]:
     for name, channel in spec.channels.items():
         if isinstance(channel, TrainingInput) and is_local_uri(channel.s3_data):
             problems.append(Problem(f"inputs.{name}", f"{channel.s3_data!r} is local; the sagemaker backend reads "
-                                                      "S3 or FSx: upload it first (trainops stage SRC s3://...)"))
+                                                      "S3 or FSx: upload it first (trainops stage SRC s3://...)"
+                                    + (" (SDK v3 uploads a local channel itself; trainops stages it as its own "
+                                       "step)") * (spec.sdk == "v3")))
     for path, instance_type in _instance_types(spec):
         if catalog.is_local(instance_type):
             problems.append(Problem(path, f"{instance_type} runs on this machine only: choose an ml.* instance type "
@@ -245,7 +247,7 @@ def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region:
         except SpecError as error:
             problems += error.problems
     if problems:
-        raise SpecError(problems, "job spec for the sagemaker backend")
+        raise _named_as_written(spec, SpecError(problems, "job spec for the sagemaker backend"))
     # sagemaker_problems() refused a spec without these, and the image resolved.
     assert region is not None and spec.output_path is not None and image is not None
 
@@ -260,8 +262,17 @@ def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region:
 
     problems = request_problems(request, spec)
     if problems:
-        raise SpecError(problems, "job spec for the sagemaker backend")
+        raise _named_as_written(spec, SpecError(problems, "job spec for the sagemaker backend"))
     return request
+
+
+def _named_as_written(spec: JobSpec, error: SpecError) -> SpecError:
+    """``error`` with each path in the names the spec was written in (a v3 spec's: ``input_data_config[train]``)."""
+    if spec.sdk != "v3":
+        return error
+    from trainops.spec.v3 import v3_problems
+
+    return v3_problems(error)
 
 
 def render_local(spec: JobSpec, *, job_name: str, launcher: str | None = None, code: str, runtime: str,
