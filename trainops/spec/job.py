@@ -264,7 +264,8 @@ class JobSpec(CoreModel):
         default=None, max_length=100, description="Names left out of source_dir when its code is uploaded or laid "
         "out (v3's SourceCode.ignore_patterns: shell-style patterns matched against each file and directory name, "
         "as shutil.ignore_patterns does; v3's default list for a v3 spec: .env, .git, __pycache__, .DS_Store, "
-        ".cache, .ipynb_checkpoints). Not given: __pycache__ and .git.")
+        ".cache, .ipynb_checkpoints); honoured by the SageMaker upload, the local and Slurm code layouts and Ray's "
+        "runtime_env excludes. Not given: __pycache__ and .git.")
     requirements: str | None = Field(
         default=None, max_length=1024, description="A requirements file in source_dir (v3's "
         "SourceCode.requirements) that the trainops runtime installs with pip on every host before the script; a "

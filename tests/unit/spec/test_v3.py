@@ -213,3 +213,17 @@ def test_the_sagemaker_backend_says_what_v3_s_session_would_have_used():
     assert "args" in problems({**V3, "source_code": {"source_dir": "s3://bucket/code/sourcedir.tar.gz",
                                                      "entry_script": "train.py", "args": ["--x", 1]}})[
         "source_code.args"]
+
+
+def test_the_ray_engine_ships_the_code_without_the_ignored_names(tmp_path):
+    from trainops.backends import get_backend
+
+    (tmp_path / "train.py").write_text("print('hi')\n")
+    spec = parse_job_spec({**V3, "compute": {"instance_type": "ml.g5.12xlarge"},
+                           "source_code": {"source_dir": str(tmp_path), "entry_script": "train.py",
+                                           "ignore_patterns": ["*.ckpt", "data"]}})
+    rendered = get_backend("ray", options={"address": "http://head:8265", "runtime_env": {"excludes": ["*.log"]}}
+                           ).render_request(spec, "v3-1")
+    # Ray's excludes match names in any directory (gitignore patterns without a slash), as v3's patterns do
+    assert rendered["runtime_env"]["excludes"] == ["*.log", "*.ckpt", "data"]
+    assert rendered["runtime_env"]["working_dir"] == str(tmp_path.resolve())

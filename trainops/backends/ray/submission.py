@@ -131,6 +131,8 @@ def render(spec: Any, name: str, options: RayOptions, *, owner: str, shared_dir:
     runtime_env: dict[str, Any] = {**given, "env_vars": env_vars}
     if shared_dir is None:
         runtime_env["working_dir"] = str(code)
+        if spec.ignore_patterns is not None:  # v3's SourceCode.ignore_patterns: name patterns, as Ray's excludes take
+            runtime_env["excludes"] = [*(given.get("excludes") or []), *spec.ignore_patterns]
         runtime_env["py_modules"] = [runtime_package()]
         env_vars[SHIPPED_VARIABLE] = "1"  # the code channel is the working_dir Ray unpacked on each node
     plan = placement(spec, options)
