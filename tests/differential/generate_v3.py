@@ -175,6 +175,9 @@ CASES: list[dict[str, Any]] = [
         "training_repository_access_mode": "Vpc", "training_repository_auth_config": {
             "training_repository_credentials_provider_arn":
                 "arn:aws:lambda:us-east-1:111122223333:function:registry-auth"}}),
+    # A DatasetSource as InputData: v3 3.27.0 refuses it itself (create_input_data_channel), as trainops does.
+    _case("v3-dataset-source", input_data_config=[{"channel_name": "train", "data_source": {"dataset_source": {
+        "dataset_arn": "arn:aws:sagemaker:us-east-1:111122223333:hub-content/hub/DataSet/train/1.0.0"}}}]),
     _case("v3-requirements", source_code={"source_dir": "src", "entry_script": "train.py",
                                           "requirements": "requirements.txt"}),
     # More of v3's everyday shapes.
@@ -282,12 +285,13 @@ def _input(item: dict[str, Any]) -> Any:
     source_value = item["data_source"]
     if isinstance(source_value, dict):
         (kind, values), = source_value.items()
-        source_value = {"s3_data_source": configs.S3DataSource,
+        source_value = {"s3_data_source": configs.S3DataSource, "dataset_source": configs.DatasetSource,
                         "file_system_data_source": configs.FileSystemDataSource}[kind](**values)
     if not any(field in item for field in _CHANNEL_FIELDS):
         return configs.InputData(channel_name=item["channel_name"], data_source=source_value,
                                  **({"content_type": item["content_type"]} if "content_type" in item else {}))
-    kind = "s3_data_source" if isinstance(source_value, configs.S3DataSource) else "file_system_data_source"
+    kind = {configs.S3DataSource: "s3_data_source", configs.DatasetSource: "dataset_source"}.get(
+        type(source_value), "file_system_data_source")
     fields = {field: item[field] for field in ("content_type", *_CHANNEL_FIELDS) if field in item}
     if "shuffle_config" in fields:
         fields["shuffle_config"] = configs.ShuffleConfig(**fields["shuffle_config"])
