@@ -309,9 +309,6 @@ V3_RULES: list[Rule] = [
     # API's 100 entries; v3 carries its drivers' settings in its sm_drivers channel.
     Rule("v3-launcher-entries",
          _ours_refuses_only(r"^(hyperparameters|environment): .*CreateTrainingJob takes at most 100"), _refusal_agrees),
-    # docs/spec.md, SDK v3 differences: SourceCode.command / args refused, naming them.
-    Rule("v3-command-refused", _ours_refuses_only(r"^source_code\.(command|args): is not supported by trainops"),
-         _refusal_agrees),
     # docs/spec.md, SDK v3 differences: no default bucket created, no role assumed; the user names them.
     Rule("v3-session-defaults", _ours_refuses_only(r"^output_data_config\.s3_output_path: is required .*SDK v3 "
                                                    r"would use its session's default bucket"), _refusal_agrees),

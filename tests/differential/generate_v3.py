@@ -9,7 +9,8 @@ Runs in the v3 oracle venv (never trainops' dependencies):
 Each case is a trainops spec in v3's names (`CASES`); the oracle builds the ModelTrainer those mappings stand for
 (each SDK object from the mapping of its own fields, the ``with_*`` settings through their methods) with a session
 whose uploads compute their S3 key and upload nothing and whose role check answers the role as given, and records
-``_create_training_job_args(boto3=True)``: the request ``train()`` sends, or the SDK's error. compare.py renders the
+``_create_training_job_args(boto3=True)``: the request ``train()`` sends, or the SDK's error, and for a
+``SourceCode.command`` the command line its ``sm_train.sh`` evals. compare.py renders the
 same spec with trainops and compares everything but v3's driver plumbing (the ``code`` and ``sm_drivers`` channels,
 the ``ContainerEntrypoint`` / ``ContainerArguments`` that start ``sm_train.sh``) and the name's timestamp.
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import sys
 import tempfile
 from importlib import metadata
@@ -327,14 +329,35 @@ def _session() -> Any:
     return RecordingSession(boto_session=boto, default_bucket="bucket")
 
 
+#: What v3's sm_train.sh evals for a SourceCode.command (templates.EXECUTE_BASE_COMMANDS' here-document).
+_COMMAND = re.compile(r"<<'SAGEMAKER_BASE_COMMAND_EOF'\n(.*)\nSAGEMAKER_BASE_COMMAND_EOF\n", re.S)
+_SCRIPTS: list[str] = []
+
+
+def _record_train_script() -> None:
+    """Keep each sm_train.sh v3 writes: the command it runs travels in the sm_drivers channel, not in the request."""
+    from sagemaker.train import model_trainer
+
+    original = model_trainer.ModelTrainer._prepare_train_script
+
+    def prepare(self: Any, tmp_dir: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(self, tmp_dir, *args, **kwargs)
+        _SCRIPTS.append((Path(tmp_dir.name) / "sm_train.sh").read_text())
+        return result
+
+    model_trainer.ModelTrainer._prepare_train_script = prepare
+
+
 def capture(case: dict[str, Any], workdir: Path) -> dict[str, Any]:
     try:
+        _SCRIPTS.clear()
         request = _trainer(case["spec"], _session(), workdir)._create_training_job_args(boto3=True)
         request = json.loads(json.dumps(request, default=str))
         refusal = _boto3_refusal(request)
         if refusal:
             return {"accepted": False, "error": f"ParamValidationError: {refusal}"[:2000]}
-        return {"accepted": True, "request": request}
+        command = _COMMAND.search(_SCRIPTS[-1]) if _SCRIPTS else None
+        return {"accepted": True, "request": request, **({"command": command.group(1)} if command else {})}
     except Exception as error:  # the SDK's refusal is the oracle's answer
         return {"accepted": False, "error": f"{type(error).__name__}: {error}"[:2000]}
 
@@ -344,6 +367,7 @@ def main() -> int:
 
     # The role check asks IAM (SimulatePrincipalPolicy): answered with the role as given, no network.
     defaults.resolve_and_validate_role = lambda *args, **kwargs: kwargs.get("provided_role")
+    _record_train_script()
     with tempfile.TemporaryDirectory() as directory:
         workdir = Path(directory)
         (workdir / "src").mkdir()

@@ -4,6 +4,7 @@ or its API-limits table explains; every rule settles a case."""
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 
@@ -54,6 +55,17 @@ def test_the_grid_holds_issue_46_s_classes():
     # the API's limits v3 sends past: tags, counts, lengths, warm pools, augmented manifests outside Pipe
     assert {"v3-tag-aws-prefix", "v3-tags-51", "v3-hyperparameters-101", "v3-environment-101", "v3-s3-uri-too-long",
             "v3-warm-pool-over-max", "v3-channel-augmented-manifest-fastfile"} <= ids
+
+
+def test_a_command_is_compared_with_the_line_v3_runs():
+    from differential.v3_compare import judge_v3
+
+    commands = [case for case in GOLDEN["cases"] if "command" in case["oracle"]]
+    assert {case["id"] for case in commands} == {"v3-command", "v3-command-args"}
+    altered = copy.deepcopy(commands[-1])
+    altered["oracle"]["command"] += " --extra"
+    verdict = judge_v3(altered)
+    assert verdict.kind == "disagree" and "command: oracle" in verdict.detail
 
 
 def test_the_golden_is_v3_s_and_holds_its_encoding():

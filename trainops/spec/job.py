@@ -142,7 +142,8 @@ class JobSpec(CoreModel):
     framework: Literal["pytorch", "tensorflow"] = Field(default="pytorch", description="Deep-learning framework.")
     framework_version: str | None = Field(default=None, description="Framework version, e.g. 2.3.0.")
     py_version: str | None = Field(default=None, description="Python version of the image, e.g. py311.")
-    entry_point: str = Field(min_length=1, max_length=1024, description="Training script, relative to source_dir.")
+    entry_point: str | None = Field(default=None, min_length=1, max_length=1024,
+                                    description="Training script, relative to source_dir (or give command).")
     source_dir: str | None = Field(default=None, max_length=4096, description="Directory holding the code.")
     launcher: Literal["trainops", "toolkit"] = Field(
         default="trainops", description="Who launches the ranks in the container: the trainops runtime or the "
@@ -260,6 +261,11 @@ class JobSpec(CoreModel):
         default="v2", description="Whose behaviour the job follows: v2 (the estimator's) or v3 (ModelTrainer's: "
         "hyperparameters reach the script as v3's drivers pass them, strings as they are and other values "
         "JSON-encoded, in the order written; requirements installed first). A spec written in v3's names is v3.")
+    command: str | None = Field(
+        default=None, min_length=1, max_length=4096, description="SDK v3's SourceCode.command (with its args "
+        "shell-quoted after it): a shell command the trainops runtime runs once on every host, in the code "
+        "directory, instead of an entry_point; no distribution launches it and hyperparameters reach it in SM_HPS "
+        "only, as in v3.")
     ignore_patterns: list[str] | None = Field(
         default=None, max_length=100, description="Names left out of source_dir when its code is uploaded or laid "
         "out (v3's SourceCode.ignore_patterns: shell-style patterns matched against each file and directory name, "

@@ -15,6 +15,7 @@ thing is refused, naming both. What v3 does that trainops does differently on pu
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 from trainops.errors import Problem, SpecError
@@ -32,7 +33,7 @@ _GROUPS: dict[str, dict[str, str]] = {
     "base_job_name": {"": "name"},
     "training_input_mode": {"": "input_mode"},
     "source_code": {"source_dir": "source_dir", "entry_script": "entry_point", "requirements": "requirements",
-                    "ignore_patterns": "ignore_patterns"},
+                    "ignore_patterns": "ignore_patterns", "command": "command", "args": "_args"},
     "compute": {"instance_type": "instance_type", "instance_count": "instance_count",
                 "volume_size_in_gb": "volume_size", "enable_managed_spot_training": "use_spot_instances",
                 "keep_alive_period_in_seconds": "keep_alive_period_in_seconds", "instance_groups": "instance_groups",
@@ -101,10 +102,6 @@ def type_name(key: str) -> str:
 
 
 def _unknown(key: str, sub: str, subs: dict[str, str]) -> str:
-    if key == "source_code" and sub in ("command", "args"):
-        return (f"is not supported by trainops ({sub}: v3 runs a shell command instead of a script); trainops "
-                "launches an entry_script (torchrun / mpirun / one process): give entry_script and pass options as "
-                "hyperparameters")
     return f"is not a field of {type_name(key)} trainops takes; it takes {', '.join(subs)}"
 
 
@@ -130,6 +127,19 @@ def _reshape(out: dict[str, Any], problems: list[Problem]) -> None:
     """The nested v3 objects whose fields differ from v2's spelling."""
     if isinstance(out.get("instance_groups"), list):
         pass  # InstanceGroup's fields are the same in both SDKs (instance_group_name, instance_type, instance_count)
+    arguments = out.pop("_args", None)
+    if arguments is not None:
+        if not isinstance(out.get("command"), str):
+            problems.append(Problem("source_code.args", "args apply to source_code.command only (v3 appends them to "
+                                                        "the command): give command, or pass options as "
+                                                        "hyperparameters to an entry_script"))
+        elif not isinstance(arguments, list) or not all(isinstance(item, (str, int, float)) for item in arguments):
+            problems.append(Problem("source_code.args", "must be a list of strings and numbers"))
+        else:
+            # As v3's _prepare_train_script builds it: the command's words, then each argument shell-quoted.
+            out["command"] = " ".join([*out["command"].split(), *(shlex.quote(str(item)) for item in arguments)])
+    elif isinstance(out.get("command"), str):
+        out["command"] = " ".join(out["command"].split())
     auth = out.get("training_repository_credentials_provider_arn")
     if isinstance(auth, dict):
         # TrainingRepositoryAuthConfig holds the one field: {training_repository_credentials_provider_arn}

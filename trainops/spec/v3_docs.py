@@ -27,11 +27,11 @@ V3_DIFFERENCES: tuple[tuple[str, str, str, str], ...] = (
      "job as v3 does, "
      "and in a FastFile / Pipe job leaves the channel to the job's mode, as asked",
      f"{_V3}/model_trainer.py (`create_input_data_channel`: `input_mode=\"File\"`)"),
-    ("v3-command-refused", "`SourceCode(command=..., args=[...])` runs a shell command (its args shell-quoted after "
-     "it) once per host instead of an entry script, with no distributed driver and no hyperparameters as arguments",
-     "refuses `command` and `args`, naming them: trainops launches an `entry_script` (torchrun, mpirun or one "
-     "process); pass options as hyperparameters", f"{_V3}/model_trainer.py (`_prepare_train_script`), "
-     "templates.py (`EXECUTE_BASE_COMMANDS`: `eval` of the command)"),
+    ("", "`SourceCode(command=...)` beside `entry_script` runs the command and ignores the script (a warning); beside "
+     "`distributed` runs the command and no driver, silently", "refuses both pairs, naming them: a command runs as "
+     "written once on every host (its `args` shell-quoted after it, hyperparameters in `SM_HPS` only, as v3 runs it "
+     "with `eval` in `sm_train.sh`), so start torchrun or mpirun in the command yourself",
+     f"{_V3}/model_trainer.py (`_prepare_train_script`), templates.py (`EXECUTE_BASE_COMMANDS`)"),
     ("v3-session-defaults", "derives what a spec leaves out from its session: the output path "
      "`s3://sagemaker-<region>-<account id>/<base_job_name>` in the session's default bucket (creating the bucket "
      "when it is missing) and, with no `role`, the caller's own identity checked for training permissions",

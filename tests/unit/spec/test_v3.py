@@ -87,9 +87,9 @@ def test_mixing_v2_and_v3_names_is_refused_naming_both():
 
 
 def test_v3_shapes_refused_with_their_names():
-    found = problems({**V3, "source_code": {"command": "python train.py"}, "distributed": {"type": "deepspeed"},
-                      "compute": {"instance_typ": "ml.c5.xlarge"}})
-    assert "entry_script" in found["source_code.command"]
+    found = problems({**V3, "source_code": {"entry_script": "train.py", "args": ["--x"]},
+                      "distributed": {"type": "deepspeed"}, "compute": {"instance_typ": "ml.c5.xlarge"}})
+    assert "command" in found["source_code.args"]
     assert "torchrun" in found["distributed"]
     assert "instance_type" in found["compute.instance_typ"]
     assert "toolkit" in problems({**V3, "launcher": "toolkit"})["launcher"]
@@ -227,3 +227,25 @@ def test_the_ray_engine_ships_the_code_without_the_ignored_names(tmp_path):
     # Ray's excludes match names in any directory (gitignore patterns without a slash), as v3's patterns do
     assert rendered["runtime_env"]["excludes"] == ["*.log", "*.ckpt", "data"]
     assert rendered["runtime_env"]["working_dir"] == str(tmp_path.resolve())
+
+
+def test_a_v3_command_travels_to_the_runtime_with_its_args_quoted():
+    from trainops.runtime.hyperparameters import COMMAND_KEY
+
+    spec = parse_job_spec({**V3, "source_code": {"source_dir": "s3://bucket/code/sourcedir.tar.gz",
+                                                 "command": "python  train.py --epochs 2",
+                                                 "args": ["--name", "a b", 0.5]}})
+    assert spec.entry_point is None and spec.command == "python train.py --epochs 2 --name 'a b' 0.5"
+    hyperparameters = render(spec, job_name="v3-1")["HyperParameters"]
+    assert json.loads(hyperparameters[COMMAND_KEY]) == spec.command and "sagemaker_program" not in hyperparameters
+    found = problems({**V3, "source_code": {"source_dir": "s3://bucket/code/sourcedir.tar.gz", "command": "x",
+                                            "entry_script": "train.py"}, "distributed": {"type": "torchrun"}})
+    assert "not both" in found["source_code.command"] and "torchrun" in found["distributed"]
+    assert "required" in problems({**V3, "source_code": {"source_dir": "s3://bucket/code/sourcedir.tar.gz"}})[
+        "source_code.entry_script"]
+    # in v2 names too, and the image's toolkit runs an entry_point only
+    v2 = {"entry_point": None, "command": "python train.py", "instance_type": "ml.c5.xlarge",
+          "role": "arn:aws:iam::123456789012:role/x", "output_path": "s3://b/o", "source_dir": "s3://b/c.tar.gz",
+          "framework_version": "2.3.0", "py_version": "py311"}
+    assert "toolkit" in problems({**v2, "launcher": "toolkit"})["command"]
+    assert "required" in problems({**v2, "command": None})["entry_point"]

@@ -96,7 +96,7 @@ def code_directory(spec: Any) -> Path:
         raise SpecError(Problem("source_dir", "the ray engine ships the code from this machine in the job's "
                                               "runtime_env: give a local directory"), "job spec for the ray engine")
     directory = Path(spec.source_dir or ".").expanduser().resolve()
-    if not (directory / spec.entry_point).is_file():
+    if spec.entry_point is not None and not (directory / spec.entry_point).is_file():
         raise SpecError(Problem("entry_point", f"{spec.entry_point} is not a file in {directory}"),
                         "job spec for the ray engine")
     return directory
