@@ -55,14 +55,41 @@ _GROUPS: dict[str, dict[str, str]] = {
     "remote_debug_config": {"enable_remote_debug": "enable_remote_debug"},
     "session_chaining_config": {"enable_session_tag_chaining": "enable_session_tag_chaining"},
 }
+#: What a v3 user may write that trainops does not run, each refused with what to do instead (docs/spec.md, "SDK v3").
+NOT_TAKEN: dict[str, str] = {
+    "compute.cluster_name": "is HyperPodCompute's (v3's fine-tuning trainers submit recipe jobs to a HyperPod "
+    "cluster through the HyperPod CLI): trainops does not submit to HyperPod's EKS clusters; give Compute's "
+    "instance_type and instance_count for a training job, or run on a HyperPod Slurm cluster with --backend slurm",
+    "compute.namespace": "is HyperPodCompute's Kubernetes namespace: trainops does not submit to HyperPod's EKS "
+    "clusters; give Compute's instance_type and instance_count, or use --backend slurm on a HyperPod Slurm cluster",
+    "compute.node_count": "is HyperPodCompute's: trainops does not submit to HyperPod's EKS clusters; write "
+    "compute.instance_count for a training job's hosts",
+    "compute.instance_preferences": "is not supported by trainops (v3 picks among several instance types): give "
+    "one compute.instance_type, or instance_groups",
+    "training_recipe": "is ModelTrainer.from_recipe's (a SageMaker HyperPod recipe v3 resolves into an image, a "
+    "launcher script and hyperparameters): trainops does not resolve recipes; write the job's training_image, "
+    "source_code and distributed yourself",
+    "recipe_overrides": "is ModelTrainer.from_recipe's: trainops does not resolve recipes; write the job's "
+    "training_image, source_code and distributed yourself",
+    "jumpstart_config": "is ModelTrainer.from_jumpstart_config's: trainops does not look models up in JumpStart; "
+    "write the training_image and source_code the model card gives",
+    "algorithm_name": "is not supported by trainops (an algorithm resource, not a training image): give "
+    "training_image and source_code",
+    "training_mode": "is not needed: v3's local-container mode is trainops' local engine (trainops run SPEC "
+    "--backend local); remove it",
+    "local_container_root": "is not needed: trainops' local engine keeps its jobs under --workdir; remove it",
+    "sagemaker_session": "cannot be written in a spec: trainops makes its own AWS clients; give region (and role)",
+}
 #: Keys both SDKs spell alike whose v3 shape differs (converted when the spec is a v3 one).
 _SHARED_RESHAPED = ("tags", "metric_definitions", "tensorboard_output_config")
 V3_KEYS = frozenset(_GROUPS)
+#: v3's own keys trainops refuses: a spec with one is a v3 spec, told so in v3's words.
+_V3_ONLY_REFUSED = frozenset(key for key in NOT_TAKEN if "." not in key)
 
 
 def is_v3(data: Any) -> bool:
     """Whether ``data`` is written in ModelTrainer's names (any of v3's own keys)."""
-    return isinstance(data, dict) and bool(V3_KEYS & set(data))
+    return isinstance(data, dict) and bool((V3_KEYS | _V3_ONLY_REFUSED) & set(data))
 
 
 def from_model_trainer(data: dict[str, Any]) -> dict[str, Any]:
@@ -73,7 +100,11 @@ def from_model_trainer(data: dict[str, Any]) -> dict[str, Any]:
         if field in data:
             problems.append(Problem(field, f"is the SDK v2 name of {v3_name}, and this spec is written in v3's "
                                            f"names (ModelTrainer): write {v3_name} only"))
-    out: dict[str, Any] = {key: value for key, value in data.items() if key not in V3_KEYS}
+    problems.extend(Problem(key, NOT_TAKEN[key]) for key in data if key in NOT_TAKEN)
+    if isinstance(data.get("hyperparameters"), str):
+        problems.append(Problem("hyperparameters", "is a file name (v3 reads a JSON or YAML file): trainops takes "
+                                                   "the mapping itself; write the hyperparameters in the spec"))
+    out: dict[str, Any] = {key: value for key, value in data.items() if key not in V3_KEYS and key not in NOT_TAKEN}
     out["sdk"] = "v3"
     for key, subs in _GROUPS.items():
         if key not in data:
@@ -86,7 +117,9 @@ def from_model_trainer(data: dict[str, Any]) -> dict[str, Any]:
             problems.append(Problem(key, f"must be a mapping of {type_name(key)}'s fields ({', '.join(subs)})"))
             continue
         for sub, item in value.items():
-            if sub not in subs:
+            if f"{key}.{sub}" in NOT_TAKEN:
+                problems.append(Problem(f"{key}.{sub}", NOT_TAKEN[f"{key}.{sub}"]))
+            elif sub not in subs:
                 problems.append(Problem(f"{key}.{sub}", _unknown(key, sub, subs)))
             elif item is not None:
                 out[subs[sub]] = item

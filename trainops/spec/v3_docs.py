@@ -3,7 +3,7 @@ trainops does differently from v3 on purpose and the source of each."""
 
 from __future__ import annotations
 
-from trainops.spec.v3 import DEFAULT_INSTANCE_TYPE, DEFAULT_MAX_RUNTIME
+from trainops.spec.v3 import DEFAULT_INSTANCE_TYPE, DEFAULT_MAX_RUNTIME, NOT_TAKEN
 
 _V3 = "sagemaker 3.27.0 (PyPI), sagemaker/train"
 
@@ -97,5 +97,14 @@ def v3_section() -> list[str]:
         "| grid rule | SDK v3 | trainops | source |",
         "| --- | --- | --- | --- |",
         *rows,
+        "",
+        "What v3 takes that trainops refuses before anything is created, naming the field (`trainops.spec.v3.NOT_TAKEN`"
+        "); HyperPod's EKS compute and recipes are out of scope (a HyperPod Slurm cluster is the slurm engine's, "
+        "docs/slurm.md):",
+        "",
+        "| v3 field | trainops |",
+        "| --- | --- |",
+        *(f"| `{key}` | {message} |" for key, message in NOT_TAKEN.items()),
+        "| `hyperparameters` as a file name | refused: write the mapping in the spec (v3 reads a JSON or YAML file) |",
         "",
     ]

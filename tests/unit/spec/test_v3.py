@@ -249,3 +249,21 @@ def test_a_v3_command_travels_to_the_runtime_with_its_args_quoted():
           "framework_version": "2.3.0", "py_version": "py311"}
     assert "toolkit" in problems({**v2, "launcher": "toolkit"})["command"]
     assert "required" in problems({**v2, "command": None})["entry_point"]
+
+
+@pytest.mark.parametrize("extra, path, words", [
+    ({"compute": {"cluster_name": "pod", "node_count": 2}}, "compute.cluster_name", "HyperPod"),
+    ({"compute": {"instance_type": "ml.p5.48xlarge", "node_count": 2}}, "compute.node_count", "instance_count"),
+    ({"training_recipe": "training/llama/hf_llama3_8b_seq8k_gpu_p5x16_pretrain"}, "training_recipe", "recipes"),
+    ({"recipe_overrides": {"trainer": {"num_nodes": 2}}}, "recipe_overrides", "recipes"),
+    ({"jumpstart_config": {"model_id": "meta-llama"}}, "jumpstart_config", "JumpStart"),
+    ({"training_mode": "LOCAL_CONTAINER"}, "training_mode", "--backend local"),
+    ({"hyperparameters": "hyperparameters.yaml"}, "hyperparameters", "write the hyperparameters in the spec"),
+])
+def test_what_v3_takes_and_trainops_does_not_is_refused_naming_the_field(extra, path, words):
+    assert words in problems({**V3, **extra})[path]
+
+
+def test_a_recipe_alone_makes_a_v3_spec_and_is_refused_in_v3_s_words():
+    found = problems({"training_recipe": "training/llama/x", "compute": {"instance_type": "ml.p5.48xlarge"}})
+    assert list(found) == ["training_recipe"] and "does not resolve recipes" in found["training_recipe"]
