@@ -85,7 +85,12 @@ def check_spec(spec: Any, options: SlurmOptions, shared_dir: str | None) -> None
         problems.append(Problem("shared_dir", f"{shared_dir!r} holds a space: sbatch's #SBATCH lines cannot carry "
                                               "it; choose a plainer path"))
     if problems:
-        raise SpecError(problems, "job spec for the slurm backend")
+        error = SpecError(problems, "job spec for the slurm backend")
+        if spec.sdk == "v3":  # told in the names the spec was written in (compute.instance_groups)
+            from trainops.spec.v3 import v3_problems
+
+            error = v3_problems(error)
+        raise error
 
 
 def _channel_problems(spec: Any, options: SlurmOptions) -> list[Problem]:
