@@ -300,7 +300,34 @@ def _without_v3_defaults_written(case: dict, oracle: Any, ours: Any) -> tuple:
     return oracle, ours
 
 
+def _local_channels(case: dict) -> set[str]:
+    return {item["channel_name"] for item in case["spec"].get("input_data_config") or []
+            if isinstance(item.get("data_source"), str) and not item["data_source"].startswith("s3://")}
+
+
+def _v3_local_channel_location(case: dict, oracle: Any, ours: Any) -> bool:
+    return bool(_local_channels(case)) and oracle.accepted and ours.accepted
+
+
+def _without_v3_local_channel_location(case: dict, oracle: Any, ours: Any) -> tuple:
+    """trainops uploads a local channel under <output_path>/<job name>/input/<channel>/ (a file by its name), v3
+    under its session's default bucket: where ours is that place, it counts as v3's (anywhere else still differs)."""
+    request = ours.value["request"]
+    output = request["OutputDataConfig"]["S3OutputPath"].rstrip("/")
+    theirs = {channel["ChannelName"]: channel["DataSource"]["S3DataSource"]["S3Uri"]
+              for channel in oracle.value.get("InputDataConfig") or [] if "S3DataSource" in channel["DataSource"]}
+    for channel in request.get("InputDataConfig") or []:
+        name = channel["ChannelName"]
+        source = channel["DataSource"].get("S3DataSource") or {}
+        if name in _local_channels(case) and source.get("S3Uri", "").startswith(
+                f"{output}/{request['TrainingJobName']}/input/{name}/"):
+            source["S3Uri"] = theirs.get(name, source["S3Uri"])
+    return oracle, ours
+
+
 V3_RULES: list[Rule] = [
+    # docs/spec.md, SDK v3 differences: a local channel is uploaded under the output path, not a default bucket.
+    Rule("v3-local-channel-location", _v3_local_channel_location, _without_v3_local_channel_location),
     # docs/spec.md, SDK v3 differences: a URI channel follows the job's FastFile / Pipe mode, not v3's File.
     Rule("v3-uri-channel-mode", _v3_uri_channel_mode, _without_v3_uri_channel_mode),
     # docs/spec.md, SDK v3 differences: a field v3 leaves out, trainops writes with the API's own default.

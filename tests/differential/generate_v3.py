@@ -171,6 +171,8 @@ CASES: list[dict[str, Any]] = [
     _case("v3-command", source_code={"source_dir": "src", "command": "python train.py --epochs 2"}),
     _case("v3-command-args", source_code={"source_dir": "src", "command": "python train.py",
                                           "args": ["--name", "a b", "--lr", 0.1]}),
+    # A channel given as a path on this machine: v3 uploads it (a file every machine has, so the golden travels).
+    _case("v3-local-channel", input_data_config=[{"channel_name": "train", "data_source": "/bin/sh"}]),
     # v3's session defaults trainops does not derive: the output path in the session's default bucket.
     _case("v3-default-output-path", output_data_config=...),
     _case("v3-private-registry", networking=VPC, training_image_config={

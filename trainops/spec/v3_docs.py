@@ -32,6 +32,12 @@ V3_DIFFERENCES: tuple[tuple[str, str, str, str], ...] = (
      "written once on every host (its `args` shell-quoted after it, hyperparameters in `SM_HPS` only, as v3 runs it "
      "with `eval` in `sm_train.sh`), so start torchrun or mpirun in the command yourself",
      f"{_V3}/model_trainer.py (`_prepare_train_script`), templates.py (`EXECUTE_BASE_COMMANDS`)"),
+    ("v3-local-channel-location", "uploads a channel given as a local path (`InputData(data_source=\"./data\")`) "
+     "to `s3://<session default bucket>/<base_job_name>/<job name>/input/<channel>` before creating the job",
+     "uploads it too, before CreateTrainingJob, under the spec's own output path: `<s3_output_path>/<job name>/input/"
+     "<channel>/` (a file by its name under it); a missing path or an empty directory is refused first, and a v2 "
+     "spec's local channel stays refused (the v2 estimator uploads none: `trainops stage`)",
+     f"{_V3}/model_trainer.py (`create_input_data_channel`: `upload_data(... key_prefix=.../input/<channel>)`)"),
     ("v3-session-defaults", "derives what a spec leaves out from its session: the output path "
      "`s3://sagemaker-<region>-<account id>/<base_job_name>` in the session's default bucket (creating the bucket "
      "when it is missing) and, with no `role`, the caller's own identity checked for training permissions",

@@ -205,7 +205,8 @@ def test_the_sagemaker_backend_says_what_v3_s_session_would_have_used():
     with pytest.raises(SpecError) as caught:
         render(parse_job_spec({"entry_point": "train.py", "image_uri": IMAGE}), job_name="v2-1")
     assert "SDK v3" not in str(caught.value)
-    local = parse_job_spec({**V3, "input_data_config": [{"channel_name": "train", "data_source": "/tmp/data"}]})
+    local = parse_job_spec({**V3, "input_data_config": [{"channel_name": "train",
+                                                         "data_source": "/nonexistent/trainops/data"}]})
     with pytest.raises(SpecError) as caught:
         render(local, job_name="v3-1")
     assert "SDK v3 uploads a local channel" in {problem.path: problem.message
@@ -267,3 +268,32 @@ def test_what_v3_takes_and_trainops_does_not_is_refused_naming_the_field(extra, 
 def test_a_recipe_alone_makes_a_v3_spec_and_is_refused_in_v3_s_words():
     found = problems({"training_recipe": "training/llama/x", "compute": {"instance_type": "ml.p5.48xlarge"}})
     assert list(found) == ["training_recipe"] and "does not resolve recipes" in found["training_recipe"]
+
+
+def test_a_v3_local_channel_is_rendered_where_it_will_be_uploaded(tmp_path):
+    from trainops.backends.request.local_channels import local_channels
+
+    (tmp_path / "data" / "nested").mkdir(parents=True)
+    (tmp_path / "data" / "nested" / "b.csv").write_text("b")
+    (tmp_path / "data" / "a.csv").write_text("a")
+    (tmp_path / "labels.json").write_text("{}")
+    (tmp_path / "empty").mkdir()
+    data = {**V3, "input_data_config": [{"channel_name": "train", "data_source": str(tmp_path / "data")},
+                                        {"channel_name": "labels", "data_source": str(tmp_path / "labels.json")}]}
+    request = render(parse_job_spec(data), job_name="v3-local-1")
+    uris = {channel["ChannelName"]: channel["DataSource"]["S3DataSource"]["S3Uri"]
+            for channel in request["InputDataConfig"]}
+    assert uris["train"] == "s3://bucket/out/v3-local-1/input/train/"
+    assert uris["labels"] == "s3://bucket/out/v3-local-1/input/labels/labels.json"
+    train = local_channels(parse_job_spec(data), "s3://bucket/out", "v3-local-1")[0]
+    assert [key for _, key in train.files()] == ["a.csv", "nested/b.csv"]
+    empty = {**V3, "input_data_config": [{"channel_name": "train", "data_source": str(tmp_path / "empty")}]}
+    with pytest.raises(SpecError, match="holds no file"):
+        render(parse_job_spec(empty), job_name="v3-local-2")
+    # a v2 spec's local channel stays refused: the v2 estimator uploads none
+    v2 = parse_job_spec({"entry_point": "train.py", "image_uri": IMAGE, "role": V3["role"], "region": "us-east-1",
+                         "instance_type": "ml.m5.xlarge",
+                         "output_path": "s3://bucket/out", "source_dir": "s3://bucket/code/sourcedir.tar.gz",
+                         "inputs": {"train": str(tmp_path / "data")}})
+    with pytest.raises(SpecError, match="trainops stage SRC"):
+        render(v2, job_name="v2-local-1")

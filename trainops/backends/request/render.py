@@ -173,12 +173,14 @@ def sagemaker_problems(spec: JobSpec, region: str | None) -> list[Problem]:
     elif is_local_uri(spec.output_path):
         problems.append(Problem("output_path", f"{spec.output_path!r} is local; the sagemaker backend writes to S3: "
                                                "give an s3://bucket/prefix (local paths are for the local backend)"))
+    if spec.sdk == "v3":
+        from trainops.backends.request.local_channels import local_channel_problems
+
+        problems += local_channel_problems(spec)  # v3 uploads them (local_channels): they must be there
     for name, channel in spec.channels.items():
-        if isinstance(channel, TrainingInput) and is_local_uri(channel.s3_data):
+        if spec.sdk != "v3" and isinstance(channel, TrainingInput) and is_local_uri(channel.s3_data):
             problems.append(Problem(f"inputs.{name}", f"{channel.s3_data!r} is local; the sagemaker backend reads "
-                                                      "S3 or FSx: upload it first (trainops stage SRC s3://...)"
-                                    + (" (SDK v3 uploads a local channel itself; trainops stages it as its own "
-                                       "step)") * (spec.sdk == "v3")))
+                                                      "S3 or FSx: upload it first (trainops stage SRC s3://...)"))
     for path, instance_type in _instance_types(spec):
         if catalog.is_local(instance_type):
             problems.append(Problem(path, f"{instance_type} runs on this machine only: choose an ml.* instance type "
@@ -254,9 +256,12 @@ def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region:
     locations = artifact_locations(spec.output_path, job_name)
     # An s3:// tarball is the code as it is (the runtime unpacks it); otherwise the files uploaded one by one.
     tarball = spec.source_dir if spec.source_dir is not None and is_s3_source(spec.source_dir) else None
+    from trainops.backends.request.local_channels import local_channels
+
+    uploaded = {channel.name: channel.uri for channel in local_channels(spec, spec.output_path, job_name)}
     request = _assemble(spec, job_name, launcher, region, image, output_path=spec.output_path,
                         code=tarball or locations.code_prefix, runtime=locations.runtime_prefix,
-                        submit=tarball or locations.source_tarball)
+                        submit=tarball or locations.source_tarball, channel_uris=uploaded or None)
     # The API's own limits on what is sent, the launcher's additions counted (api_limits), before anything exists.
     from trainops.backends.request.api_limits import request_problems
 
