@@ -264,10 +264,86 @@ def _without_v3_uri_channel_mode(case: dict, oracle: Any, ours: Any) -> tuple:
     return oracle, ours
 
 
+#: Where v3 leaves a field out and trainops writes the value the API takes in its place (docs/spec.md, SDK v3
+#: table, "v3-api-defaults-written"): request path -> that value.
+_V3_API_DEFAULTS = {("StoppingCondition", "MaxRuntimeInSeconds"): 86400,
+                    ("ResourceConfig", "KeepAlivePeriodInSeconds"): 0,
+                    ("InfraCheckConfig", "EnableInfraCheck"): False}
+
+
+def _v3_defaults_written(case: dict, oracle: Any, ours: Any) -> bool:
+    if not (oracle.accepted and ours.accepted):
+        return False
+    request = ours.value["request"]
+    written = any(key not in oracle.value.get(section, {}) and request.get(section, {}).get(key) == value
+                  for (section, key), value in _V3_API_DEFAULTS.items())
+    return written or any(
+        "S3DataDistributionType" not in (channel["DataSource"].get("S3DataSource") or {"S3DataDistributionType": 1})
+        for channel in oracle.value.get("InputDataConfig") or [])
+
+
+def _without_v3_defaults_written(case: dict, oracle: Any, ours: Any) -> tuple:
+    request = ours.value["request"]
+    for (section, key), value in _V3_API_DEFAULTS.items():
+        if key not in oracle.value.get(section, {}) and request.get(section, {}).get(key) == value:
+            del request[section][key]
+            if not request[section]:
+                del request[section]
+        if oracle.value.get(section) == {}:
+            del oracle.value[section]  # v3's serializer sends an empty shape when its only field was false
+    unset = {channel["ChannelName"] for channel in oracle.value.get("InputDataConfig") or []
+             if "S3DataDistributionType" not in (channel["DataSource"].get("S3DataSource") or {"": 1})}
+    for channel in request.get("InputDataConfig") or []:
+        source = channel["DataSource"].get("S3DataSource") or {}
+        if channel["ChannelName"] in unset and source.get("S3DataDistributionType") == "FullyReplicated":
+            del source["S3DataDistributionType"]
+    return oracle, ours
+
+
+def _local_channels(case: dict) -> set[str]:
+    return {item["channel_name"] for item in case["spec"].get("input_data_config") or []
+            if isinstance(item.get("data_source"), str) and not item["data_source"].startswith("s3://")}
+
+
+def _v3_local_channel_location(case: dict, oracle: Any, ours: Any) -> bool:
+    return bool(_local_channels(case)) and oracle.accepted and ours.accepted
+
+
+def _without_v3_local_channel_location(case: dict, oracle: Any, ours: Any) -> tuple:
+    """trainops uploads a local channel under <output_path>/<job name>/input/<channel>/ (a file by its name), v3
+    under its session's default bucket: where ours is that place, it counts as v3's (anywhere else still differs)."""
+    request = ours.value["request"]
+    output = request["OutputDataConfig"]["S3OutputPath"].rstrip("/")
+    theirs = {channel["ChannelName"]: channel["DataSource"]["S3DataSource"]["S3Uri"]
+              for channel in oracle.value.get("InputDataConfig") or [] if "S3DataSource" in channel["DataSource"]}
+    for channel in request.get("InputDataConfig") or []:
+        name = channel["ChannelName"]
+        source = channel["DataSource"].get("S3DataSource") or {}
+        if name in _local_channels(case) and source.get("S3Uri", "").startswith(
+                f"{output}/{request['TrainingJobName']}/input/{name}/"):
+            source["S3Uri"] = theirs.get(name, source["S3Uri"])
+    return oracle, ours
+
+
 V3_RULES: list[Rule] = [
+    # docs/spec.md, SDK v3 differences: a local channel is uploaded under the output path, not a default bucket.
+    Rule("v3-local-channel-location", _v3_local_channel_location, _without_v3_local_channel_location),
     # docs/spec.md, SDK v3 differences: a URI channel follows the job's FastFile / Pipe mode, not v3's File.
     Rule("v3-uri-channel-mode", _v3_uri_channel_mode, _without_v3_uri_channel_mode),
+    # docs/spec.md, SDK v3 differences: a field v3 leaves out, trainops writes with the API's own default.
+    Rule("v3-api-defaults-written", _v3_defaults_written, _without_v3_defaults_written),
+    # docs/spec.md, SDK v3 differences: the trainops launcher's own hyperparameters and PYTHONPATH count against the
+    # API's 100 entries; v3 carries its drivers' settings in its sm_drivers channel.
+    Rule("v3-launcher-entries",
+         _ours_refuses_only(r"^(hyperparameters|environment): .*CreateTrainingJob takes at most 100"), _refusal_agrees),
+    # docs/spec.md, SDK v3 differences: no default bucket created, no role assumed; the user names them.
+    Rule("v3-session-defaults", _ours_refuses_only(r"^output_data_config\.s3_output_path: is required .*SDK v3 "
+                                                   r"would use its session's default bucket"), _refusal_agrees),
     Rule("api-documented-limits",
          _ours_refuses_only(r"^(compute\.volume_kms_key_id|volume_kms_key): .* local NVMe storage",
-                            r"the API's pattern", r"not a SageMaker training instance type"), _refusal_agrees),
+                            r"the API's pattern", r"not a SageMaker training instance type",
+                            r"the API takes augmented manifests in Pipe mode only", r"aws: prefix is reserved",
+                            r"SageMaker allows at most (50|100)\b", r"s3_data: String should have at most 1024",
+                            r"^compute\.keep_alive_period_in_seconds: Input should be less than or equal to 21600",
+                            r"^stopping_condition\.max_pending_time_in_seconds: Input should be"), _refusal_agrees),
 ]

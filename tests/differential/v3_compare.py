@@ -5,17 +5,19 @@ job name the SDK chose, and the two requests must be the same less each side's d
 ``sm_drivers`` channels and the ``ContainerEntrypoint`` / ``ContainerArguments`` that start its ``sm_train.sh``;
 trainops' ``trainops_code`` / ``trainops_runtime`` channels, its entrypoint, its ``sagemaker_*`` / ``trainops_*``
 hyperparameters and the ``PYTHONPATH`` / ``TRAINOPS_*`` variables its runtime reads. The base job name must be the
-one v3 picked (its name is ``<base>-<timestamp>``). Classes as compare.py's: agree, adjudicated (a rule of
+one v3 picked (its name is ``<base>-<timestamp>``), and a ``SourceCode.command`` the line v3's ``sm_train.sh`` evals. Classes as compare.py's: agree, adjudicated (a rule of
 adjudications.py, V3_RULES) or disagree.
 """
 
 from __future__ import annotations
 
 import copy
+import json
 import re
 from typing import Any
 
 from differential.compare import Outcome, Verdict, differences
+from trainops.runtime.hyperparameters import COMMAND_KEY
 
 V3_PLUMBING_CHANNELS = ("code", "sm_drivers")
 TRAINOPS_PLUMBING_CHANNELS = ("trainops_code", "trainops_runtime")
@@ -72,6 +74,12 @@ def _detail(case: dict[str, Any], oracle: Outcome, ours: Outcome) -> str:
         return ""
     found = differences(comparable(oracle.value, V3_PLUMBING_CHANNELS),
                         comparable(ours.value["request"], TRAINOPS_PLUMBING_CHANNELS))
+    command = case["oracle"].get("command")
+    if command is not None:
+        # v3's command travels in its sm_train.sh, trainops' in a hyperparameter its runtime's shell runs: the same line
+        ours_command = json.loads((ours.value["request"].get("HyperParameters") or {}).get(COMMAND_KEY, "null"))
+        if ours_command != command:
+            found.append(f"command: oracle {command!r} != trainops {ours_command!r}")
     base = _TIMESTAMP.sub("", oracle.value.get("TrainingJobName", ""))
     if ours.value["name"] != base:
         found.append(f"base job name: oracle {base!r} != trainops {ours.value['name']!r}")

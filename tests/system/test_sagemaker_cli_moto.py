@@ -193,3 +193,35 @@ def test_a_missing_entry_point_or_source_dir_is_refused_before_anything_is_read_
         assert "preflight:" not in refused.stdout  # refused before the preflight read anything
     assert name not in job_names()
     assert bucket_keys() == before
+
+
+def test_a_v3_spec_s_local_channels_are_uploaded_before_the_job_is_created(project, tmp_path):
+    """SDK v3's InputData with a local path (issue 46): `trainops run` uploads the directory (and a single file)
+    under <output_path>/<job>/input/<channel>/ before CreateTrainingJob, whose channels name those places; a run again
+    re-attaches and renders the same request."""
+    (tmp_path / "data" / "nested").mkdir(parents=True)
+    (tmp_path / "data" / "a.csv").write_text("1,2\n")
+    (tmp_path / "data" / "nested" / "b.csv").write_text("3,4\n")
+    (tmp_path / "labels.json").write_text('{"0": "cat"}')
+    spec = tmp_path / "v3.yaml"
+    spec.write_text(json.dumps({
+        "training_image": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0-gpu-py311",
+        "base_job_name": "v3-local", "role": ROLE, "region": "us-east-1",
+        "source_code": {"source_dir": str(project.parent / "src"), "entry_script": "train.py"},
+        "output_data_config": {"s3_output_path": f"s3://{BUCKET}/out"},
+        "input_data_config": [{"channel_name": "train", "data_source": str(tmp_path / "data")},
+                              {"channel_name": "labels", "data_source": str(tmp_path / "labels.json")}]}))
+    created = trainops("run", str(spec), "--backend", "sagemaker", "--job-name", "v3-local-1")
+    assert created.returncode == 0, created.stdout + created.stderr
+    s3 = boto3.client("s3")
+    keys = {item["Key"] for item in s3.list_objects_v2(Bucket=BUCKET, Prefix="out/v3-local-1/input/")["Contents"]}
+    assert keys == {"out/v3-local-1/input/train/a.csv", "out/v3-local-1/input/train/nested/b.csv",
+                    "out/v3-local-1/input/labels/labels.json"}
+    assert s3.get_object(Bucket=BUCKET, Key="out/v3-local-1/input/train/nested/b.csv")["Body"].read() == b"3,4\n"
+    job = boto3.client("sagemaker").describe_training_job(TrainingJobName="v3-local-1")
+    uris = {channel["ChannelName"]: channel["DataSource"]["S3DataSource"]["S3Uri"]
+            for channel in job["InputDataConfig"]}
+    assert uris["train"] == f"s3://{BUCKET}/out/v3-local-1/input/train/"
+    assert uris["labels"] == f"s3://{BUCKET}/out/v3-local-1/input/labels/labels.json"
+    again = trainops("run", str(spec), "--backend", "sagemaker", "--job-name", "v3-local-1")
+    assert again.returncode == 0 and "re-attached to SageMaker training job v3-local-1" in again.stdout

@@ -70,3 +70,19 @@ def test_a_missing_bucket_says_so(aws_clients, source):
     with pytest.raises(JobFailed) as raised:
         upload_source_dir(aws_clients, source, "s3://trainops-no-such-bucket-here/x/")
     assert "trainops-no-such-bucket-here" in str(raised.value)
+
+
+def test_a_v3_spec_s_ignore_patterns_stay_out_of_the_upload(aws_clients, bucket, source):
+    from trainops.backends.request.render import artifact_locations
+    from trainops.backends.sagemaker.uploads import upload_job_code
+    from trainops.spec import parse_job_spec
+
+    (source / ".env").write_text("TOKEN=1\n")
+    (source / "weights.ckpt").write_bytes(b"\0")
+    spec = parse_job_spec({"training_image": "763104351884.dkr.ecr.us-east-1.amazonaws.com/pytorch-training:2.3.0",
+                           "source_code": {"source_dir": str(source), "entry_script": "train.py",
+                                           "ignore_patterns": ["*.ckpt", ".env", "__pycache__"]}})
+    locations = artifact_locations(f"s3://{bucket}/jobs", "v3-job")
+    upload_job_code(aws_clients, spec, locations, "trainops")
+    assert sorted(_objects(aws_clients, bucket, "jobs/v3-job/trainops/code/")) == [
+        "jobs/v3-job/trainops/code/lib/util.py", "jobs/v3-job/trainops/code/train.py"]

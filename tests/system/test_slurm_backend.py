@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 import tarfile
@@ -388,3 +389,66 @@ def test_torchrun_on_a_cpu_partition_runs_without_naming_a_gpu_instance_type(slu
     # The same spec is refused where the job would run as the SageMaker request (local here: nothing starts).
     refused = trainops(slurm, "run", str(spec), "--workdir", str(tmp_path / "local"), "--job-name", "cpu-ddp-local")
     assert refused.returncode != 0 and "is not an instance type" in refused.stdout + refused.stderr
+
+
+def test_a_v3_command_job_gets_gzip_and_shuffled_sharded_channels_and_per_group_channels_are_refused(slurm, tmp_path):
+    """A spec in the SDK v3's names (issue 46), started as SourceCode.command with args, on 2 nodes: a Gzip channel
+    reaches every host decompressed, a ShardedByS3Key channel with a ShuffleConfig seed splits its files between the
+    hosts after shuffling them (not the sorted split), hyperparameters reach the command in SM_HPS only. A channel for
+    one instance group is refused before anything is submitted: the slurm engine runs one homogeneous allocation."""
+    import gzip
+
+    source = tmp_path / "src"
+    source.mkdir()
+    (source / "channel_probe.py").write_text((SCRIPTS / "channel_probe.py").read_text())
+    compressed = tmp_path / "gz"
+    compressed.mkdir()
+    for name, text in (("a.txt.gz", "alpha\n"), ("nested/b.txt.gz", "beta\n")):
+        (compressed / name).parent.mkdir(exist_ok=True)
+        (compressed / name).write_bytes(gzip.compress(text.encode()))
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    names = [f"part-{index}.txt" for index in range(8)]
+    for name in names:
+        (shards / name).write_text(name)
+    spec = {"base_job_name": "v3-channels", "output_data_config": {"s3_output_path": str(tmp_path / "out")},
+            "source_code": {"source_dir": str(source), "command": f"{sys.executable} channel_probe.py",
+                            "args": ["--note", "a b; echo injected"]},
+            "compute": {"instance_type": "ml.g5.12xlarge", "instance_count": 2}, "hyperparameters": {"lr": 0.1},
+            "health_check": False,  # trainops' own field: no GPU on the test nodes
+            "input_data_config": [
+                {"channel_name": "gz", "data_source": str(compressed), "compression_type": "Gzip",
+                 "input_mode": "FastFile"},
+                {"channel_name": "shards", "data_source": {"s3_data_source": {
+                    "s3_uri": str(shards), "s3_data_type": "S3Prefix",
+                    "s3_data_distribution_type": "ShardedByS3Key"}}, "shuffle_config": {"seed": 7}}]}
+    path = tmp_path / "v3.yaml"
+    path.write_text(json.dumps(spec))
+    done = trainops(slurm, "run", str(path), *options(slurm), "--job-name", "v3-channels-1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    seen = {record["host"]: record for record in
+            (json.loads(line.split("CHANNELS ", 1)[1]) for line in done.stdout.splitlines() if "CHANNELS " in line)}
+    assert sorted(seen) == ["algo-1", "algo-2"], done.stdout
+    shares = []
+    for host, record in seen.items():
+        assert record["node"] == f"n{host[-1]}" and record["cwd"].endswith("/code")
+        assert record["argv"] == ["--note", "a b; echo injected"] and record["hps"] == {"lr": 0.1}
+        assert record["channels"]["gz"] == {"a.txt": "alpha\n", os.path.join("nested", "b.txt"): "beta\n"}
+        shares.append(sorted(record["channels"]["shards"]))
+        assert all(record["channels"]["shards"][name] == name for name in shares[-1])
+    assert sorted(shares[0] + shares[1]) == names and len(shares[0]) == len(shares[1]) == 4  # a split, disjoint
+    assert sorted(names[0::2]) not in shares  # shuffled with the seed before the split, not the sorted listing
+    assert "injected\n" not in done.stdout.replace("echo injected", "")
+    assert status(slurm, "v3-channels-1")["status"] == "Completed"
+
+    spec["input_data_config"][1]["data_source"]["s3_data_source"]["instance_group_names"] = ["gpu"]
+    spec["compute"] = {"instance_groups": [{"instance_group_name": "gpu", "instance_type": "ml.g5.12xlarge",
+                                            "instance_count": 1},
+                                           {"instance_group_name": "data", "instance_type": "ml.c5.xlarge",
+                                            "instance_count": 1}]}
+    path.write_text(json.dumps(spec))
+    refused = trainops(slurm, "run", str(path), *options(slurm), "--job-name", "v3-groups-1")
+    assert refused.returncode == 2, refused.stdout + refused.stderr
+    assert "compute.instance_groups: the slurm backend runs one homogeneous allocation" in refused.stderr, \
+        refused.stderr
+    assert not slurm_jobs(slurm, "v3-groups-1") and not (slurm.shared_dir / "jobs" / "v3-groups-1").exists()

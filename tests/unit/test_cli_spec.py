@@ -332,7 +332,7 @@ def test_schema_is_a_json_schema_with_every_field(capsys):
     assert schema["$schema"].startswith("https://json-schema.org/")
     assert schema["type"] == "object" and schema["additionalProperties"] is False
     assert set(schema["properties"]) == {field.alias or name for name, field in JobSpec.model_fields.items()}
-    assert schema["required"] == ["entry_point"]
+    assert schema["oneOf"] == [{"required": ["entry_point"]}, {"required": ["command"]}]  # or SDK v3's command
     assert all(schema["properties"][name].get("description") for name in schema["properties"])
 
 
@@ -345,6 +345,8 @@ def test_schema_accepts_the_examples_and_refuses_typos(capsys):
         assert list(validator.iter_errors(yaml.safe_load(path.read_text()))) == [], path.name
     assert list(validator.iter_errors({**VALID, "instanc_count": 2}))
     assert list(validator.iter_errors({**VALID, "distribution": {"type": "smddp", "launchr": "mpirun"}}))
+    assert list(validator.iter_errors({key: value for key, value in VALID.items() if key != "entry_point"}))
+    assert list(validator.iter_errors({**VALID, "command": "python train.py"}))  # both: v3 would ignore the script
 
 
 def test_schema_markdown(capsys):

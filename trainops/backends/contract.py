@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from trainops.runtime.hyperparameters import COMMAND_KEY
 from trainops.spec.job import JobSpec
 
 
@@ -20,7 +21,10 @@ def encode_hyperparameters(values: dict[str, Any]) -> dict[str, str]:
 def runtime_hyperparameters(spec: JobSpec, job_name: str, region: str | None) -> dict[str, Any]:
     """User hyperparameters plus the keys the trainops runtime needs (before encoding)."""
     values = dict(spec.hyperparameters)
-    values["sagemaker_program"] = spec.entry_point
+    if spec.command is not None:  # SDK v3's SourceCode.command, run by the runtime's shell (runtime.config)
+        values[COMMAND_KEY] = spec.command
+    else:
+        values["sagemaker_program"] = spec.entry_point
     values["sagemaker_job_name"] = job_name
     if region:
         values["sagemaker_region"] = region

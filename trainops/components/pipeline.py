@@ -298,7 +298,8 @@ def image_files(source: PipelineSource) -> list[tuple[str, Path]]:
         spec = load_spec(steps.train.spec, base_dir=here, backend=source.resolved.backend)
     if spec.source_dir and "://" not in spec.source_dir:
         files.append(("steps.train.spec.source_dir", Path(spec.source_dir)))
-        files.append(("steps.train.spec.entry_point", Path(spec.source_dir) / spec.entry_point))
+        if spec.entry_point:  # a v3 command names no file
+            files.append(("steps.train.spec.entry_point", Path(spec.source_dir) / spec.entry_point))
     if steps.evaluate and "://" not in (steps.evaluate.source_dir or ""):
         code = Path(resolve(steps.evaluate.source_dir or ".", here))
         files.append(("steps.evaluate.source_dir", code))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from typing import Any
 from trainops.runtime.contract import Contract, ContractError
 from trainops.runtime.hyperparameters import (
     ARGUMENTS_KEY,
+    COMMAND_KEY,
     DistributionError,
     decode_value,
     distribution_from_hyperparameters,
@@ -177,6 +179,15 @@ def _host_addresses(environ: Mapping[str, str], hosts: tuple[str, ...]) -> dict[
 
 def _entry_point(contract: Contract, hyperparameters: Mapping[str, Any]) -> tuple[str, str]:
     hyper_path = os.path.join(contract.input_config_dir, "hyperparameters.json")
+    command = decode_value(hyperparameters.get(COMMAND_KEY))
+    if command is not None:
+        if not isinstance(command, str) or not command.strip():
+            raise ContractError(f"{hyper_path}: hyperparameter {COMMAND_KEY} must be the shell command to run")
+        if contract.code_dir is None:
+            raise ContractError(f"no code directory under {contract.base_dir}: put the training code in "
+                                "input/data/trainops_code/ or code/, or set TRAINOPS_CODE_DIR")
+        # v3's sm_train.sh is run by bash and evals the command there; a host without bash gets POSIX sh.
+        return shutil.which("bash") or "/bin/sh", contract.code_dir
     program = decode_value(hyperparameters.get("sagemaker_program"))
     if not isinstance(program, str) or not program.strip():
         raise ContractError(f"{hyper_path}: hyperparameter sagemaker_program is missing: set it to the training "
@@ -215,6 +226,17 @@ def distribution_hosts(contract: Contract, distribution: Mapping[str, Any]) -> t
     return tuple(sorted(hosts))
 
 
+def _arguments(hyperparameters: Mapping[str, Any], user: dict[str, Any]) -> list[str]:
+    """The script's arguments: a v3 command's shell gets ``-c <command>`` (hyperparameters reach it in SM_HPS only,
+    as in v3); a v3 entry script v3's drivers' ``--key value``; any other the toolkit's."""
+    command = decode_value(hyperparameters.get(COMMAND_KEY))
+    if command is not None:
+        return ["-c", str(command)]
+    if decode_value(hyperparameters.get(ARGUMENTS_KEY)) == "v3":
+        return v3_script_arguments(hyperparameters)
+    return script_arguments(user)
+
+
 def launch_config(contract: Contract, environ: Mapping[str, str] | None = None,
                   python: str | None = None) -> LaunchConfig:
     """Decide this host's launch from its contract and the environment. Raises :class:`ContractError` (exit 2) on
@@ -243,8 +265,7 @@ def launch_config(contract: Contract, environ: Mapping[str, str] | None = None,
         entry_point=entry_point,
         code_dir=code_dir,
         user_hyperparameters=user,
-        script_arguments=v3_script_arguments(hyperparameters)
-        if decode_value(hyperparameters.get(ARGUMENTS_KEY)) == "v3" else script_arguments(user),
+        script_arguments=_arguments(hyperparameters, user),
         channels=dict(contract.channels),
         model_dir=contract.model_dir,
         output_dir=contract.output_dir,

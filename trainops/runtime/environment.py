@@ -17,6 +17,13 @@ from trainops.runtime import catalog
 from trainops.runtime.config import LaunchConfig
 
 
+def _user_entry_point(config: LaunchConfig) -> str:
+    """The script relative to the code directory; empty for SDK v3's command, run by a shell outside it (v3 sets
+    SM_ENTRY_SCRIPT to "" then)."""
+    relative = os.path.relpath(config.entry_point, config.code_dir)
+    return "" if relative.startswith("..") else relative
+
+
 def env_value(value: Any) -> str:
     """A value as the toolkit writes it into an environment variable: strings unchanged, everything else compact
     JSON with sorted keys."""
@@ -53,7 +60,7 @@ def script_environment(config: LaunchConfig, gpus: int, neuron_cores: int, cpus:
         "output_data_dir": config.output_data_dir,
         "output_dir": config.output_dir,
         "resource_config": config.resource_config,
-        "user_entry_point": os.path.relpath(config.entry_point, config.code_dir),
+        "user_entry_point": _user_entry_point(config),
     }
     env: dict[str, str] = {
         "SM_HOSTS": env_value(list(config.hosts)),

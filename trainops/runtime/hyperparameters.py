@@ -101,6 +101,10 @@ def script_arguments(user: Mapping[str, Any]) -> list[str]:
 #: The hyperparameter that says how the script gets its arguments: ``v3`` for a spec written in the SDK v3's names.
 ARGUMENTS_KEY = "trainops_script_arguments"
 
+#: The hyperparameter that carries SDK v3's ``SourceCode.command`` (its args quoted after it): run by a shell on every
+#: host in the code directory instead of an entry point, as v3's ``sm_train.sh`` runs it.
+COMMAND_KEY = "trainops_command"
+
 
 def v3_script_arguments(raw: Mapping[str, Any]) -> list[str]:
     """The user's hyperparameters as the SDK v3's drivers pass them (``hyperparameters_to_cli_args``): ``--key``

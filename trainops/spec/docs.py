@@ -25,6 +25,8 @@ def job_spec_schema() -> dict[str, Any]:
     schema = JobSpec.model_json_schema(by_alias=True)
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["title"] = "trainops job spec"
+    # entry_point or SDK v3's command, exactly one (the rule entry_point_or_command): pydantic sees neither required
+    schema["oneOf"] = [{"required": ["entry_point"]}, {"required": ["command"]}]
     return schema
 
 

@@ -142,7 +142,8 @@ class JobSpec(CoreModel):
     framework: Literal["pytorch", "tensorflow"] = Field(default="pytorch", description="Deep-learning framework.")
     framework_version: str | None = Field(default=None, description="Framework version, e.g. 2.3.0.")
     py_version: str | None = Field(default=None, description="Python version of the image, e.g. py311.")
-    entry_point: str = Field(min_length=1, max_length=1024, description="Training script, relative to source_dir.")
+    entry_point: str | None = Field(default=None, min_length=1, max_length=1024,
+                                    description="Training script, relative to source_dir (or give command).")
     source_dir: str | None = Field(default=None, max_length=4096, description="Directory holding the code.")
     launcher: Literal["trainops", "toolkit"] = Field(
         default="trainops", description="Who launches the ranks in the container: the trainops runtime or the "
@@ -175,6 +176,13 @@ class JobSpec(CoreModel):
     use_spot_instances: bool = Field(default=False, description="Managed spot training.")
     max_wait: int | None = Field(default=None, ge=1, le=2 * MAX_RUN_LIMIT,
                                  description="Spot: seconds to wait for capacity plus run (>= max_run).")
+    # The API's range (trainops/spec/sagemaker_api.json, StoppingCondition.MaxPendingTimeInSeconds), checked here
+    # too so that a v3 spec hears it in its own name (stopping_condition.max_pending_time_in_seconds).
+    max_pending_time: int | None = Field(
+        default=None, ge=1800, le=2419200, description="Seconds the job may wait for capacity before SageMaker "
+        "stops it (StoppingCondition.MaxPendingTimeInSeconds, v3's stopping_condition.max_pending_time_in_seconds; "
+        "the API takes 1,800-2,419,200 and applies it to accelerated instance types only). The local engine starts "
+        "a job at once; the Slurm engine refuses it.")
     max_retry_attempts: int | None = Field(default=None, ge=1, le=30, description="Retries on InternalServerError.")
     keep_alive_period_in_seconds: int | None = Field(default=None, ge=0, le=KEEP_ALIVE_LIMIT,
                                                      description="Warm pool keep-alive.")
@@ -253,6 +261,17 @@ class JobSpec(CoreModel):
         default="v2", description="Whose behaviour the job follows: v2 (the estimator's) or v3 (ModelTrainer's: "
         "hyperparameters reach the script as v3's drivers pass them, strings as they are and other values "
         "JSON-encoded, in the order written; requirements installed first). A spec written in v3's names is v3.")
+    command: str | None = Field(
+        default=None, min_length=1, max_length=4096, description="SDK v3's SourceCode.command (with its args "
+        "shell-quoted after it): a shell command the trainops runtime runs once on every host, in the code "
+        "directory, instead of an entry_point; no distribution launches it and hyperparameters reach it in SM_HPS "
+        "only, as in v3.")
+    ignore_patterns: list[str] | None = Field(
+        default=None, max_length=100, description="Names left out of source_dir when its code is uploaded or laid "
+        "out (v3's SourceCode.ignore_patterns: shell-style patterns matched against each file and directory name, "
+        "as shutil.ignore_patterns does; v3's default list for a v3 spec: .env, .git, __pycache__, .DS_Store, "
+        ".cache, .ipynb_checkpoints); honoured by the SageMaker upload, the local and Slurm code layouts and Ray's "
+        "runtime_env excludes. Not given: __pycache__ and .git.")
     requirements: str | None = Field(
         default=None, max_length=1024, description="A requirements file in source_dir (v3's "
         "SourceCode.requirements) that the trainops runtime installs with pip on every host before the script; a "

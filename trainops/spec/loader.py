@@ -549,7 +549,7 @@ def resolve_relative_paths(spec: JobSpec, base: Path) -> JobSpec:
     updates: dict[str, Any] = {}
     if spec.source_dir and not spec.source_dir.startswith("s3://") and not Path(spec.source_dir).is_absolute():
         updates["source_dir"] = str((base / spec.source_dir).resolve())
-    elif not spec.source_dir:
+    elif not spec.source_dir and spec.entry_point:
         # As the SDK does without source_dir, the entry point's own directory holds the code.
         entry = (base / spec.entry_point).resolve()
         updates["source_dir"], updates["entry_point"] = str(entry.parent), entry.name

@@ -178,7 +178,7 @@ def trainium_runs_torch_distributed(spec: JobSpec) -> Iterator[Problem]:
 @rule("distribution", "entry_point")
 def torch_distributed_runs_python(spec: JobSpec) -> Iterator[Problem]:
     """torch_distributed (torchrun, on every engine): a .py entry point."""
-    if isinstance(spec.dist, TorchDistributed) and not spec.entry_point.endswith(".py"):
+    if isinstance(spec.dist, TorchDistributed) and spec.entry_point and not spec.entry_point.endswith(".py"):
         yield Problem("entry_point", "torch_distributed runs Python programs only: the entry point must be a .py file")
 
 

@@ -175,3 +175,23 @@ def test_a_group_without_its_hosts_is_a_contract_error(contract_dir):
         json.dump(resource, handle)
     with pytest.raises(ContractError, match="instance group 'homogeneousCluster' needs 'hosts'"):
         launch_config(read_contract(base, {}), {})
+
+
+def test_a_v3_command_runs_in_a_shell_in_the_code_directory(contract_dir):
+    from trainops.runtime.environment import script_environment
+
+    base = contract_dir(hyperparameters={"trainops_command": "python train.py --name 'a b'", "lr": 0.1,
+                                         "trainops_script_arguments": "v3"})
+    config = config_of(base, LOCAL)
+    plan = build_plan(config, HostFacts(gpus=0, neuron_cores=0, cpus=2))
+    # as v3's sm_train.sh evals it: one shell per host, in the code directory, the user's arguments in the line
+    assert plan.argv[1:] == ["-c", "python train.py --name 'a b'"] and plan.argv[0].endswith("sh")
+    assert plan.cwd == f"{base}/code" and plan.processes_per_host == 1
+    environment = script_environment(config, 0, 0, 2)
+    assert json.loads(environment["SM_HPS"]) == {"lr": 0.1}  # hyperparameters in SM_HPS only, as in v3
+    assert environment["SM_USER_ENTRY_POINT"] == ""  # v3: SM_ENTRY_SCRIPT is "" for a command
+    hyper = f"{base}/input/config/hyperparameters.json"
+    with open(hyper, "w") as handle:
+        json.dump({"trainops_command": json.dumps(" ")}, handle)
+    with pytest.raises(ContractError, match="trainops_command must be the shell command"):
+        config_of(base, LOCAL)

@@ -40,7 +40,9 @@ def test_fields_table_has_a_row_per_field_with_type_default_and_description():
     rows = [line for line in fields_markdown().splitlines()[2:]]
     assert len(rows) == len(JobSpec.model_fields)
     by_key = {row.split("|")[1].strip(" `"): [cell.strip() for cell in row.split("|")[2:5]] for row in rows}
-    assert by_key["entry_point"][1] == "required"
+    # entry_point or (SDK v3) command: the rule entry_point_or_command requires one; the table says so
+    assert by_key["entry_point"][1] == "-" and "or give command" in by_key["entry_point"][2]
+    assert "| `s3_data` | str (length <= 1024) | required |" in spec_reference_markdown()
     assert by_key["instance_count"] == ["int (1-1000)", "`1`", "Number of hosts."]
     assert by_key["input_mode"][0] == "one of: File, FastFile, Pipe"
     assert by_key["use_spot_instances"][1] == "`false`"

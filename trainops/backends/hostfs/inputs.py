@@ -25,7 +25,7 @@ def resolve_code_dir(spec: JobSpec) -> Path | None:
         raise SpecError(Problem("source_dir", f"{directory} is not a directory: give the directory that holds your "
                                               "code (a relative source_dir is against the job spec file's "
                                               "directory)"))
-    if not (directory / spec.entry_point).is_file():
+    if spec.entry_point is not None and not (directory / spec.entry_point).is_file():
         where = "source_dir" if spec.source_dir else "the working directory (no source_dir given)"
         raise SpecError(Problem("entry_point", f"{spec.entry_point} is not a file in {directory}: entry_point is the "
                                                f"script's path relative to {where}; fix the name, or set source_dir "

@@ -211,17 +211,24 @@ def code_with_dependencies_path(job_dir: Path) -> Path:
     return job_dir / "code"
 
 
-def code_with_dependencies(code_dir: Path, dependencies: list[str], job_dir: Path) -> Path:
-    """The trainops launcher's code channel: `code_dir` itself, or with `dependencies` a copy laid out as the upload
-    lays it out (the code's files at the root, each dependency under its own name; links not copied)."""
-    if not dependencies:
+def code_with_dependencies(code_dir: Path, dependencies: list[str], job_dir: Path,
+                           ignore_patterns: list[str] | None = None) -> Path:
+    """The trainops launcher's code channel: `code_dir` itself, or with `dependencies` or `ignore_patterns` (v3's
+    SourceCode.ignore_patterns) a copy laid out as the upload lays it out (the code's files at the root, each
+    dependency under its own name; links not copied; names the patterns match left out of the code's)."""
+    if not dependencies and ignore_patterns is None:
         return code_dir
+    from trainops.backends.request.code import is_ignored
+
     target = code_with_dependencies_path(job_dir)
     shutil.rmtree(target, ignore_errors=True)
     sources = [(code_dir, target), *((Path(item), target / Path(item).name) for item in dependencies)]
     for source, destination in sources:
         for path, relative in _regular_files(source):
             if SKIPPED_DIRECTORIES.intersection(relative.split("/")[:-1]):
+                continue
+            if source is code_dir and ignore_patterns is not None and any(
+                    is_ignored(part, ignore_patterns) for part in relative.split("/")):
                 continue
             (destination / relative).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy(path, destination / relative)  # keeps the execute bit, as the upload does

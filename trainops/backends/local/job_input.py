@@ -58,8 +58,9 @@ def from_spec(spec: JobSpec, launcher: str | None = None) -> JobInput:
                     tarball.write_bytes(uploads.source_tarball_bytes(code_dir, spec.dependencies))
                 submit = str(tarball)
             elif lay_out:  # the trainops launcher's code channel, with the spec's dependencies beside the code
-                code = submit = str(estimator_options.code_with_dependencies(code_dir, spec.dependencies, job_dir))
-            elif spec.dependencies:
+                code = submit = str(estimator_options.code_with_dependencies(code_dir, spec.dependencies, job_dir,
+                                                                             spec.ignore_patterns))
+            elif spec.dependencies or spec.ignore_patterns is not None:
                 code = submit = str(estimator_options.code_with_dependencies_path(job_dir))
         runtime = job_dir / "runtime"
         if lay_out:

@@ -96,7 +96,7 @@ def code_directory(spec: Any) -> Path:
         raise SpecError(Problem("source_dir", "the ray engine ships the code from this machine in the job's "
                                               "runtime_env: give a local directory"), "job spec for the ray engine")
     directory = Path(spec.source_dir or ".").expanduser().resolve()
-    if not (directory / spec.entry_point).is_file():
+    if spec.entry_point is not None and not (directory / spec.entry_point).is_file():
         raise SpecError(Problem("entry_point", f"{spec.entry_point} is not a file in {directory}"),
                         "job spec for the ray engine")
     return directory
@@ -131,6 +131,8 @@ def render(spec: Any, name: str, options: RayOptions, *, owner: str, shared_dir:
     runtime_env: dict[str, Any] = {**given, "env_vars": env_vars}
     if shared_dir is None:
         runtime_env["working_dir"] = str(code)
+        if spec.ignore_patterns is not None:  # v3's SourceCode.ignore_patterns: name patterns, as Ray's excludes take
+            runtime_env["excludes"] = [*(given.get("excludes") or []), *spec.ignore_patterns]
         runtime_env["py_modules"] = [runtime_package()]
         env_vars[SHIPPED_VARIABLE] = "1"  # the code channel is the working_dir Ray unpacked on each node
     plan = placement(spec, options)

@@ -42,6 +42,7 @@ _SPEC_FIELDS = (
     ("ResourceConfig.InstancePlacementConfig", "instance_placement_config"),
     ("StoppingCondition.MaxRuntimeInSeconds", "max_run"),
     ("StoppingCondition.MaxWaitTimeInSeconds", "max_wait"),
+    ("StoppingCondition.MaxPendingTimeInSeconds", "max_pending_time"),
     ("CheckpointConfig.S3Uri", "checkpoint_s3_uri"),
     ("CheckpointConfig.LocalPath", "checkpoint_local_path"),
     ("TensorBoardOutputConfig.S3OutputPath", "tensorboard_output_config.s3_output_path"),

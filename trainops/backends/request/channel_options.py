@@ -101,4 +101,8 @@ def unhonoured_problems(spec: Any, engine: str) -> list[Problem]:
         if channel.attribute_names is not None:
             problems.append(Problem(f"inputs.{name}.attribute_names", f"the {engine} engine does not read augmented "
                                                                       "manifests' attributes: run on SageMaker"))
+    if engine == "slurm" and getattr(spec, "max_pending_time", None) is not None:
+        # A Slurm job may wait in the queue for as long as the cluster is busy; nothing here stops it after a bound.
+        problems.append(Problem("max_pending_time", "the slurm engine does not stop a job that waits in the queue: "
+                                                    "remove it, or run on SageMaker"))
     return problems

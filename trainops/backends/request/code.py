@@ -8,6 +8,7 @@ order), so a retried submission uploads identical objects and a local run execut
 
 from __future__ import annotations
 
+import fnmatch
 import gzip
 import io
 import logging
@@ -28,13 +29,23 @@ SKIPPED_DIRECTORIES = frozenset({"__pycache__", ".git"})
 SOURCE_TARBALL_NAME = "sourcedir.tar.gz"
 
 
-def list_files(root: str | os.PathLike[str], field_name: str = "source_dir"
+def is_ignored(name: str, ignore_patterns: list[str] | tuple[str, ...] | None) -> bool:
+    """Whether a file or directory called ``name`` stays out of the code: one of ``ignore_patterns`` matches it (as
+    ``shutil.ignore_patterns`` matches, on the name alone, the way SDK v3 copies ``SourceCode.ignore_patterns``), or
+    with no patterns given it is one of `SKIPPED_DIRECTORIES`."""
+    if ignore_patterns is None:
+        return name in SKIPPED_DIRECTORIES
+    return any(fnmatch.fnmatch(name, pattern) for pattern in ignore_patterns)
+
+
+def list_files(root: str | os.PathLike[str], field_name: str = "source_dir",
+               ignore_patterns: list[str] | tuple[str, ...] | None = None
                ) -> tuple[list[tuple[Path, str]], list[str]]:
     """Every regular file under ``root`` as ``(path, relative posix name)``, sorted by name, and what was skipped.
 
-    Skips `SKIPPED_DIRECTORIES`, symbolic links to directories (not followed), links that point outside ``root``
-    and anything that is not a regular file. Raises `SpecError` naming ``field_name`` when ``root`` is not a
-    directory.
+    Skips what `is_ignored` says (`SKIPPED_DIRECTORIES`, or the spec's ``ignore_patterns``), symbolic links to
+    directories (not followed), links that point outside ``root`` and anything that is not a regular file. Raises
+    `SpecError` naming ``field_name`` when ``root`` is not a directory.
     """
     base = Path(root)
     if not base.is_dir():
@@ -47,7 +58,7 @@ def list_files(root: str | os.PathLike[str], field_name: str = "source_dir"
         kept = []
         for name in subdirectories:
             path = current / name
-            if name in SKIPPED_DIRECTORIES:
+            if is_ignored(name, ignore_patterns):
                 continue
             if path.is_symlink():
                 skipped.append(path.relative_to(base).as_posix())
@@ -55,6 +66,8 @@ def list_files(root: str | os.PathLike[str], field_name: str = "source_dir"
             kept.append(name)
         subdirectories[:] = sorted(kept)
         for name in names:
+            if ignore_patterns is not None and is_ignored(name, ignore_patterns):
+                continue
             path = current / name
             relative = path.relative_to(base).as_posix()
             try:
@@ -116,11 +129,12 @@ def checked_render(spec: Any, name: str, launcher: str | None, region: str | Non
         raise SpecError(problems, f"job spec for the {backend} backend")
     return request
 
-def code_files(source_dir: str | os.PathLike[str], dependencies: list[str] | tuple[str, ...] = ()
-               ) -> list[tuple[Path, str]]:
+def code_files(source_dir: str | os.PathLike[str], dependencies: list[str] | tuple[str, ...] = (),
+               ignore_patterns: list[str] | tuple[str, ...] | None = None) -> list[tuple[Path, str]]:
     """The files of the code: ``source_dir``'s at the root and each of the spec's ``dependencies`` directories under
-    its own name, as the SDK packs them (``dependencies=['libs/common']`` -> ``common/...``)."""
-    files, _ = list_files(source_dir)
+    its own name, as the SDK packs them (``dependencies=['libs/common']`` -> ``common/...``); ``ignore_patterns``
+    (SDK v3's ``SourceCode.ignore_patterns``) leave out the source directory's matching names."""
+    files, _ = list_files(source_dir, ignore_patterns=ignore_patterns)
     for index, dependency in enumerate(dependencies):
         name = Path(dependency).name
         extra, _ = list_files(dependency, f"dependencies.{index}")

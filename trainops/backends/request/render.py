@@ -148,22 +148,37 @@ def toolkit_model_dir(spec: JobSpec, job_name: str, distribution_values: dict[st
     return f"{(spec.output_path or '').rstrip('/')}/{job_name}/model"
 
 
+# What a v3 session derives where a v3 spec leaves these out, and why trainops asks instead: it never creates a bucket
+# and never turns the caller's own identity into the job's role (sagemaker.train.defaults, sagemaker 3.27.0).
+_V3_OUTPUT = (" (output_data_config.s3_output_path; SDK v3 would use its session's default bucket, "
+              "s3://sagemaker-<region>-<account id>/<base_job_name>, creating the bucket if it is missing: trainops "
+              "creates no bucket, so name one)")
+_V3_ROLE = (" (SDK v3 would resolve the caller's own identity and check it may train: trainops runs the job as no "
+            "role it was not given, so name it)")
+
+
 def sagemaker_problems(spec: JobSpec, region: str | None) -> list[Problem]:
     """What the SageMaker backend needs beyond a valid spec: a role, S3 locations, a region, a real instance type."""
     problems = []
     if not spec.role:
-        problems.append(Problem("role", "is required for the sagemaker backend: the IAM role ARN SageMaker assumes"))
+        problems.append(Problem("role", "is required for the sagemaker backend: the IAM role ARN SageMaker assumes"
+                                + _V3_ROLE * (spec.sdk == "v3")))
     if not region:
         problems.append(Problem("region", f"is required for the sagemaker backend: give one with {REGION_WAYS}"))
     elif not REGION.match(region):
         problems.append(Problem("region", f"{region!r} is not an AWS region name such as us-east-1"))
     if not spec.output_path:
-        problems.append(Problem("output_path", "is required for the sagemaker backend: an s3://bucket/prefix"))
+        problems.append(Problem("output_path", "is required for the sagemaker backend: an s3://bucket/prefix"
+                                + _V3_OUTPUT * (spec.sdk == "v3")))
     elif is_local_uri(spec.output_path):
         problems.append(Problem("output_path", f"{spec.output_path!r} is local; the sagemaker backend writes to S3: "
                                                "give an s3://bucket/prefix (local paths are for the local backend)"))
+    if spec.sdk == "v3":
+        from trainops.backends.request.local_channels import local_channel_problems
+
+        problems += local_channel_problems(spec)  # v3 uploads them (local_channels): they must be there
     for name, channel in spec.channels.items():
-        if isinstance(channel, TrainingInput) and is_local_uri(channel.s3_data):
+        if spec.sdk != "v3" and isinstance(channel, TrainingInput) and is_local_uri(channel.s3_data):
             problems.append(Problem(f"inputs.{name}", f"{channel.s3_data!r} is local; the sagemaker backend reads "
                                                       "S3 or FSx: upload it first (trainops stage SRC s3://...)"))
     for path, instance_type in _instance_types(spec):
@@ -234,23 +249,35 @@ def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region:
         except SpecError as error:
             problems += error.problems
     if problems:
-        raise SpecError(problems, "job spec for the sagemaker backend")
+        raise _named_as_written(spec, SpecError(problems, "job spec for the sagemaker backend"))
     # sagemaker_problems() refused a spec without these, and the image resolved.
     assert region is not None and spec.output_path is not None and image is not None
 
     locations = artifact_locations(spec.output_path, job_name)
     # An s3:// tarball is the code as it is (the runtime unpacks it); otherwise the files uploaded one by one.
     tarball = spec.source_dir if spec.source_dir is not None and is_s3_source(spec.source_dir) else None
+    from trainops.backends.request.local_channels import local_channels
+
+    uploaded = {channel.name: channel.uri for channel in local_channels(spec, spec.output_path, job_name)}
     request = _assemble(spec, job_name, launcher, region, image, output_path=spec.output_path,
                         code=tarball or locations.code_prefix, runtime=locations.runtime_prefix,
-                        submit=tarball or locations.source_tarball)
+                        submit=tarball or locations.source_tarball, channel_uris=uploaded or None)
     # The API's own limits on what is sent, the launcher's additions counted (api_limits), before anything exists.
     from trainops.backends.request.api_limits import request_problems
 
     problems = request_problems(request, spec)
     if problems:
-        raise SpecError(problems, "job spec for the sagemaker backend")
+        raise _named_as_written(spec, SpecError(problems, "job spec for the sagemaker backend"))
     return request
+
+
+def _named_as_written(spec: JobSpec, error: SpecError) -> SpecError:
+    """``error`` with each path in the names the spec was written in (a v3 spec's: ``input_data_config[train]``)."""
+    if spec.sdk != "v3":
+        return error
+    from trainops.spec.v3 import v3_problems
+
+    return v3_problems(error)
 
 
 def render_local(spec: JobSpec, *, job_name: str, launcher: str | None = None, code: str, runtime: str,
@@ -394,6 +421,8 @@ def _optional_settings(spec: JobSpec, request: dict[str, Any], environment: dict
         request["EnableInterContainerTrafficEncryption"] = True
     if environment:
         request["Environment"] = environment
+    if spec.max_pending_time is not None:
+        request["StoppingCondition"]["MaxPendingTimeInSeconds"] = spec.max_pending_time
     if spec.max_retry_attempts:
         request["RetryStrategy"] = {"MaximumRetryAttempts": spec.max_retry_attempts}
     if spec.tags:

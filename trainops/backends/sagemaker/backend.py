@@ -213,6 +213,10 @@ class SageMakerBackend(JobKindMethods, Backend):
         # An s3:// source tarball is used as given; the trainops runtime is uploaded in every case (issue 13); the
         # code goes under code_location when the spec sets it (issue 25).
         uploads.upload_job_code(self.clients, spec, job_locations(spec, name), launcher)
+        if spec.sdk == "v3":  # v3 uploads a channel given as a local path (request.local_channels)
+            from trainops.backends.sagemaker.channel_uploads import upload_local_channels
+
+            upload_local_channels(self.clients, spec, spec.output_path, name)
 
     def describe(self, handle: JobHandle) -> JobResult:
         """Where the job stands; ``details`` add its final ``metrics`` and its own limits (``max_run_seconds``,

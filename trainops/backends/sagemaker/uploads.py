@@ -79,12 +79,12 @@ def _upload_tree(factory: ClientFactory, files: list[tuple[Path, str]], s3_prefi
 
 
 def upload_source_dir(factory: ClientFactory, source_dir: str | os.PathLike[str], s3_prefix: str,
-                      field_name: str = "source_dir") -> UploadResult:
+                      field_name: str = "source_dir", ignore_patterns: list[str] | None = None) -> UploadResult:
     """Upload every file under ``source_dir`` as its own object under ``s3_prefix`` (relative paths kept).
 
     For the trainops launcher's code channel. Returns the keys written, sorted.
     """
-    files, skipped = list_files(source_dir, field_name)
+    files, skipped = list_files(source_dir, field_name, ignore_patterns)
     result = _upload_tree(factory, files, s3_prefix, "s3_prefix")
     return UploadResult(uri=result.uri, keys=result.keys, total_bytes=result.total_bytes, skipped=skipped)
 
@@ -123,7 +123,8 @@ def upload_job_code(factory: ClientFactory, spec: Any, locations: Any, launcher:
     results = []
     if launcher == "trainops":
         if spec.source_dir and not is_s3_source(spec.source_dir):
-            results.append(upload_source_dir(factory, spec.source_dir, locations.code_prefix))
+            results.append(upload_source_dir(factory, spec.source_dir, locations.code_prefix,
+                                             ignore_patterns=getattr(spec, "ignore_patterns", None)))
             for index, dependency in enumerate(getattr(spec, "dependencies", None) or []):
                 prefix = f"{locations.code_prefix.rstrip('/')}/{Path(dependency).name}/"
                 results.append(upload_source_dir(factory, dependency, prefix, f"dependencies.{index}"))

@@ -85,7 +85,12 @@ def check_spec(spec: Any, options: SlurmOptions, shared_dir: str | None) -> None
         problems.append(Problem("shared_dir", f"{shared_dir!r} holds a space: sbatch's #SBATCH lines cannot carry "
                                               "it; choose a plainer path"))
     if problems:
-        raise SpecError(problems, "job spec for the slurm backend")
+        error = SpecError(problems, "job spec for the slurm backend")
+        if spec.sdk == "v3":  # told in the names the spec was written in (compute.instance_groups)
+            from trainops.spec.v3 import v3_problems
+
+            error = v3_problems(error)
+        raise error
 
 
 def _channel_problems(spec: Any, options: SlurmOptions) -> list[Problem]:
@@ -186,7 +191,7 @@ def lay_out(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_d
 
         code_dir = resolve_code_dir(spec)
         assert code_dir is not None
-        _copy(uploads.code_files(code_dir, spec.dependencies), job_dir / "code")
+        _copy(uploads.code_files(code_dir, spec.dependencies, spec.ignore_patterns), job_dir / "code")
     _copy(uploads.runtime_files(), job_dir / "runtime")
     shutil.copyfile(node.__file__, job_dir / "runtime" / NODE_FILE)
     channels = host_channels.fetch_channels(request, job_dir, channel_overrides(spec, options), s3_factory)
