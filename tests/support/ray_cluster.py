@@ -68,6 +68,7 @@ class RayCluster:
     holder: subprocess.Popen
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
     started_seconds: float = 0.0
+    env: dict[str, str] = field(default_factory=dict)  # the nodes' environment
 
     @property
     def netns(self) -> str:
@@ -81,10 +82,14 @@ class RayCluster:
         """``command`` as run in the cluster's namespace."""
         return ["nsenter", f"--net={self.netns}", "--", *command]
 
+    def client_env(self) -> dict[str, str]:
+        """The environment of a client in the namespace (trainops' CLI, a script): ``RAY_ADDRESS`` the cluster's."""
+        return {**os.environ, "RAY_ADDRESS": ADDRESS}
+
     def run(self, command: list[str], *, env: dict[str, str] | None = None, timeout: float = 300.0,
             check: bool = False) -> subprocess.CompletedProcess[str]:
         """Run ``command`` in the namespace (trainops' CLI, a script), ``RAY_ADDRESS`` set to the cluster's."""
-        full_env = {**os.environ, "RAY_ADDRESS": ADDRESS, **(env or {})}
+        full_env = {**self.client_env(), **(env or {})}
         return subprocess.run(self.inside(command), env=full_env, capture_output=True, text=True, timeout=timeout,
                               check=check)
 
@@ -128,6 +133,47 @@ class RayCluster:
                 continue
         return found
 
+    @staticmethod
+    def node_arguments() -> list[str]:
+        return ["--block", f"--num-cpus={CPUS_PER_NODE}", "--num-gpus=0",
+                f"--object-store-memory={OBJECT_STORE_BYTES}", "--node-ip-address=127.0.0.1", "--disable-usage-stats"]
+
+    def start_worker(self) -> None:
+        """Start the worker node (again, after `lose_worker`) and wait until Ray counts two alive nodes."""
+        log = open(self.root / "worker.log", "ab")  # noqa: SIM115 - the node's output for as long as it runs
+        self.processes["worker"] = subprocess.Popen(
+            self.inside([str(ray_binary()), "start", "--address=127.0.0.1:6379",
+                         "--dashboard-agent-listen-port=52366", *self.node_arguments()]),
+            env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        wait_until(lambda: len(self.alive_nodes()) == 2, "both Ray nodes to be alive")
+
+    def node_processes(self, name: str) -> list[int]:
+        """The processes of node ``name`` (``head``, ``worker``): its ``ray start`` and every descendant of it (the
+        raylet, its agents, its workers and actors, the ranks they started)."""
+        root = self.processes[name].pid
+        parents: dict[int, int] = {}
+        for pid in self.pids():
+            try:
+                parents[pid] = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+        found = {root}
+        while more := {pid for pid, parent in parents.items() if parent in found} - found:
+            found |= more
+        return sorted(found)
+
+    def lose_worker(self) -> None:
+        """The worker node dies as a machine does: every process of it frozen at once (SIGSTOP, so none can react
+        or respawn another), then killed. Ray finds out by its own means (the raylet's health checks)."""
+        victims = self.node_processes("worker")
+        for signal_number in (signal.SIGSTOP, signal.SIGKILL):
+            for pid in victims:
+                try:
+                    os.kill(pid, signal_number)
+                except ProcessLookupError:
+                    pass
+        self.processes["worker"].wait(timeout=30)
+
     def stop(self) -> None:
         """End the nodes (their own shutdown first), then whatever is left in the namespace, then the holder."""
         for process in reversed(list(self.processes.values())):
@@ -168,9 +214,8 @@ def start_cluster() -> RayCluster:
                "PATH": os.pathsep.join([str(ray_binary().parent), os.environ.get("PATH", "")]),
                "TMPDIR": str(root / "tmp")}  # the hosts' directories (the driver's) go where stop() removes them
         (root / "tmp").mkdir()
-        common = ["--block", f"--num-cpus={CPUS_PER_NODE}", "--num-gpus=0",
-                  f"--object-store-memory={OBJECT_STORE_BYTES}", "--node-ip-address=127.0.0.1",
-                  "--disable-usage-stats"]
+        cluster.env = env
+        common = cluster.node_arguments()
         ray = str(ray_binary())
         head_log = open(root / "head.log", "wb")  # noqa: SIM115 - the node's output for as long as it runs
         cluster.processes["head"] = subprocess.Popen(
@@ -178,12 +223,7 @@ def start_cluster() -> RayCluster:
                             "--dashboard-port=8265", "--include-dashboard=true", f"--temp-dir={root}/t", *common]),
             env=env, stdout=head_log, stderr=subprocess.STDOUT, start_new_session=True)
         wait_until(lambda: cluster.get("/api/version"), "the Ray head's Jobs API to answer")
-        worker_log = open(root / "worker.log", "wb")  # noqa: SIM115
-        cluster.processes["worker"] = subprocess.Popen(
-            cluster.inside([ray, "start", "--address=127.0.0.1:6379", "--dashboard-agent-listen-port=52366",
-                            *common]),
-            env=env, stdout=worker_log, stderr=subprocess.STDOUT, start_new_session=True)
-        wait_until(lambda: len(cluster.alive_nodes()) == 2, "both Ray nodes to be alive")
+        cluster.start_worker()
     except BaseException:
         logs = "".join(f"\n--- {path.name}\n{path.read_text(errors='replace')[-3000:]}" for path in
                        sorted(root.glob("*.log")))

@@ -14,6 +14,7 @@ import pytest
 from trainops.backends import backend_class, get_backend
 from trainops.backends.ray.options import RayOptions, RaySettings
 from trainops.backends.ray.submission import DRIVER, OWNER_KEY, TOKEN, TOKEN_KEY
+from trainops.backends.ray.vocabulary import RAY
 from trainops.errors import SpecError
 from trainops.spec.loader import parse_job_spec
 
@@ -89,6 +90,19 @@ def test_one_bundle_per_host_with_the_instance_types_gpus(spec):
     assert cpu["strategy"] == "PACK" and cpu["processes_per_host"] == 2
 
 
+def test_the_hosts_share_a_checkpoint_directory_of_the_key_the_attempts_keep(spec):
+    def key(name, **options):
+        entrypoint = backend(**options).render_request(spec, name)["entrypoint"]
+        return json.loads(shlex.split(entrypoint)[-1])["checkpoint_key"]
+
+    assert key("bert-1") == "bert-1"  # a new job starts afresh
+    assert key("bert-1-2", checkpoint_key="bert-1") == "bert-1"  # the train step's retry resumes from its first try
+    shared = spec.model_copy(update={"checkpoint_s3_uri": "s3://bucket/ckpt/bert"})
+    assert json.loads(shlex.split(backend().render_request(shared, "bert-3")["entrypoint"])[-1])[
+        "checkpoint_key"] == "bucket__ckpt__bert"  # as on SageMaker, every job of the URI shares it
+    assert RAY.takes({"checkpoint_key": "bert-1"}) == {"checkpoint_key": "bert-1"}  # the front ends pass it
+
+
 def test_with_shared_dir_nothing_travels_in_the_runtime_env(spec, tmp_path):
     spec = spec.model_copy(update={"output_path": None})
     rendered = backend(shared_dir=str(tmp_path / "shared")).render_request(spec, "bert-1")
@@ -130,6 +144,7 @@ def test_instance_groups_are_refused_naming_the_engine(tmp_path):
     ({"cpus_per_host": -1}, "cpus_per_host"),
     ({"resources_per_host": {"x": "many"}}, "resources_per_host"),
     ({"processes_per_host": 0}, "processes_per_host"),
+    ({"checkpoint_key": "../elsewhere"}, "checkpoint_key"),
 ])
 def test_bad_options_name_the_field(options, field):
     with pytest.raises(SpecError) as raised:

@@ -25,6 +25,9 @@ from trainops.backends.ray.vocabulary import FAILURE_FILE_END, FAILURE_FILE_STAR
 
 #: The variable that carries the request (SageMaker's shape) to the driver and the hosts.
 REQUEST_VARIABLE = "TRAINOPS_RAY_REQUEST"
+#: How long a host whose actor Ray calls unavailable is given for Ray to say it died (its node's health checks: 5
+#: misses 3 s apart by default) or that it answers again.
+UNAVAILABLE_SECONDS = 120.0
 #: Set when the code travels as the runtime_env's working_dir (no shared_dir): the code channel is the actor's cwd.
 SHIPPED_VARIABLE = "TRAINOPS_RAY_SHIPPED"
 
@@ -46,12 +49,16 @@ def _die_with_parent() -> None:
 class HostRunner:
     """One host of the job, on the node its bundle landed on."""
 
-    def __init__(self, request: dict[str, Any], host: str, processes_per_host: int | None):
+    def __init__(self, request: dict[str, Any], host: str, processes_per_host: int | None,
+                 checkpoint_key: str | None = None, shared_dir: str | None = None):
         self.request, self.host, self.processes_per_host = request, host, processes_per_host
         self.process: subprocess.Popen[str] | None = None
-        root = Path(tempfile.gettempdir()) / "trainops-ray" / request["TrainingJobName"]
-        self.base = root / "hosts" / host
-        self.checkpoints = root / "checkpoints" / host
+        root = Path(shared_dir) if shared_dir else Path(tempfile.gettempdir()) / "trainops-ray"
+        self.base = root / "jobs" / request["TrainingJobName"] / "hosts" / host
+        # One directory of the key for every host and attempt of the job (as SageMaker's checkpoint_s3_uri): a retry
+        # <name>-N resumes from it. Without shared_dir it is on each node's disk: a retry placed on the same nodes
+        # resumes, one placed elsewhere starts from what its node holds.
+        self.checkpoints = root / "checkpoints" / (checkpoint_key or request["TrainingJobName"])
 
     def address(self) -> tuple[str, int]:
         import ray
@@ -141,6 +148,36 @@ def _stop_all(ray: Any, actors: list[Any]) -> None:
             pass
 
 
+def _one_line(error: BaseException, limit: int = 600) -> str:
+    return " ".join(line.strip() for line in str(error).splitlines() if line.strip())[:limit]
+
+
+def _ray_verdict(ray: Any, actor: Any, error: BaseException) -> str:
+    """Ray's own word on a host whose actor failed its call (``error``, a `RayActorError`).
+
+    `ActorUnavailableError` is not a verdict: Ray says the actor may come back (a connection broke, its node may be
+    alive). Ray decides whether its node died (the raylet's missed health checks), after which a call to the actor
+    raises `ActorDiedError` with the cause: this waits for that, up to `UNAVAILABLE_SECONDS`. An actor that answers
+    again is still lost to the job: its run's result (the host's exit) is gone with the broken call."""
+    import time
+
+    if not isinstance(error, ray.exceptions.ActorUnavailableError):
+        return _one_line(error)
+    deadline = time.monotonic() + UNAVAILABLE_SECONDS
+    while time.monotonic() < deadline:
+        try:
+            ray.get(actor.failure.remote(), timeout=10)
+        except ray.exceptions.ActorUnavailableError:
+            time.sleep(1)
+        except ray.exceptions.RayActorError as died:
+            return _one_line(died)
+        except ray.exceptions.GetTimeoutError:
+            continue
+        else:
+            return f"its actor stopped answering and came back, its run lost: {_one_line(error)}"
+    return f"its actor has been unavailable for {UNAVAILABLE_SECONDS:.0f} s: {_one_line(error)}"
+
+
 def _failure_of(ray: Any, actor: Any) -> str:
     try:
         return str(ray.get(actor.failure.remote()))
@@ -167,7 +204,8 @@ def main(argv: list[str]) -> int:
             num_cpus=bundle.get("CPU", 0), num_gpus=bundle.get("GPU", 0), resources=custom or None,
             max_concurrency=3, name=f"{plan['job_name']}:{host}",
             scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=index),
-        ).remote(request, host, placement.get("processes_per_host")))
+        ).remote(request, host, placement.get("processes_per_host"), plan.get("checkpoint_key"),
+                 plan.get("shared_dir")))
     found = ray.get([actor.address.remote() for actor in actors])
     addresses = {host: address for host, (address, _) in zip(placement["hosts"], found, strict=True)}
     master_port = found[0][1]
@@ -184,7 +222,8 @@ def main(argv: list[str]) -> int:
         except ray.exceptions.RayActorError as error:  # the actor or its node died: the host is lost, not failed
             code = -1
             if failed is None:
-                lost = LOST_HOST.format(host=host, error=str(error).strip().splitlines()[0] if str(error) else "")
+                actor = actors[placement["hosts"].index(host)]
+                lost = LOST_HOST.format(host=host, error=_ray_verdict(ray, actor, error))
         if code != 0 and failed is None:
             failed = (host, code)
             print(f"[trainops] host {host} exited {code}: stopping the other hosts", flush=True)

@@ -83,6 +83,9 @@ class RayOptions(BackendOptions):
         gpus_per_host: GPUs each host's bundle asks (default: the instance type's GPUs; 0 on a CPU cluster).
         resources_per_host: custom Ray resources each bundle asks (``{"accelerator_type:A10G": 1}``).
         processes_per_host: ranks per host (default: the spec's, else the GPUs, else one).
+        checkpoint_key: the key of the job's checkpoint directory, which every host of the job shares (the train
+            step gives its job's name, so its attempts <name>-N resume from it; default: the spec's
+            checkpoint_s3_uri, else the job's name).
     """
 
     backend: ClassVar[str] = "ray"
@@ -93,9 +96,16 @@ class RayOptions(BackendOptions):
     gpus_per_host: float | None = None
     resources_per_host: dict[str, float] | None = None
     processes_per_host: int | None = None
+    checkpoint_key: str | None = None
 
     def __post_init__(self) -> None:
         problems: list[Problem] = []
+        if self.checkpoint_key is not None:
+            from trainops.backends.hostfs.paths import checkpoint_key_problem
+
+            problem = checkpoint_key_problem(self.checkpoint_key)
+            if problem:
+                problems.append(Problem("checkpoint_key", problem))
         if self.runtime_env is not None:
             if not isinstance(self.runtime_env, dict):
                 problems.append(Problem("runtime_env", f"{self.runtime_env!r} is not a mapping (Ray's runtime_env)"))

@@ -90,6 +90,20 @@ def placement(spec: Any, options: RayOptions) -> dict[str, Any]:
             "processes_per_host": processes_per_host(spec, options, gpus)}
 
 
+def checkpoint_key(spec: Any, options: RayOptions, name: str) -> str:
+    """The name of the job's checkpoint directory (under ``checkpoints/`` of shared_dir, else of each node's temporary
+    directory), which its hosts share: the option (the train step gives its job's name, so its attempts <name>-N
+    resume), else the spec's checkpoint_s3_uri (shared, as on SageMaker), else the job's own name."""
+    from trainops.backends.hostfs import paths
+
+    if options.checkpoint_key:
+        return paths.checkpoint_component(options.checkpoint_key)
+    if spec.checkpoint_s3_uri:
+        key = spec.checkpoint_s3_uri.split("://", 1)[-1].strip("/").replace("/", "__")
+        return paths.checkpoint_component(key, "checkpoint_s3_uri")
+    return paths.checkpoint_component(name, "job_name")
+
+
 def code_directory(spec: Any) -> Path:
     """The local directory of the job's code (source_dir, else the working directory), its entry point checked."""
     if spec.source_dir and str(spec.source_dir).startswith("s3://"):
@@ -136,7 +150,8 @@ def render(spec: Any, name: str, options: RayOptions, *, owner: str, shared_dir:
         runtime_env["py_modules"] = [runtime_package()]
         env_vars[SHIPPED_VARIABLE] = "1"  # the code channel is the working_dir Ray unpacked on each node
     plan = placement(spec, options)
-    arguments = {"job_name": name, "placement": plan, "max_run": spec.max_run}
+    arguments = {"job_name": name, "placement": plan, "max_run": spec.max_run,
+                 "checkpoint_key": checkpoint_key(spec, options, name), "shared_dir": shared_dir}
     entrypoint = f"python -m {DRIVER} {shlex.quote(json.dumps(arguments, sort_keys=True))}"
     return {"submission_id": name, "entrypoint": entrypoint, "runtime_env": runtime_env,
             "metadata": {TOKEN_KEY: TOKEN, OWNER_KEY: owner, "trainops_job": name,
