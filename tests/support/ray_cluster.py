@@ -22,10 +22,14 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import textwrap
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -38,6 +42,40 @@ CPUS_PER_NODE = 2
 #: Bytes of each node's object store (Ray's floor is 75 MiB; the tests move no data through it).
 OBJECT_STORE_BYTES = 80 * 1024 * 1024
 START_SECONDS = 180.0
+
+#: The relay's program (`RayCluster.relay`), run inside the namespace on a listening socket made outside it.
+RELAY = textwrap.dedent("""
+    import socket, sys, threading
+
+    listener = socket.socket(fileno=int(sys.argv[1]))  # made outside the namespace: it listens there
+    target = ("127.0.0.1", int(sys.argv[2]))  # the Jobs API, inside the namespace
+
+    def pipe(source, sink):
+        try:
+            while True:
+                data = source.recv(65536)
+                if not data:
+                    break
+                sink.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for end in (source, sink):
+                try:
+                    end.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    while True:
+        client, _ = listener.accept()
+        try:
+            server = socket.create_connection(target)
+        except OSError:
+            client.close()
+            continue
+        threading.Thread(target=pipe, args=(client, server), daemon=True).start()
+        threading.Thread(target=pipe, args=(server, client), daemon=True).start()
+""")
 
 
 def missing() -> str | None:
@@ -96,6 +134,25 @@ class RayCluster:
     def python(self, code: str, *, timeout: float = 300.0) -> subprocess.CompletedProcess[str]:
         """Run Python ``code`` in the namespace with this environment's interpreter."""
         return self.run([sys.executable, "-c", code], timeout=timeout)
+
+    @contextmanager
+    def relay(self) -> Iterator[str]:
+        """The Jobs API as a process outside the namespace reaches it (an Airflow worker, a KFP pod, a bench):
+        ``http://127.0.0.1:PORT`` of this machine's loopback. A listening socket made here is handed to a process
+        inside the namespace (``nsenter --net``), which connects each connection to the Jobs API there. A socket
+        keeps the namespace it was made in, so no port of the cluster opens to the machine's network."""
+        listener = socket.socket()
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(64)
+        port = int(ADDRESS.rsplit(":", 1)[1])
+        relay = subprocess.Popen(self.inside([sys.executable, "-c", RELAY, str(listener.fileno()), str(port)]),
+                                 pass_fds=(listener.fileno(),))
+        try:
+            yield f"http://127.0.0.1:{listener.getsockname()[1]}"
+        finally:
+            relay.terminate()
+            relay.wait(timeout=30)
+            listener.close()
 
     def get(self, path: str) -> object | None:
         """The JSON the dashboard answers at ``path`` (None while it does not answer)."""

@@ -1,5 +1,6 @@
 """The ray backend's system tests share one real Ray cluster (`support.ray_cluster`): started once per test session
-(per xdist worker) at the first test that asks for it, stopped when the session ends."""
+(per xdist worker) at the first test that asks for it, stopped when the session ends; and one relay to its Jobs API
+for the tests that run trainops outside the cluster's namespace (``jobs_api``)."""
 
 from __future__ import annotations
 
@@ -17,3 +18,10 @@ def ray_cluster():
         yield cluster
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def jobs_api(ray_cluster):
+    """The cluster's Jobs API as a process outside its namespace reaches it: ``http://127.0.0.1:PORT``."""
+    with ray_cluster.relay() as address:
+        yield address

@@ -103,6 +103,26 @@ def test_the_hosts_share_a_checkpoint_directory_of_the_key_the_attempts_keep(spe
     assert RAY.takes({"checkpoint_key": "bert-1"}) == {"checkpoint_key": "bert-1"}  # the front ends pass it
 
 
+def test_channel_overrides_are_where_the_nodes_read_a_channel(spec, tmp_path):
+    with_input = spec.model_copy(update={"inputs": parse_job_spec({
+        **spec.model_dump(exclude_none=True, by_alias=True), "inputs": {"train": "s3://bucket/train"}}).inputs})
+    request = backend(channel_overrides={"train": str(tmp_path / "data")}).render_request(with_input, "bert-1")[
+        "request"]
+    [train] = [channel for channel in request["InputDataConfig"] if channel["ChannelName"] == "train"]
+    assert train["DataSource"]["S3DataSource"]["S3Uri"] == str(tmp_path / "data")
+    with pytest.raises(SpecError) as raised:
+        backend(channel_overrides={"test": str(tmp_path)}).render_request(with_input, "bert-1")
+    assert "channel_overrides.test" in [problem.path for problem in raised.value.problems]
+    assert RAY.takes({"channel_overrides": {"train": "/d"}}) == {"channel_overrides": {"train": "/d"}}
+
+
+def test_a_file_output_says_where_the_model_will_be(spec, tmp_path):
+    local = spec.model_copy(update={"output_path": (tmp_path / "out").as_uri()})
+    assert backend().render_request(local, "bert-1")["metadata"]["trainops_model"] == \
+        (tmp_path / "out" / "bert-1" / "output" / "model.tar.gz").as_uri()
+    assert "trainops_model" not in backend().render_request(spec, "bert-1")["metadata"]  # s3://: not packed yet
+
+
 def test_with_shared_dir_nothing_travels_in_the_runtime_env(spec, tmp_path):
     spec = spec.model_copy(update={"output_path": None})
     rendered = backend(shared_dir=str(tmp_path / "shared")).render_request(spec, "bert-1")
@@ -145,6 +165,7 @@ def test_instance_groups_are_refused_naming_the_engine(tmp_path):
     ({"resources_per_host": {"x": "many"}}, "resources_per_host"),
     ({"processes_per_host": 0}, "processes_per_host"),
     ({"checkpoint_key": "../elsewhere"}, "checkpoint_key"),
+    ({"channel_overrides": {"train": "relative/dir"}}, "channel_overrides"),
 ])
 def test_bad_options_name_the_field(options, field):
     with pytest.raises(SpecError) as raised:

@@ -26,11 +26,12 @@ def ray_module(name: str):
     return importlib.import_module(name)
 
 
-def details(status: str, message: str | None = None, error_type: str | None = None, code: int | None = None):
+def details(status: str, message: str | None = None, error_type: str | None = None, code: int | None = None,
+            metadata: dict[str, str] | None = None):
     ray_jobs = ray_module("ray.job_submission")
     return ray_jobs.JobDetails(type=ray_jobs.JobType.SUBMISSION, entrypoint="python -m trainops.backends.ray.driver",
                                submission_id="job-1", status=status, message=message, error_type=error_type,
-                               driver_exit_code=code, start_time=1_000, end_time=61_000)
+                               driver_exit_code=code, start_time=1_000, end_time=61_000, metadata=metadata or {})
 
 
 def entrypoint_failed(log_tail: str, code: int = 1) -> str:
@@ -58,6 +59,13 @@ def test_rays_states_read_as_trainops_statuses(state, status):
 
 def test_a_succeeded_job_has_no_failure():
     assert verdict(details("SUCCEEDED", "Job finished successfully.", code=0)) is None
+
+
+def test_a_completed_job_has_the_model_its_submission_says_host_1_packed():
+    model = {"trainops_model": "file:///data/out/job-1/output/model.tar.gz"}
+    assert result(details("SUCCEEDED", metadata=model), "job-1", reattached=False).model_artifact == \
+        "file:///data/out/job-1/output/model.tar.gz"
+    assert result(details("FAILED", "boom", metadata=model), "job-1", reattached=False).model_artifact is None
 
 
 def test_a_failing_rank_is_user_with_the_hosts_failure_file_as_the_reason():

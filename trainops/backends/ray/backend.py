@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
+from trainops.backends.builtin_kinds import JobKindMethods, MethodEvaluations, MethodRegistry, MethodStaging
+from trainops.backends.job_kinds import Evaluations, Registry, Staging
 from trainops.backends.kit import (
     BackendOptions,
     JobHandle,
@@ -33,24 +36,46 @@ from trainops.backends.ray.options import RayOptions, RaySettings
 from trainops.backends.ray.submission import OWNER_KEY, TOKEN, TOKEN_KEY, check_spec, default_owner, render
 from trainops.backends.ray.vocabulary import RAY
 
+if TYPE_CHECKING:
+    from trainops.backends.local.backend import LocalBackend
+
 PERSON_STOP = "Stopped by the user"
+#: What a staging step takes on this backend (the local backend's copy, where trainops runs).
+RAY_STAGE_SETTINGS = frozenset({"strict", "workers", "progress", "delete"})
 
 
-class RayBackend(PolledBackend[RayOptions]):
-    """Jobs of the Ray cluster at ``address`` (default ``$RAY_ADDRESS``)."""
+class RayBackend(JobKindMethods, PolledBackend[RayOptions]):
+    """Jobs of the Ray cluster at ``address`` (default ``$RAY_ADDRESS``).
+
+    A pipeline's other steps run where trainops runs (the Airflow worker, the KFP pod), as the local backend runs
+    them: staging copies data into a directory (one every node sees, for the training's channels), an evaluation reads
+    the model where the job's host 1 packed it (a file:// output), and the model registry is a directory (default
+    ``registry/`` of shared_dir, else of the pipeline's workdir, else of trainops' home).
+
+    Args:
+        address, token_file, shared_dir: where the cluster is (`RaySettings`).
+        poll_seconds: how often a wait asks the Jobs API.
+        workdir: where trainops runs a pipeline's other steps (the pipeline's workdir).
+        registry_dir: the model registry's directory.
+        client_factory: boto3 client factory for s3:// staging sources.
+    """
 
     name = "ray"
     Options = RayOptions
     vocabulary = RAY  # its states, failure rules (Ray's words), no price
-    CONTEXT = frozenset({"address", "token_file", "shared_dir", "poll_seconds"})
+    CONTEXT = frozenset({"address", "token_file", "shared_dir", "poll_seconds", "workdir", "registry_dir",
+                         "client_factory"})
     EXTRAS = ("ray",)
     WAIT_GRACE_SECONDS = 600.0
 
     def __init__(self, address: str | None = None, token_file: str | None = None, shared_dir: str | None = None,
-                 poll_seconds: float | None = None):
+                 poll_seconds: float | None = None, workdir: str | os.PathLike[str] | None = None,
+                 registry_dir: str | None = None, client_factory: Callable[[str], Any] | None = None):
         self.cluster = RaySettings(address=address, token_file=token_file, shared_dir=shared_dir)
         if poll_seconds is not None:
             self.poll_seconds = float(poll_seconds)
+        self.workdir = os.fspath(workdir) if workdir else None
+        self.registry_dir, self.client_factory = registry_dir, client_factory
         self.owner = default_owner()
         self._apis: dict[str, JobsApi] = {}
 
@@ -173,3 +198,46 @@ class RayBackend(PolledBackend[RayOptions]):
     def render_request(self, spec: JobSpec, job_name: str, *,
                        options: BackendOptions | Mapping[str, Any] | None = None) -> dict[str, Any]:
         return self.dry_run(spec, job_name, self.options(options))
+
+    # --- a pipeline's other steps: where trainops runs -------------------------------------------------------------
+    def evaluations(self) -> Evaluations:
+        return MethodEvaluations(self, self.EVALUATION_SETTINGS)
+
+    def staging(self) -> Staging:
+        return MethodStaging(self, RAY_STAGE_SETTINGS)
+
+    def registry(self) -> Registry:
+        return MethodRegistry(self, self.REGISTRATION_SETTINGS, browsable=True)
+
+    def _here(self) -> LocalBackend:
+        """The local backend over shared_dir, else the pipeline's workdir (through the registry)."""
+        from trainops.backends import get_backend
+
+        base = self.cluster.shared_dir or self.workdir
+        registry = self.registry_dir or (os.path.join(base, "registry") if base else None)
+        here = get_backend("local", workdir=base, registry_dir=registry, client_factory=self.client_factory)
+        return cast("LocalBackend", here)
+
+    def _evaluate(self, **arguments: Any) -> Any:
+        """Run the evaluation script on this machine, the model read where host 1 packed it."""
+        return self._here().evaluate(**arguments)
+
+    def evaluation_output(self, workdir: Any, key: str, model_artifact: str | None = None) -> str:
+        return self._here().evaluation_output(workdir, key, model_artifact)
+
+    def _register(self, **arguments: Any) -> Any:
+        """A version in the registry directory (once per training job)."""
+        return self._here().register(**arguments)
+
+    def champion(self, group: str) -> Any:
+        return self._here().champion(group)
+
+    def model_registry(self) -> Any:
+        return self._here().model_registry()
+
+    def stage(self, source: str, destination: str, *, strict: bool = True, workers: int | None = None,
+              progress: Any = None, delete: bool = False) -> Any:
+        """Copy a local tree, file:// or s3:// prefix into a directory (one the nodes see), as the local backend
+        stages."""
+        return self._here().stage(source, destination, strict=strict, workers=workers, progress=progress,
+                                  delete=delete)

@@ -38,6 +38,15 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+def model_location(request: dict[str, Any]) -> str | None:
+    """Where host 1 packs the model of a completed job: ``<output>/<job>/output/model.tar.gz`` of a file:// output
+    (as SageMaker's), None for an output it does not pack to."""
+    output = str(request["OutputDataConfig"]["S3OutputPath"])
+    if not output.startswith("file://"):
+        return None
+    return (Path(output.removeprefix("file://")) / request["TrainingJobName"] / "output" / "model.tar.gz").as_uri()
+
+
 def _die_with_parent() -> None:
     """The runtime gets SIGTERM when its actor's process dies (a killed actor, a stopped job): no rank outlives it."""
     import ctypes
@@ -126,12 +135,12 @@ class HostRunner:
 
     def pack(self) -> str | None:
         """Host 1: the model directory as ``<output>/<job>/output/model.tar.gz`` (a file:// output)."""
-        output = self.request["OutputDataConfig"]["S3OutputPath"]
-        if not output.startswith("file://"):
-            print(f"[{self.host}] the model stays on the node ({self.base / 'model'}): packing to {output} is not "
-                  "written yet", flush=True)
+        location = model_location(self.request)
+        if location is None:
+            print(f"[{self.host}] the model stays on the node ({self.base / 'model'}): packing to "
+                  f"{self.request['OutputDataConfig']['S3OutputPath']} is not written yet", flush=True)
             return None
-        target = Path(output.removeprefix("file://")) / self.request["TrainingJobName"] / "output" / "model.tar.gz"
+        target = Path(location.removeprefix("file://"))
         target.parent.mkdir(parents=True, exist_ok=True)
         with tarfile.open(target, "w:gz") as archive:
             for path in sorted((self.base / "model").iterdir()):

@@ -83,6 +83,8 @@ class RayOptions(BackendOptions):
         gpus_per_host: GPUs each host's bundle asks (default: the instance type's GPUs; 0 on a CPU cluster).
         resources_per_host: custom Ray resources each bundle asks (``{"accelerator_type:A10G": 1}``).
         processes_per_host: ranks per host (default: the spec's, else the GPUs, else one).
+        channel_overrides: channel name -> a directory every node sees, read instead of the spec's source (the
+            pipeline's train step gives its channels so).
         checkpoint_key: the key of the job's checkpoint directory, which every host of the job shares (the train
             step gives its job's name, so its attempts <name>-N resume from it; default: the spec's
             checkpoint_s3_uri, else the job's name).
@@ -97,9 +99,16 @@ class RayOptions(BackendOptions):
     resources_per_host: dict[str, float] | None = None
     processes_per_host: int | None = None
     checkpoint_key: str | None = None
+    channel_overrides: dict[str, str] | None = None
 
     def __post_init__(self) -> None:
         problems: list[Problem] = []
+        overrides = self.channel_overrides
+        if overrides is not None and (not isinstance(overrides, dict) or not all(
+                isinstance(key, str) and isinstance(value, str) and os.path.isabs(value.removeprefix("file://"))
+                for key, value in overrides.items())):
+            problems.append(Problem("channel_overrides", "give a mapping of channel name -> absolute directory "
+                                                         "every node sees"))
         if self.checkpoint_key is not None:
             from trainops.backends.hostfs.paths import checkpoint_key_problem
 

@@ -8,6 +8,7 @@ import time
 from typing import Any
 
 from trainops.backends.kit import JobResult, Observation
+from trainops.backends.ray.submission import MODEL_KEY
 from trainops.backends.ray.vocabulary import FAILURE_FILE_END, FAILURE_FILE_START, ray_job_status
 
 _FAILURE_FILE = re.compile(re.escape(FAILURE_FILE_START).replace(re.escape("{host}"), r"(?P<host>\S+)") + r"\n"
@@ -51,7 +52,9 @@ def result(info: Any, job_name: str, *, reattached: bool, stop_reason: str | Non
         reason = stop_reason or getattr(info, "message", None) or "Stopped"
     error_type = getattr(info, "error_type", None)
     error = str(getattr(error_type, "value", error_type)) if error_type else None
-    return JobResult("ray", job_name, ours, secondary_status=status, failure_reason=reason,
+    # A completed job's model: where the driver's host 1 packed it (the submission's metadata, a file:// output).
+    model = dict(getattr(info, "metadata", None) or {}).get(MODEL_KEY) if ours.value == "Completed" else None
+    return JobResult("ray", job_name, ours, secondary_status=status, failure_reason=reason, model_artifact=model,
                      duration_seconds=(end - start) if start and end else None, reattached=reattached,
                      details={"ray_status": status, "error_type": error, "failed_host": failed_host,
                               # the evidence Ray's rules read: its state, then its JobErrorType

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from trainops.backends.kit import Problem, SpecError, instance_type
-from trainops.backends.ray.driver import REQUEST_VARIABLE, SHIPPED_VARIABLE
+from trainops.backends.ray.driver import REQUEST_VARIABLE, SHIPPED_VARIABLE, model_location
 from trainops.backends.ray.options import RayOptions
 
 #: The entrypoint's module: the job's driver on the head node.
@@ -27,6 +27,8 @@ OWNER_KEY = "trainops_owner"
 #: What TOKEN_KEY holds: the mark of a submission trainops made (`render`); a submission without it was made by
 #: something else (``ray job submit``, another tool) and is never followed or stopped.
 TOKEN = "trainops-ray-v1"
+#: Metadata key of where a completed job's model is (a file:// output): the result's model_artifact.
+MODEL_KEY = "trainops_model"
 
 
 def check_spec(spec: Any) -> None:
@@ -136,8 +138,14 @@ def render(spec: Any, name: str, options: RayOptions, *, owner: str, shared_dir:
         raise SpecError(Problem("output_path", "the ray engine needs where model.tar.gz goes: an s3:// prefix or a "
                                                "directory every node sees (or give shared_dir)"),
                         "job spec for the ray engine")
+    overrides = dict(options.channel_overrides or {})
+    unknown = sorted(set(overrides) - set(spec.channels))
+    if unknown:
+        raise SpecError([Problem(f"channel_overrides.{channel}", "is not a channel of the spec (channels: "
+                                                                 f"{', '.join(sorted(spec.channels)) or 'none'})")
+                         for channel in unknown], "job spec for the ray engine")
     request = render_local(spec, job_name=name, launcher="trainops", code=str(code), runtime=runtime_package(),
-                           submit=str(code), output_path=output_path)
+                           submit=str(code), output_path=output_path, channels=overrides or None)
     given = dict(options.runtime_env or {})
     env_vars = {**dict(given.pop("env_vars", None) or {}), **{key: str(value) for key, value in
                                                              (spec.environment or {}).items()}}
@@ -153,9 +161,11 @@ def render(spec: Any, name: str, options: RayOptions, *, owner: str, shared_dir:
     arguments = {"job_name": name, "placement": plan, "max_run": spec.max_run,
                  "checkpoint_key": checkpoint_key(spec, options, name), "shared_dir": shared_dir}
     entrypoint = f"python -m {DRIVER} {shlex.quote(json.dumps(arguments, sort_keys=True))}"
-    return {"submission_id": name, "entrypoint": entrypoint, "runtime_env": runtime_env,
-            "metadata": {TOKEN_KEY: TOKEN, OWNER_KEY: owner, "trainops_job": name,
-                         "trainops_max_run": str(spec.max_run)},
+    metadata = {TOKEN_KEY: TOKEN, OWNER_KEY: owner, "trainops_job": name, "trainops_max_run": str(spec.max_run)}
+    model = model_location(request)
+    if model:
+        metadata[MODEL_KEY] = model
+    return {"submission_id": name, "entrypoint": entrypoint, "runtime_env": runtime_env, "metadata": metadata,
             "entrypoint_num_cpus": 0, "request": request, "placement": plan}
 
 

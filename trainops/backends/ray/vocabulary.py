@@ -80,7 +80,7 @@ RULES: tuple[Rule, ...] = (
 RAY = register(Vocabulary(
     engine="ray", tables={"ray_job": TABLE}, training_kind="ray_job", ended_as=ENDED_STATUSES,
     state_meanings=STATE_MEANINGS, rules=RULES, price=None, price_basis="",
-    front_end_options=frozenset({"processes_per_host", "checkpoint_key"})))
+    front_end_options=frozenset({"processes_per_host", "checkpoint_key", "channel_overrides"})))
 
 
 def ray_job_status(state: str | None) -> JobStatus:
