@@ -9,7 +9,9 @@ A holder process (``unshare -n`` running ``cat`` on a pipe) keeps the namespace;
 worker node (``ray start --address``) run in it through ``nsenter``, each in the foreground (``--block``) under a
 temporary directory of the test's, with 2 logical CPUs each and a small object store. Whatever trainops runs against
 the cluster runs in the namespace too (`RayCluster.run`, `RayCluster.python`): the Jobs API answers at
-``http://127.0.0.1:8265`` there only.
+``http://127.0.0.1:8265`` there only. From outside it, through a relay (`RayCluster.open_relay`): the cluster starts
+one of its own, `RayCluster.api`, which the test process's looks (`RayCluster.get`) and the tests that run trainops
+where an Airflow worker would use.
 
 `RayCluster.stop` ends every process of the namespace (found by their network namespace: all and only the
 processes this cluster started, Ray's workers and jobs' drivers included), then the holder. Needs root (``unshare
@@ -28,8 +30,7 @@ import sys
 import tempfile
 import textwrap
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,7 +44,10 @@ CPUS_PER_NODE = 2
 OBJECT_STORE_BYTES = 80 * 1024 * 1024
 START_SECONDS = 180.0
 
-#: The relay's program (`RayCluster.relay`), run inside the namespace on a listening socket made outside it.
+#: Requests to the relay on this machine's loopback, never through a proxy of the environment.
+DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+#: The relay's program (`RayCluster.open_relay`), run inside the namespace on a listening socket made outside it.
 RELAY = textwrap.dedent("""
     import socket, sys, threading
 
@@ -107,6 +111,8 @@ class RayCluster:
     processes: dict[str, subprocess.Popen] = field(default_factory=dict)
     started_seconds: float = 0.0
     env: dict[str, str] = field(default_factory=dict)  # the nodes' environment
+    api: str = ""  # the Jobs API as this machine reaches it (the cluster's own relay, `open_relay`)
+    _relay: tuple[subprocess.Popen, socket.socket] | None = None
 
     @property
     def netns(self) -> str:
@@ -135,35 +141,27 @@ class RayCluster:
         """Run Python ``code`` in the namespace with this environment's interpreter."""
         return self.run([sys.executable, "-c", code], timeout=timeout)
 
-    @contextmanager
-    def relay(self) -> Iterator[str]:
-        """The Jobs API as a process outside the namespace reaches it (an Airflow worker, a KFP pod, a bench):
-        ``http://127.0.0.1:PORT`` of this machine's loopback. A listening socket made here is handed to a process
-        inside the namespace (``nsenter --net``), which connects each connection to the Jobs API there. A socket
-        keeps the namespace it was made in, so no port of the cluster opens to the machine's network."""
+    def open_relay(self) -> tuple[subprocess.Popen, socket.socket, str]:
+        """Start a relay to the Jobs API: ``http://127.0.0.1:PORT`` of this machine's loopback, which a process
+        outside the namespace reaches (an Airflow worker, a KFP pod, the test process itself). A listening socket made
+        here is handed to a process inside the namespace (``nsenter --net``), which connects each connection to the
+        Jobs API there. A socket keeps the namespace it was made in, so no port of the cluster opens to the machine's
+        network. Returns the relay's process, the socket (closed by the caller once the relay ends) and the address."""
         listener = socket.socket()
         listener.bind(("127.0.0.1", 0))
         listener.listen(64)
         port = int(ADDRESS.rsplit(":", 1)[1])
         relay = subprocess.Popen(self.inside([sys.executable, "-c", RELAY, str(listener.fileno()), str(port)]),
                                  pass_fds=(listener.fileno(),))
-        try:
-            yield f"http://127.0.0.1:{listener.getsockname()[1]}"
-        finally:
-            relay.terminate()
-            relay.wait(timeout=30)
-            listener.close()
+        return relay, listener, f"http://127.0.0.1:{listener.getsockname()[1]}"
 
     def get(self, path: str) -> object | None:
-        """The JSON the dashboard answers at ``path`` (None while it does not answer)."""
-        done = self.python("import json, urllib.request, sys\n"
-                           f"sys.stdout.write(urllib.request.urlopen({ADDRESS + path!r}, timeout=10).read().decode())",
-                           timeout=60)
-        if done.returncode != 0:
-            return None
+        """The JSON the dashboard answers at ``path`` (None while it does not answer), asked from this process
+        through the cluster's own relay (`api`): a look in a wait loop starts no process."""
         try:
-            return json.loads(done.stdout)
-        except ValueError:
+            with DIRECT.open(self.api + path, timeout=10) as answer:
+                return json.loads(answer.read().decode())
+        except (OSError, ValueError):  # refused or reset while the head starts, a 5xx, a body that is not JSON
             return None
 
     def alive_nodes(self) -> list[dict]:
@@ -247,6 +245,9 @@ class RayCluster:
             except ProcessLookupError:
                 pass
         wait_until(lambda: not self.pids(), "every process of the Ray test cluster to end", timeout=60)
+        if self._relay is not None:  # a process of the namespace: ended above
+            self._relay[0].wait(timeout=30)
+            self._relay[1].close()
         if self.holder.stdin is not None:
             self.holder.stdin.close()
         self.holder.wait(timeout=30)
@@ -266,6 +267,8 @@ def start_cluster() -> RayCluster:
     try:
         wait_until(lambda: "UP" in cluster.run(["ip", "-o", "link", "show", "lo"]).stdout.split(">")[0],
                    "the namespace's loopback to come up", timeout=30, pause=0.1)
+        relay, listener, cluster.api = cluster.open_relay()  # ended with the namespace's processes by stop()
+        cluster._relay = (relay, listener)
         # The nodes' python is this environment's (as a real cluster's python has Ray): a job's `python` finds it.
         env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0", "RAY_DEDUP_LOGS": "0",
                "PATH": os.pathsep.join([str(ray_binary().parent), os.environ.get("PATH", "")]),

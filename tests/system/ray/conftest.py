@@ -22,6 +22,6 @@ def ray_cluster():
 
 @pytest.fixture(scope="session")
 def jobs_api(ray_cluster):
-    """The cluster's Jobs API as a process outside its namespace reaches it: ``http://127.0.0.1:PORT``."""
-    with ray_cluster.relay() as address:
-        yield address
+    """The cluster's Jobs API as a process outside its namespace reaches it: ``http://127.0.0.1:PORT`` (the relay
+    the cluster starts with itself)."""
+    return ray_cluster.api

@@ -52,12 +52,8 @@ STOP = textwrap.dedent("""
     print(json.dumps({"said": said, "status": result.status.value, "reason": result.failure_reason}))
 """)
 
-LIVE_ACTORS = textwrap.dedent("""
-    import json
-    from ray.util.state import list_actors
-    print(json.dumps([actor.name for actor in list_actors(address="http://127.0.0.1:8265",
-                                                          filters=[("state", "=", "ALIVE")])]))
-""")
+#: Ray's state API (what ``ray.util.state.list_actors`` asks), read over HTTP: no Python importing Ray per look.
+LIVE_ACTORS = "/api/v0/actors?limit=1000&filter_keys=state&filter_predicates=%3D&filter_values=ALIVE"
 
 
 def job_processes(cluster, code: Path) -> list[str]:
@@ -72,6 +68,16 @@ def job_processes(cluster, code: Path) -> list[str]:
     return found
 
 
+def actor_names(cluster) -> list[str] | None:
+    """The names of Ray's live actors (None while the dashboard does not answer)."""
+    listed = cluster.get(LIVE_ACTORS)
+    if not isinstance(listed, dict):
+        return None
+    actors = listed["data"]["result"]["result"]
+    assert all(actor["state"] == "ALIVE" for actor in actors), actors  # the filter was applied
+    return [actor.get("name") or "" for actor in actors]
+
+
 def test_stop_ends_the_job_and_leaves_no_rank_or_actor(ray_cluster, tmp_path):
     code = tmp_path / "code"
     code.mkdir()
@@ -81,6 +87,7 @@ def test_stop_ends_the_job_and_leaves_no_rank_or_actor(ray_cluster, tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     running = job_processes(ray_cluster, code)
     assert len([line for line in running if "train.py" in line]) >= 2, running  # both hosts' ranks run
+    assert {"forever-1:algo-1", "forever-1:algo-2"} <= set(actor_names(ray_cluster) or [])  # the look below sees them
     done = ray_cluster.run([sys.executable, "-c", STOP], timeout=300, env={"TRAINOPS_HOME": str(tmp_path / "home")})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     seen = json.loads(done.stdout.strip().splitlines()[-1])
@@ -90,8 +97,7 @@ def test_stop_ends_the_job_and_leaves_no_rank_or_actor(ray_cluster, tmp_path):
                timeout=120)
 
     def no_actor_of_the_job() -> bool:
-        listed = ray_cluster.run([sys.executable, "-c", LIVE_ACTORS], timeout=120)
-        return listed.returncode == 0 and not [name for name in json.loads(listed.stdout.strip().splitlines()[-1])
-                                               if name and name.startswith("forever-1:")]
+        names = actor_names(ray_cluster)
+        return names is not None and not [name for name in names if name.startswith("forever-1:")]
 
     wait_until(no_actor_of_the_job, "the stopped job's host actors to be gone", timeout=120)
