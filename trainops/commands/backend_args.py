@@ -21,12 +21,22 @@ OPTION_HELP = ("a setting of the backend, repeatable: how it is reached and its 
                "processes_per_host=2, -o preflight=false, -o channel_overrides=train=/data); text is coerced to "
                "the setting's type, and a setting the backend does not take is refused")
 
+#: The shorthand flags of settings that say where a job lives, as a command that finds a job offers them.
+SHORTHAND_HELP = {
+    "workdir": "shorthand for -o workdir=DIR: the state directory",
+    "region": "shorthand for -o region=...: the AWS region",
+}
 
-def add_backend_arguments(parser: argparse.ArgumentParser, *, backend_help: str = BACKEND_HELP) -> None:
-    """``--backend NAME`` and ``-o/--option KEY=VALUE`` on a command."""
+
+def add_backend_arguments(parser: argparse.ArgumentParser, *, backend_help: str = BACKEND_HELP,
+                          shorthands: tuple[str, ...] = ()) -> None:
+    """``--backend NAME`` and ``-o/--option KEY=VALUE`` on a command, and the ``shorthands`` it offers
+    (``--workdir``, ``--region``: names of `SHORTHAND_HELP`), each feeding the setting of its name."""
     parser.add_argument("--backend", default=None, metavar="NAME", help=backend_help)
     parser.add_argument("-o", "--option", dest="backend_option", action="append", default=[], metavar="KEY=VALUE",
                         help=OPTION_HELP)
+    for name in shorthands:
+        parser.add_argument(f"--{name}", default=None, help=SHORTHAND_HELP[name])
 
 
 def option_items(items: list[str]) -> dict[str, Any]:

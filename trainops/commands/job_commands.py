@@ -8,6 +8,8 @@ import signal
 import sys
 from typing import Any
 
+from trainops.commands.parsing import add_command
+
 PIPELINE_KEYS = {"steps", "workdir", "backend"}
 
 
@@ -15,8 +17,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the job commands to the command line."""
     from trainops.commands.backend_args import add_backend_arguments
 
-    run = subparsers.add_parser(
-        "run", help="run a job spec or a pipeline file (the default backend unless --backend says)",
+    run = add_command(
+        subparsers, "run", run_command,
+        help="run a job spec or a pipeline file (the default backend unless --backend says)",
         description="Run a job spec (or a pipeline file: stage, train, evaluate, register) on a backend: the local "
                     "one (several simulated hosts on this machine) by default, or the one --backend names. Exit 0 "
                     "when it completed, 1 when it failed or was stopped, 2 on invalid input. Ctrl-C or SIGTERM stops "
@@ -54,24 +57,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="shorthand for -o checkpoint_key=JOB: start from the checkpoints of the earlier job JOB "
                           "(a new job name otherwise starts afresh; a re-run of the same name resumes its own)")
     run.add_argument("--force", action="store_true", help="pipelines: re-run steps whose inputs did not change")
-    run.set_defaults(handler=run_command)
 
     for name, text in (("status", "show a job's status"), ("logs", "print a job's logs, every host"),
                        ("stop", "stop a running job")):
-        command = subparsers.add_parser(name, help=text, description=f"{text[0].upper()}{text[1:]}. With no "
-                                        "-o, --workdir or --region, the job is found by its name where trainops "
-                                        "started it (the per-user job index `trainops jobs` lists; of the --backend "
-                                        "named, if one is); else on the backend --backend names (default: the "
-                                        "default backend), -o giving the settings that reach it.")
+        handler = {"status": status_command, "logs": logs_command, "stop": stop_command}[name]
+        command = add_command(subparsers, name, handler, help=text,
+                              description=f"{text[0].upper()}{text[1:]}. With no -o, --workdir or --region, the job "
+                                          "is found by its name where trainops started it (the per-user job index "
+                                          "`trainops jobs` lists; of the --backend named, if one is); else on the "
+                                          "backend --backend names (default: the default backend), -o giving the "
+                                          "settings that reach it.")
         command.add_argument("job_name", help="the job's name")
-        add_backend_arguments(command)
-        command.add_argument("--workdir", default=None, help="shorthand for -o workdir=DIR: the state directory")
-        command.add_argument("--region", default=None, help="shorthand for -o region=...: the AWS region")
+        add_backend_arguments(command, shorthands=("workdir", "region"))
         if name == "status":
             command.add_argument("--json", action="store_true", help="print the status as JSON")
         if name == "logs":
             command.add_argument("--follow", "-f", action="store_true", help="keep printing until the job ends")
-        command.set_defaults(handler={"status": status_command, "logs": logs_command, "stop": stop_command}[name])
 
 
 def _channel_overrides(items: list[str]) -> dict[str, str] | None:

@@ -7,11 +7,14 @@ import json
 import sys
 from typing import Any
 
+from trainops.commands.parsing import add_command
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the stage command to the command line."""
-    stage = subparsers.add_parser(
-        "stage", help="copy data (local directory, file:// or s3://) into a local directory standing for FSx",
+    stage = add_command(
+        subparsers, "stage", stage_command,
+        help="copy data (local directory, file:// or s3://) into a local directory standing for FSx",
         description="Copy SRC (a local directory, a file:// URI or s3://bucket/prefix) into the local directory DST, "
                     "skipping files unchanged since the last stage (by size and modification time, or size and ETag "
                     "for S3; manifest DST/.trainops-stage.json); S3 objects are downloaded in parallel by boto3's "
@@ -36,7 +39,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     stage.add_argument("--quiet", "-q", action="store_true",
                        help="no progress bar, no summary (refused and failed files are still printed)")
     stage.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
-    stage.set_defaults(handler=stage_command)
 
 
 def stage_command(args: argparse.Namespace) -> int:
