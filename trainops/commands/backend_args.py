@@ -15,6 +15,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from trainops.errors import Problem, SpecError
+
 BACKEND_HELP = ("the backend: a registered one or a named one (`trainops backends` lists them; default: the "
                 "registry's default, local)")
 OPTION_HELP = ("a setting of the backend, repeatable: how it is reached and its jobs' options (e.g. -o "
@@ -42,8 +44,6 @@ def add_backend_arguments(parser: argparse.ArgumentParser, *, backend_help: str 
 def option_items(items: list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` texts as a mapping (a key given twice: the list of its values, which a mapping or list setting
     merges and any other refuses); `SpecError` naming ``-o`` for an item without ``=``."""
-    from trainops.errors import Problem, SpecError
-
     found: dict[str, Any] = {}
     problems = []
     for item in items:
@@ -65,8 +65,6 @@ def option_items(items: list[str]) -> dict[str, Any]:
 def backend_options(args: argparse.Namespace, **shorthands: Any) -> dict[str, Any]:
     """The one mapping of the command's ``-o`` items, with its shorthand flags (``shorthands``: setting -> the
     flag's value, None when not given) laid in; a setting given both ways is refused, naming it."""
-    from trainops.errors import Problem, SpecError
-
     options = option_items(getattr(args, "backend_option", None) or [])
     both = sorted(key for key, value in shorthands.items() if value is not None and key in options)
     if both:
@@ -90,8 +88,6 @@ def needed(cls: Any, settings: dict[str, Any], context: dict[str, Any]) -> dict[
     """The context a backend declares it needs (`Backend.NEEDS`) that neither the user nor the command gave, found
     where it says: ``aws`` is the AWS configuration boto3 reads (``AWS_REGION``, the profile's region). One that
     cannot be found is a `SpecError` saying how to give it."""
-    from trainops.errors import Problem, SpecError
-
     found: dict[str, Any] = {}
     for key, source in cls.NEEDS.items():
         if settings.get(key) is not None or context.get(key) is not None:

@@ -8,6 +8,7 @@ import sys
 from typing import Any
 
 from trainops.commands.parsing import add_command
+from trainops.errors import SpecError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -26,7 +27,6 @@ def backends_command(args: argparse.Namespace) -> int:
     from trainops.backends import BUILTIN, backend_class, default_backend, named, registered
     from trainops.backends.named_file import config_path
     from trainops.backends.setting_help import describe
-    from trainops.errors import SpecError
 
     rows: list[dict[str, Any]] = []
     for name, path in registered().items():

@@ -9,7 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trainops.commands.backend_args import add_backend_arguments
+from trainops.commands.job_commands import _place_not_given, _warn, find_job
 from trainops.commands.parsing import add_command
+from trainops.errors import Problem, SpecError
 
 #: The page's headers when served: the same sandbox as Airflow's report page (`trainops.operators.reports`).
 SERVE_HEADERS = {"Content-Security-Policy": "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline'",
@@ -18,8 +21,6 @@ SERVE_HEADERS = {"Content-Security-Policy": "sandbox; default-src 'none'; img-sr
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `jobs` and `report` to the command line."""
-    from trainops.commands.backend_args import add_backend_arguments
-
     jobs = add_command(
         subparsers, "jobs", jobs_command, help="list the jobs trainops started for you, on any backend",
         description="List the training jobs trainops started for you (the per-user job index: a file per job under "
@@ -73,8 +74,6 @@ class Looks:
 
 
 def jobs_command(args: argparse.Namespace) -> int:
-    from trainops.commands.job_commands import _warn
-    from trainops.errors import Problem, SpecError
     from trainops.job_index import entries
     from trainops.steps.human import moment
 
@@ -110,9 +109,7 @@ def jobs_command(args: argparse.Namespace) -> int:
 
 # --- trainops report ------------------------------------------------------------------------------------------
 def _report_path(args: argparse.Namespace) -> str:
-    from trainops.commands.job_commands import _place_not_given, _warn, find_job
     from trainops.commands.report_files import job_report, pipeline_report
-    from trainops.errors import Problem, SpecError
     from trainops.job_index import entries
     from trainops.spec.names import valid_job_name
 

@@ -8,15 +8,15 @@ import signal
 import sys
 from typing import Any
 
+from trainops.commands.backend_args import add_backend_arguments, backend_options, open_backend
 from trainops.commands.parsing import add_command
+from trainops.errors import JobFailed, Problem, SpecError
 
 PIPELINE_KEYS = {"steps", "workdir", "backend"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the job commands to the command line."""
-    from trainops.commands.backend_args import add_backend_arguments
-
     run = add_command(
         subparsers, "run", run_command,
         help="run a job spec or a pipeline file (the default backend unless --backend says)",
@@ -76,8 +76,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _channel_overrides(items: list[str]) -> dict[str, str] | None:
-    from trainops.errors import Problem, SpecError
-
     overrides = {}
     for item in items:
         name, separator, path = item.partition("=")
@@ -88,7 +86,6 @@ def _channel_overrides(items: list[str]) -> dict[str, str] | None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from trainops.commands.backend_args import backend_options
     from trainops.spec.loader import read_document
 
     document = read_document(args.file)
@@ -112,14 +109,11 @@ def _job_shorthands(args: argparse.Namespace) -> dict[str, Any]:
 
 def _run_job(args: argparse.Namespace) -> int:
     from trainops.backends.looks import JobOutOfSight
-    from trainops.commands.backend_args import backend_options, open_backend
-    from trainops.errors import JobFailed
     from trainops.steps.train import train
 
     held: list = []  # (backend, handle) of the job once it is placed
     if args.retries is not None:
         from trainops.backends.failures import RetryBudgets
-        from trainops.errors import Problem, SpecError
 
         try:
             RetryBudgets.parse(args.retries, "--retries")
@@ -242,7 +236,6 @@ def indexed_job(args: argparse.Namespace, *, only_one: bool = False) -> tuple[An
     what the index held. ``only_one``: several places have a job of that name now (a stop must not guess):
     `SpecError` listing them."""
     from trainops.backends.api import get_backend
-    from trainops.errors import Problem, SpecError
     from trainops.job_index import entries
     from trainops.steps.human import moment
 
@@ -288,8 +281,6 @@ def find_job(args: argparse.Namespace, *, only_one: bool = False):
     work directory, given none, looks in the Airflow deployment's too (its tasks start jobs there: `trainops logs
     NAME` on a worker finds them)."""
     from trainops.backends import choices
-    from trainops.commands.backend_args import backend_options, open_backend
-    from trainops.errors import Problem, SpecError
     from trainops.spec.names import check_job_name
 
     check_job_name(args.job_name)

@@ -7,18 +7,22 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from trainops.commands.backend_args import add_backend_arguments, backend_options
 from trainops.commands.parsing import add_command, add_group
-
-if TYPE_CHECKING:
-    from trainops.components.cluster import ClusterSettings
+from trainops.components.cluster import (
+    DEFAULT_WORK_MOUNT,
+    PULL_POLICIES,
+    SERVICE_ACCOUNT_WHERE,
+    ClusterSettings,
+    SecretEnv,
+)
+from trainops.errors import Problem, SpecError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the kfp commands to the command line."""
-    from trainops.components.cluster import DEFAULT_WORK_MOUNT, PULL_POLICIES  # stdlib and trainops.errors only
-
     commands = add_group(
         subparsers, "kfp", dest="kfp_command",
         help="compile a pipeline file for Kubeflow Pipelines, or run it locally with kfp.local",
@@ -110,7 +114,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                            help="print everything kfp.local prints (each task's executor input and outputs as JSON) "
                                 "instead of each task's progress and the summary; without it, that goes to a log file "
                                 "the command names")
-    from trainops.commands.backend_args import add_backend_arguments
 
     add_backend_arguments(run_local)
 
@@ -119,8 +122,6 @@ def check_output(output: str) -> None:
     """Refuse, before compiling, an output KFP could not write: `SpecError` naming --output with what to give."""
     import os
     from pathlib import Path
-
-    from trainops.errors import Problem, SpecError
 
     path = Path(output).expanduser()
     why = None
@@ -144,9 +145,6 @@ def check_output(output: str) -> None:
 
 def cluster_settings(args: argparse.Namespace) -> ClusterSettings:
     """The cluster options as `ClusterSettings`; ``--service-account`` refused, saying where it goes instead."""
-    from trainops.components.cluster import DEFAULT_WORK_MOUNT, SERVICE_ACCOUNT_WHERE, ClusterSettings, SecretEnv
-    from trainops.errors import Problem, SpecError
-
     if args.service_account is not None:
         raise SpecError(Problem("--service-account", SERVICE_ACCOUNT_WHERE))
     if args.work_mount and not args.work_pvc:
@@ -177,7 +175,6 @@ def compile_handler(args: argparse.Namespace) -> int:
 
 
 def run_local_handler(args: argparse.Namespace) -> int:
-    from trainops.commands.backend_args import backend_options
     from trainops.components.local_run import run_local
 
     options = backend_options(args)
@@ -218,7 +215,6 @@ def build_commands(pipeline: str, *, tag: str | None = None, context: str = ".",
     from pathlib import Path
 
     from trainops.components.settings import DEFAULT_IMAGE
-    from trainops.errors import Problem, SpecError
 
     root = Path(context).resolve()
     if not (root / "Dockerfile").is_file():
@@ -248,8 +244,6 @@ def build_handler(args: argparse.Namespace) -> int:
     import shlex
     import shutil
     import subprocess
-
-    from trainops.errors import Problem, SpecError
 
     engine = shutil.which("docker") or shutil.which("podman")
     commands = build_commands(args.pipeline, tag=args.tag, context=args.context, extras=args.extras,

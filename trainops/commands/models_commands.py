@@ -7,7 +7,9 @@ import json
 import sys
 from typing import Any
 
+from trainops.commands.backend_args import add_backend_arguments, backend_options, open_backend
 from trainops.commands.parsing import add_command, add_group
+from trainops.errors import Problem, SpecError
 
 #: At most this many metrics appear in a row of `trainops models list` (all of them are in `show` and `--json`).
 LISTED_METRICS = 3
@@ -22,8 +24,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "(the latest Approved version). Default registry: $TRAINOPS_HOME/registry (~/.trainops/registry).")
 
     def add_registry_option(parser: argparse.ArgumentParser) -> None:
-        from trainops.commands.backend_args import add_backend_arguments
-
         parser.add_argument("--registry", metavar="DIR", default=None,
                             help="shorthand for -o registry_dir=DIR: the registry directory (default: "
                                  "$TRAINOPS_HOME/registry)")
@@ -55,8 +55,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def _registry(args: argparse.Namespace):
     from trainops.backends.job_kinds import needed
-    from trainops.commands.backend_args import backend_options, open_backend
-    from trainops.errors import Problem, SpecError
 
     backend = open_backend(args, backend_options(args, registry_dir=args.registry))
     registry = needed(needed(backend.registry(), backend, "registry").browse(), backend, "browse")

@@ -8,8 +8,10 @@ import os
 import sys
 from typing import Any, cast
 
+from trainops.commands.backend_args import add_backend_arguments, backend_options
+from trainops.commands.job_commands import PIPELINE_KEYS
 from trainops.commands.parsing import add_command
-from trainops.errors import SpecError
+from trainops.errors import Problem, SpecError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,7 +34,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "whose names look like secrets are masked. A pipeline file is checked whole (as validate does) "
                     "and its train step's request is rendered, on the pipeline's backend unless --backend says.")
     render.add_argument("file", help="job spec or pipeline file (YAML or JSON)")
-    from trainops.commands.backend_args import add_backend_arguments
 
     add_backend_arguments(render)
     render.add_argument("--launcher", choices=["trainops", "toolkit"], default=None,
@@ -52,7 +53,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def is_pipeline_file(path: str) -> bool:
     """Whether ``path`` holds a pipeline file (it has steps, or a backend or workdir) rather than a job spec."""
-    from trainops.commands.job_commands import PIPELINE_KEYS
     from trainops.spec.loader import read_document
 
     document = read_document(path)
@@ -151,7 +151,6 @@ def default_region() -> str | None:
 def render_command(args: argparse.Namespace) -> int:
     from trainops.backends.api import get_backend
     from trainops.backends.vocabulary import vocabulary_of
-    from trainops.commands.backend_args import backend_options
     from trainops.spec import load_job_spec
     from trainops.spec.names import timestamped_job_name
 
@@ -181,7 +180,6 @@ def render_command(args: argparse.Namespace) -> int:
     except SpecError as error:
         if not is_pipeline:
             raise
-        from trainops.errors import Problem
 
         # Each problem at its place in the pipeline file, as validate names them.
         raise SpecError([Problem(f"steps.train.spec.{problem.path}" if problem.path else "steps.train.spec",

@@ -7,7 +7,9 @@ import json
 import sys
 from typing import Any
 
+from trainops.commands.backend_args import add_backend_arguments, backend_options, open_backend
 from trainops.commands.parsing import add_command
+from trainops.errors import Problem, SpecError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -28,7 +30,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                "2 invalid input (missing source, destination inside the source, ...).")
     stage.add_argument("source", metavar="SRC", help="local directory, file:// URI or s3://bucket/prefix")
     stage.add_argument("destination", metavar="DST", help="local directory (created when missing)")
-    from trainops.commands.backend_args import add_backend_arguments
 
     add_backend_arguments(stage)
     stage.add_argument("--workers", type=int, default=None, metavar="N",
@@ -42,7 +43,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def stage_command(args: argparse.Namespace) -> int:
-    from trainops.commands.backend_args import backend_options, open_backend
     from trainops.steps.stage import stage_options
 
     # The default backend stages into a local directory standing for the FSx mount; refused files are reported,
@@ -51,8 +51,6 @@ def stage_command(args: argparse.Namespace) -> int:
     given = {"workers": args.workers, "delete": args.delete or None}
     unknown = sorted(key for key, value in given.items() if value is not None and key not in stage_options(backend))
     if unknown:
-        from trainops.errors import Problem, SpecError
-
         raise SpecError([Problem(f"--{key}", f"the {backend.name} backend's staging does not take it")
                          for key in unknown])
     derived = {key: value for key, value in {"strict": False, "progress": False if args.quiet else None}.items()
