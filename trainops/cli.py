@@ -3,8 +3,9 @@
 Exit codes everywhere: 0 success, 2 invalid input, 1 failure while running (130 when interrupted). Errors the
 project raises on purpose are printed as messages, never as tracebacks; set TRAINOPS_DEBUG=1 to see one anyway.
 
-Each command lives in a module of `trainops.commands` with `register(subparsers)`; modules import only argparse at
-module level, so `trainops --help` stays fast.
+Each command lives in a module of `trainops.commands` with `register(subparsers)`; modules import at module level
+only argparse and the light modules building the parser loads anyway (`trainops.errors`, the backend arguments),
+so `trainops --help` stays fast.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ by name) over the objects. A backend of another package implements the job-kind 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from trainops.backends.api import Evaluation, JobHandle, JobResult, ModelRegistry, RegisteredVersion, StageReport
@@ -18,6 +18,8 @@ from trainops.backends.job_kinds import (
     Evaluations,
     RegistrationRequest,
     Registry,
+    RequestT,
+    ResultT,
     Sink,
     StageRequest,
     Staging,
@@ -49,26 +51,33 @@ class MethodEvaluations(Evaluations):
         return MethodStartedEvaluations(self.backend) if self.starts else None
 
 
-class MethodStartedEvaluations(Started[EvaluationRequest, Evaluation]):
-    def __init__(self, backend: Any):
+class MethodStarted(Started[RequestT, ResultT]):
+    """Started jobs of one kind whose look, stop and result are the built-in backend's own methods for that kind
+    (``describe_evaluation``, ``stop_evaluation``, ``evaluation_result``...); a subclass writes ``start``."""
+
+    def __init__(self, backend: Any, describe: Callable[[JobHandle], JobResult], stop: Callable[[JobHandle, str], str],
+                 result: Callable[[JobHandle], ResultT]):
         self.backend = backend
+        self._describe, self._stop, self._result = describe, stop, result
+
+    def describe(self, handle: JobHandle) -> JobResult:
+        return self._describe(handle)
+
+    def stop(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
+        return self._stop(handle, reason)
+
+    def result(self, handle: JobHandle) -> ResultT:
+        return self._result(handle)
+
+
+class MethodStartedEvaluations(MethodStarted[EvaluationRequest, Evaluation]):
+    def __init__(self, backend: Any):
+        super().__init__(backend, backend.describe_evaluation, backend.stop_evaluation, backend.evaluation_result)
 
     def start(self, request: EvaluationRequest, job_name: str | None = None) -> JobHandle:
         named = {"job_name": job_name} if job_name is not None else {}
         handle: JobHandle = self.backend.start_evaluation(**_arguments(request), **dict(request.settings), **named)
         return handle
-
-    def describe(self, handle: JobHandle) -> JobResult:
-        result: JobResult = self.backend.describe_evaluation(handle)
-        return result
-
-    def stop(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
-        account: str = self.backend.stop_evaluation(handle, reason)
-        return account
-
-    def result(self, handle: JobHandle) -> Evaluation:
-        evaluation: Evaluation = self.backend.evaluation_result(handle)
-        return evaluation
 
 
 class MethodStaging(Staging):
@@ -85,25 +94,13 @@ class MethodStaging(Staging):
         return MethodStartedStaging(self.backend) if self.starts else None
 
 
-class MethodStartedStaging(Started[StageRequest, StageReport]):
+class MethodStartedStaging(MethodStarted[StageRequest, StageReport]):
     def __init__(self, backend: Any):
-        self.backend = backend
+        super().__init__(backend, backend.describe_stage, backend.stop_stage, backend.stage_result)
 
     def start(self, request: StageRequest, job_name: str | None = None) -> JobHandle:
         handle: JobHandle = self.backend.start_stage(request.source, request.destination, **dict(request.settings))
         return handle
-
-    def describe(self, handle: JobHandle) -> JobResult:
-        result: JobResult = self.backend.describe_stage(handle)
-        return result
-
-    def stop(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
-        account: str = self.backend.stop_stage(handle, reason)
-        return account
-
-    def result(self, handle: JobHandle) -> StageReport:
-        report: StageReport = self.backend.stage_result(handle)
-        return report
 
 
 class MethodRegistry(Registry):

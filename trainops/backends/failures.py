@@ -125,6 +125,14 @@ class Rule:
             raise ValueError(f"failure rule stage {self.stage!r} is not one of {', '.join(STAGES)}")
         re.compile(self.pattern)
 
+    @classmethod
+    def on_states(cls, failure_class: str, states: str | tuple[str, ...], why: str, stage: str) -> Rule:
+        """The rule an engine writes for its own job states: ``failure_class`` when the attempt went through one of
+        ``states`` (each matched whole against the evidence's ``secondary_statuses``, escaped)."""
+        names = (states,) if isinstance(states, str) else states
+        choice = re.escape(names[0]) if len(names) == 1 else "(" + "|".join(map(re.escape, names)) + ")"
+        return cls(failure_class, "secondary_status", f"^{choice}$", why, stage)
+
 
 @dataclass(frozen=True)
 class Verdict:

@@ -15,25 +15,35 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from trainops.errors import Problem, SpecError
+
 BACKEND_HELP = ("the backend: a registered one or a named one (`trainops backends` lists them; default: the "
                 "registry's default, local)")
 OPTION_HELP = ("a setting of the backend, repeatable: how it is reached and its jobs' options (e.g. -o "
                "processes_per_host=2, -o preflight=false, -o channel_overrides=train=/data); text is coerced to "
                "the setting's type, and a setting the backend does not take is refused")
 
+#: The shorthand flags of settings that say where a job lives, as a command that finds a job offers them.
+SHORTHAND_HELP = {
+    "workdir": "shorthand for -o workdir=DIR: the state directory",
+    "region": "shorthand for -o region=...: the AWS region",
+}
 
-def add_backend_arguments(parser: argparse.ArgumentParser, *, backend_help: str = BACKEND_HELP) -> None:
-    """``--backend NAME`` and ``-o/--option KEY=VALUE`` on a command."""
+
+def add_backend_arguments(parser: argparse.ArgumentParser, *, backend_help: str = BACKEND_HELP,
+                          shorthands: tuple[str, ...] = ()) -> None:
+    """``--backend NAME`` and ``-o/--option KEY=VALUE`` on a command, and the ``shorthands`` it offers
+    (``--workdir``, ``--region``: names of `SHORTHAND_HELP`), each feeding the setting of its name."""
     parser.add_argument("--backend", default=None, metavar="NAME", help=backend_help)
     parser.add_argument("-o", "--option", dest="backend_option", action="append", default=[], metavar="KEY=VALUE",
                         help=OPTION_HELP)
+    for name in shorthands:
+        parser.add_argument(f"--{name}", default=None, help=SHORTHAND_HELP[name])
 
 
 def option_items(items: list[str]) -> dict[str, Any]:
     """``KEY=VALUE`` texts as a mapping (a key given twice: the list of its values, which a mapping or list setting
     merges and any other refuses); `SpecError` naming ``-o`` for an item without ``=``."""
-    from trainops.errors import Problem, SpecError
-
     found: dict[str, Any] = {}
     problems = []
     for item in items:
@@ -55,8 +65,6 @@ def option_items(items: list[str]) -> dict[str, Any]:
 def backend_options(args: argparse.Namespace, **shorthands: Any) -> dict[str, Any]:
     """The one mapping of the command's ``-o`` items, with its shorthand flags (``shorthands``: setting -> the
     flag's value, None when not given) laid in; a setting given both ways is refused, naming it."""
-    from trainops.errors import Problem, SpecError
-
     options = option_items(getattr(args, "backend_option", None) or [])
     both = sorted(key for key, value in shorthands.items() if value is not None and key in options)
     if both:
@@ -80,8 +88,6 @@ def needed(cls: Any, settings: dict[str, Any], context: dict[str, Any]) -> dict[
     """The context a backend declares it needs (`Backend.NEEDS`) that neither the user nor the command gave, found
     where it says: ``aws`` is the AWS configuration boto3 reads (``AWS_REGION``, the profile's region). One that
     cannot be found is a `SpecError` saying how to give it."""
-    from trainops.errors import Problem, SpecError
-
     found: dict[str, Any] = {}
     for key, source in cls.NEEDS.items():
         if settings.get(key) is not None or context.get(key) is not None:

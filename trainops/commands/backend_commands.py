@@ -7,24 +7,26 @@ import json
 import sys
 from typing import Any
 
+from trainops.commands.parsing import add_command
+from trainops.errors import SpecError
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the backends command to the command line."""
-    command = subparsers.add_parser(
-        "backends", help="list the backends (built in, installed, named) and the settings each takes",
+    command = add_command(
+        subparsers, "backends", backends_command,
+        help="list the backends (built in, installed, named) and the settings each takes",
         description="List every backend a command, a pipeline file, a DAG or a KFP pipeline may name: the built-in "
                     "ones, those installed packages register (entry-point group trainops.backends), and the named "
                     "ones of the platform's file ($TRAINOPS_BACKENDS, else backends.yaml in the user's "
                     "configuration directory), with the settings each takes as -o KEY=VALUE.")
     command.add_argument("--json", action="store_true", help="print the list as JSON")
-    command.set_defaults(handler=backends_command)
 
 
 def backends_command(args: argparse.Namespace) -> int:
     from trainops.backends import BUILTIN, backend_class, default_backend, named, registered
     from trainops.backends.named_file import config_path
     from trainops.backends.setting_help import describe
-    from trainops.errors import SpecError
 
     rows: list[dict[str, Any]] = []
     for name, path in registered().items():

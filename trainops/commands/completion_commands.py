@@ -11,19 +11,20 @@ from __future__ import annotations
 import argparse
 import sys
 
+from trainops.commands.parsing import add_command
+
 SHELLS = ("bash", "zsh")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the completion command to the command line."""
-    command = subparsers.add_parser(
-        "completion", help="print a shell completion script (bash or zsh)",
+    command = add_command(
+        subparsers, "completion", completion_command, help="print a shell completion script (bash or zsh)",
         description="Print a completion script for the trainops command. Load it in the current shell with "
                     "`source <(trainops completion bash)` (zsh: `source <(trainops completion zsh)`), or for every "
                     "new shell: add that line to ~/.bashrc (~/.zshrc). Commands, sub-commands and flags complete; "
                     "other arguments complete as file names.")
     command.add_argument("shell", choices=SHELLS, help="the shell the script is for")
-    command.set_defaults(handler=completion_command)
 
 
 def command_words(parser: argparse.ArgumentParser, path: str = "") -> dict[str, tuple[list[str], list[str]]]:

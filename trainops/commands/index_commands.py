@@ -9,6 +9,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from trainops.commands.backend_args import add_backend_arguments
+from trainops.commands.job_commands import _place_not_given, _warn, find_job
+from trainops.commands.parsing import add_command
+from trainops.errors import Problem, SpecError
+
 #: The page's headers when served: the same sandbox as Airflow's report page (`trainops.operators.reports`).
 SERVE_HEADERS = {"Content-Security-Policy": "sandbox; default-src 'none'; img-src data:; style-src 'unsafe-inline'",
                  "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer"}
@@ -16,10 +21,8 @@ SERVE_HEADERS = {"Content-Security-Policy": "sandbox; default-src 'none'; img-sr
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add `jobs` and `report` to the command line."""
-    from trainops.commands.backend_args import add_backend_arguments
-
-    jobs = subparsers.add_parser(
-        "jobs", help="list the jobs trainops started for you, on any backend",
+    jobs = add_command(
+        subparsers, "jobs", jobs_command, help="list the jobs trainops started for you, on any backend",
         description="List the training jobs trainops started for you (the per-user job index: a file per job under "
                     "$TRAINOPS_JOB_INDEX, else index/ in trainops' state directory), newest first, with where each "
                     "lives and its status now. `trainops status/logs/stop/report NAME` find them by name alone.")
@@ -28,23 +31,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                       help="only the jobs in this status (Completed, Failed, Stopped, InProgress, ..., any case)")
     jobs.add_argument("--limit", type=int, default=20, metavar="N", help="at most N jobs (default 20; 0: all)")
     jobs.add_argument("--json", action="store_true", help="print the jobs as JSON")
-    jobs.set_defaults(handler=jobs_command)
 
-    report = subparsers.add_parser(
-        "report", help="write a job's or a pipeline run's HTML report and print its path",
+    report = add_command(
+        subparsers, "report", report_command, help="write a job's or a pipeline run's HTML report and print its path",
         description="Write the HTML report of a training job (its status, attempts and cost) or of a pipeline run "
                     "(its steps, the training job, the evaluation's metrics, gate, plots and report), and print "
                     "its path. NAME is a job's name (found like `trainops status NAME`) or a pipeline's.")
     report.add_argument("name", help="a job's or a pipeline's name")
-    add_backend_arguments(report)
-    report.add_argument("--workdir", default=None, help="shorthand for -o workdir=DIR: the state directory")
-    report.add_argument("--region", default=None, help="shorthand for -o region=...: the AWS region")
+    add_backend_arguments(report, shorthands=("workdir", "region"))
     report.add_argument("--open", action="store_true", help="open the report in a web browser")
     report.add_argument("--serve", action="store_true",
                         help="serve the report on http://127.0.0.1:PORT/ until interrupted (for a browser on "
                              "another machine: forward the port over ssh)")
     report.add_argument("--port", type=int, default=0, help="the port --serve listens on (default: a free one)")
-    report.set_defaults(handler=report_command)
 
 
 # --- trainops jobs ------------------------------------------------------------------------------------------------
@@ -75,8 +74,6 @@ class Looks:
 
 
 def jobs_command(args: argparse.Namespace) -> int:
-    from trainops.commands.job_commands import _warn
-    from trainops.errors import Problem, SpecError
     from trainops.job_index import entries
     from trainops.steps.human import moment
 
@@ -112,9 +109,7 @@ def jobs_command(args: argparse.Namespace) -> int:
 
 # --- trainops report ------------------------------------------------------------------------------------------
 def _report_path(args: argparse.Namespace) -> str:
-    from trainops.commands.job_commands import _place_not_given, _warn, find_job
     from trainops.commands.report_files import job_report, pipeline_report
-    from trainops.errors import Problem, SpecError
     from trainops.job_index import entries
     from trainops.spec.names import valid_job_name
 

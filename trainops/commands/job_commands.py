@@ -8,15 +8,18 @@ import signal
 import sys
 from typing import Any
 
+from trainops.commands.backend_args import add_backend_arguments, backend_options, open_backend
+from trainops.commands.parsing import add_command
+from trainops.errors import JobFailed, Problem, SpecError
+
 PIPELINE_KEYS = {"steps", "workdir", "backend"}
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the job commands to the command line."""
-    from trainops.commands.backend_args import add_backend_arguments
-
-    run = subparsers.add_parser(
-        "run", help="run a job spec or a pipeline file (the default backend unless --backend says)",
+    run = add_command(
+        subparsers, "run", run_command,
+        help="run a job spec or a pipeline file (the default backend unless --backend says)",
         description="Run a job spec (or a pipeline file: stage, train, evaluate, register) on a backend: the local "
                     "one (several simulated hosts on this machine) by default, or the one --backend names. Exit 0 "
                     "when it completed, 1 when it failed or was stopped, 2 on invalid input. Ctrl-C or SIGTERM stops "
@@ -54,29 +57,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                      help="shorthand for -o checkpoint_key=JOB: start from the checkpoints of the earlier job JOB "
                           "(a new job name otherwise starts afresh; a re-run of the same name resumes its own)")
     run.add_argument("--force", action="store_true", help="pipelines: re-run steps whose inputs did not change")
-    run.set_defaults(handler=run_command)
 
     for name, text in (("status", "show a job's status"), ("logs", "print a job's logs, every host"),
                        ("stop", "stop a running job")):
-        command = subparsers.add_parser(name, help=text, description=f"{text[0].upper()}{text[1:]}. With no "
-                                        "-o, --workdir or --region, the job is found by its name where trainops "
-                                        "started it (the per-user job index `trainops jobs` lists; of the --backend "
-                                        "named, if one is); else on the backend --backend names (default: the "
-                                        "default backend), -o giving the settings that reach it.")
+        handler = {"status": status_command, "logs": logs_command, "stop": stop_command}[name]
+        command = add_command(subparsers, name, handler, help=text,
+                              description=f"{text[0].upper()}{text[1:]}. With no -o, --workdir or --region, the job "
+                                          "is found by its name where trainops started it (the per-user job index "
+                                          "`trainops jobs` lists; of the --backend named, if one is); else on the "
+                                          "backend --backend names (default: the default backend), -o giving the "
+                                          "settings that reach it.")
         command.add_argument("job_name", help="the job's name")
-        add_backend_arguments(command)
-        command.add_argument("--workdir", default=None, help="shorthand for -o workdir=DIR: the state directory")
-        command.add_argument("--region", default=None, help="shorthand for -o region=...: the AWS region")
+        add_backend_arguments(command, shorthands=("workdir", "region"))
         if name == "status":
             command.add_argument("--json", action="store_true", help="print the status as JSON")
         if name == "logs":
             command.add_argument("--follow", "-f", action="store_true", help="keep printing until the job ends")
-        command.set_defaults(handler={"status": status_command, "logs": logs_command, "stop": stop_command}[name])
 
 
 def _channel_overrides(items: list[str]) -> dict[str, str] | None:
-    from trainops.errors import Problem, SpecError
-
     overrides = {}
     for item in items:
         name, separator, path = item.partition("=")
@@ -87,7 +86,6 @@ def _channel_overrides(items: list[str]) -> dict[str, str] | None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from trainops.commands.backend_args import backend_options
     from trainops.spec.loader import read_document
 
     document = read_document(args.file)
@@ -111,14 +109,11 @@ def _job_shorthands(args: argparse.Namespace) -> dict[str, Any]:
 
 def _run_job(args: argparse.Namespace) -> int:
     from trainops.backends.looks import JobOutOfSight
-    from trainops.commands.backend_args import backend_options, open_backend
-    from trainops.errors import JobFailed
     from trainops.steps.train import train
 
     held: list = []  # (backend, handle) of the job once it is placed
     if args.retries is not None:
         from trainops.backends.failures import RetryBudgets
-        from trainops.errors import Problem, SpecError
 
         try:
             RetryBudgets.parse(args.retries, "--retries")
@@ -241,7 +236,6 @@ def indexed_job(args: argparse.Namespace, *, only_one: bool = False) -> tuple[An
     what the index held. ``only_one``: several places have a job of that name now (a stop must not guess):
     `SpecError` listing them."""
     from trainops.backends.api import get_backend
-    from trainops.errors import Problem, SpecError
     from trainops.job_index import entries
     from trainops.steps.human import moment
 
@@ -287,8 +281,6 @@ def find_job(args: argparse.Namespace, *, only_one: bool = False):
     work directory, given none, looks in the Airflow deployment's too (its tasks start jobs there: `trainops logs
     NAME` on a worker finds them)."""
     from trainops.backends import choices
-    from trainops.commands.backend_args import backend_options, open_backend
-    from trainops.errors import Problem, SpecError
     from trainops.spec.names import check_job_name
 
     check_job_name(args.job_name)

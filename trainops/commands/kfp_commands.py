@@ -7,25 +7,30 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from trainops.components.cluster import ClusterSettings
+from trainops.commands.backend_args import add_backend_arguments, backend_options
+from trainops.commands.parsing import add_command, add_group
+from trainops.components.cluster import (
+    DEFAULT_WORK_MOUNT,
+    PULL_POLICIES,
+    SERVICE_ACCOUNT_WHERE,
+    ClusterSettings,
+    SecretEnv,
+)
+from trainops.errors import Problem, SpecError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the kfp commands to the command line."""
-    from trainops.components.cluster import DEFAULT_WORK_MOUNT, PULL_POLICIES  # stdlib and trainops.errors only
-
-    kfp = subparsers.add_parser(
-        "kfp", help="compile a pipeline file for Kubeflow Pipelines, or run it locally with kfp.local",
+    commands = add_group(
+        subparsers, "kfp", dest="kfp_command",
+        help="compile a pipeline file for Kubeflow Pipelines, or run it locally with kfp.local",
         description="A pipeline file (prepare, stage, train, evaluate with its gate, register) as a Kubeflow "
                     "Pipelines v2 pipeline of trainops components. See docs/kubeflow.md.")
-    commands = kfp.add_subparsers(dest="kfp_command", metavar="COMMAND")
-    commands.required = True
 
-    compile_command = commands.add_parser(
-        "compile", help="compile a pipeline file to KFP IR YAML",
+    compile_command = add_command(
+        commands, "compile", compile_handler, help="compile a pipeline file to KFP IR YAML",
         description="Compile PIPELINE (a trainops pipeline file) into a KFP v2 pipeline (IR YAML) for a Kubeflow "
                     "cluster. Each component runs `python3 -m trainops.components.executor` in the image built "
                     "from the repository's Dockerfile. Values keep the file's relative paths and ${workdir}; the "
@@ -71,10 +76,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     cluster.add_argument("--service-account", default=None, metavar="NAME",
                          help="refused: a compiled KFP v2 pipeline has no field for it; set service_account= when "
                               "creating the run (docs/kubeflow.md)")
-    compile_command.set_defaults(handler=compile_handler)
 
-    build = commands.add_parser(
-        "build", help="build (and push) the component image from the repository's Dockerfile",
+    build = add_command(
+        commands, "build", build_handler, help="build (and push) the component image from the repository's Dockerfile",
         description="Build the image `trainops kfp compile --image` names, with docker (or podman) from the build "
                     "context (default: the current directory, the repository root): "
                     "docker build -t TAG --build-arg PIPELINE_DIR=<the pipeline's directory> [--build-arg EXTRAS=...] "
@@ -89,10 +93,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             "aws,kfp,torch,examples)")
     build.add_argument("--push", action="store_true", help="push the tag after building it")
     build.add_argument("--dry-run", action="store_true", help="print the commands, run nothing")
-    build.set_defaults(handler=build_handler)
 
-    run_local = commands.add_parser(
-        "run-local", help="run the pipeline with kfp.local on this machine (the default backend, offline)",
+    run_local = add_command(
+        commands, "run-local", run_local_handler,
+        help="run the pipeline with kfp.local on this machine (the default backend, offline)",
         description="Run the KFP pipeline of PIPELINE with kfp.local (SubprocessRunner without a virtual "
                     "environment: nothing is installed, no network), its jobs on the default backend (the local one) "
                     "whatever the file says, or on the one --backend names, and print each task's state and the "
@@ -110,18 +114,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                            help="print everything kfp.local prints (each task's executor input and outputs as JSON) "
                                 "instead of each task's progress and the summary; without it, that goes to a log file "
                                 "the command names")
-    from trainops.commands.backend_args import add_backend_arguments
 
     add_backend_arguments(run_local)
-    run_local.set_defaults(handler=run_local_handler)
 
 
 def check_output(output: str) -> None:
     """Refuse, before compiling, an output KFP could not write: `SpecError` naming --output with what to give."""
     import os
     from pathlib import Path
-
-    from trainops.errors import Problem, SpecError
 
     path = Path(output).expanduser()
     why = None
@@ -145,9 +145,6 @@ def check_output(output: str) -> None:
 
 def cluster_settings(args: argparse.Namespace) -> ClusterSettings:
     """The cluster options as `ClusterSettings`; ``--service-account`` refused, saying where it goes instead."""
-    from trainops.components.cluster import DEFAULT_WORK_MOUNT, SERVICE_ACCOUNT_WHERE, ClusterSettings, SecretEnv
-    from trainops.errors import Problem, SpecError
-
     if args.service_account is not None:
         raise SpecError(Problem("--service-account", SERVICE_ACCOUNT_WHERE))
     if args.work_mount and not args.work_pvc:
@@ -178,7 +175,6 @@ def compile_handler(args: argparse.Namespace) -> int:
 
 
 def run_local_handler(args: argparse.Namespace) -> int:
-    from trainops.commands.backend_args import backend_options
     from trainops.components.local_run import run_local
 
     options = backend_options(args)
@@ -219,7 +215,6 @@ def build_commands(pipeline: str, *, tag: str | None = None, context: str = ".",
     from pathlib import Path
 
     from trainops.components.settings import DEFAULT_IMAGE
-    from trainops.errors import Problem, SpecError
 
     root = Path(context).resolve()
     if not (root / "Dockerfile").is_file():
@@ -249,8 +244,6 @@ def build_handler(args: argparse.Namespace) -> int:
     import shlex
     import shutil
     import subprocess
-
-    from trainops.errors import Problem, SpecError
 
     engine = shutil.which("docker") or shutil.which("podman")
     commands = build_commands(args.pipeline, tag=args.tag, context=args.context, extras=args.extras,

@@ -7,57 +7,54 @@ import json
 import sys
 from typing import Any
 
+from trainops.commands.backend_args import add_backend_arguments, backend_options, open_backend
+from trainops.commands.parsing import add_command, add_group
+from trainops.errors import Problem, SpecError
+
 #: At most this many metrics appear in a row of `trainops models list` (all of them are in `show` and `--json`).
 LISTED_METRICS = 3
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the models commands to the command line."""
-    models = subparsers.add_parser(
-        "models", help="list, show and approve registered models (local registry)",
+    actions = add_group(
+        subparsers, "models", dest="models_command", metavar="ACTION",
+        help="list, show and approve registered models (local registry)",
         description="The local model registry: model groups, their versions, metrics, approval status and champion "
                     "(the latest Approved version). Default registry: $TRAINOPS_HOME/registry (~/.trainops/registry).")
-    actions = models.add_subparsers(dest="models_command", metavar="ACTION")
-    actions.required = True
 
     def add_registry_option(parser: argparse.ArgumentParser) -> None:
-        from trainops.commands.backend_args import add_backend_arguments
-
         parser.add_argument("--registry", metavar="DIR", default=None,
                             help="shorthand for -o registry_dir=DIR: the registry directory (default: "
                                  "$TRAINOPS_HOME/registry)")
         add_backend_arguments(parser)
 
-    listing = actions.add_parser("list", help="a table of registered versions",
-                                 description="One row per version: group, version, status, key metrics, creation "
-                                             "time; '*' marks each group's champion.")
+    listing = add_command(actions, "list", list_command, help="a table of registered versions",
+                          description="One row per version: group, version, status, key metrics, creation "
+                                      "time; '*' marks each group's champion.")
     add_registry_option(listing)
     listing.add_argument("--group", metavar="NAME", default=None, help="only this model group")
     listing.add_argument("--json", action="store_true", help="JSON on stdout instead of a table")
-    listing.set_defaults(handler=list_command)
 
-    show = actions.add_parser("show", help="one version in full (default: the latest)",
-                              description="Everything recorded about one version: artifact, metrics, approval "
-                                          "history, job name and the spec that produced it.")
+    show = add_command(actions, "show", show_command, help="one version in full (default: the latest)",
+                       description="Everything recorded about one version: artifact, metrics, approval "
+                                   "history, job name and the spec that produced it.")
     add_registry_option(show)
     show.add_argument("group", help="model group")
     show.add_argument("version", nargs="?", type=int, default=None, help="version number (default: the latest)")
     show.add_argument("--json", action="store_true", help="JSON on stdout")
-    show.set_defaults(handler=show_command)
 
     for name, status, text in (("approve", "Approved", "mark a version Approved (it may become the champion)"),
                                ("reject", "Rejected", "mark a version Rejected (it stops being the champion)")):
-        action = actions.add_parser(name, help=text, description=text[0].upper() + text[1:] + ".")
+        action = add_command(actions, name, approval_command, help=text, description=text[0].upper() + text[1:] + ".")
         add_registry_option(action)
         action.add_argument("group", help="model group")
         action.add_argument("version", type=int, help="version number")
-        action.set_defaults(handler=approval_command, status=status)
+        action.set_defaults(status=status)
 
 
 def _registry(args: argparse.Namespace):
     from trainops.backends.job_kinds import needed
-    from trainops.commands.backend_args import backend_options, open_backend
-    from trainops.errors import Problem, SpecError
 
     backend = open_backend(args, backend_options(args, registry_dir=args.registry))
     registry = needed(needed(backend.registry(), backend, "registry").browse(), backend, "browse")

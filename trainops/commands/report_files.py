@@ -8,14 +8,14 @@ import os
 from pathlib import Path
 from typing import Any
 
+from trainops.errors import Problem, SpecError
+
 #: A pipeline's record larger than this was not written by trainops.
 MAX_RECORD_BYTES = 64 * 1024 * 1024
 
 
 def _read_record(path: str) -> dict[str, Any]:
     """A pipeline run's ``last-run.json``, read bounded; `SpecError` when it is not there or not a record."""
-    from trainops.errors import Problem, SpecError
-
     try:
         with open(path, "rb") as stream:
             data = stream.read(MAX_RECORD_BYTES + 1)

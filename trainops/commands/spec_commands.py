@@ -8,13 +8,17 @@ import os
 import sys
 from typing import Any, cast
 
-from trainops.errors import SpecError
+from trainops.commands.backend_args import add_backend_arguments, backend_options
+from trainops.commands.job_commands import PIPELINE_KEYS
+from trainops.commands.parsing import add_command
+from trainops.errors import Problem, SpecError
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the spec commands to the command line."""
-    validate = subparsers.add_parser(
-        "validate", help="check a job spec or a pipeline file (YAML or JSON) and the code it names",
+    validate = add_command(
+        subparsers, "validate", validate_command,
+        help="check a job spec or a pipeline file (YAML or JSON) and the code it names",
         description="Check a job spec file and the files it names on this machine (source_dir, the entry_point in "
                     "it, each of dependencies; relative paths are against the spec file's directory) with the checks "
                     "run makes before it creates anything; a pipeline file is checked whole, every step (the train "
@@ -22,16 +26,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "first step. Exit 0 when valid; exit 2 with every problem on stderr when not.")
     validate.add_argument("file", help="job spec or pipeline file (YAML or JSON)")
     validate.add_argument("--quiet", "-q", action="store_true", help="print nothing when valid")
-    validate.set_defaults(handler=validate_command)
 
-    render = subparsers.add_parser(
-        "render", help="print exactly what the backend would create (dry run)",
+    render = add_command(
+        subparsers, "render", render_command, help="print exactly what the backend would create (dry run)",
         description="Render a job spec to what its backend would create, on stdout: for the local and SageMaker "
                     "backends the boto3 create_training_job request, as JSON. Nothing is created. Environment values "
                     "whose names look like secrets are masked. A pipeline file is checked whole (as validate does) "
                     "and its train step's request is rendered, on the pipeline's backend unless --backend says.")
     render.add_argument("file", help="job spec or pipeline file (YAML or JSON)")
-    from trainops.commands.backend_args import add_backend_arguments
 
     add_backend_arguments(render)
     render.add_argument("--launcher", choices=["trainops", "toolkit"], default=None,
@@ -40,20 +42,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     render.add_argument("--job-name", default=None, help="training job name (default: <name>-<timestamp>)")
     render.add_argument("--region", default=None, help="shorthand for -o region=...: the AWS region when the spec "
                                                        "has none (default: AWS_REGION)")
-    render.set_defaults(handler=render_command)
 
-    schema = subparsers.add_parser(
-        "schema", help="print the JSON Schema of the job spec",
+    schema = add_command(
+        subparsers, "schema", schema_command, help="print the JSON Schema of the job spec",
         description="Print the JSON Schema of the job spec on stdout (or, with --markdown, the field reference "
                     "that docs/spec.md holds).")
     schema.add_argument("--markdown", action="store_true",
                         help="the Markdown reference of every field instead (what docs/spec.md holds)")
-    schema.set_defaults(handler=schema_command)
 
 
 def is_pipeline_file(path: str) -> bool:
     """Whether ``path`` holds a pipeline file (it has steps, or a backend or workdir) rather than a job spec."""
-    from trainops.commands.job_commands import PIPELINE_KEYS
     from trainops.spec.loader import read_document
 
     document = read_document(path)
@@ -152,7 +151,6 @@ def default_region() -> str | None:
 def render_command(args: argparse.Namespace) -> int:
     from trainops.backends.api import get_backend
     from trainops.backends.vocabulary import vocabulary_of
-    from trainops.commands.backend_args import backend_options
     from trainops.spec import load_job_spec
     from trainops.spec.names import timestamped_job_name
 
@@ -182,7 +180,6 @@ def render_command(args: argparse.Namespace) -> int:
     except SpecError as error:
         if not is_pipeline:
             raise
-        from trainops.errors import Problem
 
         # Each problem at its place in the pipeline file, as validate names them.
         raise SpecError([Problem(f"steps.train.spec.{problem.path}" if problem.path else "steps.train.spec",

@@ -7,11 +7,16 @@ import json
 import sys
 from typing import Any
 
+from trainops.commands.backend_args import add_backend_arguments, backend_options, open_backend
+from trainops.commands.parsing import add_command
+from trainops.errors import Problem, SpecError
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the stage command to the command line."""
-    stage = subparsers.add_parser(
-        "stage", help="copy data (local directory, file:// or s3://) into a local directory standing for FSx",
+    stage = add_command(
+        subparsers, "stage", stage_command,
+        help="copy data (local directory, file:// or s3://) into a local directory standing for FSx",
         description="Copy SRC (a local directory, a file:// URI or s3://bucket/prefix) into the local directory DST, "
                     "skipping files unchanged since the last stage (by size and modification time, or size and ETag "
                     "for S3; manifest DST/.trainops-stage.json); S3 objects are downloaded in parallel by boto3's "
@@ -25,7 +30,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                "2 invalid input (missing source, destination inside the source, ...).")
     stage.add_argument("source", metavar="SRC", help="local directory, file:// URI or s3://bucket/prefix")
     stage.add_argument("destination", metavar="DST", help="local directory (created when missing)")
-    from trainops.commands.backend_args import add_backend_arguments
 
     add_backend_arguments(stage)
     stage.add_argument("--workers", type=int, default=None, metavar="N",
@@ -36,11 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     stage.add_argument("--quiet", "-q", action="store_true",
                        help="no progress bar, no summary (refused and failed files are still printed)")
     stage.add_argument("--json", action="store_true", help="print the report as JSON on stdout")
-    stage.set_defaults(handler=stage_command)
 
 
 def stage_command(args: argparse.Namespace) -> int:
-    from trainops.commands.backend_args import backend_options, open_backend
     from trainops.steps.stage import stage_options
 
     # The default backend stages into a local directory standing for the FSx mount; refused files are reported,
@@ -49,8 +51,6 @@ def stage_command(args: argparse.Namespace) -> int:
     given = {"workers": args.workers, "delete": args.delete or None}
     unknown = sorted(key for key, value in given.items() if value is not None and key not in stage_options(backend))
     if unknown:
-        from trainops.errors import Problem, SpecError
-
         raise SpecError([Problem(f"--{key}", f"the {backend.name} backend's staging does not take it")
                          for key in unknown])
     derived = {key: value for key, value in {"strict": False, "progress": False if args.quiet else None}.items()

@@ -24,6 +24,9 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from trainops.operators.common import with_shorthands
+from trainops.operators.compat import AIRFLOW_2
+
 
 class BackendChoice:
     """A task's backend: its name, its settings and the Airflow connections they may come from."""
@@ -46,8 +49,6 @@ class BackendChoice:
         """The choice of an operator from the arguments every trainops operator takes (``backend``,
         ``backend_options`` with the operator's ``shorthands`` laid in, ``aws_conn_id``, ``backend_conn_id``; its
         ``workdir``, where it has one, and ``region_name`` as the deployment's context)."""
-        from trainops.operators.common import with_shorthands
-
         return cls(task.backend, with_shorthands(task.backend_options, **shorthands), aws_conn_id=task.aws_conn_id,
                    backend_conn_id=task.backend_conn_id,
                    context={"workdir": getattr(task, "workdir", None), "region": task.region_name})
@@ -108,7 +109,6 @@ def connection_settings(conn_id: str) -> tuple[str | None, dict[str, Any]]:
     """(backend, options) of an Airflow connection's extra ``{"backend": NAME, "options": {...}}``; `SpecError`
     naming ``backend_conn_id`` when the extra is not that."""
     from trainops.errors import Problem, SpecError
-    from trainops.operators.compat import AIRFLOW_2
 
     if AIRFLOW_2:
         from airflow.hooks.base import BaseHook  # type: ignore[attr-defined]

@@ -22,6 +22,10 @@ import time
 from datetime import timedelta
 from typing import Any
 
+from trainops.operators.common import translated_errors
+from trainops.operators.compat import AirflowException, default_deferrable
+from trainops.operators.kills import WORKER_LOOKUP_SECONDS, ended_by_user, stop_hint, task_instance_of
+
 #: Extra time given to Airflow's deferral timeout beyond the trigger's bound: the trigger reports its own timeout.
 DEFERRAL_MARGIN_SECONDS = 600
 
@@ -37,9 +41,14 @@ class StartedJobMixin:
     _held: tuple[Any, Any] | None = None  # (backend, JobHandle) of the job this try started or resumed on
     _ti: Any = None  # the try's task instance: on_kill reads its state (ended, or superseded by a newer try)
 
-    def _waiting_settings(self, deferrable: bool | None, check_interval: float) -> None:
-        from trainops.operators.compat import default_deferrable
+    def _begin_try(self, context: Any) -> None:
+        """A new try of the task: it holds no job yet (``on_kill`` stops only one it started), and keeps its task
+        instance (``on_kill`` reads its state: ended, or superseded by a newer try) and its context."""
+        self._held = None
+        self._ti = task_instance_of(context)
+        self._context = context
 
+    def _waiting_settings(self, deferrable: bool | None, check_interval: float) -> None:
         self.deferrable = default_deferrable() if deferrable is None else bool(deferrable)
         self.check_interval = check_interval
 
@@ -99,8 +108,6 @@ class StartedJobMixin:
                      poll_seconds=self.check_interval, log=self.log.warning)
 
     def _poll(self, backend: Any, handle: Any, bound: float) -> Any:
-        from trainops.operators.compat import AirflowException
-
         started, last = time.monotonic(), None
         looks = self._looks(handle)
         while True:
@@ -117,9 +124,6 @@ class StartedJobMixin:
             time.sleep(self.check_interval)
 
     def _finish_or_fail(self, backend: Any, handle: Any, result: Any) -> Any:
-        from trainops.operators.common import translated_errors
-        from trainops.operators.compat import AirflowException
-
         if result.status.outcome == "failure":
             from trainops.operators.triggers import KINDS
 
@@ -134,8 +138,11 @@ class StartedJobMixin:
         raise NotImplementedError
 
     def _choice(self) -> Any:
-        """How the task reaches its backend (`trainops.operators.backend_choice.BackendChoice`)."""
-        raise NotImplementedError
+        """How the task reaches its backend (`trainops.operators.backend_choice.BackendChoice`): its ``backend``,
+        ``backend_options`` and ``backend_conn_id``, with its AWS connection."""
+        from trainops.operators.backend_choice import BackendChoice  # not at DAG parse
+
+        return BackendChoice.of_task(self)
 
     def _backend_of(self, handle: Any) -> Any:
         """The handle's backend, bound to where the job lives, to the task's settings and its connections."""
@@ -147,8 +154,6 @@ class StartedJobMixin:
     def execute_complete(self, context: Any, event: dict[str, Any] | None = None) -> Any:
         """Resume after the trigger: the job's failure (with its reason) fails the task, else the XCom value."""
         from trainops.backends.api import JobHandle
-        from trainops.operators.compat import AirflowException
-        from trainops.operators.kills import task_instance_of
 
         if not event or not event.get("handle"):
             raise AirflowException(f"the {self.job_kind} trigger ended without an event: the outcome is unknown")
@@ -161,8 +166,6 @@ class StartedJobMixin:
             self.log.error("%s", event.get("message"))
             raise AirflowException(event.get("message") or f"{self.job_kind} {handle.job_name} did not succeed")
         self.log.info("%s", event.get("message"))
-        from trainops.operators.common import translated_errors
-
         with translated_errors():
             return self._finish(backend, handle)
 
@@ -172,7 +175,6 @@ class StartedJobMixin:
         held = getattr(self, "_held", None)
         if held is None:
             return
-        from trainops.operators.kills import WORKER_LOOKUP_SECONDS, ended_by_user, stop_hint
         from trainops.operators.triggers import KINDS
 
         backend, handle = held

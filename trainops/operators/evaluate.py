@@ -26,15 +26,16 @@ from typing import Any
 
 from trainops.operators.common import (
     check_backend,
+    task_job_name,
     translated_errors,
     with_retry_defaults,
     with_shorthands,
 )
-from trainops.operators.compat import BaseOperator, SkipMixin
+from trainops.operators.compat import AirflowException, AirflowFailException, BaseOperator, SkipMixin
 from trainops.operators.deferral import StartedJobMixin
 from trainops.operators.kills import task_instance_of
 from trainops.operators.lineage import LineageMixin, remember_lineage
-from trainops.operators.links import EvaluationJobLink, EvaluationReportLink, remember_links
+from trainops.operators.links import REPORT_ATTRIBUTE, EvaluationJobLink, EvaluationReportLink, remember_links
 
 ON_GATE_FAILURE = ("fail", "skip_downstream", "continue")
 
@@ -46,8 +47,6 @@ def apply_gate(operator: Any, context: Any, evaluation: dict[str, Any], on_gate_
     Skipping downstream ends the task with Airflow's skip signal, which loses the return value: ``result``, when
     given, is pushed as the task's XCom first, so the metrics stay visible.
     """
-    from trainops.operators.compat import AirflowException, AirflowFailException
-
     if on_gate_failure not in ON_GATE_FAILURE:
         raise AirflowFailException(f"invalid input: 1 problem\n  - on_gate_failure: {on_gate_failure!r} is not one of "
                                    f"{', '.join(ON_GATE_FAILURE)}")
@@ -174,12 +173,9 @@ class EvaluateModelOperator(StartedJobMixin, LineageMixin, BaseOperator, SkipMix
     GRACE_SECONDS = 1800.0
 
     def execute(self, context: Any) -> dict[str, Any]:
-        from trainops.operators.common import task_job_name
         from trainops.steps.evaluate import check_gate_inputs, evaluate
 
-        self._held = None  # (backend, JobHandle) of the job this try started: on_kill
-        self._ti = task_instance_of(context)  # on_kill: ended, or superseded by a newer try
-        self._context = context
+        self._begin_try(context)
         with translated_errors():
             check_backend(self.backend)
             # Settings the DAG author gave go to the backend, which refuses one it does not take (a role given to a
@@ -208,11 +204,6 @@ class EvaluateModelOperator(StartedJobMixin, LineageMixin, BaseOperator, SkipMix
             ).to_dict()
         return self._report(result, chosen)
 
-    def _choice(self) -> Any:
-        from trainops.operators.backend_choice import BackendChoice
-
-        return BackendChoice.of_task(self)
-
     def _backend_context(self) -> dict[str, Any]:
         return {"registry_dir": self.registry_dir}
 
@@ -238,7 +229,6 @@ class EvaluateModelOperator(StartedJobMixin, LineageMixin, BaseOperator, SkipMix
     def _keep_report(self, result: dict[str, Any]) -> None:
         """The report page as an XCom of this task instance: the *Evaluation report* link shows it
         (`trainops.operators.reports`); the evaluation's own files stay where it wrote them."""
-        from trainops.operators.links import REPORT_ATTRIBUTE
         from trainops.operators.reports import REPORT_KEY, report_page
 
         ti = task_instance_of(getattr(self, "_context", None))
@@ -253,8 +243,6 @@ class EvaluateModelOperator(StartedJobMixin, LineageMixin, BaseOperator, SkipMix
 
     def _timeout(self) -> float | None:
         """The timeout in seconds; a templated value (an XCom, Jinja) may arrive as text or be empty."""
-        from trainops.operators.compat import AirflowFailException
-
         if self.timeout in (None, ""):
             return None
         try:

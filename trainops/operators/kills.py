@@ -26,6 +26,9 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from trainops.operators.common import command_hint
+from trainops.operators.compat import AIRFLOW_2
+
 #: Task-instance states in which nothing will run the task again: a kill in them is the user ending the task.
 ENDED_STATES = frozenset({"success", "failed", "skipped", "upstream_failed", "removed"})
 #: How long a worker's kill waits for the state (its supervisor escalates to SIGKILL 5 s after SIGTERM).
@@ -48,8 +51,6 @@ def _state_name(state: Any) -> str | None:
 def task_state(ti: Any) -> str | None:
     """The state Airflow records now for the task instance ``ti`` (its dag_id, run_id, task_id, map_index):
     ``"removed"`` when it no longer exists (its run was deleted); raises when the state cannot be read."""
-    from trainops.operators.compat import AIRFLOW_2
-
     map_index = getattr(ti, "map_index", -1)
     map_index = -1 if map_index is None else int(map_index)
     if AIRFLOW_2:
@@ -78,7 +79,6 @@ def stop_hint(handle: Any, kind: str, backend: str | None = None) -> str:
     stops training jobs only, so for another kind the backend's own tools."""
     if kind != "training":
         return f"the {handle.backend} backend's own tools"
-    from trainops.operators.common import command_hint
 
     return f"`{command_hint('stop', handle, backend)}`"
 

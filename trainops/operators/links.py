@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from trainops.operators.compat import BaseOperatorLink
+from trainops.operators.compat import AIRFLOW_2, BaseOperatorLink
 
 #: Attribute of an operator holding ``{"<kind>_<link>": url}`` once the job is known.
 LINKS_ATTRIBUTE = "_trainops_links"
@@ -81,8 +81,6 @@ class EvaluationReportLink(BaseOperatorLink):
     name = "Evaluation report"
 
     def get_link(self, operator: Any, *, ti_key: Any = None) -> str:
-        from trainops.operators.compat import AIRFLOW_2
-
         if AIRFLOW_2 or ti_key is None or not getattr(operator, REPORT_ATTRIBUTE, False):
             return ""
         from airflow.configuration import conf

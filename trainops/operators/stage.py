@@ -28,7 +28,6 @@ from trainops.operators.common import (
 )
 from trainops.operators.compat import BaseOperator
 from trainops.operators.deferral import StartedJobMixin
-from trainops.operators.kills import task_instance_of
 from trainops.operators.lineage import LineageMixin, remember_lineage
 
 
@@ -99,8 +98,7 @@ class StageDataOperator(StartedJobMixin, LineageMixin, BaseOperator):
     def execute(self, context: Any) -> dict[str, Any]:
         from trainops.steps.stage import CONTEXT_OPTIONS, stage, stage_options
 
-        self._held = None  # (backend, JobHandle) of the import this try started: on_kill
-        self._ti = task_instance_of(context)  # on_kill: ended, or superseded by a newer try
+        self._begin_try(context)
         with translated_errors():
             check_backend(self.backend)
             options: dict[str, Any] = dict(self.options or {})
@@ -127,11 +125,6 @@ class StageDataOperator(StartedJobMixin, LineageMixin, BaseOperator):
             else:
                 report = stage(self.source, self.destination, backend=chosen, **options)
         return self._report(report)
-
-    def _choice(self) -> Any:
-        from trainops.operators.backend_choice import BackendChoice
-
-        return BackendChoice.of_task(self)
 
     def _why_not_deferred(self, backend: Any) -> str:
         return "a local stage is a copy made by this worker's processes; it ends with the task"

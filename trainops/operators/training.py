@@ -46,13 +46,20 @@ from trainops.operators import log_marks
 from trainops.operators.common import (
     check_backend,
     command_hint,
+    failure_exception,
     task_job_name,
     task_logger,
     translated_errors,
     with_retry_defaults,
 )
-from trainops.operators.compat import BaseOperator
-from trainops.operators.kills import task_instance_of
+from trainops.operators.compat import (
+    AirflowException,
+    AirflowFailException,
+    AirflowRescheduleException,
+    BaseOperator,
+    default_deferrable,
+)
+from trainops.operators.kills import WORKER_LOOKUP_SECONDS, ended_by_user, stop_hint, task_instance_of
 from trainops.operators.lineage import LineageMixin, remember_lineage, training_datasets
 from trainops.operators.links import TrainingJobLink, TrainingLogsLink, remember_links
 
@@ -151,8 +158,6 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         retry_budgets: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
-        from trainops.operators.compat import AirflowFailException, default_deferrable
-
         if wait_mode is not None and wait_mode not in WAIT_MODES:
             raise AirflowFailException(f"invalid input: 1 problem\n  - wait_mode: {wait_mode!r} is not one of "
                                        f"{', '.join(WAIT_MODES)}")
@@ -256,7 +261,6 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         ``<name>-N``); a later one (``name``) is the attempts engine's, placed with ``reattach`` so a pass repeated
         after a failed look follows it instead of starting it twice."""
         from trainops.backends.vocabulary import vocabulary_of
-        from trainops.operators.common import failure_exception
         from trainops.steps.attempts import guards_for
         from trainops.steps.forecast import check_budget
 
@@ -344,7 +348,6 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         XCom); a failure fails the task with its class (`failure_exception`: without Airflow's retries where a retry
         cannot help); a retry places the next attempt and follows it (deferred, poked or in the worker, after the
         backoff only there: between two deferrals the task holds a worker)."""
-        from trainops.operators.common import failure_exception
         from trainops.steps.attempts_engine import Done, Fail
 
         if isinstance(decision, Done):
@@ -472,8 +475,6 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         give the worker slot back until the next look."""
         from datetime import datetime, timezone
 
-        from trainops.operators.compat import AirflowRescheduleException
-
         watch = backend.watch(handle, guards, log=task_logger(self)) if guards is not None else None
         if watch is not None:
             watch.look()  # a guard that trips stops the job: the next poke finds it Stopped, with the guard's reason
@@ -504,7 +505,6 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         task that re-attaches hand this method an empty context, and the deferral's own keyword arguments are then
         None.
         """
-        from trainops.operators.compat import AirflowException
         from trainops.operators.triggers import result_of
         from trainops.steps.attempts_engine import Done, Retry
 
@@ -612,7 +612,6 @@ class DistributedTrainingOperator(LineageMixin, BaseOperator):
         held = getattr(self, "_held", None)
         if held is None:
             return
-        from trainops.operators.kills import WORKER_LOOKUP_SECONDS, ended_by_user, stop_hint
 
         backend, handle = held
         if getattr(self, "_in_process", False) or ended_by_user(

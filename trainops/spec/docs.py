@@ -43,20 +43,19 @@ def _limits(metadata: list[Any]) -> str:
                 value = getattr(inner, name, None)
                 if value is not None:
                     bounds[name] = value
-    parts = []
-    if "ge" in bounds and "le" in bounds:
-        parts.append(f"{bounds['ge']}-{bounds['le']}")
-    elif "ge" in bounds:
-        parts.append(f">= {bounds['ge']}")
-    elif "le" in bounds:
-        parts.append(f"<= {bounds['le']}")
-    if "min_length" in bounds and "max_length" in bounds:
-        parts.append(f"length {bounds['min_length']}-{bounds['max_length']}")
-    elif "max_length" in bounds:
-        parts.append(f"length <= {bounds['max_length']}")
-    elif "min_length" in bounds:
-        parts.append(f"length >= {bounds['min_length']}")
-    return ", ".join(parts)
+    ranges = (_range_text(bounds, "ge", "le", ""), _range_text(bounds, "min_length", "max_length", "length "))
+    return ", ".join(text for text in ranges if text)
+
+
+def _range_text(bounds: dict[str, Any], low: str, high: str, prefix: str) -> str:
+    """``1-1024``, ``>= 1`` or ``<= 1024`` for the bounds named ``low`` and ``high`` ("" when neither is set)."""
+    if low in bounds and high in bounds:
+        return f"{prefix}{bounds[low]}-{bounds[high]}"
+    if low in bounds:
+        return f"{prefix}>= {bounds[low]}"
+    if high in bounds:
+        return f"{prefix}<= {bounds[high]}"
+    return ""
 
 
 def _type_text(annotation: Any) -> str:

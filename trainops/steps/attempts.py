@@ -22,9 +22,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from trainops.backends.api import MAX_SUFFIX
+from trainops.backends.api import MAX_SUFFIX, JobHandle
 from trainops.backends.failures import RetryBudgets, status_walk
+from trainops.backends.states import JobStatus
 from trainops.backends.vocabulary import classify_result
+from trainops.errors import JobFailed
 from trainops.steps.attempts_engine import (  # noqa: F401 - the costs and AttemptRecord: re-exported
     AttemptRecord,
     AttemptsEngine,
@@ -192,8 +194,6 @@ def ended_attempts(backend: Any, job_name: str, limit: int = MAX_SUFFIX) -> tupl
 
 
 def _handle(backend: Any, name: str) -> Any:
-    from trainops.backends.api import JobHandle
-
     return JobHandle(backend.name, name, workdir=getattr(backend, "workdir", None),
                      region=getattr(backend, "region", None), created=False)
 
@@ -235,7 +235,6 @@ def train_in_attempts(backend: Any, spec: Any, job_name: str, *, retries: Any = 
                       on_handle: Callable[[Any, Any], None] | None = None, **options: Any) -> dict[str, Any]:
     """`train()` on a backend as attempts: earlier failed attempts listed, then attempts until one completes or the
     failure's class has no budget left. Raises `JobFailed` (carrying the result) when the last attempt failed."""
-    from trainops.backends.states import JobStatus
     from trainops.steps.forecast import check_budget
 
     budgets = RetryBudgets.parse(retries) if retries is not None else RetryBudgets(infrastructure=0)
@@ -264,8 +263,6 @@ def train_in_attempts(backend: Any, spec: Any, job_name: str, *, retries: Any = 
 
 def failed(result: dict[str, Any]) -> Exception:
     """The `JobFailed` of a run whose last attempt failed, carrying the run's result."""
-    from trainops.errors import JobFailed
-
     verdict = result.get("failure_evidence") or {}
     error = JobFailed(f"training job {result['job_name']} ended {result['status']} "
                       f"({verdict.get('failure_class', 'unknown')} failure): "

@@ -20,10 +20,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from trainops.spec.job import JobSpec
 
+from trainops.backends import default_backend
 from trainops.backends.vocabulary import vocabulary_of
-from trainops.errors import JobFailed, SpecError
+from trainops.errors import JobFailed, Problem, SpecError
 from trainops.spec.pipeline import PipelineSpec, load_pipeline, resolve
-from trainops.steps.plan import PipelinePlan, resolve_plan, train_spec
+from trainops.steps.plan import PipelinePlan, options_of, resolve_plan, train_spec
 
 Log = Callable[[str], None]
 logger = logging.getLogger(__name__)
@@ -68,8 +69,6 @@ class PipelineRunner:
 
     def __init__(self, pipeline: PipelineSpec, pipeline_dir: Path, *, backend: str | None = None, force: bool = False,
                  log: Log | None = None, backend_options: dict[str, Any] | None = None):
-        from trainops.backends import default_backend
-
         self.pipeline = pipeline
         self.pipeline_dir = pipeline_dir
         self.backend = backend or pipeline.backend or default_backend()
@@ -175,7 +174,6 @@ class PipelineRunner:
         """``<workdir>/pipelines/<name>`` held open (created when missing); `SpecError` on ``workdir`` when trainops
         could not write its record there safely (a link, a directory of another user)."""
         from trainops.backends.hostfs.safe_fs import open_destination
-        from trainops.errors import Problem
 
         try:
             return open_destination(self.workdir, ["pipelines", self.pipeline.name])
@@ -280,10 +278,7 @@ def check_pipeline(pipeline: PipelineSpec, pipeline_dir: Path, backend: str | No
     are checked first, each problem at its path in the pipeline file (`steps.train.spec.instance_count`). Raises one
     `SpecError` holding them all.
     """
-    from trainops.backends import default_backend
-    from trainops.errors import Problem
     from trainops.steps.gate import parse_gates
-    from trainops.steps.plan import options_of
 
     steps = pipeline.steps
     backend = backend or pipeline.backend or default_backend()

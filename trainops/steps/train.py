@@ -14,9 +14,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainops.backends.api import BACKENDS, IF_EXISTS, JobHandle, check_choice  # noqa: F401 - re-exported
+from trainops.backends.api import BACKENDS, IF_EXISTS, JobHandle, check_choice, get_backend  # noqa: F401 - re-exported
 from trainops.backends.vocabulary import vocabulary_of
 from trainops.errors import JobFailed  # noqa: F401 - re-exported for callers of this module
+from trainops.spec.names import check_job_name, timestamped_job_name
 
 if TYPE_CHECKING:
     from trainops.backends.api import Backend
@@ -29,8 +30,6 @@ CONTEXT_OPTIONS = ("workdir", "registry_dir", "region", "client_factory", "poll_
 
 def default_job_name(spec: JobSpec) -> str:
     """<name>-<timestamp>, as the SDK names jobs when none is given."""
-    from trainops.spec.names import timestamped_job_name
-
     return timestamped_job_name(spec.name or "trainops")
 
 
@@ -81,9 +80,6 @@ def train(
     from the shared checkpoint location. The result always carries ``failure_class``, ``attempts`` and ``cost`` (the
     sum over attempts).
     """
-    from trainops.backends.api import get_backend
-    from trainops.spec.names import check_job_name
-
     check_choice(if_exists, IF_EXISTS, "if_exists")
     context = {key: options.pop(key) for key in CONTEXT_OPTIONS if key in options}
     chosen = get_backend(backend, options=backend_options, source="backend options", **context)

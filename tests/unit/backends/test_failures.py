@@ -15,6 +15,7 @@ from trainops.backends.failures import (
     USER,
     FailureEvidence,
     RetryBudgets,
+    Rule,
     Verdict,
     classify,
     evidence_from_failure_file,
@@ -129,6 +130,23 @@ def test_every_rule_names_a_known_class_and_source():
     sources = set(FailureEvidence().sources())
     for rule in (*RULES, *SAGEMAKER.failure_rules, *SLURM.failure_rules):
         assert rule.failure_class in CLASSES and rule.source in sources, rule
+
+
+def test_a_rule_on_an_engines_states_matches_each_state_whole_and_only_those():
+    lost = Rule.on_states(INFRASTRUCTURE, ("NODE_FAIL", "BOOT.FAIL"), "a node was lost", "hosts")
+    assert (lost.failure_class, lost.source, lost.stage) == (INFRASTRUCTURE, "secondary_status", "hosts")
+    assert lost.pattern == r"^(NODE_FAIL|BOOT\.FAIL)$"  # a state's own characters are literal
+    assert Rule.on_states(TIMEOUT, "TIMEOUT", "the limit", "limit").pattern == "^TIMEOUT$"
+
+    def verdict(*states: str) -> Verdict | None:
+        return classify(FailureEvidence(status="Failed", secondary_statuses=states), (lost,))
+
+    assert verdict("RUNNING", "BOOT.FAIL").failure_class == INFRASTRUCTURE
+    assert verdict("NODE_FAIL").failure_class == INFRASTRUCTURE
+    assert verdict("BOOTXFAIL").failure_class == UNKNOWN  # the dot is not a wildcard
+    assert verdict("NODE_FAILED").failure_class == UNKNOWN  # matched whole, not as a prefix
+    with pytest.raises(ValueError, match="not one of"):
+        Rule.on_states("lost", "NODE_FAIL", "a typo in the class", "hosts")
 
 
 def test_retry_budgets_parse_spend_and_refuse():

@@ -66,15 +66,14 @@ MEANINGS: dict[str, str] = {
 
 #: The engine's failure rules, matched against its states (the evidence's ``secondary_statuses``).
 RULES: tuple[Rule, ...] = (
-    Rule(TIMEOUT, "secondary_status", r"^DeadlineExceeded$", "Kubernetes ended the TrainJob at its "
-         "activeDeadlineSeconds (from max_run)", "limit"),
-    Rule(STOPPED, "secondary_status", r"^Deleted$", "the TrainJob was deleted (stopped)", "limit"),
-    Rule(INFRASTRUCTURE, "secondary_status", r"^(Evicted|Preempted|NodeLost)$", "Kubernetes took a pod of the "
-         "TrainJob away (evicted, preempted, or its node was lost): a retry resumes from the checkpoints", "hosts"),
-    Rule(USER, "secondary_status", r"^OOMKilled$", "a container of the TrainJob ran out of memory (OOMKilled): ask "
-         "for larger nodes or use less", "hosts"),
-    Rule(USER, "secondary_status", r"^Failed$", "a rank of the TrainJob failed (the runtime's failure file says "
-         "why)", "script"),
+    Rule.on_states(TIMEOUT, "DeadlineExceeded", "Kubernetes ended the TrainJob at its activeDeadlineSeconds (from "
+                   "max_run)", "limit"),
+    Rule.on_states(STOPPED, "Deleted", "the TrainJob was deleted (stopped)", "limit"),
+    Rule.on_states(INFRASTRUCTURE, ("Evicted", "Preempted", "NodeLost"), "Kubernetes took a pod of the TrainJob away "
+                   "(evicted, preempted, or its node was lost): a retry resumes from the checkpoints", "hosts"),
+    Rule.on_states(USER, "OOMKilled", "a container of the TrainJob ran out of memory (OOMKilled): ask for larger "
+                   "nodes or use less", "hosts"),
+    Rule.on_states(USER, "Failed", "a rank of the TrainJob failed (the runtime's failure file says why)", "script"),
 )
 
 KUBERNETES = register(Vocabulary(

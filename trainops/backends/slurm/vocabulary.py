@@ -55,18 +55,18 @@ ENDED_STATUSES: dict[str, str] = {
 
 #: Slurm's failure rules, matched against the job's states (the evidence's ``secondary_statuses``).
 RULES: tuple[Rule, ...] = (
-    Rule(TIMEOUT, "secondary_status", r"^(TIMEOUT|DEADLINE)$", "Slurm stopped the job at its time limit (sbatch "
-         "--time, from max_run)", "limit"),
-    Rule(STOPPED, "secondary_status", r"^CANCELLED$", "the Slurm job was cancelled (scancel)", "limit"),
-    Rule(INFRASTRUCTURE, "secondary_status", r"^(NODE_FAIL|BOOT_FAIL|PREEMPTED)$", "Slurm lost a node of the job "
-         "(it stopped answering), could not boot one, or preempted the job", "hosts"),
-    Rule(USER, "secondary_status", r"^OUT_OF_MEMORY$", "a process of the Slurm job ran out of memory: ask for "
-         "larger nodes or use less", "hosts"),
+    Rule.on_states(TIMEOUT, ("TIMEOUT", "DEADLINE"), "Slurm stopped the job at its time limit (sbatch --time, from "
+                   "max_run)", "limit"),
+    Rule.on_states(STOPPED, "CANCELLED", "the Slurm job was cancelled (scancel)", "limit"),
+    Rule.on_states(INFRASTRUCTURE, ("NODE_FAIL", "BOOT_FAIL", "PREEMPTED"), "Slurm lost a node of the job (it "
+                   "stopped answering), could not boot one, or preempted the job", "hosts"),
+    Rule.on_states(USER, "OUT_OF_MEMORY", "a process of the Slurm job ran out of memory: ask for larger nodes or use "
+                   "less", "hosts"),
 )
 
 SLURM = register(Vocabulary(
     engine="slurm", tables={"slurm_job": TABLE}, training_kind="slurm_job", ended_as=ENDED_STATUSES, rules=RULES,
-    price=None, price_basis="", spec_rules=frozenset({SLURM_RULES}),
+    spec_rules=frozenset({SLURM_RULES}),
     front_end_options=frozenset({"processes_per_host", "channel_overrides", "checkpoint_key"})))
 
 
