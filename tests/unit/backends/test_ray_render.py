@@ -120,7 +120,8 @@ def test_a_file_output_says_where_the_model_will_be(spec, tmp_path):
     local = spec.model_copy(update={"output_path": (tmp_path / "out").as_uri()})
     assert backend().render_request(local, "bert-1")["metadata"]["trainops_model"] == \
         (tmp_path / "out" / "bert-1" / "output" / "model.tar.gz").as_uri()
-    assert "trainops_model" not in backend().render_request(spec, "bert-1")["metadata"]  # s3://: not packed yet
+    assert backend().render_request(spec, "bert-1")["metadata"]["trainops_model"] == \
+        "s3://bucket/out/bert-1/output/model.tar.gz"  # host 1 uploads it there
 
 
 def test_with_shared_dir_nothing_travels_in_the_runtime_env(spec, tmp_path):

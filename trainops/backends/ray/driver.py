@@ -39,9 +39,11 @@ def _free_port() -> int:
 
 
 def model_location(request: dict[str, Any]) -> str | None:
-    """Where host 1 packs the model of a completed job: ``<output>/<job>/output/model.tar.gz`` of a file:// output
-    (as SageMaker's), None for an output it does not pack to."""
+    """Where host 1 puts the model of a completed job: ``<output>/<job>/output/model.tar.gz`` of a file:// or an
+    s3:// output (as SageMaker's), None for an output it does not pack to."""
     output = str(request["OutputDataConfig"]["S3OutputPath"])
+    if output.startswith("s3://"):
+        return f"{output.rstrip('/')}/{request['TrainingJobName']}/output/model.tar.gz"
     if not output.startswith("file://"):
         return None
     return (Path(output.removeprefix("file://")) / request["TrainingJobName"] / "output" / "model.tar.gz").as_uri()
@@ -79,6 +81,7 @@ class HostRunner:
         from trainops.backends.request.render import CODE_CHANNEL, RUNTIME_CHANNEL
 
         channels: dict[str, Path] = {}
+        on_s3: list[dict[str, Any]] = []
         for channel in self.request.get("InputDataConfig") or []:
             name = channel["ChannelName"]
             uri = channel["DataSource"].get("S3DataSource", {}).get("S3Uri", "")
@@ -87,18 +90,29 @@ class HostRunner:
             elif name == RUNTIME_CHANNEL:
                 channels[name] = Path(trainops.__file__).resolve().parent.parent
             elif uri.startswith("s3://"):
-                raise RuntimeError(f"channel {name}: {uri} is on S3, which this driver does not download yet: "
-                                   "give a directory every node sees")
+                on_s3.append(channel)
             else:
                 channels[name] = Path(uri.removeprefix("file://"))
+        if on_s3:
+            # Each host downloads the whole of its S3 channels into its own directory (a node's disk is its own), with
+            # the node's credentials (its role, or the runtime_env's env_vars); the contract's layout then takes this
+            # host's shard of a ShardedByS3Key channel, as on every engine.
+            from trainops.backends.hostfs.channels import fetch_channels
+
+            channels.update(fetch_channels({"InputDataConfig": on_s3}, self.base, {}, None))
         return channels
 
     def run(self, addresses: dict[str, str], master_port: int) -> int:
         """Lay out the host's contract, run the runtime, print its lines prefixed with the host; its exit code."""
         from trainops.backends.hostfs import contract_dir
+        from trainops.errors import SpecError
 
         self.checkpoints.mkdir(parents=True, exist_ok=True)
-        layout = contract_dir.fill_container(self.request, self.host, self.base, self._channels(), self.checkpoints)
+        try:
+            channels = self._channels()
+        except SpecError as error:  # a channel that cannot be read or downloaded here: the host fails, saying which
+            return self._refuse_input(f"the channels of host {self.host} could not be laid out: {error}")
+        layout = contract_dir.fill_container(self.request, self.host, self.base, channels, self.checkpoints)
         extra = {"TRAINOPS_JOB_NAME": self.request["TrainingJobName"], "PYTHONUNBUFFERED": "1",
                  "TRAINOPS_HOST_ADDRESSES": json.dumps(addresses), "TRAINOPS_MASTER_PORT": str(master_port),
                  "TRAINOPS_CHECKPOINT_DIR": str(self.checkpoints),
@@ -117,6 +131,18 @@ class HostRunner:
             print(f"[{self.host}] {line}", end="", flush=True)
         return self.process.wait()
 
+    def _refuse_input(self, why: str) -> int:
+        """The host's input is bad before anything ran: its failure file says why, as the runtime's for bad contract
+        input does (docs/contracts.md, section 4: exit code 2, reason error), so the job's failure reason names it."""
+        from trainops.runtime.failure import write_once
+
+        (self.base / "output").mkdir(parents=True, exist_ok=True)
+        (self.base / "output" / "failure").unlink(missing_ok=True)  # a stale one would stand for this failure
+        write_once(str(self.base / "output" / "failure"),
+                   "\n".join((" ".join(why.split()), f"host: {self.host}", "exit_code: 2", "reason: error")) + "\n")
+        print(f"[{self.host}] [trainops] {why}", flush=True)
+        return 2
+
     def stop(self) -> None:
         """End the runtime and every rank it started (its session)."""
         if self.process is not None and self.process.poll() is None:
@@ -134,18 +160,30 @@ class HostRunner:
         return read_text(str(path), READ_LIMIT_BYTES).strip() if path.exists() else ""
 
     def pack(self) -> str | None:
-        """Host 1: the model directory as ``<output>/<job>/output/model.tar.gz`` (a file:// output)."""
+        """Host 1: the model directory as ``<output>/<job>/output/model.tar.gz``: written there for a file:// output,
+        packed on the node and uploaded with the node's credentials for an s3:// one. `OSError` when it cannot be."""
         location = model_location(self.request)
         if location is None:
             print(f"[{self.host}] the model stays on the node ({self.base / 'model'}): packing to "
-                  f"{self.request['OutputDataConfig']['S3OutputPath']} is not written yet", flush=True)
+                  f"{self.request['OutputDataConfig']['S3OutputPath']} is not written", flush=True)
             return None
-        target = Path(location.removeprefix("file://"))
+        on_s3 = location.startswith("s3://")
+        target = self.base / "packed" / "model.tar.gz" if on_s3 else Path(location.removeprefix("file://"))
         target.parent.mkdir(parents=True, exist_ok=True)
         with tarfile.open(target, "w:gz") as archive:
             for path in sorted((self.base / "model").iterdir()):
                 archive.add(path, arcname=path.name)
-        return target.as_uri()
+        if not on_s3:
+            return target.as_uri()
+        import boto3
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        bucket, _, key = location.removeprefix("s3://").partition("/")
+        try:
+            boto3.client("s3").upload_file(str(target), bucket, key)
+        except (BotoCoreError, ClientError) as error:
+            raise OSError(f"uploading the model to {location} failed: {error}") from error
+        return location
 
 
 def _stop_all(ray: Any, actors: list[Any]) -> None:
@@ -249,7 +287,12 @@ def main(argv: list[str]) -> int:
             print(lost, flush=True)
         print(f"[trainops] the job failed: host {host} exited {code}", flush=True)
         return 1
-    model = ray.get(actors[0].pack.remote())
+    try:
+        model = ray.get(actors[0].pack.remote())
+    except ray.exceptions.RayTaskError as error:  # the output cannot be written (a disk, S3's answer): job failed
+        print(f"[trainops] host {placement['hosts'][0]} could not pack the model: {_one_line(error.cause)}",
+              flush=True)
+        return 1
     if model:
         print(f"[trainops] model: {model}", flush=True)
     return 0
