@@ -37,6 +37,9 @@ logger = logging.getLogger(__name__)
 
 #: Log lines read at once while printing or following a job's logs (a longer backlog is read in several reads).
 LOG_BATCH = 1000
+#: How long a wait follows a job a guard stopped for the stop to show (SageMaker uploads the model first) before it
+#: gives up saying so: a job that never shows its stop does not hold the wait for ever.
+STOP_SETTLE_SECONDS = 3600.0
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,7 @@ class PolledBackend(Backend[OptionsT]):
         cursor: dict[str, Any] = {}
         first, replay = True, log is not None
         said: tuple[str, str | None] | None = None
+        stopped_at: float | None = None
         while True:
             try:
                 found = self.look(handle)
@@ -180,6 +184,13 @@ class PolledBackend(Backend[OptionsT]):
             if found.result.status.terminal:
                 result: JobResult = settle(found.result, watch.tripped)
                 return result
+            if watch.tripped is not None and not watch.gave_up():
+                stopped_at = stopped_at if stopped_at is not None else self.now()
+                if self.now() - stopped_at >= STOP_SETTLE_SECONDS:
+                    raise WaitTimedOut(f"{self.label} job {handle.job_name} was stopped ({watch.tripped.message}) "
+                                       f"{STOP_SETTLE_SECONDS:.0f} s ago and has not ended (last status "
+                                       f"{found.result.status.value} / {found.result.secondary_status}): "
+                                       f"`{self.status_command(handle)}` shows where it stands")
             if watch.gave_up():
                 raise WaitTimedOut(f"{self.label} job {handle.job_name} did not end within its bound (max_run + "
                                    "wait_grace_seconds from its start; last status "

@@ -204,3 +204,50 @@ def test_a_poller_that_describes_then_looks_pays_one_describe_a_poll():
     _describe(aws, "InProgress", "Training")
     assert watch.look() is None  # nothing described since the last look: it describes itself
     aws.verify()
+
+
+def test_a_job_that_never_shows_its_stop_does_not_hold_the_wait_for_ever():
+    aws = StubbedAWS()
+    running = training_description(NAME, "InProgress", "Training", transitions=TRAINING)
+    aws.stub("sagemaker").add_response("describe_training_job", running, {"TrainingJobName": NAME})
+    _stop(aws, "wait_bound")  # the first look is past the bound (the job started at CREATED, max_run 60)
+    for _ in range(3):  # +1200, +2400, +3600: still Stopping an hour after the stop
+        _describe(aws, "Stopping", "Stopping")
+    clock, now = _clocks(offset=7200)
+    with pytest.raises(WaitTimedOut) as raised:
+        _wait(aws, poll_seconds=1200, clock=clock, now=now, guards=JobGuards(max_run=60, grace_seconds=0))
+    aws.verify()
+    assert "was stopped (wait bound" in str(raised.value) and "has not ended" in str(raised.value)
+    assert clock.sleeps == [1200, 1200, 1200]
+
+
+def test_a_throttled_log_read_is_a_failed_look_and_prints_nothing_twice():
+    aws = StubbedAWS()
+    stream = f"{NAME}/algo-1-1767225600"
+    logs = aws.stub("logs")
+
+    def lines(events: list[str], token_in: str | None, token_out: str) -> None:
+        _streams(aws, 60)
+        expected = {"logGroupName": "/aws/sagemaker/TrainingJobs", "logStreamName": stream, "startFromHead": True,
+                    "limit": 1000 - (2 if token_in == "f/2" and not events else 0)}
+        if token_in:
+            expected["nextToken"] = token_in
+        logs.add_response("get_log_events", {"events": [{"timestamp": 1, "message": text} for text in events],
+                                             "nextForwardToken": token_out}, expected)
+
+    # The first read gets two lines, the read after them (is there more?) is throttled: none printed yet, the cursor
+    # where it was; the next look reads them again and prints them once.
+    _describe(aws, "InProgress", "Training")
+    lines(["one", "two"], None, "f/2")
+    _streams(aws, 60)
+    logs.add_client_error("get_log_events", service_error_code="ThrottlingException", http_status_code=400)
+    _describe(aws, "Completed", "Completed", billable=100, training=100)
+    lines(["one", "two"], None, "f/2")
+    lines([], "f/2", "f/2")
+    clock, now = _clocks()
+    said: list[str] = []
+    result = _wait(aws, poll_seconds=30, clock=clock, now=now, guards=JobGuards(), log=said.append)
+    aws.verify()
+    assert result.status.value == "Completed"
+    assert said == ["[algo-1] one", "[algo-1] two"]  # read once, not again after the throttled read
+    assert clock.sleeps == [30]  # the throttled read: looked at again after the poll interval

@@ -19,7 +19,6 @@ from typing import Any, Literal
 
 from trainops.aws.clients import ClientFactory, error_code, error_message, translate_client_error
 from trainops.backends.api import MAX_SUFFIX
-from trainops.backends.sagemaker.vocabulary import explain_secondary_status
 from trainops.backends.states import classify
 from trainops.errors import JobFailed, Problem, SpecError
 from trainops.spec.names import valid_job_name, with_suffix
@@ -81,11 +80,6 @@ class JobSummary:
     def outcome(self) -> str:
         """``"success"``, ``"failure"`` or ``"waiting"``, from the shared states table."""
         return classify("training_job", self.status)
-
-    @property
-    def explanation(self) -> str:
-        """What the secondary status means, in words (spot interruption, max runtime exceeded, ...)."""
-        return explain_secondary_status(self.secondary_status)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (for XCom, KFP outputs and ``trainops status --json``)."""
