@@ -107,6 +107,9 @@ class PolledBackend(Backend[OptionsT]):
     """
 
     poll_seconds: float = 2.0
+    #: The pause between two reads of ``logs --follow`` (None: ``poll_seconds``): a person watching a log wants it
+    #: sooner than a wait needs its look.
+    follow_seconds: float | None = None
 
     def now(self) -> float:
         """The wall clock (seconds since the epoch): what a look observes the job at, and the failed looks' clock."""
@@ -261,4 +264,4 @@ class PolledBackend(Backend[OptionsT]):
                 continue
             if ended:
                 return
-            self.pause(self.poll_seconds)
+            self.pause(self.poll_seconds if self.follow_seconds is None else self.follow_seconds)

@@ -76,7 +76,7 @@ def test_follow_reads_new_hosts_and_lines_until_the_job_ends():
     _events(aws, first, [], "f/2", "f/2", limit=498)
     _events(aws, second, [], "g/1", "g/1", limit=498)
     clock = FakeClock()
-    backend = SageMakerBackend(client_factory=aws, poll_seconds=5)
+    backend = SageMakerBackend(client_factory=aws)  # a follow reads every 5 s (a wait looks every 30 s)
     backend.pause = clock.sleep
     lines = list(backend.logs(JobHandle("sagemaker", JOB), follow=True))
     aws.verify()

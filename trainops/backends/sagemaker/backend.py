@@ -53,6 +53,9 @@ METRICS_NAME = "model-metrics.json"
 #: is given its own.
 TRAINING_POLL_SECONDS = 30.0
 EVALUATION_POLL_SECONDS = 15.0
+#: The pause between two reads of ``trainops logs --follow`` (a DescribeTrainingJob, a DescribeLogStreams and a
+#: GetLogEvents a host), unless the backend is given its own poll.
+FOLLOW_SECONDS = 5.0
 #: How old a `describe` answer may be for the job's watch to use it instead of describing again: a poller looks
 #: right after it describes, and each answer is used once, so a look never judges the previous poll's answer.
 RECENT_SECONDS = 5.0
@@ -92,7 +95,8 @@ class SageMakerBackend(JobKindMethods, PolledBackend[SageMakerOptions]):
         client_factory: service name -> boto3 client (for example one built from Airflow's ``AwsBaseHook``
             session with `trainops.aws.clients.client_factory_from_session`). Default:
             `default_client_factory(region)`, built on first use so creating the backend costs nothing.
-        poll_seconds: pause between describe calls of a wait (default: 30 s for training, 15 s for processing).
+        poll_seconds: pause between describe calls of a wait (default: 30 s for training, 15 s for processing) and
+            between the reads of ``logs --follow`` (default 5 s).
     """
 
     name = "sagemaker"
@@ -114,6 +118,7 @@ class SageMakerBackend(JobKindMethods, PolledBackend[SageMakerOptions]):
         self._factory = client_factory
         self.poll_seconds = TRAINING_POLL_SECONDS if poll_seconds is None else poll_seconds
         self.evaluation_poll_seconds = EVALUATION_POLL_SECONDS if poll_seconds is None else poll_seconds
+        self.follow_seconds = FOLLOW_SECONDS if poll_seconds is None else poll_seconds
         # job name -> (monotonic time, DescribeTrainingJob answer) of the last `describe`: a poller that describes
         # and then looks with the job's watch (the Airflow trigger, the worker's poll) pays one call, not two.
         self._described: dict[str, tuple[float, dict[str, Any]]] = {}
