@@ -110,7 +110,7 @@ def test_the_cli_waits_through_every_kind_of_failed_look_to_the_jobs_real_outcom
     output = "".join(lines)
     assert process.wait(timeout=120) == 0, output
     assert [kind for _, kind in proxy.faulted] == ["500", "throttle", "close", "refuse"], output
-    failed_looks = [line for line in lines if "could not look at training job" in line]
+    failed_looks = [line for line in lines if "could not look at SageMaker training job" in line]
     assert len(failed_looks) >= 5, output  # the four faults, and at least one refused connection after them
     assert all("not a failure of the job" in line for line in failed_looks)
     for error in ("InternalFailure", "ThrottlingException", "Connection was closed", "Could not connect"):
@@ -129,7 +129,8 @@ def test_the_cli_gives_up_past_both_bounds_says_how_to_reattach_and_that_command
     gave_up = subprocess.run(command, capture_output=True, text=True, timeout=120, env=dict(os.environ))
     assert gave_up.returncode == 1, gave_up.stdout + gave_up.stderr
     message = gave_up.stderr
-    found = re.search(r"could not look at training job (\S+): (\d+) looks in a row failed over (\d+) s", message)
+    found = re.search(r"could not look at SageMaker training job (\S+): (\d+) looks in a row failed over (\d+) s",
+                      message)
     assert found is not None, message
     assert found.group(1) == name and int(found.group(2)) >= 3 and int(found.group(3)) >= 2, message
     assert "InternalFailure" in message and "It may still be running: this wait did not stop it." in message

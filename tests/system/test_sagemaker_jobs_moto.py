@@ -12,7 +12,9 @@ import uuid
 import pytest
 from support.sagemaker_shapes import ROLE_ARN, training_request
 
+from trainops.backends.api import JobHandle
 from trainops.backends.sagemaker import processing, registry, training
+from trainops.backends.sagemaker.backend import SageMakerBackend
 from trainops.backends.sagemaker.preflight import preflight
 from trainops.backends.sagemaker.uploads import upload_runtime, upload_source_dir
 
@@ -77,10 +79,11 @@ def test_submit_with_fsx_input_sends_exactly_the_request_and_reattaches(aws_clie
     listed = aws_clients("sagemaker").list_training_jobs(NameContains=name)["TrainingJobSummaries"]
     assert len(listed) == 1
 
-    summary = training.wait(aws_clients, name, max_run=60, poll_seconds=0, sleep=lambda seconds: None)
-    assert summary.status == "Completed"
-    assert summary.model_artifact_uri == f"s3://{bucket}/output/{name}/output/model.tar.gz"
-    assert summary.instance_count == 2
+    backend, handle = SageMakerBackend(client_factory=aws_clients, poll_seconds=0), JobHandle("sagemaker", name)
+    summary = backend.wait(handle)  # the kit's wait over the backend's look
+    assert summary.status.value == "Completed"
+    assert summary.model_artifact == f"s3://{bucket}/output/{name}/output/model.tar.gz"
+    assert backend.status_record(handle)["instance_count"] == 2
 
 
 def test_evaluation_reads_metrics_back_from_the_output_prefix(aws_clients, bucket):

@@ -10,7 +10,9 @@ written after a cursor (`PolledBackend.read_logs`). The helper gives everything 
 - `watch`: the same per-look guard check for a caller that polls the job itself (the Airflow trigger, a worker);
 - failed looks (`trainops.backends.looks`): a look that fails without proving anything is looked at again, and the
   wait gives up (the job left alone) only past both bounds of the policy;
-- `describe`, `log_lines` (the cursor a poller streams logs with) and `logs` (``trainops logs --follow``).
+- `describe`, `log_lines` (the cursor a poller streams logs with) and `logs` (``trainops logs --follow``);
+- what a wait says as the job goes (the module's logger): each change of its status, with what the engine's
+  vocabulary says the state means (`Vocabulary.explain_state`: a spot interruption, a queue), and how it ended.
 
 So a backend that is a `PolledBackend` keeps every guard without writing a wait loop. Standard library and trainops'
 light modules only: the Airflow trigger imports the seam.
@@ -19,6 +21,7 @@ light modules only: the Airflow trigger imports the seam.
 from __future__ import annotations
 
 import abc
+import logging
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -28,9 +31,15 @@ from trainops.backends.api import Backend, JobHandle, JobResult, Log, OptionsT
 from trainops.backends.guards import WAIT_BOUND, JobGuards, Observation, Tripped, Watchdog, act, settle, stops
 from trainops.backends.looks import REATTACH, Looks, is_failed_look
 from trainops.backends.states import WaitTimedOut
+from trainops.backends.vocabulary import vocabulary_of
+
+logger = logging.getLogger(__name__)
 
 #: Log lines read at once while printing or following a job's logs (a longer backlog is read in several reads).
 LOG_BATCH = 1000
+#: How long a wait follows a job a guard stopped for the stop to show (SageMaker uploads the model first) before it
+#: gives up saying so: a job that never shows its stop does not hold the wait for ever.
+STOP_SETTLE_SECONDS = 3600.0
 
 
 @dataclass(frozen=True)
@@ -92,10 +101,23 @@ class PolledBackend(Backend[OptionsT]):
     """A `Backend` whose jobs are followed by looking at them: write `look`, `stop` (and `read_logs` where the jobs
     have logs); `describe`, `wait`, `watch`, `logs` and `log_lines` come from here.
 
-    ``poll_seconds`` is the pause between two looks of a wait or a follow (an instance may set its own).
+    ``poll_seconds`` is the pause between two looks of a wait or a follow (an instance may set its own). `now` and
+    `pause` are the clocks a wait runs on: a test walks a job through its states on a fake clock by setting both on
+    an instance, and a backend's `look` reads its `Observation`'s ``now`` from `now`.
     """
 
     poll_seconds: float = 2.0
+    #: The pause between two reads of ``logs --follow`` (None: ``poll_seconds``): a person watching a log wants it
+    #: sooner than a wait needs its look.
+    follow_seconds: float | None = None
+
+    def now(self) -> float:
+        """The wall clock (seconds since the epoch): what a look observes the job at, and the failed looks' clock."""
+        return time.time()
+
+    def pause(self, seconds: float) -> None:
+        """Wait ``seconds`` before the next look."""
+        time.sleep(seconds)
 
     @abc.abstractmethod
     def look(self, handle: JobHandle) -> Look:
@@ -128,7 +150,7 @@ class PolledBackend(Backend[OptionsT]):
         how = f"`{self.status_command(handle)}` shows where it stands."
         pause = self.poll_seconds if poll_seconds is None else poll_seconds
         return Looks(f"{self.label} job {handle.job_name}", poll_seconds=pause,
-                     reattach=f"{REATTACH} {how}")
+                     reattach=f"{REATTACH} {how}", clock=self.now, sleep=self.pause)
 
     def wait(self, handle: JobHandle, *, log: Log | None = None, guards: JobGuards | None = None,
              poll_seconds: float | None = None) -> JobResult:
@@ -143,36 +165,77 @@ class PolledBackend(Backend[OptionsT]):
         looks = self._looks(handle, pause)
         cursor: dict[str, Any] = {}
         first, replay = True, log is not None
+        said: tuple[str, str | None] | None = None
+        stopped_at: float | None = None
         while True:
             try:
                 found = self.look(handle)
                 if not found.result.status.terminal:
                     watch.look(found)  # a stop that fails is a failed look too: asked again at the next look
+                if first and not handle.created and found.result.status.terminal:
+                    replay = False  # a re-attach to a job that had ended replays none of its log
+                first = False
+                if replay and log is not None:  # after the look: a job seen ended has written all it ever will
+                    self._print_new(handle, cursor, log)  # a read that fails (throttled) is read again next time
             except Exception as error:  # noqa: BLE001 - what is not a failed look is raised again by `failed`
-                time.sleep(looks.failed(error))  # past both bounds: JobOutOfSight, the job left alone
+                self.pause(looks.failed(error))  # past both bounds: JobOutOfSight, the job left alone
                 continue
             looks.succeeded()
-            if first and not handle.created and found.result.status.terminal:
-                replay = False  # a re-attach to a job that had ended replays none of its log
-            first = False
-            if replay and log is not None:  # after the look: a job seen ended has written all it ever will
-                cursor = self._print_new(handle, cursor, log)
+            if (found.result.status.value, found.result.secondary_status) != said:
+                said = (found.result.status.value, found.result.secondary_status)
+                logger.info("[trainops] %s", self.progress(found.result))
             if found.result.status.terminal:
                 result: JobResult = settle(found.result, watch.tripped)
                 return result
+            if watch.tripped is not None and not watch.gave_up():
+                stopped_at = stopped_at if stopped_at is not None else self.now()
+                if self.now() - stopped_at >= STOP_SETTLE_SECONDS:
+                    raise WaitTimedOut(f"{self.label} job {handle.job_name} was stopped ({watch.tripped.message}) "
+                                       f"{STOP_SETTLE_SECONDS:.0f} s ago and has not ended (last status "
+                                       f"{found.result.status.value} / {found.result.secondary_status}): "
+                                       f"`{self.status_command(handle)}` shows where it stands")
             if watch.gave_up():
                 raise WaitTimedOut(f"{self.label} job {handle.job_name} did not end within its bound (max_run + "
-                                   "wait_grace_seconds from its start): it is left running; trainops stop NAME "
-                                   "ends it")
-            time.sleep(pause)
+                                   "wait_grace_seconds from its start; last status "
+                                   f"{found.result.status.value} / {found.result.secondary_status}): it is left "
+                                   "running; trainops stop NAME ends it")
+            self.pause(self._before_next_look(watch, found, pause))
 
-    def _print_new(self, handle: JobHandle, cursor: dict[str, Any], log: Log) -> dict[str, Any]:
+    def progress(self, result: JobResult) -> str:
+        """A line for where a job stands, with what its engine says the state means (`Vocabulary.explain_state`):
+        ``... job NAME: InProgress / Interrupted (spot capacity was reclaimed ...)`` while it runs, ``... job NAME
+        ended Stopped (MaxRuntimeExceeded: ...): REASON`` once it ended."""
+        status, secondary = result.status.value, result.secondary_status
+        what = f"{self.label} job {result.job_name}"
+        if not secondary or secondary == status:
+            line = f"{what}: {status}" if not result.status.terminal else f"{what} ended {status}"
+        else:
+            meaning = vocabulary_of(self).explain_state(secondary)
+            meaning = "" if meaning == secondary else meaning
+            line = (f"{what}: {status} / {secondary}" + (f" ({meaning})" if meaning else "")
+                    if not result.status.terminal else
+                    f"{what} ended {status} ({secondary}" + (f": {meaning})" if meaning else ")"))
+        return line + (f": {result.failure_reason}" if result.status.terminal and result.failure_reason else "")
+
+    @staticmethod
+    def _before_next_look(watch: Watch, found: Look, pause: float) -> float:
+        """The pause, or less when the wait bound passes sooner: the bound is acted on when it passes, not up to a
+        poll interval later."""
+        left = watch.watchdog.remaining(found.seen) if found.seen is not None and watch.tripped is None else None
+        return left if left is not None and 0 < left < pause else pause
+
+    def _print_new(self, handle: JobHandle, cursor: dict[str, Any], log: Log) -> None:
+        """Print the lines after ``cursor``, which is moved past each batch once it is printed (so a read that fails
+        part way prints nothing twice when it is read again)."""
         while True:
-            lines, cursor = self.read_logs(handle, cursor, LOG_BATCH)
+            lines, after = self.read_logs(handle, cursor, LOG_BATCH)
             for line in lines:
                 log(line)
+            after = dict(after)  # the backend may hand back the mapping it was given
+            cursor.clear()
+            cursor.update(after)
             if len(lines) < LOG_BATCH:
-                return cursor
+                return
 
     def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
         """The job's log lines; with ``follow``, new lines until it ends (a failed look is looked at again)."""
@@ -188,11 +251,17 @@ class PolledBackend(Backend[OptionsT]):
                 except Exception as error:  # noqa: BLE001 - what is not a failed look is raised again by `failed`
                     looks.failed(error)  # past both bounds: JobOutOfSight (the lines so far were given)
                     ended = False
-            while True:
-                lines, cursor = self.read_logs(handle, cursor, LOG_BATCH)
-                yield from lines
-                if len(lines) < LOG_BATCH:
-                    break
+            try:
+                while True:
+                    lines, cursor = self.read_logs(handle, cursor, LOG_BATCH)
+                    yield from lines
+                    if len(lines) < LOG_BATCH:
+                        break
+            except Exception as error:  # noqa: BLE001 - a read that fails for now is read again from the cursor
+                if not follow:
+                    raise
+                self.pause(looks.failed(error))
+                continue
             if ended:
                 return
-            time.sleep(self.poll_seconds)
+            self.pause(self.poll_seconds if self.follow_seconds is None else self.follow_seconds)

@@ -164,9 +164,21 @@ def describes(aws: StubbedAWS, *states: tuple[str, str]) -> None:
                                            {"TrainingJobName": NAME})
 
 
-def test_a_sagemaker_wait_goes_through_failed_looks_to_the_jobs_real_outcome():
-    from trainops.backends.sagemaker import training
+def sagemaker_wait(aws: StubbedAWS, clock: FakeClock, *, now=None, **arguments):
+    """The SageMaker backend's wait (the kit's, over its look) on the fake clock; the job was created at CREATED and
+    the wait begins a second later (``now``: another wall clock)."""
+    from support.sagemaker_shapes import CREATED
 
+    from trainops.backends.api import JobHandle
+    from trainops.backends.sagemaker.backend import SageMakerBackend
+
+    backend = SageMakerBackend(client_factory=aws, poll_seconds=30)
+    backend.now = now or (lambda: CREATED.timestamp() + clock.now - 999.0)
+    backend.pause = clock.sleep
+    return backend.wait(JobHandle("sagemaker", NAME), **arguments)
+
+
+def test_a_sagemaker_wait_goes_through_failed_looks_to_the_jobs_real_outcome():
     aws, clock = StubbedAWS(), FakeClock()
     describes(aws, ("InProgress", "Training"))
     fail_describe(aws, 3)
@@ -174,24 +186,22 @@ def test_a_sagemaker_wait_goes_through_failed_looks_to_the_jobs_real_outcome():
     fail_describe(aws, 2, "ThrottlingException", 400)
     fail_describe(aws, 2)
     describes(aws, ("Failed", "Failed"))
-    with pytest.raises(training.TrainingJobFailed) as raised:
-        training.wait(aws, NAME, max_run=7200, poll_seconds=30, clock=clock, sleep=clock.sleep)
+    result = sagemaker_wait(aws, clock)
     aws.verify()  # every answer read, and nothing else asked: no StopTrainingJob, no CreateTrainingJob
-    assert raised.value.summary.status == "Failed"
+    assert result.status.value == "Failed"
     assert clock.sleeps == [30.0] * 9
 
 
 def test_a_sagemaker_wait_whose_looks_keep_failing_gives_up_past_both_bounds_and_leaves_the_job_alone(monkeypatch):
-    from trainops.backends.sagemaker import training
-
     aws, clock = StubbedAWS(), FakeClock()
     describes(aws, ("InProgress", "Training"))
     fail_describe(aws, 5)
     with pytest.raises(JobOutOfSight) as raised:
-        training.wait(aws, NAME, max_run=7200, poll_seconds=30, clock=clock, sleep=clock.sleep)
+        sagemaker_wait(aws, clock)
     aws.verify()  # five failed looks, then no call at all: nothing stopped
     assert clock.now - 1000.0 == 30 * 5  # the first failure at 30 s, the fifth at 150 s: past a minute too
-    assert "could not look at training job digits-0123456789: 5 looks in a row failed over 120 s" in str(raised.value)
+    assert "could not look at SageMaker training job digits-0123456789: 5 looks in a row failed over 120 s" in \
+        str(raised.value)
     assert "InternalFailure" in str(raised.value)
 
 
@@ -201,7 +211,6 @@ def test_a_guarded_wait_whose_stop_fails_asks_again_at_the_next_look():
     from datetime import datetime, timezone
 
     from trainops.backends.guards import JobGuards
-    from trainops.backends.sagemaker import training
 
     aws, clock = StubbedAWS(), FakeClock()
     running = dict(training_description(NAME, "InProgress", "Training"), CreationTime=datetime(2020, 1, 1,
@@ -219,11 +228,10 @@ def test_a_guarded_wait_whose_stop_fails_asks_again_at_the_next_look():
     stopped = dict(training_description(NAME, "Stopped", "Stopped"), FailureReason=None)
     stopped.pop("FailureReason")
     stub.add_response("describe_training_job", stopped, {"TrainingJobName": NAME})
-    with pytest.raises(training.TrainingJobFailed) as raised:
-        training.wait(aws, NAME, poll_seconds=30, clock=clock, sleep=clock.sleep, guards=JobGuards(max_run=60),
-                      now=lambda: datetime(2020, 1, 2, tzinfo=timezone.utc).timestamp(), log=lambda line: None)
+    result = sagemaker_wait(aws, clock, guards=JobGuards(max_run=60),
+                            now=lambda: datetime(2020, 1, 2, tzinfo=timezone.utc).timestamp())
     aws.verify()
-    assert raised.value.summary.status == "Stopped"
+    assert result.status.value == "Stopped"
 
 
 def test_a_train_step_that_lost_sight_of_its_job_starts_no_other_attempt():

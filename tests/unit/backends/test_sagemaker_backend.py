@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from support.sagemaker_shapes import training_description
+from support.sagemaker_shapes import CREATED, training_description
 from support.stubbed_aws import FakeClock, StubbedAWS
 
 from trainops.backends.sagemaker.backend import SageMakerBackend
@@ -45,7 +45,9 @@ def test_submit_renders_the_spec_and_wait_returns_a_typed_result_through_the_giv
     handle = backend.submit(spec, NAME, launcher="toolkit", log=lambda line: None)
     assert (handle.backend, handle.job_name, handle.created, handle.region) == ("sagemaker", NAME, True, "us-east-1")
     clock = FakeClock()
-    result = backend.wait(handle, log=lambda line: None, clock=clock, sleep=clock.sleep)
+    backend.now = lambda: CREATED.timestamp() + clock.now  # the job's own clock: a wait from its creation
+    backend.pause = clock.sleep
+    result = backend.wait(handle)
     assert result.status is JobStatus.COMPLETED and result.billable_seconds == 3600
     assert result.to_dict()["cost"]["job_name"] == NAME
     aws.verify()

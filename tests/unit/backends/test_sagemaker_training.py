@@ -4,12 +4,16 @@ spot interruption, re-attach, name conflicts, stop."""
 from __future__ import annotations
 
 import json
+import logging
 
 import pytest
-from support.sagemaker_shapes import training_description, training_request
+from support.sagemaker_shapes import CREATED, training_description, training_request
 from support.stubbed_aws import FakeClock, StubbedAWS
 
+from trainops.backends.api import JobHandle
+from trainops.backends.guards import JobGuards
 from trainops.backends.sagemaker import training
+from trainops.backends.sagemaker.backend import SageMakerBackend
 from trainops.backends.states import WaitTimedOut
 from trainops.errors import JobFailed, SpecError
 
@@ -143,7 +147,21 @@ def test_unknown_if_exists_value_is_rejected():
     assert raised.value.problems[0].path == "if_exists"
 
 
-def test_wait_walks_in_progress_to_completed_and_reports_each_change():
+def _waiting(aws: StubbedAWS, clock: FakeClock, poll_seconds: float):
+    """The backend whose wait (the kit's, over its look) walks the stubbed states on ``clock``: the job was created
+    at CREATED, the wait begins ``clock.now - 1000`` s later (FakeClock starts at 1000)."""
+    backend = SageMakerBackend(client_factory=aws, poll_seconds=poll_seconds)
+    backend.now = lambda: CREATED.timestamp() + clock.now - 1000.0
+    backend.pause = clock.sleep
+    return backend
+
+
+def _progress(caplog) -> list[str]:
+    return [record.getMessage() for record in caplog.records if record.name == "trainops.backends.polled"]
+
+
+def test_wait_walks_in_progress_to_completed_and_reports_each_change(caplog):
+    caplog.set_level(logging.INFO, "trainops.backends.polled")
     aws = StubbedAWS()
     _describes(
         aws,
@@ -156,12 +174,13 @@ def test_wait_walks_in_progress_to_completed_and_reports_each_change():
         training=3600,
     )
     clock = FakeClock()
-    seen = []
-    summary = training.wait(aws, NAME, max_run=7200, poll_seconds=30, on_update=seen.append, clock=clock, sleep=clock.sleep)
+    summary = _waiting(aws, clock, 30).wait(JobHandle("sagemaker", NAME))
     aws.verify()
-    assert summary.status == "Completed"
-    assert summary.model_artifact_uri.endswith(f"{NAME}/output/model.tar.gz")
-    assert [item.secondary_status for item in seen] == ["Starting", "Training", "Uploading", "Completed"]
+    assert summary.status.value == "Completed"
+    assert summary.model_artifact.endswith(f"{NAME}/output/model.tar.gz")
+    seen = _progress(caplog)
+    assert [line.split(" / ")[1].split(" (")[0] for line in seen[:-1]] + [seen[-1].split(" ended ")[1]] == \
+        ["Starting", "Training", "Uploading", "Completed"]
     assert clock.sleeps == [30, 30, 30, 30]
 
 
@@ -173,19 +192,22 @@ def test_wait_walks_in_progress_to_completed_and_reports_each_change():
         ("Stopped", "MaxRuntimeExceeded", None, "MaxRuntimeInSeconds"),
     ],
 )
-def test_wait_raises_job_failed_with_the_reason(final, secondary, reason, expected):
+def test_wait_raises_job_failed_with_the_reason(final, secondary, reason, expected, caplog):
+    caplog.set_level(logging.INFO, "trainops.backends.polled")
     aws = StubbedAWS()
     _describes(aws, ("InProgress", "Training"))
     _describes(aws, (final, secondary), failure_reason=reason)
     clock = FakeClock()
-    with pytest.raises(training.TrainingJobFailed) as raised:
-        training.wait(aws, NAME, max_run=7200, poll_seconds=10, clock=clock, sleep=clock.sleep)
-    assert expected in str(raised.value)
-    assert raised.value.summary.status == final
+    result = _waiting(aws, clock, 10).wait(JobHandle("sagemaker", NAME))  # a failed job is returned, not raised
+    with pytest.raises(JobFailed) as raised:
+        result.raise_for_status()
+    assert expected in _progress(caplog)[-1]  # how it ended, with what its secondary status means
+    assert result.status.value == final
     assert raised.value.exit_code == 1
 
 
-def test_spot_interruption_is_reported_and_the_wait_goes_on_until_completed():
+def test_spot_interruption_is_reported_and_the_wait_goes_on_until_completed(caplog):
+    caplog.set_level(logging.INFO, "trainops.backends.polled")
     aws = StubbedAWS()
     _describes(
         aws,
@@ -200,12 +222,12 @@ def test_spot_interruption_is_reported_and_the_wait_goes_on_until_completed():
         training=4000,
     )
     clock = FakeClock()
-    updates = []
-    summary = training.wait(aws, NAME, max_run=7200, max_wait=14400, poll_seconds=60, on_update=updates.append,
-                            clock=clock, sleep=clock.sleep)
-    assert summary.spot is True
-    assert [update.secondary_status for update in updates] == ["Training", "Interrupted", "Training", "Completed"]
-    assert "spot interruption" in updates[1].explanation
+    summary = _waiting(aws, clock, 60).wait(JobHandle("sagemaker", NAME))
+    assert summary.status.value == "Completed" and summary.details["max_wait_seconds"] == 14400  # spot
+    updates = _progress(caplog)
+    assert [line.split(" / ")[1].split(" (")[0] for line in updates[:-1]] + [updates[-1].split(" ended ")[1]] == \
+        ["Training", "Interrupted", "Training", "Completed"]
+    assert "spot interruption" in updates[1]
 
 
 def test_wait_times_out_after_max_run_plus_grace_and_leaves_the_job_alone():
@@ -214,7 +236,8 @@ def test_wait_times_out_after_max_run_plus_grace_and_leaves_the_job_alone():
     _describes(aws, *[("InProgress", "Training")] * 4)
     clock = FakeClock()
     with pytest.raises(WaitTimedOut) as raised:
-        training.wait(aws, NAME, max_run=100, grace_seconds=50, poll_seconds=60, clock=clock, sleep=clock.sleep)
+        _waiting(aws, clock, 60).wait(JobHandle("sagemaker", NAME),
+                                      guards=JobGuards(max_run=100, grace_seconds=50, stop_at_bound=False))
     aws.verify()  # and no stop_training_job call was queued or made
     assert clock.sleeps == [60, 60, 30]
     assert "InProgress" in str(raised.value)
@@ -223,11 +246,12 @@ def test_wait_times_out_after_max_run_plus_grace_and_leaves_the_job_alone():
 
 def test_wait_reads_the_limits_from_the_job_when_not_given():
     aws = StubbedAWS()
-    # One describe for the limits (max_run 60, spot max_wait 60), then polling: bound 60 + 60 + 0 = 120 s.
-    _describes(aws, *[("InProgress", "Interrupted")] * 4, spot=True, max_run=60, max_wait=60)
+    # The limits are the job's own (max_run 60, spot max_wait 60): bound 60 + 60 + 0 = 120 s.
+    _describes(aws, *[("InProgress", "Interrupted")] * 3, spot=True, max_run=60, max_wait=60)
     clock = FakeClock()
     with pytest.raises(WaitTimedOut):
-        training.wait(aws, NAME, grace_seconds=0, poll_seconds=60, clock=clock, sleep=clock.sleep)
+        _waiting(aws, clock, 60).wait(JobHandle("sagemaker", NAME), guards=JobGuards(grace_seconds=0,
+                                                                                      stop_at_bound=False))
     assert sum(clock.sleeps) == 120
 
 

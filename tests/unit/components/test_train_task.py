@@ -106,8 +106,12 @@ class FakeSageMaker:
         # The submit's capacity preflight looks up the account's quotas; this account lists none (a note, no check).
         return {"Quotas": []}
 
+    def describe_log_streams(self, **arguments):
+        # The wait prints the job's CloudWatch lines as it goes (SageMakerBackend.read_logs): these jobs wrote none.
+        return {"logStreams": []}
+
     def factory(self, service: str):
-        assert service in ("sagemaker", "s3", "service-quotas"), f"unexpected AWS service {service}"
+        assert service in ("sagemaker", "s3", "service-quotas", "logs"), f"unexpected AWS service {service}"
         return self
 
 
@@ -249,7 +253,7 @@ def test_a_component_whose_looks_keep_failing_leaves_the_job_running_and_a_rerun
         run_train(**arguments, model=new_model(tmp_path), client_factory=aws.factory, poll_seconds=0.01)
     (name,) = aws.jobs
     message = str(raised.value)
-    assert f"could not look at training job {name}: 2 looks in a row failed" in message and "ServiceUnavailable" \
+    assert f"could not look at SageMaker training job {name}: 2 looks in a row failed" in message and "ServiceUnavailable" \
         in message
     assert message.endswith(f"Re-run the pipeline run (or let KFP retry this task): the train task names the job "
                             f"{name} again and re-attaches to it.")

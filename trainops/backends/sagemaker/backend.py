@@ -1,9 +1,13 @@
 """`SageMakerBackend`: the `trainops.backends.api.Backend` seam over the SageMaker service modules of this package.
 
 It binds a region and a client factory, and holds the SageMaker halves of the steps: render + preflight + upload +
-CreateTrainingJob (`submit`), the bounded wait, StopTrainingJob, the evaluation processing job, the Model Registry.
-Every method calls the module function of the same purpose (``training``, ``processing``, ``registry``, ``fsx``,
-``logs``), which stay usable on their own with a rendered request.
+CreateTrainingJob (`submit`), StopTrainingJob, the evaluation processing job, the Model Registry. Every method calls
+the module function of the same purpose (``training``, ``processing``, ``registry``, ``fsx``, ``logs``), which stay
+usable on their own with a rendered request.
+
+A training job is followed as the kit's `PolledBackend` follows any job: this backend writes `look`
+(DescribeTrainingJob -> the job's result and what the guards observe, `activity.observe`), `stop` and `read_logs`
+(CloudWatch, with its cursor); the wait, the guards, failed looks and ``logs --follow`` are the kit's.
 
 Nothing here imports boto3 at module level (DAG files reach this module through the operators).
 """
@@ -16,21 +20,24 @@ import logging
 import os
 import sys
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 from trainops.aws.clients import ClientFactory, default_client_factory, missing_region, region_note, resolve_region
 from trainops.aws.s3 import join_uri, parse_s3_uri, put_bytes
-from trainops.backends.api import Backend, Evaluation, JobHandle, JobResult, Log, Placement, RegisteredVersion
+from trainops.backends.api import Evaluation, JobHandle, JobResult, Log, Placement, RegisteredVersion
 from trainops.backends.builtin_kinds import JobKindMethods, MethodEvaluations, MethodRegistry, MethodStaging
 from trainops.backends.failures import status_walk
+from trainops.backends.guards import JobGuards
 from trainops.backends.job_kinds import Evaluations, Registry, Staging, checked_settings
 from trainops.backends.options import BackendOptions, SageMakerOptions
+from trainops.backends.polled import Look, PolledBackend
 from trainops.backends.request.code import checked_render
 from trainops.backends.sagemaker import cost as costs
 from trainops.backends.sagemaker import fsx, processing, registry, training
 from trainops.backends.sagemaker import logs as log_reading
 from trainops.backends.sagemaker import preflight as checks
+from trainops.backends.sagemaker.activity import TrainingJobWatch, observe
 from trainops.backends.sagemaker.job_request import default_region, given_clients_region
 from trainops.backends.sagemaker.training import final_metrics
 from trainops.backends.sagemaker.vocabulary import SAGEMAKER
@@ -42,6 +49,13 @@ logger = logging.getLogger(__name__)
 
 #: Where the register step writes the metrics JSON it links from the model package, beside the model artifact.
 METRICS_NAME = "model-metrics.json"
+#: The pause between two looks at a training job (each is an API call) and at a processing job, unless the backend
+#: is given its own.
+TRAINING_POLL_SECONDS = 30.0
+EVALUATION_POLL_SECONDS = 15.0
+#: The pause between two reads of ``trainops logs --follow`` (a DescribeTrainingJob, a DescribeLogStreams and a
+#: GetLogEvents a host), unless the backend is given its own poll.
+FOLLOW_SECONDS = 5.0
 #: How old a `describe` answer may be for the job's watch to use it instead of describing again: a poller looks
 #: right after it describes, and each answer is used once, so a look never judges the previous poll's answer.
 RECENT_SECONDS = 5.0
@@ -53,10 +67,6 @@ ENDING_LOOK_SECONDS = 5.0
 
 #: What an FSx stage takes beside the source and destination (`stage`).
 STAGE_SETTINGS = frozenset({"s3_prefix", "paths", "report_uri", "poll_seconds", "timeout_seconds", "strict", "workers"})
-
-
-def _print(line: str) -> None:
-    print(line, flush=True)
 
 
 def evaluation_prefix(model_artifact: str) -> str:
@@ -77,7 +87,7 @@ def _model_size_limit() -> dict[str, str]:
     return {LIMIT_VARIABLE: value} if value else {}
 
 
-class SageMakerBackend(JobKindMethods, Backend):
+class SageMakerBackend(JobKindMethods, PolledBackend[SageMakerOptions]):
     """The SageMaker backend bound to a region and a client factory.
 
     Args:
@@ -85,7 +95,8 @@ class SageMakerBackend(JobKindMethods, Backend):
         client_factory: service name -> boto3 client (for example one built from Airflow's ``AwsBaseHook``
             session with `trainops.aws.clients.client_factory_from_session`). Default:
             `default_client_factory(region)`, built on first use so creating the backend costs nothing.
-        poll_seconds: pause between describe calls of a wait (default: 30 s for training, 15 s for processing).
+        poll_seconds: pause between describe calls of a wait (default: 30 s for training, 15 s for processing) and
+            between the reads of ``logs --follow`` (default 5 s).
     """
 
     name = "sagemaker"
@@ -105,7 +116,9 @@ class SageMakerBackend(JobKindMethods, Backend):
                  poll_seconds: float | None = None):
         self.region = region
         self._factory = client_factory
-        self.poll_seconds = poll_seconds  # None: each wait's own default (training 30 s, processing 15 s)
+        self.poll_seconds = TRAINING_POLL_SECONDS if poll_seconds is None else poll_seconds
+        self.evaluation_poll_seconds = EVALUATION_POLL_SECONDS if poll_seconds is None else poll_seconds
+        self.follow_seconds = FOLLOW_SECONDS if poll_seconds is None else poll_seconds
         # job name -> (monotonic time, DescribeTrainingJob answer) of the last `describe`: a poller that describes
         # and then looks with the job's watch (the Airflow trigger, the worker's poll) pays one call, not two.
         self._described: dict[str, tuple[float, dict[str, Any]]] = {}
@@ -154,22 +167,20 @@ class SageMakerBackend(JobKindMethods, Backend):
     def label(self) -> str:
         return "SageMaker training"
 
-    def dry_run(self, spec: Any, name: str, options: BackendOptions) -> dict[str, Any]:
+    def dry_run(self, spec: Any, name: str, options: SageMakerOptions) -> dict[str, Any]:
         """The CreateTrainingJob request for ``name`` (every input problem raised before any AWS call)."""
-        assert isinstance(options, SageMakerOptions)
         return checked_render(spec, name, options.launcher or spec.launcher, self.job_region(spec), self.name)
 
-    def create(self, spec: Any, name: str, options: BackendOptions, *, detached: bool, log: Log) -> JobHandle:
+    def create(self, spec: Any, name: str, options: SageMakerOptions, *, detached: bool, log: Log) -> JobHandle:
         """Preflight, upload the code, create the job (a SageMaker job never depends on this process: ``detached``
         changes nothing)."""
-        assert isinstance(options, SageMakerOptions)
         request = self.dry_run(spec, name, options)
         if options.preflight:
             checks.preflight(self.clients, request)
         self._upload_code(spec, request, name, options.launcher or spec.launcher)
         return self._send(spec, request, log)
 
-    def reattach(self, spec: Any, placement: Placement, options: BackendOptions, log: Log) -> JobHandle:
+    def reattach(self, spec: Any, placement: Placement, options: SageMakerOptions, log: Log) -> JobHandle:
         return self._send(spec, self.dry_run(spec, placement.job_name, options), log)
 
     def _send(self, spec: Any, request: dict[str, Any], log: Log) -> JobHandle:
@@ -218,37 +229,25 @@ class SageMakerBackend(JobKindMethods, Backend):
 
             upload_local_channels(self.clients, spec, spec.output_path, name)
 
-    def describe(self, handle: JobHandle) -> JobResult:
-        """Where the job stands; ``details`` add its final ``metrics`` and its own limits (``max_run_seconds``,
-        ``max_wait_seconds`` for spot), which bound a wait on a re-attached job."""
+    def look(self, handle: JobHandle) -> Look:
+        """One DescribeTrainingJob: where the job stands (`describe`; ``details`` add its final ``metrics`` and its
+        own limits, ``max_run_seconds`` and ``max_wait_seconds`` for spot, which bound a wait on a re-attached job)
+        and what the guards observe (`activity.observe`). The answer is kept a moment for the job's watch."""
         response = training.describe_response(self.clients, handle.job_name)
         self._described[handle.job_name] = (time.monotonic(), response)
+        return self._look_of(response, handle)
+
+    def _look_of(self, response: dict[str, Any], handle: JobHandle) -> Look:
         result = self._result(training.summarize(response), handle)
         stopping = response.get("StoppingCondition") or {}
         result.details.update(metrics=final_metrics(response), max_run_seconds=stopping.get("MaxRuntimeInSeconds"),
                               max_wait_seconds=stopping.get("MaxWaitTimeInSeconds")
                               if response.get("EnableManagedSpotTraining") else None)
-        return result
+        return Look(result, observe(response, self.now()))
 
     def metrics(self, handle: JobHandle) -> dict[str, float]:
         """The job's final metrics as SageMaker reports them (FinalMetricDataList: the spec's metric_definitions)."""
         return final_metrics(training.describe_response(self.clients, handle.job_name))
-
-    def wait(self, handle: JobHandle, *, log: Log | None = None, clock: Callable[[], float] = time.monotonic,
-             sleep: Callable[[float], None] = time.sleep, guards: Any = None) -> JobResult:
-        """Wait for the job to end, bounded by its own limits (`trainops.backends.states.wait_bound_seconds`); a
-        failed or stopped job is returned, not raised (`JobResult.raise_for_status`). With ``guards`` the wait is
-        `training.guarded_wait` (budget, stall, the bound from the job's own start)."""
-        log = log or _print
-        name = handle.job_name
-        try:
-            summary = training.wait(self.clients, name, poll_seconds=30.0 if self.poll_seconds is None
-                                    else self.poll_seconds, clock=clock, sleep=sleep, guards=guards, log=log,
-                                    on_update=lambda s: logger.info("[trainops] %s: %s / %s", name, s.status,
-                                                                    s.secondary_status))
-        except training.TrainingJobFailed as error:
-            summary = error.summary
-        return self._result(summary, handle)
 
     def next_look_seconds(self, handle: JobHandle, result: JobResult, interval: float) -> float:
         """The caller's interval (each look is an API call), but `ENDING_LOOK_SECONDS` once the job is ending
@@ -257,39 +256,26 @@ class SageMakerBackend(JobKindMethods, Backend):
             return min(interval, ENDING_LOOK_SECONDS)
         return interval
 
-    def watch(self, handle: JobHandle, guards: Any, *, log: Log | None = None) -> Any:
-        """The job's guards for a poller (the Airflow trigger): `training.TrainingJobWatch`, the guarded wait's own
-        per-poll check (DescribeLogStreams too with a stall watchdog). A look right after this backend's `describe`
-        of the job uses that answer instead of describing it again."""
-        return training.TrainingJobWatch(self.clients, handle.job_name, guards, log=log,
-                                         recent=lambda: self._recent(handle.job_name))
+    def watch(self, handle: JobHandle, guards: JobGuards, *, log: Log | None = None) -> TrainingJobWatch:
+        """The kit's watch with SageMaker's additions (`activity.TrainingJobWatch`: the describe a poller has just
+        made, the log activity a stall guard needs, the guard tagged on the job it stops)."""
+        return TrainingJobWatch(self, handle, guards, log)
 
-    def _recent(self, name: str) -> dict[str, Any] | None:
-        """The answer of this backend's last `describe` of ``name`` if it is under `RECENT_SECONDS` old (used once)."""
-        described = self._described.pop(name, None)
+    def recent_look(self, handle: JobHandle) -> Look | None:
+        """The look of this backend's last describe of the job if it is under `RECENT_SECONDS` old (used once)."""
+        described = self._described.pop(handle.job_name, None)
         if described is None or time.monotonic() - described[0] > RECENT_SECONDS:
             return None
-        return described[1]
+        return self._look_of(described[1], handle)
 
     def stop(self, handle: JobHandle, reason: str = "") -> str:
         """StopTrainingJob; the job's status afterwards (stopping a finished job is not an error)."""
         return f"{handle.job_name}: {training.stop(self.clients, handle.job_name)}"
 
-    def runs_here(self, handle: JobHandle) -> bool:
-        """False: SageMaker runs the job; a stop is a request to the service, and a wait must be left by the caller."""
-        return False
-
-    def logs(self, handle: JobHandle, *, follow: bool = False, poll_seconds: float = 5.0,
-             sleep: Callable[[float], None] = time.sleep) -> Iterator[str]:
-        """The job's log lines from every host, interleaved by time, each ``[algo-1] ...``."""
-        for line in log_reading.iter_log_lines(self.clients, handle.job_name, follow=follow,
-                                               poll_seconds=poll_seconds, sleep=sleep):
-            yield line.render() if hasattr(line, "render") else str(line)
-
-    def log_lines(self, handle: JobHandle, cursor: Any = None, *,
-                  limit: int = 1000) -> tuple[list[str], dict[str, Any]]:
-        """CloudWatch lines of every host after ``cursor`` (stream -> forward token), about ``limit``, merged."""
-        return log_reading.read_new_lines(self.clients, handle.job_name, cursor, limit)
+    def read_logs(self, handle: JobHandle, cursor: Mapping[str, Any], limit: int) -> tuple[list[str], dict[str, Any]]:
+        """CloudWatch lines of every host after ``cursor`` (stream -> forward token), at most ``limit``, merged by
+        time (`logs.read_new_lines`)."""
+        return log_reading.read_lines(self.clients, handle.job_name, cursor, limit)
 
     def render_request(self, spec: Any, job_name: str, *,
                        options: BackendOptions | Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -367,7 +353,7 @@ class SageMakerBackend(JobKindMethods, Backend):
         from trainops.backends.model_rules import validate_metrics
 
         request = self._evaluation_request(**arguments)
-        poll = next((value for value in (poll_seconds, self.poll_seconds) if value is not None), 15.0)
+        poll = self.evaluation_poll_seconds if poll_seconds is None else poll_seconds
         outcome = processing.evaluate(self.clients, request, poll_seconds=poll, sleep=sleep)
         metrics = validate_metrics(outcome.metrics, outcome.metrics_uri)
         return Evaluation(backend="sagemaker", metrics=metrics, output_dir=processing.output_uri_of(request),

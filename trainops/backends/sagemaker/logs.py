@@ -5,22 +5,20 @@ SageMaker writes one log stream per host into the group ``/aws/sagemaker/Trainin
 here every stream is read, events are merged by timestamp (ties keep host order, then stream order), and each line
 is shown as ``[algo-2] message``.
 
-With ``follow=True`` the reader keeps polling (new streams appear as hosts start) until the job reaches a terminal
-status in the shared states table, then reads once more so the last lines are not lost. Events that arrive late from
-one host after later lines of another were shown stay in arrival order: CloudWatch gives no way to do better without
-holding output back.
+Lines are read after a cursor (stream -> CloudWatch's forward token, `read_lines`): the kit's wait, ``logs
+--follow`` and the Airflow trigger stream a job's logs with it (`SageMakerBackend.read_logs`); new streams appear as
+hosts start. Events that arrive late from one host after later lines of another were shown stay in arrival order:
+CloudWatch gives no way to do better without holding output back.
 """
 
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from trainops.aws.clients import ClientFactory, error_code, translate_client_error
-from trainops.backends.states import is_terminal
 
 LOG_GROUP = "/aws/sagemaker/TrainingJobs"
 _HOST_PATTERN = re.compile(r"^(?P<host>.+?-\d+)-\d+$")  # algo-2-1700000000 -> algo-2
@@ -88,38 +86,6 @@ def list_streams(factory: ClientFactory, job_name: str, log_group: str = LOG_GRO
     return sorted(names, key=lambda name: (_host_sort_key(host_of(name, job_name)), name))
 
 
-class _StreamReader:
-    """Reads new events of one stream, remembering where it stopped between polls."""
-
-    def __init__(self, client: Any, log_group: str, stream: str, host: str):
-        self.client = client
-        self.log_group = log_group
-        self.stream = stream
-        self.host = host
-        self.token: str | None = None
-
-    def read_new(self) -> list[LogLine]:
-        lines: list[LogLine] = []
-        while True:
-            arguments: dict[str, Any] = {
-                "logGroupName": self.log_group,
-                "logStreamName": self.stream,
-                "startFromHead": True,
-            }
-            if self.token:
-                arguments["nextToken"] = self.token
-            response = self.client.get_log_events(**arguments)
-            events = response.get("events", [])
-            next_token = response.get("nextForwardToken")
-            lines += [LogLine(int(event["timestamp"]), self.host, self.stream, event["message"]) for event in events]
-            # CloudWatch returns the same token back once the end of the stream is reached.
-            if not events or not next_token or next_token == self.token:
-                if next_token:
-                    self.token = next_token
-                return lines
-            self.token = next_token
-
-
 def _merge(batches: list[list[LogLine]], order: dict[str, int]) -> list[LogLine]:
     merged = [(line.timestamp, order[line.stream], index, line)
               for batch in batches for index, line in enumerate(batch)]
@@ -127,64 +93,29 @@ def _merge(batches: list[list[LogLine]], order: dict[str, int]) -> list[LogLine]
     return [item[3] for item in merged]
 
 
-def iter_log_lines(
-    factory: ClientFactory,
-    job_name: str,
-    *,
-    follow: bool = False,
-    poll_seconds: float = 5.0,
-    log_group: str = LOG_GROUP,
-    sleep: Callable[[float], None] = time.sleep,
-) -> Iterator[LogLine]:
-    """Yield the job's log events from every host, oldest first.
-
-    Args:
-        follow: keep polling until the training job is terminal (checked with DescribeTrainingJob and the states
-            table), then read once more and stop. Without it, read what is there now and stop.
-        poll_seconds: pause between polls when following.
-        sleep: injectable, for tests.
-    """
-    from botocore.exceptions import ClientError
-
-    from trainops.backends.looks import Looks
-
-    client = factory("logs")
-    readers: dict[str, _StreamReader] = {}
-    # A follower's looks at the job and its streams that fail for now (a 5xx, throttling, a timeout) are looked at
-    # again (`trainops.backends.looks`), not the end of the follow.
-    looks = Looks(f"the logs of training job {job_name}", poll_seconds=poll_seconds, sleep=sleep)
+def read_logs(factory: ClientFactory, job_name: str, log_group: str = LOG_GROUP) -> list[str]:
+    """Every log line the job has written so far, rendered ``[algo-1] ...``."""
+    everything: list[str] = []
+    cursor: dict[str, str] = {}
     while True:
-        finished = not follow or looks.look(lambda: _job_is_terminal(factory, job_name))
-        streams = looks.look(lambda: list_streams(factory, job_name, log_group)) if follow else \
-            list_streams(factory, job_name, log_group)
-        for stream in streams:
-            if stream not in readers:
-                readers[stream] = _StreamReader(client, log_group, stream, host_of(stream, job_name))
-        order = {stream: position for position, stream in enumerate(streams)}
-        try:
-            batches = [readers[stream].read_new() for stream in streams]
-        except ClientError as error:
-            raise translate_client_error(error, f"GetLogEvents {job_name}") from error
-        yield from _merge(batches, order)
-        # The terminal check ran before this read, so the read saw everything the job wrote.
-        if finished:
-            return
-        sleep(poll_seconds)
+        lines, cursor = read_lines(factory, job_name, cursor, 1000, log_group)
+        everything += lines
+        if len(lines) < 1000:
+            return everything
 
 
-def read_logs(factory: ClientFactory, job_name: str, **options: Any) -> list[str]:
-    """Every log line of the job as rendered text (``[algo-1] ...``); options as for `iter_log_lines`."""
-    return [line.render() for line in iter_log_lines(factory, job_name, **options)]
-
-
-def _job_is_terminal(factory: ClientFactory, job_name: str) -> bool:
-    from botocore.exceptions import ClientError
-
-    try:
-        response = factory("sagemaker").describe_training_job(TrainingJobName=job_name)
-    except ClientError as error:
-        raise translate_client_error(error, f"DescribeTrainingJob {job_name}", "job_name") from error
-    return is_terminal("training_job", response.get("TrainingJobStatus"))
+def read_lines(factory: ClientFactory, job_name: str, cursor: Mapping[str, Any] | None, limit: int,
+               log_group: str = LOG_GROUP) -> tuple[list[str], dict[str, Any]]:
+    """At most ``limit`` lines after ``cursor`` (`read_new_lines`), fewer only when every stream is read to its end:
+    the kit takes a short batch as "caught up", and `read_new_lines` gives each stream only its share of ``limit``
+    (a page of CloudWatch's may also hold fewer events than asked), so it is read again until a read brings
+    nothing or the batch is full."""
+    lines, after = read_new_lines(factory, job_name, dict(cursor or {}), limit, log_group)
+    more = lines
+    while more and len(lines) < limit:
+        more, after = read_new_lines(factory, job_name, after, limit - len(lines), log_group)
+        lines = lines + more
+    return lines, after
 
 
 def read_new_lines(factory: ClientFactory, job_name: str, cursor: dict[str, str] | None, limit: int,

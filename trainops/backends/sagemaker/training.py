@@ -1,11 +1,11 @@
-"""SageMaker training jobs: submit (with re-attach), describe, wait, stop.
+"""SageMaker training jobs: submit (with re-attach), describe, stop.
 
 `submit` sends the rendered request to ``CreateTrainingJob`` unchanged, so what ``trainops render`` shows is what
 SageMaker receives. A job name is unique per account and region for ever, which is what makes re-attach safe: a
 retried Airflow task that submits the same deterministic name finds the job its first attempt created.
 
 `describe` reduces ``DescribeTrainingJob`` to a small JSON-able `JobSummary` (what XCom, KFP outputs and the CLI
-show). `wait` polls through the shared states table (`trainops.backends.states`), bounded by the job's own limits.
+show). The wait is the kit's (`trainops.backends.polled.PolledBackend.wait` over `SageMakerBackend.look`).
 """
 
 from __future__ import annotations
@@ -13,17 +13,13 @@ from __future__ import annotations
 import json
 import logging
 import re
-import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
 from trainops.aws.clients import ClientFactory, error_code, error_message, translate_client_error
 from trainops.backends.api import MAX_SUFFIX
-from trainops.backends.sagemaker.vocabulary import explain_secondary_status
-from trainops.backends.sagemaker.waiting import describer, poll
-from trainops.backends.states import WaitTimedOut, classify, wait_bound_seconds
+from trainops.backends.states import classify
 from trainops.errors import JobFailed, Problem, SpecError
 from trainops.spec.names import valid_job_name, with_suffix
 
@@ -36,22 +32,9 @@ IF_EXISTS_CHOICES: tuple[str, ...] = ("reattach", "fail", "new")
 #: one bound (`trainops.backends.api.MAX_SUFFIX`), so every backend and front end looks as far for a job's copies.
 MAX_NEW_NAME_ATTEMPTS = MAX_SUFFIX
 
-#: Default wait for a job whose StoppingCondition cannot be read (SageMaker's own default MaxRuntime is one day).
-DEFAULT_MAX_RUN_SECONDS = 86400
-#: How long a guarded wait keeps polling a job it stopped, for the stop to show (the model upload included).
-STOP_SETTLE_SECONDS = 3600.0
-
 
 class JobAlreadyExists(SpecError):
     """``if_exists="fail"`` and a training job of that name exists already (names are unique for ever)."""
-
-
-class TrainingJobFailed(JobFailed):
-    """A training job ended Failed or Stopped. ``summary`` is its `JobSummary`."""
-
-    def __init__(self, message: str, summary: JobSummary):
-        super().__init__(message)
-        self.summary = summary
 
 
 @dataclass(frozen=True)
@@ -97,11 +80,6 @@ class JobSummary:
     def outcome(self) -> str:
         """``"success"``, ``"failure"`` or ``"waiting"``, from the shared states table."""
         return classify("training_job", self.status)
-
-    @property
-    def explanation(self) -> str:
-        """What the secondary status means, in words (spot interruption, max runtime exceeded, ...)."""
-        return explain_secondary_status(self.secondary_status)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (for XCom, KFP outputs and ``trainops status --json``)."""
@@ -306,185 +284,6 @@ def final_metrics(response: dict[str, Any]) -> dict[str, float]:
         if metric is not None and isinstance(value, (int, float)):
             metrics[str(metric)] = float(value)
     return metrics
-
-
-def failure_message(summary: JobSummary) -> str:
-    """The one-paragraph message for a job that ended Failed or Stopped: status, reason, what the secondary status
-    means."""
-    parts = [f"training job {summary.job_name} ended {summary.status}"]
-    if summary.secondary_status and summary.secondary_status != summary.status:
-        parts.append(f"({summary.secondary_status}: {summary.explanation})")
-    message = " ".join(parts)
-    if summary.failure_reason:
-        message += f": {summary.failure_reason}"
-    return message
-
-
-def wait(
-    factory: ClientFactory,
-    name: str,
-    *,
-    max_run: float | None = None,
-    max_wait: float | None = None,
-    poll_seconds: float = 30.0,
-    grace_seconds: float = 3600.0,
-    on_update: Callable[[JobSummary], None] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-    guards: Any = None,
-    now: Callable[[], float] = time.time,
-    activity: Callable[[], float | None] | None = None,
-    log: Callable[[str], None] | None = None,
-) -> JobSummary:
-    """Wait for a training job to end and return its `JobSummary` when it completed.
-
-    Args:
-        max_run, max_wait: the job's MaxRuntimeInSeconds and (spot) MaxWaitTimeInSeconds; the wait gives up after
-            ``max_run + max_wait + grace_seconds`` (`trainops.backends.states.wait_bound_seconds`). When ``max_run``
-            is None both are read from the job's own StoppingCondition.
-        poll_seconds: pause between describe calls (each is one API call: keep it >= 10 s for real jobs).
-        on_update: called with the summary whenever the status or the secondary status changes (a spot
-            interruption shows here as secondary status ``Interrupted``, and the wait goes on).
-        clock, sleep: injectable time, for tests.
-        guards: a `trainops.backends.guards.JobGuards`: the wait is then guarded (`guarded_wait`): bounded from the
-            job's own start, and the job stopped at its budget, a stall or the bound. None: the plain bounded wait
-            above, which leaves the job alone.
-        now, activity, log: for a guarded wait: the wall clock, the newest log event's time (default:
-            DescribeLogStreams), where to say that a guard stopped the job.
-
-    Raises:
-        TrainingJobFailed: the job ended Failed or Stopped; the message carries the failure reason.
-        WaitTimedOut: the bound passed first (the job is left running).
-        JobOutOfSight: the describe calls kept failing past both bounds of `trainops.backends.looks` (the job is
-            left running; a failed look alone never ends the wait).
-    """
-    if guards is not None:
-        return guarded_wait(factory, name, guards, poll_seconds=poll_seconds, on_update=on_update, clock=clock,
-                            sleep=sleep, now=now, activity=activity, log=log)
-    if max_run is None:
-        from trainops.backends.looks import Looks
-
-        current = Looks(f"training job {name}", poll_seconds=poll_seconds, clock=clock, sleep=sleep).look(
-            lambda: describe(factory, name))
-        max_run = current.max_runtime_seconds or DEFAULT_MAX_RUN_SECONDS
-        if max_wait is None and current.spot:
-            max_wait = current.max_wait_seconds
-    response = _poll_job(factory, name, bound_seconds=wait_bound_seconds(max_run, max_wait, grace_seconds),
-                         poll_seconds=poll_seconds, on_update=on_update, clock=clock, sleep=sleep)
-    summary = summarize(response)
-    if summary.outcome != "success":
-        raise TrainingJobFailed(failure_message(summary), summary)
-    return summary
-
-
-def _poll_job(factory: ClientFactory, name: str, *, bound_seconds: float, poll_seconds: float,
-              on_update: Callable[[JobSummary], None] | None, clock: Callable[[], float],
-              sleep: Callable[[float], None], check: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """The describe loop both waits share (`waiting.poll` over the training-job states table): the last response."""
-    client = factory("sagemaker")
-    describe_once = describer(client.describe_training_job, f"DescribeTrainingJob {name}", TrainingJobName=name)
-    response: dict[str, Any] = poll(
-        describe_once,
-        resource="training_job",
-        status_of=lambda described: described.get("TrainingJobStatus"),
-        progress_of=lambda described: (described.get("TrainingJobStatus"), described.get("SecondaryStatus")),
-        on_update=(lambda described: on_update(summarize(described))) if on_update else None,
-        check=check,
-        bound_seconds=bound_seconds,
-        poll_seconds=poll_seconds,
-        what=f"training job {name}",
-        clock=clock,
-        sleep=sleep,
-    )
-    return response
-
-
-def guarded_wait(
-    factory: ClientFactory,
-    name: str,
-    guards: Any,
-    *,
-    poll_seconds: float = 30.0,
-    on_update: Callable[[JobSummary], None] | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], None] = time.sleep,
-    now: Callable[[], float] = time.time,
-    activity: Callable[[], float | None] | None = None,
-    log: Callable[[str], None] | None = None,
-) -> JobSummary:
-    """Wait for a job under `trainops.backends.guards.JobGuards`: at each describe its start, billable seconds and
-    last log event (`activity.observe`) go to a `Watchdog`; a guard that trips stops the job (StopTrainingJob) and
-    the wait goes on until the stop shows. The summary then carries the guard (``guard``) and its sentence as the
-    failure reason. The wait bound counts from the job's own start; with ``stop_at_bound`` false a passed bound
-    raises `WaitTimedOut` and leaves the job running."""
-    from trainops.backends.guards import stopped_by, stops
-
-    watch = TrainingJobWatch(factory, name, guards, now=now, activity=activity, log=log)
-
-    def check(response: dict[str, Any]) -> None:
-        tripped = watch.look(response)
-        if tripped is not None and not stops(tripped, guards):
-            raise WaitTimedOut(f"training job {name}: {tripped.message}")
-
-    # The watchdog bounds the wait from the job's own start; this backstop, from the wait's start (later), only
-    # keeps a job that never shows its stop from holding the wait for ever.
-    backstop = guards.bound_seconds(DEFAULT_MAX_RUN_SECONDS) + STOP_SETTLE_SECONDS
-    response = _poll_job(factory, name, bound_seconds=backstop, poll_seconds=poll_seconds, on_update=on_update,
-                         clock=clock, sleep=sleep, check=check)
-    summary = summarize(response)
-    tripped = stopped_by(watch.tripped, summary.status == "Stopped", summary.failure_reason)
-    if tripped is not None:  # Failed meanwhile: its own cause stands
-        summary = replace(summary, guard=tripped.to_dict(), failure_reason=summary.failure_reason or tripped.message)
-    if summary.outcome != "success":
-        raise TrainingJobFailed(failure_message(summary), summary)
-    return summary
-
-
-class TrainingJobWatch:
-    """The guards of one SageMaker training job, looked at once a poll (`trainops.backends.guards.act`): the guarded
-    wait's check, and what `SageMakerBackend.watch` hands the Airflow trigger. A guard that trips stops the job with
-    its reason recorded on the job (`stop`: tags), so the reason outlives this process."""
-
-    def __init__(self, factory: ClientFactory, name: str, guards: Any, *, now: Callable[[], float] = time.time,
-                 activity: Callable[[], float | None] | None = None, log: Callable[[str], None] | None = None,
-                 recent: Callable[[], dict[str, Any] | None] | None = None):
-        from trainops.backends.guards import Watchdog
-
-        self.factory, self.name, self.now, self.log, self.recent = factory, name, now, log, recent
-        self.watchdog = Watchdog(guards)
-        if activity is None and guards.stall_timeout:
-            from trainops.backends.sagemaker.activity import last_log_event
-
-            def activity() -> float | None:
-                return last_log_event(factory, name)
-        self.activity = activity if guards.stall_timeout else None
-
-    @property
-    def tripped(self) -> Any:
-        return self.watchdog.tripped
-
-    def look(self, response: dict[str, Any] | None = None) -> Any:
-        """One look (``response``: a DescribeTrainingJob answer the caller has already, or the one ``recent`` gives,
-        the poller's describe of a moment ago; else one describe call); the guard that tripped at it, None for an
-        ended job or none."""
-        from trainops.backends.guards import act
-        from trainops.backends.sagemaker.activity import observe
-
-        if response is None and self.recent is not None:
-            response = self.recent()
-        if response is None:
-            response = describe_response(self.factory, self.name)
-        if classify("training_job", response.get("TrainingJobStatus")) != "waiting":
-            return None
-        return act(self.watchdog, observe(response, self.now(), self.activity), self._stop,
-                   self._say if self.log is not None else None)
-
-    def _say(self, line: str) -> None:
-        if self.log is not None:
-            self.log(f"{line} ({self.name})")
-
-    def _stop(self, reason: str) -> None:
-        stop(self.factory, self.name, guard=self.watchdog.tripped)
 
 
 #: Tags a trainops guard leaves on the job it stopped (SageMaker keeps no stop reason of its own), read back by

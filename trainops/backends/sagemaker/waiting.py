@@ -1,7 +1,9 @@
-"""The one polling loop of the SageMaker backend: describe, classify by the states table, sleep, until terminal.
+"""The polling loop of the SageMaker backend's other resources: describe, classify by the states table, sleep, until
+terminal.
 
-Training jobs, processing jobs, FSx tasks and associations all wait through `poll`; only the describe call and the
-status field differ. A describe that fails without proving anything (a timeout, a 5xx, throttling past botocore's
+Processing jobs, FSx tasks and associations wait through `poll`; only the describe call and the status field differ.
+(A training job is the kit's: `SageMakerBackend.look` under `trainops.backends.polled.PolledBackend.wait`, with the
+guards.) A describe that fails without proving anything (a timeout, a 5xx, throttling past botocore's
 retries, a refused connection) is a failed look, not a failed job: `trainops.backends.looks` decides when the wait
 gives up, and the job is never stopped for it. The clock and the sleep are parameters so tests walk through states
 without waiting.
@@ -27,7 +29,6 @@ def poll(
     what: str = "",
     progress_of: Callable[[dict[str, Any]], Any] | None = None,
     on_update: Callable[[dict[str, Any]], None] | None = None,
-    check: Callable[[dict[str, Any]], None] | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], None] = time.sleep,
     looks: LookPolicy | None = None,
@@ -44,11 +45,9 @@ def poll(
         what: how to name the resource in messages (``"training job my-job"``).
         progress_of: picks what counts as progress (default: the status); ``on_update`` is called when it changes.
         on_update: called with the description each time the progress changes, including the first time.
-        check: called with each description that is not terminal (a guarded wait's watchdog: it may stop the
-            resource, and polling goes on until the stop shows, or raise to give up).
         clock, sleep: injectable time, for tests.
         looks, reattach: the failed-look policy (default: `LookPolicy.from_environment`) and how the give-up
-            message says to re-attach. A describe or check that raises a failed look (`is_failed_look`) is looked
+            message says to re-attach. A describe that raises a failed look (`is_failed_look`) is looked
             at again; past both bounds `JobOutOfSight` is raised, the resource left as it is.
 
     Success and failure both return: the caller knows what a failure means for its resource and what to raise.
@@ -71,12 +70,6 @@ def poll(
         status = status_of(response)
         if classify(resource, status) != "waiting":
             return response
-        if check is not None:
-            try:
-                check(response)
-            except Exception as error:  # noqa: BLE001 - a stop that failed is asked again at the next look
-                sleep(failed_looks.failed(error))
-                continue
         failed_looks.succeeded()
         elapsed = clock() - started
         if elapsed >= bound_seconds:
