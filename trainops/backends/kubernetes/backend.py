@@ -15,6 +15,7 @@ flavour, so a later look by name alone finds the right kind.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 import uuid
@@ -22,6 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainops.backends.cluster_steps import HereSteps
 from trainops.backends.kit import (
     BackendOptions,
     JobHandle,
@@ -37,7 +39,6 @@ from trainops.backends.kit import (
 from trainops.backends.kubernetes.options import KubernetesOptions
 from trainops.backends.kubernetes.render import NODE_SCRIPT, train_job
 from trainops.backends.kubernetes.settings import CLUSTER_SETTINGS, DEFAULT_NAMESPACE, KubernetesCluster
-from trainops.backends.kubernetes.steps import HereSteps
 from trainops.backends.kubernetes.vocabulary import KUBERNETES
 
 if TYPE_CHECKING:
@@ -53,7 +54,7 @@ LOOK_SECONDS = 5.0
 
 class KubernetesBackend(HereSteps, PolledBackend[KubernetesOptions]):
     """Training jobs as Kubeflow Trainer TrainJobs; the context is where the cluster is (`KubernetesCluster`), how
-    often a wait looks (``poll_seconds``), and for a pipeline's other steps (`steps`) the registry's directory
+    often a wait looks (``poll_seconds``), and for a pipeline's other steps (`HereSteps`) the registry's directory
     (``registry_dir``, default ``<shared_dir>/registry``) and a boto3 client factory for s3:// staging sources."""
 
     name = "kubernetes"
@@ -81,6 +82,11 @@ class KubernetesBackend(HereSteps, PolledBackend[KubernetesOptions]):
 
     def location(self) -> dict[str, str]:
         return self.cluster.given()
+
+    def _here_dir(self) -> str:
+        """The shared volume as trainops sees it, where a pipeline's other steps run (`HereSteps`)."""
+        self.cluster.check_shared()
+        return os.path.expanduser(str(self.cluster.shared_dir))
 
     def where(self) -> str:
         return f"the TrainJobs of namespace {self.cluster.namespace or '(the context’s)'}"

@@ -13,10 +13,9 @@ import json
 import os
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any
 
-from trainops.backends.builtin_kinds import JobKindMethods, MethodEvaluations, MethodRegistry, MethodStaging
-from trainops.backends.job_kinds import Evaluations, Registry, Staging
+from trainops.backends.cluster_steps import HereSteps
 from trainops.backends.kit import (
     BackendOptions,
     JobHandle,
@@ -36,15 +35,10 @@ from trainops.backends.ray.options import RayOptions, RaySettings
 from trainops.backends.ray.submission import OWNER_KEY, TOKEN, TOKEN_KEY, check_spec, default_owner, render
 from trainops.backends.ray.vocabulary import RAY
 
-if TYPE_CHECKING:
-    from trainops.backends.local.backend import LocalBackend
-
 PERSON_STOP = "Stopped by the user"
-#: What a staging step takes on this backend (the local backend's copy, where trainops runs).
-RAY_STAGE_SETTINGS = frozenset({"strict", "workers", "progress", "delete"})
 
 
-class RayBackend(JobKindMethods, PolledBackend[RayOptions]):
+class RayBackend(HereSteps, PolledBackend[RayOptions]):
     """Jobs of the Ray cluster at ``address`` (default ``$RAY_ADDRESS``).
 
     A pipeline's other steps run where trainops runs (the Airflow worker, the KFP pod), as the local backend runs
@@ -199,45 +193,7 @@ class RayBackend(JobKindMethods, PolledBackend[RayOptions]):
                        options: BackendOptions | Mapping[str, Any] | None = None) -> dict[str, Any]:
         return self.dry_run(spec, job_name, self.options(options))
 
-    # --- a pipeline's other steps: where trainops runs -------------------------------------------------------------
-    def evaluations(self) -> Evaluations:
-        return MethodEvaluations(self, self.EVALUATION_SETTINGS)
-
-    def staging(self) -> Staging:
-        return MethodStaging(self, RAY_STAGE_SETTINGS)
-
-    def registry(self) -> Registry:
-        return MethodRegistry(self, self.REGISTRATION_SETTINGS, browsable=True)
-
-    def _here(self) -> LocalBackend:
-        """The local backend over shared_dir, else the pipeline's workdir (through the registry)."""
-        from trainops.backends import get_backend
-
-        base = self.cluster.shared_dir or self.workdir
-        registry = self.registry_dir or (os.path.join(base, "registry") if base else None)
-        here = get_backend("local", workdir=base, registry_dir=registry, client_factory=self.client_factory)
-        return cast("LocalBackend", here)
-
-    def _evaluate(self, **arguments: Any) -> Any:
-        """Run the evaluation script on this machine, the model read where host 1 packed it."""
-        return self._here().evaluate(**arguments)
-
-    def evaluation_output(self, workdir: Any, key: str, model_artifact: str | None = None) -> str:
-        return self._here().evaluation_output(workdir, key, model_artifact)
-
-    def _register(self, **arguments: Any) -> Any:
-        """A version in the registry directory (once per training job)."""
-        return self._here().register(**arguments)
-
-    def champion(self, group: str) -> Any:
-        return self._here().champion(group)
-
-    def model_registry(self) -> Any:
-        return self._here().model_registry()
-
-    def stage(self, source: str, destination: str, *, strict: bool = True, workers: int | None = None,
-              progress: Any = None, delete: bool = False) -> Any:
-        """Copy a local tree, file:// or s3:// prefix into a directory (one the nodes see), as the local backend
-        stages."""
-        return self._here().stage(source, destination, strict=strict, workers=workers, progress=progress,
-                                  delete=delete)
+    # --- a pipeline's other steps: where trainops runs (`HereSteps`) -----------------------------------------------
+    def _here_dir(self) -> str | None:
+        """shared_dir, else the pipeline's workdir (else the local backend's default: trainops' home)."""
+        return self.cluster.shared_dir or self.workdir

@@ -16,12 +16,11 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from trainops.backends.api import JobHandle, Log
-from trainops.backends.builtin_kinds import JobKindMethods, MethodEvaluations, MethodRegistry, MethodStaging
+from trainops.backends.cluster_steps import HereSteps
 from trainops.backends.guards import JobGuards
-from trainops.backends.job_kinds import Evaluations, Registry, Staging
 from trainops.backends.options import BackendOptions
 from trainops.backends.polled import Look, PolledBackend, Watch
 from trainops.backends.slurm.options import CLUSTER_SETTINGS, SlurmCluster, SlurmOptions
@@ -31,7 +30,6 @@ from trainops.backends.states import JobStatus
 from trainops.errors import Problem, SpecError
 
 if TYPE_CHECKING:
-    from trainops.backends.local.backend import LocalBackend
     from trainops.spec.job import JobSpec
 
 logger = logging.getLogger(__name__)
@@ -40,8 +38,6 @@ logger = logging.getLogger(__name__)
 #: the cluster): a PATH where the batch script finds srun (/opt/slurm/bin on HyperPod, else the system's).
 REST_ENVIRONMENT = {"PATH": "/opt/slurm/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
 DEFAULT_POLL_SECONDS = 2.0
-#: What a stage into the shared file system takes beside the source and destination (`stage`).
-SLURM_STAGE_SETTINGS = frozenset({"strict", "workers", "progress", "delete"})
 
 
 def checked_poll_seconds(value: Any) -> float:
@@ -64,7 +60,7 @@ def checked_poll_seconds(value: Any) -> float:
     return float(seconds)
 
 
-class SlurmBackend(JobKindMethods, PolledBackend[SlurmOptions]):
+class SlurmBackend(HereSteps, PolledBackend[SlurmOptions]):
     """Training jobs as Slurm batch jobs.
 
     A pipeline's other steps run where trainops runs (the login node, the Airflow worker, the KFP pod), as the local
@@ -320,45 +316,6 @@ class SlurmBackend(JobKindMethods, PolledBackend[SlurmOptions]):
 
         check_spec(spec, self.options(options), self.cluster.shared_dir or "/shared")
 
-    # --- a pipeline's other steps: where trainops runs, over the shared directory ----------------------------------
-    def evaluations(self) -> Evaluations:
-        return MethodEvaluations(self, self.EVALUATION_SETTINGS)
-
-    def staging(self) -> Staging:
-        return MethodStaging(self, SLURM_STAGE_SETTINGS)
-
-    def registry(self) -> Registry:
-        return MethodRegistry(self, self.REGISTRATION_SETTINGS, browsable=True)
-
-    def _here(self) -> LocalBackend:
-        """The local backend over the shared directory (through the registry): staging, evaluation, registry."""
-        from trainops.backends import get_backend
-
-        shared = self._shared_dir()
-        here = get_backend("local", workdir=shared, registry_dir=self.registry_dir or os.path.join(shared, "registry"),
-                           client_factory=self.client_factory)
-        return cast("LocalBackend", here)
-
-    def _evaluate(self, **arguments: Any) -> Any:
-        """Run the evaluation script on this machine, the model read from the shared directory."""
-        return self._here().evaluate(**arguments)
-
-    def evaluation_output(self, workdir: Any, key: str, model_artifact: str | None = None) -> str:
-        return self._here().evaluation_output(workdir, key, model_artifact)
-
-    def _register(self, **arguments: Any) -> Any:
-        """A version in the registry directory (once per training job)."""
-        return self._here().register(**arguments)
-
-    def champion(self, group: str) -> Any:
-        return self._here().champion(group)
-
-    def model_registry(self) -> Any:
-        return self._here().model_registry()
-
-    def stage(self, source: str, destination: str, *, strict: bool = True, workers: int | None = None,
-              progress: Any = None, delete: bool = False) -> Any:
-        """Copy a local tree, file:// or s3:// prefix into a directory of the shared file system (the FSx mount), as
-        the local backend stages."""
-        return self._here().stage(source, destination, strict=strict, workers=workers, progress=progress,
-                                  delete=delete)
+    # --- a pipeline's other steps: where trainops runs, over the shared directory (`HereSteps`) ------------------
+    def _here_dir(self) -> str:
+        return self._shared_dir()
