@@ -15,6 +15,7 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from trainops.backends.cluster_rules import own_nodes_problems
 from trainops.backends.kit import Problem, SpecError, instance_type
 from trainops.backends.ray.driver import REQUEST_VARIABLE, SHIPPED_VARIABLE, model_location
 from trainops.backends.ray.options import RayOptions
@@ -33,30 +34,10 @@ MODEL_KEY = "trainops_model"
 
 def check_spec(spec: Any) -> None:
     """What a Ray cluster cannot run this way, each refused naming the engine and what to do instead."""
-    problems: list[Problem] = []
-    kind = spec.dist.type
-    if kind == "smp" and getattr(spec.dist, "launcher", None) == "mpirun":
-        problems.append(Problem("distribution", "SMP v1 (smp with launcher: mpirun) runs in SageMaker's training "
-                                                "images only; the ray engine runs torchrun plans: use SMP v2 "
-                                                "(launcher: torchrun)"))
-    elif getattr(spec.dist, "launcher", None) == "mpirun":
-        problems.append(Problem("distribution", f"{kind} starts its ranks with mpirun over ssh, which the ray "
-                                                "engine's actors do not have: use torch_distributed (torchrun)"))
-    if kind in ("parameter_server", "multi_worker_mirrored_strategy"):
-        problems.append(Problem("distribution", f"{kind} (TensorFlow) is not run by the ray engine: use a PyTorch "
-                                                "distribution (torch_distributed)"))
-    if spec.launcher != "trainops":
-        problems.append(Problem("launcher", "the ray engine runs the trainops launcher only (the toolkit reads "
-                                            "/opt/ml of a container per host): use launcher: trainops"))
-    if spec.instance_groups:
-        problems.append(Problem("instance_groups", "the ray engine runs one homogeneous set of hosts: give "
-                                                   "instance_type and instance_count"))
-    if spec.use_spot_instances:
-        problems.append(Problem("use_spot_instances", "is SageMaker's managed spot training; the ray engine runs "
-                                                      "on the cluster's own nodes: leave it out"))
-    if spec.container_entry_point or spec.container_arguments:
-        problems.append(Problem("container_entry_point", "the ray engine runs the trainops runtime, no image: "
-                                                         "leave container_entry_point out"))
+    problems = own_nodes_problems(spec, "the ray engine")
+    if getattr(spec.dist, "launcher", None) == "mpirun" and spec.dist.type != "smp":  # smp's is SMP v1, told above
+        problems.append(Problem("distribution", f"{spec.dist.type} starts its ranks with mpirun over ssh, which the "
+                                                "ray engine's actors do not have: use torch_distributed (torchrun)"))
     if problems:
         raise SpecError(problems, "job spec for the ray engine")
 

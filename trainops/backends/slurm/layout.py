@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from trainops.backends.cluster_rules import own_nodes_problems
 from trainops.backends.hostfs import channels as host_channels
 from trainops.backends.hostfs import contract_dir, paths, safe_fs
 from trainops.backends.slurm.options import SlurmOptions
@@ -48,35 +49,13 @@ class Prepared:
 
 def check_spec(spec: Any, options: SlurmOptions, shared_dir: str | None) -> None:
     """What the slurm backend cannot run, refused before anything is written (each with what to do)."""
-    problems: list[Problem] = []
-    kind = spec.dist.type
-    if kind == "smp" and getattr(spec.dist, "launcher", None) == "mpirun":
-        problems.append(Problem("distribution", "SMP v1 (smp with launcher: mpirun) is in SageMaker's training "
-                                                "images only; on a Slurm cluster (HyperPod included) AWS documents "
-                                                "SMP v2 from its conda binary: use launcher: torchrun with SMP v2's "
-                                                "parameters"))
-    if kind in ("parameter_server", "multi_worker_mirrored_strategy"):
-        problems.append(Problem("distribution", f"{kind} (TensorFlow) is not run by the slurm backend: use a "
-                                                "PyTorch distribution (torch_distributed)"))
-    if spec.launcher != "trainops":
-        problems.append(Problem("launcher", "the slurm backend runs the trainops launcher only (the toolkit reads "
-                                            "/opt/ml and reaches hosts as algo-N, which needs a container per "
-                                            "host): use launcher: trainops"))
-    if spec.instance_groups:
-        problems.append(Problem("instance_groups", "the slurm backend runs one homogeneous allocation: give "
-                                                   "instance_type and instance_count"))
-    if spec.use_spot_instances:
-        problems.append(Problem("use_spot_instances", "is SageMaker's managed spot training; a Slurm cluster's "
-                                                      "nodes are its own: leave it out"))
+    problems = own_nodes_problems(spec, "the slurm backend")
     if spec.output_path and spec.output_path.startswith("s3://"):
         problems.append(Problem("output_path", "the slurm backend writes model.tar.gz on the shared file system: "
                                                "give a directory on it (default <shared_dir>/output); on HyperPod "
                                                "an FSx data repository association exports it to S3"))
     if spec.disable_output_compression:
         problems.append(Problem("disable_output_compression", "the slurm backend writes model.tar.gz: leave it out"))
-    if spec.container_entry_point or spec.container_arguments:
-        problems.append(Problem("container_entry_point", "the slurm backend runs the trainops runtime, no image: "
-                                                         "leave container_entry_point out"))
     problems += _channel_problems(spec, options)
     if shared_dir is None:
         problems.append(Problem("shared_dir", "the slurm backend needs a directory every node and this machine see "
