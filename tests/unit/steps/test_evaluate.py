@@ -113,7 +113,7 @@ def test_champion_gate_without_a_champion_source_fails_before_running(setup):
     assert not (setup["tmp"] / "evaluation-0.9" / "metrics.json").exists()
 
 
-@pytest.mark.parametrize(("arguments", "field"), [({"backend": "ray"}, "backend"),
+@pytest.mark.parametrize(("arguments", "field"), [({"backend": "no-such-engine"}, "backend"),
                                                   ({"gate": "accuracy ~ 1"}, "gate.operator")])
 def test_bad_input(setup, arguments, field):
     with pytest.raises(SpecError) as caught:
