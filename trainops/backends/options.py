@@ -298,17 +298,8 @@ class LocalOptions(BackendOptions):
         count = self.processes_per_host
         if count is not None and (isinstance(count, bool) or not isinstance(count, int) or count < 1):
             problems.append(Problem("processes_per_host", f"{count!r} is not a whole number of at least 1"))
-        overrides = self.channel_overrides
-        if overrides is not None and (not isinstance(overrides, Mapping) or not all(
-                isinstance(key, str) and isinstance(value, str) for key, value in overrides.items())):
-            problems.append(Problem("channel_overrides", "give a mapping of channel name -> local directory "
-                                                         "(both strings)"))
-        if self.checkpoint_key is not None:
-            from trainops.backends.hostfs.paths import checkpoint_key_problem
-
-            problem = checkpoint_key_problem(self.checkpoint_key)
-            if problem:
-                problems.append(Problem("checkpoint_key", problem))
+        problems += front_end_option_problems(self.channel_overrides, self.checkpoint_key,
+                                              directory="local directory (both strings)")
         if self.image_python is not None:
             found = _interpreter(self.image_python)
             if found is None:
@@ -345,6 +336,25 @@ class SageMakerOptions(BackendOptions):
             problems.append(Problem("preflight", f"{self.preflight!r} is not true or false"))
         if problems:
             raise SpecError(problems)
+
+
+def front_end_option_problems(channel_overrides: Any, checkpoint_key: Any, *, directory: str,
+                              is_directory: Callable[[str], bool] = lambda value: True) -> list[Problem]:
+    """The problems of the options a pipeline's train step passes a training backend: ``channel_overrides`` a
+    mapping of channel name -> ``directory`` (a value each ``is_directory`` takes), ``checkpoint_key`` a safe name
+    (`checkpoint_key_problem`). Every backend that runs from a pipeline declares both fields and checks them here."""
+    problems: list[Problem] = []
+    if channel_overrides is not None and (not isinstance(channel_overrides, Mapping) or not all(
+            isinstance(key, str) and isinstance(value, str) and is_directory(value)
+            for key, value in channel_overrides.items())):
+        problems.append(Problem("channel_overrides", f"give a mapping of channel name -> {directory}"))
+    if checkpoint_key is not None:
+        from trainops.backends.hostfs.paths import checkpoint_key_problem
+
+        problem = checkpoint_key_problem(checkpoint_key)
+        if problem:
+            problems.append(Problem("checkpoint_key", problem))
+    return problems
 
 
 def path_problems(value: Any, name: str, problems: list[Problem], absolute: bool = False) -> None:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from trainops.backends.kit import BackendOptions, Problem, SpecError
+from trainops.backends.options import front_end_option_problems
 
 FLAVOURS = ("trainer", "hyperpod")
 DEFAULT_RUNTIME = "torch-distributed"
@@ -92,18 +93,9 @@ class KubernetesOptions(BackendOptions):
                                                     or not 1 <= self.processes_per_host <= 1024):
             problems.append(Problem("processes_per_host", f"{self.processes_per_host!r} is not a whole number "
                                                           "from 1 to 1024"))
-        overrides = self.channel_overrides
-        if overrides is not None and (not isinstance(overrides, Mapping) or not all(
-                isinstance(key, str) and isinstance(value, str) and os.path.isabs(value)
-                for key, value in overrides.items())):
-            problems.append(Problem("channel_overrides", "give a mapping of channel name -> absolute directory on "
-                                                         "the shared volume"))
-        if self.checkpoint_key is not None:
-            from trainops.backends.hostfs.paths import checkpoint_key_problem
-
-            problem = checkpoint_key_problem(self.checkpoint_key)
-            if problem:
-                problems.append(Problem("checkpoint_key", problem))
+        problems += front_end_option_problems(self.channel_overrides, self.checkpoint_key,
+                                              directory="absolute directory on the shared volume",
+                                              is_directory=os.path.isabs)
         problems.extend(_node_selector_problems(self.node_selector))
         problems.extend(_toleration_problems(self.tolerations))
         if problems:

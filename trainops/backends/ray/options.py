@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from trainops.backends.kit import BackendOptions, Problem, SpecError, path_problems
+from trainops.backends.options import front_end_option_problems
 
 #: The settings that say where the cluster is: the backend's context.
 CLUSTER_SETTINGS = ("address", "token_file", "shared_dir")
@@ -103,18 +104,9 @@ class RayOptions(BackendOptions):
 
     def __post_init__(self) -> None:
         problems: list[Problem] = []
-        overrides = self.channel_overrides
-        if overrides is not None and (not isinstance(overrides, dict) or not all(
-                isinstance(key, str) and isinstance(value, str) and os.path.isabs(value.removeprefix("file://"))
-                for key, value in overrides.items())):
-            problems.append(Problem("channel_overrides", "give a mapping of channel name -> absolute directory "
-                                                         "every node sees"))
-        if self.checkpoint_key is not None:
-            from trainops.backends.hostfs.paths import checkpoint_key_problem
-
-            problem = checkpoint_key_problem(self.checkpoint_key)
-            if problem:
-                problems.append(Problem("checkpoint_key", problem))
+        problems += front_end_option_problems(
+            self.channel_overrides, self.checkpoint_key, directory="absolute directory every node sees",
+            is_directory=lambda value: os.path.isabs(value.removeprefix("file://")))
         if self.runtime_env is not None:
             if not isinstance(self.runtime_env, dict):
                 problems.append(Problem("runtime_env", f"{self.runtime_env!r} is not a mapping (Ray's runtime_env)"))

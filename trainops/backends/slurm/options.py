@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from trainops.backends.options import BackendOptions, path_problems
+from trainops.backends.options import BackendOptions, front_end_option_problems, path_problems
 from trainops.errors import Problem, SpecError
 
 TRANSPORTS = ("cli", "rest")
@@ -141,19 +141,10 @@ class SlurmOptions(BackendOptions):
                            ("qos", "a QOS name"), ("reservation", "a reservation name"),
                            ("constraint", "a feature expression")):
             _word(getattr(self, name), name, problems, what)
-        overrides = self.channel_overrides
-        if overrides is not None and (not isinstance(overrides, Mapping) or not all(
-                isinstance(key, str) and isinstance(value, str) and os.path.isabs(value)
-                for key, value in overrides.items())):
-            problems.append(Problem("channel_overrides", "give a mapping of channel name -> absolute directory "
-                                                         "every node sees"))
+        problems += front_end_option_problems(self.channel_overrides, self.checkpoint_key,
+                                              directory="absolute directory every node sees",
+                                              is_directory=os.path.isabs)
         object.__setattr__(self, "sbatch_options", _sbatch_options(self.sbatch_options, problems))
-        if self.checkpoint_key is not None:
-            from trainops.backends.hostfs.paths import checkpoint_key_problem
-
-            problem = checkpoint_key_problem(self.checkpoint_key)
-            if problem:
-                problems.append(Problem("checkpoint_key", problem))
         if self.launcher is not None and self.launcher != "trainops":
             problems.append(Problem("launcher", f"{self.launcher!r}: the slurm backend runs the trainops launcher "
                                                 "only (the toolkit reads /opt/ml and reaches hosts as algo-N, which "
