@@ -28,12 +28,10 @@ from trainops.backends.kubernetes.options import DEFAULT_MAX_RETRY, KubernetesOp
 from trainops.backends.kubernetes.render import (
     NODE_SCRIPT,
     SHARED_VOLUME,
-    TOKEN_ANNOTATION,
-    UNSUBMITTED_TOKEN,
     checked,
     environment_of,
     job_dir,
-    labels_of,
+    metadata_of,
     processes_per_node,
     resources_of,
     run_as,
@@ -88,17 +86,16 @@ def hyperpod_job(spec: JobSpec, name: str, options: KubernetesOptions, cluster: 
         pod["serviceAccountName"] = options.service_account
     if options.tolerations:
         pod["tolerations"] = [dict(toleration) for toleration in options.tolerations]
-    labels = labels_of(name, options)
+    metadata = metadata_of(name, namespace, options, token)
     retries = DEFAULT_MAX_RETRY if options.max_retry is None else int(options.max_retry)
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": {"name": name, "namespace": namespace, "labels": labels,
-                     "annotations": {TOKEN_ANNOTATION: token or UNSUBMITTED_TOKEN}},
+        "metadata": metadata,
         "spec": {
             "nprocPerNode": str(processes),
             "replicaSpecs": [{"name": REPLICA, "replicas": nodes, "spares": 0,
-                              "template": {"metadata": {"labels": dict(labels)}, "spec": pod}}],
+                              "template": {"metadata": {"labels": dict(metadata["labels"])}, "spec": pod}}],
             "runPolicy": {"activeDeadlineSeconds": int(spec.max_run), "cleanPodPolicy": "None",
                           "jobMaxRetryCount": retries, "ttlSecondsAfterFinished": KEEP_SECONDS},
         },

@@ -77,12 +77,10 @@ def train_job(spec: JobSpec, name: str, options: KubernetesOptions, cluster: Kub
     resources = resources_of(known)
     if resources:
         trainer["resourcesPerNode"] = {"limits": resources, "requests": dict(resources)}
-    labels = labels_of(name, options)
     return {
         "apiVersion": API_VERSION,
         "kind": KIND,
-        "metadata": {"name": name, "namespace": namespace, "labels": labels,
-                     "annotations": {TOKEN_ANNOTATION: token or UNSUBMITTED_TOKEN}},
+        "metadata": metadata_of(name, namespace, options, token),
         "spec": {
             "runtimeRef": {"apiGroup": "trainer.kubeflow.org", "kind": "ClusterTrainingRuntime",
                            "name": options.runtime or DEFAULT_RUNTIME},
@@ -110,6 +108,13 @@ def checked(spec: JobSpec, name: str, options: KubernetesOptions, cluster: Kuber
     if problems:
         raise SpecError(problems, "kubernetes job")
     return image, known
+
+
+def metadata_of(name: str, namespace: str, options: KubernetesOptions, token: str | None) -> dict[str, Any]:
+    """The metadata of the job's object (a TrainJob or a HyperPodPyTorchJob): its labels (`labels_of`) and the
+    submission token a later look knows its own job by (a placeholder in a rendered, unsubmitted job)."""
+    return {"name": name, "namespace": namespace, "labels": labels_of(name, options),
+            "annotations": {TOKEN_ANNOTATION: token or UNSUBMITTED_TOKEN}}
 
 
 def labels_of(name: str, options: KubernetesOptions) -> dict[str, str]:
