@@ -72,6 +72,7 @@ def unknown_settings(unknown: Iterable[str], known: Mapping[str, Any], owner: st
 LAUNCHERS = ("trainops", "toolkit")
 
 OptionsT = TypeVar("OptionsT", bound="BackendOptions")
+DocumentT = TypeVar("DocumentT")
 
 
 @dataclass(frozen=True)
@@ -161,6 +162,18 @@ def kind_of(hint: Any) -> str:
     return "any"
 
 
+def _json_document(text: str, kind: type[DocumentT], what: str,
+                   refuse: Callable[[str], SpecError]) -> DocumentT:
+    """``text`` read as a JSON ``what`` (an object, an array: a setting given as JSON), else ``refuse``'s error."""
+    try:
+        document = json.loads(text)
+    except ValueError:
+        document = None
+    if not isinstance(document, kind):
+        raise refuse(f"is not a JSON {what}")
+    return document
+
+
 def coerce(name: str, value: Any, hint: Any, owner: str) -> Any:
     """``value`` for a setting of declared type ``hint``: text (or a list of texts, one per ``-o``) coerced to it,
     anything else as given (its type is the setting's own check). Raises `SpecError` naming the setting and
@@ -177,13 +190,7 @@ def coerce(name: str, value: Any, hint: Any, owner: str) -> Any:
         merged: dict[str, Any] = {}
         for text in texts or [value]:
             if text.lstrip().startswith("{"):
-                try:
-                    document = json.loads(text)
-                except ValueError:
-                    document = None
-                if not isinstance(document, dict):
-                    raise refuse("is not a JSON object")
-                merged.update(document)
+                merged.update(_json_document(text, dict, "object", refuse))
                 continue
             for pair in (part for part in text.split(",") if part.strip()):
                 key, separator, item = pair.partition("=")
@@ -195,13 +202,7 @@ def coerce(name: str, value: Any, hint: Any, owner: str) -> Any:
         items: list[Any] = []
         for text in texts or [value]:
             if text.lstrip().startswith("["):
-                try:
-                    document = json.loads(text)
-                except ValueError:
-                    document = None
-                if not isinstance(document, list):
-                    raise refuse("is not a JSON array")
-                items.extend(document)
+                items.extend(_json_document(text, list, "array", refuse))
             else:
                 items.extend(part.strip() for part in text.split(",") if part.strip())
         return items
