@@ -53,3 +53,35 @@ def test_a_server_error_is_a_failed_look(failing_server):
     with pytest.raises(Exception) as raised:
         JobsApi(failing_server).info("bert-1")
     assert is_failed_look(raised.value), repr(raised.value)
+
+
+class FailingJobs(Failing):
+    """A Jobs API that answers its version (the client is made) and fails every job's call."""
+
+    def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        if self.path.startswith("/api/version"):
+            body = b'{"version": "4", "ray_version": "2.40.0", "ray_commit": "x", "session_name": "s"}'
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        else:
+            super().do_GET()
+
+    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+        super().do_GET()
+
+
+def test_a_server_error_on_stop_or_logs_is_a_failed_look():
+    server = ThreadingHTTPServer(("127.0.0.1", 0), FailingJobs)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        api = JobsApi(f"http://127.0.0.1:{server.server_address[1]}")
+        for call in (api.stop, api.logs):
+            with pytest.raises(Exception) as raised:
+                call("bert-1")
+            assert is_failed_look(raised.value), (call, repr(raised.value))
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -8,6 +8,8 @@ The client is Ray's own so that ``runtime_env`` with a local ``working_dir`` or 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -80,16 +82,20 @@ class JobsApi:
             raise _translated(error, self.address) from error
 
     def stop(self, submission_id: str) -> bool:
-        try:
+        with self._asking():
             stopped: bool = self.client().stop_job(submission_id)
-            return stopped
-        except RuntimeError as error:
-            raise _translated(error, self.address) from error
+        return stopped
 
     def logs(self, submission_id: str) -> str:
-        try:
+        with self._asking():
             text: str = self.client().get_job_logs(submission_id)
-            return text
+        return text
+
+    @contextmanager
+    def _asking(self) -> Iterator[None]:
+        """A call of the Jobs API whose every error of Ray's is told as trainops' (`_translated`)."""
+        try:
+            yield
         except RuntimeError as error:
             raise _translated(error, self.address) from error
 
