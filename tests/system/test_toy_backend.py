@@ -101,6 +101,26 @@ def record(root: Path, name: str) -> dict:
     return json.loads(path.read_text()) if path.exists() else {}
 
 
+def test_the_toys_own_spec_rules_and_price_bind_its_jobs_and_only_its_jobs(toy_env, spec):
+    """The toy declares a spec rule through the kit (`spec_rule`, bound by its vocabulary): a machine type it does not
+    have is refused before anything is created, naming the field; its own ``toy.small`` (no ``ml.*`` type, which
+    SageMaker's rules would refuse) renders, forecast at the toy's own price list; the same spec on local is refused
+    by SageMaker's rules, which do not bind the toy."""
+    foreign = spec.read_text().replace("instance_type: ml.m5.large", "instance_type: ml.p4d.24xlarge")
+    spec.write_text(foreign)
+    refused = trainops("render", str(spec), "--backend", "toy", env=toy_env)
+    assert refused.returncode == 2, refused.stderr
+    assert "instance_type: 'ml.p4d.24xlarge' is not a machine type of the toy engine" in refused.stderr
+    assert refused.stdout == ""
+    spec.write_text(foreign.replace("instance_type: ml.p4d.24xlarge", "instance_type: toy.small"))
+    rendered = trainops("render", str(spec), "--backend", "toy", env=toy_env)
+    assert rendered.returncode == 0, rendered.stderr
+    assert json.loads(rendered.stdout)["instance_type"] == "toy.small"
+    assert "toy.small at $0.0010/h; us-east-1, the toy's own price list" in rendered.stderr
+    on_local = trainops("render", str(spec), "--backend", "local", env=toy_env)
+    assert on_local.returncode == 2 and "instance_type" in on_local.stderr and "toy.small" in on_local.stderr
+
+
 def test_the_cli_runs_shows_follows_and_stops_toy_jobs_with_its_options(toy_env, spec, tmp_path):
     root = tmp_path / "toy-root"
     listed = trainops("backends", "--json", env=toy_env)

@@ -88,6 +88,7 @@ from trainops.errors import JobFailed, Problem, SpecError, TrainopsError
 from trainops.home import trainops_home
 from trainops.runtime.catalog import InstanceType
 from trainops.runtime.catalog import lookup as instance_type
+from trainops.spec.rule_registry import rule as spec_rule
 
 if TYPE_CHECKING:
     from trainops.spec.job import JobSpec
@@ -112,6 +113,9 @@ __all__ = [
     # over typed evidence, price, spec rules, the front-end options it takes)
     "Vocabulary", "register", "vocabulary_of", "classify_result", "FRONT_END_OPTIONS", "PriceLookup", "Rule",
     "STAGES", "FailureEvidence",
+    # a spec rule of the engine's own: `@spec_rule("instance_type", binds="<set>")` on a function of the spec that
+    # yields Problems, the set named in the vocabulary's ``spec_rules`` (it binds only where the engine's jobs run)
+    "spec_rule",
     # instance types (their price) and where trainops keeps its files
     "InstanceType", "instance_type", "trainops_home",
 ]

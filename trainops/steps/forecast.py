@@ -52,6 +52,7 @@ class Forecast:
     currency: str = "USD"
     backend: str = ""
     no_price: str = ""  # why there is no price at all (the engine has none), "" when it has one
+    price_basis: str = ""  # whose prices these are, in the engine's words (never SageMaker's for another engine)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,8 +77,8 @@ class Forecast:
         else:
             parts = " + ".join(f"{item['instance_count']} x {item['instance_type']} at ${item['price_per_hour']:.4f}/h"
                                for item in self.instances)
-            lines = [f"forecast: at most ${self.attempt_usd:.2f} per attempt ({parts}, {self.region} on-demand "
-                     f"list prices)",
+            basis = self.price_basis or "on-demand list prices"
+            lines = [f"forecast: at most ${self.attempt_usd:.2f} per attempt ({parts}; {self.region}, {basis})",
                      f"  training: ${self.training_usd:.2f} for max_run {self.max_run_seconds} s"]
             if self.spot:
                 lines.append(f"  spot: billed at most max_run, usually far less; the job may take up to max_wait "
@@ -160,7 +161,8 @@ def forecast(spec: Any, *, region: str | None = None, evaluation: Mapping[str, A
                     max_wait_seconds=getattr(spec, "max_wait", None) if spot else None, warm_pool_seconds=keep_alive,
                     warm_pool_usd=warm, evaluation_usd=evaluation_usd, attempt_usd=attempt,
                     max_cost_usd=getattr(spec, "max_cost_usd", None), budget=getattr(spec, "budget", "stop"),
-                    unknown_prices=sorted(set(unknown)), backend=words.engine, no_price=words.unpriced_reason())
+                    unknown_prices=sorted(set(unknown)), backend=words.engine, no_price=words.unpriced_reason(),
+                    price_basis=words.price_basis)
 
 
 def check_budget(spec: Any, *, region: str | None = None, spent: float = 0.0, backend: Any = None) -> Forecast:

@@ -1,4 +1,5 @@
-"""The toy engine's vocabulary, declared through the kit alone: its job states, its failure rules, its price.
+"""The toy engine's vocabulary, declared through the kit alone: its job states, its failure rules, its price, its
+spec rules.
 
 A toy job's state is the ``status`` of its ``status.json``: the runner writes InProgress, then Completed, Failed (the
 script exited non-zero) or Stopped (it was asked to stop). ``NodeLost`` is written by the backend's look when the
@@ -7,12 +8,18 @@ so a fresh attempt is the cure (``infrastructure``, retried by the attempts engi
 ``user`` (a retry reproduces it).
 
 The price is the toy's own table (USD per hour of one instance), never another engine's list price: a type it does
-not list is unpriced (cost unknown). The toy declares no spec rules of its own: the neutral ones bind its jobs.
+not list is unpriced (cost unknown).
+
+Its spec rules bind only toy jobs (SageMaker's ``ml.*`` rules do not): the toy runs on the machine types of its own
+list, ``toy.small`` among them, and refuses any other by name, before anything is created.
 """
 
 from __future__ import annotations
 
-from trainops.backends.kit import Rule, Vocabulary, register
+from collections.abc import Iterator
+from typing import Any
+
+from trainops.backends.kit import Problem, Rule, Vocabulary, register, spec_rule
 
 #: The toy's states (``status.json``'s ``status``) -> success, failure or waiting.
 TABLE = {
@@ -43,7 +50,19 @@ def price(instance_type: str, region: str) -> float | None:
     return PRICES.get(instance_type)
 
 
+#: The rule set the toy's own spec rules belong to (named in its vocabulary's ``spec_rules``).
+TOY_RULES = "toy"
+
+
+@spec_rule("instance_type", binds=TOY_RULES)
+def runs_on_toy_machines(spec: Any) -> Iterator[Problem]:
+    """A toy job names one of the toy's machine types (its price list)."""
+    if spec.instance_type not in PRICES:
+        yield Problem("instance_type", f"{spec.instance_type!r} is not a machine type of the toy engine: use one of "
+                                       f"{', '.join(sorted(PRICES))}")
+
+
 TOY = register(Vocabulary(
     engine="toy", tables={"toy_job": TABLE}, training_kind="toy_job", ended_as={"Stopped": "Stopped"},
     state_meanings={"NodeLost": "the toy job's node (its runner process) went away before the job ended"},
-    rules=RULES, price=price, price_basis="the toy's own price list"))
+    rules=RULES, price=price, price_basis="the toy's own price list", spec_rules=frozenset({TOY_RULES})))
