@@ -62,10 +62,17 @@ class NoQuotas:
         return {"Quotas": []}
 
 
+class NoLogs:
+    """CloudWatch Logs of jobs that wrote no line yet: the wait, given a log, reads the job's lines as it looks."""
+
+    def describe_log_streams(self, **arguments: Any) -> dict[str, Any]:
+        return {"logStreams": []}
+
+
 def factory_for(fake: FakeSageMaker):
     def factory(service: str) -> Any:
-        assert service in ("sagemaker", "service-quotas"), f"unexpected AWS service {service}"
-        return fake if service == "sagemaker" else NoQuotas()
+        assert service in ("sagemaker", "service-quotas", "logs"), f"unexpected AWS service {service}"
+        return {"sagemaker": fake, "service-quotas": NoQuotas(), "logs": NoLogs()}[service]
     return factory
 
 
