@@ -752,6 +752,11 @@ raw("pipeline-recursive-alias.yaml", "name: p\nsteps:\n  train: {spec: t.yaml}\n
 raw("pipeline-empty.yaml", b"", command="run", text=["is empty"])
 raw("pipeline-binary.bin", bytes(range(128, 256)) * 8, command="run", text=["not UTF-8"])
 raw("pipeline-top-level-list.yaml", "- name: p\n- steps: {}\n", command="run", text=["mapping"])
+spec("rule-command-and-entry-point", {"command": "python train.py --epochs 1"}, fields=["command"],
+     rule="entry_point_or_command")
+spec("rule-command-with-distribution", {"entry_point": None, "command": "python train.py",
+                                        "distribution": {"torch_distributed": {"enabled": True}}},
+     fields=["distribution"], rule="entry_point_or_command")
 raw("pipeline-deep-nesting.yaml", "name: p\nsteps:\n  train:\n    spec:\n" + "".join(
     "      " + "  " * depth + f"k{depth}:\n" for depth in range(80)) + "      " + "  " * 80 + "v: 1\n",
     command="run", text=["nested more than"])

@@ -18,7 +18,7 @@ import corpus_builder
 import pytest
 
 from trainops.cli import main
-from trainops.spec import rules
+from trainops.spec import rule_registry, rules
 from trainops.spec.loader import MAX_FILE_BYTES
 
 CORPUS = Path(__file__).parent / "corpus"
@@ -114,17 +114,20 @@ def test_every_cross_field_rule_is_exercised_by_a_case_that_fails_without_it(mon
     from trainops.backends import builtin_names
     from trainops.backends.vocabulary import vocabulary_of
 
-    for name in builtin_names():
-        vocabulary_of(name)
+    # An outside engine's rules (the toy's, the claims engine's), registered when a test of this worker imported it,
+    # are that engine's to test: the corpus covers the rules that bind every engine and the built-in engines' sets.
+    builtin_sets = set().union(*(vocabulary_of(name).spec_rules for name in builtin_names()))
+    checked = [rule for rule in rules.RULES if getattr(rule, "binds", None) in (None, *builtin_sets)]
     tagged: dict[str, list[dict]] = {}
     for case in CASES:
         if case["rule"]:
             tagged.setdefault(case["rule"], []).append(case)
-    assert {rule.__name__ for rule in rules.RULES} <= set(tagged)
-    for rule in rules.RULES:
+    assert {rule.__name__ for rule in checked} <= set(tagged)
+    for rule in checked:
         for case in tagged[rule.__name__]:
             with monkeypatch.context() as patch:
-                patch.setattr(rules, "RULES", [other for other in rules.RULES if other is not rule])
+                # the table runs itself (rule_registry.all_problems): drop the rule where it is read
+                patch.setattr(rule_registry, "RULES", [other for other in rules.RULES if other is not rule])
                 code, _, err, _, _ = run_case(case, tmp_path, capsys)
             named = code == 2 and all(f"  - {field}: " in err for field in case["fields"])
             assert not named, f"{case['file']} is refused the same way without rule {rule.__name__}"
