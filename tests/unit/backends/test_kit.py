@@ -6,9 +6,13 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 import trainops.backends.kit as kit
 
 TOY = Path(__file__).resolve().parents[2] / "support" / "toy_backend" / "trainops_toy"
+#: The claims engine of tests/system/test_engine_vocabulary.py (pvc:// channels, its own states, rules and spec rules).
+CLAIMS = Path(__file__).resolve().parents[2] / "system" / "claims_backend" / "trainops_claims"
 
 
 def trainops_imports(path: Path) -> list[str]:
@@ -22,9 +26,10 @@ def trainops_imports(path: Path) -> list[str]:
     return found
 
 
-def test_the_toy_imports_only_the_kit():
-    files = sorted(TOY.glob("*.py"))
-    assert files, TOY
+@pytest.mark.parametrize("package", [TOY, CLAIMS], ids=["toy", "claims"])
+def test_the_outside_engines_import_only_the_kit(package):
+    files = sorted(package.glob("*.py"))
+    assert files, package
     imported = {str(path.name): trainops_imports(path) for path in files}
     assert {module for modules in imported.values() for module in modules} == {"trainops.backends.kit"}, imported
 

@@ -7,16 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from trainops.backends.failures import INFRASTRUCTURE, Rule
-from trainops.backends.states import FAILURE, SUCCESS, WAITING
-from trainops.backends.vocabulary import Vocabulary, register
-from trainops.errors import Problem
-from trainops.spec.rule_registry import rule
+from trainops.backends.kit import Problem, Rule, Vocabulary, register, spec_rule
 
 CLAIMS_RULES = "claims"
 
 
-@rule("instance_type", binds=CLAIMS_RULES)
+@spec_rule("instance_type", binds=CLAIMS_RULES)
 def nodes_are_a_pool(spec: Any) -> Iterator[Problem]:
     """The claims engine runs on node pools: instance_type is pool-<name>."""
     if spec.instance_type and not spec.instance_type.startswith("pool-"):
@@ -26,10 +22,10 @@ def nodes_are_a_pool(spec: Any) -> Iterator[Problem]:
 
 CLAIMS = register(Vocabulary(
     engine="claims",
-    tables={"claims_job": {"Pending": WAITING, "Running": WAITING, "Succeeded": SUCCESS, "Failed": FAILURE,
-                           "NodeLost": FAILURE}},
+    tables={"claims_job": {"Pending": "waiting", "Running": "waiting", "Succeeded": "success", "Failed": "failure",
+                           "NodeLost": "failure"}},
     training_kind="claims_job",
-    rules=(Rule(INFRASTRUCTURE, "secondary_status", r"^NodeLost$", "the claims engine lost the job's node",
+    rules=(Rule("infrastructure", "secondary_status", r"^NodeLost$", "the claims engine lost the job's node",
                 "hosts"),),
     price=None,
     spec_rules=frozenset({CLAIMS_RULES}),
