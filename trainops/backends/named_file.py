@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import platformdirs
+
 from trainops.errors import Problem, SpecError
 from trainops.spec.loader import MAX_FILE_BYTES, parse_text  # its limits: size, aliases, depth, values
 
@@ -56,8 +58,6 @@ def config_path() -> Path:
     configured = os.environ.get(ENVIRONMENT)
     if configured:
         return Path(configured).expanduser()
-    import platformdirs
-
     return Path(platformdirs.user_config_path("trainops")) / FILE_NAME
 
 
