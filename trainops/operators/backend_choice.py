@@ -17,6 +17,9 @@ connection a platform team set once (its secrets backend included) whose extra i
 
 The choice is small JSON (`to_dict`), so the trigger, rebuilt by any triggerer, reaches the backend the same way;
 a connection's settings are read again there, never copied into the trigger's arguments.
+
+Function-local imports (DAG-parse path): a DAG file imports the operators (bench/dag_parse.py measures it); the
+steps, the spec and the backends load when a task runs.
 """
 
 from __future__ import annotations

@@ -30,6 +30,9 @@ by another triggerer applies the same ones (a local stall's quiet time is counte
 Events: ``{"status": "success" | "failed" | "stopped" | "timeout" | "error", "message", "backend", "job_name", ...}``;
 the operator's ``execute_complete`` raises on anything but ``success``, with the event's ``message``. This module is
 imported by the triggerer and by ``execute`` when deferring, never by a DAG file.
+
+Function-local imports (DAG-parse path): a DAG file imports the operators (bench/dag_parse.py measures it); the
+steps, the spec and the backends load when a task runs.
 """
 
 from __future__ import annotations
