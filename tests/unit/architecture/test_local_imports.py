@@ -52,15 +52,22 @@ COMMENT_REASON = re.compile(r"#\s*function-local \(([^)]*)\)")
 
 
 class Tree:
-    """The package read once: module-level edges, module-level third-party packages, closures."""
+    """The package read once: each module's source, syntax tree and imports; module-level edges, module-level
+    third-party packages, closures."""
 
     def __init__(self, known: dict[str, Path]):
         self.known = known
         self.graph = edges(known)
+        self._loads: dict[str, set[str]] = {}
+        self.text: dict[str, str] = {}
+        self.syntax: dict[str, ast.Module] = {}
+        self.statements: dict[str, list[tuple[ast.Import | ast.ImportFrom, bool]]] = {}
         self.third_party: dict[str, set[str]] = {}
         for name, path in known.items():
-            tree = ast.parse(path.read_text(encoding="utf-8"))
-            self.third_party[name] = {target.split(".")[0] for node, local in imports(tree) if not local
+            self.text[name] = path.read_text(encoding="utf-8")
+            self.syntax[name] = ast.parse(self.text[name])
+            self.statements[name] = list(imports(self.syntax[name]))
+            self.third_party[name] = {target.split(".")[0] for node, local in self.statements[name] if not local
                                       for target in imported(node, name, path.name == "__init__.py", known)
                                       if _third_party(target)}
 
@@ -80,7 +87,9 @@ class Tree:
 
     def loads(self, module: str) -> set[str]:
         """The third-party packages importing ``module`` loads at module level."""
-        return set().union(*(self.third_party[name] for name in self.closure([module])))
+        if module not in self._loads:
+            self._loads[module] = set().union(*(self.third_party[name] for name in self.closure([module])))
+        return self._loads[module]
 
 
 def _third_party(target: str) -> bool:
@@ -110,17 +119,15 @@ def _lazy_attributes(tree: ast.Module) -> set[int]:
             for child in ast.walk(node)}
 
 
-def local_imports(name: str, path: Path, known: dict[str, Path]):
+def local_imports(name: str, tree: Tree):
     """(line, what it imports, the kinds its comment states or None) for each function-local import needing a
     reason."""
-    text = path.read_text(encoding="utf-8")
-    lines = text.splitlines()
-    tree = ast.parse(text)
-    lazy = _lazy_attributes(tree)
-    for node, local in imports(tree):
+    lines = tree.text[name].splitlines()
+    lazy = _lazy_attributes(tree.syntax[name])
+    for node, local in tree.statements[name]:
         if not local or id(node) in lazy:
             continue
-        targets = [target for target in imported(node, name, path.name == "__init__.py", known)
+        targets = [target for target in imported(node, name, tree.known[name].name == "__init__.py", tree.known)
                    if target.startswith("trainops") or target.split(".")[0] in CORE_THIRD_PARTY]
         if not targets:
             continue
@@ -143,7 +150,7 @@ def _true_of_module(kind: str, name: str, closures: dict[str, set[str]], tree: T
     if kind == "runtime start":
         return name == "trainops.runtime" or name.startswith("trainops.runtime.")
     if kind == "standalone script":
-        return all(local for local in tree.graph[name].values()) and "sys.path" in tree.known[name].read_text()
+        return all(local for local in tree.graph[name].values()) and "sys.path" in tree.text[name]
     if kind == "component body":
         return "kfp" in tree.third_party[name] and all(local for local in tree.graph[name].values())
     return None
@@ -164,10 +171,10 @@ def reasons(tree: Tree) -> tuple[list[str], list[str]]:
     missing: list[str] = []
     wrong: list[str] = []
     for name, path in tree.known.items():
-        docstring = ast.get_docstring(ast.parse(path.read_text(encoding="utf-8"))) or ""
+        docstring = ast.get_docstring(tree.syntax[name]) or ""
         module_kinds = [kind for found in DOCSTRING_REASON.findall(docstring) for kind in _kinds(found)]
         used: set[str] = set()
-        for line, targets, stated in local_imports(name, path, tree.known):
+        for line, targets, stated in local_imports(name, tree):
             kinds = stated if stated is not None else module_kinds
             where = f"{path.relative_to(ROOT)}:{line} ({', '.join(targets)})"
             if not kinds:
@@ -193,12 +200,17 @@ def reasons(tree: Tree) -> tuple[list[str], list[str]]:
     return missing, wrong
 
 
-def test_every_function_local_import_says_why(tree):
-    missing, _ = reasons(tree)
+@pytest.fixture(scope="module")
+def found(tree) -> tuple[list[str], list[str]]:
+    return reasons(tree)  # read once for both tests (every module's source and closures)
+
+
+def test_every_function_local_import_says_why(found):
+    missing, _ = found
     assert missing == [], ("function-local imports with no reason (move them to module level, or state why: "
                            "see this test's docstring):\n" + "\n".join(missing))
 
 
-def test_every_stated_reason_is_true(tree):
-    _, wrong = reasons(tree)
+def test_every_stated_reason_is_true(found):
+    _, wrong = found
     assert wrong == [], "\n".join(wrong)
