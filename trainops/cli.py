@@ -6,6 +6,9 @@ project raises on purpose are printed as messages, never as tracebacks; set TRAI
 Each command lives in a module of `trainops.commands` with `register(subparsers)`; modules import at module level
 only argparse and the light modules building the parser loads anyway (`trainops.errors`, the backend arguments),
 so `trainops --help` stays fast.
+
+Function-local imports (CLI start): `trainops --help` imports this module; the console and what explains an error
+load when they are used.
 """
 
 from __future__ import annotations

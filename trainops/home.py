@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import platformdirs
+
 from trainops.errors import Problem, SpecError
 
 # Kernel file systems: a directory there looks real but refuses new entries (or worse, writes reach a device).
@@ -44,6 +46,4 @@ def trainops_home() -> Path:
     configured = os.environ.get("TRAINOPS_HOME")
     if configured:
         return Path(configured).expanduser().resolve()
-    import platformdirs
-
     return Path(platformdirs.user_state_path("trainops")).resolve()

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainops.home import trainops_home
+
 logger = logging.getLogger(__name__)
 
 ENV = "TRAINOPS_JOB_INDEX"
@@ -82,13 +84,12 @@ def index_dir() -> Path:
     configured = os.environ.get(ENV)
     if configured:
         return Path(configured).expanduser().resolve()
-    from trainops.home import trainops_home
 
     return trainops_home() / "index"
 
 
 def _secret(key: str, value: str) -> bool:
-    from trainops.spec.secrets import is_secret
+    from trainops.spec.secrets import is_secret  # function-local (heavy): pydantic, which the seam does not load
 
     return is_secret(key, value)
 
@@ -164,7 +165,6 @@ def remember_job(backend: Any, handle: Any) -> None:
     location = dict(getattr(handle, "location", None) or {})
     if "workdir" in getattr(backend, "CONTEXT", ()) and "workdir" not in location:
         # The default state root is where the job lives: keep it, so a later $TRAINOPS_HOME does not lose it.
-        from trainops.home import trainops_home
 
         location["workdir"] = str(trainops_home())
     try:

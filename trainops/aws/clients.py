@@ -19,6 +19,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from trainops.aws.reach import REFUSED_CREDENTIAL_CODES, refused_credentials, unreachable
 from trainops.errors import JobFailed, Problem, SpecError, TrainopsError
 
 #: A callable from a service name to a boto3 client for that service.
@@ -139,8 +140,6 @@ class _FirstUnanswered:
         self.said = False
 
     def __call__(self, attempts: int = 0, caught_exception: BaseException | None = None, **_: Any) -> None:
-        from trainops.aws.reach import unreachable
-
         if self.said or caught_exception is None or not unreachable(caught_exception):
             return
         self.said = True
@@ -213,7 +212,6 @@ def translate_client_error(error: BaseException, action: str, field: str = "") -
             Problem(field, f"AWS rejected {action}: {message}; fix this value and submit again"),
             source="request",
         )
-    from trainops.aws.reach import REFUSED_CREDENTIAL_CODES, refused_credentials
 
     if code in REFUSED_CREDENTIAL_CODES:
         return refused_credentials(code, f"{action}: {message}")

@@ -8,6 +8,9 @@ once (`trainops.backends.named_file`: ``hpc: {backend: slurm, options: {...}}``)
 
 `get_backend` is the only place a backend's name becomes an object, and `DEFAULT_BACKEND` the only place the default
 is named. Light on purpose: DAG files import it.
+
+Function-local imports (DAG-parse path, cycle): the operators import this registry, and a DAG file the operators;
+each backend, the seam (`api`, which imports this package) and the file of named backends load when first asked for.
 """
 
 from __future__ import annotations

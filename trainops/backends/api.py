@@ -11,8 +11,10 @@ Only the registry turns a backend name into an object; nothing else compares a b
 dataclasses whose ``to_dict()`` is small JSON (an XCom value, a KFP output). This module imports no backend: each
 backend imports it.
 
-This module is imported by DAG files (through the operators): the standard library and trainops' own light modules
-only; each backend's heavy imports (boto3, the local process machinery) happen inside its methods.
+A DAG file's parse imports nothing of `trainops.backends` (an operator imports the seam when its task runs). This
+module imports the standard library and trainops' own light modules (the spec's loader, with pydantic, only when a
+job is submitted); each backend's heavy imports (boto3, the local process machinery) come with that backend's
+modules, which the registry loads by name.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar, cast
 
 from trainops.backends import builtin_names
+from trainops.backends import get_backend as from_registry
 from trainops.backends.job_kinds import (
     Evaluations,
     FollowedJobs,
@@ -34,6 +37,7 @@ from trainops.backends.job_kinds import (
     started_evaluations,
     started_staging,
 )
+from trainops.backends.looks import Looks
 from trainops.backends.options import (
     BackendOptions,
     LocalOptions,
@@ -47,6 +51,7 @@ from trainops.backends.states import JobStatus
 from trainops.backends.vocabulary import Vocabulary
 from trainops.backends.vocabulary import neutral as vocabulary_neutral
 from trainops.errors import JobFailed, Problem, SpecError
+from trainops.job_index import remember_job
 from trainops.spec.names import check_job_name, with_suffix
 
 if TYPE_CHECKING:  # the spec's models import pydantic: a DAG file that imports the seam does not need them
@@ -264,20 +269,18 @@ class Backend(abc.ABC, Generic[OptionsT]):
 
         Options go in ``options`` (this backend's `Options` type or a mapping) or as keywords; either way an option
         this backend does not know is a `SpecError` naming it."""
-        from trainops.job_index import remember_job  # the per-user index: `trainops status NAME` finds the job
-
         log = log or _print
         chosen = self.options(options, **option_values)
         check_choice(if_exists, IF_EXISTS, "if_exists")
         check_job_name(name)
-        from trainops.spec.loader import check_rule_sets  # here: the spec's rules are not a DAG file's import
+        from trainops.spec.loader import check_rule_sets  # function-local (heavy): pydantic; the kit loads none
 
         check_rule_sets(spec, (self.vocabulary or vocabulary_neutral(self.name)).spec_rules)  # the engine's own
         self.dry_run(spec, name, chosen)  # every input problem, before anything is looked up or created
         placement = place_job(name, if_exists, lambda candidate: self.looked_status(candidate, log), self.label)
         handle = (self.reattach(spec, placement, chosen, log) if placement.reattach
                   else self.create(spec, placement.job_name, chosen, detached=detached, log=log))
-        remember_job(self, handle)
+        remember_job(self, handle)  # the per-user index: `trainops status NAME` finds the job
         return handle
 
     def looked_status(self, name: str, log: Log | None = None) -> JobStatus | None:
@@ -285,8 +288,6 @@ class Backend(abc.ABC, Generic[OptionsT]):
         does not answer, a 5xx, throttling) is made again as every wait does (`trainops.backends.looks`: said on
         ``log``, given up after both bounds with `JobOutOfSight`), never read as "no job" nor raised at once; proof
         (no credentials, access denied, no such job) is not a failed look."""
-        from trainops.backends.looks import Looks
-
         looks = Looks(f"{self.label} job {name} (whether it exists, before creating it)", log=log,
                       poll_seconds=REATTACH_LOOK_SECONDS,
                       reattach="Nothing was created by this command. Run it again once the look works: it follows "
@@ -452,6 +453,4 @@ def get_backend(name: str | Backend | None = None, *, options: Mapping[str, Any]
                 source: str | None = None, **context: Any) -> Backend:
     """The backend called ``name``, bound to its settings, or ``name`` itself when it is a backend already opened
     (settings given beside it refused, naming them): `trainops.backends.get_backend` (the registry)."""
-    from trainops.backends import get_backend as from_registry
-
     return from_registry(name, options=options, source=source, **context)

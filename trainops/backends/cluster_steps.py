@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, cast
 
+from trainops.backends import get_backend
 from trainops.backends.builtin_kinds import JobKindMethods, MethodEvaluations, MethodRegistry, MethodStaging
 from trainops.backends.job_kinds import Evaluations, Registry, Staging
 
@@ -49,8 +50,6 @@ class HereSteps(JobKindMethods):
 
     def _here(self) -> LocalBackend:
         """The local backend over ``_here_dir()`` (through the registry of backends, as any front end gets one)."""
-        from trainops.backends import get_backend
-
         base = self._here_dir()
         registry = self.registry_dir or (os.path.join(base, "registry") if base else None)
         here = get_backend("local", workdir=base, registry_dir=registry, client_factory=self.client_factory)

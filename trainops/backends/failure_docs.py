@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from trainops.backends import builtin_names
 from trainops.backends.failures import RESULT_KEYS, RULES, STAGES, Rule
+from trainops.backends.request.vocabulary import RULES as REQUEST_RULES
 from trainops.backends.vocabulary import Vocabulary, vocabulary_of
 
 
@@ -96,8 +97,6 @@ def rules_markdown() -> str:
 
 
 def _binding(vocabulary: Vocabulary) -> str:
-    from trainops.backends.request.vocabulary import RULES as REQUEST_RULES
-
     shared = [rule for rule in vocabulary.rules if rule in REQUEST_RULES]
     price = (f"price: {vocabulary.price_basis}" if vocabulary.priced
              else "price: none (cost is reported as unknown; max_cost_usd is refused)")

@@ -17,6 +17,8 @@ out (`Backend.watch`: an object with ``look()`` and ``tripped``): the backend's 
 and the worker's poll alike, so a deferred job is stopped for the same reasons as a waited one.
 
 Standard library only: the Airflow trigger and the KFP components import it, and `JobGuards` travels as JSON.
+
+Function-local imports (DAG-parse path): the operators import the guards' names; the states load when a guard acts.
 """
 
 from __future__ import annotations

@@ -14,15 +14,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainops.errors import JobFailed, Problem, SpecError
+from trainops.runtime.hyperparameters import script_arguments as toolkit_arguments
+from trainops.runtime.hyperparameters import user_hyperparameters
 
 GROUP_PATTERN = re.compile(r"^[a-zA-Z0-9](-*[a-zA-Z0-9]){0,62}$")
 
 
 def script_arguments(hyperparameters: Mapping[str, Any] | None) -> list[str]:
     """Hyperparameters as ``--key value`` arguments, written as the training launchers write them."""
-    from trainops.runtime.hyperparameters import script_arguments as toolkit_arguments
-    from trainops.runtime.hyperparameters import user_hyperparameters
-
     # Encoded and decoded as the training launchers do (contracts section 2), framework keys dropped, so that a
     # script sees the same arguments in training and in evaluation.
     encoded = {str(key): json.dumps(value) for key, value in (hyperparameters or {}).items()}

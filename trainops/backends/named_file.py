@@ -33,7 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import platformdirs
+
 from trainops.errors import Problem, SpecError
+from trainops.spec.loader import MAX_FILE_BYTES, parse_text  # its limits: size, aliases, depth, values
 
 #: The environment variable naming the file of named backends.
 ENVIRONMENT = "TRAINOPS_BACKENDS"
@@ -55,8 +58,6 @@ def config_path() -> Path:
     configured = os.environ.get(ENVIRONMENT)
     if configured:
         return Path(configured).expanduser()
-    import platformdirs
-
     return Path(platformdirs.user_config_path("trainops")) / FILE_NAME
 
 
@@ -97,7 +98,6 @@ def _bounded_text(path: Path, source: str) -> str:
     followed (the user's own file; a configuration manager links it); ``/dev/null`` is no file of named backends."""
     import stat
 
-    from trainops.spec.loader import MAX_FILE_BYTES
 
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -137,8 +137,6 @@ def _read(path: Path) -> dict[str, NamedBackend]:
     text = _bounded_text(path, source)
     if not text.strip():
         return {}
-    from trainops.spec.loader import parse_text  # the spec loader's limits: size, aliases, depth, values
-
     try:
         document = parse_text(text, source)
     except SpecError as error:  # not YAML, or past one of the loader's limits (an alias bomb, too deep, too many)

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar, TypeVar
 
+from trainops.backends.hostfs.paths import checkpoint_key_problem
 from trainops.errors import Problem, SpecError
 
 #: Settings that take a Python object whatever their declared type (the local backend's ``client_factory`` is
@@ -350,8 +351,6 @@ def front_end_option_problems(channel_overrides: Any, checkpoint_key: Any, *, di
             for key, value in channel_overrides.items())):
         problems.append(Problem("channel_overrides", f"give a mapping of channel name -> {directory}"))
     if checkpoint_key is not None:
-        from trainops.backends.hostfs.paths import checkpoint_key_problem
-
         problem = checkpoint_key_problem(checkpoint_key)
         if problem:
             problems.append(Problem("checkpoint_key", problem))

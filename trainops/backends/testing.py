@@ -40,6 +40,7 @@ from trainops.backends.looks import COUNT_VARIABLE, SECONDS_VARIABLE, JobOutOfSi
 from trainops.backends.states import JobStatus, WaitTimedOut
 from trainops.backends.vocabulary import classify_result
 from trainops.errors import SpecError
+from trainops.spec.job import JobSpec
 
 if TYPE_CHECKING:
     from trainops.spec.job import JobSpec
@@ -100,8 +101,6 @@ class Harness:
 
     def spec(self, behaviour: str, **fields: Any) -> JobSpec:
         """A job spec whose job does ``behaviour`` (one of `BEHAVIOURS`); ``fields`` are laid over the spec's."""
-        from trainops.spec.job import JobSpec
-
         data: dict[str, Any] = {"name": "conformance", "entry_point": "conformance_job.py",
                                 "source_dir": str(self.code_dir), "instance_type": self.instance_type,
                                 "environment": {"CONFORMANCE": behaviour}, **self.spec_fields, **fields}

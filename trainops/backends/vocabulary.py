@@ -30,9 +30,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from trainops.backends import failures, states
+from trainops.backends import backend_class, failures, resolve, states
 from trainops.backends.failures import FailureEvidence, Rule, Verdict
 from trainops.backends.states import FAILURE, SUCCESS, WAITING, JobStatus, Outcome
+from trainops.errors import SpecError
 
 __all__ = ["FRONT_END_OPTIONS", "PriceLookup", "Vocabulary", "classify_result", "neutral", "register",
            "registered_vocabularies", "vocabulary_of"]
@@ -185,9 +186,6 @@ def vocabulary_of(backend: object) -> Vocabulary:
     declares none, or a name no backend answers to (an old record's), gets `neutral`: nothing is borrowed from
     another engine."""
     if backend is None or isinstance(backend, str):
-        from trainops.backends import backend_class, resolve
-        from trainops.errors import SpecError
-
         if backend is not None and backend in _REGISTERED:  # registered by its engine (an import, a test)
             return _REGISTERED[backend]
         try:

@@ -8,6 +8,9 @@ command's older flags (``--workdir``, ``--region``, ``--processes-per-host``, ``
 ``--launcher``) are shorthands that feed the same mapping. Nothing here names a backend: the default is the
 registry's, and what a backend needs to be reached (a region from the AWS configuration) it declares
 (`Backend.NEEDS`).
+
+Function-local imports (CLI start): `trainops --help` imports every command module to build its parser; what a
+command runs (the spec, the steps, the backends) loads when it runs.
 """
 
 from __future__ import annotations

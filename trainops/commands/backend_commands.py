@@ -1,4 +1,8 @@
-"""`trainops backends`: the backends a command may name, and the settings each takes (`-o KEY=VALUE`)."""
+"""`trainops backends`: the backends a command may name, and the settings each takes (`-o KEY=VALUE`).
+
+Function-local imports (CLI start): `trainops --help` imports every command module to build its parser; what a
+command runs (the spec, the steps, the backends) loads when it runs.
+"""
 
 from __future__ import annotations
 

@@ -4,6 +4,9 @@ The script is a table of the command's words (each sub-command's sub-commands an
 command runs, so it always matches the installed trainops and needs no package at completion time (argcomplete
 would run Python on every Tab). Words are completed in place; an argument that is no command or flag completes
 as a file name. zsh reads the bash script through its ``bashcompinit``.
+
+Function-local imports (CLI start): `trainops --help` imports every command module to build its parser; what a
+command runs (the spec, the steps, the backends) loads when it runs.
 """
 
 from __future__ import annotations

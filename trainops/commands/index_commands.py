@@ -1,5 +1,8 @@
 """`trainops jobs` (the jobs trainops started for you, from the per-user job index) and `trainops report NAME` (a
-job's or a pipeline run's HTML page: its path printed, opened or served on 127.0.0.1)."""
+job's or a pipeline run's HTML page: its path printed, opened or served on 127.0.0.1).
+
+Function-local imports (CLI start): `trainops --help` imports every command module to build its parser; what a
+command runs (the spec, the steps, the backends) loads when it runs."""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""`trainops run`, `status`, `logs` and `stop`: jobs (and pipelines) on the local backend or on SageMaker."""
+"""`trainops run`, `status`, `logs` and `stop`: jobs (and pipelines) on the local backend or on SageMaker.
+
+Function-local imports (CLI start): `trainops --help` imports every command module to build its parser; what a
+command runs (the spec, the steps, the backends) loads when it runs.
+"""
 
 from __future__ import annotations
 

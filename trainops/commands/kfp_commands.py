@@ -1,6 +1,9 @@
 """`trainops kfp compile`, `trainops kfp build` and `trainops kfp run-local`: a pipeline file as a Kubeflow pipeline.
 
 kfp is imported inside the command functions only: `trainops --help` and every other command stay free of it.
+
+Function-local imports (CLI start): `trainops --help` imports every command module to build its parser; what a
+command runs (the spec, the steps, the backends) loads when it runs.
 """
 
 from __future__ import annotations

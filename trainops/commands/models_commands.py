@@ -1,4 +1,8 @@
-"""`trainops models list|show|approve|reject`: the local model registry from the command line."""
+"""`trainops models list|show|approve|reject`: the local model registry from the command line.
+
+Function-local imports (CLI start): `trainops --help` imports every command module to build its parser; what a
+command runs (the spec, the steps, the backends) loads when it runs.
+"""
 
 from __future__ import annotations
 

@@ -8,7 +8,12 @@ import os
 from pathlib import Path
 from typing import Any
 
+from trainops.backends.hostfs.safe_fs import open_destination, write_file_at
 from trainops.errors import Problem, SpecError
+from trainops.home import trainops_home
+from trainops.steps.attempts import attempts_report, cost_line
+from trainops.steps.pipeline import REPORT_FILE, pipeline_page
+from trainops.steps.report import render_job_report
 
 #: A pipeline's record larger than this was not written by trainops.
 MAX_RECORD_BYTES = 64 * 1024 * 1024
@@ -33,9 +38,6 @@ def _read_record(path: str) -> dict[str, Any]:
 def pipeline_report(record_path: str) -> str:
     """Write the page of the pipeline run recorded at ``record_path`` beside it (from the record, so it is current
     whatever wrote the record) and return its path."""
-    from trainops.backends.hostfs.safe_fs import open_destination, write_file_at
-    from trainops.steps.pipeline import REPORT_FILE, pipeline_page
-
     record = _read_record(record_path)
     directory = open_destination(Path(record_path).parent, create=False)
     try:
@@ -48,11 +50,6 @@ def pipeline_report(record_path: str) -> str:
 def job_report(backend: Any, handle: Any, record: dict[str, Any] | None = None) -> str:
     """Write the page of a training job (its status record, attempts and cost) under ``reports/`` in trainops' state
     directory and return its path."""
-    from trainops.backends.hostfs.safe_fs import open_destination, write_file_at
-    from trainops.home import trainops_home
-    from trainops.steps.attempts import attempts_report, cost_line
-    from trainops.steps.report import render_job_report
-
     if record is None:
         record = backend.status_record(handle)
         record.update(attempts_report(backend, handle.job_name, record))

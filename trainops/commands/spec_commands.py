@@ -1,4 +1,8 @@
-"""`trainops validate`, `trainops render` and `trainops schema`: the spec and its dry run."""
+"""`trainops validate`, `trainops render` and `trainops schema`: the spec and its dry run.
+
+Function-local imports (CLI start): `trainops --help` imports every command module to build its parser; what a
+command runs (the spec, the steps, the backends) loads when it runs.
+"""
 
 from __future__ import annotations
 

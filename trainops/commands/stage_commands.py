@@ -1,4 +1,8 @@
-"""`trainops stage SRC DST`: copy training data into a directory that stands for the FSx mount."""
+"""`trainops stage SRC DST`: copy training data into a directory that stands for the FSx mount.
+
+Function-local imports (CLI start): `trainops --help` imports every command module to build its parser; what a
+command runs (the spec, the steps, the backends) loads when it runs.
+"""
 
 from __future__ import annotations
 

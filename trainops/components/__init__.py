@@ -11,6 +11,9 @@ The component functions hand their inputs to `trainops.components.*_task`, which
 (`trainops.steps`), so Airflow, KFP and ``trainops run`` share one implementation. kfp is imported only inside this
 package; the names above are loaded on first use, so ``import trainops.components.train_task`` (what runs in a
 component) does not pay for kfp's compiler.
+
+Function-local imports (CLI start, cycle): `trainops --help` imports this package (the kfp commands' options); the
+pipeline module, which imports kfp and this package, loads on first use.
 """
 
 from __future__ import annotations

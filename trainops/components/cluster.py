@@ -18,6 +18,9 @@ There is no service account here: KFP v2's compiled pipeline has no field for on
 kfp-kubernetes 2.17's executor config has one); a run gets it when it is created (``service_account=`` of
 ``create_run_from_pipeline_package`` and ``create_recurring_run``, or the UI's run form). `SERVICE_ACCOUNT_WHERE`
 says so when ``--service-account`` is given, which is refused rather than dropped; docs/kubeflow.md says how.
+
+Function-local imports (CLI start): `trainops --help` imports this module for the kfp commands' parser; the spec's
+models load when a command reads a pipeline file.
 """
 
 from __future__ import annotations

@@ -10,8 +10,11 @@ import json
 import os
 from typing import Any
 
+from trainops.components.paths import backend_options as parse_options
 from trainops.components.paths import parse_json, places
 from trainops.errors import Problem, SpecError
+from trainops.steps.prepare import run_script
+from trainops.steps.stage import stage
 
 #: Report keys worth a KFP output (the whole report may list thousands of files).
 STAGE_SUMMARY_KEYS = ("files_copied", "files_skipped", "bytes_copied", "copied", "skipped", "refused", "failed",
@@ -25,7 +28,6 @@ def run_prepare(*, script: str, args_json: str, timeout: int, workdir: str, pipe
     path = where.path(script, "script")
     if not os.path.isfile(path):
         raise SpecError(Problem("script", f"{path} does not exist"), source="prepare step")
-    from trainops.steps.prepare import run_script
 
     expanded = [where.expand(str(item), f"args.{index}") for index, item in enumerate(arguments)]
     print(f"[prepare] {path} {' '.join(map(str, expanded))}", flush=True)
@@ -45,9 +47,6 @@ def stage_summary(report: dict[str, Any]) -> dict[str, Any]:
 def run_stage(*, source: str, destination: str, backend: str, workdir: str, pipeline_dir: str, s3_prefix: str,
               workers: int, region: str, backend_options: str = "") -> tuple[str, str]:
     """Stage the data with the typed step; return (destination, summary JSON)."""
-    from trainops.components.paths import backend_options as parse_options
-    from trainops.steps.stage import stage
-
     where = places(pipeline_dir, workdir)
     options: dict[str, Any] = {"workers": workers or None}  # 0: one per CPU (local) or 8 (S3)
     if s3_prefix:

@@ -12,9 +12,13 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from trainops.backends.api import get_backend
 from trainops.components.paths import Places, parse_json, places
+from trainops.components.paths import backend_options as parse_options
 from trainops.components.train_task import load_component_spec, model_location
 from trainops.errors import Problem, SpecError
+from trainops.steps.evaluate import evaluate
+from trainops.steps.plan import step_settings
 from trainops.steps.report import write_report
 
 EVALUATE_KEYS = frozenset({"entry_point", "source_dir", "channels", "hyperparameters", "timeout"})
@@ -35,9 +39,6 @@ def _backend_options(backend: str, spec_json: str, spec_dir: str, where: Places,
                      region: str, options: dict[str, Any] | None = None) -> tuple[str, dict[str, Any]]:
     """The output directory and the backend's own arguments of the evaluate step, as every front end derives them
     (`trainops.steps.plan.step_settings`: on SageMaker the training job's role and image evaluate its model)."""
-    from trainops.backends.api import get_backend
-    from trainops.steps.plan import step_settings
-
     def spec():  # read only by a backend whose settings come from it (SageMaker)
         return load_component_spec(spec_json, spec_dir, where, backend=backend or None)
 
@@ -53,9 +54,6 @@ def run_evaluate(*, model: Any, spec_json: str, spec_dir: str, backend: str, wor
                  metrics: Any, report: Any, backend_options: str = "") -> bool:
     """Evaluate the model with the typed step; fill in the Metrics and HTML artifacts; return whether the model
     passed its gate."""
-    from trainops.components.paths import backend_options as parse_options
-    from trainops.steps.evaluate import evaluate
-
     where = places(pipeline_dir, workdir)
     settings = parse_options(backend_options)
     config = parse_json(evaluate_json, "evaluate_json", dict) or {}

@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
 
     # KFP's runtime mode: importing kfp skips its compiler and client (what a component never needs).
     os.environ.setdefault("_KFP_RUNTIME", "true")
-    from trainops.components.functions import FUNCTIONS
+    from trainops.components.functions import FUNCTIONS  # function-local (heavy): kfp, once the mode above is set
 
     by_name = {function.__name__: function for function in FUNCTIONS.values()}
     function = by_name.get(args.function_to_execute)

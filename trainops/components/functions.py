@@ -8,6 +8,9 @@ annotations as types.
 
 Every path-like input is a value as the pipeline file writes it (``${workdir}/raw``), resolved where the component
 runs (`trainops.components.paths`). JSON inputs (``*_json``) carry documents: the job spec, channel maps, settings.
+
+Function-local imports (component body): KFP ships each function's source alone to the image, so each body imports
+what it uses.
 """
 
 from typing import NamedTuple

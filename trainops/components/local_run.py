@@ -25,8 +25,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from trainops.components.pipeline import read_pipeline_source
+from trainops.backends import default_backend
+from trainops.components.pipeline import build_pipeline, read_pipeline_source
 from trainops.components.settings import LOCAL_SETTINGS
+from trainops.runtime.untrusted import read_bounded
+from trainops.steps.plan import resolve_plan
 
 logger = logging.getLogger(__name__)
 
@@ -100,8 +103,6 @@ class LocalRunOutcome:
 
 def read_task(name: str, state: str, task_dir: Path | None) -> TaskState:
     """A task's state, with its outputs when its directory holds an executor output."""
-    from trainops.runtime.untrusted import read_bounded
-
     output = task_dir / EXECUTOR_OUTPUT if task_dir is not None else None
     if output is None or not output.exists():
         return TaskState(name, state)
@@ -175,9 +176,6 @@ def run_local(path: str, *, workdir: str | None = None, gate: str | None = None,
     import kfp.local
     from kfp.local import config as local_config
 
-    from trainops.backends import default_backend
-    from trainops.components.pipeline import build_pipeline
-    from trainops.steps.plan import resolve_plan
 
     source = read_pipeline_source(path, workdir_override=workdir, backend=backend or default_backend())
 

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from trainops.errors import Problem, SpecError
+from trainops.home import trainops_home
+from trainops.spec.pipeline import resolve, substitute
 
 
 @dataclass(frozen=True)
@@ -34,21 +36,15 @@ class Places:
 
     def expand(self, value: Any, field: str = "") -> Any:
         """Substitute the variables in every string of ``value`` (a string, list or mapping)."""
-        from trainops.spec.pipeline import substitute
-
         return substitute(value, self.variables, field)
 
     def path(self, value: str, field: str = "") -> str:
         """A path value of the pipeline file, absolute (URIs are left as they are)."""
-        from trainops.spec.pipeline import resolve
-
         return resolve(self.expand(value, field), self.pipeline_dir)
 
 
 def places(pipeline_dir: str, workdir: str) -> Places:
     """Resolve the pipeline directory (against the working directory) and the work directory (against it)."""
-    from trainops.home import trainops_home
-
     base = Path(pipeline_dir or ".").expanduser().resolve()
     if workdir:
         candidate = Path(workdir).expanduser()

@@ -27,9 +27,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from trainops.components.settings import ComponentSettings
+from trainops.backends import backend_class
+from trainops.components.cluster import check_cluster
+from trainops.components.paths import encode_parameter, placeholder_in
+from trainops.components.settings import IMAGE_WORKDIR, ComponentSettings, check_lightweight
 from trainops.errors import Problem, SpecError
+from trainops.spec.loader import problems_from_validation_error, read_document
 from trainops.spec.pipeline import PipelineSpec, load_pipeline, resolve
+from trainops.spec.secrets import masked_spec_document, secret_environment_names, secret_held_by
+from trainops.steps.plan import resolve_plan
+from trainops.steps.train import load_spec
 
 
 @dataclass(frozen=True)
@@ -53,8 +60,6 @@ class PipelineSource:
     @property
     def plan(self):
         """The pipeline resolved as `trainops run` and the retraining DAG resolve it (`trainops.steps.plan`)."""
-        from trainops.steps.plan import resolve_plan
-
         return resolve_plan(self.resolved, None, pipeline_dir=self.directory)
 
     @property
@@ -62,17 +67,12 @@ class PipelineSource:
         """The job spec as the JSON string the pipeline parameter carries (keys sorted: stable output), its secret
         environment values masked (`trainops.spec.secrets`): the compiled YAML is read by anyone who can see the
         pipeline; the train component takes them from its pod's environment."""
-        from trainops.components.paths import encode_parameter
-        from trainops.spec.secrets import masked_spec_document
-
         # Encoded: KFP would substitute a placeholder inside one of the spec's values (`encode_parameter`).
         return encode_parameter(masked_spec_document(self.spec_document))
 
     @property
     def secrets(self) -> dict[str, str]:
         """The secret environment values of the job spec, by name (what `spec_json` masks)."""
-        from trainops.spec.secrets import secret_environment_names
-
         environment = self.spec_document.get("environment")
         if not isinstance(environment, dict):
             return {}
@@ -83,9 +83,6 @@ def read_pipeline_source(path: str | os.PathLike, workdir_override: str | None =
                          backend: str | None = None) -> PipelineSource:
     """Read and validate a pipeline file and its job spec (invalid input raises `SpecError`, exit code 2); the spec
     by the rules of the backend it runs on (``backend``, else the file's, else the default one)."""
-    from trainops.spec.loader import problems_from_validation_error, read_document
-    from trainops.steps.train import load_spec
-
     path = Path(path)
     resolved = load_pipeline(path, workdir_override=workdir_override)  # every check, every message
     directory = path.resolve().parent
@@ -158,7 +155,7 @@ def build_pipeline(source: PipelineSource, settings: ComponentSettings | None = 
     """
     from kfp import dsl
 
-    from trainops.components.factory import build_components
+    from trainops.components.factory import build_components  # function-local (heavy): kfp, an extra
 
     ops = build_components(settings)
     file = source.pipeline
@@ -256,7 +253,6 @@ def task_settings(source: PipelineSource) -> tuple[dict[str, int], dict[str, tup
     # The gate-failed task fails on purpose: trying it again (a minute, then two, apart) only delays the verdict.
     retries = {"train": budget, "verdict": 0, "other": DEFAULT_POD_RETRIES}
     small = ("1", "1Gi")
-    from trainops.backends import backend_class
 
     if backend_class(source.plan.backend).RUNS_HERE:  # the pod itself runs the job's hosts
         hosts = int(source.spec_document.get("instance_count") or 1)
@@ -284,8 +280,6 @@ def register_task(ops, register, model, metrics, spec_inputs: dict, where: dict,
 def image_files(source: PipelineSource) -> list[tuple[str, Path]]:
     """(field, local path) of every file or directory the components read from the pipeline's own files: the prepare
     script, the job spec file, the training code and the evaluation code (URIs such as ``s3://`` are not files)."""
-    from trainops.steps.train import load_spec
-
     steps, here = source.resolved.steps, source.directory
     files: list[tuple[str, Path]] = []
     if steps.prepare:
@@ -313,8 +307,6 @@ def check_placeholders(document: Any, where: str, path: str = "") -> None:
     the component's input, so the step would read something other than the file says. Refused rather than kept
     literal: these values travel as KFP parameters, where KFP reads every string. The job spec travels encoded
     (`encode_parameter`: its values stay literal) and is not checked (its inline form is skipped)."""
-    from trainops.components.paths import placeholder_in
-
     problems = []
 
     def refuse(at: str, form: str, what: str) -> None:
@@ -344,8 +336,6 @@ def check_secret_values(source: PipelineSource, where: str) -> None:
     """Refuse, at compile time, a value or key of the pipeline file holding the value of one of the job spec's
     secret environment variables (`trainops.spec.secrets`): those values are written into the YAML as they are, and
     the YAML is read by anyone who can see the pipeline. The job spec itself travels masked (`spec_json`)."""
-    from trainops.spec.secrets import secret_held_by
-
     environment = source.spec_document.get("environment")
     if not isinstance(environment, dict):
         return
@@ -382,8 +372,6 @@ def check_image_paths(source: PipelineSource, pipeline_dir: str, context: Path, 
     """
     from pathlib import PurePosixPath
 
-    from trainops.components.settings import IMAGE_WORKDIR
-    from trainops.errors import Problem
 
     here = source.directory
     given = PurePosixPath(pipeline_dir)
@@ -425,7 +413,6 @@ def compile_pipeline(path: str | os.PathLike, output: str | os.PathLike, *,
     """
     from kfp import compiler
 
-    from trainops.components.settings import check_lightweight
 
     source = read_pipeline_source(path)
     check_placeholders(source.pipeline.model_dump(mode="json"), str(path))
@@ -435,8 +422,6 @@ def compile_pipeline(path: str | os.PathLike, output: str | os.PathLike, *,
     if settings is not None:
         check_lightweight(settings, source.plan.backend, str(path))
     if cluster is not None:
-        from trainops.components.cluster import check_cluster
-
         check_cluster(cluster, source.plan.backend, source.secrets, str(path), workdir_fields(source))
     pipeline = build_pipeline(source, settings, pipeline_dir=pipeline_dir, configure_task=configure_task,
                               cluster=cluster)

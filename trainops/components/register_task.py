@@ -10,22 +10,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from trainops.backends.api import get_backend
+from trainops.components.paths import backend_options as parse_options
 from trainops.components.paths import places
 from trainops.components.train_task import load_component_spec, model_location
 from trainops.steps.gate import GateFailed
+from trainops.steps.plan import step_settings
+from trainops.steps.register import register
 
 
 def run_register(*, model: Any, metrics: Any, spec_json: str, spec_dir: str, backend: str, workdir: str,
                  pipeline_dir: str, group: str, approval: str, registry_dir: str, description: str,
                  region: str, backend_options: str = "") -> tuple[int, str, str]:
     """Register the model with the metrics the evaluation logged; return (version, approval status, location)."""
-    from trainops.steps.register import register
-
     where = places(pipeline_dir, workdir)
     spec = load_component_spec(spec_json, spec_dir, where, backend=backend or None)
-    from trainops.backends.api import get_backend
-    from trainops.components.paths import backend_options as parse_options
-    from trainops.steps.plan import step_settings
 
     given = parse_options(backend_options)
     chosen = get_backend(backend or None, options=given, source="backend_options", workdir=str(where.workdir))

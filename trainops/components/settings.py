@@ -24,6 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from trainops import __version__
+from trainops.backends import backend_class
+from trainops.errors import Problem, SpecError
 
 #: The image the repository's Dockerfile builds, tagged with this version (``docker build -t trainops:0.1.0 .``);
 #: push it to a registry the cluster pulls from and pass that name with ``--image``.
@@ -111,8 +113,6 @@ def check_lightweight(settings: ComponentSettings, backend: str, where: str) -> 
     """
     import re
 
-    from trainops.backends import backend_class
-    from trainops.errors import Problem, SpecError
 
     if settings.containerized:
         return

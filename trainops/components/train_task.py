@@ -20,8 +20,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from trainops.backends import backend_class, check_backend_name
+from trainops.backends.api import get_backend
+from trainops.backends.looks import JobOutOfSight
+from trainops.backends.vocabulary import vocabulary_of
 from trainops.components.paths import Places, parse_json, places
+from trainops.components.paths import backend_options as parse_options
 from trainops.errors import JobFailed, Problem, SpecError
+from trainops.spec.secrets import restore_masked
+from trainops.steps.attempts import budget_line, cost_figures, cost_line, registry_note
+from trainops.steps.identity import local_path, training_job_name
+from trainops.steps.train import load_spec, train
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +43,6 @@ class TaskCancelled(JobFailed):
 
 def train_job_name(spec, channels: dict[str, str], *, base: str, run_key: str = "", job_name: str = "") -> str:
     """The job's name: the one given, else the pipeline runner's (`trainops.steps.identity.training_job_name`)."""
-    from trainops.steps.identity import training_job_name
-
     return job_name or training_job_name(spec, channels, base=base, run_key=run_key)
 
 
@@ -44,15 +51,12 @@ def load_component_spec(spec_json: str, spec_dir: str, where: Places, restore_se
     """The job spec of a component input: JSON, variables substituted, relative paths against its directory, checked
     by the spec rules ``backend`` binds (None: the default backend's); with ``restore_secrets`` (the train component)
     masked environment values are taken from this process's environment."""
-    from trainops.steps.train import load_spec
-
     document = parse_json(spec_json, "spec_json", dict)
     if document is None:
         raise SpecError(Problem("spec_json", "is empty: give the job spec as a JSON object"), source="component input")
     if restore_secrets:
         import os
 
-        from trainops.spec.secrets import restore_masked
 
         # The compiled pipeline carries secrets masked: the pod's environment holds them.
         document = restore_masked(document, os.environ, "spec_json")
@@ -64,8 +68,6 @@ def local_channels(channels_json: str, where: Places) -> dict[str, str]:
     """Channel -> absolute local path, or a URI as it is given (``s3://``, ``pvc://ns/claim/path``: opaque here,
     the backend reads it or refuses it, naming the channel); every local path must exist (the data is staged before
     training)."""
-    from trainops.steps.identity import local_path
-
     channels = parse_json(channels_json, "channels_json", dict) or {}
     resolved = {}
     for name, value in channels.items():
@@ -112,8 +114,6 @@ class StopOnSigterm:
         signal.signal(signal.SIGTERM, self._previous if self._previous is not None else signal.SIG_DFL)
 
     def _handle(self, signum: int, _frame: Any) -> None:
-        from trainops.backends.api import get_backend
-
         if self.received:  # a second SIGTERM while stopping: the first one is being handled
             return
         self.received = True
@@ -137,11 +137,6 @@ def run_train(*, spec_json: str, spec_dir: str, backend: str, workdir: str, pipe
     """Run the train step for the component and fill in its Model artifact; return (job_name, status, reattached,
     model_artifact). ``backend_options``: the backend's one mapping of settings (JSON). ``client_factory`` and
     ``poll_seconds`` exist for tests (a component takes only JSON values)."""
-    from trainops.backends import backend_class, check_backend_name
-    from trainops.backends.vocabulary import vocabulary_of
-    from trainops.components.paths import backend_options as parse_options
-    from trainops.steps.train import train
-
     check_backend_name(backend or None)
     where = places(pipeline_dir, workdir)
     spec = load_component_spec(spec_json, spec_dir, where, restore_secrets=True, backend=backend or None)
@@ -161,7 +156,6 @@ def run_train(*, spec_json: str, spec_dir: str, backend: str, workdir: str, pipe
     print(f"[trainops] training job {name} ({backend or backend_class(None).name}); re-attaches when it exists",
           flush=True)
     retries = json.loads(retries_json) if retries_json else None  # the pipeline file's budgets (checked there)
-    from trainops.backends.looks import JobOutOfSight
 
     with StopOnSigterm(backend or None, name, workdir=str(where.workdir), client_factory=client_factory,
                        options=settings) as guard:
@@ -179,8 +173,6 @@ def run_train(*, spec_json: str, spec_dir: str, backend: str, workdir: str, pipe
 
 def log_training(training: Any, result: dict[str, Any]) -> None:
     """The attempts and their cost as KFP metrics (shown next to the run), the cost's own line in the metadata."""
-    from trainops.steps.attempts import budget_line, cost_figures, cost_line
-
     cost = result.get("cost") or {}
     training.log_metric("attempts", len(result.get("attempts") or []) or 1)
     if cost.get("total") is not None:
@@ -204,8 +196,6 @@ def describe_model(model: Any, result: dict[str, Any], spec) -> None:
     the one KFP assigned: the KFP launcher uploads whatever lies at an output's path to its URI, so pointing the URI
     at the job's ``s3://.../model.tar.gz`` would overwrite it; a small JSON pointer is written there instead.
     """
-    from trainops.steps.attempts import cost_figures, registry_note
-
     artifact = result.get("model_artifact") or ""
     model.metadata.update({
         # the registry entry's note (the register component adds it to the description), and its figures

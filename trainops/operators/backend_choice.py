@@ -24,7 +24,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from trainops.operators.common import with_shorthands
+from trainops.backends import backend_class, default_backend
+from trainops.backends.api import get_backend
+from trainops.errors import Problem, SpecError
+from trainops.operators import common
+from trainops.operators.common import lazy_aws_client_factory, with_shorthands
 from trainops.operators.compat import AIRFLOW_2
 
 
@@ -75,8 +79,6 @@ class BackendChoice:
 
     def name(self) -> str:
         """The backend's name as the task gives it (the registry's default when none)."""
-        from trainops.backends import default_backend
-
         return self.settings()[0] or default_backend()
 
     def open(self, *, handle: Any = None, region: str | None = None,
@@ -84,10 +86,6 @@ class BackendChoice:
         """The backend, bound to the task's settings (and, for a job found again, to where ``handle`` says it
         lives). ``region``: the spec's, which wins over the settings' (the job is created there); ``context``: what
         else the front end knows (a work directory, a registry), which the user's settings win over."""
-        from trainops.backends import backend_class
-        from trainops.backends.api import get_backend
-        from trainops.operators.common import aws_client_factory, lazy_aws_client_factory
-
         name, options = self.settings()
         context = {**self.context, **{key: value for key, value in context.items() if value is not None}}
         if handle is not None and backend_class(name, "backend").name != handle.backend:
@@ -98,7 +96,7 @@ class BackendChoice:
             options.update({key: value for key, value in handle.location.items() if key in takes})
         found = region or options.get("region") or context.pop("region", None)
         if not found and cls.NEEDS.get("region") == "aws":
-            found = aws_client_factory(self.aws_conn_id, None)[1]  # the connection's region (or boto3's chain)
+            found = common.aws_client_factory(self.aws_conn_id, None)[1]  # the connection's region (or boto3's chain)
         if found and "region" in takes:
             options["region"] = found
         factory = client_factory or lazy_aws_client_factory(self.aws_conn_id, found)
@@ -108,8 +106,6 @@ class BackendChoice:
 def connection_settings(conn_id: str) -> tuple[str | None, dict[str, Any]]:
     """(backend, options) of an Airflow connection's extra ``{"backend": NAME, "options": {...}}``; `SpecError`
     naming ``backend_conn_id`` when the extra is not that."""
-    from trainops.errors import Problem, SpecError
-
     if AIRFLOW_2:
         from airflow.hooks.base import BaseHook  # type: ignore[attr-defined]
     else:

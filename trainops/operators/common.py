@@ -16,6 +16,9 @@ This module keeps that translation in one place:
 Imports: the standard library and Airflow's light modules (`trainops.operators.compat`) only at module level
 (this module is imported when a DAG file is parsed); trainops' steps, boto3 and the Amazon provider are imported
 inside functions.
+
+Function-local imports (DAG-parse path): a DAG file imports the operators (bench/dag_parse.py measures it); the
+steps, the spec and the backends load when a task runs.
 """
 
 from __future__ import annotations

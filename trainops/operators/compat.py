@@ -8,6 +8,9 @@ Amazon provider's current releases support, and the release MWAA environments pa
 declared in pyproject's ``airflow`` extra; `AIRFLOW_2` says which side this process is on.
 
 Importing this module imports Airflow's light modules only (it runs when a DAG file is parsed).
+
+Function-local imports (DAG-parse path): a DAG file imports the operators (bench/dag_parse.py measures it); the
+steps, the spec and the backends load when a task runs.
 """
 
 from __future__ import annotations

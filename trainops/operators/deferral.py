@@ -14,6 +14,9 @@ Either way the operator's ``_finish(backend, handle)`` makes the XCom value, so 
 backend that cannot start the job without waiting (its capabilities lack ``start_evaluation`` / ``start_stage``)
 runs the step in the worker, saying so in the task log; so does a job of this machine that is not deferred (it
 streams its lines into the task log and ends with the task). Nothing here imports a concrete backend.
+
+Function-local imports (DAG-parse path): a DAG file imports the operators (bench/dag_parse.py measures it); the
+steps, the spec and the backends load when a task runs.
 """
 
 from __future__ import annotations

@@ -17,6 +17,9 @@ and record it (``on_kill`` stops that job), then defer on it through the one tri
 champion looked up then. Both paths push the same XCom value, and the report page (the verdict, the metrics, the
 loss curve) as the XCom behind the task's *Evaluation report* link (`trainops.operators.reports`). Nothing here
 names a backend.
+
+Function-local imports (DAG-parse path): a DAG file imports the operators (bench/dag_parse.py measures it); the
+steps, the spec and the backends load when a task runs.
 """
 
 from __future__ import annotations

@@ -16,6 +16,9 @@ A mark is input: whoever may set Airflow Variables may set it, to anything. A ma
 object of host or stream -> offset or token, an offset that is negative, text where a number belongs) or that the
 backend refuses (`read`: an offset past the end of a host's log, or inside a line) is ignored with a warning in the
 task log, and the log continues from the job's first line: lines may be repeated, none is hidden.
+
+Function-local imports (DAG-parse path): a DAG file imports the operators (bench/dag_parse.py measures it); the
+steps, the spec and the backends load when a task runs.
 """
 
 from __future__ import annotations

@@ -8,6 +8,9 @@ own, which the later operators take as arguments (``prepare["train_spec"]``).
 Differences from the pipeline runner, on purpose: the training job is named from the task instance (re-attach on
 retry, see `trainops.operators.common.task_job_name`) rather than from the input fingerprint, and the work directory
 defaults to ``$AIRFLOW_HOME/trainops`` instead of the file's (a DAG never writes into the repository it came from).
+
+Function-local imports (DAG-parse path): a DAG file imports the operators (bench/dag_parse.py measures it); the
+steps, the spec and the backends load when a task runs.
 """
 
 from __future__ import annotations

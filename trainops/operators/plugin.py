@@ -6,6 +6,9 @@
   task's *Evaluation report* link), built on its first request.
 
 Loading it imports Airflow's core timetables, nothing else.
+
+Function-local imports (DAG-parse path): a DAG file imports the operators (bench/dag_parse.py measures it); the
+steps, the spec and the backends load when a task runs.
 """
 
 from __future__ import annotations

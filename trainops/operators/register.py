@@ -4,6 +4,9 @@
 ``$TRAINOPS_HOME/registry``), the SageMaker Model Registry (a model package), or another backend's. Approval is
 SageMaker's vocabulary (Approved, Rejected, PendingManualApproval); the latest Approved version is the group's
 champion, which champion gates compare with.
+
+Function-local imports (DAG-parse path): a DAG file imports the operators (bench/dag_parse.py measures it); the
+steps, the spec and the backends load when a task runs.
 """
 
 from __future__ import annotations

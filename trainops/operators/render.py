@@ -6,6 +6,9 @@ It renders the spec with the same job name the training task of the same DAG run
 ``DistributedTrainingOperator`` would have its backend create (`Backend.render_request`). Secret-looking
 environment values are masked. Put it before the training task to review requests in the UI, or run it alone on a
 machine with no access to the backend.
+
+Function-local imports (DAG-parse path): a DAG file imports the operators (bench/dag_parse.py measures it); the
+steps, the spec and the backends load when a task runs.
 """
 
 from __future__ import annotations

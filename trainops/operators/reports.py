@@ -13,6 +13,9 @@ whatever it holds.
 Nothing heavy is imported at parse time: the app (FastAPI, the API server's security) is imported on its first
 request.
 Airflow 2.11 has no FastAPI plugins: there the link is empty and the report stays an XCom.
+
+Function-local imports (DAG-parse path): a DAG file imports the operators (bench/dag_parse.py measures it); the
+steps, the spec and the backends load when a task runs.
 """
 
 from __future__ import annotations

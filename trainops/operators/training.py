@@ -33,6 +33,9 @@ in the trigger, which gets them as JSON. A guard that trips stops the job, and t
 imports or names a backend: the task's backend and its one mapping of settings reach it through
 `trainops.operators.backend_choice.BackendChoice`, and what differs between backends is what each declares (its
 capabilities, what it needs to be reached, its wait grace, its links).
+
+Function-local imports (DAG-parse path): a DAG file imports the operators (bench/dag_parse.py measures it); the
+steps, the spec and the backends load when a task runs.
 """
 
 from __future__ import annotations

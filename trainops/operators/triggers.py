@@ -42,8 +42,15 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent  # the same module on Airflow 2.11 and 3.x
 
+from trainops.backends.api import JobHandle
 from trainops.backends.guards import JobGuards, settle, stops
 from trainops.backends.looks import Looks
+from trainops.backends.states import JobStatus, wait_bound_seconds
+from trainops.backends.vocabulary import vocabulary_of
+from trainops.operators import kills, log_marks
+from trainops.operators.backend_choice import BackendChoice
+from trainops.operators.common import airflow_error, lazy_aws_client_factory
+from trainops.operators.kills import ended_by_user, stop_hint
 
 CLASSPATH = "trainops.operators.triggers.JobTrigger"
 #: Default when the job's limits are unknown: SageMaker's own default MaxRuntimeInSeconds (one day).
@@ -76,9 +83,6 @@ ON_KILL_SECONDS = 25.0
 
 def event_for(result: Any, kind: str = "training") -> dict[str, Any]:
     """The trigger event of a terminal `JobResult`: small JSON, never the service's response."""
-    from trainops.backends.states import JobStatus
-    from trainops.backends.vocabulary import vocabulary_of
-
     label = f"{result.backend} {KINDS.get(kind, kind)}"
     data = result.to_dict()
     if result.succeeded:
@@ -137,8 +141,6 @@ _FACTORIES_LOCK = threading.Lock()
 
 
 def shared_client_factory(aws_conn_id: str | None, region: str | None) -> Any:
-    from trainops.operators.common import lazy_aws_client_factory
-
     with _FACTORIES_LOCK:
         key = (aws_conn_id, region)
         if key not in _FACTORIES:
@@ -151,8 +153,6 @@ def backend_for(handle: Any, aws_conn_id: str | None, choice: dict[str, Any] | N
     connections (`trainops.operators.backend_choice.BackendChoice`, JSON in the trigger's arguments); the AWS
     connection's clients are shared by every trigger of this process and built on first use (a backend that never
     calls AWS never reads the connection). Blocking: call it in a thread."""
-    from trainops.operators.backend_choice import BackendChoice
-
     chosen = BackendChoice.from_dict(choice, aws_conn_id)
     return chosen.open(handle=handle, client_factory=shared_client_factory(aws_conn_id, handle.region))
 
@@ -160,8 +160,6 @@ def backend_for(handle: Any, aws_conn_id: str | None, choice: dict[str, Any] | N
 def with_location(handle: Any, backend: Any) -> Any:
     """The handle with what the backend found of where the job lives that the handle did not say (a region the AWS
     connection resolved), so the event reports it."""
-    from trainops.backends.api import JobHandle
-
     located = {**backend.location(), **handle.location}
     if located == dict(handle.location):
         return handle
@@ -259,8 +257,6 @@ class JobTrigger(BaseTrigger):
         raise RuntimeError(f"the trigger of {self.job_name} ended without an event")
 
     def _open(self) -> tuple[Any, Any]:
-        from trainops.backends.api import JobHandle
-
         opened = getattr(self, "_opened", None)
         if opened is not None:  # run in the worker (`run_here`)
             return opened  # type: ignore[no-any-return]
@@ -273,8 +269,6 @@ class JobTrigger(BaseTrigger):
         return backend, resolved
 
     def _bound(self, result: Any) -> float:
-        from trainops.backends.states import wait_bound_seconds
-
         details = result.details or {}
         max_run = details.get("max_run_seconds") or self.max_run or DEFAULT_MAX_RUN_SECONDS
         max_wait = details.get("max_wait_seconds")
@@ -289,8 +283,6 @@ class JobTrigger(BaseTrigger):
         try:
             event = await self._wait()
         except Exception as error:  # noqa: BLE001 - any failure must reach execute_complete as an event
-            from trainops.operators.common import airflow_error
-
             event = {"status": "error", "message": f"waiting for {KINDS[self.kind]} {self.job_name} failed: "
                                                    f"{airflow_error(error)}"}
         yield TriggerEvent({**self._common(), **event})
@@ -367,10 +359,9 @@ class JobTrigger(BaseTrigger):
         ti = getattr(self, "task_instance", None)
         if ti is None:
             return
-        from trainops.operators.kills import task_state
 
         try:
-            task_state(ti)
+            kills.task_state(ti)
         except Exception as error:  # noqa: BLE001 - only a warm-up: the kill looks again and says what failed
             self.log.debug("could not read the task's state yet: %s", error)
 
@@ -402,8 +393,6 @@ class JobTrigger(BaseTrigger):
         this trigger's earlier triggerer, or by the try this one re-attached after); without a mark, at the log's
         end for a trigger resumed long after its wait began (the lines so far are in the earlier triggerer's part
         of the task log), else at the job's first line."""
-        from trainops.operators import log_marks
-
         mark = await asyncio.to_thread(log_marks.load, handle, self.log)
         if mark is not None:
             self.log.info("continuing the log of %s after the last line the task log has (this trigger moved to "
@@ -415,8 +404,6 @@ class JobTrigger(BaseTrigger):
 
     def _stop_hint(self, handle: Any) -> str:
         """How to stop the job by hand (`trainops.operators.kills.stop_hint`), on the task's backend."""
-        from trainops.operators.kills import stop_hint
-
         return stop_hint(handle, self.kind, (self.backend_choice or {}).get("backend"))
 
     async def _skip_to_end(self, backend: Any, handle: Any) -> dict[str, Any] | None:
@@ -437,8 +424,6 @@ class JobTrigger(BaseTrigger):
                       drain: int | None) -> dict[str, Any] | None:
         """Write the job's new log lines into the task log (at most a poll's share, or ``drain`` after the end),
         recording where the task log stands after each batch (`trainops.operators.log_marks`)."""
-        from trainops.operators import log_marks
-
         budget = drain or self.log_lines_per_poll
         try:
             while budget > 0:
@@ -464,8 +449,6 @@ class JobTrigger(BaseTrigger):
         the trigger again at each of its syncs (about a second apart) until the trigger is gone, on_kill included,
         so only a thread outlives that; this await only bounds how long the trigger waits for it
         (`ON_KILL_SECONDS`, below Airflow's own ``[triggerer] on_kill_timeout``)."""
-        from trainops.operators.kills import ended_by_user
-
         def stop() -> None:
             backend, handle = self._open()
             what = f"{KINDS[self.kind]} {self.job_name}"

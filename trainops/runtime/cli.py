@@ -5,6 +5,9 @@ object ``{"argv": [...], "env": {...}}`` and exits 0. Exit codes: 0 success, 1 t
 2 bad contract input (the message names the file or variable and says what to do). ``healthcheck`` measures this
 host's GPUs (:mod:`trainops.runtime.healthcheck`); with ``TRAINOPS_HEALTHCHECK=1`` it is also the first step of
 ``launch``.
+
+Function-local imports (runtime start): every process of the runtime (the launcher, each rank, a training script's
+helpers) imports only what its command runs.
 """
 
 from __future__ import annotations

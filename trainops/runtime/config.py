@@ -2,6 +2,9 @@
 
 ``launch_config(contract, environ)`` reads; it never probes hardware and never writes ``os.environ`` (the torchelastic
 layering: parse -> config -> plan -> run). The local-run variables it reads are in docs/contracts.md, section 3.
+
+Function-local imports (runtime start): every process of the runtime (the launcher, each rank, a training script's
+helpers) imports only what its command runs.
 """
 
 from __future__ import annotations

@@ -19,6 +19,9 @@ host), ``nccl`` when CUDA is available, else ``gloo``. Directories, channels and
 variables the launcher sets, else from the contract directory, else from the current directory (a script run by hand).
 
 Torch is imported inside :func:`init`, never when ``trainops.runtime`` is imported.
+
+Function-local imports (runtime start): every process of the runtime (the launcher, each rank, a training script's
+helpers) imports only what its command runs.
 """
 
 from __future__ import annotations

@@ -3,6 +3,9 @@
 The base directory is ``/opt/ml``, or ``SAGEMAKER_BASE_DIR`` when set (the AWS toolkit's own convention); the layout
 is in docs/contracts.md, section 3. Reading is the only thing done here: no hardware probing, no environment writes.
 Every problem is a :class:`ContractError` that names the file and says what to do (the CLI exits 2 on it).
+
+Function-local imports (runtime start): every process of the runtime (the launcher, each rank, a training script's
+helpers) imports only what its command runs.
 """
 
 from __future__ import annotations

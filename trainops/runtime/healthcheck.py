@@ -18,6 +18,9 @@ figure. The catalog has no all-reduce figure: it is reported, and checked only a
 
 It prints a table and writes the report as JSON (``healthcheck-<host>.json`` in the output data directory). On a host
 without a GPU it says so and passes. The launcher runs it as a separate process, so no CUDA context outlives it.
+
+Function-local imports (runtime start): every process of the runtime (the launcher, each rank, a training script's
+helpers) imports only what its command runs.
 """
 
 from __future__ import annotations

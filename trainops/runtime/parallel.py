@@ -17,6 +17,9 @@ ranks of a tensor-parallel group read the same batch. Parameters the native mapp
 :class:`~trainops.runtime.smp_native.ParallelismError` with a message naming them.
 
 Torch is imported when :func:`transform` runs, never when the runtime is imported.
+
+Function-local imports (runtime start): every process of the runtime (the launcher, each rank, a training script's
+helpers) imports only what its command runs.
 """
 
 from __future__ import annotations

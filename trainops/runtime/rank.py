@@ -12,6 +12,9 @@ applies that host's environment (docs/contracts.md, section 3). In local and Slu
 AWS's SMDDP and SMP libraries (:mod:`trainops.runtime.shims`).
 
 Standard library only; imports are kept few because every rank pays for them.
+
+Function-local imports (runtime start): every process of the runtime (the launcher, each rank, a training script's
+helpers) imports only what its command runs.
 """
 
 from __future__ import annotations

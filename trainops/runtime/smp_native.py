@@ -25,6 +25,9 @@ The world of ``W`` ranks is laid out as a mesh ``replicate x shard x tp`` with t
 
 The parsing and the layout arithmetic need only the standard library (the runtime is imported in containers without
 torch at import time); :func:`apply_smp` imports torch when it runs.
+
+Function-local imports (runtime start): every process of the runtime (the launcher, each rank, a training script's
+helpers) imports only what its command runs.
 """
 
 from __future__ import annotations

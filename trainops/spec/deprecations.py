@@ -11,6 +11,8 @@ from __future__ import annotations
 from datetime import date
 from typing import TYPE_CHECKING
 
+from trainops.spec.images import _tables
+
 if TYPE_CHECKING:
     from trainops.spec.job import JobSpec
 
@@ -18,8 +20,6 @@ MAX_IMAGE_AGE_MONTHS = 24
 
 
 def _release_month(framework: str, version: str) -> tuple[int, int] | None:
-    from trainops.spec.images import _tables
-
     releases = _tables().get("framework_releases", {}).get(framework, {})
     minor = ".".join(str(version).split(".")[:2])
     month = releases.get(minor)

@@ -12,7 +12,16 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Discriminator, Field, PrivateAttr, Tag, ValidationError, field_validator, model_validator
+from pydantic import (
+    Discriminator,
+    Field,
+    PrivateAttr,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from trainops.errors import Problem
 from trainops.spec.base import CoreModel, raise_problems, shell_metacharacter_problem
@@ -461,7 +470,5 @@ __all__ = [
 
 def parse_distribution(value: Any) -> _Distribution:
     """Parse either spelling into the typed variant (raises pydantic's ValidationError on bad input)."""
-    from pydantic import TypeAdapter
-
     parsed = TypeAdapter(DistributionInput).validate_python(value if value is not None else {})
     return parsed.to_typed() if isinstance(parsed, SdkDistribution) else parsed

@@ -12,10 +12,16 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from trainops.spec import distribution as d
 from trainops.spec import smp
+from trainops.spec.api_limits_docs import api_limits_section
 from trainops.spec.inputs import FileSystemInput, TrainingInput
 from trainops.spec.job import InstanceGroup, JobSpec, Tag
 from trainops.spec.rule_registry import SAGEMAKER_REQUEST
+from trainops.spec.rules import RULES
+from trainops.spec.sdk_coverage import COVERED, LEFT_OUT, SDK_VERSION, sdk_parameters
+from trainops.spec.sdk_differences import DIFFERENCES
+from trainops.spec.v3_docs import v3_section
 
 REGENERATE = "trainops schema --markdown > docs/spec.md"
 
@@ -124,8 +130,6 @@ def fields_markdown() -> str:
 
 
 def _distribution_section() -> list[str]:
-    from trainops.spec import distribution as d
-
     lines = [
         "## `distribution`",
         "",
@@ -245,8 +249,6 @@ def _inputs_section() -> list[str]:
 
 
 def _rules_section() -> list[str]:
-    from trainops.spec.rules import RULES
-
     lines = [
         "## Rules across fields",
         "",
@@ -340,8 +342,6 @@ def _fidelity_section() -> list[str]:
 
 
 def _differences_section() -> list[str]:
-    from trainops.spec.sdk_differences import DIFFERENCES
-
     return [
         "## Deliberate differences from the SDK",
         "",
@@ -356,8 +356,6 @@ def _differences_section() -> list[str]:
 
 
 def _left_out_section() -> list[str]:
-    from trainops.spec.sdk_coverage import COVERED, LEFT_OUT, SDK_VERSION, sdk_parameters
-
     renamed = [f"`{sdk}` is `{field}`" for sdk, field in sorted(COVERED.items()) if sdk != field]
     return [
         "## What the SDK adds and trainops leaves out",
@@ -392,9 +390,6 @@ def _left_out_section() -> list[str]:
 
 def spec_reference_markdown() -> str:
     """docs/spec.md: every spec field, the distribution forms, channels, SMP parameters and the rules."""
-    from trainops.spec.api_limits_docs import api_limits_section
-    from trainops.spec.v3_docs import v3_section
-
     lines = [
         f"<!-- Generated from the model by `{REGENERATE}`; do not edit by hand. -->",
         "",

@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
 
+from trainops.spec.api_model import tag_problem
 from trainops.spec.base import (
     CHANNEL_NAME,
     ENV_NAME,
@@ -43,8 +44,10 @@ from trainops.spec.estimator_options import (
     check_credentials_provider,
     check_training_plan,
 )
+from trainops.spec.images import image_instance_type
 from trainops.spec.inputs import ChannelInput, FileSystemInput, TrainingInput, check_data_uri, normalise_channel
 from trainops.spec.rule_registry import all_problems
+from trainops.spec.secrets import secret_environment_names
 
 VERSION = re.compile(r"^\d+(\.\d+){0,2}\Z")
 PY_VERSION = re.compile(r"^py[23]\d{0,2}\Z")
@@ -83,8 +86,6 @@ class Tag(CoreModel):
     @field_validator("key", "value")
     @classmethod
     def _api_tag_text(cls, value: str, info: ValidationInfo) -> str:
-        from trainops.spec.api_model import tag_problem
-
         problem = tag_problem(info.field_name or "key", value)
         if problem:
             raise ValueError(problem)
@@ -556,8 +557,6 @@ class JobSpec(CoreModel):
     def image_instance_type(self) -> str | None:
         """The instance type the training image is picked for (one image for every instance group:
         `trainops.spec.images.image_instance_type`)."""
-        from trainops.spec.images import image_instance_type
-
         if self.instance_groups:
             return image_instance_type([group.instance_type for group in self.instance_groups])
         return self.instance_type
@@ -581,8 +580,6 @@ class JobSpec(CoreModel):
     def secret_environment_names(self) -> list[str]:
         """The secret environment variables (`trainops.spec.secrets`: HF_TOKEN, DB_PASSWORD, OPENAI_KEY, a URL with
         credentials): masked wherever trainops shows or records their values, passed unchanged to the script."""
-        from trainops.spec.secrets import secret_environment_names
-
         return secret_environment_names(self.environment)
 
     def spec_hash(self) -> str:

@@ -24,6 +24,10 @@ from yaml.constructor import SafeConstructor
 from yaml.resolver import Resolver
 
 from trainops.errors import Problem, SpecError
+from trainops.spec.inputs import is_local_uri, local_path
+from trainops.spec.job import RULE_SETS, RULES_RAN, SKIP_RULES_READING, JobSpec
+from trainops.spec.rule_registry import all_problems
+from trainops.spec.v3 import from_model_trainer, is_v3, v3_problems
 
 MAX_FILE_BYTES = 1 << 20
 MAX_DEPTH = 64
@@ -458,14 +462,11 @@ def parse_job_spec(data: Any, source: str = "job spec", *, rule_sets: frozenset[
     reports everything, a spec with invalid fields is checked a second time without them, running the rules that
     do not read any of them (`trainops.spec.rules`), and their problems are added to the report.
     """
-    from trainops.spec.job import RULE_SETS, RULES_RAN, JobSpec
-
     if isinstance(data, JobSpec):
         return check_rule_sets(data, rule_sets, source)
     if not isinstance(data, dict):
         kind = type(data).__name__ if data is not None else "nothing"
         raise SpecError(f"a job spec is a mapping of fields (entry_point, instance_type, ...), got {kind}", source)
-    from trainops.spec.v3 import from_model_trainer, is_v3, v3_problems
 
     if is_v3(data):  # written in ModelTrainer's names: the same spec in v2's (trainops.spec.v3)
         converted = from_model_trainer(data)  # its own problems are at the keys the user wrote
@@ -496,8 +497,6 @@ def capped(problems: list[Problem]) -> list[Problem]:
 def check_rule_sets(spec: JobSpec, rule_sets: frozenset[str] | None, source: str = "job spec") -> JobSpec:
     """``spec``, checked by the rules of the sets an engine binds (None: the default backend's, which a parsed spec
     passed already): a spec parsed for one engine and handed to another meets the other's rules too."""
-    from trainops.spec.rule_registry import all_problems
-
     if rule_sets is None:
         return spec
     problems = all_problems(spec, rule_sets=frozenset(rule_sets), bound_only=True)
@@ -509,8 +508,6 @@ def check_rule_sets(spec: JobSpec, rule_sets: frozenset[str] | None, source: str
 def _rule_problems_without(problems: list[Problem], data: dict,
                            rule_sets: frozenset[str] | None = None) -> list[Problem]:
     """The cross-field problems of `data` without its invalid fields, from the rules that don't read them."""
-    from trainops.spec.job import RULE_SETS, SKIP_RULES_READING, JobSpec
-
     invalid = {problem.path.split(".")[0] for problem in problems}
     fields = _known_fields(JobSpec) + list(JobSpec.model_fields)
     # A misspelt key stands for the field it meant: rules reading that field would see its default, not the value.
@@ -544,8 +541,6 @@ def load_job_spec(path: str | Path, *, rule_sets: frozenset[str] | None = None) 
 def resolve_relative_paths(spec: JobSpec, base: Path) -> JobSpec:
     """Make local paths in the spec (source_dir, dependencies, local channels, model_uri and output_path) absolute
     against `base`."""
-    from trainops.spec.inputs import is_local_uri, local_path
-
     updates: dict[str, Any] = {}
     if spec.source_dir and not spec.source_dir.startswith("s3://") and not Path(spec.source_dir).is_absolute():
         updates["source_dir"] = str((base / spec.source_dir).resolve())

@@ -15,7 +15,10 @@ from typing import Any, Literal
 from pydantic import Field, ValidationError, field_validator
 
 from trainops.errors import Problem, SpecError
+from trainops.home import state_root, trainops_home
 from trainops.spec.base import JOB_NAME, CoreModel
+from trainops.spec.loader import problems_from_validation_error, read_document
+from trainops.spec.retries import RetryBudgets
 
 
 class PrepareStep(CoreModel):
@@ -54,8 +57,6 @@ class TrainStep(CoreModel):
     @field_validator("retries")
     @classmethod
     def _retries(cls, value: dict[str, float]) -> dict[str, float]:
-        from trainops.spec.retries import RetryBudgets
-
         RetryBudgets.parse(value, "retries")  # a ValueError names the key and the valid ones
         return value
 
@@ -142,8 +143,6 @@ def substitute(value: Any, variables: dict[str, str], path: str = "") -> Any:
 
 def parse_pipeline(data: Any, source: str, pipeline_dir: Path, workdir_override: str | None = None) -> PipelineSpec:
     """Validate a pipeline document, after substituting `${workdir}` and `${pipeline_dir}`."""
-    from trainops.spec.loader import problems_from_validation_error
-
     if not isinstance(data, dict):
         raise SpecError("a pipeline file is a mapping with name and steps", source)
     raw_workdir = workdir_override or data.get("workdir")
@@ -154,10 +153,7 @@ def parse_pipeline(data: Any, source: str, pipeline_dir: Path, workdir_override:
     if workdir:
         variables["workdir"] = str(workdir)
     else:
-        from trainops.home import trainops_home
-
         variables["workdir"] = str(trainops_home())
-    from trainops.home import state_root
 
     try:
         state_root(variables["workdir"], "workdir")  # a file or /proc refused before any step runs
@@ -180,8 +176,6 @@ def _absolute(path: str, base: Path) -> Path:
 
 def load_pipeline(path: str | Path, workdir_override: str | None = None) -> PipelineSpec:
     """Read and validate a pipeline file."""
-    from trainops.spec.loader import read_document
-
     path = Path(path)
     return parse_pipeline(read_document(path), str(path), path.resolve().parent, workdir_override)
 

@@ -28,6 +28,7 @@ from trainops.spec.distribution import (
     PyTorchXLA,
     TorchDistributed,
 )
+from trainops.spec.images import is_version_at_least, resolve_training_image, smddp_supported_pytorch_versions
 from trainops.spec.inputs import FileSystemInput
 from trainops.spec.rule_registry import (  # noqa: F401 - re-exported
     RULES,
@@ -37,6 +38,7 @@ from trainops.spec.rule_registry import (  # noqa: F401 - re-exported
     applies,
     rule,
 )
+from trainops.spec.secrets import secret_held_by
 from trainops.spec.smp import V2_DEGREE_KEYS
 
 if TYPE_CHECKING:
@@ -53,8 +55,6 @@ SMP_V2_MINIMUM = "2.0"
 MWMS_MINIMUM = "2.9"  # the SDK's _validate_mwms_config
 
 def _version_at_least(version: str | None, minimum: str) -> bool:
-    from trainops.spec.images import is_version_at_least
-
     return version is None or is_version_at_least(version, minimum)
 
 
@@ -228,8 +228,6 @@ def smddp_supported(spec: JobSpec) -> Iterator[Problem]:
         yield Problem(f"distribution.{label}" if isinstance(spec.dist, SMDDP) else "distribution.pytorchddp",
                       f"SMDDP does not support {instance_type}; supported instance types: {', '.join(supported)}")
     if isinstance(spec.dist, SMDDP) and spec.framework_version and not spec.image_uri:
-        from trainops.spec.images import smddp_supported_pytorch_versions
-
         versions = smddp_supported_pytorch_versions()
         if not any(_same_minor(spec.framework_version, version) for version in versions):
             yield Problem("framework_version", f"PyTorch {spec.framework_version} images do not carry SMDDP; "
@@ -246,8 +244,6 @@ _PYTORCH_DLC = re.compile(r"^\d{12}\.dkr\.ecr\.[a-z0-9-]+\.amazonaws\.com(\.cn)?
 def _plain_dlc_without_smddp(spec: JobSpec) -> Iterator[Problem]:
     """A user's image_uri that is an AWS PyTorch framework container without the SMDDP library: the CPU images, the
     versions AWS ships without SMDDP, and the 2.0.1 CUDA 12.1 build (the SDK's own exception)."""
-    from trainops.spec.images import smddp_supported_pytorch_versions
-
     match = _PYTORCH_DLC.match(spec.image_uri or "")
     if match is None:
         return  # a custom or SMP image: the user vouches for its contents
@@ -388,8 +384,6 @@ def no_secrets_in_hyperparameters(spec: JobSpec) -> Iterator[Problem]:
     """Hyperparameters are visible to anyone who can describe the job: no secrets there, by name or by value (a
     secret environment variable's value repeated as a hyperparameter would also be masked in every output of
     trainops, and the job would run with the mask)."""
-    from trainops.spec.secrets import secret_held_by
-
     for key, value in spec.hyperparameters.items():
         held = secret_held_by(value if isinstance(value, str) else json.dumps(value, default=str), spec.environment)
         if looks_secret(key):
@@ -452,7 +446,6 @@ def training_image_exists(spec: JobSpec) -> Iterator[Problem]:
     instance_type = spec.image_instance_type()
     if spec.image_uri or not spec.framework_version or not instance_type or _is_local(instance_type):
         return
-    from trainops.spec.images import resolve_training_image
 
     try:
         resolve_training_image(spec.framework, spec.framework_version, spec.py_version, instance_type,

@@ -24,6 +24,7 @@ from typing import Any
 
 from trainops.backends.api import MAX_SUFFIX, JobHandle
 from trainops.backends.failures import RetryBudgets, status_walk
+from trainops.backends.guards import JobGuards, usd
 from trainops.backends.states import JobStatus
 from trainops.backends.vocabulary import classify_result
 from trainops.errors import JobFailed
@@ -38,6 +39,7 @@ from trainops.steps.attempts_engine import (  # noqa: F401 - the costs and Attem
     run_cost,
     total_cost,
 )
+from trainops.steps.forecast import check_budget, forecast, hourly_cost, retry_fits
 
 Log = Callable[[str], None]
 logger = logging.getLogger(__name__)
@@ -96,8 +98,6 @@ def run_attempts(
 def cost_notes(spec: Any, planned: Any = None, *, backend: Any = None) -> dict[str, Any]:
     """What a run's cost says beside the sums: the forecast of one attempt on ``backend`` and the budget
     (`run_cost`)."""
-    from trainops.steps.forecast import forecast
-
     planned = planned if planned is not None else forecast(spec, backend=backend)
     limit = getattr(spec, "max_cost_usd", None)
     return {"forecast": planned.to_dict(),
@@ -111,8 +111,6 @@ def engine_for(backend: Any, spec: Any, job_name: str, budgets: Any = None, *, k
     out once per run), the attempts of the name that already ended (``known`` and ``follows``; None: looked up now,
     `ended_attempts`), what the run ``used`` of its budgets, and ``fits``: another attempt must fit the run's
     max_cost_usd."""
-    from trainops.steps.forecast import forecast, retry_fits
-
     planned = planned if planned is not None else forecast(spec, backend=backend)
     if known is None:
         known, follows = ended_attempts(backend, job_name)
@@ -134,7 +132,6 @@ def cost_line(cost: Mapping[str, Any] | None) -> str:
             return f"cost unknown over {attempts} {plural} ({cost['no_price']})"
         missing = ", ".join(cost.get("unknown_prices") or []) or "no duration"
         return f"cost unknown over {attempts} {plural} (no price for {missing})"
-    from trainops.backends.guards import usd
 
     text = f"{usd(cost['total'])} over {attempts} {plural}"
     if cost.get("spot_saving"):
@@ -155,8 +152,6 @@ def cost_figures(cost: Mapping[str, Any] | None) -> dict[str, float]:
 
 def budget_line(cost: Mapping[str, Any] | None) -> str:
     """`forecast at most $0.19 per attempt; max_cost_usd $5.00, $4.99 left` ("" when the cost has neither)."""
-    from trainops.backends.guards import usd
-
     figures = cost_figures(cost)
     parts = []
     if "forecast_attempt_usd" in figures:
@@ -222,9 +217,6 @@ def guards_for(spec: Any, spent: float | None = 0.0, *, backend: Any = None, pla
     """The `trainops.backends.guards.JobGuards` of an attempt of ``spec`` on ``backend`` (None: the default one)
     after earlier attempts cost ``spent``: what is left of max_cost_usd, the instances' hourly price at the backend's
     price (``planned``'s, the run's forecast, when given), the stall watchdog and the wait bound's grace."""
-    from trainops.backends.guards import JobGuards
-    from trainops.steps.forecast import hourly_cost
-
     limit = getattr(spec, "max_cost_usd", None)
     left = None if limit is None else max(0.0, limit - (spent or 0.0))
     hourly = planned.hourly_usd if planned is not None else hourly_cost(spec, backend=backend)
@@ -235,8 +227,6 @@ def train_in_attempts(backend: Any, spec: Any, job_name: str, *, retries: Any = 
                       on_handle: Callable[[Any, Any], None] | None = None, **options: Any) -> dict[str, Any]:
     """`train()` on a backend as attempts: earlier failed attempts listed, then attempts until one completes or the
     failure's class has no budget left. Raises `JobFailed` (carrying the result) when the last attempt failed."""
-    from trainops.steps.forecast import check_budget
-
     budgets = RetryBudgets.parse(retries) if retries is not None else RetryBudgets(infrastructure=0)
     planned = check_budget(spec, backend=backend)  # budget: refuse refuses here, before anything is created
     limit = getattr(spec, "max_cost_usd", None)

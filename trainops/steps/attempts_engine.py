@@ -24,6 +24,7 @@ from typing import Any
 
 from trainops.backends.failures import RetryBudgets, Verdict
 from trainops.backends.vocabulary import classify_result, vocabulary_of
+from trainops.spec.names import with_suffix
 from trainops.spec.retries import BUDGET, TIMEOUT
 
 #: The evidence of a wait that gave up on its bound and left the job running (``stop_at_wait_bound: false``).
@@ -34,7 +35,6 @@ def attempt_name(job_name: str, number: int) -> str:
     """The job name of attempt `number` (1-based): the step's name, then `<name>-2`, `<name>-3`, ..."""
     if number <= 1:
         return job_name
-    from trainops.spec.names import with_suffix
 
     return with_suffix(job_name, str(number))
 

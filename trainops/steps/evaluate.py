@@ -18,6 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from trainops.backends.api import get_backend
+from trainops.backends.job_kinds import EvaluationRequest, needed
 from trainops.errors import Problem, SpecError
 
 if TYPE_CHECKING:
@@ -132,7 +134,6 @@ def _champion_metrics(
                                                   "it up in, or pass the champion's metrics as champion (None when "
                                                   "there is no champion yet)"),
                         source="evaluation")
-    from trainops.backends.job_kinds import needed
 
     found = needed(backend.registry(), backend, "registry").champion(champion_group)
     if found is None:
@@ -194,14 +195,11 @@ def evaluate(
         SpecError: bad input (exit code 2), naming the field.
         JobFailed: the script failed, timed out, or wrote no usable metrics (exit code 1).
     """
-    from trainops.backends.api import get_backend
-
     chosen = get_backend(backend, options=backend_options, source="evaluation", registry_dir=registry_dir,
                          client_factory=client_factory, region=region)
     gates = parse_gates(gate)
     # Resolve the champion before the (possibly long) evaluation, so a missing group fails fast.
     champion_metrics, champion_version = _champion_metrics(needs_champion(gates), champion, champion_group, chosen)
-    from trainops.backends.job_kinds import EvaluationRequest, needed
 
     request = EvaluationRequest(entry_point=entry_point, source_dir=source_dir, model_artifact=model_artifact,
                                 channels=channels, output_dir=output_dir, hyperparameters=hyperparameters,

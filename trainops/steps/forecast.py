@@ -27,6 +27,7 @@ from typing import Any
 from trainops.backends.guards import usd
 from trainops.backends.vocabulary import Vocabulary, vocabulary_of
 from trainops.errors import Problem, SpecError
+from trainops.runtime import catalog
 
 DEFAULT_REGION = "us-east-1"
 
@@ -65,8 +66,6 @@ class Forecast:
     def lines(self) -> list[str]:
         """What `trainops validate` / `render` print on stderr (nothing for the SDK's local-mode types: they run
         here, priced at nothing)."""
-        from trainops.runtime import catalog
-
         if self.instances and all(catalog.is_local(item["instance_type"]) for item in self.instances):
             return []
         if self.no_price:

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from trainops.spec import names
+
 if TYPE_CHECKING:
     from trainops.spec.job import JobSpec
 
@@ -57,7 +59,5 @@ def training_fingerprint(spec: JobSpec, channels: dict[str, str]) -> str:
 
 def training_job_name(spec: JobSpec, channels: dict[str, str], *, base: str, run_key: str = "") -> str:
     """`<spec name or base>-<hash of the fingerprint [and run_key]>`: the same inputs give the same name."""
-    from trainops.spec.names import deterministic_job_name
-
     parts = [training_fingerprint(spec, channels)] + ([run_key] if run_key else [])
-    return deterministic_job_name(spec.name or base, *parts)
+    return names.deterministic_job_name(spec.name or base, *parts)

@@ -17,6 +17,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainops.backends.api import get_backend
+from trainops.backends.hostfs.safe_fs import open_destination, write_file_at
+from trainops.job_index import pipeline_context, remember_pipeline
+from trainops.spec.names import timestamped_job_name
+from trainops.spec.secrets import public_spec
+from trainops.steps.attempts import cost_line, registry_note, total_cost
+from trainops.steps.evaluate import evaluate
+from trainops.steps.gate import parse_gates
+from trainops.steps.identity import training_fingerprint, training_job_name
+from trainops.steps.prepare import run_script
+from trainops.steps.register import register
+from trainops.steps.report import render_pipeline_report
+from trainops.steps.stage import stage
+from trainops.steps.train import train
+
 if TYPE_CHECKING:
     from trainops.spec.job import JobSpec
 
@@ -45,8 +60,6 @@ class PipelineRun:
     @property
     def cost(self) -> dict[str, Any]:
         """What the run's training cost, every attempt of every train step included (`trainops.steps.attempts`)."""
-        from trainops.steps.attempts import total_cost
-
         return total_cost([step["cost"] for step in self.steps.values() if isinstance(step.get("cost"), dict)])
 
     def to_dict(self) -> dict[str, Any]:
@@ -148,7 +161,6 @@ class PipelineRunner:
         self.run_record.ended = time.time()
         # The work directory may be shared (a team's volume, a PVC): written as any directory trainops does not own,
         # below an open handle, through an unguessable temporary, never through a link planted under either name.
-        from trainops.backends.hostfs.safe_fs import write_file_at
 
         record = self.run_record.to_dict()
         data = json.dumps(record, indent=2, default=str).encode("utf-8")
@@ -159,7 +171,6 @@ class PipelineRunner:
             write_file_at(state, REPORT_FILE, pipeline_page(json.loads(data)).encode("utf-8"), 0o644)
         finally:
             os.close(state)
-        from trainops.job_index import remember_pipeline
 
         remember_pipeline(self.pipeline.name, str(self.workdir), str(self.record_path), self.run_record.started,
                           self.backend)
@@ -173,8 +184,6 @@ class PipelineRunner:
     def _open_state(self) -> int:
         """``<workdir>/pipelines/<name>`` held open (created when missing); `SpecError` on ``workdir`` when trainops
         could not write its record there safely (a link, a directory of another user)."""
-        from trainops.backends.hostfs.safe_fs import open_destination
-
         try:
             return open_destination(self.workdir, ["pipelines", self.pipeline.name])
         except OSError as error:
@@ -184,16 +193,12 @@ class PipelineRunner:
 
     # --- steps ------------------------------------------------------------------------------------------------
     def _prepare(self) -> dict[str, Any]:
-        from trainops.steps.prepare import run_script
-
         step = self.plan.prepare
         assert step is not None  # only called when the pipeline has the step
         summary = run_script(step.script, step.args, cwd=str(self.pipeline_dir), timeout=step.timeout, log=self.log)
         return {"summary": summary}
 
     def _stage(self) -> dict[str, Any]:
-        from trainops.steps.stage import stage
-
         step = self.plan.stage
         assert step is not None  # only called when the pipeline has the step
         options = {"s3_prefix": step.s3_prefix} if step.s3_prefix else {}
@@ -207,12 +212,6 @@ class PipelineRunner:
         return train_spec(self.pipeline, self.pipeline_dir, self.backend)
 
     def _train(self) -> dict[str, Any]:
-        from trainops.spec.names import timestamped_job_name
-        from trainops.spec.secrets import public_spec
-        from trainops.steps.attempts import cost_line
-        from trainops.steps.identity import training_fingerprint, training_job_name
-        from trainops.steps.train import train
-
         step = self.plan.train
         spec = step.spec
         fingerprint = training_fingerprint(spec, step.channels)
@@ -227,7 +226,6 @@ class PipelineRunner:
         # --force starts over) goes only to a backend whose options type takes one (SageMaker keeps checkpoints
         # under the spec's checkpoint_s3_uri).
         options = vocabulary_of(self.plan.backend).takes({"checkpoint_key": job_name})
-        from trainops.job_index import pipeline_context
 
         with pipeline_context(self.pipeline.name, str(self.record_path)):  # its jobs name the pipeline in the index
             result = train(spec, backend=self.plan.backend, backend_options=self.plan.backend_options,
@@ -242,8 +240,6 @@ class PipelineRunner:
                 "summary": f"{result['job_name']} {result['status']}; {cost_line(result.get('cost'))}"}
 
     def _evaluate(self, trained: dict[str, Any]) -> dict[str, Any]:
-        from trainops.steps.evaluate import evaluate
-
         result = evaluate(**self.plan.evaluate_arguments(trained["model_artifact"], trained["job_name"]))
         data = result.to_dict()
         metrics = ", ".join(f"{key}={value:.4g}" if isinstance(value, (int, float)) else f"{key}={value}"
@@ -254,9 +250,6 @@ class PipelineRunner:
         return data
 
     def _register(self, trained: dict[str, Any], evaluation: dict[str, Any] | None) -> dict[str, Any]:
-        from trainops.steps.attempts import registry_note
-        from trainops.steps.register import register
-
         step = self.plan.register
         assert step is not None  # only called when the pipeline has the step
         # The entry says what the model cost to train, every attempt included, against its forecast and budget.
@@ -278,8 +271,6 @@ def check_pipeline(pipeline: PipelineSpec, pipeline_dir: Path, backend: str | No
     are checked first, each problem at its path in the pipeline file (`steps.train.spec.instance_count`). Raises one
     `SpecError` holding them all.
     """
-    from trainops.steps.gate import parse_gates
-
     steps = pipeline.steps
     backend = backend or pipeline.backend or default_backend()
     problems: list[Problem] = []
@@ -301,8 +292,6 @@ def check_pipeline(pipeline: PipelineSpec, pipeline_dir: Path, backend: str | No
         note = f" (in {error.source})" if isinstance(raw, str) and error.source else ""
         within("steps.train.spec", error, note)
     if spec is not None:
-        from trainops.backends.api import get_backend
-
         chosen = None
         try:
             chosen = get_backend(backend, options=options_of(pipeline, backend, backend_options),
@@ -355,7 +344,6 @@ def run_pipeline_file(path: str, *, backend: str | None = None, force: bool = Fa
         for line in result_lines(runner):
             logger.info("%s", line)
         return 1
-    from trainops.steps.attempts import cost_line
 
     logger.info("[pipeline] %s: %s in %.1f s%s; training %s", pipeline.name, record.status,
                 record.to_dict()["duration_seconds"], f" ({record.message})" if record.message else "",
@@ -379,6 +367,4 @@ REPORT_FILE = "report.html"
 
 def pipeline_page(record: dict[str, Any]) -> str:
     """The HTML page of a pipeline run's record (`trainops.steps.report.render_pipeline_report`)."""
-    from trainops.steps.report import render_pipeline_report
-
     return render_pipeline_report(record, title=f"Pipeline {record.get('name', '')}")

@@ -17,7 +17,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainops.backends import check_backend_name, default_backend, get_backend
 from trainops.errors import SpecError
+from trainops.spec.pipeline import load_pipeline, resolve
+from trainops.steps.train import load_spec
 
 if TYPE_CHECKING:
     from trainops.backends.api import Backend
@@ -96,8 +99,6 @@ class PipelinePlan:
 
     def get_backend(self, **context: Any) -> Backend:
         """The pipeline's backend, bound to its context (``context`` adds to it, e.g. a client factory)."""
-        from trainops.backends.api import get_backend
-
         return get_backend(self.backend, options=self.backend_options, source="backend_options",
                            **{**self.backend_context(), **context})
 
@@ -189,8 +190,6 @@ def _without_region(settings: Mapping[str, Any]) -> dict[str, Any]:
 def options_of(pipeline: Any, backend: str, given: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The backend settings of a run of ``pipeline`` on ``backend``: the file's ``backend_options`` when it is the
     file's own backend (a run moved to another one leaves them out), with ``given`` (the run's) laid over."""
-    from trainops.backends import default_backend
-
     own = dict(pipeline.backend_options or {}) if backend == (pipeline.backend or default_backend()) else {}
     return {**own, **dict(given or {})}
 
@@ -198,9 +197,6 @@ def options_of(pipeline: Any, backend: str, given: Mapping[str, Any] | None = No
 def train_spec(pipeline: Any, pipeline_dir: Path, backend: Any = None) -> JobSpec:
     """The pipeline's training job spec (a file relative to the pipeline's directory, or inline), validated by the
     spec rules ``backend`` binds (None: the default backend's)."""
-    from trainops.spec.pipeline import resolve
-    from trainops.steps.train import load_spec
-
     given = pipeline.steps.train.spec
     if isinstance(given, str):
         return load_spec(resolve(given, pipeline_dir), backend=backend)
@@ -220,9 +216,6 @@ def resolve_plan(pipeline: Any, backend: str | None = None, workdir: str | os.Pa
         workdir: overrides the file's work directory (only with a path: a `PipelineSpec` has substituted it).
         spec: the training spec when the caller has it already (e.g. with hyperparameters merged).
     """
-    from trainops.backends import check_backend_name, default_backend, get_backend
-    from trainops.spec.pipeline import load_pipeline, resolve
-
     if isinstance(pipeline, (str, os.PathLike)):
         path = Path(pipeline)
         pipeline_dir = path.resolve().parent

@@ -18,6 +18,11 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from trainops.backends.api import get_backend
+from trainops.backends.job_kinds import RegistrationRequest, needed
+from trainops.spec import read_document
+from trainops.spec.secrets import masked_spec_document
+
 if TYPE_CHECKING:
     from trainops.backends.api import Backend
 
@@ -42,8 +47,6 @@ def spec_as_json(spec: Any) -> dict[str, Any] | None:
     if hasattr(spec, "to_json_dict"):
         return _masked(spec.to_json_dict())
     if isinstance(spec, (str, os.PathLike)):
-        from trainops.spec import read_document
-
         data = read_document(Path(spec))
     elif isinstance(spec, Mapping):
         data = dict(spec)
@@ -61,8 +64,6 @@ def spec_as_json(spec: Any) -> dict[str, Any] | None:
 def _masked(data: dict[str, Any]) -> dict[str, Any]:
     """The spec with the values of secret-looking environment variables masked, wherever they appear: a registry
     entry is read by many."""
-    from trainops.spec.secrets import masked_spec_document
-
     return dict(masked_spec_document(data))
 
 
@@ -70,8 +71,6 @@ def _backend(backend: str | Backend | None, approval: str, options: Mapping[str,
              **context: Any) -> Backend:
     """The backend (one already opened, or opened now), after checking it and the approval status together (one
     error lists both problems)."""
-    from trainops.backends.api import get_backend
-
     problems = []
     chosen = None
     try:
@@ -127,7 +126,6 @@ def register(
     """
     chosen = _backend(backend, approval, backend_options, registry_dir=registry_dir, client_factory=client_factory,
                       region=region)
-    from trainops.backends.job_kinds import RegistrationRequest, needed
 
     request = RegistrationRequest(model_artifact=model_artifact, metrics=metrics, group=group, approval=approval,
                                   spec_data=spec_as_json(spec), description=description, job_name=job_name,

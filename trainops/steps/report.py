@@ -17,6 +17,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from trainops.steps.attempts import cost_line
+from trainops.steps.human import duration, rows
+from trainops.steps.markdown import render_markdown
+
 IMAGE_TYPES = {".png": "image/png", ".jpg": "image/jpeg", ".jpeg": "image/jpeg", ".svg": "image/svg+xml"}
 #: Larger images are listed, not embedded: the UI loads the whole page at once.
 MAX_EMBEDDED_BYTES = 5 * 1024 * 1024
@@ -69,7 +73,6 @@ def script_report(path: str | None, used: set[str] | None = None, *, embed: bool
         # srcdoc + sandbox: the script's page shows as it is but runs no script and cannot restyle this page.
         return f'<h2>{html.escape(Path(path).name)}</h2><iframe sandbox srcdoc="{html.escape(text, quote=True)}">' \
                "</iframe>"
-    from trainops.steps.markdown import render_markdown
 
     body = render_markdown(text, _inline_image(Path(path).parent, used if used is not None else set(), embed))
     return f'<section class="script-report"><p class="source">{html.escape(Path(path).name)}</p>{body}</section>'
@@ -114,8 +117,6 @@ def render_report(evaluation: dict[str, Any], *, title: str, embed: bool = True)
 
 
 def _table(record: dict[str, Any]) -> str:
-    from trainops.steps.human import rows
-
     return "<table>" + "".join(f"<tr><th>{html.escape(key)}</th><td>{html.escape(value)}</td></tr>"
                                for key, value in rows(record)) + "</table>"
 
@@ -134,8 +135,6 @@ def render_job_report(record: dict[str, Any], *, title: str, links: dict[str, st
 
 def render_pipeline_report(run: dict[str, Any], *, title: str) -> str:
     """A pipeline run's page (its ``last-run.json``): the run, each step, the training job, the evaluation."""
-    from trainops.steps.human import duration
-
     steps = run.get("steps") or {}
 
     def took(step: dict[str, Any]) -> str:
@@ -149,7 +148,6 @@ def render_pipeline_report(run: dict[str, Any], *, title: str) -> str:
     train: dict[str, Any] = steps["train"] if isinstance(steps.get("train"), dict) else {}
     training = {key: train.get(key) for key in ("job_name", "backend", "status", "model_artifact", "job_dir",
                                                   "duration_seconds", "failure_reason")}
-    from trainops.steps.attempts import cost_line
 
     if isinstance(train.get("cost"), dict):
         training["cost"] = cost_line(train["cost"])

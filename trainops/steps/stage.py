@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from trainops.aws.clients import default_client_factory
+from trainops.backends.api import get_backend
 from trainops.backends.job_kinds import StageRequest, Staging, needed
 from trainops.errors import Problem, SpecError
 
@@ -47,13 +49,9 @@ def stage(source: str, destination: str, *, backend: str | Backend | None = None
     Raises `SpecError` for bad input (unknown backend or option, malformed source or destination) and `JobFailed`
     when staging fails, or (``strict``, the default) when any file was refused or failed.
     """
-    from trainops.backends.api import get_backend
-
     context = {key: options.pop(key) for key in CONTEXT_OPTIONS if key in options}
     profile = context.pop("profile", None)
     if profile and context.get("client_factory") is None:
-        from trainops.aws.clients import default_client_factory
-
         context["client_factory"] = default_client_factory(context.get("region"), profile)
     chosen = get_backend(backend, options=backend_options, **context)  # an opened one refuses options beside it
     allowed = stage_options(chosen)

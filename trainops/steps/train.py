@@ -17,7 +17,10 @@ from typing import TYPE_CHECKING, Any
 from trainops.backends.api import BACKENDS, IF_EXISTS, JobHandle, check_choice, get_backend  # noqa: F401 - re-exported
 from trainops.backends.vocabulary import vocabulary_of
 from trainops.errors import JobFailed  # noqa: F401 - re-exported for callers of this module
+from trainops.spec.loader import load_job_spec, parse_job_spec, resolve_relative_paths
 from trainops.spec.names import check_job_name, timestamped_job_name
+from trainops.steps.attempts import guards_for, train_in_attempts
+from trainops.steps.forecast import check_budget
 
 if TYPE_CHECKING:
     from trainops.backends.api import Backend
@@ -37,8 +40,6 @@ def load_spec(spec: Any, base_dir: str | os.PathLike[str] | None = None, *, back
     """A JobSpec from a JobSpec, a mapping or a YAML/JSON path; relative paths resolve against the file's directory
     (or `base_dir`, else the working directory, for mappings). Checked by the spec rules ``backend`` binds (its
     vocabulary's `spec_rules`: a name, an opened backend or its class; None: the default backend's)."""
-    from trainops.spec.loader import load_job_spec, parse_job_spec, resolve_relative_paths
-
     rule_sets = None if backend is None else vocabulary_of(backend).spec_rules
     if isinstance(spec, (str, os.PathLike)) and not isinstance(spec, dict):
         return load_job_spec(os.fspath(spec), rule_sets=rule_sets)
@@ -91,11 +92,7 @@ def train(
         options.update(vocabulary_of(chosen).takes({"checkpoint_key": job_name}))
     log = log or (lambda line: print(line, flush=True))
     if wait and if_exists == "reattach":
-        from trainops.steps.attempts import train_in_attempts
-
         return train_in_attempts(chosen, spec, job_name, retries=retries, log=log, on_handle=on_handle, **options)
-    from trainops.steps.attempts import guards_for
-    from trainops.steps.forecast import check_budget
 
     check_budget(spec, backend=chosen)  # budget: refuse refuses before anything is created
     handle = chosen.submit(spec, job_name, if_exists=if_exists, log=log, detached=not wait, **options)

@@ -33,7 +33,7 @@ def _type_checking_block(node: ast.AST) -> bool:
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
-def _imports(tree: ast.AST, type_checking: bool = False):
+def imports(tree: ast.AST, type_checking: bool = False):
     """(node, in a function) for every import that can run (with ``type_checking``: and those of the
     ``TYPE_CHECKING`` blocks)."""
     stack: list[tuple[ast.AST, bool]] = [(tree, False)]
@@ -51,6 +51,28 @@ def _imports(tree: ast.AST, type_checking: bool = False):
             stack.append((child, nested))
 
 
+def imported(node: ast.Import | ast.ImportFrom, name: str, is_package: bool, known: dict[str, Path]) -> list[str]:
+    """What one import statement of module ``name`` names: trainops modules (the innermost that exists) and, for a
+    third-party import, the dotted name as written (relative imports resolved)."""
+    if isinstance(node, ast.Import):
+        found = [alias.name for alias in node.names]
+    else:
+        base = node.module or ""
+        if node.level:
+            anchor = name.split(".") if is_package else name.split(".")[:-1]
+            anchor = anchor[: len(anchor) - (node.level - 1)]
+            base = ".".join([*anchor, *([base] if base else [])])
+        found = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+    resolved = []
+    for target in found:
+        if target.split(".")[0] == "trainops":
+            while target and target not in known:
+                target = target.rpartition(".")[0]
+        if target and target not in resolved:
+            resolved.append(target)
+    return resolved
+
+
 def edges(known: dict[str, Path] | None = None, *, type_checking: bool = False) -> dict[str, dict[str, bool]]:
     """module -> {imported trainops module: whether only function-local}; with ``type_checking``, the imports of
     ``TYPE_CHECKING`` blocks count too."""
@@ -60,21 +82,9 @@ def edges(known: dict[str, Path] | None = None, *, type_checking: bool = False) 
         is_package = path.name == "__init__.py"
         tree = ast.parse(path.read_text(encoding="utf-8"))
         targets: dict[str, bool] = {}
-        for node, in_function in _imports(tree, type_checking):
-            found: list[str] = []
-            if isinstance(node, ast.Import):
-                found = [alias.name for alias in node.names]
-            else:
-                base = node.module or ""
-                if node.level:
-                    anchor = name.split(".") if is_package else name.split(".")[:-1]
-                    anchor = anchor[: len(anchor) - (node.level - 1)]
-                    base = ".".join([*anchor, *([base] if base else [])])
-                found = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
-            for target in found:
-                while target and target not in known:
-                    target = target.rpartition(".")[0]
-                if target and target.startswith("trainops") and target != name:
+        for node, in_function in imports(tree, type_checking):
+            for target in imported(node, name, is_package, known):
+                if target.startswith("trainops") and target in known and target != name:
                     targets[target] = targets.get(target, True) and in_function
         graph[name] = targets
     return graph

@@ -13,7 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from trainops.backends.hostfs.contract_dir import replace_with_link
-from trainops.errors import Problem, SpecError
+from trainops.backends.hostfs.stage_names import RESERVED_PREFIX, printable_name
+from trainops.backends.hostfs.staging import stage_tree
+from trainops.errors import JobFailed, Problem, SpecError
+from trainops.spec.inputs import local_path
 
 logger = logging.getLogger(__name__)
 
@@ -32,8 +35,6 @@ def local_source(uri: str) -> Path | None:
     """Where a channel's data is on this machine when ``uri`` is a plain path or a ``file://`` URI (the spec's
     `local_path` reading, ``file://localhost/`` included); None for a remote one (``s3://``). What the job's
     controller fetches and what `trainops.backends.local.preflight` checks beforehand, alike."""
-    from trainops.spec.inputs import local_path
-
     if "://" in uri and not uri.startswith("file://"):
         return None
     return Path(local_path(uri)).expanduser()
@@ -129,10 +130,6 @@ def _download(uri: str, destination: Path, s3_factory: Callable[[str], Any] | No
 
 
 def _stage_prefix(uri: str, destination: Path, factory: Callable[[str], Any]) -> Path:
-    from trainops.backends.hostfs.stage_names import printable_name
-    from trainops.backends.hostfs.staging import stage_tree
-    from trainops.errors import JobFailed
-
     if destination.exists():
         shutil.rmtree(destination)  # a re-run downloads afresh: nothing stale stays in the channel
     try:
@@ -145,7 +142,6 @@ def _stage_prefix(uri: str, destination: Path, factory: Callable[[str], Any]) ->
         listed = "; ".join(f"{printable_name(item.name)}: {item.reason}" for item in items[:shown])
         more = f"; and {len(items) - shown} more" if len(items) > shown else ""
         raise SpecError(Problem("", f"staging {uri} refused or failed {len(items)} object(s): {listed}{more}"))
-    from trainops.backends.hostfs.stage_names import RESERVED_PREFIX
 
     for path in destination.iterdir():  # staging's manifest: SageMaker's channel holds the objects alone
         if path.name.startswith(RESERVED_PREFIX) and path.is_file() and not path.is_symlink():

@@ -21,6 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from trainops.backends.hostfs.layout import HostLayout
+from trainops.backends.hostfs.safe_fs import write_atomically
+from trainops.backends.request.channel_options import channel_options
 from trainops.backends.request.hosts import host_groups
 from trainops.errors import Problem, SpecError
 
@@ -65,8 +67,6 @@ def input_data_config(request: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _write_json(path: Path, value: Any) -> None:
-    from trainops.backends.hostfs.safe_fs import write_atomically
-
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(path, json.dumps(value).encode("utf-8"), 0o644)  # an earlier run's host may have left a link
 
@@ -81,7 +81,6 @@ def fill_container(request: Mapping[str, Any], host: str, base: Path, channels: 
     channel gets every N-th file of the sorted listing, as SageMaker splits a prefix's keys between hosts."""
     members = [name for name, _, _ in host_groups(request)]
     index, count = members.index(host), len(members)
-    from trainops.backends.request.channel_options import channel_options
 
     options = channel_options(request, host)
     config = base / "input" / "config"

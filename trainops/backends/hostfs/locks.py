@@ -14,6 +14,9 @@ import stat
 import time
 from pathlib import Path
 
+from trainops.backends.hostfs.safe_fs import PlantedLink, open_state_file, read_text
+from trainops.errors import Problem, SpecError
+
 
 class HeldLock:
     """A lock this process holds until `release()` (or until it exits)."""
@@ -40,9 +43,6 @@ def try_lock(path: Path, owner: str, patience: float = 0.0) -> HeldLock | None:
 
     `patience` is for locks that readers probe (`trainops.backends.local.identity.lock_held` holds a shared lock
     for a few microseconds): a controller starting at that instant retries instead of calling itself a duplicate."""
-    from trainops.backends.hostfs.safe_fs import PlantedLink, open_state_file
-    from trainops.errors import Problem, SpecError
-
     path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     try:  # never through a link planted under the lock's name (it would be truncated below); close-on-exec:
         # launchers must not keep it after the controller is gone; never blocking on a FIFO planted there
@@ -73,8 +73,6 @@ def try_lock(path: Path, owner: str, patience: float = 0.0) -> HeldLock | None:
 
 def holder(path: Path) -> str:
     """The owner recorded by whoever holds (or last held) the lock at `path`."""
-    from trainops.backends.hostfs.safe_fs import read_text
-
     try:
         return read_text(path, 4096).strip() or "another job"
     except OSError:

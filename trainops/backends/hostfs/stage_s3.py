@@ -17,6 +17,8 @@ import os
 from collections.abc import Callable
 from typing import Any
 
+from trainops.aws.clients import client_config, client_factory_from_session, error_code, translate_client_error
+from trainops.aws.s3 import parse_s3_uri
 from trainops.backends.hostfs.stage_names import refusal_reason
 from trainops.backends.hostfs.stage_sources import Refusal, SourceFile
 from trainops.errors import JobFailed, Problem, SpecError
@@ -38,14 +40,11 @@ class S3Source:
 
     @classmethod
     def open(cls, uri: str, client_factory: Callable[[str], Any] | None, workers: int) -> S3Source:
-        from trainops.aws.s3 import parse_s3_uri
-
         bucket, key = parse_s3_uri(uri, "source")
         prefix = key.rstrip("/") + "/" if key.strip("/") else ""
         if client_factory is None:
             import boto3
 
-            from trainops.aws.clients import client_config, client_factory_from_session
 
             # One connection per concurrent request: botocore's default pool of 10 would make the others wait.
             config = client_config(max_pool_connections=max(10, workers))
@@ -59,7 +58,6 @@ class S3Source:
         """Every object under the prefix. Raises `SpecError` when the bucket does not exist or nothing is there."""
         from botocore.exceptions import BotoCoreError, ClientError
 
-        from trainops.aws.clients import error_code, translate_client_error
 
         files: list[SourceFile] = []
         refused: list[Refusal] = []
@@ -107,7 +105,6 @@ class S3Source:
         """The objects that moved under the stage, as they are now (HeadObject); those gone are reported vanished."""
         from botocore.exceptions import ClientError
 
-        from trainops.aws.clients import error_code
 
         again: list[SourceFile] = []
         for item in moved:
@@ -213,16 +210,12 @@ class _Moved(OSError):
 def _changed(error: BaseException) -> bool:
     """Whether a download failed because the object is not the one listed: a failed If-Match (a ClientError, or
     s3transfer's own error once it has seen one) or another size."""
-    from trainops.aws.clients import error_code
-
     return (isinstance(error, _Moved) or error_code(error) == "PreconditionFailed"
             or "did not match expected ETag" in str(error))
 
 
 def _moved(error: BaseException) -> bool:
     """Whether a download failed because the object changed (`_changed`) or vanished (404)."""
-    from trainops.aws.clients import error_code
-
     return _changed(error) or error_code(error) in ("NoSuchKey", "404")
 
 

@@ -24,6 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainops.backends.cluster_steps import HereSteps
+from trainops.backends.hostfs import safe_fs
+from trainops.backends.hostfs.paths import own_directory
 from trainops.backends.kit import (
     BackendOptions,
     JobHandle,
@@ -36,10 +38,17 @@ from trainops.backends.kit import (
     Problem,
     SpecError,
 )
+from trainops.backends.kubernetes import node
+from trainops.backends.kubernetes.cluster import KINDS, TrainJobs, open_client, owner
+from trainops.backends.kubernetes.hyperpod import hyperpod_job
 from trainops.backends.kubernetes.options import KubernetesOptions
-from trainops.backends.kubernetes.render import NODE_SCRIPT, train_job
+from trainops.backends.kubernetes.preflight import notes
+from trainops.backends.kubernetes.render import NODE_SCRIPT, TOKEN_ANNOTATION, train_job
 from trainops.backends.kubernetes.settings import CLUSTER_SETTINGS, DEFAULT_NAMESPACE, KubernetesCluster
+from trainops.backends.kubernetes.status import standing
 from trainops.backends.kubernetes.vocabulary import KUBERNETES
+from trainops.backends.slurm.layout import check_spec, job_directory, lay_out
+from trainops.backends.slurm.options import SlurmOptions
 
 if TYPE_CHECKING:
     from trainops.spec.job import JobSpec
@@ -110,8 +119,6 @@ class KubernetesBackend(HereSteps, PolledBackend[KubernetesOptions]):
     def _check_layout(self, spec: JobSpec, options: KubernetesOptions) -> None:
         """What the job's files cannot hold (they are laid out as for Slurm: the trainops launcher, one kind of
         node, the model on the shared volume), refused before anything is written."""
-        from trainops.backends.slurm.layout import check_spec
-
         try:
             check_spec(spec, _layout_options(options), self.cluster.shared_dir)
         except SpecError as error:
@@ -128,8 +135,6 @@ class KubernetesBackend(HereSteps, PolledBackend[KubernetesOptions]):
     # --- the API server --------------------------------------------------------------------------------------------
     def _jobs(self, flavour: str | None = None) -> Any:
         """The jobs of ``flavour`` (default trainer) in the namespace, through the API server."""
-        from trainops.backends.kubernetes.cluster import KINDS, TrainJobs, open_client
-
         connection = self.cluster.connection()
         key = (connection.source, connection.path, connection.context)
         if key not in self._clients:
@@ -146,8 +151,6 @@ class KubernetesBackend(HereSteps, PolledBackend[KubernetesOptions]):
         return self._jobs(str(flavour) if flavour in ("trainer", "hyperpod") else None)
 
     def _job_dir(self, name: str, create: bool = False) -> Path:
-        from trainops.backends.slurm.layout import job_directory
-
         self.cluster.check_shared()
         return job_directory(str(self.cluster.shared_dir), name, create=create)
 
@@ -160,8 +163,6 @@ class KubernetesBackend(HereSteps, PolledBackend[KubernetesOptions]):
         return found
 
     def _write_record(self, name: str, record: dict[str, Any]) -> None:
-        from trainops.backends.hostfs import safe_fs
-
         safe_fs.write_atomically(self._job_dir(name) / RECORD, json.dumps(record).encode())
 
     def create(self, spec: JobSpec, name: str, options: KubernetesOptions, *, detached: bool,
@@ -169,11 +170,6 @@ class KubernetesBackend(HereSteps, PolledBackend[KubernetesOptions]):
         """Lay the job's files out on the shared volume (as for Slurm), keep a submission token (and the flavour) in
         its record, then create the job's object carrying that token (a 409 follows only this submission's
         object)."""
-        from trainops.backends.hostfs.paths import own_directory
-        from trainops.backends.kubernetes import node
-        from trainops.backends.kubernetes.preflight import notes
-        from trainops.backends.slurm.layout import lay_out
-
         flavour = options.flavour or "trainer"
         body = self.dry_run(spec, name, options)["job"]  # every problem before anything is made
         jobs = self._jobs(flavour)
@@ -198,9 +194,6 @@ class KubernetesBackend(HereSteps, PolledBackend[KubernetesOptions]):
 
     def _owned(self, name: str, found: Mapping[str, Any]) -> None:
         """Refuse a job object that is not this trainops job's (its token is not the one the record keeps)."""
-        from trainops.backends.kubernetes.cluster import owner
-        from trainops.backends.kubernetes.render import TOKEN_ANNOTATION
-
         token = ((found.get("metadata") or {}).get("annotations") or {}).get(TOKEN_ANNOTATION)
         if not token or token != self._record(name).get("token"):
             kind = str(found.get("kind") or "TrainJob")
@@ -209,8 +202,6 @@ class KubernetesBackend(HereSteps, PolledBackend[KubernetesOptions]):
                                                 "deletes it: give another job name"), "kubernetes job")
 
     def status_of(self, name: str) -> JobStatus | None:
-        from trainops.backends.kubernetes.status import standing
-
         jobs = self._jobs_of(name)
         found = jobs.get(name)
         if found is None:
@@ -228,8 +219,6 @@ class KubernetesBackend(HereSteps, PolledBackend[KubernetesOptions]):
         return str(reason) if reason else None
 
     def look(self, handle: JobHandle) -> Look:
-        from trainops.backends.kubernetes.status import standing
-
         backend = self._of(handle)
         jobs = backend._jobs_of(handle.job_name)
         found = jobs.get(handle.job_name)
@@ -270,8 +259,6 @@ class KubernetesBackend(HereSteps, PolledBackend[KubernetesOptions]):
     def stop(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
         """The reason recorded, then the TrainJob deleted in the foreground (its pods first); an ended job is left
         as it is."""
-        from trainops.backends.kubernetes.status import standing
-
         backend = self._of(handle)
         jobs = backend._jobs_of(handle.job_name)
         found = jobs.get(handle.job_name)
@@ -328,8 +315,6 @@ class KubernetesBackend(HereSteps, PolledBackend[KubernetesOptions]):
 
 def _layout_options(options: KubernetesOptions) -> Any:
     """The options the job's files are laid out with (as for Slurm: `trainops.backends.slurm.layout`)."""
-    from trainops.backends.slurm.options import SlurmOptions
-
     return SlurmOptions(processes_per_host=options.processes_per_host,
                         channel_overrides=options.channel_overrides, checkpoint_key=options.checkpoint_key)
 
@@ -347,7 +332,5 @@ def _render(spec: JobSpec, name: str, options: KubernetesOptions, cluster: Kuber
             token: str | None = None) -> dict[str, Any]:
     """The object of the job's flavour: a TrainJob (`render`) or a HyperPodPyTorchJob (`hyperpod`)."""
     if options.flavour == "hyperpod":
-        from trainops.backends.kubernetes.hyperpod import hyperpod_job
-
         return hyperpod_job(spec, name, options, cluster, namespace, token)
     return train_job(spec, name, options, cluster, namespace, token)

@@ -26,6 +26,8 @@ from trainops.backends.kit import Problem, SpecError, instance_type
 from trainops.backends.kubernetes.names import check_name
 from trainops.backends.kubernetes.options import DEFAULT_RUNTIME, KubernetesOptions
 from trainops.backends.kubernetes.settings import KubernetesCluster
+from trainops.spec.images import resolve_training_image
+from trainops.spec.secrets import masked_environment
 
 if TYPE_CHECKING:
     from trainops.spec.job import JobSpec
@@ -147,8 +149,6 @@ def _image(spec: JobSpec, options: KubernetesOptions, problems: list[Problem]) -
     if spec.image_uri:
         return spec.image_uri
     if spec.framework_version and spec.region and spec.instance_type:
-        from trainops.spec.images import resolve_training_image
-
         try:
             return resolve_training_image(spec.framework, spec.framework_version, spec.py_version,
                                           spec.instance_type, spec.region)
@@ -164,8 +164,6 @@ def environment_of(spec: JobSpec) -> dict[str, Any]:
     """The environment the TrainJob shows: secret values masked, in what is printed and in what is made alike (a
     TrainJob is readable by whoever may list them); the pods read the real values from each host's environment file
     on the shared volume (mode 0600, laid out as for Slurm), which the node script lays over the pod's."""
-    from trainops.spec.secrets import masked_environment
-
     environment: dict[str, Any] = masked_environment(dict(spec.environment or {}))
     environment["SM_HPS"] = json.dumps(spec.hyperparameters or {}, sort_keys=True, default=str)
     return environment

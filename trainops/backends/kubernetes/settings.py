@@ -20,6 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from trainops.backends.kit import Problem, SpecError
 
 #: The settings that say where the cluster is: the backend's context, carried by every handle.
@@ -122,8 +124,6 @@ def _first_kubeconfig(value: str) -> str | None:
 
 
 def _read_kubeconfig(path: Path) -> dict[str, Any]:
-    import yaml
-
     try:
         loaded = yaml.safe_load(path.read_text())
     except (OSError, yaml.YAMLError) as error:

@@ -18,14 +18,35 @@ from trainops.backends.api import Evaluation, JobHandle, JobResult, Log, ModelRe
 from trainops.backends.builtin_kinds import JobKindMethods, MethodEvaluations, MethodRegistry, MethodStaging
 from trainops.backends.guards import JobGuards, settle
 from trainops.backends.hostfs import paths
+from trainops.backends.hostfs.host_logs import read_new_lines
+from trainops.backends.hostfs.inputs import resolve_code_dir
+from trainops.backends.hostfs.paths import child, job_dir, jobs_root, trainops_home
+from trainops.backends.hostfs.staging import stage_tree
 from trainops.backends.job_kinds import Evaluations, Registry, Staging, checked_settings
-from trainops.backends.local import status
-from trainops.backends.local.control import request_stop
+from trainops.backends.local import evaluation_job, status
+from trainops.backends.local.control import request_stop, stop_local_job
+from trainops.backends.local.detached import submit_detached
+from trainops.backends.local.evaluate import (
+    LocalEvaluation,
+    _check_channels,
+    local_path,
+    resolve_entry_point,
+    run_evaluation,
+)
 from trainops.backends.local.guarding import LocalGuard
+from trainops.backends.local.job import LocalJob, check_local_spec
+from trainops.backends.local.job_input import from_spec
+from trainops.backends.local.logs import iter_local_logs
+from trainops.backends.local.preflight import check_local_run
+from trainops.backends.local.registry import LocalRegistry, check_group
 from trainops.backends.local.vocabulary import LOCAL
 from trainops.backends.options import BackendOptions, LocalOptions
 from trainops.backends.polled import Look, PolledBackend, Watch
+from trainops.backends.request.code import checked_render
+from trainops.backends.request.render import masked
+from trainops.backends.request.summary import summarize_request
 from trainops.backends.states import JobStatus
+from trainops.errors import JobFailed, Problem, SpecError
 
 # The watch's modules (paths, status, control, guarding) are imported with this one: a wait builds its watch when
 # the process may be out of descriptors (the failed looks it is there to ride out), and an import opens a file.
@@ -85,11 +106,6 @@ class LocalBackend(JobKindMethods, PolledBackend[LocalOptions]):
         job's directory, the code and runtime channels it will lay out), after what a local run refuses (its code
         directory, an s3:// source that is not a tarball) and what this machine cannot give it
         (`trainops.backends.local.preflight`); nothing is written."""
-        from trainops.backends.hostfs.paths import job_dir
-        from trainops.backends.local.job import check_local_spec
-        from trainops.backends.local.job_input import from_spec
-        from trainops.backends.local.preflight import check_local_run
-
         check_local_spec(spec)
         request = from_spec(spec, launcher=options.launcher).render(name, job_dir(name, self.workdir), lay_out=False)
         # What this machine must give the run (boto3 and the S3 prefixes, readable channels, room under the process
@@ -103,14 +119,10 @@ class LocalBackend(JobKindMethods, PolledBackend[LocalOptions]):
         handle = self.handle(name, created=True)
         overrides = dict(options.channel_overrides) if options.channel_overrides else None
         if detached:
-            from trainops.backends.local.detached import submit_detached
-
             submit_detached(spec, name, workdir=self.workdir, processes_per_host=options.processes_per_host,
                             channel_overrides=overrides, checkpoint_key=options.checkpoint_key,
                             launcher=options.launcher, image_python=options.image_python)
             return handle
-        from trainops.backends.local.job import LocalJob
-        from trainops.backends.local.job_input import from_spec
 
         # The spec becomes the CreateTrainingJob request SageMaker would get, and the job runs that request.
         self._jobs[name] = LocalJob(from_spec(spec, options.launcher), name, workdir=self.workdir, log=log,
@@ -130,8 +142,6 @@ class LocalBackend(JobKindMethods, PolledBackend[LocalOptions]):
 
     def where(self) -> str:
         """The directory of this backend's job records."""
-        from trainops.backends.hostfs.paths import jobs_root
-
         return str(jobs_root(self.workdir))
 
     def look(self, handle: JobHandle) -> Look:
@@ -189,8 +199,6 @@ class LocalBackend(JobKindMethods, PolledBackend[LocalOptions]):
 
     def stop(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
         """Stop the job: a flag for a job this process runs (safe in a signal handler), else `stop_local_job`."""
-        from trainops.backends.local.control import stop_local_job
-
         job = self._jobs.get(handle.job_name)
         if job is not None:
             job.request_stop(reason)
@@ -204,14 +212,10 @@ class LocalBackend(JobKindMethods, PolledBackend[LocalOptions]):
         return handle.job_name in self._jobs
 
     def logs(self, handle: JobHandle, *, follow: bool = False) -> Iterator[str]:
-        from trainops.backends.local.logs import iter_local_logs
-
         return iter_local_logs(handle.job_name, handle.workdir, follow=follow)
 
     def read_logs(self, handle: JobHandle, cursor: Mapping[str, Any], limit: int) -> tuple[list[str], dict[str, Any]]:
         """Complete lines written after ``cursor`` (host -> byte offset), at most ``limit``, and the new cursor."""
-        from trainops.backends.hostfs.host_logs import read_new_lines
-
         lines, after = read_new_lines(handle.job_name, handle.workdir, dict(cursor), limit)
         return lines, dict(after)
 
@@ -220,9 +224,6 @@ class LocalBackend(JobKindMethods, PolledBackend[LocalOptions]):
         """The CreateTrainingJob request (masked) a local job executes too (one request, two executors), refused
         as a local run refuses it when the code it names is missing (`checked_render`: source_dir, the entry point in
         it, the dependencies, every problem at once with render's own)."""
-        from trainops.backends.request.code import checked_render
-        from trainops.backends.request.render import masked
-
         chosen = self.options(options)
         return masked(checked_render(spec, job_name, getattr(chosen, "launcher", None), self.region, self.name))
 
@@ -234,11 +235,6 @@ class LocalBackend(JobKindMethods, PolledBackend[LocalOptions]):
         under the job's directory). What a local run refuses of the spec is refused; nothing of this machine is
         checked (a pipeline's earlier steps make its channels) and nothing is written. `render` of a spec that
         lacks only SageMaker's account fields (role, region, output_path) shows this one."""
-        from trainops.backends.hostfs.paths import job_dir
-        from trainops.backends.local.job import check_local_spec
-        from trainops.backends.local.job_input import from_spec
-        from trainops.backends.request.render import masked
-
         chosen = self.options(options)
         check_local_spec(spec)
         request = from_spec(spec, launcher=chosen.launcher).render(job_name, job_dir(job_name, self.workdir),
@@ -252,8 +248,6 @@ class LocalBackend(JobKindMethods, PolledBackend[LocalOptions]):
 
     def render_summary(self, rendered: dict[str, Any] | str, spec: Any) -> dict[str, Any]:
         """The request's summary (`trainops.backends.request.summary`)."""
-        from trainops.backends.request.summary import summarize_request
-
         if not isinstance(rendered, dict):
             return super().render_summary(rendered, spec)
         launcher = getattr(self.options(), "launcher", None) or spec.launcher
@@ -283,8 +277,6 @@ class LocalBackend(JobKindMethods, PolledBackend[LocalOptions]):
                    options: BackendOptions | Mapping[str, Any] | None = None) -> None:
         """Raise `SpecError` for what a local run of the spec would refuse (its code directory); ``options`` change
         nothing of it."""
-        from trainops.backends.hostfs.inputs import resolve_code_dir
-
         resolve_code_dir(spec)
 
     # --- pipeline defaults ---------------------------------------------------------------------------------------
@@ -295,8 +287,6 @@ class LocalBackend(JobKindMethods, PolledBackend[LocalOptions]):
     def evaluation_output(self, workdir: Any, key: str, model_artifact: str | None = None) -> str:
         """``<workdir>/evaluations/<key>`` (the key: the training job's name, or the DAG run's id), wherever the
         model is."""
-        from trainops.backends.hostfs.paths import child, trainops_home
-
         return str(child(Path(workdir or trainops_home()) / "evaluations", key, "job_name"))
 
     # --- evaluation, registry, staging -------------------------------------------------------------------------
@@ -305,8 +295,6 @@ class LocalBackend(JobKindMethods, PolledBackend[LocalOptions]):
                   environment: dict[str, str] | None = None, timeout: float | None = None,
                   sink: Any = None) -> Evaluation:
         """Run the evaluation script here (`trainops.backends.local.evaluate.run_evaluation`)."""
-        from trainops.backends.local.evaluate import run_evaluation
-
         run = run_evaluation(entry_point=entry_point, source_dir=source_dir, model_artifact=model_artifact,
                              channels=channels, output_dir=output_dir, hyperparameters=hyperparameters,
                              environment=environment, timeout=timeout, sink=sink)
@@ -317,10 +305,6 @@ class LocalBackend(JobKindMethods, PolledBackend[LocalOptions]):
                          timeout: float | None = None, job_name: str | None = None, **settings: Any) -> JobHandle:
         """The evaluation as a detached job of this machine (`trainops.backends.local.evaluation_job`) named
         ``job_name``: a job of that name that runs or completed is re-attached to. Inputs are checked first."""
-        from trainops.backends.local import evaluation_job
-        from trainops.backends.local.evaluate import _check_channels, local_path, resolve_entry_point
-        from trainops.errors import Problem, SpecError
-
         checked_settings(settings, self.EVALUATION_SETTINGS, "an evaluation", self.name, "evaluation")
         if not job_name:
             raise SpecError(Problem("job_name", "a local evaluation job needs a name (the task instance's)"))
@@ -338,12 +322,8 @@ class LocalBackend(JobKindMethods, PolledBackend[LocalOptions]):
 
     def describe_evaluation(self, handle: JobHandle) -> JobResult:
         """The evaluation job's status record as a result (``local_job`` table); its timeout bounds a wait."""
-        from trainops.backends.local import evaluation_job
-
         record = evaluation_job.read(handle.job_name, handle.workdir)
         if record is None:
-            from trainops.errors import JobFailed
-
             raise JobFailed(f"no local evaluation job {handle.job_name} (in {handle.workdir or 'TRAINOPS_HOME'})")
         started, ended = record.get("written"), record.get("ended")
         return JobResult(backend="local", job_name=handle.job_name,
@@ -354,16 +334,10 @@ class LocalBackend(JobKindMethods, PolledBackend[LocalOptions]):
 
     def stop_evaluation(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
         """SIGTERM the evaluation job's runner (it stops the script's process group)."""
-        from trainops.backends.local import evaluation_job
-
         return f"{handle.job_name}: {evaluation_job.stop(handle.job_name, handle.workdir)}"
 
     def evaluation_result(self, handle: JobHandle) -> Evaluation:
         """What the completed evaluation job wrote (its metrics checked when it ran)."""
-        from trainops.backends.local import evaluation_job
-        from trainops.backends.local.evaluate import LocalEvaluation
-        from trainops.errors import JobFailed
-
         result = self.describe_evaluation(handle)
         record = evaluation_job.read(handle.job_name, handle.workdir) or {}
         if not result.succeeded or not record.get("result"):
@@ -385,8 +359,6 @@ class LocalBackend(JobKindMethods, PolledBackend[LocalOptions]):
         )
 
     def _registry(self) -> LocalRegistry:
-        from trainops.backends.local.registry import LocalRegistry
-
         return LocalRegistry(self.registry_dir)
 
     def model_registry(self) -> ModelRegistry:
@@ -409,8 +381,6 @@ class LocalBackend(JobKindMethods, PolledBackend[LocalOptions]):
             job_name=entry.job_name, already_registered=not added)
 
     def champion(self, group: str) -> RegisteredVersion | None:
-        from trainops.backends.local.registry import check_group
-
         entry = self._registry().champion(check_group(group))
         if entry is None:
             return None
@@ -423,9 +393,6 @@ class LocalBackend(JobKindMethods, PolledBackend[LocalOptions]):
               progress: Any = None, delete: bool = False, s3_prefix: str | None = None) -> StageReport:
         """Copy a local tree, ``file://`` or ``s3://`` prefix into a local directory (the stand-in for FSx); with
         ``strict`` a refused or failed file raises `JobFailed` once the rest is copied."""
-        from trainops.backends.hostfs.staging import stage_tree
-        from trainops.errors import Problem, SpecError
-
         if s3_prefix is not None:
             raise SpecError(Problem("s3_prefix", "is for FSx staging (backend 'sagemaker'); with the local backend "
                                                  "put the s3:// URI in the source instead"))

@@ -24,7 +24,11 @@ from typing import Any
 
 from trainops.backends.hostfs.contract_dir import to_host
 from trainops.backends.hostfs.layout import HostLayout
+from trainops.backends.hostfs.safe_fs import write_atomically
+from trainops.backends.local import host_init
 from trainops.errors import Problem, SpecError
+from trainops.runtime.output_relay import MASK_VARIABLES, secret_values
+from trainops.spec.base import looks_secret
 
 TOOLKIT_DISABLED = "TRAINOPS_LOCAL_NAMESPACE"  # 0: never use a mount namespace (tests of the fallback)
 #: 0: no PID namespace per host (debugging); user: the user-namespace variant even where plain namespaces work
@@ -81,8 +85,6 @@ def choose_isolation(works: Callable[[str], bool], environ: Mapping[str, str]) -
 def isolation_works(variant: str) -> bool:
     """Whether a host isolated as `variant` starts here: the very launcher of that variant, tried with a probe of
     the mounts a host makes (a refused `unshare`, a refused mount of /proc or a bind mount all answer no)."""
-    from trainops.backends.local import host_init
-
     shell = host_tool("sh")
     return shell is not None and host_init.works(variant, [shell, "-c", _MOUNT_PROBE], {"PATH": SAFE_PATH})
 
@@ -143,8 +145,6 @@ def isolate(argv: list[str], layout: HostLayout, job_dir: Path, hosts: list[str]
     """`argv`, the container's entrypoint, as its host's launcher starts it (`host_init`, in the variant this machine
     allows): in a mount namespace of its own through the mount script (see the module docstring), or, with no
     namespace, with the /opt/ml paths it names turned into the host's base directory."""
-    from trainops.backends.local import host_init
-
     namespace = job_dir / "namespace"
     namespace.mkdir(parents=True, exist_ok=True)
     variant = isolation()
@@ -154,7 +154,6 @@ def isolate(argv: list[str], layout: HostLayout, job_dir: Path, hosts: list[str]
         return [*launcher, *(to_host(part, layout.base_dir) for part in argv)]
     keep = namespace / f"opt-{layout.name}"
     keep.mkdir(exist_ok=True)
-    from trainops.backends.hostfs.safe_fs import write_atomically
 
     hosts_file = namespace / "hosts"
     if not os.path.isfile(hosts_file) or os.path.islink(hosts_file):  # an earlier run's host could have left one
@@ -184,9 +183,6 @@ def init_report(job_dir: Path, host: str) -> Path:
 def request_secrets(request: Mapping[str, Any], environ: Mapping[str, str]) -> list[str]:
     """The values never written as they are: those of the request's Environment (and this machine's) named in
     TRAINOPS_MASK_VARIABLES, plus every request Environment value whose name looks like a secret."""
-    from trainops.runtime.output_relay import MASK_VARIABLES, secret_values
-    from trainops.spec.base import looks_secret
-
     environment = dict(request.get("Environment") or {})
     combined = {**environ, **environment}
     names = {name for name in f"{environ.get(MASK_VARIABLES, '')},{environment.get(MASK_VARIABLES, '')}".split(",")

@@ -26,8 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from trainops.backends.hostfs import paths
+from trainops.backends.hostfs.safe_fs import open_state_file, read_tail_bytes
 from trainops.backends.local import status
+from trainops.backends.local.job import check_local_spec
 from trainops.errors import JobFailed, Problem, SpecError
+from trainops.spec.job import JobSpec
+from trainops.spec.loader import load_job_spec, parse_job_spec, resolve_relative_paths
 
 START_TIMEOUT_SECONDS = 120.0
 OPTIONS = ("processes_per_host", "channel_overrides", "checkpoint_key", "grace_seconds", "launcher",
@@ -36,9 +40,6 @@ SUPERVISOR_LOG = "supervisor.log"
 
 
 def _as_spec(spec: Any):
-    from trainops.spec.job import JobSpec
-    from trainops.spec.loader import load_job_spec, parse_job_spec, resolve_relative_paths
-
     if isinstance(spec, JobSpec):
         return spec
     if isinstance(spec, (str, os.PathLike)):
@@ -55,8 +56,6 @@ def submit_detached(spec: Any, job_name: str, *, workdir: str | os.PathLike | No
     `spec`: a `JobSpec`, a mapping or a spec file. `local_options`: processes_per_host, channel_overrides,
     checkpoint_key, grace_seconds, launcher, image_python (as for `LocalJob`). Raises `SpecError` for bad input
     and `JobFailed` when the supervisor could not start (its log, `<job dir>/supervisor.log`, is quoted)."""
-    from trainops.backends.local.job import check_local_spec
-
     unknown = sorted(set(local_options) - set(OPTIONS))
     if unknown:
         raise SpecError([Problem(name, f"not an option of a detached local job (known: {', '.join(OPTIONS)})")
@@ -91,7 +90,6 @@ def _start_supervisor(request: dict, job_dir: Path, timeout: float) -> tuple[lis
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parents[3])
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [package_root, env.get("PYTHONPATH")]))
-    from trainops.backends.hostfs.safe_fs import open_state_file
 
     with open(open_state_file(log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") as log:  # never via a link
         process = subprocess.Popen([sys.executable, "-m", "trainops.backends.local.supervisor"],
@@ -124,8 +122,6 @@ def _read_handshake(descriptor: int, timeout: float) -> list[str]:
 
 
 def _tail(path: Path, limit: int = 800) -> str:
-    from trainops.backends.hostfs.safe_fs import read_tail_bytes
-
     try:  # the log's last part only, and only a regular file (`trainops.runtime.untrusted`)
         text = read_tail_bytes(path, 4 * limit).decode("utf-8", "replace").strip()
     except OSError:

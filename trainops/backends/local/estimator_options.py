@@ -39,6 +39,7 @@ from trainops.backends.hostfs.safe_fs import (
     open_regular,
     write_file_at,
 )
+from trainops.backends.request.code import is_ignored
 from trainops.spec.inputs import local_path
 
 CONTAINER_BASE = "/opt/ml"
@@ -218,7 +219,6 @@ def code_with_dependencies(code_dir: Path, dependencies: list[str], job_dir: Pat
     dependency under its own name; links not copied; names the patterns match left out of the code's)."""
     if not dependencies and ignore_patterns is None:
         return code_dir
-    from trainops.backends.request.code import is_ignored
 
     target = code_with_dependencies_path(job_dir)
     shutil.rmtree(target, ignore_errors=True)

@@ -31,10 +31,14 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from trainops.backends.hostfs.inputs import evaluation_script
+from trainops.backends.hostfs.safe_fs import read_bounded
 from trainops.backends.local.model_archive import extract_model
 from trainops.backends.model_rules import script_arguments, validate_metrics  # noqa: F401 - re-exported
 from trainops.errors import JobFailed, Problem, SpecError
+from trainops.runtime.environment import env_name
 from trainops.runtime.failure import TAIL_HEADING
+from trainops.runtime.processes import parent_death_signal_setter
 
 __all__ = ["LocalEvaluation", "extract_model", "local_path", "read_metrics", "run_evaluation"]
 
@@ -90,8 +94,6 @@ def local_path(value: str | os.PathLike[str], field_name: str) -> Path:
 
 def channel_environment(channels: Mapping[str, str | os.PathLike[str]]) -> dict[str, str]:
     """``SM_CHANNEL_<NAME>`` for each channel and ``SM_CHANNELS`` (sorted JSON list), as the toolkit names them."""
-    from trainops.runtime.environment import env_name
-
     env = {f"SM_CHANNEL_{env_name(name)}": os.fspath(path) for name, path in channels.items()}
     env["SM_CHANNELS"] = json.dumps(sorted(channels))
     return env
@@ -108,8 +110,6 @@ def contract_environment(channels: Mapping[str, str | os.PathLike[str]],
 
 def read_metrics(path: str | os.PathLike[str]) -> dict[str, float]:
     """Read and check ``metrics.json`` (see `validate_metrics`). Raises `JobFailed` when it is missing or wrong."""
-    from trainops.backends.hostfs.safe_fs import read_bounded
-
     metrics_path = Path(path)
     try:  # the script wrote it: a regular file of at most METRICS_LIMIT_BYTES, never read through a link or a FIFO
         raw = read_bounded(metrics_path, METRICS_LIMIT_BYTES, whole=True)
@@ -194,8 +194,6 @@ def run_script(
     ``die_with_parent``: the kernel kills the script if this process is killed outright (a detached evaluation
     job's runner: nothing else would be left to stop it).
     """
-    from trainops.runtime.processes import parent_death_signal_setter
-
     tail: deque[str] = deque(maxlen=STDERR_TAIL_LINES)
     started = time.monotonic()
     process = subprocess.Popen(argv, cwd=cwd, env=dict(env), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -239,8 +237,6 @@ def resolve_entry_point(entry_point: str, source_dir: str | os.PathLike[str] | N
     """The script file and the directory it runs in (`trainops.backends.hostfs.inputs.evaluation_script`, the check
     the SageMaker evaluation makes too), local paths and ``file://`` URIs only. Raises `SpecError` naming the field
     that is wrong."""
-    from trainops.backends.hostfs.inputs import evaluation_script
-
     if source_dir is None:
         return evaluation_script(str(local_path(entry_point, "entry_point")), None)
     return evaluation_script(entry_point, local_path(source_dir, "source_dir"))

@@ -25,6 +25,11 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trainops.backends.hostfs.locks import try_lock
+from trainops.backends.hostfs.paths import checked_directory, child, secure_root
+from trainops.backends.hostfs.safe_fs import open_state_file, read_bounded, write_atomically
+from trainops.backends.local.evaluate import run_evaluation
+from trainops.backends.local.identity import forget_hint, holds_lock, lock_holders
 from trainops.errors import JobFailed, TrainopsError
 
 ROOT_NAME = "evaluation-jobs"
@@ -37,15 +42,11 @@ class Stop(BaseException):
 
 
 def jobs_root(workdir: str | os.PathLike[str] | None, create: bool = False) -> Path:
-    from trainops.backends.hostfs.paths import checked_directory, secure_root
-
     root = secure_root(workdir, create=create)
     return checked_directory(root / ROOT_NAME, "workdir", create=create)
 
 
 def job_path(name: str, workdir: str | os.PathLike[str] | None, create: bool = False) -> Path:
-    from trainops.backends.hostfs.paths import child
-
     return child(jobs_root(workdir, create=create), name, "job_name")
 
 
@@ -54,15 +55,11 @@ RECORD_LIMIT_BYTES = 16 * 1024 * 1024  # status.json (with the result's file lis
 
 
 def _write(path: Path, value: dict[str, Any]) -> None:
-    from trainops.backends.hostfs.safe_fs import write_atomically
-
     write_atomically(path, json.dumps(value).encode("utf-8"))
 
 
 def _runner(directory: Path, record: dict[str, Any]) -> int | None:
     """The record's runner pid if the kernel reports it holding the job's run lock (None: no runner runs)."""
-    from trainops.backends.local.identity import holds_lock, lock_holders
-
     pid = record.get("pid")
     if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 1 or pid == os.getpid():
         return None
@@ -73,9 +70,6 @@ def _runner(directory: Path, record: dict[str, Any]) -> int | None:
 def _read_json(path: Path) -> dict[str, Any]:
     """A record of the job's directory, read as what a job may have replaced (bounded, a regular file only); a
     `JobFailed` saying what to do when it is not a JSON object."""
-    from trainops.backends.hostfs.safe_fs import read_bounded
-    from trainops.backends.local.identity import forget_hint
-
     try:
         record = json.loads(read_bounded(path, RECORD_LIMIT_BYTES, whole=True).decode("utf-8"))
     except FileNotFoundError:
@@ -108,8 +102,6 @@ def read(name: str, workdir: str | os.PathLike[str] | None) -> dict[str, Any] | 
 def start(name: str, workdir: str | os.PathLike[str] | None, arguments: dict[str, Any]) -> bool:
     """Start the evaluation ``name`` with `run_evaluation`'s ``arguments`` (JSON values), detached; False when a job
     of that name runs or completed (re-attached to instead)."""
-    from trainops.backends.hostfs.locks import try_lock
-
     directory = job_path(name, workdir, create=True)
     directory.mkdir(mode=0o700, exist_ok=True)
     lock = try_lock(directory / "start.lock", name, patience=30.0)  # two tries starting at once start one runner
@@ -122,7 +114,6 @@ def start(name: str, workdir: str | os.PathLike[str] | None, arguments: dict[str
         _write(directory / "request.json", arguments)
         _write(directory / "status.json", {"job_name": name, "status": "InProgress", "written": time.time(),
                                             "timeout": arguments.get("timeout")})
-        from trainops.backends.hostfs.safe_fs import open_state_file
 
         with open(open_state_file(directory / "output.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT), "ab") as output:
             subprocess.Popen([sys.executable, "-m", "trainops.backends.local.evaluation_job", str(directory)],
@@ -156,12 +147,9 @@ def stop(name: str, workdir: str | os.PathLike[str] | None) -> str:
 
 def run(directory: Path) -> int:
     """The runner: evaluate, then record how it ended (the script's lines go to this process's output)."""
-    from trainops.backends.local.evaluate import run_evaluation
-
     def stopped(signum: int, frame: Any) -> None:
         raise Stop()
 
-    from trainops.backends.hostfs.locks import try_lock
 
     signal.signal(signal.SIGTERM, stopped)
     held = try_lock(directory / RUN_LOCK, f"evaluation runner {os.getpid()}")  # released when this process ends

@@ -30,7 +30,7 @@ from trainops.backends.hostfs.artifacts import output_location_problem, pack_out
 from trainops.backends.hostfs.channels import fetch_channels
 from trainops.backends.hostfs.layout import HostLayout
 from trainops.backends.hostfs.locks import HeldLock, holder, try_lock
-from trainops.backends.local import container, estimator_options, status
+from trainops.backends.local import container, estimator_options, identity, status
 from trainops.backends.local.control import clear_stop_request, request_stop, stop_requested
 from trainops.backends.local.host_console import HostConsole
 from trainops.backends.local.host_init import CONTROLLER_PIPE, HELD_LOCKS, stopped_in
@@ -43,14 +43,21 @@ from trainops.backends.local.job_result import (  # noqa: F401 - FAILURE_REASON_
     with_output_tail,
 )
 from trainops.backends.local.ports import reserve_port
-from trainops.backends.local.processes import MARKER
+from trainops.backends.local.processes import MARKER, host_pid, pid_namespace_of
 from trainops.backends.local.pump import LogPump
 from trainops.backends.local.secrets import MASK_VARIABLES, mask
 from trainops.backends.local.vocabulary import BEFORE_SCRIPT
+from trainops.backends.request.code import dependency_problems
 from trainops.backends.request.hosts import host_groups
+from trainops.backends.request.render import is_s3_source
+from trainops.backends.states import wait_bound_seconds
 from trainops.errors import JobFailed, Problem, SpecError, install_hint, missing_package
+from trainops.runtime.distributions import local_ports_needed
+from trainops.runtime.failure import read_failure_text, root_cause
 from trainops.runtime.host_facts import MPIRUN_SETTING
+from trainops.runtime.plan import local_thread_share
 from trainops.runtime.processes import process_limit_note
+from trainops.runtime.records import read_records
 from trainops.spec.job import JobSpec
 
 POLL_SECONDS = 0.1
@@ -215,7 +222,6 @@ class LocalJob:
         status.write(self.job_dir, self._record)
         if any(checkpoint_dir.iterdir()):
             logger.info("[trainops] resuming: checkpoint directory %s has content", checkpoint_dir)
-        from trainops.runtime.distributions import local_ports_needed
 
         with reserve_port(count=local_ports_needed(len(layouts))) as port:
             try:
@@ -272,16 +278,13 @@ class LocalJob:
     def _follow(self) -> LocalJobResult:
         """The re-attach rule for two callers of one new name: the one that got the job's lock runs it; this one
         follows it to its end (a stop asked of this one is passed on) and returns how it ended."""
-        from trainops.backends.local.identity import lock_held
-        from trainops.backends.states import wait_bound_seconds
-
         logger.info("[trainops] local job %s was started by another caller (%s): following it to its end",
                     self.job_name, holder(self.job_dir / CONTROLLER_LOCK))
         deadline = time.monotonic() + 60.0
         while True:  # its first record follows its lock at once
             # The lock first, then the record: a holder records before its lock drops, so no record after a free
             # lock is a holder that recorded nothing (not one that recorded and ended between the two looks).
-            held = lock_held(self.job_dir)
+            held = identity.lock_held(self.job_dir)
             if status.exists(self.job_name, self.workdir):
                 break
             if time.monotonic() > deadline or not held:
@@ -378,8 +381,6 @@ class LocalJob:
             # Every emulated host shares this machine: each rank gets its share of the cores, as the trainops
             # runtime gives its ranks (plan.local_thread_share); AWS's toolkit leaves torch one thread per core per
             # rank, and the digits example trained ~18x slower on 2 cores under load (issue 47).
-            from trainops.runtime.plan import local_thread_share
-
             hosts = int((self.request.get("ResourceConfig") or {}).get("InstanceCount") or 1)
             extra["OMP_NUM_THREADS"] = str(local_thread_share(os.cpu_count() or 1, hosts,
                                                               self.processes_per_host or 1))
@@ -462,9 +463,6 @@ class LocalJob:
         """Learn the pid on this machine of every rank that started (its record in the host's ``output/ranks``
         names its pid in the host, which inside a host's PID namespace is the namespace's) and list them in the
         status record: `trainops status` shows, per rank, the pid to signal or debug from this machine."""
-        from trainops.backends.local.processes import host_pid, pid_namespace_of
-        from trainops.runtime.records import read_records
-
         namespaced = self._isolated and container.pid_namespaces_available()
         changed = False
         for layout in layouts:
@@ -507,9 +505,6 @@ class LocalJob:
     def _first_failed_host(self, layouts: list[HostLayout], codes: dict[str, int | None]) -> str:
         """The host whose failure came first across the job (the runtime's own rule over every host's rank records:
         a rank killed by a signal, else the earliest recorded failure); else the first launcher that failed."""
-        from trainops.runtime.failure import root_cause
-        from trainops.runtime.records import read_records
-
         failed = [name for name, code in codes.items() if code not in (None, 0)]
         cause = root_cause(read_records(str(layout.base_dir / "output" / "ranks") for layout in layouts), [])
         if cause is not None and cause.host in failed:
@@ -518,7 +513,6 @@ class LocalJob:
 
     def _root_cause(self, layout: HostLayout, code: int) -> str:
         self._failed_host = layout.name
-        from trainops.runtime.failure import read_failure_text
 
         try:  # bounded, a regular file only: the host's ranks could have left anything under that name
             text = read_failure_text(str(layout.failure_file)).strip()
@@ -534,8 +528,6 @@ class LocalJob:
 
     def _script_started(self) -> bool:
         """Whether a rank of the job started (its wrapper, which runs the script, left a record on some host)."""
-        from trainops.runtime.records import read_records
-
         return bool(read_records(str(Path(self.job_dir) / "hosts" / host / "output" / "ranks")
                                  for host in self._launchers))
 
@@ -592,9 +584,6 @@ class LocalJob:
 
 def check_local_spec(spec: JobSpec) -> None:
     """Refuse what cannot run locally, before anything is laid out."""
-    from trainops.backends.request.code import dependency_problems
-    from trainops.backends.request.render import is_s3_source
-
     problems = dependency_problems(spec.dependencies or ())
     if spec.source_dir is not None and is_s3_source(spec.source_dir) and not spec.source_dir.endswith(".tar.gz"):
         problems.insert(0, Problem("source_dir", f"{spec.source_dir!r}: an s3:// source_dir names a tarball object "

@@ -21,6 +21,8 @@ from trainops.backends.hostfs.artifacts import default_output_path
 from trainops.backends.hostfs.inputs import resolve_code_dir
 from trainops.backends.local import container, estimator_options
 from trainops.backends.local.secrets import job_secrets, public_spec
+from trainops.backends.request import code as uploads
+from trainops.backends.request.render import is_s3_source, masked, render_local
 from trainops.spec.job import JobSpec
 
 
@@ -42,9 +44,6 @@ def from_spec(spec: JobSpec, launcher: str | None = None) -> JobInput:
     chosen = launcher or spec.launcher
 
     def render(job_name: str, job_dir: Path, lay_out: bool = True) -> dict[str, Any]:
-        from trainops.backends.request import code as uploads
-        from trainops.backends.request.render import is_s3_source, render_local
-
         if spec.source_dir is not None and is_s3_source(spec.source_dir):
             code = submit = spec.source_dir  # downloaded as the code channel / by the toolkit, as on SageMaker
         else:
@@ -79,8 +78,6 @@ def from_spec(spec: JobSpec, launcher: str | None = None) -> JobInput:
 
 def from_request(request: dict[str, Any]) -> JobInput:
     """A CreateTrainingJob request as it was sent (its keyword arguments); a copy is run, the caller's is kept."""
-    from trainops.backends.request.render import masked
-
     sent = copy.deepcopy(request)
     return JobInput(render=lambda _name, _job_dir, lay_out=True: copy.deepcopy(sent),
                     public=lambda rendered: {"request": masked(rendered)},

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
+from trainops.runtime.failure import TAIL_HEADING, TAIL_LINE_LENGTH
+
 FAILURE_REASON_LIMIT = 1024  # SageMaker's FailureReason shows the first 1,024 characters of the failure file
 
 #: The line before what trainops saw a failed host print last, when its failure file has no stderr tail of its own.
@@ -17,8 +19,6 @@ def with_output_tail(reason: str, lines: list[str]) -> str:
     """The failure reason with the last lines its host printed (`LogPump.recent_lines`), when the failure file has no
     stderr tail of its own: a full disk loses the rank's tail file, a launcher that fails before any rank writes
     none. The newest lines are kept within `FAILURE_REASON_LIMIT`, each cut at `TAIL_LINE_LENGTH`."""
-    from trainops.runtime.failure import TAIL_HEADING, TAIL_LINE_LENGTH
-
     if TAIL_HEADING in reason:
         return reason
     kept = [line[:TAIL_LINE_LENGTH] for line in lines]

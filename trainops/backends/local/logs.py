@@ -12,6 +12,7 @@ from trainops.backends.hostfs import paths
 from trainops.backends.hostfs.host_logs import shown
 from trainops.backends.hostfs.safe_fs import open_regular
 from trainops.backends.local import status
+from trainops.backends.looks import Looks
 
 #: A longer log line is shown in pieces of this many characters: a rank can write anything in its host's log (a
 #: sparse file of zeros with no line end), and no line is ever taken whole into memory.
@@ -21,8 +22,6 @@ LINE_LIMIT_CHARS = 64 * 1024
 def iter_local_logs(job_name: str, workdir: str | os.PathLike | None = None, *, follow: bool = False,
                     poll_seconds: float = 0.5) -> Iterator[str]:
     """The log lines of a local job, each prefixed with its host; with `follow`, new lines until the job ends."""
-    from trainops.backends.looks import Looks
-
     record = status.read(job_name, workdir)  # a clear error when there is no such job
     looks = Looks(f"local job {job_name}", poll_seconds=poll_seconds)
     logs_dir = paths.job_dir(job_name, workdir) / "logs"

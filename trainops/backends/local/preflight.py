@@ -19,9 +19,12 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from trainops.aws.clients import ADVISORY_SETTINGS, advisory_client, client_config, error_code
 from trainops.backends.hostfs.channels import channel_problem, local_source
+from trainops.backends.request.hosts import host_groups
 from trainops.backends.request.render_options import CODE_CHANNELS
 from trainops.errors import Problem, SpecError
+from trainops.runtime.processes import process_limit, user_tasks
 
 #: Tasks (processes and threads) a local job needs at the least: the controller and its threads, then per host its
 #: launcher, init, runtime launcher and relay threads, then per rank the rank and its wrapper's threads. A floor,
@@ -60,8 +63,6 @@ def _local_channels(request: Mapping[str, Any], overrides: Mapping[str, str]) ->
 
 def _reachable(field: str, uri: str, client: Any) -> Problem | None:
     """A problem when the prefix cannot be listed (no bucket, no credentials, no access) or holds nothing."""
-    from trainops.aws.clients import error_code
-
     bucket, _, key = uri[len("s3://"):].partition("/")
     try:
         answer = client.list_objects_v2(Bucket=bucket, Prefix=key, MaxKeys=1)
@@ -84,8 +85,6 @@ def _installed(package: str) -> bool:
 def _s3_client(client_factory: Callable[[str], Any] | None) -> Any:
     """An S3 client for the check: a look, not a transfer, so the advisory settings (a few seconds at most, one
     retry: `trainops.aws.clients.ADVISORY_SETTINGS`), the given factory's advisory client where it has one."""
-    from trainops.aws.clients import ADVISORY_SETTINGS, advisory_client, client_config
-
     if client_factory is not None:
         return advisory_client(client_factory, "s3")
     import boto3
@@ -112,8 +111,6 @@ def check_s3(request: Mapping[str, Any], overrides: Mapping[str, str],
 
 def check_process_room(hosts: int, processes_per_host: int) -> Problem | None:
     """A problem when the per-user process limit leaves no room for the job's processes (`process_limit`)."""
-    from trainops.runtime.processes import process_limit, user_tasks
-
     limit = process_limit()
     running = user_tasks() if limit is not None else None
     if limit is None or running is None:
@@ -131,8 +128,6 @@ def check_local_run(request: Mapping[str, Any], *, overrides: Mapping[str, str] 
                     processes_per_host: int | None = None,
                     client_factory: Callable[[str], Any] | None = None) -> None:
     """Raise `SpecError` (every problem, each naming its field) for what this machine cannot give the run."""
-    from trainops.backends.request.hosts import host_groups
-
     overrides = dict(overrides or {})
     problems = check_s3(request, overrides, client_factory)
     problems += [Problem(field, problem) for field, path in _local_channels(request, overrides).items()

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 
+from trainops.runtime.processes import process_start_ticks
+
 MARKER = "TRAINOPS_LOCAL_JOB_ID"
 
 
@@ -55,8 +57,6 @@ def host_pid(pid_in_host: int, start_ticks: int | None, namespace: str | None) -
     """The pid on this machine of the process whose pid is `pid_in_host` inside the PID namespace `namespace`
     (`pid_namespace_of`), which started at `start_ticks` (when given); without a namespace, `pid_in_host` itself.
     None when no such process runs. Read from the kernel (``NSpid`` in /proc/<pid>/status), never guessed."""
-    from trainops.runtime.processes import process_start_ticks
-
     if namespace is None:
         alive = start_ticks is None or process_start_ticks(pid_in_host) == start_ticks
         return pid_in_host if alive and not _is_zombie(pid_in_host) else None

@@ -46,6 +46,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from trainops.backends.hostfs.paths import checked_directory, own_directory, trainops_home
 from trainops.backends.hostfs.safe_fs import (
     UnsafeFile,
     copy_file_at,
@@ -54,6 +55,7 @@ from trainops.backends.hostfs.safe_fs import (
     read_bounded,
     write_atomically,
 )
+from trainops.backends.local.evaluate import local_path
 from trainops.backends.model_rules import GROUP_PATTERN, check_group, check_metrics  # noqa: F401 - re-exported
 from trainops.errors import JobFailed, Problem, SpecError
 
@@ -69,8 +71,6 @@ _VERSION_DIR = re.compile(r"^v([1-9][0-9]*)$")
 def default_registry_dir() -> Path:
     """``registry`` in the local state root (``$TRAINOPS_HOME``, else the user's state directory), read when
     called so that a changed environment takes effect."""
-    from trainops.backends.hostfs.paths import trainops_home
-
     return trainops_home() / "registry"
 
 
@@ -242,8 +242,6 @@ class LocalRegistry:
         nobody else, in directories nobody else can rename it in, else `SpecError` naming ``registry_dir`` (or
         TRAINOPS_HOME for the default one). Otherwise a user who made it first could serve a planted champion, or
         have a registration write into their directory. ``create``: made mode 0700 when missing."""
-        from trainops.backends.hostfs.paths import checked_directory
-
         return checked_directory(self.root, self.field, ancestors=True, create=create)
 
     def __repr__(self) -> str:
@@ -270,8 +268,6 @@ class LocalRegistry:
     def _group_directory(self, group: str) -> Path:
         """The group's directory, made (mode 0700) in a checked registry when missing; a link, a file or another
         user's directory there is refused."""
-        from trainops.backends.hostfs.paths import own_directory
-
         self.checked_root(create=True)
         return own_directory(self.group_dir(group), self.field)
 
@@ -390,8 +386,6 @@ class LocalRegistry:
 
         Raises `SpecError` for bad input and for a model directory holding a link, FIFO or device.
         """
-        from trainops.backends.local.evaluate import local_path
-
         check_group(group)
         check_approval(approval)
         checked_metrics = check_metrics(metrics)
@@ -420,8 +414,6 @@ class LocalRegistry:
     def _register_copy(self, group: str, source: Path, checked_metrics: dict[str, float], approval: str,
                        spec_data: Any, description: str, job_name: str | None) -> tuple[ModelVersion, bool]:
         """The copy into ``.staging`` and its publication as the next version (see `register_once`)."""
-        from trainops.backends.hostfs.paths import own_directory
-
         staging_root = own_directory(self._group_directory(group) / STAGING_DIR, self.field)
         staged = Path(tempfile.mkdtemp(dir=staging_root))  # an unguessable name, created exclusively (mode 0700)
         try:

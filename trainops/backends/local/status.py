@@ -14,6 +14,7 @@ from pathlib import Path
 
 from trainops.backends.hostfs import paths, safe_fs
 from trainops.backends.local import identity
+from trainops.backends.local.processes import job_processes
 from trainops.backends.looks import TRANSIENT_ERRNOS, LookFailed
 from trainops.errors import JobFailed, Problem, SpecError
 
@@ -142,7 +143,6 @@ def read(job_name: str, workdir: str | os.PathLike | None = None) -> dict:
         # Each host's launcher ends its host when the controller is gone; what still runs is counted, never
         # signalled: a launcher that has not ended (stopped, or stuck in the kernel) holding the job's lock, or, for
         # a launcher killed outright where no PID namespace ended its host (`host_init`), the host's processes.
-        from trainops.backends.local.processes import job_processes
 
         left = job_processes(record["job_id"]) if isinstance(record.get("job_id"), str) else []
         record["status"] = "Failed"

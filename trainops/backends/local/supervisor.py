@@ -23,6 +23,12 @@ import threading
 import time
 import traceback
 
+from trainops.backends.local import status
+from trainops.backends.local.job import LocalJob
+from trainops.backends.local.job_input import from_spec
+from trainops.errors import JobFailed
+from trainops.spec.loader import parse_job_spec
+
 logger = logging.getLogger("trainops.backends.local.supervisor")  # run as __main__
 
 
@@ -54,8 +60,6 @@ def _log_to_stderr() -> None:
 
 
 def _announce_when_recorded(job, stop: threading.Event) -> None:
-    from trainops.backends.local import status
-
     while not stop.is_set():
         try:
             record = status.read_record(job.job_dir, job.job_name)
@@ -71,11 +75,6 @@ def _announce_when_recorded(job, stop: threading.Event) -> None:
 
 def run_supervised(request: dict) -> int:
     """Run the requested job in this process (the second one after the fork); returns the exit code."""
-    from trainops.backends.local.job import LocalJob
-    from trainops.backends.local.job_input import from_spec
-    from trainops.errors import JobFailed
-    from trainops.spec.loader import parse_job_spec
-
     spec = parse_job_spec(request["spec"], "detached job spec")
     options = dict(request.get("options", {}))
     job = LocalJob(from_spec(spec, options.pop("launcher", None)), request["job_name"], workdir=request.get("workdir"),

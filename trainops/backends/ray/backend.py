@@ -34,6 +34,8 @@ from trainops.backends.ray.jobs_api import JobsApi, NameTaken
 from trainops.backends.ray.options import RayOptions, RaySettings
 from trainops.backends.ray.submission import OWNER_KEY, TOKEN, TOKEN_KEY, check_spec, default_owner, render
 from trainops.backends.ray.vocabulary import RAY
+from trainops.backends.request.render import masked
+from trainops.spec.secrets import masked_environment
 
 PERSON_STOP = "Stopped by the user"
 
@@ -116,9 +118,6 @@ class RayBackend(HereSteps, PolledBackend[RayOptions]):
         check_spec(spec)  # options change nothing of it (the base class passes them: issue 43's check_spec)
 
     def dry_run(self, spec: JobSpec, name: str, options: RayOptions) -> dict[str, Any]:
-        from trainops.backends.request.render import masked
-        from trainops.spec.secrets import masked_environment
-
         submission = render(spec, name, options, owner=self.owner, shared_dir=self.cluster.shared_dir)
         shown_request = masked(submission["request"])
         env_vars = {**masked_environment(submission["runtime_env"]["env_vars"]),

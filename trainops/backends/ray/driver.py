@@ -21,7 +21,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import trainops
+from trainops.backends.hostfs import contract_dir
+from trainops.backends.hostfs.channels import fetch_channels
 from trainops.backends.ray.vocabulary import FAILURE_FILE_END, FAILURE_FILE_START, LOST_HOST
+from trainops.backends.request.render import CODE_CHANNEL, RUNTIME_CHANNEL
+from trainops.errors import SpecError
+from trainops.runtime.failure import READ_LIMIT_BYTES, write_once
+from trainops.runtime.untrusted import read_text
 
 #: The variable that carries the request (SageMaker's shape) to the driver and the hosts.
 REQUEST_VARIABLE = "TRAINOPS_RAY_REQUEST"
@@ -77,9 +84,6 @@ class HostRunner:
         return ray.util.get_node_ip_address(), _free_port()
 
     def _channels(self) -> dict[str, Path]:
-        import trainops
-        from trainops.backends.request.render import CODE_CHANNEL, RUNTIME_CHANNEL
-
         channels: dict[str, Path] = {}
         on_s3: list[dict[str, Any]] = []
         for channel in self.request.get("InputDataConfig") or []:
@@ -97,16 +101,12 @@ class HostRunner:
             # Each host downloads the whole of its S3 channels into its own directory (a node's disk is its own), with
             # the node's credentials (its role, or the runtime_env's env_vars); the contract's layout then takes this
             # host's shard of a ShardedByS3Key channel, as on every engine.
-            from trainops.backends.hostfs.channels import fetch_channels
 
             channels.update(fetch_channels({"InputDataConfig": on_s3}, self.base, {}, None))
         return channels
 
     def run(self, addresses: dict[str, str], master_port: int) -> int:
         """Lay out the host's contract, run the runtime, print its lines prefixed with the host; its exit code."""
-        from trainops.backends.hostfs import contract_dir
-        from trainops.errors import SpecError
-
         self.checkpoints.mkdir(parents=True, exist_ok=True)
         try:
             channels = self._channels()
@@ -134,8 +134,6 @@ class HostRunner:
     def _refuse_input(self, why: str) -> int:
         """The host's input is bad before anything ran: its failure file says why, as the runtime's for bad contract
         input does (docs/contracts.md, section 4: exit code 2, reason error), so the job's failure reason names it."""
-        from trainops.runtime.failure import write_once
-
         (self.base / "output").mkdir(parents=True, exist_ok=True)
         (self.base / "output" / "failure").unlink(missing_ok=True)  # a stale one would stand for this failure
         write_once(str(self.base / "output" / "failure"),
@@ -153,9 +151,6 @@ class HostRunner:
 
     def failure(self) -> str:
         """The runtime's failure file of this host (docs/contracts.md, section 4); empty when it wrote none."""
-        from trainops.runtime.failure import READ_LIMIT_BYTES
-        from trainops.runtime.untrusted import read_text
-
         path = self.base / "output" / "failure"
         return read_text(str(path), READ_LIMIT_BYTES).strip() if path.exists() else ""
 

@@ -15,10 +15,13 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+import trainops
 from trainops.backends.cluster_rules import own_nodes_problems
+from trainops.backends.hostfs import paths
 from trainops.backends.kit import Problem, SpecError, instance_type
 from trainops.backends.ray.driver import REQUEST_VARIABLE, SHIPPED_VARIABLE, model_location
 from trainops.backends.ray.options import RayOptions
+from trainops.backends.request.render import render_local
 
 #: The entrypoint's module: the job's driver on the head node.
 DRIVER = "trainops.backends.ray.driver"
@@ -77,8 +80,6 @@ def checkpoint_key(spec: Any, options: RayOptions, name: str) -> str:
     """The name of the job's checkpoint directory (under ``checkpoints/`` of shared_dir, else of each node's temporary
     directory), which its hosts share: the option (the train step gives its job's name, so its attempts <name>-N
     resume), else the spec's checkpoint_s3_uri (shared, as on SageMaker), else the job's own name."""
-    from trainops.backends.hostfs import paths
-
     if options.checkpoint_key:
         return paths.checkpoint_component(options.checkpoint_key)
     if spec.checkpoint_s3_uri:
@@ -101,8 +102,6 @@ def code_directory(spec: Any) -> Path:
 
 def runtime_package() -> str:
     """The trainops package's directory: shipped as a py_module so the nodes run the runtime without installing it."""
-    import trainops
-
     return str(Path(trainops.__file__).resolve().parent)
 
 
@@ -110,8 +109,6 @@ def render(spec: Any, name: str, options: RayOptions, *, owner: str, shared_dir:
     """The submission: ``submission_id``, ``entrypoint``, ``runtime_env``, ``metadata`` (trainops' token and the
     owner), the ``request`` (SageMaker's shape: hyperparameters, channels, the stopping condition) and the
     ``placement``. Every problem of the spec on Ray at once; nothing is sent."""
-    from trainops.backends.request.render import render_local
-
     check_spec(spec)
     code = code_directory(spec)
     output_path = (spec.output_path or (Path(shared_dir) / "output").as_uri()) if shared_dir else spec.output_path

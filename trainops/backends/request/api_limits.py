@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from trainops.errors import Problem
+from trainops.runtime import catalog
 from trainops.spec.api_model import (
     matches_api_pattern,
     request_constraints,
@@ -57,8 +58,6 @@ _SPEC_FIELDS = (
 def instance_type_problems(spec: Any) -> list[Problem]:
     """An ``ml.*`` instance type of ``spec`` (or of its instance groups) the API does not know, with "did you mean";
     ``local`` / ``local_gpu`` pass (this machine)."""
-    from trainops.runtime import catalog
-
     named = [("instance_type", spec.instance_type)] if getattr(spec, "instance_type", None) else []
     named += [(f"instance_groups.{index}.instance_type", group.instance_type)
               for index, group in enumerate(getattr(spec, "instance_groups", None) or [])]

@@ -24,6 +24,7 @@ from typing import Any
 
 from trainops.backends.request.hosts import host_groups
 from trainops.errors import Problem
+from trainops.spec.inputs import TrainingInput
 
 
 @dataclass(frozen=True)
@@ -88,8 +89,6 @@ def channel_options(request: Mapping[str, Any], host: str) -> dict[str, ChannelO
 
 def unhonoured_problems(spec: Any, engine: str) -> list[Problem]:
     """The channel options ``engine`` (local, slurm) does not emulate, refused at their fields."""
-    from trainops.spec.inputs import TrainingInput
-
     problems = []
     for name, channel in spec.channels.items():
         if not isinstance(channel, TrainingInput):

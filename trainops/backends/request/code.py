@@ -18,6 +18,9 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+import trainops
+from trainops.backends.hostfs.inputs import resolve_code_dir
+from trainops.backends.request.render import render
 from trainops.errors import Problem, SpecError
 
 logger = logging.getLogger(__name__)
@@ -100,8 +103,6 @@ def code_problems(spec: Any) -> list[Problem]:
     lay the code out with), then each of ``dependencies`` (`dependency_problems`). The SageMaker backend refuses
     these before anything is uploaded or created, as the SDK does (it requires the entry point to be a file in
     source_dir before any request). An ``s3://`` source_dir is an uploaded tarball: nothing local is looked at."""
-    from trainops.backends.hostfs.inputs import resolve_code_dir
-
     problems: list[Problem] = []
     try:
         resolve_code_dir(spec)
@@ -116,8 +117,6 @@ def checked_render(spec: Any, name: str, launcher: str | None, region: str | Non
     the entry point in it, each dependency), every problem at once, so a job whose script is missing is refused by
     every backend's render as its run refuses it (and as the SDK does, before the preflight, the upload or
     CreateTrainingJob); render's own problem for a field (an ``s3://`` or ``file://`` source_dir) is not repeated."""
-    from trainops.backends.request.render import render
-
     problems = code_problems(spec)
     try:
         request = render(spec, job_name=name, launcher=launcher, region=region)
@@ -192,8 +191,6 @@ def runtime_beside(files: list[tuple[Path, str]]) -> list[tuple[Path, str]]:
 def runtime_files() -> list[tuple[Path, str]]:
     """The files of the trainops package a training container needs: ``trainops/__init__.py`` and
     ``trainops/runtime/**`` (stdlib-only, so it runs in any image), as ``(path, "trainops/...")`` pairs, sorted."""
-    import trainops
-
     package = Path(trainops.__file__).resolve().parent
     files = [(package / "__init__.py", "trainops/__init__.py")]
     runtime, _ = list_files(package / "runtime", "runtime")

@@ -17,6 +17,10 @@ from typing import Any
 
 from trainops.aws.clients import REGION_WAYS
 from trainops.backends.contract import encode_hyperparameters, runtime_hyperparameters
+from trainops.backends.request.api_limits import instance_type_problems, request_problems
+from trainops.backends.request.channel_options import unhonoured_problems
+from trainops.backends.request.local_channels import local_channel_problems, local_channels
+from trainops.backends.request.render_options import apply_estimator_options
 from trainops.errors import Problem, SpecError
 from trainops.runtime import catalog
 from trainops.runtime.hyperparameters import ARGUMENTS_KEY
@@ -24,8 +28,12 @@ from trainops.runtime.output_relay import MASK_VARIABLES
 from trainops.runtime.requirements import REQUIREMENTS_KEY
 from trainops.spec.base import JOB_NAME, REGION
 from trainops.spec.distribution import SMP, Distribution
+from trainops.spec.images import is_version_at_least, resolve_training_image
 from trainops.spec.inputs import FileSystemInput, TrainingInput, is_local_uri
 from trainops.spec.job import JobSpec
+from trainops.spec.rules import code_channel_problems
+from trainops.spec.secrets import mask_values, masked_environment, secret_values
+from trainops.spec.v3 import v3_problems
 
 RUNTIME_CHANNEL = "trainops_runtime"
 CODE_CHANNEL = "trainops_code"
@@ -174,8 +182,6 @@ def sagemaker_problems(spec: JobSpec, region: str | None) -> list[Problem]:
         problems.append(Problem("output_path", f"{spec.output_path!r} is local; the sagemaker backend writes to S3: "
                                                "give an s3://bucket/prefix (local paths are for the local backend)"))
     if spec.sdk == "v3":
-        from trainops.backends.request.local_channels import local_channel_problems
-
         problems += local_channel_problems(spec)  # v3 uploads them (local_channels): they must be there
     for name, channel in spec.channels.items():
         if spec.sdk != "v3" and isinstance(channel, TrainingInput) and is_local_uri(channel.s3_data):
@@ -208,7 +214,6 @@ def training_image(spec: JobSpec, region: str) -> str:
     """The image URI: the spec's own, else the AWS Deep Learning Container for its framework, version and type."""
     if spec.image_uri:
         return spec.image_uri
-    from trainops.spec.images import resolve_training_image
 
     instance_type = spec.image_instance_type()
     if not spec.framework_version or not instance_type:
@@ -234,8 +239,6 @@ def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region:
         raise SpecError(Problem("launcher", f"{launcher!r} is not a launcher: use trainops or toolkit"))
     region = spec.region or region
     problems = sagemaker_problems(spec, region)
-    from trainops.backends.request.api_limits import instance_type_problems
-    from trainops.spec.rules import code_channel_problems
 
     problems += instance_type_problems(spec)  # an ml.* type the API lists, with "did you mean"
 
@@ -256,14 +259,12 @@ def render(spec: JobSpec, *, job_name: str, launcher: str | None = None, region:
     locations = artifact_locations(spec.output_path, job_name)
     # An s3:// tarball is the code as it is (the runtime unpacks it); otherwise the files uploaded one by one.
     tarball = spec.source_dir if spec.source_dir is not None and is_s3_source(spec.source_dir) else None
-    from trainops.backends.request.local_channels import local_channels
 
     uploaded = {channel.name: channel.uri for channel in local_channels(spec, spec.output_path, job_name)}
     request = _assemble(spec, job_name, launcher, region, image, output_path=spec.output_path,
                         code=tarball or locations.code_prefix, runtime=locations.runtime_prefix,
                         submit=tarball or locations.source_tarball, channel_uris=uploaded or None)
     # The API's own limits on what is sent, the launcher's additions counted (api_limits), before anything exists.
-    from trainops.backends.request.api_limits import request_problems
 
     problems = request_problems(request, spec)
     if problems:
@@ -275,7 +276,6 @@ def _named_as_written(spec: JobSpec, error: SpecError) -> SpecError:
     """``error`` with each path in the names the spec was written in (a v3 spec's: ``input_data_config[train]``)."""
     if spec.sdk != "v3":
         return error
-    from trainops.spec.v3 import v3_problems
 
     return v3_problems(error)
 
@@ -294,12 +294,9 @@ def render_local(spec: JobSpec, *, job_name: str, launcher: str | None = None, c
     launcher = launcher or spec.launcher
     if launcher not in ("trainops", "toolkit"):
         raise SpecError(Problem("launcher", f"{launcher!r} is not a launcher: use trainops or toolkit"))
-    from trainops.backends.request.channel_options import unhonoured_problems
 
     problems = unhonoured_problems(spec, "local" if known_instance_types else "slurm")
     if known_instance_types:
-        from trainops.backends.request.api_limits import instance_type_problems
-
         problems += instance_type_problems(spec)
     if problems:
         raise SpecError(problems, f"job spec for the {'local' if known_instance_types else 'slurm'} backend")
@@ -379,7 +376,6 @@ def _assemble(spec: JobSpec, job_name: str, launcher: str, region: str | None, i
     _optional_settings(spec, request, environment)
     # The SDK estimator's other job options (training plan, infra check, ...): render_options. Only render_local
     # passes a role, so a role here means the local backend's request.
-    from trainops.backends.request.render_options import apply_estimator_options
 
     apply_estimator_options(spec, request, launcher, local=role is not None, region=region)
     return request
@@ -389,7 +385,6 @@ def _metrics_time_series(spec: JobSpec) -> bool | None:
     """The SDK's default for EnableSageMakerMetricsTimeSeries: on from PyTorch 1.3 and TensorFlow 1.15."""
     if spec.enable_sagemaker_metrics is not None:
         return spec.enable_sagemaker_metrics
-    from trainops.spec.images import is_version_at_least
 
     minimum = "1.3" if spec.framework == "pytorch" else "1.15"
     if spec.framework_version and is_version_at_least(spec.framework_version, minimum):
@@ -500,8 +495,6 @@ def _s3_prefix_channel(name: str, prefix: str) -> dict[str, Any]:
 def masked(request: dict[str, Any]) -> dict[str, Any]:
     """A copy for display (CLI, logs, XCom): secret environment values (`trainops.spec.secrets`) are masked, and
     each secret's value wherever else it appears in the request (by value, not only by name)."""
-    from trainops.spec.secrets import mask_values, masked_environment, secret_values
-
     shown = json.loads(json.dumps(request))
     environment = shown.get("Environment") or {}
     secrets = secret_values(environment)

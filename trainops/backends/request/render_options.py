@@ -31,6 +31,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from trainops.errors import Problem, SpecError
+from trainops.runtime.catalog import family_of
 from trainops.spec.inputs import is_local_uri
 
 if TYPE_CHECKING:
@@ -125,8 +126,6 @@ def profiler_config(spec: JobSpec, output_path: str, region: str | None) -> dict
     """ProfilerConfig as the SDK's estimator sends it (`_prepare_profiler_for_training`): SageMaker's system
     monitoring on, writing under the output path, unless `disable_profiler`, the region has no profiler or the
     instance type is Trainium's (the SDK's `_instance_type_supports_profiler`: it turns the profiler off there)."""
-    from trainops.runtime.catalog import family_of
-
     family = family_of(spec.instance_type or "")
     if spec.disable_profiler or (region or "").lower() in PROFILER_UNSUPPORTED_REGIONS or family.startswith("trn"):
         return {"DisableProfiler": True}

@@ -12,6 +12,7 @@ Standard library only (the catalog is read when a price is asked for).
 from __future__ import annotations
 
 from trainops.backends.failures import INFRASTRUCTURE, TIMEOUT, USER, Rule
+from trainops.runtime import catalog
 from trainops.spec.rule_registry import SAGEMAKER_REQUEST
 
 __all__ = ["PRICE_BASIS", "RULES", "SAGEMAKER_REQUEST", "list_price"]
@@ -42,6 +43,4 @@ RULES: tuple[Rule, ...] = (
 
 def list_price(instance_type: str, region: str) -> float | None:
     """The catalog's approximate on-demand list price of an instance type per hour (None: not listed)."""
-    from trainops.runtime import catalog
-
     return catalog.hourly_price(instance_type, region)

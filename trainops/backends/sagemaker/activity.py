@@ -29,6 +29,7 @@ from trainops.backends.api import JobHandle, Log
 from trainops.backends.guards import JobGuards, Observation, Tripped
 from trainops.backends.polled import Look, Watch
 from trainops.backends.sagemaker.logs import LOG_GROUP, stream_records
+from trainops.backends.sagemaker.training import stop as stop_job
 
 
 def _epoch(value: Any) -> float | None:
@@ -105,8 +106,6 @@ class TrainingJobWatch(Watch):
             return self._active(backend.recent_look(handle) or backend.look(handle))
 
         def stop(reason: str) -> str:
-            from trainops.backends.sagemaker.training import stop as stop_job
-
             return stop_job(backend.clients, name, guard=self.watchdog.tripped)
 
         super().__init__(guards, look, stop, (lambda line: log(f"{line} ({name})")) if log is not None else None)

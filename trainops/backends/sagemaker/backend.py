@@ -29,17 +29,28 @@ from trainops.backends.api import Evaluation, JobHandle, JobResult, Log, Placeme
 from trainops.backends.builtin_kinds import JobKindMethods, MethodEvaluations, MethodRegistry, MethodStaging
 from trainops.backends.failures import status_walk
 from trainops.backends.guards import JobGuards
+from trainops.backends.hostfs.inputs import evaluation_script
 from trainops.backends.job_kinds import Evaluations, Registry, Staging, checked_settings
+from trainops.backends.model_extract import LIMIT_VARIABLE
+from trainops.backends.model_rules import check_group, check_metrics, script_arguments, validate_metrics
 from trainops.backends.options import BackendOptions, SageMakerOptions
 from trainops.backends.polled import Look, PolledBackend
 from trainops.backends.request.code import checked_render
+from trainops.backends.request.render import masked, render, training_image
+from trainops.backends.request.summary import summarize_request
 from trainops.backends.sagemaker import cost as costs
-from trainops.backends.sagemaker import fsx, processing, registry, training
+from trainops.backends.sagemaker import fsx, processing, registry, training, uploads
 from trainops.backends.sagemaker import logs as log_reading
 from trainops.backends.sagemaker import preflight as checks
 from trainops.backends.sagemaker.activity import TrainingJobWatch, observe
+from trainops.backends.sagemaker.channel_uploads import upload_local_channels
+from trainops.backends.sagemaker.console import links
+from trainops.backends.sagemaker.evaluation_bootstrap import BOOTSTRAP_NAME, bootstrap_source
+from trainops.backends.sagemaker.fsx_paths import fsx_source, parse_fsx_destination
 from trainops.backends.sagemaker.job_request import default_region, given_clients_region
+from trainops.backends.sagemaker.locations import job_locations
 from trainops.backends.sagemaker.training import final_metrics
+from trainops.backends.sagemaker.uploads import upload_source_dir
 from trainops.backends.sagemaker.vocabulary import SAGEMAKER
 from trainops.backends.states import JobStatus, classify
 from trainops.errors import Problem, SpecError
@@ -81,8 +92,6 @@ def evaluation_prefix(model_artifact: str) -> str:
 def _model_size_limit() -> dict[str, str]:
     """``TRAINOPS_MAX_MODEL_BYTES`` of this process for the evaluation container: the largest model archive it will
     extract is then the same locally and on SageMaker (the bootstrap's default, 64 GiB, otherwise)."""
-    from trainops.backends.model_extract import LIMIT_VARIABLE
-
     value = os.environ.get(LIMIT_VARIABLE, "").strip()
     return {LIMIT_VARIABLE: value} if value else {}
 
@@ -213,19 +222,13 @@ class SageMakerBackend(JobKindMethods, PolledBackend[SageMakerOptions]):
 
     def links(self, kind: str, name: str, location: Mapping[str, str] | None = None) -> dict[str, str]:
         """The AWS console pages of the job (`trainops.backends.sagemaker.console`)."""
-        from trainops.backends.sagemaker.console import links
-
         return links(kind, name, (location or {}).get("region") or self.region)
 
     def _upload_code(self, spec: Any, request: dict[str, Any], name: str, launcher: str) -> None:
-        from trainops.backends.sagemaker import uploads
-        from trainops.backends.sagemaker.locations import job_locations
-
         # An s3:// source tarball is used as given; the trainops runtime is uploaded in every case (issue 13); the
         # code goes under code_location when the spec sets it (issue 25).
         uploads.upload_job_code(self.clients, spec, job_locations(spec, name), launcher)
         if spec.sdk == "v3":  # v3 uploads a channel given as a local path (request.local_channels)
-            from trainops.backends.sagemaker.channel_uploads import upload_local_channels
 
             upload_local_channels(self.clients, spec, spec.output_path, name)
 
@@ -280,8 +283,6 @@ class SageMakerBackend(JobKindMethods, PolledBackend[SageMakerOptions]):
     def render_request(self, spec: Any, job_name: str, *,
                        options: BackendOptions | Mapping[str, Any] | None = None) -> dict[str, Any]:
         """The CreateTrainingJob request, secrets masked; nothing is called."""
-        from trainops.backends.request.render import masked
-
         chosen = self.options(options)
         self._say_region(spec)
         return masked(checked_render(spec, job_name, getattr(chosen, "launcher", None),
@@ -289,8 +290,6 @@ class SageMakerBackend(JobKindMethods, PolledBackend[SageMakerOptions]):
 
     def render_summary(self, rendered: dict[str, Any] | str, spec: Any) -> dict[str, Any]:
         """The request's summary (`trainops.backends.request.summary`)."""
-        from trainops.backends.request.summary import summarize_request
-
         if not isinstance(rendered, dict):
             return super().render_summary(rendered, spec)
         launcher = getattr(self.options(), "launcher", None) or spec.launcher
@@ -323,8 +322,6 @@ class SageMakerBackend(JobKindMethods, PolledBackend[SageMakerOptions]):
                    options: BackendOptions | Mapping[str, Any] | None = None) -> None:
         """Raise `SpecError` listing everything SageMaker needs and the spec lacks with ``options`` (its launcher;
         the request is rendered, for a placeholder job name; nothing is called)."""
-        from trainops.backends.request.render import render
-
         render(spec, job_name="check", launcher=getattr(self.options(options), "launcher", None) or spec.launcher,
                region=getattr(spec, "region", None) or region or self.job_region(spec))
 
@@ -334,8 +331,6 @@ class SageMakerBackend(JobKindMethods, PolledBackend[SageMakerOptions]):
         and image (the image has the framework the evaluation script needs; the model package serves from it) and
         the region. Every front end (runner, DAG, KFP) asks here, so their defaults cannot drift. ``spec`` may be a
         function returning it (read only by the backends that need it)."""
-        from trainops.backends.request.render import training_image
-
         spec = spec() if callable(spec) else spec
         region = default_region(spec, region)
         return {"role": spec.role, "image_uri": training_image(spec, region or ""), "region": region}
@@ -350,8 +345,6 @@ class SageMakerBackend(JobKindMethods, PolledBackend[SageMakerOptions]):
                   sink: Any = None, **arguments: Any) -> Evaluation:
         """The evaluation's processing job (`_evaluation_request`), waited for here, its metrics read back.
         ``sink`` is for a local run's output lines: a processing job's are in CloudWatch."""
-        from trainops.backends.model_rules import validate_metrics
-
         request = self._evaluation_request(**arguments)
         poll = self.evaluation_poll_seconds if poll_seconds is None else poll_seconds
         outcome = processing.evaluate(self.clients, request, poll_seconds=poll, sleep=sleep)
@@ -395,8 +388,6 @@ class SageMakerBackend(JobKindMethods, PolledBackend[SageMakerOptions]):
 
     def evaluation_result(self, handle: JobHandle) -> Evaluation:
         """The completed processing job's metrics, read back from its output and checked."""
-        from trainops.backends.model_rules import validate_metrics
-
         response = processing.describe_processing(self.clients, handle.job_name)
         outcome = processing.outcome_of(self.clients, response, handle.created)
         return Evaluation(backend="sagemaker", metrics=validate_metrics(outcome.metrics, outcome.metrics_uri),
@@ -417,10 +408,6 @@ class SageMakerBackend(JobKindMethods, PolledBackend[SageMakerOptions]):
         attempt started. Returns the CreateProcessingJob request (the code is uploaded; nothing is created)."""
         from pathlib import Path
 
-        from trainops.backends.hostfs.inputs import evaluation_script
-        from trainops.backends.model_rules import script_arguments
-        from trainops.backends.sagemaker.evaluation_bootstrap import BOOTSTRAP_NAME, bootstrap_source
-        from trainops.backends.sagemaker.uploads import upload_source_dir
 
         problems = []
         model_uri = os.fspath(model_artifact)
@@ -473,8 +460,6 @@ class SageMakerBackend(JobKindMethods, PolledBackend[SageMakerOptions]):
                  image_uri: str | None = None, metrics_uri: str | None = None) -> RegisteredVersion:
         """A model package in the SageMaker Model Registry; the spec goes in as its hash (metadata values are
         short strings)."""
-        from trainops.backends.model_rules import check_group, check_metrics
-
         model_artifact = os.fspath(model_artifact)
         problems = []
         if not image_uri:
@@ -523,8 +508,6 @@ class SageMakerBackend(JobKindMethods, PolledBackend[SageMakerOptions]):
         """Make an S3 prefix visible on an FSx for Lustre file system: ``destination`` is
         ``fsx://fs-.../path``, ``source`` the S3 prefix. ``workers`` is accepted and unused (the import runs inside
         FSx); ``strict`` needs no check here (`fsx.stage` raises when any file failed)."""
-        from trainops.backends.sagemaker.fsx_paths import fsx_source, parse_fsx_destination
-
         file_system_id, file_system_path = parse_fsx_destination(destination)
         timing: dict[str, float] = {key: value for key, value in (("poll_seconds", poll_seconds),
                                                                    ("timeout_seconds", timeout_seconds))
@@ -538,8 +521,6 @@ class SageMakerBackend(JobKindMethods, PolledBackend[SageMakerOptions]):
                     timeout_seconds: float | None = None, strict: bool = True, workers: Any = None) -> JobHandle:
         """`stage` up to the import task, which is left running: the handle names the task (its id is the job
         name) and carries what its report needs (`fsx.StagingStart`) in its location, beside the region."""
-        from trainops.backends.sagemaker.fsx_paths import fsx_source, parse_fsx_destination
-
         file_system_id, file_system_path = parse_fsx_destination(destination)
         timing: dict[str, float] = {key: value for key, value in (("poll_seconds", poll_seconds),
                                                                    ("timeout_seconds", timeout_seconds))

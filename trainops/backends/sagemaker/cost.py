@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from trainops.backends.sagemaker.training import JobSummary
+from trainops.runtime import catalog
 
 #: (instance type, region) -> USD per instance-hour, or None when unknown.
 PriceLookup = Callable[[str, str], "float | None"]
@@ -42,8 +43,6 @@ class CostEstimate:
 
 def catalog_price(instance_type: str, region: str) -> float | None:
     """The catalog's approximate on-demand price per instance-hour (None when the type or region is unknown)."""
-    from trainops.runtime import catalog
-
     return catalog.hourly_price(instance_type, region)
 
 

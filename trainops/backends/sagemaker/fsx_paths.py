@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 
+from trainops.aws.s3 import parse_s3_uri
 from trainops.errors import Problem, SpecError
 
 #: FSx file system ids: ``fs-`` and 17 hexadecimal digits (8 for the oldest ones), in lower case.
@@ -49,8 +50,6 @@ def parse_fsx_destination(destination: str) -> tuple[str, str]:
 def fsx_source(source: str | None, s3_prefix: str | None) -> str:
     """The S3 prefix an FSx stage imports: the source (an ``s3://`` prefix), or ``s3_prefix`` when no source is
     given; both given must agree. Raises `SpecError` naming the field otherwise."""
-    from trainops.aws.s3 import parse_s3_uri
-
     if s3_prefix is not None:
         parse_s3_uri(s3_prefix, "s3_prefix")
     if source and source.startswith("s3://"):

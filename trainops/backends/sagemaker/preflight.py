@@ -31,6 +31,7 @@ from typing import Any
 
 from trainops.aws.clients import ClientFactory, advisory_client
 from trainops.backends.sagemaker.advisory import Findings, read
+from trainops.backends.sagemaker.capacity import check_capacity
 from trainops.backends.sagemaker.fsx import FileSystemInfo, read_file_system
 from trainops.errors import PreflightError, Problem
 
@@ -200,8 +201,6 @@ def check(factory: ClientFactory, request: dict[str, Any]) -> Findings:
     """Every problem the preflight finds in a rendered ``create_training_job`` request, and a note for each check it
     could not make: the file systems' (below) and the capacity's (`trainops.backends.sagemaker.capacity`: training
     plan, quota, EFA)."""
-    from trainops.backends.sagemaker.capacity import check_capacity
-
     findings = Findings()
     findings.problems += file_system_problems(factory, request, findings)
     capacity = check_capacity(factory, request)

@@ -31,6 +31,7 @@ from trainops.backends.request.code import (  # noqa: F401 - what the uploads ca
     runtime_files,
     source_tarball_bytes,
 )
+from trainops.backends.request.render import is_s3_source
 from trainops.errors import JobFailed, Problem, SpecError
 
 logger = logging.getLogger(__name__)
@@ -118,8 +119,6 @@ def upload_job_code(factory: ClientFactory, spec: Any, locations: Any, launcher:
     is uploaded; the trainops launcher's runtime channel is uploaded in every case (the container has no trainops).
     ``locations`` is the job's `trainops.backends.request.render.ArtifactLocations`.
     """
-    from trainops.backends.request.render import is_s3_source
-
     results = []
     if launcher == "trainops":
         if spec.source_dir and not is_s3_source(spec.source_dir):

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from trainops.aws.clients import translate_client_error
 from trainops.backends.looks import REATTACH, LookPolicy, Looks
 from trainops.backends.states import WaitTimedOut, classify
 
@@ -87,7 +88,6 @@ def describer(call: Callable[..., dict[str, Any]], action: str, field: str = "jo
     def describe() -> dict[str, Any]:
         from botocore.exceptions import ClientError
 
-        from trainops.aws.clients import translate_client_error
 
         try:
             return call(**arguments)

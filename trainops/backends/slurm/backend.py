@@ -21,9 +21,21 @@ from typing import TYPE_CHECKING, Any
 from trainops.backends.api import JobHandle, Log
 from trainops.backends.cluster_steps import HereSteps
 from trainops.backends.guards import JobGuards
+from trainops.backends.hostfs.host_logs import read_new_lines
+from trainops.backends.hostfs.locks import try_lock
+from trainops.backends.hostfs.paths import own_directory
+from trainops.backends.looks import Looks
 from trainops.backends.options import BackendOptions
 from trainops.backends.polled import Look, PolledBackend, Watch
+from trainops.backends.request.render import masked
+from trainops.backends.slurm import layout, records, status
+from trainops.backends.slurm.cli import CommandTransport
+from trainops.backends.slurm.following import SlurmWatch, look_of
+from trainops.backends.slurm.layout import check_spec, job_directory, render
 from trainops.backends.slurm.options import CLUSTER_SETTINGS, SlurmCluster, SlurmOptions
+from trainops.backends.slurm.rest import RestTransport
+from trainops.backends.slurm.script import batch_script, rest_job, time_limit
+from trainops.backends.slurm.status import current_user, owns
 from trainops.backends.slurm.transport import SlurmUnreachable, Transport
 from trainops.backends.slurm.vocabulary import SLURM
 from trainops.backends.states import JobStatus
@@ -120,37 +132,26 @@ class SlurmBackend(HereSteps, PolledBackend[SlurmOptions]):
         return os.path.expanduser(self.cluster.shared_dir)
 
     def _job_dir(self, name: str, create: bool = False) -> Path:
-        from trainops.backends.slurm.layout import job_directory
-
         return job_directory(self._shared_dir(), name, create=create)
 
     def transport(self) -> Transport:
-        from trainops.backends.slurm.status import current_user
-
         if (self.cluster.transport or "cli") == "rest":
             if not self.cluster.rest_url:
                 raise SpecError(Problem("rest_url", "transport rest needs slurmrestd's address: -o "
                                                     "rest_url=http://HOST:PORT"))
-            from trainops.backends.slurm.rest import RestTransport
 
             return RestTransport(self.cluster.rest_url, self.cluster.rest_user or current_user(),
                                  self.cluster.rest_token_file)
-        from trainops.backends.slurm.cli import CommandTransport
 
         return CommandTransport(user=current_user())
 
     def _user(self) -> str:
-        from trainops.backends.slurm.status import current_user
-
         return (self.cluster.rest_user if self.cluster.transport == "rest" else None) or current_user()
 
     # --- submitting -------------------------------------------------------------------------------------------
     def status_of(self, name: str) -> JobStatus | None:
         """The job's status (the re-attach policy's look): a look that cannot reach Slurm is looked at again under
         the seam's policy, never taken for "no such job" (that would submit the job twice)."""
-        from trainops.backends.looks import Looks
-        from trainops.backends.slurm import status
-
         job_dir, transport = self._job_dir(name), self.transport()
         record = Looks(f"Slurm job {name}", poll_seconds=self.poll_seconds).look(
             lambda: status.read(job_dir, name, transport))
@@ -159,10 +160,6 @@ class SlurmBackend(HereSteps, PolledBackend[SlurmOptions]):
     def dry_run(self, spec: JobSpec, name: str, options: SlurmOptions) -> dict[str, Any]:
         """The request, the batch script and (transport rest) the job's properties, nothing written; every problem
         of the spec on Slurm at once."""
-        from trainops.backends.request.render import masked
-        from trainops.backends.slurm.layout import check_spec, render
-        from trainops.backends.slurm.script import batch_script, rest_job
-
         check_spec(spec, options, self.cluster.shared_dir)
         if self.cluster.transport == "rest" and options.sbatch_options:
             raise SpecError(Problem("sbatch_options", f"{', '.join(sorted(options.sbatch_options))}: slurmrestd takes "
@@ -181,12 +178,7 @@ class SlurmBackend(HereSteps, PolledBackend[SlurmOptions]):
         return rendered
 
     def create(self, spec: JobSpec, name: str, options: SlurmOptions, *, detached: bool, log: Log) -> JobHandle:
-        from trainops.backends.hostfs.locks import try_lock
-        from trainops.backends.slurm import layout, records
-        from trainops.backends.slurm.script import batch_script, rest_job
-
         job_dir = self._job_dir(name, create=True)
-        from trainops.backends.hostfs.paths import own_directory
 
         own_directory(job_dir, "job_name")
         lock = try_lock(job_dir / ".submit.lock", f"{name} (submitting, pid {os.getpid()})", patience=120.0)
@@ -225,8 +217,6 @@ class SlurmBackend(HereSteps, PolledBackend[SlurmOptions]):
     # --- following a job --------------------------------------------------------------------------------------
     def status_record(self, handle: JobHandle) -> dict[str, Any]:
         """Everything trainops knows of the job: its record, Slurm's look, how it ended (`status.read`)."""
-        from trainops.backends.slurm import status
-
         backend = self._of(handle)
         record = status.read(backend._job_dir(handle.job_name), handle.job_name, backend.transport())
         if record is None:
@@ -237,20 +227,14 @@ class SlurmBackend(HereSteps, PolledBackend[SlurmOptions]):
     def look(self, handle: JobHandle) -> Look:
         """One look (the kit's polled-job helper waits, guards and follows logs with it): the status record, as a
         result and what the guards observe (`following.look_of`)."""
-        from trainops.backends.slurm.following import look_of
-
         return look_of(self.status_record(handle), handle)
 
     def watch(self, handle: JobHandle, guards: JobGuards, *, log: Log | None = None) -> Watch:
-        from trainops.backends.slurm.following import SlurmWatch
-
         return SlurmWatch(self._of(handle), handle, guards, log)
 
     def stop(self, handle: JobHandle, reason: str = "Stopped by the user") -> str:
         """Record why, then cancel the Slurm job (``scancel``: SIGTERM to every process of it on every node, SIGKILL
         after the cluster's KillWait)."""
-        from trainops.backends.slurm import records
-
         backend = self._of(handle)
         job_dir = backend._job_dir(handle.job_name)
         record = records.read(job_dir, records.JOB)
@@ -270,8 +254,6 @@ class SlurmBackend(HereSteps, PolledBackend[SlurmOptions]):
         in its comment (`status.owns`). Every stop comes here (trainops stop, the seam's stop and stop_job, Airflow's
         on_kill, Ctrl-C, a guard): after a controller restarted without its state, the recorded id may be another
         user's job, which is never cancelled."""
-        from trainops.backends.slurm.status import owns
-
         transport = self.transport()
         job = transport.job(job_id)
         if job is None:
@@ -286,8 +268,6 @@ class SlurmBackend(HereSteps, PolledBackend[SlurmOptions]):
 
     def read_logs(self, handle: JobHandle, cursor: Mapping[str, Any], limit: int) -> tuple[list[str], dict[str, Any]]:
         """Complete lines written after ``cursor`` (host -> byte offset) in the hosts' logs on the shared directory."""
-        from trainops.backends.hostfs.host_logs import read_new_lines
-
         backend = self._of(handle)
         lines, after = read_new_lines(handle.job_name, backend._shared_dir(), dict(cursor), limit)
         return lines, dict(after)
@@ -301,8 +281,6 @@ class SlurmBackend(HereSteps, PolledBackend[SlurmOptions]):
 
     def render_summary(self, rendered: dict[str, Any] | str, spec: Any) -> dict[str, Any]:
         """What a reviewer reads first: the allocation, its time limit, where it runs."""
-        from trainops.backends.slurm.script import time_limit
-
         lines = rendered.splitlines() if isinstance(rendered, str) else []
         return {"nodes": spec.host_count(), "time": time_limit(spec.max_run), "instance_type": spec.instance_type,
                 "sbatch": [line.split(" ", 1)[1] for line in lines if line.startswith("#SBATCH ")],
@@ -312,8 +290,6 @@ class SlurmBackend(HereSteps, PolledBackend[SlurmOptions]):
                    options: BackendOptions | Mapping[str, Any] | None = None) -> None:
         """What the slurm backend would refuse in the spec with ``options`` (its channel overrides, processes per
         host...; the shared directory may still come with the job)."""
-        from trainops.backends.slurm.layout import check_spec
-
         check_spec(spec, self.options(options), self.cluster.shared_dir or "/shared")
 
     # --- a pipeline's other steps: where trainops runs, over the shared directory (`HereSteps`) ------------------

@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from trainops.backends.slurm.status import current_user
 from trainops.backends.slurm.transport import RUNNING_STATES, SlurmJob, SlurmUnreachable, Transport
 from trainops.errors import JobFailed, Problem, SpecError
 
@@ -152,8 +153,6 @@ class CommandTransport(Transport):
         return [job for line in text.split(b"\n") if (job := parse_line(line)) is not None]
 
     def jobs(self) -> list[SlurmJob]:
-        from trainops.backends.slurm.status import current_user
-
         return self._squeue(f"--user={self.user or current_user()}")
 
     def named(self, user: str, name: str) -> list[SlurmJob]:

@@ -30,9 +30,19 @@ from typing import Any
 from trainops.backends.cluster_rules import own_nodes_problems
 from trainops.backends.hostfs import channels as host_channels
 from trainops.backends.hostfs import contract_dir, paths, safe_fs
+from trainops.backends.hostfs.artifacts import local_output_root, output_location_problem
+from trainops.backends.hostfs.inputs import resolve_code_dir
+from trainops.backends.request import code as uploads
+from trainops.backends.request.hosts import host_groups
+from trainops.backends.request.render import is_s3_source, masked, render_local
+from trainops.backends.slurm import node
 from trainops.backends.slurm.options import SlurmOptions
-from trainops.backends.slurm.script import NODE_FILE, BatchJob
+from trainops.backends.slurm.sbatch_names import FLAGS
+from trainops.backends.slurm.script import NODE_FILE, BatchJob, batch_script
 from trainops.errors import Problem, SpecError
+from trainops.runtime.output_relay import MASK_VARIABLES
+from trainops.runtime.plan import DEFAULT_LOCAL_LOG_PREFIX
+from trainops.spec.v3 import v3_problems
 
 
 @dataclass(frozen=True)
@@ -66,7 +76,6 @@ def check_spec(spec: Any, options: SlurmOptions, shared_dir: str | None) -> None
     if problems:
         error = SpecError(problems, "job spec for the slurm backend")
         if spec.sdk == "v3":  # told in the names the spec was written in (compute.instance_groups)
-            from trainops.spec.v3 import v3_problems
 
             error = v3_problems(error)
         raise error
@@ -108,13 +117,9 @@ def job_directory(shared_dir: str, name: str, create: bool = False) -> Path:
 def render(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_dir: str, *,
            token: str) -> tuple[dict[str, Any], BatchJob]:
     """The request (with the job directory's paths) and the batch job, computed, nothing written."""
-    from trainops.backends.request.render import is_s3_source, render_local
-
     if spec.source_dir is not None and is_s3_source(spec.source_dir):
         code = spec.source_dir  # downloaded as the code channel when the job is laid out
     else:
-        from trainops.backends.hostfs.inputs import resolve_code_dir
-
         resolve_code_dir(spec)  # the entry point is there
         code = str(job_dir / "code")
     # A plain path, not Path.as_uri(): the URI's percent-encoding (of a letter such as é, or of a %) is never
@@ -122,7 +127,6 @@ def render(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_di
     output_path = spec.output_path or f"file://{Path(shared_dir).expanduser().resolve() / 'output'}"
     request = render_local(spec, job_name=name, launcher="trainops", code=code, runtime=str(job_dir / "runtime"),
                            submit=code, output_path=output_path)
-    from trainops.backends.slurm.sbatch_names import FLAGS
 
     extra = tuple((key, None if key in FLAGS else str(value)) for key, value in (options.sbatch_options or {}).items())
     batch = BatchJob(job_name=name, job_dir=str(job_dir), nodes=spec.host_count(), time_seconds=spec.max_run,
@@ -136,8 +140,6 @@ def output_directory(request: dict[str, Any], name: str, job_dir: Path) -> tuple
     """(output root, job's directory name): the archives go to ``<root>/<name>/output``. The output root may be shared
     with other users, so the node reaches ``<name>`` and ``output`` below it only through an open directory, no link
     followed, each this user's (`trainops.runtime.destinations.open_destination`, as the local engine does)."""
-    from trainops.backends.hostfs.artifacts import local_output_root
-
     return local_output_root(request["OutputDataConfig"]["S3OutputPath"], job_dir), paths.safe_component(name)
 
 
@@ -145,8 +147,6 @@ def _check_output(request: dict[str, Any], name: str, job_dir: Path) -> None:
     """Make the output directory and try a file in it before the job is submitted (the check the local engine makes,
     `output_location_problem`): a link or another user's directory where trainops makes its own, or a read-only
     disk, is refused now rather than after hours of training."""
-    from trainops.backends.hostfs.artifacts import output_location_problem
-
     problem = output_location_problem(request["OutputDataConfig"]["S3OutputPath"], name, job_dir)
     if problem:
         raise SpecError(Problem("output_path", problem), "job for the slurm backend")
@@ -155,10 +155,6 @@ def _check_output(request: dict[str, Any], name: str, job_dir: Path) -> None:
 def lay_out(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_dir: str, *, token: str,
             s3_factory: Any = None) -> Prepared:
     """Write the job's files (see the module docstring) and return what to submit."""
-    from trainops.backends.request import code as uploads
-    from trainops.backends.slurm import node
-    from trainops.backends.slurm.script import batch_script
-
     request, batch = render(spec, name, options, job_dir, shared_dir, token=token)
     _check_output(request, name, job_dir)
     for stale in ("hosts", "slurm", "logs", "code", "runtime", "data"):
@@ -166,8 +162,6 @@ def lay_out(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_d
     for stale in ("ended.json", "stop.json"):
         (job_dir / stale).unlink(missing_ok=True)
     if not (spec.source_dir is not None and spec.source_dir.startswith("s3://")):
-        from trainops.backends.hostfs.inputs import resolve_code_dir
-
         code_dir = resolve_code_dir(spec)
         assert code_dir is not None
         _copy(uploads.code_files(code_dir, spec.dependencies, spec.ignore_patterns), job_dir / "code")
@@ -175,7 +169,6 @@ def lay_out(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_d
     shutil.copyfile(node.__file__, job_dir / "runtime" / NODE_FILE)
     channels = host_channels.fetch_channels(request, job_dir, channel_overrides(spec, options), s3_factory)
     checkpoint_dir = checkpoint_directory(spec, options, shared_dir, name)
-    from trainops.backends.request.hosts import host_groups
 
     hosts = [host for host, _, _ in host_groups(request)]
     for directory in ("slurm", "logs"):
@@ -192,7 +185,6 @@ def lay_out(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_d
                                                     "output_root": str(output_root),
                                                     "output_parts": [output_name, "output"],
                                                     "hyperpod": bool(options.hyperpod)})
-    from trainops.backends.request.render import masked
 
     _write_private(job_dir / "request.json", masked(request))
     safe_fs.write_atomically(job_dir / "job.sbatch", batch_script(batch).encode("utf-8"))
@@ -203,9 +195,6 @@ def lay_out(spec: Any, name: str, options: SlurmOptions, job_dir: Path, shared_d
 def host_environment(request: dict[str, Any], layout: Any, options: SlurmOptions) -> dict[str, str]:
     """What host N's runtime gets over the node's own environment: the container's (the request's Environment, its
     /opt/ml paths turned into the host's contract directory, SAGEMAKER_BASE_DIR) and trainops' own variables."""
-    from trainops.runtime.output_relay import MASK_VARIABLES
-    from trainops.runtime.plan import DEFAULT_LOCAL_LOG_PREFIX
-
     extra = {"TRAINOPS_JOB_NAME": request["TrainingJobName"], "PYTHONUNBUFFERED": "1",
              "TRAINOPS_LOG_PREFIX": DEFAULT_LOCAL_LOG_PREFIX,
              "TRAINOPS_CHECKPOINT_DIR": str(layout.base_dir / "checkpoints"),

@@ -22,6 +22,9 @@ beside it (whose failure and record modules it imports from there): the nodes ne
   read from the runtime's records and failure files, with the Slurm node its host ran on (on HyperPod, a node whose
   GPU health check failed is named with the command that asks HyperPod to replace it); either way ``ended.json``
   says so, and the script exits ``CODE``.
+
+Function-local imports (standalone script): this file runs where trainops is not installed, so it imports the
+runtime's modules once `_runtime_on_path` has put them on the path.
 """
 
 from __future__ import annotations

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from trainops.backends.options import BackendOptions, front_end_option_problems, path_problems
+from trainops.backends.slurm.sbatch_names import FLAGS, resolve
 from trainops.errors import Problem, SpecError
 
 TRANSPORTS = ("cli", "rest")
@@ -156,8 +157,6 @@ class SlurmOptions(BackendOptions):
 def _sbatch_options(values: Any, problems: list[Problem]) -> dict[str, str] | None:
     """``sbatch_options`` with each name resolved as sbatch resolves it (`sbatch_names.resolve`: any unambiguous
     prefix), as {full option name: value}; a flag's value is ``true`` (``false`` leaves it out)."""
-    from trainops.backends.slurm.sbatch_names import FLAGS, resolve
-
     if values is None:
         return None
     if not isinstance(values, Mapping):

@@ -27,6 +27,7 @@ from typing import Any
 
 from trainops.backends.hostfs import safe_fs
 from trainops.errors import Problem, SpecError
+from trainops.runtime.untrusted import read_bounded
 
 JOB = "slurm-job.json"
 ENDED = "ended.json"
@@ -65,8 +66,6 @@ def _forget(job_dir: Path) -> str:
 
 def read(job_dir: Path, name: str) -> dict[str, Any] | None:
     """The record ``name`` of the job, or None when there is none; a link or a damaged file is a `SpecError`."""
-    from trainops.runtime.untrusted import read_bounded
-
     path = job_dir / name
     try:
         record = json.loads(read_bounded(path, LIMIT, whole=True).decode("utf-8"))

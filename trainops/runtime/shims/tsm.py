@@ -9,6 +9,9 @@ parallelism; ``tsm.state`` carries ``rank``, ``world_size``, ``local_rank``, ``l
 One difference from the library: SMP's ``transform`` applies tensor parallelism and the script then wraps the model
 in FSDP itself; this ``transform`` does both (the sharding follows ``hybrid_shard_degree``), so a script should not
 wrap the result in FSDP again.
+
+Function-local imports (runtime start): every process of the runtime (the launcher, each rank, a training script's
+helpers) imports only what its command runs.
 """
 
 from __future__ import annotations
