@@ -209,8 +209,12 @@ def controller_killed(tmp: Path, mechanism: str = "namespace") -> dict:
         controller.wait()
         violations, gone_after = 0, None
         while time.monotonic() - killed_at < 30:
+            # The lock first, then the processes: a lock seen free while a process is seen alive after it was free
+            # then too (the dead do not come back). The other order counted a process that died between the two
+            # reads, releasing the lock as it went, as a violation.
+            free = lock_free(checkpoint_lock)
             alive = processes_with(token, tmp)
-            if alive and lock_free(checkpoint_lock):
+            if alive and free:
                 violations += 1
             if not alive and gone_after is None:
                 gone_after = round(time.monotonic() - killed_at, 2)

@@ -395,7 +395,7 @@ def test_a_v3_command_job_gets_gzip_and_shuffled_sharded_channels_and_per_group_
     """A spec in the SDK v3's names (issue 46), started as SourceCode.command with args, on 2 nodes: a Gzip channel
     reaches every host decompressed, a ShardedByS3Key channel with a ShuffleConfig seed splits its files between the
     hosts after shuffling them (not the sorted split), hyperparameters reach the command in SM_HPS only. A channel for
-    one instance group is refused before anything is submitted: the slurm engine runs one homogeneous allocation."""
+    one instance group is refused before anything is submitted: the slurm engine runs one homogeneous set of hosts."""
     import gzip
 
     source = tmp_path / "src"
@@ -449,6 +449,6 @@ def test_a_v3_command_job_gets_gzip_and_shuffled_sharded_channels_and_per_group_
     path.write_text(json.dumps(spec))
     refused = trainops(slurm, "run", str(path), *options(slurm), "--job-name", "v3-groups-1")
     assert refused.returncode == 2, refused.stdout + refused.stderr
-    assert "compute.instance_groups: the slurm backend runs one homogeneous allocation" in refused.stderr, \
+    assert "compute.instance_groups: the slurm backend runs one homogeneous set of hosts" in refused.stderr, \
         refused.stderr
     assert not slurm_jobs(slurm, "v3-groups-1") and not (slurm.shared_dir / "jobs" / "v3-groups-1").exists()
