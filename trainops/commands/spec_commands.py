@@ -30,6 +30,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                     "first step. Exit 0 when valid; exit 2 with every problem on stderr when not.")
     validate.add_argument("file", help="job spec or pipeline file (YAML or JSON)")
     validate.add_argument("--quiet", "-q", action="store_true", help="print nothing when valid")
+    validate.add_argument("--backend", default=None, metavar="NAME",
+                          help="check a job spec with this backend's own rules too (an instance type its engine "
+                               "does not have, a distribution it cannot run), as run does: a registered or named "
+                               "backend (default: the registry's default, local); a pipeline file names its own")
 
     render = add_command(
         subparsers, "render", render_command, help="print exactly what the backend would create (dry run)",
@@ -102,19 +106,33 @@ def _where(spec: Any) -> str:
 
 
 def validate_command(args: argparse.Namespace) -> int:
+    from trainops.backends import resolve
+    from trainops.backends.request.api_limits import instance_type_problems
     from trainops.backends.request.code import code_problems  # what run refuses in the files the spec names
+    from trainops.backends.vocabulary import vocabulary_of
     from trainops.spec import load_job_spec
+    from trainops.spec.rule_registry import SAGEMAKER_REQUEST
 
     if is_pipeline_file(args.file):
+        if args.backend is not None:
+            raise SpecError([Problem("--backend", "a pipeline file names its own backend (its backend: key); "
+                                                  "leave --backend out, or validate the train step's spec file")])
         return _validate_pipeline(args)
 
-    spec = load_job_spec(args.file)  # paths made absolute against the spec file's directory, as run makes them
+    # The backend's own spec rules, as run applies them before anything is created (an engine's instance types and
+    # distributions), and, for an engine that runs SageMaker's request, the API's own list of instance types that
+    # render checks the request against: without them an ml.g5.xxlarge read "valid" here and run refused it.
+    name, _ = resolve(args.backend)
+    rule_sets = vocabulary_of(name).spec_rules
+    spec = load_job_spec(args.file, rule_sets=rule_sets)  # paths made absolute against the file's directory
     problems = code_problems(spec)
+    if SAGEMAKER_REQUEST in rule_sets:
+        problems += instance_type_problems(spec)
     if problems:
         raise SpecError(problems, args.file)
     if not args.quiet:
         print(f"{args.file}: valid ({_where(spec)})")
-    _notes(args, spec)
+    _notes(args, spec, backend=name)
     return 0
 
 
@@ -122,11 +140,11 @@ def _validate_pipeline(args: argparse.Namespace) -> int:
     plan = checked_pipeline(args.file)
     if not args.quiet:
         print(f"{args.file}: valid ({_pipeline_summary(plan)})")
-    _notes(args, plan.train.spec, plan.region)
+    _notes(args, plan.train.spec, plan.region, backend=plan.backend)
     return 0
 
 
-def _notes(args: argparse.Namespace, spec: Any, region: str | None = None) -> None:
+def _notes(args: argparse.Namespace, spec: Any, region: str | None = None, backend: str | None = None) -> None:
     """The spec's deprecations and the forecast of one attempt, on stderr (stdout keeps the verdict)."""
     from trainops.spec.deprecations import deprecation_warnings
 
@@ -135,7 +153,7 @@ def _notes(args: argparse.Namespace, spec: Any, region: str | None = None) -> No
         # One line, on stderr, exit 0: the spec works, the user should know before paying for it.
         print(f"{args.file}: warning: {'; '.join(notes)}", file=sys.stderr)
     if not args.quiet:
-        print_forecast(spec, region or default_region())
+        print_forecast(spec, region or default_region(), backend)
 
 
 def print_forecast(spec: Any, region: str | None, backend: Any = None) -> None:

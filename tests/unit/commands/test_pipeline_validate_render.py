@@ -103,3 +103,29 @@ def test_render_keeps_sagemakers_problems_for_a_spec_meant_for_sagemaker(tmp_pat
     refused = trainops("render", str(spec), "--job-name", "a", cwd=tmp_path)
     assert refused.returncode == 2 and refused.stdout == ""
     assert "  - region: is required" in refused.stderr and "  - output_path: is required" in refused.stderr
+
+
+def test_an_instance_type_the_api_does_not_list_is_refused_by_validate_as_render_refuses_it(tmp_path):
+    """Issue 47 item 5: `instance_type: ml.g5.xxlarge` read "valid" (a pipeline's train spec too) and then run
+    refused it when it rendered the request; validate now asks the backend's own checks, with "did you mean"."""
+    (tmp_path / "train.py").write_text("print('training')\n")
+    (tmp_path / "train.yaml").write_text("name: t\nentry_point: train.py\ninstance_type: ml.g5.xxlarge\n"
+                                         "instance_count: 2\ndistribution: {torch_distributed: {enabled: true}}\n")
+    pipeline = tmp_path / "pipeline.yaml"
+    pipeline.write_text("name: typo\nworkdir: work\nsteps:\n  train: {spec: train.yaml}\n")
+    hint = "'ml.g5.xxlarge' is not a SageMaker training instance type: did you mean ml.g5.xlarge"
+    for args in (["train.yaml"], ["train.yaml", "--backend", "sagemaker"], ["pipeline.yaml"]):
+        refused = trainops("validate", *args, cwd=tmp_path)
+        assert refused.returncode == 2 and refused.stdout == "", (args, refused.stdout, refused.stderr)
+        assert hint in refused.stderr, (args, refused.stderr)
+        assert ("steps.train.spec.instance_type:" if args == ["pipeline.yaml"] else "- instance_type:") \
+            in refused.stderr
+        rendered = trainops("render", *args, cwd=tmp_path)
+        assert rendered.returncode == 2 and hint in rendered.stderr, (args, rendered.stderr)
+    # Slurm maps instance types its own way (a partition's nodes): its rules take the name, as its run does.
+    slurm = trainops("validate", "train.yaml", "--backend", "slurm", cwd=tmp_path)
+    assert slurm.returncode == 0 and "valid (torch_distributed on 2 x ml.g5.xxlarge)" in slurm.stdout, slurm.stderr
+    unknown = trainops("validate", "train.yaml", "--backend", "nope", cwd=tmp_path)
+    assert unknown.returncode == 2 and "'nope' is not a backend" in unknown.stderr, unknown.stderr
+    both = trainops("validate", "pipeline.yaml", "--backend", "slurm", cwd=tmp_path)
+    assert both.returncode == 2 and "--backend: a pipeline file names its own backend" in both.stderr, both.stderr

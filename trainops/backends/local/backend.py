@@ -42,6 +42,7 @@ from trainops.backends.local.registry import LocalRegistry, check_group
 from trainops.backends.local.vocabulary import LOCAL
 from trainops.backends.options import BackendOptions, LocalOptions
 from trainops.backends.polled import Look, PolledBackend, Watch
+from trainops.backends.request.api_limits import instance_type_problems
 from trainops.backends.request.code import checked_render
 from trainops.backends.request.render import masked
 from trainops.backends.request.summary import summarize_request
@@ -275,9 +276,14 @@ class LocalBackend(JobKindMethods, PolledBackend[LocalOptions]):
 
     def check_spec(self, spec: Any, region: str | None = None,
                    options: BackendOptions | Mapping[str, Any] | None = None) -> None:
-        """Raise `SpecError` for what a local run of the spec would refuse (its code directory); ``options`` change
-        nothing of it."""
+        """Raise `SpecError` for what a local run of the spec would refuse (its code directory; an ``ml.*`` instance
+        type the API does not list, which rendering its request refuses); ``options`` change nothing of it."""
         resolve_code_dir(spec)
+        # A pipeline's check (validate, the runner before its first step) asks here: without it an unknown type
+        # passed the whole check and failed only when the train step rendered its request.
+        problems = instance_type_problems(spec)
+        if problems:
+            raise SpecError(problems, "job spec for the local backend")
 
     # --- pipeline defaults ---------------------------------------------------------------------------------------
     def pipeline_settings(self, spec: Any, region: str | None = None) -> dict[str, Any]:

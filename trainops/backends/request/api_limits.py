@@ -16,13 +16,13 @@ from __future__ import annotations
 from typing import Any
 
 from trainops.errors import Problem
-from trainops.runtime import catalog
 from trainops.spec.api_model import (
     matches_api_pattern,
     request_constraints,
     training_instance_types,
     unknown_instance_type_message,
 )
+from trainops.spec.rules import INSTANCE_TYPE
 
 #: Request paths -> the spec field a user changes (the first matching prefix wins).
 _SPEC_FIELDS = (
@@ -56,13 +56,14 @@ _SPEC_FIELDS = (
 )
 
 def instance_type_problems(spec: Any) -> list[Problem]:
-    """An ``ml.*`` instance type of ``spec`` (or of its instance groups) the API does not know, with "did you mean";
-    ``local`` / ``local_gpu`` pass (this machine)."""
+    """A well-formed ``ml.*`` instance type of ``spec`` (or of its instance groups) the API does not know, with "did
+    you mean"; ``local`` / ``local_gpu`` pass (this machine). A name that is not ``ml.<family>.<size>`` at all is the
+    spec rule's to refuse (`trainops.spec.rules.instance_type_is_known`), with its own message."""
     named = [("instance_type", spec.instance_type)] if getattr(spec, "instance_type", None) else []
     named += [(f"instance_groups.{index}.instance_type", group.instance_type)
               for index, group in enumerate(getattr(spec, "instance_groups", None) or [])]
     return [Problem(path, unknown_instance_type_message(name)) for path, name in named
-            if not catalog.is_local(name) and name not in training_instance_types()]
+            if INSTANCE_TYPE.match(name) and name not in training_instance_types()]
 
 
 def request_problems(request: dict[str, Any], spec: Any = None) -> list[Problem]:
