@@ -1,7 +1,7 @@
 """`trainops backends`: the backends a command may name, and the settings each takes (`-o KEY=VALUE`).
 
-Function-local imports (CLI start): `trainops --help` imports every command module to build its parser; what a
-command runs (the spec, the steps, the backends) loads when it runs.
+Function-local imports (CLI start): `trainops --help` imports this module to build its parser; the backends'
+classes and settings load only when `trainops backends` runs.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`trainops run`, `status`, `logs` and `stop`: jobs (and pipelines) on the local backend or on SageMaker.
 
-Function-local imports (CLI start): `trainops --help` imports every command module to build its parser; what a
-command runs (the spec, the steps, the backends) loads when it runs.
+Function-local imports (CLI start): `trainops --help` imports this module to build its parser; the spec, the
+steps and the chosen backend load only when run, status, logs or stop runs.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`trainops validate`, `trainops render` and `trainops schema`: the spec and its dry run.
 
-Function-local imports (CLI start): `trainops --help` imports every command module to build its parser; what a
-command runs (the spec, the steps, the backends) loads when it runs.
+Function-local imports (CLI start): `trainops --help` imports this module to build its parser; the spec
+loader, the steps and the backends load only when validate, render or schema runs.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """`trainops stage SRC DST`: copy training data into a directory that stands for the FSx mount.
 
-Function-local imports (CLI start): `trainops --help` imports every command module to build its parser; what a
-command runs (the spec, the steps, the backends) loads when it runs.
+Function-local imports (CLI start): `trainops --help` imports this module to build its parser; the stage
+step and the backend's staging load only when the command runs.
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ champion looked up then. Both paths push the same XCom value, and the report pag
 loss curve) as the XCom behind the task's *Evaluation report* link (`trainops.operators.reports`). Nothing here
 names a backend.
 
-Function-local imports (DAG-parse path): a DAG file imports the operators (bench/dag_parse.py measures it); the
-steps, the spec and the backends load when a task runs.
+Function-local imports (DAG-parse path): a DAG file imports this operator (bench/dag_parse.py measures the
+parse); the evaluate step, its report and the backend's evaluations load when its task runs.
 """
 
 from __future__ import annotations

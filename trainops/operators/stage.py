@@ -13,8 +13,8 @@ it from the worker. A backend that cannot (the local copy, made by this worker's
 worker, and with ``deferrable=True`` the task log says so; killing the task ends the copy with it. Both paths push the
 same XCom value (the stage report). Nothing here names a backend.
 
-Function-local imports (DAG-parse path): a DAG file imports the operators (bench/dag_parse.py measures it); the
-steps, the spec and the backends load when a task runs.
+Function-local imports (DAG-parse path): a DAG file imports this operator (bench/dag_parse.py measures the
+parse); the stage step and the backend's staging load when its task runs.
 """
 
 from __future__ import annotations

@@ -34,8 +34,8 @@ imports or names a backend: the task's backend and its one mapping of settings r
 `trainops.operators.backend_choice.BackendChoice`, and what differs between backends is what each declares (its
 capabilities, what it needs to be reached, its wait grace, its links).
 
-Function-local imports (DAG-parse path): a DAG file imports the operators (bench/dag_parse.py measures it); the
-steps, the spec and the backends load when a task runs.
+Function-local imports (DAG-parse path): a DAG file imports this operator (bench/dag_parse.py measures the
+parse); the train step, the attempts engine, the spec and the backend load when its task runs or its trigger fires.
 """
 
 from __future__ import annotations
