@@ -10,9 +10,8 @@ import os
 from pathlib import Path
 
 import pytest
+from kubernetes_objects import shared_backend, spec_of
 
-from trainops.backends import get_backend
-from trainops.backends.kubernetes.backend import KubernetesBackend
 from trainops.backends.kubernetes.hyperpod import INSTANCE_TYPE_LABEL
 from trainops.backends.kubernetes.node import NodeError, hyperpod_node_of, node_here
 from trainops.backends.kubernetes.options import DEFAULT_MAX_RETRY, KubernetesOptions
@@ -21,24 +20,12 @@ from trainops.backends.kubernetes.status import standing
 from trainops.backends.states import JobStatus
 from trainops.cli import main
 from trainops.errors import SpecError
-from trainops.spec.job import JobSpec
 from trainops.spec.retries import RetryBudgets
 from trainops.spec.secrets import MASK
 
-SHARED = {"shared_dir": "/fsx/me/trainops", "shared_pvc": "fsx-claim", "namespace": "team-a"}
 HYPERPOD = {"flavour": "hyperpod"}
 
-
-def _spec(**fields: object) -> JobSpec:
-    return JobSpec.model_validate({"entry_point": "train.py", "instance_type": "ml.p4d.24xlarge",
-                                   "instance_count": 2, "max_run": 7200, "image_uri": "example.org/train:1",
-                                   **fields})
-
-
-def _backend() -> KubernetesBackend:
-    backend = get_backend("kubernetes", options=SHARED)
-    assert isinstance(backend, KubernetesBackend)
-    return backend
+_spec, _backend = spec_of, shared_backend
 
 
 def _pod(rendered: dict) -> dict:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from kubernetes_objects import SHARED, shared_backend, spec_of
 
 from trainops.backends import backend_class, get_backend
 from trainops.backends.kubernetes.backend import KubernetesBackend
@@ -17,22 +18,9 @@ from trainops.backends.kubernetes.render import EFA, GPU, NEURON, TOKEN_ANNOTATI
 from trainops.backends.kubernetes.settings import KubernetesCluster
 from trainops.cli import main
 from trainops.errors import SpecError
-from trainops.spec.job import JobSpec
 from trainops.spec.secrets import MASK
 
-SHARED = {"shared_dir": "/fsx/me/trainops", "shared_pvc": "fsx-claim", "namespace": "team-a"}
-
-
-def _spec(**fields: object) -> JobSpec:
-    return JobSpec.model_validate({"entry_point": "train.py", "instance_type": "ml.p4d.24xlarge",
-                                   "instance_count": 2, "max_run": 7200, "image_uri": "example.org/train:1",
-                                   **fields})
-
-
-def _backend() -> KubernetesBackend:
-    backend = get_backend("kubernetes", options=SHARED)
-    assert isinstance(backend, KubernetesBackend)
-    return backend
+_spec, _backend = spec_of, shared_backend
 
 
 def _published(document: dict) -> dict:
