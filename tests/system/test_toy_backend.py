@@ -7,7 +7,8 @@ jobs are honest: each is a process of this machine with a state file and a log, 
 
 The same toy then runs through the command line (run, status, logs, stop with ``-o`` options and a named backend),
 an Airflow DAG under ``dag.test()`` (the train task defers, its first try loses the answer to the create call, the
-retry re-attaches to the job that runs and defers on it), and ``kfp.local`` (``trainops kfp run-local``).
+retry re-attaches to the job that runs and defers on it), a pipeline file whose train channel is a persistent volume
+claim (``pvc://``, text to trainops, mounted by the toy), and ``kfp.local`` (``trainops kfp run-local``) on it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ job = pathlib.Path(os.environ["TOY_JOB_DIR"])
 if os.environ["TOY_JOB_NAME"].startswith("long"):
     (job / "started").write_text("started")
     time.sleep(3600)
+if os.environ.get("TOY_CHANNEL_TRAIN"):
+    print("read", pathlib.Path(os.environ["TOY_CHANNEL_TRAIN"], "data.txt").read_text().strip(), "from the train channel",
+          flush=True)
 if os.environ.get("TOY_WAIT_FOR_RELEASE"):
     while not (job / "release").exists():
         time.sleep(0.1)
@@ -126,8 +130,8 @@ def test_the_cli_runs_shows_follows_and_stops_toy_jobs_with_its_options(toy_env,
     listed = trainops("backends", "--json", env=toy_env)
     assert listed.returncode == 0, listed.stderr
     toy = {row["name"]: row for row in json.loads(listed.stdout)}["toy"]
-    assert toy["source"].startswith("package") and toy["settings"] == {"colour": "str", "priority": "int",
-                                                                      "root": "str"}
+    assert toy["source"].startswith("package") and toy["settings"] == {
+        "colour": "str", "priority": "int", "root": "str", "channel_overrides": "mapping", "checkpoint_key": "str"}
 
     ran = trainops("run", str(spec), "--backend", "toy", "--job-name", "toy-1", "-o", f"root={root}",
                    "-o", "colour=blue", "-o", "priority=3", env=toy_env)
@@ -149,7 +153,7 @@ def test_the_cli_runs_shows_follows_and_stops_toy_jobs_with_its_options(toy_env,
                        "-o", "priority=high", "-o", "preflight=false", env=toy_env)
     assert refused.returncode == 2, refused.stdout + refused.stderr
     assert "priority: 'high' is not a whole number (a setting of the toy backend)" in refused.stderr
-    assert "preflight: is not a setting of the toy backend (its settings: colour, priority, root)" in refused.stderr
+    assert "preflight: is not a setting of the toy backend (its settings: channel_overrides, checkpoint_key, colour, priority, root)" in refused.stderr
     missing = trainops("status", "toy-9", "--backend", "toy", "-o", f"root={root}", env=toy_env)
     assert missing.returncode == 2 and f"no job 'toy-9' on the toy backend (looked in {root / 'jobs'})" in \
         missing.stderr
@@ -282,14 +286,46 @@ def test_a_dag_defers_on_a_toy_job_and_its_retry_reattaches(airflow_home, toy_en
     assert not (root / "lose-next-create-answer").exists()
 
 
-def test_kfp_local_runs_a_pipeline_on_the_toy_backend(toy_env, tmp_path):
-    root, work = tmp_path / "kfp-root", tmp_path / "work"
+def claim_pipeline(tmp_path: Path, root: Path, job_name: str, claim: str = "pvc://team-a/datasets/digits") -> Path:
+    """A pipeline file whose train step runs on the toy with its ``train`` channel on a persistent volume claim, and
+    the claim's data where the toy mounts it (``<root>/claims/<namespace>/<claim>/<path>``)."""
     (tmp_path / "train.py").write_text(TRAIN)
+    mounted = root / "claims" / "team-a" / "datasets" / "digits"
+    mounted.mkdir(parents=True)
+    (mounted / "data.txt").write_text("42\n")
     pipeline = tmp_path / "pipeline.yaml"
-    pipeline.write_text(f"name: toy-retrain\nbackend: toy\nworkdir: {work}\n"
+    pipeline.write_text(f"name: toy-retrain\nbackend: toy\nworkdir: {tmp_path / 'work'}\n"
                         f"backend_options: {{root: {root}, colour: purple}}\n"
-                        "steps:\n  train:\n    job_name: toy-kfp-1\n"
+                        f"steps:\n  train:\n    job_name: {job_name}\n    channels: {{train: '{claim}'}}\n"
                         "    spec: {entry_point: train.py, source_dir: ., instance_type: ml.m5.large}\n")
+    return pipeline
+
+
+def test_a_pipeline_file_trains_on_the_toy_from_a_pvc_channel(toy_env, tmp_path):
+    root = tmp_path / "root"
+    pipeline = claim_pipeline(tmp_path, root, "toy-pipe-1")
+    done = trainops("run", str(pipeline), env=toy_env)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output[-6000:]
+    assert record(root, "toy-pipe-1")["status"] == "Completed"
+    settings = json.loads((root / "jobs" / "toy-pipe-1" / "job.json").read_text())
+    assert settings["channels"] == {"train": str(root / "claims" / "team-a" / "datasets" / "digits")}
+    assert settings["checkpoint_key"] == "toy-pipe-1"  # the runner's key, which the toy's vocabulary takes
+    assert "read 42 from the train channel" in (root / "jobs" / "toy-pipe-1" / "output.log").read_text()
+
+
+def test_a_claim_path_that_climbs_out_of_its_claim_is_refused_naming_the_channel(toy_env, tmp_path):
+    root = tmp_path / "root"
+    pipeline = claim_pipeline(tmp_path, root, "toy-pipe-2", claim="pvc://team-a/datasets/../../../etc")
+    done = trainops("run", str(pipeline), env=toy_env)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0 and "channel_overrides.train" in output and "no '..'" in output, output[-6000:]
+    assert not (root / "jobs" / "toy-pipe-2").exists()  # refused before anything was created
+
+
+def test_kfp_local_runs_a_pipeline_on_the_toy_backend_from_a_pvc_channel(toy_env, tmp_path):
+    root = tmp_path / "kfp-root"
+    pipeline = claim_pipeline(tmp_path, root, "toy-kfp-1")
     done = subprocess.run([sys.executable, "-m", "trainops.cli", "kfp", "run-local", str(pipeline), "--backend",
                            "toy", "-o", "priority=5"], capture_output=True, text=True, timeout=420,
                           cwd=str(ROOT), env=toy_env)
@@ -299,3 +335,4 @@ def test_kfp_local_runs_a_pipeline_on_the_toy_backend(toy_env, tmp_path):
     settings = json.loads((root / "jobs" / "toy-kfp-1" / "job.json").read_text())
     assert (settings["colour"], settings["priority"]) == ("purple", 5)  # the file's options and the run's
     assert (root / "jobs" / "toy-kfp-1" / "model" / "model.txt").read_text() == "trained"
+    assert "read 42 from the train channel" in (root / "jobs" / "toy-kfp-1" / "output.log").read_text()

@@ -73,7 +73,7 @@ from trainops.backends.job_kinds import (
     checked_settings,
 )
 from trainops.backends.looks import JobOutOfSight, LookFailed, LookPolicy, Looks, is_failed_look
-from trainops.backends.options import BackendOptions, path_problems
+from trainops.backends.options import BackendOptions, front_end_option_problems, path_problems
 from trainops.backends.polled import Look, PolledBackend, Watch
 from trainops.backends.states import JobStatus, WaitTimedOut
 from trainops.backends.vocabulary import (
@@ -113,6 +113,8 @@ __all__ = [
     # over typed evidence, price, spec rules, the front-end options it takes)
     "Vocabulary", "register", "vocabulary_of", "classify_result", "FRONT_END_OPTIONS", "PriceLookup", "Rule",
     "STAGES", "FailureEvidence",
+    # the front-end options' checks (a mapping of channels, a safe checkpoint key), for an options type that takes them
+    "front_end_option_problems",
     # a spec rule of the engine's own: `@spec_rule("instance_type", binds="<set>")` on a function of the spec that
     # yields Problems, the set named in the vocabulary's ``spec_rules`` (it binds only where the engine's jobs run)
     "spec_rule",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -35,6 +36,7 @@ from trainops.backends.kit import (
     PolledBackend,
     Problem,
     SpecError,
+    front_end_option_problems,
     trainops_home,
 )
 from trainops_toy.runner import write
@@ -44,19 +46,32 @@ from trainops_toy.vocabulary import NODE_LOST, TOY
 #: dies right after the call would: the test of a retry that re-attaches.
 LOSE_NEXT_ANSWER = "lose-next-create-answer"
 
+#: A channel on a persistent volume claim: the toy's "cluster" mounts ``pvc://<namespace>/<claim>/<path>`` at
+#: ``<root>/claims/<namespace>/<claim>/<path>``. The value reaches the toy as the text the user wrote: trainops above
+#: the backend never reads it.
+CLAIM = re.compile(r"\Apvc://(?P<namespace>[a-z0-9-]+)/(?P<claim>[a-z0-9-]+)(?:/(?P<path>[^\x00]*))?\Z")
+
 
 @dataclass(frozen=True)
 class ToyOptions(BackendOptions):
-    """Options of a toy job: ``colour`` (handed to the job as TOY_COLOUR), ``priority`` (a whole number, kept)."""
+    """Options of a toy job: ``colour`` (handed to the job as TOY_COLOUR), ``priority`` (a whole number, kept);
+    ``channel_overrides`` (channel -> ``pvc://namespace/claim/path`` or an absolute directory: a pipeline step's
+    ``channels:``) and ``checkpoint_key`` (kept), which the front ends pass."""
 
     backend: ClassVar[str] = "toy"
 
     colour: str | None = None
     priority: int | None = None
+    channel_overrides: Mapping[str, str] | None = None
+    checkpoint_key: str | None = None
 
     def __post_init__(self) -> None:
+        problems = front_end_option_problems(self.channel_overrides, self.checkpoint_key,
+                                             directory="pvc://<namespace>/<claim>/<path> or an absolute directory")
         if self.priority is not None and (isinstance(self.priority, bool) or not isinstance(self.priority, int)):
-            raise SpecError(Problem("priority", f"{self.priority!r} is not a whole number"))
+            problems.append(Problem("priority", f"{self.priority!r} is not a whole number"))
+        if problems:
+            raise SpecError(problems)
 
 
 class ToyBackend(PolledBackend[ToyOptions]):
@@ -93,11 +108,34 @@ class ToyBackend(PolledBackend[ToyOptions]):
         return record
 
     # --- training jobs -------------------------------------------------------------------------------------------
+    def _channels(self, spec: JobSpec, options: ToyOptions) -> dict[str, str]:
+        """Channel -> the directory the job reads it from: a claim's mount under the root, or an absolute directory
+        as given. Any other value (``s3://``, a relative path) is refused, naming the channel."""
+        given = {name: (f"channels.{name}", str(getattr(channel, "s3_data", channel)))
+                 for name, channel in spec.channels.items()}
+        given.update({name: (f"channel_overrides.{name}", value)
+                      for name, value in (options.channel_overrides or {}).items()})
+        channels, problems = {}, []
+        for name, (field_name, value) in sorted(given.items()):
+            claim = CLAIM.match(value)
+            if claim and ".." not in Path(claim["path"] or "").parts:
+                channels[name] = str(self.root / "claims" / claim["namespace"] / claim["claim"] / (claim["path"] or ""))
+            elif not claim and Path(value).is_absolute():
+                channels[name] = value
+            else:
+                problems.append(Problem(field_name, f"{value!r}: the toy engine reads a channel from "
+                                                    "pvc://<namespace>/<claim>/<path> (no '..') or an absolute "
+                                                    "directory"))
+        if problems:
+            raise SpecError(problems, "toy job")
+        return channels
+
     def dry_run(self, spec: JobSpec, name: str, options: ToyOptions) -> dict[str, Any]:
         source = Path(spec.source_dir or ".")
         if not (source / spec.entry_point).is_file():
             raise SpecError(Problem("entry_point", f"{spec.entry_point} is not a file in {source}"), "toy job")
         return {"job_name": name, "entry_point": spec.entry_point, "source_dir": str(source.resolve()),
+                "channels": self._channels(spec, options), "checkpoint_key": options.checkpoint_key,
                 "environment": dict(spec.environment or {}), "colour": options.colour, "priority": options.priority,
                 "max_run": spec.max_run, "instance_type": spec.instance_type,
                 "instance_count": spec.host_count(), "hourly_usd": TOY.hourly_price(spec.instance_type, "")}

@@ -30,7 +30,8 @@ def main(job: Path) -> int:
     model_dir.mkdir(exist_ok=True)
     environment = {**os.environ, **settings.get("environment", {}), "TOY_MODEL_DIR": str(model_dir),
                    "TOY_COLOUR": settings.get("colour") or "",
-                   "TOY_JOB_NAME": job.name, "TOY_JOB_DIR": str(job)}
+                   "TOY_JOB_NAME": job.name, "TOY_JOB_DIR": str(job),
+                   **{f"TOY_CHANNEL_{name.upper()}": path for name, path in settings.get("channels", {}).items()}}
     with open(job / "output.log", "ab", buffering=0) as log:
         child = subprocess.Popen([sys.executable, "-u", settings["entry_point"]], cwd=settings["source_dir"],
                                  stdout=log, stderr=subprocess.STDOUT, env=environment)

@@ -10,6 +10,9 @@ so a fresh attempt is the cure (``infrastructure``, retried by the attempts engi
 The price is the toy's own table (USD per hour of one instance), never another engine's list price: a type it does
 not list is unpriced (cost unknown).
 
+It takes two of the options a pipeline's train step and the KFP train component pass (``channel_overrides``, the
+step's ``channels:``; ``checkpoint_key``), so a pipeline file runs on it.
+
 Its spec rules bind only toy jobs (SageMaker's ``ml.*`` rules do not): the toy runs on the machine types of its own
 list, ``toy.small`` among them, and refuses any other by name, before anything is created.
 """
@@ -65,4 +68,5 @@ def runs_on_toy_machines(spec: Any) -> Iterator[Problem]:
 TOY = register(Vocabulary(
     engine="toy", tables={"toy_job": TABLE}, training_kind="toy_job", ended_as={"Stopped": "Stopped"},
     state_meanings={"NodeLost": "the toy job's node (its runner process) went away before the job ended"},
-    rules=RULES, price=price, price_basis="the toy's own price list", spec_rules=frozenset({TOY_RULES})))
+    rules=RULES, price=price, price_basis="the toy's own price list", spec_rules=frozenset({TOY_RULES}),
+    front_end_options=frozenset({"channel_overrides", "checkpoint_key"})))
