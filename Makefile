@@ -16,14 +16,20 @@ run: $(RUN_STAMP)
 
 # Two test processes by default (pytest-xdist): on 2 cores the suite takes about half the time of one process
 # (closing note of issue 24). `--dist loadfile`: a module goes whole to one worker, so its module fixtures (a Slurm
-# cluster, an Airflow home) are set up once; tests/conftest.py hands the modules out longest first (the real Airflow
-# components, then system, then reliability, then unit modules), so both workers end on short ones. Each module keeps
+# cluster, an Airflow home) are set up once, and the modules of tests/system/ray/ go together
+# (tests/support/work_units.py: their session's Ray cluster starts once); tests/conftest.py hands the modules out
+# longest first (the real Airflow components, then system, then reliability, then unit modules), so both workers end
+# on short ones. Each module keeps
 # its own Airflow home (a copy of one migrated database) and moto server; the cached venvs are built under a lock.
 # `--durations`: the slowest tests are printed, and a test past its bound fails (tests/support/duration_bound.py).
 # `--module-times`: the modules of the largest total time, wall and CPU (tests/support/module_times.py), so each CI log
 # says where the suite's time goes. TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= 2
+# The checkout's byte code is compiled first: shells that export PYTHONDONTWRITEBYTECODE=1 (this project's machines
+# do) keep every Python the tests start from writing it, so each would compile trainops from source again (about
+# 0.3 CPU s per `trainops` command; bench/README.md, "The whole suite, measured").
 test: $(TEST_STAMP) mpi slurm lint
+	$(PY) -m compileall -q trainops tests >/dev/null
 	$(PY) -m pytest -q -p no:cacheprovider --durations=25 --module-times=25 $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder)
 
 # Lint and types are checked, not hoped for: ruff (the rule set in pyproject.toml) over the tree, mypy over the

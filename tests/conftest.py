@@ -148,6 +148,14 @@ def module_rank(items: list[pytest.Item]) -> int:
                 len(LONGEST_FIRST))
 
 
+@pytest.hookimpl(optionalhook=True)  # xdist's hook: absent when pytest runs without xdist
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    """Modules whole to a worker, the Ray modules together (`support.work_units`: one Ray cluster per run)."""
+    from support.work_units import ModulesAndSharedDirectories  # only under xdist, which this hook implies
+
+    return ModulesAndSharedDirectories(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     modules: dict[str, list[pytest.Item]] = {}
     for item in items:

@@ -1,6 +1,7 @@
 """The ray backend's system tests share one real Ray cluster (`support.ray_cluster`): started once per test session
-(per xdist worker) at the first test that asks for it, stopped when the session ends; and one relay to its Jobs API
-for the tests that run trainops outside the cluster's namespace (``jobs_api``)."""
+at the first test that asks for it, stopped when the session ends; and one relay to its Jobs API for the tests that
+run trainops outside the cluster's namespace (``jobs_api``). Under xdist a session is a worker's, so `make test`
+hands this directory's modules to one worker together (`support.work_units`): one cluster per run."""
 
 from __future__ import annotations
 
