@@ -1,19 +1,15 @@
 """A job is found by its name alone, as a new user types the commands (issue 47 items 1 and 4): the venv's `trainops`
 run as subprocesses on the local backend with several processes per host, then `status`, `logs`, `jobs`, `report`
-and `stop` with no backend given, from another working directory; the same for `make run`'s pipeline
-(examples/digits/pipeline.yaml), whose last lines name its report and plot, and whose report is served on
-127.0.0.1."""
+and `stop` with no backend given, from another working directory. The same for `make run`'s pipeline is in
+test_digits_pipeline.py, on that module's one run of it."""
 
 from __future__ import annotations
 
 import json
 import os
 import re
-import signal
 import subprocess
 import sys
-import urllib.error
-import urllib.request
 from pathlib import Path
 
 import pytest
@@ -126,85 +122,3 @@ def test_a_name_nobody_started_says_where_it_looked_and_how_to_list(user):
     assert missing.returncode == 2
     assert "no job 'never-ran' on the local backend" in missing.stderr and "`trainops jobs` lists" in missing.stderr
     assert user("jobs").stdout.startswith("no jobs yet")
-
-
-@pytest.fixture(scope="module")
-def digits_run(tmp_path_factory):
-    """`make run`'s pipeline, run once with its own state."""
-    root = tmp_path_factory.mktemp("digits-find")
-    env = {**os.environ, "TRAINOPS_HOME": str(root / "home"), "TRAINOPS_JOB_INDEX": str(root / "index")}
-    ran = subprocess.run([TRAINOPS, "run", "examples/digits/pipeline.yaml", "--workdir", str(root / "digits")],
-                         capture_output=True, text=True, cwd=str(ROOT), env=env, timeout=560)
-    return root, env, ran
-
-
-def test_make_runs_pipeline_names_its_report_and_plot_last(digits_run):
-    root, _, ran = digits_run
-    assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr
-    record = root / "digits" / "pipelines" / "digits-retrain" / "last-run.json"
-    page = record.parent / "report.html"
-    tail = ran.stdout.strip().splitlines()[-3:]
-    assert tail[0] == f"[pipeline] results: {record}"
-    assert tail[1] == f"[pipeline] report:  {page}  (trainops report digits-retrain)"
-    plot = Path(tail[2].removeprefix("[pipeline] plot:    "))
-    assert tail[2].startswith("[pipeline] plot:    ") and plot.name == "loss_curve.png" and plot.is_file()
-    html = page.read_text()
-    assert "<h1>Digits classifier evaluation</h1>" in html and "Quality gate passed" in html
-    assert len(re.findall(r'src="data:image/png;base64,', html)) == 1  # the loss curve, inline, once
-
-
-def test_the_pipelines_job_is_found_by_name_from_another_directory(digits_run, tmp_path):
-    root, env, ran = digits_run
-    assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr
-    [name] = re.findall(r"^\[pipeline\] step train: (\S+) Completed", ran.stdout, re.M)
-
-    def trainops(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([TRAINOPS, *args], capture_output=True, text=True, cwd=str(tmp_path), env=env,
-                              timeout=120)
-
-    status = trainops("status", name)
-    assert status.returncode == 0 and "status: Completed" in status.stdout, status.stderr
-    assert f"job_dir: {root / 'digits' / 'jobs' / name}" in status.stdout
-    logs = trainops("logs", name)
-    assert logs.returncode == 0 and "epoch 12/12" in logs.stdout, logs.stderr
-    listed = trainops("jobs")
-    assert re.search(rf"^{name}\s+local\s+Completed\s+.*workdir={root / 'digits'} \(pipeline digits-retrain\)$",
-                     listed.stdout, re.M), listed.stdout
-    page = str(root / "digits" / "pipelines" / "digits-retrain" / "report.html")
-    assert trainops("report", name).stdout.strip() == page  # a pipeline's job: the run's page
-    assert trainops("report", "digits-retrain").stdout.strip() == page
-
-
-def test_the_report_is_served_on_localhost_under_the_sandbox(digits_run, tmp_path):
-    root, env, ran = digits_run
-    assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr
-    server = subprocess.Popen([TRAINOPS, "report", "digits-retrain", "--serve"], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, cwd=str(tmp_path), env=env)
-    try:
-        assert server.stdout is not None
-        path = server.stdout.readline().strip()  # the path first, then the address it serves
-        served = server.stdout.readline().strip()
-        [url] = re.findall(r"^serving the report at (http://127\.0\.0\.1:\d+/) ", served)
-        with urllib.request.urlopen(url, timeout=30) as response:
-            body = response.read()
-            assert response.status == 200 and "sandbox" in response.headers["Content-Security-Policy"]
-        assert body == Path(path).read_bytes()
-        with pytest.raises(urllib.error.HTTPError) as other:
-            urllib.request.urlopen(url + "etc/passwd", timeout=30)
-        assert other.value.code == 404
-    finally:
-        server.send_signal(signal.SIGINT)
-        code = server.wait(timeout=60)
-    assert code == 0, server.stderr.read() if server.stderr else ""
-
-
-def test_open_hands_the_page_to_the_users_browser(digits_run, tmp_path):
-    root, env, ran = digits_run
-    assert ran.returncode == 0, ran.stdout[-4000:] + ran.stderr
-    opened = tmp_path / "opened"
-    # $BROWSER, as Python's webbrowser reads it: a command that notes the address it was given
-    browser = f"/bin/sh -c 'echo \"$0\" > {opened}' %s"
-    shown = subprocess.run([TRAINOPS, "report", "digits-retrain", "--open"], capture_output=True, text=True,
-                           cwd=str(tmp_path), env={**env, "BROWSER": browser}, timeout=120)
-    assert shown.returncode == 0, shown.stderr
-    assert opened.read_text().strip() == Path(shown.stdout.strip()).resolve().as_uri()
