@@ -5,6 +5,7 @@ module's total time at the end of a run (`support.module_times`, ``--module-time
 from __future__ import annotations
 
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -22,6 +23,14 @@ os.environ["TRAINOPS_BACKENDS"] = os.devnull
 # Nor does a test's job land in the developer's job index (trainops.job_index): one per test session, a test of the
 # index sets its own.
 os.environ["TRAINOPS_JOB_INDEX"] = tempfile.mkdtemp(prefix="trainops-test-job-index-")
+
+# Ctrl-C reaches the processes the tests start. A shell without job control starts `make test &` (or `nohup make
+# test`) with SIGINT ignored, and an ignored signal stays ignored across fork and exec, so every process of the run
+# would ignore the Ctrl-C the tests send (a report server, `make slurm-cluster`, a job's launcher) and those tests
+# would fail for the way the suite was started. A handler, unlike an ignored signal, is reset to the default by
+# exec: the tests' processes start as a terminal's do.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 from support import duration_bound, module_times  # noqa: E402
 
