@@ -50,10 +50,31 @@ def test_nothing_to_do():
 """
 
 
-def run_inner(tmp_path: Path, *arguments: str) -> subprocess.CompletedProcess:
+# A daemon the test starts and never reaps (as a Slurm or Ray cluster's daemons): it burns 0.5 CPU s, says so in a
+# file, then waits to be killed; the test waits for the file (a condition) and kills it without reaping it.
+DAEMON = """
+import os, signal, subprocess, sys, time
+from pathlib import Path
+
+BURN = "import pathlib, sys, time\\nwhile time.process_time() < 0.5: pass\\npathlib.Path(sys.argv[1]).write_text('done')\\ntime.sleep(600)"
+LEFT = []
+
+
+def test_a_daemon_computes(tmp_path):
+    done = tmp_path / "done"
+    LEFT.append(subprocess.Popen([sys.executable, "-c", BURN, str(done)], start_new_session=True))
+    while not done.exists():
+        time.sleep(0.05)
+    os.kill(LEFT[-1].pid, signal.SIGKILL)
+"""
+
+
+def run_inner(tmp_path: Path, *arguments: str, daemon: bool = False) -> subprocess.CompletedProcess:
     (tmp_path / "conftest.py").write_text(CONFTEST)
     (tmp_path / "test_busy.py").write_text(BUSY)
     (tmp_path / "test_idle.py").write_text(IDLE)
+    if daemon:
+        (tmp_path / "test_daemon.py").write_text(DAEMON)
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *arguments],
                           cwd=tmp_path, capture_output=True, text=True, timeout=300)
 
@@ -103,3 +124,27 @@ def test_without_the_options_nothing_is_listed_or_written(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     assert "largest total time" not in done.stdout
     assert sorted(path.name for path in tmp_path.iterdir()) == ["conftest.py", "test_busy.py", "test_idle.py"]
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2", "--dist", "loadfile"]], ids=["one-process", "xdist"])
+def test_a_daemon_the_test_never_reaps_is_counted_where_a_cgroup_can_be_made(tmp_path, workers):
+    """As root (this project's machines and CI) the test process counts its descendants through a cgroup of its
+    own (`module_times.CpuGroup`), so a daemon's CPU is in its module's figure; the reaped-children figure misses it
+    (the fallback elsewhere). The group is gone after the run."""
+    import os
+
+    from support.module_times import CpuGroup
+
+    done = run_inner(tmp_path, *workers, "--module-times=5", daemon=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = listed(done)
+    probe = CpuGroup.open()  # can this process make one (the test processes above could as well)
+    if probe is None:
+        assert os.geteuid() != 0, "root, yet no cgroup could be made for the CPU figures"
+        assert rows["test_daemon.py"][1] < 0.5, done.stdout  # the fallback cannot see an unreaped daemon
+        return
+    probe.close()
+    assert not probe.group.exists()
+    assert rows["test_daemon.py"][1] >= 0.45, done.stdout  # the daemon's 0.5 CPU s (the kernel's count)
+    assert rows["test_idle.py"][1] < 0.5, done.stdout
+    assert not list(probe.parent.glob("trainops-tests-*")), "a test process left its group behind"
