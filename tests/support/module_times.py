@@ -72,6 +72,7 @@ class CpuGroup:
             else:
                 continue
             parent = root / path.lstrip("/")
+            _remove_empty_groups(parent)
             group = parent / f"trainops-tests-{os.getpid()}"
             try:
                 group.mkdir()
@@ -92,6 +93,14 @@ class CpuGroup:
         with contextlib.suppress(OSError):
             (self.parent / "cgroup.procs").write_text(f"{os.getpid()}\n")
             self.group.rmdir()
+
+
+def _remove_empty_groups(parent: Path) -> None:
+    """Groups an earlier run left (its test process ended while a daemon it started was still ending, so the group
+    could not be removed then): the kernel removes only a group no process is in, so a running worker's stays."""
+    for stale in parent.glob("trainops-tests-*"):
+        with contextlib.suppress(OSError):
+            stale.rmdir()
 
 
 def _cpuacct_seconds(group: Path) -> float:
