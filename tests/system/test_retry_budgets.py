@@ -140,7 +140,7 @@ except JobFailed as failure:
     print(json.dumps({"ended": "failed", "classes": [a["failure_class"] for a in result["attempts"]],
                       "evidence": result["failure_evidence"]["evidence"]}))
 """
-CASE_TIMEOUT_SECONDS = 300  # a case takes well under a minute even on a loaded machine; a hang waits for max_run
+CASE_TIMEOUT_SECONDS = 300  # the cases at once take about a minute on a loaded machine; a hang waits for max_run
 CASES = int(os.environ.get("TRAINOPS_HANG_CASES", "4"))  # per isolation: a PID namespace, or none
 
 
@@ -157,28 +157,38 @@ def test_a_host_failing_its_health_check_on_every_attempt_never_hangs_with_the_c
     torchrun's rendezvous meanwhile). Before the fix the controller's process watch could reap algo-2's launcher
     before the job polled it (then read as exit 0), and the attempt stayed InProgress until max_run; the controller
     now reaps nothing but its own launchers, through their Popen. With each host's PID namespace (the default) and
-    without."""
+    without. The cases run at once, each a job of its own (its own home): they load the cores themselves beside the
+    busy loops, and the suite waits for one case's time instead of the sum."""
     import json
     import subprocess
     import sys
 
     busy = _saturate_cpu(int(os.environ.get("TRAINOPS_HANG_BUSY", "0")) or os.cpu_count() or 2)
+    cases: list[subprocess.Popen[str]] = []
     try:
         for case in range(CASES):
             home = tmp_path / f"home-{case}"
             data = {**spec(tmp_path), "health_check": True, "max_run": 3600}
             environment = {**os.environ, "TRAINOPS_HOME": str(home), "TRAINOPS_HEALTHCHECK_INJECT_FAILURE": "algo-2",
                            "TRAINOPS_LOCAL_PID_NAMESPACE": "0" if tracking == "process-tree" else "1"}
+            cases.append(subprocess.Popen([sys.executable, "-c", HEALTH_CHECK_CASE, json.dumps(data), f"hc-{case}"],
+                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=environment))
+        deadline = time.monotonic() + CASE_TIMEOUT_SECONDS
+        for case, process in enumerate(cases):
             try:
-                done = subprocess.run([sys.executable, "-c", HEALTH_CHECK_CASE, json.dumps(data), f"hc-{case}"],
-                                      capture_output=True, text=True, env=environment, timeout=CASE_TIMEOUT_SECONDS)
+                stdout, stderr = process.communicate(timeout=max(1.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 pytest.fail(f"case {case}: the job hung ({CASE_TIMEOUT_SECONDS} s)")
-            assert done.returncode == 0, done.stderr[-3000:]
-            outcome = json.loads(done.stdout.strip().splitlines()[-1])
-            assert outcome["ended"] == "failed" and outcome["classes"] == ["infrastructure", "infrastructure"], outcome
-            assert "health check failed on host algo-2" in outcome["evidence"]
+            assert process.returncode == 0, (case, stderr[-3000:])
+            outcome = json.loads(stdout.strip().splitlines()[-1])
+            assert outcome["ended"] == "failed" and outcome["classes"] == ["infrastructure", "infrastructure"], \
+                (case, outcome)
+            assert "health check failed on host algo-2" in outcome["evidence"], (case, outcome)
     finally:
+        for process in cases:  # a case that hung: its job's controller ends with it (the hosts' launchers follow)
+            if process.poll() is None:
+                process.kill()
+                process.communicate()
         for process in busy:
             process.kill()
             process.wait()
