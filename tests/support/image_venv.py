@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `support` importable
 
-from support.cached_venv import CachedVenv  # noqa: E402
+from support.cached_venv import CachedVenv, warm_imports  # noqa: E402
 
 IMAGE = CachedVenv(
     label="training-image stand-in",
@@ -25,6 +25,12 @@ IMAGE = CachedVenv(
     cache_variable="TRAINOPS_IMAGE_VENV_CACHE", default_cache="trainops-test", prefix="image-venv",
     stamp=".trainops-image-ready",
     check="import torch, numpy, sagemaker_training, sagemaker_pytorch_container",
+    # What the jobs run with it import: the ranks (torch's distributed and data parts, the examples' scripts), the
+    # torchrun launcher, and AWS's `train` command with its PyTorch part.
+    warm=warm_imports("torch", "numpy", "torch.distributed", "torch.distributed.run", "torch.nn.parallel",
+                      "torch.nn.functional", "torch.utils.data", "torch.utils.data.distributed", "torch.optim",
+                      "torch.distributed.tensor", "torch.distributed.fsdp", "sagemaker_training.cli.train",
+                      "sagemaker_pytorch_container.training"),
 )
 PACKAGES = IMAGE.packages
 build = IMAGE.build
