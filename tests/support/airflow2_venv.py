@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `support` importable
 
-from support.cached_venv import CachedVenv, clean_environment, warm_imports  # noqa: E402
+from support.cached_venv import TORCH_JOB_MODULES, CachedVenv, clean_environment, warm_imports  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 AIRFLOW2 = CachedVenv(
@@ -47,10 +47,9 @@ AIRFLOW2 = CachedVenv(
            "assert airflow.__version__.startswith('2.11'), airflow.__version__"),
     # Airflow whole (its CLI, scheduler, executors and the database migrations alembic loads from files), and what
     # the example pipeline's tasks import of the rest.
-    warm=warm_imports("airflow", "airflow.providers.amazon.aws.hooks.base_aws", "torch", "torch.distributed",
-                      "torch.distributed.run", "torch.nn.parallel", "torch.utils.data", "torch.utils.data.distributed",
-                      "numpy", "sklearn.datasets", "sklearn.model_selection", "matplotlib", "matplotlib.pyplot",
-                      "boto3", "pydantic", "yaml", "platformdirs",
+    warm=warm_imports("airflow", "airflow.providers.amazon.aws.hooks.base_aws", *TORCH_JOB_MODULES, "sklearn.datasets",
+                      "sklearn.model_selection", "matplotlib", "matplotlib.pyplot", "boto3", "pydantic", "yaml",
+                      "platformdirs",
                       compile_packages=("airflow", "sqlalchemy", "alembic", "pendulum", "flask")),
 )
 PACKAGES = AIRFLOW2.packages

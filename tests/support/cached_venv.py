@@ -31,6 +31,12 @@ def clean_environment() -> dict[str, str]:
     return {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "VIRTUAL_ENV")}
 
 
+#: What a rank of the examples' jobs imports of torch (the digits script, torchrun's launcher): every venv that runs
+#: jobs warms these.
+TORCH_JOB_MODULES = ("torch", "torch.distributed", "torch.distributed.run", "torch.nn.parallel", "torch.utils.data",
+                     "torch.utils.data.distributed", "numpy")
+
+
 def warm_imports(*modules: str, compile_packages: Sequence[str] = ()) -> str:
     """Source for `CachedVenv.warm`: import each module (one that does not import is said, not fatal: warming only
     saves time) and byte-compile the whole of each of ``compile_packages`` (for packages whose modules are loaded
@@ -46,6 +52,15 @@ def warm_imports(*modules: str, compile_packages: Sequence[str] = ()) -> str:
             f"    if spec is not None and spec.submodule_search_locations:\n"
             f"        for location in spec.submodule_search_locations:\n"
             f"            compileall.compile_dir(location, quiet=1)\n")
+
+
+def warm(python: Path, source: str, timeout: float | None = None) -> None:
+    """Run ``source`` (`warm_imports`) with ``python`` once with byte code written (this machine's shells say
+    ``PYTHONDONTWRITEBYTECODE``), from ``/`` with no ``PYTHONPATH``: the venv's own modules get their ``.pyc``."""
+    writing = {key: value for key, value in clean_environment().items() if key != "PYTHONDONTWRITEBYTECODE"}
+    done = subprocess.run([str(python), "-c", source], cwd="/", env=writing, capture_output=True, text=True,
+                          timeout=timeout)
+    assert done.returncode == 0, f"warming {python} failed:\n{done.stderr[-3000:]}"
 
 
 def python_of(directory: Path) -> Path:
@@ -99,9 +114,7 @@ class CachedVenv:
             subprocess.run([*pip, "--no-compile", *self.packages], check=True, env=environment)
             if self.no_deps:
                 subprocess.run([*pip, "--no-compile", "--no-deps", *self.no_deps], check=True, env=environment)
-            writing = {key: value for key, value in environment.items() if key != "PYTHONDONTWRITEBYTECODE"}
-            subprocess.run([str(python_of(directory)), "-c", self.warm or self.check], check=True, cwd="/",
-                           env=writing)
+            warm(python_of(directory), self.warm or self.check)
             no_trainops = "\nimport importlib.util, sys\nsys.exit(1 if importlib.util.find_spec('trainops') else 0)\n"
             # From / with no PYTHONPATH: a checkout's trainops/ in the working directory would be found otherwise.
             subprocess.run([str(python_of(directory)), "-c", self.check + no_trainops], check=True, cwd="/",

@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: `support` importable
 
-from support.cached_venv import CachedVenv, warm_imports  # noqa: E402
+from support.cached_venv import TORCH_JOB_MODULES, CachedVenv, warm_imports  # noqa: E402
 
 IMAGE = CachedVenv(
     label="training-image stand-in",
@@ -27,10 +27,8 @@ IMAGE = CachedVenv(
     check="import torch, numpy, sagemaker_training, sagemaker_pytorch_container",
     # What the jobs run with it import: the ranks (torch's distributed and data parts, the examples' scripts), the
     # torchrun launcher, and AWS's `train` command with its PyTorch part.
-    warm=warm_imports("torch", "numpy", "torch.distributed", "torch.distributed.run", "torch.nn.parallel",
-                      "torch.nn.functional", "torch.utils.data", "torch.utils.data.distributed", "torch.optim",
-                      "torch.distributed.tensor", "torch.distributed.fsdp", "sagemaker_training.cli.train",
-                      "sagemaker_pytorch_container.training"),
+    warm=warm_imports(*TORCH_JOB_MODULES, "torch.nn.functional", "torch.optim", "torch.distributed.tensor",
+                      "torch.distributed.fsdp", "sagemaker_training.cli.train", "sagemaker_pytorch_container.training"),
 )
 PACKAGES = IMAGE.packages
 build = IMAGE.build

@@ -45,7 +45,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from support.cached_venv import clean_environment, warm_imports
+from support.cached_venv import TORCH_JOB_MODULES, warm, warm_imports
 
 pytestmark = [pytest.mark.system, pytest.mark.timeout(1500)]
 
@@ -143,9 +143,8 @@ def build_wheel(out: Path) -> Path:
 
 #: What the components import in the image (KFP's executor, the steps' libraries, the example's scripts).
 IMAGE_WARM = warm_imports("kfp", "kfp.dsl", "kfp.dsl.executor_main", "kfp.kubernetes", "yaml", "pydantic", "boto3",
-                          "botocore", "platformdirs", "torch", "torch.distributed", "torch.distributed.run",
-                          "torch.nn.parallel", "torch.utils.data", "torch.utils.data.distributed", "numpy",
-                          "sklearn.datasets", "sklearn.model_selection", "matplotlib", "matplotlib.pyplot")
+                          "botocore", "platformdirs", *TORCH_JOB_MODULES, "sklearn.datasets",
+                          "sklearn.model_selection", "matplotlib", "matplotlib.pyplot")
 
 
 def image_venv(wheel: Path) -> Path:
@@ -167,10 +166,7 @@ def image_venv(wheel: Path) -> Path:
                                "--constraint", str(REPO / "constraints.txt"), f"{wheel}[{extras}]"],
                               capture_output=True, text=True, timeout=1200)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        writing = {key: value for key, value in clean_environment().items() if key != "PYTHONDONTWRITEBYTECODE"}
-        done = subprocess.run([str(building / "bin" / "python"), "-c", IMAGE_WARM], capture_output=True, text=True,
-                              timeout=600, cwd="/", env=writing)
-        assert done.returncode == 0, done.stderr[-3000:]
+        warm(building / "bin" / "python", IMAGE_WARM, timeout=600)
         (building / ".complete").write_text(extras)
         try:
             building.rename(venv)  # venvs are relocatable enough for `python -m`: scripts are not used
