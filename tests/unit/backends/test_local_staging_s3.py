@@ -14,7 +14,7 @@ from support.staging_files import listing, recorded_files, staged_files
 from trainops.backends.hostfs import stage_s3
 from trainops.backends.hostfs.stage_names import JOURNAL_NAME, MANIFEST_NAME, is_temporary_name
 from trainops.backends.hostfs.staging import stage_tree
-from trainops.errors import SpecError
+from trainops.errors import JobFailed, SpecError
 
 
 def s3_bucket(objects: dict[str, bytes]):
@@ -149,6 +149,45 @@ def test_an_interrupted_s3_stage_leaves_whole_files_only_and_a_rerun_completes(a
     rerun = stage_tree(f"s3://{bucket}/p", str(destination), workers=4, client_factory=lambda service: client)
     assert rerun.ok and (rerun.files_skipped, rerun.files_copied) == (39, 81) and len(client.downloaded) == 81
     assert staged_files(destination) == {name.removeprefix("p/"): data for name, data in objects.items()}
+
+
+def test_a_commit_failing_after_its_rename_is_never_settled_twice(aws_environment, tmp_path, monkeypatch):
+    """A full disk met by the bookkeeping after a file was renamed into place (its directory descriptor closed by
+    then) ends the stage as a full disk; the cleanup of the downloads still in flight does not discard that file again, which
+    would close its descriptor's number a second time (by then another file's)."""
+    import errno
+
+    from trainops.backends.hostfs import staging
+
+    client, bucket = s3_bucket({f"p/object-{index:03d}.bin": os.urandom(512) for index in range(80)})
+    commit, discard = staging.Destination.commit, staging.Destination.discard
+    committed: list[staging.Created] = []
+    closed: list[int] = []
+    closed_again: list[int] = []  # descriptors closed while a file already renamed into place was discarded
+
+    def failing_after_the_rename(self, created, *arguments):
+        commit(self, created, *arguments)
+        committed.append(created)
+        if len(committed) == 30:
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+    def discarding(self, created):
+        before = len(closed)
+        discard(self, created)
+        if created in committed:
+            closed_again.extend(closed[before:])
+
+    close = os.close
+    monkeypatch.setattr(os, "close", lambda descriptor: (closed.append(descriptor), close(descriptor))[1])
+    monkeypatch.setattr(staging.Destination, "commit", failing_after_the_rename)
+    monkeypatch.setattr(staging.Destination, "discard", discarding)
+    destination = tmp_path / "destination"
+    with pytest.raises(JobFailed, match="is full .*30 of 80 files were staged"):
+        stage_tree(f"s3://{bucket}/p", str(destination), workers=4, client_factory=lambda service: client)
+    monkeypatch.undo()
+    assert closed_again == []
+    assert not any(is_temporary_name(Path(name).name) for name in listing(destination))
+    assert len(staged_files(destination)) == 30
 
 
 def test_an_empty_s3_prefix_is_bad_input_and_creates_nothing(aws_environment, tmp_path):

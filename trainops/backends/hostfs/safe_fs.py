@@ -48,8 +48,10 @@ def open_path(components: list[str], root: int, *, create: bool = False, mode: i
     try:
         for component in components:
             following = make_directory(component, current, mode) if create else open_directory(component, current)
-            os.close(current)
-            current = following
+            # `current` names the open directory before the old one is closed: an exception (Ctrl-C) landing
+            # between the two can leak one descriptor, never make the handler below close a number twice.
+            previous, current = current, following
+            os.close(previous)
     except BaseException:
         os.close(current)
         raise

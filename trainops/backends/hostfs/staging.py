@@ -89,6 +89,10 @@ class Destination:
         self.identities = {"": (details.st_dev, details.st_ino)}
         self.number, self.saved = 0, time.monotonic()
         self.checked = ("", -1)  # the directory (relative name, descriptor) whose identity was checked last
+        # Temporary files neither renamed into place nor discarded yet: settling one twice (an error raised by
+        # `commit` after it closed the record's directory descriptor, then the caller's cleanup discarding it)
+        # would close that number again, by then perhaps another file's.
+        self.pending: set[str] = set()
 
     def prepare(self, relative: str) -> str | None:
         """Make ``relative`` a real directory under the destination; return why it cannot be, or None."""
@@ -142,7 +146,9 @@ class Destination:
             self.number += 1
             name = _temporary_name(self.number)
             try:
-                return Created(directory, name, os.open(name, NEW_FILE_FLAGS, item.mode, dir_fd=directory))
+                created = Created(directory, name, os.open(name, NEW_FILE_FLAGS, item.mode, dir_fd=directory))
+                self.pending.add(name)
+                return created
             except FileExistsError:
                 continue
             except OSError as error:
@@ -172,6 +178,7 @@ class Destination:
             self.fail(item, "a directory of that name is in the destination" if isinstance(error, IsADirectoryError)
                       else f"cannot rename into place: {error.strerror}")
             return
+        self.pending.discard(created.temporary)
         if self.in_flight:
             os.close(created.directory)
         self.manifest.files[item.name] = (written, fingerprint, modified)
@@ -187,7 +194,11 @@ class Destination:
         self.progress.advance(item.size)
 
     def discard(self, created: Created) -> None:
-        """Remove the temporary file (its descriptor is closed by whoever wrote it)."""
+        """Remove the temporary file (its descriptor is closed by whoever wrote it); nothing when it was renamed
+        into place or removed already."""
+        if created.temporary not in self.pending:
+            return
+        self.pending.discard(created.temporary)
         try:
             os.unlink(created.temporary, dir_fd=created.directory)
         except OSError:
