@@ -1,11 +1,12 @@
 """How the suite's modules are handed to the xdist workers: a module goes whole to one worker (its module fixtures,
 a Slurm cluster or an Airflow home, are set up once), except that the modules of one directory that share a
-session-scoped cluster go whole to one worker together.
+cluster go whole to one worker together.
 
-The Ray tests (tests/system/ray/) share one real Ray cluster, a session fixture: under plain ``--dist loadfile``
+The Ray tests (tests/system/ray/) share one real Ray cluster, handed from each of its modules to the next one the
+worker runs and stopped when the worker moves on (tests/system/ray/conftest.py): under plain ``--dist loadfile``
 each worker that got one of those modules started its own cluster (a head and a worker node, hundreds of MB and
 tens of CPU seconds each), so with four workers up to four clusters ran at once. One work unit for the directory
-starts one cluster per run, as the fixture's docstring promises.
+starts one cluster per run, and the worker runs its modules one after another.
 
 Within the order the collection gives (tests/conftest.py hands the modules out longest first), a unit's place is
 its first module's.
@@ -15,7 +16,7 @@ from __future__ import annotations
 
 from xdist.scheduler import LoadScopeScheduling
 
-# Directories whose modules are one work unit: they share a session fixture that is costly to start twice.
+# Directories whose modules are one work unit: they share a cluster that is costly to start twice.
 SHARED_SESSION_DIRECTORIES = ("tests/system/ray/",)
 
 
