@@ -14,20 +14,17 @@ export AIRFLOW__CORE__LOAD_EXAMPLES ?= False
 run: $(RUN_STAMP)
 	$(VENV)/bin/trainops run examples/digits/pipeline.yaml
 
-# Three test processes by default (pytest-xdist) on this project's 2-core machines: two take about half the time of
-# one (closing note of issue 24), and a third keeps the cores busy while another waits on a clock (a Slurm time
-# limit, an Airflow heartbeat, a retry's back-off): in a profile of the whole suite (bench/README.md, stop 54) the
-# modules' wall time was 6,020 s for 4,983 CPU s, so two workers left about a sixth of their core time idle, which a
-# CPU hog beside the suite takes. `--dist loadfile`: a module goes whole to one worker, so its module fixtures (a
-# Slurm cluster, an Airflow home) are set up once, and the modules of tests/system/ray/ go together
+# Two test processes by default (pytest-xdist): on 2 cores the suite takes about half the time of one process
+# (closing note of issue 24). `--dist loadfile`: a module goes whole to one worker, so its module fixtures (a Slurm
+# cluster, an Airflow home) are set up once, and the modules of tests/system/ray/ go together
 # (tests/support/work_units.py: their session's Ray cluster starts once); tests/conftest.py hands the modules out
-# longest first (the real Airflow components, then system, then reliability, then unit modules), so the workers end
-# on short ones. Each module keeps its own Airflow home (a copy of one migrated database) and moto server; the cached
-# venvs are built under a lock. `--durations`: the slowest tests are printed, and a test past its bound fails
-# (tests/support/duration_bound.py). `--module-times`: the modules of the largest total time, wall and CPU
-# (tests/support/module_times.py), so each CI log says where the suite's time goes. TEST_WORKERS=0 runs it in one
-# process.
-TEST_WORKERS ?= 3
+# longest first (the real Airflow components, then system, then reliability, then unit modules), so both workers end
+# on short ones. Each module keeps
+# its own Airflow home (a copy of one migrated database) and moto server; the cached venvs are built under a lock.
+# `--durations`: the slowest tests are printed, and a test past its bound fails (tests/support/duration_bound.py).
+# `--module-times`: the modules of the largest total time, wall and CPU (tests/support/module_times.py), so each CI log
+# says where the suite's time goes. TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 # trainops' byte code is compiled first: shells that export PYTHONDONTWRITEBYTECODE=1 (this project's machines do)
 # keep every Python the tests start from writing it, so each would compile trainops from source again (about 0.3 CPU
 # s per `trainops` command). Only the package: the tests' directories are copied file by file as jobs' code and
