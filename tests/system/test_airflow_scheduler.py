@@ -248,6 +248,11 @@ def airflow(tmp_path_factory, airflow_db_template):
         "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"http://127.0.0.1:{port}/execution/",
         "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
         "AIRFLOW__API__SECRET_KEY": secrets.token_hex(16),
+        # A task's calls to the execution API wait up to 30 s for an answer, not 5 (Airflow's docs: raise it under
+        # high load). Here the API server shares 2 cores with the other test modules and a CPU hog, and answers from
+        # a SQLite database the scheduler and DAG processor write too: a task's start once took 31 s to answer
+        # (a run with three test workers), and the task, giving up after 5 s and its retries, failed before it ran.
+        "AIRFLOW__WORKERS__EXECUTION_API_TIMEOUT": "30",
         # The REST API as a UI user acts through it (clear, mark failed): the simple auth manager's admin token.
         "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_ALL_ADMINS": "True",
         # Only the run this test triggers (no scheduled run; test_airflow_scheduler_unpause.py has those).
