@@ -17,17 +17,17 @@ from __future__ import annotations
 from xdist.scheduler import LoadScopeScheduling
 
 # Directories whose modules are one work unit: they share a cluster that is costly to start twice.
-SHARED_SESSION_DIRECTORIES = ("tests/system/ray/",)
+SHARED_CLUSTER_DIRECTORIES = ("tests/system/ray/",)
 
 
 def unit_of(nodeid: str) -> str:
     """The work unit a test belongs to: its shared directory when it has one, else its module."""
     module = nodeid.split("::", 1)[0]
-    return next((directory for directory in SHARED_SESSION_DIRECTORIES if module.startswith(directory)), module)
+    return next((directory for directory in SHARED_CLUSTER_DIRECTORIES if module.startswith(directory)), module)
 
 
 class ModulesAndSharedDirectories(LoadScopeScheduling):
-    """``--dist loadfile``, with the modules of a `SHARED_SESSION_DIRECTORIES` entry as one unit."""
+    """``--dist loadfile``, with the modules of a `SHARED_CLUSTER_DIRECTORIES` entry as one unit."""
 
     def _split_scope(self, nodeid: str) -> str:
         return unit_of(nodeid)
